@@ -1,0 +1,28 @@
+//===- Passes.h - Graph-to-graph transformations ----------------*- C++ -*-===//
+//
+// Each pass is a free function over a Graph that returns whether it changed
+// anything; dynafuse-opt runs them by name (--passes=cse,dce).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_GRAPH_PASSES_H
+#define DYNAFUSE_GRAPH_PASSES_H
+
+#include "dynafuse/Graph/Graph.h"
+
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+/// Removes nodes whose results are never used.
+bool eliminateDeadCode(Graph &graph);
+/// Merges nodes with the same op, operands and attributes.
+bool eliminateCommonSubexpressions(Graph &graph);
+
+/// Runs the graph pass called name; throws Error for an unknown name.
+bool runGraphPass(const std::string &name, Graph &graph);
+std::vector<std::string> graphPassNames();
+
+} // namespace dynafuse
+
+#endif

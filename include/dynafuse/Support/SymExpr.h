@@ -1,0 +1,79 @@
+//===- SymExpr.h - Symbolic integer expressions -----------------*- C++ -*-===//
+//
+// Sizes, strides and index expressions are symbolic integers built from
+// constants, named symbols (sizes "s0", loop variables "i0"), +, *, floor
+// division and modulo. Every SymExpr is kept in a canonical form: a sum of
+// terms, each a constant coefficient times a sorted product of atoms (symbols,
+// floordiv and mod nodes). Two equal polynomials therefore print identically
+// and compare equal; constants fold as the expression is built.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_SUPPORT_SYMEXPR_H
+#define DYNAFUSE_SUPPORT_SYMEXPR_H
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+class SymExpr {
+public:
+  enum class Kind { Constant, Symbol, Add, Mul, FloorDiv, Mod };
+
+  SymExpr() : SymExpr(int64_t(0)) {}
+  SymExpr(int64_t value); // NOLINT: constants convert implicitly.
+  SymExpr(int value) : SymExpr(int64_t(value)) {} // NOLINT
+  static SymExpr symbol(const std::string &name);
+
+  Kind kind() const;
+  bool isConstant() const { return kind() == Kind::Constant; }
+  bool isSymbol() const { return kind() == Kind::Symbol; }
+  int64_t constant() const;
+  const std::string &symbolName() const;
+  const std::vector<SymExpr> &operands() const;
+
+  /// Canonical text, parseable by parseSymExpr.
+  const std::string &str() const;
+  bool operator==(const SymExpr &other) const { return str() == other.str(); }
+  bool operator!=(const SymExpr &other) const { return !(*this == other); }
+  bool operator<(const SymExpr &other) const { return str() < other.str(); }
+
+  /// Evaluates with Python's floor semantics; throws on an unknown symbol or
+  /// a division by zero.
+  int64_t evaluate(const std::map<std::string, int64_t> &bindings) const;
+  SymExpr substitute(const std::map<std::string, SymExpr> &replacements) const;
+  void collectSymbols(std::set<std::string> &symbols) const;
+
+  friend SymExpr operator+(const SymExpr &lhs, const SymExpr &rhs);
+  friend SymExpr operator-(const SymExpr &lhs, const SymExpr &rhs);
+  friend SymExpr operator*(const SymExpr &lhs, const SymExpr &rhs);
+  friend SymExpr floorDiv(const SymExpr &lhs, const SymExpr &rhs);
+  friend SymExpr mod(const SymExpr &lhs, const SymExpr &rhs);
+
+  struct Node;
+
+private:
+  explicit SymExpr(std::shared_ptr<const Node> node) : node(std::move(node)) {}
+  static SymExpr make(Kind kind, std::vector<SymExpr> operands);
+  friend struct SymExprBuilder;
+  std::shared_ptr<const Node> node;
+};
+
+SymExpr floorDiv(const SymExpr &lhs, const SymExpr &rhs);
+SymExpr mod(const SymExpr &lhs, const SymExpr &rhs);
+
+/// Python semantics of // and % on int64.
+int64_t floorDivInt(int64_t lhs, int64_t rhs);
+int64_t modInt(int64_t lhs, int64_t rhs);
+
+/// Parses "s0*4 + i1", "(i0 // 3) % s1", ... Throws Error on bad syntax.
+SymExpr parseSymExpr(const std::string &text);
+
+} // namespace dynafuse
+
+#endif

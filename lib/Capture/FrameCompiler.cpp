@@ -1,0 +1,396 @@
+//===- FrameCompiler.cpp - Guarded cache of compiled frames ---------------===//
+#include "FrameCompiler.h"
+
+#include "EvalFrameHook.h"
+#include "Guards.h"
+#include "SymbolicInterpreter.h"
+#include "TorchBridge.h"
+#include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Loop/LoopText.h"
+#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Support/Logging.h"
+
+#include <filesystem>
+#include <fstream>
+#include <list>
+#include <map>
+#include <memory>
+
+namespace dynafuse {
+namespace {
+
+struct ThreadState {
+  int depth = 0;
+  int suppressed = 0;
+  std::vector<CallOptions> options;
+};
+thread_local ThreadState threadState;
+
+/// Turns the hook off for this thread while capture, guards or compiled code
+/// run (torch's and nn.Module's Python code would otherwise re-enter it).
+struct SuppressHook {
+  SuppressHook() { ++threadState.suppressed; }
+  ~SuppressHook() { --threadState.suppressed; }
+};
+
+struct CacheEntry {
+  CapturedFrame captured;
+  std::unique_ptr<CompiledModule> module;
+  /// Per module output: alloc index, or -(input index + 1).
+  std::vector<int> outputBuffer;
+};
+
+struct CodeCache {
+  std::list<std::unique_ptr<CacheEntry>> entries;
+  /// Set for code the skip policy excludes, and after a graph break.
+  bool skip = false;
+  bool skippedFile = false;
+  int compiles = 0;
+};
+
+PyObject *unsupportedErrorType = nullptr;
+Py_ssize_t extraIndex = -1;
+std::vector<CodeCache *> &allCaches() {
+  static auto *caches = new std::vector<CodeCache *>(); // Leaked on purpose.
+  return *caches;
+}
+
+void freeCodeCache(void *pointer) {
+  // At interpreter shutdown compiled code may already be unusable: leak.
+  if (!pointer || _Py_IsFinalizing())
+    return;
+  auto *cache = static_cast<CodeCache *>(pointer);
+  auto &caches = allCaches();
+  caches.erase(std::remove(caches.begin(), caches.end(), cache), caches.end());
+  delete cache;
+}
+
+bool isSkippedFile(PyCodeObject *code) {
+  std::string file = PyUnicode_AsUTF8(code->co_filename);
+  if (file.rfind("<frozen", 0) == 0)
+    return true;
+  for (const std::string &prefix : compilerConfig().skipPrefixes)
+    if (file.rfind(prefix, 0) == 0)
+      return true;
+  return false;
+}
+
+CodeCache *cacheOf(PyCodeObject *code) {
+  void *extra = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject *>(code), extraIndex,
+                       &extra) < 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (extra)
+    return static_cast<CodeCache *>(extra);
+  auto *cache = new CodeCache();
+  cache->skippedFile = isSkippedFile(code);
+  cache->skip = cache->skippedFile;
+  if (_PyCode_SetExtra(reinterpret_cast<PyObject *>(code), extraIndex,
+                       cache) < 0) {
+    PyErr_Clear();
+    delete cache;
+    return nullptr;
+  }
+  allCaches().push_back(cache);
+  return cache;
+}
+
+std::string codeName(PyCodeObject *code) {
+  return PyUnicode_AsUTF8(code->co_qualname);
+}
+
+std::string codeWhere(PyCodeObject *code) {
+  return std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" +
+         std::to_string(code->co_firstlineno);
+}
+
+Backend &backendNamed(const std::string &requested) {
+  static auto *backends = new std::map<std::string, std::unique_ptr<Backend>>();
+  std::string name = requested;
+  if (name == "cpu") {
+    std::vector<std::string> known = backendNames();
+    bool haveLLVM = std::find(known.begin(), known.end(), "llvm") != known.end();
+    name = haveLLVM ? "llvm" : "interp";
+  }
+  auto &slot = (*backends)[name];
+  if (!slot)
+    slot = createBackend(name);
+  return *slot;
+}
+
+std::string sanitize(const std::string &name) {
+  std::string clean;
+  for (char c : name)
+    clean += std::isalnum((unsigned char)c) ? c : '_';
+  return clean;
+}
+
+std::string nextGraphName(PyCodeObject *code) {
+  static long counter = 0;
+  return sanitize(codeName(code)) + "_" + std::to_string(counter++);
+}
+
+void writeFile(const std::filesystem::path &path, const std::string &text) {
+  std::ofstream(path) << text;
+}
+
+/// One folder per compiled graph: every stage's text and a replay script.
+std::string prepareDump(const CapturedFrame &captured,
+                        const LoopModule &module) {
+  if (compilerConfig().dumpDir.empty())
+    return "";
+  std::filesystem::path dir =
+      std::filesystem::path(compilerConfig().dumpDir) / captured.graph->name;
+  std::filesystem::create_directories(dir);
+  writeFile(dir / "graph.graph", printGraph(*captured.graph));
+  writeFile(dir / "kernels.loop", printLoopModule(module));
+  writeFile(dir / "replay.sh",
+            "#!/bin/sh\n# Replays this graph's compilation stage by stage.\n"
+            "cd \"$(dirname \"$0\")\"\n"
+            "dynafuse-opt graph.graph --emit=loop\n"
+            "dynafuse-opt kernels.loop --emit=llvm\n");
+  return dir.string();
+}
+
+std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
+                                         const CallOptions &options) {
+  auto entry = std::make_unique<CacheEntry>();
+  entry->captured = captureFrame(frame, nextGraphName(frame->code));
+  ++compilerStats().captures;
+  const Graph &graph = *entry->captured.graph;
+  if (graph.nodes.empty())
+    throw Unsupported("the frame computes nothing on tensors",
+                      Location{PyUnicode_AsUTF8(frame->code->co_filename),
+                               frame->code->co_firstlineno, 0});
+  LoopModule module = lowerGraph(graph);
+  verifyLoopModule(module);
+  CompileOptions compileOptions;
+  compileOptions.dumpDir = prepareDump(entry->captured, module);
+  logLine("compile", "compiled " + graph.name + " (" +
+                         std::to_string(module.kernels.size()) +
+                         " kernels) from " + codeWhere(frame->code));
+  for (const std::string &output : module.outputs) {
+    int slot = 0;
+    for (size_t a = 0; a < module.allocs.size(); ++a)
+      if (module.allocs[a].name == output)
+        slot = int(a) + 1;
+    for (size_t i = 0; i < module.inputs.size() && !slot; ++i)
+      if (module.inputs[i].name == output)
+        slot = -int(i) - 1;
+    entry->outputBuffer.push_back(slot > 0 ? slot - 1 : slot);
+  }
+  entry->module = std::make_unique<CompiledModule>(
+      std::move(module), backendNamed(options.backend), compileOptions);
+  return entry;
+}
+
+bool guardsHold(const CacheEntry &entry, SourceResolver &resolver,
+                std::string *failed) {
+  for (const Guard &guard : entry.captured.guards) {
+    if (!checkGuard(guard, resolver)) {
+      if (failed)
+        *failed = guard.describe(entry.captured.sources);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Allocates module buffers as torch tensors and keeps them.
+class TorchAllocator : public Allocator {
+public:
+  explicit TorchAllocator(size_t count) : tensors(count) {}
+  char *allocate(size_t allocIndex, const LoopBuffer &buffer,
+                 const std::vector<int64_t> &sizes) override {
+    char *data = nullptr;
+    tensors[allocIndex] =
+        PyRef::steal(newTensor(sizes, buffer.type.dtype, buffer.type.device,
+                               &data));
+    return data;
+  }
+  std::vector<PyRef> tensors;
+};
+
+PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
+                      const std::vector<PyObject *> &inputs,
+                      const TorchAllocator &allocator) {
+  switch (spec.kind) {
+  case OutputSpec::Kind::Constant:
+    return PyRef(spec.constant).release();
+  case OutputSpec::Kind::Input:
+    return PyRef::borrow(inputs[spec.index]).release();
+  case OutputSpec::Kind::GraphOutput: {
+    int slot = entry.outputBuffer[spec.index];
+    if (slot < 0)
+      return PyRef::borrow(inputs[-slot - 1]).release();
+    return PyRef(allocator.tensors[slot]).release();
+  }
+  case OutputSpec::Kind::Tuple: {
+    PyObject *tuple = PyTuple_New(Py_ssize_t(spec.items.size()));
+    for (size_t i = 0; i < spec.items.size(); ++i)
+      PyTuple_SET_ITEM(tuple, i,
+                       buildResult(spec.items[i], entry, inputs, allocator));
+    return tuple;
+  }
+  }
+  return nullptr;
+}
+
+PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
+  std::vector<PyObject *> inputs;
+  std::vector<TensorArg> args;
+  for (int source : entry.captured.inputSources) {
+    PyObject *object = resolver.get(source);
+    TensorMeta meta = describeTensor(object);
+    inputs.push_back(object);
+    args.push_back(TensorArg{meta.data, meta.sizes, meta.strides});
+  }
+  TorchAllocator allocator(entry.module->module().allocs.size());
+  entry.module->run(args, allocator);
+  return buildResult(entry.captured.result, entry, inputs, allocator);
+}
+
+PyObject *raiseUnsupported(const std::string &message) {
+  PyErr_SetString(unsupportedErrorType, message.c_str());
+  return nullptr;
+}
+
+/// Runs the most recently hit entry whose guards hold; *hit says whether
+/// one did.
+PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame, bool *hit) {
+  std::string firstFailure;
+  for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
+    SourceResolver resolver((*it)->captured.sources, frame);
+    std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
+    if (!guardsHold(**it, resolver, failure))
+      continue;
+    cache.entries.splice(cache.entries.begin(), cache.entries, it);
+    *hit = true;
+    ++compilerStats().cacheHits;
+    return runEntry(*cache.entries.front(), resolver);
+  }
+  if (!cache.entries.empty())
+    logLine("recompiles", "recompiling " + codeName(frame->code) + " at " +
+                              codeWhere(frame->code) +
+                              ": guard failed: " + firstFailure);
+  return nullptr;
+}
+
+bool reachedRecompileLimit(CodeCache &cache, PyCodeObject *code) {
+  if (cache.compiles < compilerConfig().recompileLimit)
+    return false;
+  cache.skip = true;
+  ++compilerStats().recompileLimitHits;
+  logLine("recompiles",
+          codeName(code) + " hit the recompile limit (" +
+              std::to_string(compilerConfig().recompileLimit) +
+              "); it runs eagerly from now on");
+  return true;
+}
+
+/// Cache lookup, then capture and compile; throws on graph breaks and
+/// compile failures.
+PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
+                       const CallOptions &options, int *handled) {
+  bool hit = false;
+  PyObject *result = runCachedEntry(cache, frame, &hit);
+  if (hit) {
+    *handled = 1;
+    return result;
+  }
+  if (reachedRecompileLimit(cache, frame->code))
+    return nullptr;
+  ++cache.compiles;
+  cache.entries.push_front(compileFrame(frame, options));
+  SourceResolver resolver(cache.entries.front()->captured.sources, frame);
+  result = runEntry(*cache.entries.front(), resolver);
+  *handled = 1;
+  return result;
+}
+
+/// Logs a failure, or raises it when fullgraph=True. Returns the frame
+/// callback's result.
+PyObject *fallBack(CodeCache &cache, DynafuseFrame *frame,
+                   const CallOptions &options, const std::string &message,
+                   int *handled) {
+  if (options.fullgraph) {
+    *handled = 1;
+    return raiseUnsupported("fullgraph=True: " + message);
+  }
+  cache.skip = true;
+  logLine("graph_breaks", message + "; the frame runs eagerly");
+  ++compilerStats().eagerFrames;
+  return nullptr;
+}
+
+PyObject *onFrame(DynafuseFrame *frame, int *handled) {
+  if (threadState.depth == 0 || threadState.suppressed)
+    return nullptr;
+  CodeCache *cache = cacheOf(frame->code);
+  if (!cache || cache->skip)
+    return nullptr;
+  SuppressHook suppress;
+  const CallOptions options = threadState.options.back();
+  try {
+    return compiledCall(*cache, frame, options, handled);
+  } catch (const Unsupported &error) {
+    ++compilerStats().graphBreaks;
+    return fallBack(*cache, frame, options,
+                    "graph break in " + codeName(frame->code) + ": " +
+                        error.what(),
+                    handled);
+  } catch (const std::exception &error) {
+    ++compilerStats().compileFailures;
+    if (PyErr_Occurred())
+      PyErr_Clear();
+    *handled = 0;
+    return fallBack(*cache, frame, options,
+                    "compiling " + codeName(frame->code) + " at " +
+                        codeWhere(frame->code) + " failed: " + error.what(),
+                    handled);
+  }
+}
+
+} // namespace
+
+CompilerConfig &compilerConfig() {
+  static auto *config = new CompilerConfig();
+  return *config;
+}
+
+CompilerStats &compilerStats() {
+  static CompilerStats stats;
+  return stats;
+}
+
+void resetCompiledCaches() {
+  for (CodeCache *cache : allCaches()) {
+    cache->entries.clear();
+    cache->skip = cache->skippedFile;
+    cache->compiles = 0;
+  }
+  compilerStats() = CompilerStats();
+}
+
+void initializeFrameCompiler(PyObject *unsupportedError) {
+  unsupportedErrorType = unsupportedError;
+  extraIndex = _PyEval_RequestCodeExtraIndex(freeCodeCache);
+  dynafuse_set_frame_callback(onFrame);
+}
+
+PyObject *callCompiled(PyObject *fn, PyObject *args, PyObject *kwargs,
+                       const CallOptions &options) {
+  ++threadState.depth;
+  threadState.options.push_back(options);
+  dynafuse_hook_enter();
+  PyObject *result = PyObject_Call(fn, args, kwargs);
+  dynafuse_hook_exit();
+  threadState.options.pop_back();
+  --threadState.depth;
+  return result;
+}
+
+} // namespace dynafuse

@@ -1,0 +1,120 @@
+//===- Guards.cpp - Where captured values come from and what was assumed -===//
+#include "Guards.h"
+
+namespace dynafuse {
+
+std::string Source::describe(const std::vector<Source> &all) const {
+  switch (kind) {
+  case Kind::Local:
+    return "local[" + std::to_string(index) + "]";
+  case Kind::Global:
+    return std::string("global '") + PyUnicode_AsUTF8(name.get()) + "'";
+  case Kind::Attr:
+    return all[parent].describe(all) + "." + PyUnicode_AsUTF8(name.get());
+  case Kind::Closure:
+    return "closure[" + std::to_string(index) + "]";
+  case Kind::Item:
+    return all[parent].describe(all) + "[" + std::to_string(index) + "]";
+  }
+  return "?";
+}
+
+std::string Guard::describe(const std::vector<Source> &sources) const {
+  std::string where = sources[source].describe(sources);
+  switch (kind) {
+  case Kind::Tensor: {
+    std::string sizes;
+    for (int64_t size : tensor.sizes)
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
+    return where + " is a " + tensor.dtypeName + " tensor of size [" + sizes +
+           "] on " + tensor.device + (tensor.requiresGrad ? " requiring grad" : "");
+  }
+  case Kind::Equals: {
+    PyRef text = PyRef::steal(PyObject_Repr(expected.get()));
+    if (!text) {
+      PyErr_Clear();
+      return where + " == <constant>";
+    }
+    return where + " == " + PyUnicode_AsUTF8(text.get());
+  }
+  case Kind::Identity:
+    return where + " is the object seen at capture (" +
+           Py_TYPE(expected.get())->tp_name + ")";
+  case Kind::TupleLength:
+    return where + " is a tuple of length " + std::to_string(length);
+  }
+  return where;
+}
+
+PyRef SourceResolver::fetch(const Source &source) {
+  switch (source.kind) {
+  case Source::Kind::Local:
+    return PyRef::borrow(frame->localsplus[source.index]);
+  case Source::Kind::Global: {
+    PyObject *value = PyDict_GetItemWithError(frame->globals, source.name.get());
+    if (!value && !PyErr_Occurred() && PyDict_Check(frame->builtins))
+      value = PyDict_GetItemWithError(frame->builtins, source.name.get());
+    return PyRef::borrow(value);
+  }
+  case Source::Kind::Attr: {
+    PyObject *parent = get(source.parent);
+    if (!parent)
+      return PyRef();
+    return PyRef::steal(PyObject_GetAttr(parent, source.name.get()));
+  }
+  case Source::Kind::Closure: {
+    PyObject *closure = frame->function
+                            ? PyFunction_GetClosure(frame->function)
+                            : nullptr;
+    if (!closure || source.index >= PyTuple_GET_SIZE(closure))
+      return PyRef();
+    return PyRef::borrow(PyCell_GET(PyTuple_GET_ITEM(closure, source.index)));
+  }
+  case Source::Kind::Item: {
+    PyObject *parent = get(source.parent);
+    if (!parent || !PyTuple_CheckExact(parent) ||
+        source.index >= PyTuple_GET_SIZE(parent))
+      return PyRef();
+    return PyRef::borrow(PyTuple_GET_ITEM(parent, source.index));
+  }
+  }
+  return PyRef();
+}
+
+PyObject *SourceResolver::get(int index) {
+  if (!resolved[index]) {
+    values[index] = fetch(sources[index]);
+    if (!values[index])
+      PyErr_Clear();
+    resolved[index] = true;
+  }
+  return values[index].get();
+}
+
+bool checkGuard(const Guard &guard, SourceResolver &resolver) {
+  PyObject *value = resolver.get(guard.source);
+  if (!value)
+    return false;
+  switch (guard.kind) {
+  case Guard::Kind::Tensor:
+    return tensorMatches(value, guard.tensor);
+  case Guard::Kind::Identity:
+    return value == guard.expected.get();
+  case Guard::Kind::TupleLength:
+    return PyTuple_CheckExact(value) &&
+           size_t(PyTuple_GET_SIZE(value)) == guard.length;
+  case Guard::Kind::Equals: {
+    if (Py_TYPE(value) != Py_TYPE(guard.expected.get()))
+      return false;
+    int equal = PyObject_RichCompareBool(value, guard.expected.get(), Py_EQ);
+    if (equal < 0) {
+      PyErr_Clear();
+      return false;
+    }
+    return equal == 1;
+  }
+  }
+  return false;
+}
+
+} // namespace dynafuse

@@ -1,0 +1,66 @@
+//===- Guards.h - Where captured values come from and what was assumed ---===//
+//
+// A Source says how to fetch a value from a frame (an argument, a global, an
+// attribute of another source, a closure cell, a tuple item). A Guard is a
+// fact the capture relied on about one source (tensor metadata, a constant's
+// value, an object's identity). A compiled entry is valid for a frame when
+// all its guards hold; sources are then also how graph inputs are fetched.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_GUARDS_H
+#define DYNAFUSE_CAPTURE_GUARDS_H
+
+#include "EvalFrameHook.h"
+#include "PyRef.h"
+#include "TorchBridge.h"
+
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+struct Source {
+  enum class Kind { Local, Global, Attr, Closure, Item };
+  Kind kind = Kind::Local;
+  int parent = -1;
+  /// Local: localsplus index; Closure: closure tuple index; Item: index.
+  int index = 0;
+  /// Global and Attr: the name (interned).
+  PyRef name;
+  std::string describe(const std::vector<Source> &all) const;
+};
+
+struct Guard {
+  enum class Kind { Tensor, Equals, Identity, TupleLength };
+  Kind kind = Kind::Tensor;
+  int source = -1;
+  TensorMeta tensor;
+  /// Equals: the value (compared with exact type); Identity: the object.
+  PyRef expected;
+  size_t length = 0;
+  std::string describe(const std::vector<Source> &sources) const;
+};
+
+/// Fetches source values for one frame, each at most once.
+class SourceResolver {
+public:
+  SourceResolver(const std::vector<Source> &sources, DynafuseFrame *frame)
+      : sources(sources), frame(frame), values(sources.size()),
+        resolved(sources.size(), false) {}
+  /// Borrowed; null (with no Python error set) when unavailable.
+  PyObject *get(int source);
+
+private:
+  PyRef fetch(const Source &source);
+  const std::vector<Source> &sources;
+  DynafuseFrame *frame;
+  std::vector<PyRef> values;
+  std::vector<bool> resolved;
+};
+
+/// True when the guard holds for the frame.
+bool checkGuard(const Guard &guard, SourceResolver &resolver);
+
+} // namespace dynafuse
+
+#endif

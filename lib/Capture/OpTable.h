@@ -1,0 +1,56 @@
+//===- OpTable.h - Torch callables and their graph ops ----------*- C++ -*-===//
+//
+// The Python package hands over, as data, which torch callables and Tensor
+// methods map to which graph op and how their parameters bind (operand,
+// attribute, or fixed to its default). Lookup is by object identity for
+// callables and by name for methods.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_OPTABLE_H
+#define DYNAFUSE_CAPTURE_OPTABLE_H
+
+#include "PyRef.h"
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace dynafuse {
+
+struct ParamSpec {
+  enum class Kind { Operand, Attr, Fixed };
+  std::string name;
+  Kind kind = Kind::Operand;
+  bool keywordOnly = false;
+  bool hasDefault = false;
+  PyRef defaultValue;
+};
+
+struct OpBinding {
+  std::string graphOp;
+  std::vector<ParamSpec> params;
+  /// Attributes the binding adds (e.g. dtype for Tensor.float()), as Python
+  /// objects converted at capture.
+  std::vector<std::pair<std::string, PyRef>> extraAttributes;
+};
+
+class OpTable {
+public:
+  /// Throws Error on a malformed table.
+  void setFunctions(PyObject *dict);
+  void setMethods(PyObject *dict);
+  const OpBinding *function(PyObject *callable) const;
+  const OpBinding *method(const std::string &name) const;
+
+private:
+  std::unordered_map<PyObject *, OpBinding> functions;
+  std::vector<PyRef> functionKeys;
+  std::map<std::string, OpBinding> methods;
+};
+
+OpTable &opTable();
+
+} // namespace dynafuse
+
+#endif

@@ -1,0 +1,829 @@
+//===- SymbolicInterpreter.cpp - Bytecode to graph ------------------------===//
+#include "SymbolicInterpreter.h"
+
+#include "Bytecode.h"
+#include "OpTable.h"
+#include "TorchBridge.h"
+#include "dynafuse/Graph/OpRegistry.h"
+
+#include <opcode.h>
+
+#include <map>
+#include <memory>
+
+namespace dynafuse {
+namespace {
+
+/// A value on the symbolic stack or in a symbolic local.
+struct Var;
+using VarPtr = std::shared_ptr<Var>;
+struct Var {
+  enum class Kind { Null, Tensor, Constant, Object, Tuple, TensorMethod };
+  Kind kind = Kind::Null;
+  Value *tensor = nullptr;
+  PyRef object;
+  std::vector<VarPtr> items;
+  std::string method;
+  VarPtr self;
+};
+
+VarPtr makeVar(Var::Kind kind) {
+  auto var = std::make_shared<Var>();
+  var->kind = kind;
+  return var;
+}
+
+bool isConstantObject(PyObject *object) {
+  if (object == Py_None || PyBool_Check(object) || PyLong_CheckExact(object) ||
+      PyFloat_CheckExact(object) || PyUnicode_CheckExact(object))
+    return true;
+  if (!PyTuple_CheckExact(object))
+    return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(object); ++i)
+    if (!isConstantObject(PyTuple_GET_ITEM(object, i)))
+      return false;
+  return true;
+}
+
+bool isNumber(PyObject *object) {
+  return PyBool_Check(object) || PyLong_CheckExact(object) ||
+         PyFloat_CheckExact(object);
+}
+
+class SymbolicInterpreter {
+public:
+  SymbolicInterpreter(DynafuseFrame *frame, const std::string &graphName)
+      : frame(frame), code(frame->code) {
+    result.graph = std::make_unique<Graph>(graphName);
+    fileName = PyUnicode_AsUTF8(code->co_filename);
+    locals.resize(code->co_nlocalsplus);
+  }
+
+  CapturedFrame run() {
+    instructions = decodeInstructions(code);
+    for (size_t i = 0; i < instructions.size(); ++i)
+      indexOfOffset[instructions[i].start] = int(i);
+    if (!parseExceptionTable(code).empty())
+      unsupported("try/except/with blocks (exception table entries)",
+                  firstLine());
+    for (size_t pc = 0; pc < instructions.size();) {
+      if (++steps > 100000)
+        unsupported("more than 100000 bytecode steps", currentLine);
+      const Instruction &instruction = instructions[pc];
+      currentLine = instruction.line;
+      int next = step(instruction);
+      if (next == kReturned)
+        return std::move(result);
+      pc = next < 0 ? pc + 1 : size_t(next);
+    }
+    unsupported("fell off the end of the bytecode", currentLine);
+  }
+
+private:
+  static constexpr int kReturned = -2;
+  DynafuseFrame *frame;
+  PyCodeObject *code;
+  std::string fileName;
+  CapturedFrame result;
+  std::vector<Instruction> instructions;
+  std::map<int, int> indexOfOffset;
+  std::vector<VarPtr> stack;
+  std::vector<VarPtr> locals;
+  PyRef kwNames;
+  int currentLine = 0;
+  int steps = 0;
+  std::map<std::string, int> sourceIds;
+  std::map<int, Value *> inputOfSource;
+
+  int firstLine() const { return code->co_firstlineno; }
+  Location here(int line) const { return Location{fileName, line, 0}; }
+
+  [[noreturn]] void unsupported(const std::string &what, int line) const {
+    throw Unsupported(what, here(line));
+  }
+  [[noreturn]] void unsupported(const std::string &what) const {
+    unsupported(what, currentLine);
+  }
+
+  VarPtr pop() {
+    if (stack.empty())
+      unsupported("stack underflow in bytecode");
+    VarPtr top = stack.back();
+    stack.pop_back();
+    return top;
+  }
+  void push(VarPtr var) { stack.push_back(std::move(var)); }
+  VarPtr peek(size_t depth) {
+    if (depth == 0 || depth > stack.size())
+      unsupported("stack underflow in bytecode");
+    return stack[stack.size() - depth];
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Sources and guards
+  //===--------------------------------------------------------------------===//
+
+  int addSource(Source source) {
+    std::string key = std::to_string(int(source.kind)) + ":" +
+                      std::to_string(source.parent) + ":" +
+                      std::to_string(source.index) + ":" +
+                      (source.name ? PyUnicode_AsUTF8(source.name.get()) : "");
+    auto found = sourceIds.find(key);
+    if (found != sourceIds.end())
+      return found->second;
+    result.sources.push_back(std::move(source));
+    int id = int(result.sources.size()) - 1;
+    sourceIds[key] = id;
+    return id;
+  }
+
+  int namedSource(Source::Kind kind, int parent, PyObject *name) {
+    Source source;
+    source.kind = kind;
+    source.parent = parent;
+    source.name = PyRef::borrow(name);
+    return addSource(std::move(source));
+  }
+
+  int indexedSource(Source::Kind kind, int parent, int index) {
+    Source source;
+    source.kind = kind;
+    source.parent = parent;
+    source.index = index;
+    return addSource(std::move(source));
+  }
+
+  void addGuard(Guard guard) { result.guards.push_back(std::move(guard)); }
+
+  /// Turns a concrete object read from a source into a symbolic value,
+  /// guarding what the capture assumes about it.
+  VarPtr classify(PyObject *object, int source) {
+    if (isAnyTensor(object))
+      return tensorInput(object, source);
+    if (isConstantObject(object)) {
+      Guard guard;
+      guard.kind = Guard::Kind::Equals;
+      guard.source = source;
+      guard.expected = PyRef::borrow(object);
+      addGuard(std::move(guard));
+      VarPtr var = makeVar(Var::Kind::Constant);
+      var->object = PyRef::borrow(object);
+      return var;
+    }
+    if (PyTuple_CheckExact(object))
+      return tupleOfSource(object, source);
+    Guard guard;
+    guard.kind = Guard::Kind::Identity;
+    guard.source = source;
+    guard.expected = PyRef::borrow(object);
+    addGuard(std::move(guard));
+    VarPtr var = makeVar(Var::Kind::Object);
+    var->object = PyRef::borrow(object);
+    return var;
+  }
+
+  VarPtr tupleOfSource(PyObject *tuple, int source) {
+    Guard guard;
+    guard.kind = Guard::Kind::TupleLength;
+    guard.source = source;
+    guard.length = size_t(PyTuple_GET_SIZE(tuple));
+    addGuard(std::move(guard));
+    VarPtr var = makeVar(Var::Kind::Tuple);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i)
+      var->items.push_back(
+          classify(PyTuple_GET_ITEM(tuple, i),
+                   indexedSource(Source::Kind::Item, source, int(i))));
+    return var;
+  }
+
+  VarPtr tensorInput(PyObject *object, int source) {
+    if (!isPlainTensor(object))
+      unsupported(std::string("tensor subclass ") + Py_TYPE(object)->tp_name);
+    VarPtr var = makeVar(Var::Kind::Tensor);
+    auto known = inputOfSource.find(source);
+    if (known != inputOfSource.end()) {
+      var->tensor = known->second;
+      return var;
+    }
+    TensorMeta meta = describeTensor(object);
+    if (!meta.dtype)
+      unsupported("tensor of unsupported dtype " + meta.dtypeName);
+    if (meta.device != "cpu")
+      unsupported("tensor on device " + meta.device +
+                  " (the cpu backend needs cpu tensors)");
+    if (meta.requiresGrad && gradModeEnabled())
+      unsupported("an input requires grad while grad mode is on (training "
+                  "is not supported yet; runs eagerly)");
+    TensorType type;
+    type.dtype = *meta.dtype;
+    for (int64_t size : meta.sizes)
+      type.sizes.push_back(SymExpr(size));
+    std::vector<SymExpr> strides;
+    for (int64_t stride : meta.strides)
+      strides.push_back(SymExpr(stride));
+    if (!meta.sizes.empty() && strides != contiguousStrides(type.sizes))
+      type.strides = strides;
+    Guard guard;
+    guard.kind = Guard::Kind::Tensor;
+    guard.source = source;
+    guard.tensor = meta;
+    guard.tensor.data = nullptr;
+    addGuard(std::move(guard));
+    std::string name = "arg" + std::to_string(result.graph->inputs.size());
+    var->tensor = result.graph->addInput(name, type);
+    inputOfSource[source] = var->tensor;
+    result.inputSources.push_back(source);
+    return var;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Instructions
+  //===--------------------------------------------------------------------===//
+
+  /// Returns the next instruction index, -1 for the following one, or
+  /// kReturned.
+  int step(const Instruction &in) {
+    switch (in.opcode) {
+    case NOP:
+    case RESUME:
+    case PRECALL:
+    case COPY_FREE_VARS:
+      return -1;
+    case POP_TOP:
+      pop();
+      return -1;
+    case PUSH_NULL:
+      push(makeVar(Var::Kind::Null));
+      return -1;
+    case COPY:
+      push(peek(size_t(in.arg)));
+      return -1;
+    case SWAP:
+      std::swap(stack[stack.size() - 1], stack[stack.size() - size_t(in.arg)]);
+      return -1;
+    case LOAD_FAST:
+      push(loadLocal(in.arg));
+      return -1;
+    case STORE_FAST:
+      locals.at(size_t(in.arg)) = pop();
+      return -1;
+    case LOAD_CONST:
+      push(constant(PyTuple_GET_ITEM(code->co_consts, in.arg)));
+      return -1;
+    case LOAD_GLOBAL:
+      if (in.arg & 1)
+        push(makeVar(Var::Kind::Null));
+      push(loadGlobal(PyTuple_GET_ITEM(code->co_names, in.arg >> 1)));
+      return -1;
+    case LOAD_DEREF:
+      push(loadDeref(in.arg));
+      return -1;
+    case LOAD_ATTR:
+      push(loadAttr(pop(), PyTuple_GET_ITEM(code->co_names, in.arg)));
+      return -1;
+    case LOAD_METHOD: {
+      VarPtr attr = loadAttr(pop(), PyTuple_GET_ITEM(code->co_names, in.arg));
+      push(makeVar(Var::Kind::Null));
+      push(attr);
+      return -1;
+    }
+    case KW_NAMES:
+      kwNames = PyRef::borrow(PyTuple_GET_ITEM(code->co_consts, in.arg));
+      return -1;
+    case CALL:
+      call(in.arg);
+      return -1;
+    case BINARY_OP: {
+      VarPtr rhs = pop();
+      VarPtr lhs = pop();
+      push(binaryOp(in.arg, lhs, rhs));
+      return -1;
+    }
+    case COMPARE_OP: {
+      VarPtr rhs = pop();
+      VarPtr lhs = pop();
+      push(compareOp(in.arg, lhs, rhs));
+      return -1;
+    }
+    case UNARY_NEGATIVE:
+      push(negate(pop()));
+      return -1;
+    case UNARY_NOT:
+      push(logicalNot(pop()));
+      return -1;
+    case IS_OP: {
+      VarPtr rhs = pop();
+      VarPtr lhs = pop();
+      push(isOp(lhs, rhs, in.arg != 0));
+      return -1;
+    }
+    case BUILD_TUPLE:
+      push(buildTuple(in.arg));
+      return -1;
+    case UNPACK_SEQUENCE:
+      unpack(pop(), in.arg);
+      return -1;
+    case BINARY_SUBSCR: {
+      VarPtr index = pop();
+      push(subscript(pop(), index));
+      return -1;
+    }
+    case RETURN_VALUE:
+      result.result = outputOf(pop());
+      return kReturned;
+    case JUMP_FORWARD:
+      return jumpTarget(in.nextOffset + 2 * in.arg);
+    case POP_JUMP_FORWARD_IF_FALSE:
+    case POP_JUMP_FORWARD_IF_TRUE:
+    case POP_JUMP_FORWARD_IF_NONE:
+    case POP_JUMP_FORWARD_IF_NOT_NONE:
+      return conditionalJump(in);
+    default:
+      unsupported(std::string("bytecode ") + opcodeName(in.opcode));
+    }
+  }
+
+  int jumpTarget(int offset) {
+    auto found = indexOfOffset.find(offset);
+    if (found == indexOfOffset.end())
+      unsupported("jump to an unknown offset");
+    return found->second;
+  }
+
+  int conditionalJump(const Instruction &in) {
+    VarPtr condition = pop();
+    if (condition->kind == Var::Kind::Tensor)
+      unsupported("data-dependent branch on a tensor value");
+    if (condition->kind != Var::Kind::Constant &&
+        condition->kind != Var::Kind::Object)
+      unsupported("branch on a value the interpreter cannot decide");
+    PyObject *object = condition->object.get();
+    bool taken;
+    if (in.opcode == POP_JUMP_FORWARD_IF_NONE ||
+        in.opcode == POP_JUMP_FORWARD_IF_NOT_NONE) {
+      taken = (object == Py_None) == (in.opcode == POP_JUMP_FORWARD_IF_NONE);
+    } else {
+      if (condition->kind != Var::Kind::Constant)
+        unsupported("truth value of an object");
+      int truth = PyObject_IsTrue(object);
+      if (truth < 0) {
+        PyErr_Clear();
+        unsupported("truth value raised");
+      }
+      taken = bool(truth) == (in.opcode == POP_JUMP_FORWARD_IF_TRUE);
+    }
+    return taken ? jumpTarget(in.nextOffset + 2 * in.arg) : -1;
+  }
+
+  VarPtr constant(PyObject *object) {
+    if (!isConstantObject(object))
+      unsupported(std::string("constant of type ") + Py_TYPE(object)->tp_name);
+    VarPtr var = makeVar(Var::Kind::Constant);
+    var->object = PyRef::borrow(object);
+    return var;
+  }
+
+  VarPtr loadLocal(int index) {
+    if (locals.at(size_t(index)))
+      return locals[size_t(index)];
+    PyObject *object = frame->localsplus[index];
+    if (!object)
+      unsupported("read of an unbound local variable");
+    if (index >= code->co_nlocalsplus - code->co_nfreevars)
+      unsupported("closure cell read through LOAD_FAST");
+    VarPtr var =
+        classify(object, indexedSource(Source::Kind::Local, -1, index));
+    locals[size_t(index)] = var;
+    return var;
+  }
+
+  VarPtr loadGlobal(PyObject *name) {
+    PyObject *object = PyDict_GetItemWithError(frame->globals, name);
+    if (!object && !PyErr_Occurred() && PyDict_Check(frame->builtins))
+      object = PyDict_GetItemWithError(frame->builtins, name);
+    if (!object) {
+      PyErr_Clear();
+      unsupported(std::string("undefined global '") + PyUnicode_AsUTF8(name) +
+                  "'");
+    }
+    return classify(object, namedSource(Source::Kind::Global, -1, name));
+  }
+
+  VarPtr loadDeref(int index) {
+    int firstFree = code->co_nlocalsplus - code->co_nfreevars;
+    if (index < firstFree)
+      unsupported("cell variables (a local captured by an inner function)");
+    PyObject *closure =
+        frame->function ? PyFunction_GetClosure(frame->function) : nullptr;
+    int cell = index - firstFree;
+    if (!closure || cell >= PyTuple_GET_SIZE(closure))
+      unsupported("closure variable without a closure");
+    PyObject *object = PyCell_GET(PyTuple_GET_ITEM(closure, cell));
+    if (!object)
+      unsupported("read of an empty closure cell");
+    return classify(object, indexedSource(Source::Kind::Closure, -1, cell));
+  }
+
+  /// Attributes are read only where reading cannot run user code with
+  /// effects: modules, and objects whose type defines no Python-level
+  /// descriptor for the name.
+  VarPtr loadAttr(const VarPtr &base, PyObject *name) {
+    std::string attribute = PyUnicode_AsUTF8(name);
+    if (base->kind == Var::Kind::Tensor) {
+      if (!opTable().method(attribute))
+        unsupported("Tensor." + attribute);
+      VarPtr method = makeVar(Var::Kind::TensorMethod);
+      method->method = attribute;
+      method->self = base;
+      return method;
+    }
+    if (base->kind != Var::Kind::Object)
+      unsupported("attribute '" + attribute + "' of a non-object");
+    PyObject *object = base->object.get();
+    if (!PyModule_Check(object)) {
+      PyObject *descriptor = _PyType_Lookup(Py_TYPE(object), name);
+      if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
+          !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
+          Py_TYPE(descriptor) != &PyMethodDescr_Type)
+        unsupported("attribute '" + attribute + "' goes through a descriptor "
+                    "(property) that may have side effects");
+    }
+    PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
+    if (!value) {
+      PyErr_Clear();
+      unsupported("attribute '" + attribute + "' raised");
+    }
+    int parent = sourceOfObject(base);
+    return classify(value.get(),
+                    namedSource(Source::Kind::Attr, parent, name));
+  }
+
+  /// The source a concrete object var was read from (recorded in the guard
+  /// that protects it).
+  int sourceOfObject(const VarPtr &var) {
+    for (const Guard &guard : result.guards)
+      if (guard.kind == Guard::Kind::Identity &&
+          guard.expected.get() == var->object.get())
+        return guard.source;
+    unsupported("attribute of an object with no known source");
+  }
+
+  VarPtr buildTuple(int count) {
+    VarPtr tuple = makeVar(Var::Kind::Tuple);
+    tuple->items.resize(size_t(count));
+    for (int i = count - 1; i >= 0; --i)
+      tuple->items[size_t(i)] = pop();
+    return tuple;
+  }
+
+  std::vector<VarPtr> itemsOf(const VarPtr &var) {
+    if (var->kind == Var::Kind::Tuple)
+      return var->items;
+    if (var->kind == Var::Kind::Constant && PyTuple_Check(var->object.get())) {
+      std::vector<VarPtr> items;
+      PyObject *tuple = var->object.get();
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i)
+        items.push_back(constant(PyTuple_GET_ITEM(tuple, i)));
+      return items;
+    }
+    unsupported("unpacking or indexing a value that is not a tuple");
+  }
+
+  void unpack(const VarPtr &var, int count) {
+    std::vector<VarPtr> items = itemsOf(var);
+    if (int(items.size()) != count)
+      unsupported("unpacking a tuple of the wrong length");
+    for (int i = count - 1; i >= 0; --i)
+      push(items[size_t(i)]);
+  }
+
+  VarPtr subscript(const VarPtr &container, const VarPtr &index) {
+    if (index->kind != Var::Kind::Constant ||
+        !PyLong_CheckExact(index->object.get()))
+      unsupported("subscript other than a constant integer index");
+    std::vector<VarPtr> items = itemsOf(container);
+    long position = PyLong_AsLong(index->object.get());
+    if (position < 0)
+      position += long(items.size());
+    if (position < 0 || position >= long(items.size()))
+      unsupported("tuple index out of range");
+    return items[size_t(position)];
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Operators and calls
+  //===--------------------------------------------------------------------===//
+
+  Operand operandOf(const VarPtr &var, const std::string &what) {
+    if (var->kind == Var::Kind::Tensor)
+      return var->tensor;
+    if (var->kind == Var::Kind::Constant) {
+      PyObject *object = var->object.get();
+      if (PyBool_Check(object))
+        return Scalar::ofBool(object == Py_True);
+      if (PyLong_CheckExact(object)) {
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(object, &overflow);
+        if (overflow)
+          unsupported("integer constant out of range in " + what);
+        return Scalar::ofInt(value);
+      }
+      if (PyFloat_CheckExact(object))
+        return Scalar::ofFloat(PyFloat_AS_DOUBLE(object));
+    }
+    unsupported("argument of " + what + " is neither a tensor nor a number");
+  }
+
+  VarPtr emit(const std::string &op, std::vector<Operand> operands,
+              std::map<std::string, Attribute> attributes = {}) {
+    Node *node;
+    try {
+      node = result.graph->addNode(op, std::move(operands),
+                                   std::move(attributes), here(currentLine));
+    } catch (const Unsupported &) {
+      throw;
+    } catch (const Error &error) {
+      unsupported(error.bareMessage());
+    }
+    VarPtr var = makeVar(Var::Kind::Tensor);
+    var->tensor = node->result();
+    return var;
+  }
+
+  bool bothConstantNumbers(const VarPtr &lhs, const VarPtr &rhs) {
+    return lhs->kind == Var::Kind::Constant && rhs->kind == Var::Kind::Constant;
+  }
+
+  VarPtr foldPython(PyObject *value) {
+    if (!value) {
+      PyErr_Clear();
+      unsupported("constant expression raised");
+    }
+    PyRef owned = PyRef::steal(value);
+    return constant(owned.get());
+  }
+
+  VarPtr binaryOp(int kind, const VarPtr &lhs, const VarPtr &rhs) {
+    if (bothConstantNumbers(lhs, rhs))
+      return foldPython(foldBinary(kind, lhs, rhs));
+    static const std::map<int, std::string> ops = {
+        {NB_ADD, "add"},         {NB_SUBTRACT, "sub"}, {NB_MULTIPLY, "mul"},
+        {NB_TRUE_DIVIDE, "div"}, {NB_POWER, "pow"}};
+    auto found = ops.find(kind);
+    if (found == ops.end())
+      unsupported(kind >= NB_INPLACE_ADD
+                      ? "in-place operator on a tensor (mutation)"
+                      : "binary operator " + std::to_string(kind) +
+                            " on a tensor");
+    return emit(found->second, {operandOf(lhs, found->second),
+                                operandOf(rhs, found->second)});
+  }
+
+  PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs) {
+    PyObject *a = lhs->object.get(), *b = rhs->object.get();
+    switch (kind) {
+    case NB_ADD:
+      return PyNumber_Add(a, b);
+    case NB_SUBTRACT:
+      return PyNumber_Subtract(a, b);
+    case NB_MULTIPLY:
+      return PyNumber_Multiply(a, b);
+    case NB_TRUE_DIVIDE:
+      return PyNumber_TrueDivide(a, b);
+    case NB_FLOOR_DIVIDE:
+      return PyNumber_FloorDivide(a, b);
+    case NB_REMAINDER:
+      return PyNumber_Remainder(a, b);
+    case NB_POWER:
+      return PyNumber_Power(a, b, Py_None);
+    default:
+      unsupported("binary operator " + std::to_string(kind) + " on constants");
+    }
+  }
+
+  VarPtr compareOp(int kind, const VarPtr &lhs, const VarPtr &rhs) {
+    if (bothConstantNumbers(lhs, rhs))
+      return foldPython(PyObject_RichCompare(lhs->object.get(),
+                                             rhs->object.get(), kind));
+    static const char *ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+    if (kind < 0 || kind > 5)
+      unsupported("comparison operator");
+    return emit(ops[kind], {operandOf(lhs, ops[kind]), operandOf(rhs, ops[kind])});
+  }
+
+  VarPtr negate(const VarPtr &var) {
+    if (var->kind == Var::Kind::Constant)
+      return foldPython(PyNumber_Negative(var->object.get()));
+    return emit("neg", {operandOf(var, "neg")});
+  }
+
+  VarPtr logicalNot(const VarPtr &var) {
+    if (var->kind != Var::Kind::Constant)
+      unsupported("'not' on a tensor (data-dependent)");
+    int truth = PyObject_IsTrue(var->object.get());
+    if (truth < 0) {
+      PyErr_Clear();
+      unsupported("truth value raised");
+    }
+    return constant(truth ? Py_False : Py_True);
+  }
+
+  VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted) {
+    bool concrete = (lhs->kind == Var::Kind::Constant ||
+                     lhs->kind == Var::Kind::Object) &&
+                    (rhs->kind == Var::Kind::Constant ||
+                     rhs->kind == Var::Kind::Object);
+    if (!concrete)
+      unsupported("'is' on a tensor");
+    bool same = lhs->object.get() == rhs->object.get();
+    return constant(same != inverted ? Py_True : Py_False);
+  }
+
+  void call(int argc) {
+    std::vector<VarPtr> args(static_cast<size_t>(argc));
+    for (int i = argc - 1; i >= 0; --i)
+      args[size_t(i)] = pop();
+    VarPtr second = pop();
+    VarPtr first = pop();
+    VarPtr callee = second;
+    if (first->kind != Var::Kind::Null) {
+      callee = first;
+      args.insert(args.begin(), second);
+    }
+    size_t keywordCount =
+        kwNames ? size_t(PyTuple_GET_SIZE(kwNames.get())) : 0;
+    std::map<std::string, VarPtr> keywords;
+    for (size_t k = 0; k < keywordCount; ++k)
+      keywords[PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwNames.get(), k))] =
+          args[args.size() - keywordCount + k];
+    args.resize(args.size() - keywordCount);
+    kwNames = PyRef();
+    push(callTorch(callee, args, keywords));
+  }
+
+  VarPtr callTorch(const VarPtr &callee, std::vector<VarPtr> args,
+                   const std::map<std::string, VarPtr> &keywords) {
+    const OpBinding *binding = nullptr;
+    std::string what;
+    if (callee->kind == Var::Kind::TensorMethod) {
+      binding = opTable().method(callee->method);
+      args.insert(args.begin(), callee->self);
+      what = "Tensor." + callee->method;
+    } else if (callee->kind == Var::Kind::Object) {
+      binding = opTable().function(callee->object.get());
+      PyRef name = PyRef::steal(
+          PyObject_GetAttrString(callee->object.get(), "__qualname__"));
+      if (!name)
+        PyErr_Clear();
+      what = name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get())
+                                                 : "a callable";
+    } else {
+      unsupported("call of a value that is not a function");
+    }
+    if (!binding)
+      unsupported("call to " + what + " (not in the op table)");
+    return bindAndEmit(*binding, what, args, keywords);
+  }
+
+  VarPtr bindAndEmit(const OpBinding &binding, const std::string &what,
+                     const std::vector<VarPtr> &args,
+                     const std::map<std::string, VarPtr> &keywords) {
+    std::vector<Operand> operands;
+    std::map<std::string, Attribute> attributes;
+    size_t positional = 0;
+    for (const ParamSpec &param : binding.params) {
+      VarPtr arg;
+      if (!param.keywordOnly && positional < args.size())
+        arg = args[positional++];
+      else if (keywords.count(param.name))
+        arg = keywords.at(param.name);
+      if (!arg && !param.hasDefault)
+        unsupported(what + " without argument '" + param.name + "'");
+      bindParam(param, arg, what, operands, attributes);
+    }
+    if (positional < args.size())
+      unsupported(what + " with too many positional arguments");
+    for (auto &keyword : keywords) {
+      bool known = false;
+      for (const ParamSpec &param : binding.params)
+        known |= param.name == keyword.first;
+      if (!known)
+        unsupported(what + " with keyword '" + keyword.first + "'");
+    }
+    for (auto &extra : binding.extraAttributes)
+      attributes[extra.first] = attributeOf(extra.second.get(), what);
+    if (binding.graphOp == "cast" && operands[0].isValue() &&
+        std::get<DType>(attributes["dtype"]) == operands[0].value->type.dtype) {
+      VarPtr same = makeVar(Var::Kind::Tensor);
+      same->tensor = operands[0].value;
+      return same;
+    }
+    return emit(binding.graphOp, operands, attributes);
+  }
+
+  void bindParam(const ParamSpec &param, const VarPtr &arg,
+                 const std::string &what, std::vector<Operand> &operands,
+                 std::map<std::string, Attribute> &attributes) {
+    switch (param.kind) {
+    case ParamSpec::Kind::Operand:
+      operands.push_back(arg ? operandOf(arg, what)
+                             : operandOf(constant(param.defaultValue.get()),
+                                         what));
+      return;
+    case ParamSpec::Kind::Attr: {
+      PyObject *object = arg ? concreteOf(arg, what, param.name)
+                             : param.defaultValue.get();
+      attributes[param.name] = attributeOf(object, what);
+      return;
+    }
+    case ParamSpec::Kind::Fixed: {
+      if (!arg)
+        return;
+      PyObject *object = concreteOf(arg, what, param.name);
+      int equal = PyObject_RichCompareBool(object, param.defaultValue.get(),
+                                           Py_EQ);
+      if (equal != 1 || Py_TYPE(object) != Py_TYPE(param.defaultValue.get())) {
+        PyErr_Clear();
+        unsupported(what + " with " + param.name +
+                    " other than its default");
+      }
+      return;
+    }
+    }
+  }
+
+  PyObject *concreteOf(const VarPtr &arg, const std::string &what,
+                       const std::string &param) {
+    if (arg->kind != Var::Kind::Constant && arg->kind != Var::Kind::Object)
+      unsupported(what + " with a non-constant '" + param + "'");
+    return arg->object.get();
+  }
+
+  Attribute attributeOf(PyObject *object, const std::string &what) {
+    if (std::optional<DType> type = dtypeFromObject(object))
+      return *type;
+    if (PyBool_Check(object))
+      return object == Py_True;
+    if (PyLong_CheckExact(object))
+      return int64_t(PyLong_AsLongLong(object));
+    if (PyFloat_CheckExact(object))
+      return PyFloat_AS_DOUBLE(object);
+    if (PyUnicode_CheckExact(object))
+      return std::string(PyUnicode_AsUTF8(object));
+    unsupported(what + " with an argument of type " + Py_TYPE(object)->tp_name);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Return value
+  //===--------------------------------------------------------------------===//
+
+  OutputSpec outputOf(const VarPtr &var) {
+    OutputSpec spec;
+    switch (var->kind) {
+    case Var::Kind::Tensor:
+      return tensorOutput(var->tensor);
+    case Var::Kind::Constant:
+    case Var::Kind::Object:
+      spec.kind = OutputSpec::Kind::Constant;
+      spec.constant = var->object;
+      return spec;
+    case Var::Kind::Tuple:
+      spec.kind = OutputSpec::Kind::Tuple;
+      for (const VarPtr &item : var->items)
+        spec.items.push_back(outputOf(item));
+      return spec;
+    default:
+      unsupported("returning a value the interpreter cannot rebuild");
+    }
+  }
+
+  OutputSpec tensorOutput(Value *value) {
+    OutputSpec spec;
+    Graph &graph = *result.graph;
+    for (size_t i = 0; i < graph.inputs.size(); ++i) {
+      if (graph.inputs[i] == value) {
+        spec.kind = OutputSpec::Kind::Input;
+        spec.index = int(i);
+        return spec;
+      }
+    }
+    spec.kind = OutputSpec::Kind::GraphOutput;
+    for (size_t i = 0; i < graph.outputs.size(); ++i) {
+      if (graph.outputs[i] == value) {
+        spec.index = int(i);
+        return spec;
+      }
+    }
+    graph.outputs.push_back(value);
+    spec.index = int(graph.outputs.size()) - 1;
+    return spec;
+  }
+};
+
+} // namespace
+
+CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName) {
+  return SymbolicInterpreter(frame, graphName).run();
+}
+
+} // namespace dynafuse

@@ -1,0 +1,49 @@
+//===- SymbolicInterpreter.h - Bytecode to graph ----------------*- C++ -*-===//
+//
+// Walks a frame's bytecode with its real arguments, recording tensor
+// operations into a Graph and the facts it relied on as guards. It has no
+// side effects: nothing the user wrote runs, so a fallback can run the frame
+// eagerly afterwards. What it cannot handle raises Unsupported, naming the
+// construct and the user's file:line.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_SYMBOLICINTERPRETER_H
+#define DYNAFUSE_CAPTURE_SYMBOLICINTERPRETER_H
+
+#include "Guards.h"
+#include "dynafuse/Graph/Graph.h"
+
+#include <memory>
+
+namespace dynafuse {
+
+/// A graph break: the frame runs eagerly (or fullgraph=True raises).
+class Unsupported : public Error {
+public:
+  using Error::Error;
+};
+
+/// How to rebuild the frame's return value from the graph's results.
+struct OutputSpec {
+  enum class Kind { GraphOutput, Input, Constant, Tuple };
+  Kind kind = Kind::Constant;
+  /// GraphOutput: index in graph.outputs; Input: index in graph.inputs.
+  int index = 0;
+  PyRef constant;
+  std::vector<OutputSpec> items;
+};
+
+struct CapturedFrame {
+  std::unique_ptr<Graph> graph;
+  std::vector<Source> sources;
+  std::vector<Guard> guards;
+  /// Per graph input, the source it is fetched from.
+  std::vector<int> inputSources;
+  OutputSpec result;
+};
+
+CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName);
+
+} // namespace dynafuse
+
+#endif

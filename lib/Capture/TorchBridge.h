@@ -1,0 +1,54 @@
+//===- TorchBridge.h - What capture needs from PyTorch ----------*- C++ -*-===//
+//
+// The only interface to PyTorch's C++ API; TorchBridge.cpp is the only file
+// that includes torch headers. Tensor metadata for guards and kernel
+// arguments, allocation of outputs as torch tensors, and global torch state.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_TORCHBRIDGE_H
+#define DYNAFUSE_CAPTURE_TORCHBRIDGE_H
+
+#include "dynafuse/Graph/DType.h"
+
+#include <Python.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+struct TensorMeta {
+  /// at::ScalarType as an integer (covers dtypes Dynafuse cannot compile).
+  int scalarType = -1;
+  std::optional<DType> dtype;
+  std::string device;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  bool requiresGrad = false;
+  char *data = nullptr;
+  std::string dtypeName;
+};
+
+/// True for torch.Tensor and nn.Parameter exactly (not other subclasses).
+bool isPlainTensor(PyObject *object);
+/// Any torch.Tensor instance, subclasses included.
+bool isAnyTensor(PyObject *object);
+/// Requires isPlainTensor(object).
+TensorMeta describeTensor(PyObject *object);
+/// Cheap guard check: same dtype, device, sizes, strides and requires_grad.
+bool tensorMatches(PyObject *object, const TensorMeta &expected);
+
+/// A new contiguous tensor; returns a new reference and its data pointer.
+PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
+                    const std::string &device, char **data);
+
+bool gradModeEnabled();
+bool defaultDtypeIsFloat32();
+/// Converts a torch.dtype object; nullopt for other objects or dtypes.
+std::optional<DType> dtypeFromObject(PyObject *object);
+
+} // namespace dynafuse
+
+#endif

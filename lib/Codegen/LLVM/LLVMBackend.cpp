@@ -1,0 +1,106 @@
+//===- LLVMBackend.cpp - The LLVM implementation of Backend ---------------===//
+//
+// compile(): loop IR -> one llvm::Module (verified) -> O2 -> optional dumps
+// (<dumpDir>/<dumpName>.ll and .s) -> object code in the JIT -> one
+// KernelExecutable per kernel, each keeping the loaded code alive.
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Codegen/LLVM/LLVMBackend.h"
+
+#include "LLVMCodegen.h"
+
+#include "dynafuse/Support/Error.h"
+
+#include <filesystem>
+#include <fstream>
+
+namespace dynafuse {
+namespace {
+
+using namespace llvmcg;
+
+class LLVMKernel : public KernelExecutable {
+public:
+  using Entry = void (*)(char *const *, const int64_t *);
+
+  LLVMKernel(std::shared_ptr<LoadedObject> code, Entry entry)
+      : code(std::move(code)), entry(entry) {}
+
+  void run(char *const *buffers, const int64_t *symbols) const override {
+    entry(buffers, symbols);
+  }
+
+private:
+  std::shared_ptr<LoadedObject> code;
+  Entry entry;
+};
+
+void writeDump(const std::string &dir, const std::string &fileName,
+               const std::string &text) {
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  std::string path = (std::filesystem::path(dir) / fileName).string();
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file)
+    fail("LLVM backend: cannot write " + path);
+}
+
+class LLVMBackend : public Backend {
+public:
+  std::string name() const override { return "llvm"; }
+
+  std::vector<std::unique_ptr<KernelExecutable>>
+  compile(const LoopModule &module, const CompileOptions &options) override {
+    std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine();
+    llvm::LLVMContext context;
+    std::unique_ptr<llvm::Module> ir =
+        emitLoopModule(module, context, *machine);
+    optimizeModule(*ir, *machine);
+    if (!options.dumpDir.empty()) {
+      writeDump(options.dumpDir, options.dumpName + ".ll", printModule(*ir));
+      writeDump(options.dumpDir, options.dumpName + ".s",
+                emitAssemblyText(*ir, *machine));
+    }
+    std::vector<std::unique_ptr<KernelExecutable>> kernels;
+    if (module.kernels.empty())
+      return kernels;
+    std::shared_ptr<LoadedObject> code =
+        loadObjectFile(emitObjectFile(*ir, *machine), module.name);
+    for (const Kernel &kernel : module.kernels) {
+      auto entry = reinterpret_cast<LLVMKernel::Entry>(
+          code->lookup(llvmFunctionName(kernel)));
+      kernels.push_back(std::make_unique<LLVMKernel>(code, entry));
+    }
+    return kernels;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createLLVMBackend() {
+  return std::make_unique<LLVMBackend>();
+}
+
+void registerLLVMBackend() {
+  registerBackend("llvm", [] { return createLLVMBackend(); });
+}
+
+std::string emitLLVMIR(const LoopModule &module, bool optimized) {
+  std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine();
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> ir = emitLoopModule(module, context, *machine);
+  if (optimized)
+    optimizeModule(*ir, *machine);
+  return printModule(*ir);
+}
+
+std::string emitAssembly(const LoopModule &module) {
+  std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine();
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> ir = emitLoopModule(module, context, *machine);
+  optimizeModule(*ir, *machine);
+  return emitAssemblyText(*ir, *machine);
+}
+
+} // namespace dynafuse

@@ -1,0 +1,162 @@
+//===- Graph.cpp - The tensor graph IR ------------------------------------===//
+#include "dynafuse/Graph/Graph.h"
+
+#include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Support/TextCursor.h"
+
+namespace dynafuse {
+
+Scalar Scalar::ofBool(bool value) {
+  Scalar scalar;
+  scalar.kind = Kind::Bool;
+  scalar.intValue = value;
+  return scalar;
+}
+
+Scalar Scalar::ofInt(int64_t value) {
+  Scalar scalar;
+  scalar.kind = Kind::Int;
+  scalar.intValue = value;
+  return scalar;
+}
+
+Scalar Scalar::ofFloat(double value) {
+  Scalar scalar;
+  scalar.kind = Kind::Float;
+  scalar.floatValue = value;
+  return scalar;
+}
+
+double Scalar::asDouble() const {
+  return kind == Kind::Float ? floatValue : double(intValue);
+}
+
+DType Scalar::dtype() const {
+  switch (kind) {
+  case Kind::Bool:
+    return DType::Bool;
+  case Kind::Int:
+    return DType::I64;
+  case Kind::Float:
+    return DType::F32;
+  }
+  return DType::F32;
+}
+
+std::string Scalar::str() const {
+  switch (kind) {
+  case Kind::Bool:
+    return intValue ? "true" : "false";
+  case Kind::Int:
+    return std::to_string(intValue);
+  case Kind::Float:
+    return formatFloatLiteral(floatValue);
+  }
+  return "";
+}
+
+std::string attributeStr(const Attribute &attribute) {
+  if (auto *flag = std::get_if<bool>(&attribute))
+    return *flag ? "true" : "false";
+  if (auto *integer = std::get_if<int64_t>(&attribute))
+    return std::to_string(*integer);
+  if (auto *number = std::get_if<double>(&attribute))
+    return formatFloatLiteral(*number);
+  if (auto *text = std::get_if<std::string>(&attribute))
+    return "\"" + *text + "\"";
+  if (auto *type = std::get_if<DType>(&attribute))
+    return dtypeName(*type);
+  const auto &list = std::get<std::vector<int64_t>>(attribute);
+  std::string out = "[";
+  for (size_t i = 0; i < list.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(list[i]);
+  return out + "]";
+}
+
+const Attribute *Node::attribute(const std::string &name) const {
+  auto found = attributes.find(name);
+  return found == attributes.end() ? nullptr : &found->second;
+}
+
+std::string Node::stringAttr(const std::string &name,
+                             const std::string &fallback) const {
+  const Attribute *found = attribute(name);
+  if (!found)
+    return fallback;
+  if (auto *text = std::get_if<std::string>(found))
+    return *text;
+  fail("attribute '" + name + "' of '" + op + "' must be a string", location);
+}
+
+int64_t Node::intAttr(const std::string &name, int64_t fallback) const {
+  const Attribute *found = attribute(name);
+  if (!found)
+    return fallback;
+  if (auto *integer = std::get_if<int64_t>(found))
+    return *integer;
+  fail("attribute '" + name + "' of '" + op + "' must be an integer",
+       location);
+}
+
+Value *Graph::addInput(const std::string &name, TensorType type) {
+  if (valuesByName.count(name))
+    fail("duplicate value name '%" + name + "'");
+  values.push_back(std::make_unique<Value>(name, std::move(type), nullptr));
+  Value *input = values.back().get();
+  valuesByName[name] = input;
+  inputs.push_back(input);
+  return input;
+}
+
+Node *Graph::addNode(const std::string &op, std::vector<Operand> operands,
+                     std::map<std::string, Attribute> attributes,
+                     Location location) {
+  Node probe;
+  probe.op = op;
+  probe.operands = operands;
+  probe.attributes = attributes;
+  probe.location = location;
+  std::vector<TensorType> types = inferResultTypes(probe);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < types.size(); ++i)
+    names.push_back(freshName());
+  return addNodeWithTypes(op, std::move(operands), std::move(attributes),
+                          types, names, location);
+}
+
+Node *Graph::addNodeWithTypes(const std::string &op,
+                              std::vector<Operand> operands,
+                              std::map<std::string, Attribute> attributes,
+                              const std::vector<TensorType> &resultTypes,
+                              const std::vector<std::string> &resultNames,
+                              Location location) {
+  auto node = std::make_unique<Node>();
+  node->op = op;
+  node->operands = std::move(operands);
+  node->attributes = std::move(attributes);
+  node->location = location;
+  for (size_t i = 0; i < resultTypes.size(); ++i) {
+    const std::string &name = resultNames.at(i);
+    if (valuesByName.count(name))
+      fail("duplicate value name '%" + name + "'", location);
+    values.push_back(
+        std::make_unique<Value>(name, resultTypes[i], node.get()));
+    valuesByName[name] = values.back().get();
+    node->results.push_back(values.back().get());
+  }
+  nodes.push_back(std::move(node));
+  return nodes.back().get();
+}
+
+std::string Graph::freshName() {
+  while (valuesByName.count(std::to_string(nextName)))
+    ++nextName;
+  return std::to_string(nextName++);
+}
+
+Value *Graph::findValue(const std::string &name) const {
+  auto found = valuesByName.find(name);
+  return found == valuesByName.end() ? nullptr : found->second;
+}
+
+} // namespace dynafuse

@@ -1,0 +1,257 @@
+//===- LoopParser.cpp - Text to loop IR -----------------------------------===//
+#include "dynafuse/Loop/LoopText.h"
+
+#include "dynafuse/Support/TextCursor.h"
+
+#include <map>
+
+namespace dynafuse {
+namespace {
+
+class LoopParser {
+public:
+  LoopParser(const std::string &text, const std::string &fileName)
+      : cursor(text, fileName) {}
+
+  LoopModule parse() {
+    LoopModule module;
+    if (cursor.acceptWord("module"))
+      parseProgram(module);
+    while (!cursor.atEnd()) {
+      if (!cursor.acceptWord("kernel"))
+        cursor.error("expected 'kernel' or 'module'");
+      Location where = cursor.location();
+      module.kernels.push_back(parseKernel());
+      if (countKernels(module, module.kernels.back().name) > 1)
+        cursor.errorAt(where, "redefinition of kernel @" +
+                                  module.kernels.back().name);
+    }
+    return module;
+  }
+
+private:
+  TextCursor cursor;
+  // Per-kernel state.
+  Kernel *kernel = nullptr;
+  std::map<std::string, int> valuesByName;
+
+  static int countKernels(const LoopModule &module, const std::string &name) {
+    int count = 0;
+    for (const Kernel &kernel : module.kernels)
+      count += kernel.name == name;
+    return count;
+  }
+
+  std::vector<std::string> parseSymbolList() {
+    std::vector<std::string> symbols;
+    if (!cursor.accept("["))
+      return symbols;
+    do {
+      symbols.push_back(cursor.identifier("a size symbol"));
+    } while (cursor.accept(","));
+    cursor.expect("]");
+    return symbols;
+  }
+
+  std::vector<LoopBuffer> parseBufferList() {
+    std::vector<LoopBuffer> buffers;
+    cursor.expect("(");
+    if (cursor.accept(")"))
+      return buffers;
+    do {
+      LoopBuffer buffer;
+      buffer.name = cursor.sigilName('%', "a buffer name");
+      cursor.expect(":");
+      buffer.type = parseTensorType(cursor);
+      buffers.push_back(buffer);
+    } while (cursor.accept(","));
+    cursor.expect(")");
+    return buffers;
+  }
+
+  void parseProgram(LoopModule &module) {
+    module.hasProgram = true;
+    module.name = cursor.sigilName('@', "a module name");
+    module.symbols = parseSymbolList();
+    module.inputs = parseBufferList();
+    cursor.expect("{");
+    while (!cursor.acceptWord("return")) {
+      if (cursor.acceptWord("call")) {
+        module.calls.push_back(parseCall());
+        continue;
+      }
+      LoopBuffer alloc;
+      alloc.name = cursor.sigilName('%', "an allocation or 'call'");
+      cursor.expect("=");
+      if (!cursor.acceptWord("alloc"))
+        cursor.error("expected 'alloc'");
+      alloc.type = parseTensorType(cursor);
+      module.allocs.push_back(alloc);
+    }
+    if (cursor.peek() != '}') {
+      do {
+        module.outputs.push_back(cursor.sigilName('%', "an output buffer"));
+      } while (cursor.accept(","));
+    }
+    cursor.expect("}");
+  }
+
+  KernelCall parseCall() {
+    KernelCall call;
+    call.kernel = cursor.sigilName('@', "a kernel name");
+    cursor.expect("(");
+    if (cursor.accept(")"))
+      return call;
+    do {
+      call.args.push_back(cursor.sigilName('%', "a buffer argument"));
+    } while (cursor.accept(","));
+    cursor.expect(")");
+    return call;
+  }
+
+  Kernel parseKernel() {
+    Kernel result;
+    kernel = &result;
+    valuesByName.clear();
+    result.name = cursor.sigilName('@', "a kernel name");
+    result.symbols = parseSymbolList();
+    result.params = parseBufferList();
+    result.body = parseBlock();
+    verifyKernel(result);
+    kernel = nullptr;
+    return result;
+  }
+
+  std::vector<Stmt> parseBlock() {
+    cursor.expect("{");
+    std::vector<Stmt> block;
+    while (!cursor.accept("}")) {
+      if (cursor.atEnd())
+        cursor.error("expected '}'");
+      block.push_back(parseStmt());
+    }
+    return block;
+  }
+
+  Stmt parseStmt() {
+    Location where = cursor.location();
+    if (cursor.acceptWord("for")) {
+      std::string var = cursor.identifier("a loop variable");
+      if (!cursor.acceptWord("in"))
+        cursor.error("expected 'in'");
+      if (cursor.integer() != 0)
+        cursor.errorAt(where, "loops start at 0");
+      cursor.expect("..");
+      SymExpr extent = cursor.symExpr();
+      Stmt loop = Stmt::loop(var, extent, parseBlock());
+      loop.where = where;
+      return loop;
+    }
+    Stmt stmt = Stmt::instruction(kernel->addInstr(parseInstr()));
+    stmt.where = where;
+    return stmt;
+  }
+
+  int useValue() {
+    Location where = cursor.location();
+    std::string name = cursor.sigilName('%', "a value");
+    auto found = valuesByName.find(name);
+    if (found == valuesByName.end())
+      cursor.errorAt(where, "use of undefined value '%" + name + "'");
+    return found->second;
+  }
+
+  int useBuffer() {
+    Location where = cursor.location();
+    std::string name = cursor.sigilName('%', "a buffer");
+    int index = kernel->findParam(name);
+    if (index < 0)
+      cursor.errorAt(where, "unknown buffer '%" + name + "'");
+    return index;
+  }
+
+  std::vector<SymExpr> parseIndex() {
+    std::vector<SymExpr> index;
+    cursor.expect("[");
+    if (cursor.accept("]"))
+      return index;
+    do {
+      index.push_back(cursor.symExpr());
+    } while (cursor.accept(","));
+    cursor.expect("]");
+    return index;
+  }
+
+  Instr parseInstr() {
+    Instr instr;
+    instr.where = cursor.location();
+    if (cursor.acceptWord("store")) {
+      instr.op = ScalarOp::Store;
+      instr.buffer = useBuffer();
+      instr.index = parseIndex();
+      cursor.expect(",");
+      instr.args.push_back(useValue());
+      return instr;
+    }
+    instr.name = cursor.sigilName('%', "a result name or 'store'");
+    if (valuesByName.count(instr.name))
+      cursor.errorAt(instr.where, "redefinition of '%" + instr.name + "'");
+    cursor.expect("=");
+    Location opAt = cursor.location();
+    std::string opName = cursor.identifier("a scalar op");
+    if (!parseScalarOp(opName, instr.op) || instr.op == ScalarOp::Store)
+      cursor.errorAt(opAt, "unknown scalar op '" + opName + "'");
+    parseOperands(instr);
+    cursor.expect(":");
+    Location typeAt = cursor.location();
+    std::string typeName = cursor.identifier("a scalar type");
+    std::optional<DType> type = parseDType(typeName);
+    if (!type)
+      cursor.errorAt(typeAt, "unknown dtype '" + typeName + "'");
+    instr.type = *type;
+    valuesByName[instr.name] = int(kernel->instrs.size());
+    return instr;
+  }
+
+  void parseOperands(Instr &instr) {
+    if (instr.op == ScalarOp::Load) {
+      instr.buffer = useBuffer();
+      instr.index = parseIndex();
+      return;
+    }
+    if (instr.op == ScalarOp::Const) {
+      parseLiteral(instr);
+      return;
+    }
+    for (int i = 0; i < scalarOpArity(instr.op); ++i) {
+      if (i)
+        cursor.expect(",");
+      instr.args.push_back(useValue());
+    }
+  }
+
+  void parseLiteral(Instr &instr) {
+    if (cursor.acceptWord("true")) {
+      instr.intValue = 1;
+      return;
+    }
+    if (cursor.acceptWord("false"))
+      return;
+    TextCursor::Number number = cursor.number();
+    instr.floatValue =
+        number.isFloat ? number.floatValue : double(number.intValue);
+    instr.intValue = number.isFloat ? int64_t(number.floatValue)
+                                    : number.intValue;
+  }
+};
+
+} // namespace
+
+LoopModule parseLoopModule(const std::string &text,
+                           const std::string &fileName) {
+  LoopModule module = LoopParser(text, fileName).parse();
+  verifyLoopModule(module);
+  return module;
+}
+
+} // namespace dynafuse

@@ -1,0 +1,51 @@
+//===- Logging.cpp - Topic-based diagnostic logging -----------------------===//
+#include "dynafuse/Support/Logging.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+namespace dynafuse {
+namespace {
+
+std::mutex topicsMutex;
+
+std::set<std::string> parseTopics(const std::string &text) {
+  std::set<std::string> topics;
+  std::stringstream stream(text);
+  std::string topic;
+  while (std::getline(stream, topic, ','))
+    if (!topic.empty())
+      topics.insert(topic);
+  return topics;
+}
+
+std::set<std::string> &topics() {
+  static std::set<std::string> enabled = [] {
+    const char *env = std::getenv("DYNAFUSE_LOG");
+    return parseTopics(env ? env : "");
+  }();
+  return enabled;
+}
+
+} // namespace
+
+bool logEnabled(const std::string &topic) {
+  std::lock_guard<std::mutex> lock(topicsMutex);
+  return topics().count(topic) || topics().count("all");
+}
+
+void setLogTopics(const std::string &text) {
+  std::lock_guard<std::mutex> lock(topicsMutex);
+  topics() = parseTopics(text);
+}
+
+void logLine(const std::string &topic, const std::string &message) {
+  if (!logEnabled(topic))
+    return;
+  std::fprintf(stderr, "[dynafuse:%s] %s\n", topic.c_str(), message.c_str());
+}
+
+} // namespace dynafuse

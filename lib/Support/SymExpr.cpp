@@ -1,0 +1,462 @@
+//===- SymExpr.cpp - Symbolic integer expressions -------------------------===//
+//
+// Canonicalization goes through a polynomial view: every expression is a map
+// from monomials (sorted atom lists) to coefficients. Building an expression
+// converts operands to polynomials, combines them and converts back.
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Support/SymExpr.h"
+
+#include "dynafuse/Support/Error.h"
+
+#include <algorithm>
+
+namespace dynafuse {
+
+struct SymExpr::Node {
+  Kind kind;
+  int64_t value = 0;
+  std::string name;
+  std::vector<SymExpr> operands;
+  std::string text;
+};
+
+namespace {
+
+/// A monomial is a sorted list of atoms; its key joins their texts.
+struct Term {
+  int64_t coefficient = 0;
+  std::vector<SymExpr> atoms;
+};
+using Poly = std::map<std::string, Term>;
+
+std::string monomialKey(const std::vector<SymExpr> &atoms) {
+  std::string key;
+  for (const SymExpr &atom : atoms)
+    key += atom.str() + "\x1f";
+  return key;
+}
+
+void addTerm(Poly &poly, int64_t coefficient, std::vector<SymExpr> atoms) {
+  if (coefficient == 0)
+    return;
+  std::sort(atoms.begin(), atoms.end());
+  std::string key = monomialKey(atoms);
+  Term &term = poly[key];
+  term.atoms = std::move(atoms);
+  term.coefficient += coefficient;
+  if (term.coefficient == 0)
+    poly.erase(key);
+}
+
+bool needsParens(const SymExpr &expr) {
+  return expr.kind() == SymExpr::Kind::Add;
+}
+
+std::string parenthesized(const SymExpr &expr) {
+  return needsParens(expr) ? "(" + expr.str() + ")" : expr.str();
+}
+
+} // namespace
+
+struct SymExprBuilder {
+  static Poly toPoly(const SymExpr &expr) {
+    Poly poly;
+    switch (expr.kind()) {
+    case SymExpr::Kind::Constant:
+      addTerm(poly, expr.constant(), {});
+      return poly;
+    case SymExpr::Kind::Add:
+      for (const SymExpr &operand : expr.operands())
+        for (auto &entry : toPoly(operand))
+          addTerm(poly, entry.second.coefficient, entry.second.atoms);
+      return poly;
+    case SymExpr::Kind::Mul: {
+      addTerm(poly, 1, {});
+      for (const SymExpr &operand : expr.operands())
+        poly = multiply(poly, toPoly(operand));
+      return poly;
+    }
+    default:
+      addTerm(poly, 1, {expr});
+      return poly;
+    }
+  }
+
+  static Poly multiply(const Poly &lhs, const Poly &rhs) {
+    Poly product;
+    for (auto &left : lhs) {
+      for (auto &right : rhs) {
+        std::vector<SymExpr> atoms = left.second.atoms;
+        atoms.insert(atoms.end(), right.second.atoms.begin(),
+                     right.second.atoms.end());
+        addTerm(product, left.second.coefficient * right.second.coefficient,
+                atoms);
+      }
+    }
+    return product;
+  }
+
+  static SymExpr termToExpr(const Term &term) {
+    if (term.atoms.empty())
+      return SymExpr(term.coefficient);
+    if (term.atoms.size() == 1 && term.coefficient == 1)
+      return term.atoms[0];
+    std::vector<SymExpr> factors;
+    if (term.coefficient != 1)
+      factors.push_back(SymExpr(term.coefficient));
+    factors.insert(factors.end(), term.atoms.begin(), term.atoms.end());
+    return SymExpr::make(SymExpr::Kind::Mul, factors);
+  }
+
+  static SymExpr fromPoly(const Poly &poly) {
+    std::vector<SymExpr> terms;
+    const Term *constantTerm = nullptr;
+    for (auto &entry : poly) {
+      if (entry.second.atoms.empty()) {
+        constantTerm = &entry.second;
+        continue;
+      }
+      terms.push_back(termToExpr(entry.second));
+    }
+    if (constantTerm)
+      terms.push_back(SymExpr(constantTerm->coefficient));
+    if (terms.empty())
+      return SymExpr(int64_t(0));
+    if (terms.size() == 1)
+      return terms[0];
+    return SymExpr::make(SymExpr::Kind::Add, terms);
+  }
+
+  /// True when every coefficient of poly is a multiple of divisor.
+  static bool allDivisible(const Poly &poly, int64_t divisor) {
+    for (auto &entry : poly)
+      if (entry.second.coefficient % divisor != 0)
+        return false;
+    return true;
+  }
+
+  static Poly divideExactly(const Poly &poly, int64_t divisor) {
+    Poly quotient;
+    for (auto &entry : poly)
+      addTerm(quotient, entry.second.coefficient / divisor,
+              entry.second.atoms);
+    return quotient;
+  }
+};
+
+static std::string renderText(SymExpr::Kind kind, int64_t value,
+                              const std::string &name,
+                              const std::vector<SymExpr> &operands) {
+  switch (kind) {
+  case SymExpr::Kind::Constant:
+    return std::to_string(value);
+  case SymExpr::Kind::Symbol:
+    return name;
+  case SymExpr::Kind::FloorDiv:
+    return "(" + operands[0].str() + " // " + parenthesized(operands[1]) + ")";
+  case SymExpr::Kind::Mod:
+    return "(" + operands[0].str() + " % " + parenthesized(operands[1]) + ")";
+  case SymExpr::Kind::Mul: {
+    std::string text;
+    for (const SymExpr &factor : operands)
+      text += (text.empty() ? "" : "*") + parenthesized(factor);
+    return text;
+  }
+  case SymExpr::Kind::Add: {
+    std::string text = operands[0].str();
+    for (size_t i = 1; i < operands.size(); ++i) {
+      const SymExpr &term = operands[i];
+      std::string termText = term.str();
+      if (!termText.empty() && termText[0] == '-')
+        text += " - " + termText.substr(1);
+      else
+        text += " + " + termText;
+    }
+    return text;
+  }
+  }
+  return "";
+}
+
+SymExpr SymExpr::make(Kind kind, std::vector<SymExpr> operands) {
+  auto node = std::make_shared<Node>();
+  node->kind = kind;
+  node->operands = std::move(operands);
+  node->text = renderText(kind, 0, "", node->operands);
+  return SymExpr(std::shared_ptr<const Node>(std::move(node)));
+}
+
+SymExpr::SymExpr(int64_t value) {
+  auto fresh = std::make_shared<Node>();
+  fresh->kind = Kind::Constant;
+  fresh->value = value;
+  fresh->text = std::to_string(value);
+  node = std::move(fresh);
+}
+
+SymExpr SymExpr::symbol(const std::string &name) {
+  auto fresh = std::make_shared<Node>();
+  fresh->kind = Kind::Symbol;
+  fresh->name = name;
+  fresh->text = name;
+  return SymExpr(std::shared_ptr<const Node>(std::move(fresh)));
+}
+
+SymExpr::Kind SymExpr::kind() const { return node->kind; }
+int64_t SymExpr::constant() const { return node->value; }
+const std::string &SymExpr::symbolName() const { return node->name; }
+const std::vector<SymExpr> &SymExpr::operands() const {
+  return node->operands;
+}
+const std::string &SymExpr::str() const { return node->text; }
+
+int64_t floorDivInt(int64_t lhs, int64_t rhs) {
+  if (rhs == 0)
+    fail("symbolic integer division by zero");
+  int64_t quotient = lhs / rhs;
+  if ((lhs % rhs != 0) && ((lhs < 0) != (rhs < 0)))
+    --quotient;
+  return quotient;
+}
+
+int64_t modInt(int64_t lhs, int64_t rhs) {
+  return lhs - floorDivInt(lhs, rhs) * rhs;
+}
+
+SymExpr operator+(const SymExpr &lhs, const SymExpr &rhs) {
+  if (lhs.isConstant() && rhs.isConstant())
+    return SymExpr(lhs.constant() + rhs.constant());
+  Poly sum = SymExprBuilder::toPoly(lhs);
+  for (auto &entry : SymExprBuilder::toPoly(rhs))
+    addTerm(sum, entry.second.coefficient, entry.second.atoms);
+  return SymExprBuilder::fromPoly(sum);
+}
+
+SymExpr operator-(const SymExpr &lhs, const SymExpr &rhs) {
+  return lhs + SymExpr(int64_t(-1)) * rhs;
+}
+
+SymExpr operator*(const SymExpr &lhs, const SymExpr &rhs) {
+  if (lhs.isConstant() && rhs.isConstant())
+    return SymExpr(lhs.constant() * rhs.constant());
+  return SymExprBuilder::fromPoly(SymExprBuilder::multiply(
+      SymExprBuilder::toPoly(lhs), SymExprBuilder::toPoly(rhs)));
+}
+
+SymExpr floorDiv(const SymExpr &lhs, const SymExpr &rhs) {
+  if (rhs.isConstant()) {
+    int64_t divisor = rhs.constant();
+    if (divisor == 0)
+      fail("symbolic integer division by zero");
+    if (lhs.isConstant())
+      return SymExpr(floorDivInt(lhs.constant(), divisor));
+    if (divisor == 1)
+      return lhs;
+    Poly poly = SymExprBuilder::toPoly(lhs);
+    if (SymExprBuilder::allDivisible(poly, divisor))
+      return SymExprBuilder::fromPoly(
+          SymExprBuilder::divideExactly(poly, divisor));
+  }
+  return SymExpr::make(SymExpr::Kind::FloorDiv, {lhs, rhs});
+}
+
+SymExpr mod(const SymExpr &lhs, const SymExpr &rhs) {
+  if (rhs.isConstant()) {
+    int64_t divisor = rhs.constant();
+    if (divisor == 0)
+      fail("symbolic integer modulo by zero");
+    if (lhs.isConstant())
+      return SymExpr(modInt(lhs.constant(), divisor));
+    if (divisor == 1 || divisor == -1)
+      return SymExpr(int64_t(0));
+    if (SymExprBuilder::allDivisible(SymExprBuilder::toPoly(lhs), divisor))
+      return SymExpr(int64_t(0));
+  }
+  return SymExpr::make(SymExpr::Kind::Mod, {lhs, rhs});
+}
+
+int64_t SymExpr::evaluate(const std::map<std::string, int64_t> &bindings) const {
+  switch (kind()) {
+  case Kind::Constant:
+    return constant();
+  case Kind::Symbol: {
+    auto found = bindings.find(symbolName());
+    if (found == bindings.end())
+      fail("unbound symbol '" + symbolName() + "'");
+    return found->second;
+  }
+  case Kind::Add: {
+    int64_t sum = 0;
+    for (const SymExpr &operand : operands())
+      sum += operand.evaluate(bindings);
+    return sum;
+  }
+  case Kind::Mul: {
+    int64_t product = 1;
+    for (const SymExpr &operand : operands())
+      product *= operand.evaluate(bindings);
+    return product;
+  }
+  case Kind::FloorDiv:
+    return floorDivInt(operands()[0].evaluate(bindings),
+                       operands()[1].evaluate(bindings));
+  case Kind::Mod:
+    return modInt(operands()[0].evaluate(bindings),
+                  operands()[1].evaluate(bindings));
+  }
+  return 0;
+}
+
+SymExpr
+SymExpr::substitute(const std::map<std::string, SymExpr> &replacements) const {
+  switch (kind()) {
+  case Kind::Constant:
+    return *this;
+  case Kind::Symbol: {
+    auto found = replacements.find(symbolName());
+    return found == replacements.end() ? *this : found->second;
+  }
+  case Kind::Add: {
+    SymExpr sum(int64_t(0));
+    for (const SymExpr &operand : operands())
+      sum = sum + operand.substitute(replacements);
+    return sum;
+  }
+  case Kind::Mul: {
+    SymExpr product(int64_t(1));
+    for (const SymExpr &operand : operands())
+      product = product * operand.substitute(replacements);
+    return product;
+  }
+  case Kind::FloorDiv:
+    return floorDiv(operands()[0].substitute(replacements),
+                    operands()[1].substitute(replacements));
+  case Kind::Mod:
+    return mod(operands()[0].substitute(replacements),
+               operands()[1].substitute(replacements));
+  }
+  return *this;
+}
+
+void SymExpr::collectSymbols(std::set<std::string> &symbols) const {
+  if (isSymbol()) {
+    symbols.insert(symbolName());
+    return;
+  }
+  for (const SymExpr &operand : operands())
+    operand.collectSymbols(symbols);
+}
+
+//===----------------------------------------------------------------------===//
+// Parsing: expr := term (('+'|'-') term)*; term := unary (('*'|'//'|'%')
+// unary)*; unary := '-' unary | INT | NAME | '(' expr ')'.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class SymExprParser {
+public:
+  explicit SymExprParser(const std::string &text) : text(text) {}
+
+  SymExpr parseAll() {
+    SymExpr result = parseSum();
+    skipSpace();
+    if (pos != text.size())
+      error("unexpected '" + std::string(1, text[pos]) + "'");
+    return result;
+  }
+
+private:
+  const std::string &text;
+  size_t pos = 0;
+
+  [[noreturn]] void error(const std::string &what) {
+    fail("bad symbolic expression '" + text + "' at column " +
+         std::to_string(pos + 1) + ": " + what);
+  }
+
+  void skipSpace() {
+    while (pos < text.size() && text[pos] == ' ')
+      ++pos;
+  }
+
+  bool accept(const std::string &token) {
+    skipSpace();
+    if (text.compare(pos, token.size(), token) != 0)
+      return false;
+    pos += token.size();
+    return true;
+  }
+
+  SymExpr parseSum() {
+    SymExpr result = parseProduct();
+    while (true) {
+      if (accept("+"))
+        result = result + parseProduct();
+      else if (accept("-"))
+        result = result - parseProduct();
+      else
+        return result;
+    }
+  }
+
+  SymExpr parseProduct() {
+    SymExpr result = parseUnary();
+    while (true) {
+      if (accept("*"))
+        result = result * parseUnary();
+      else if (accept("//"))
+        result = floorDiv(result, parseUnary());
+      else if (accept("%"))
+        result = mod(result, parseUnary());
+      else
+        return result;
+    }
+  }
+
+  SymExpr parseUnary() {
+    if (accept("-"))
+      return SymExpr(int64_t(-1)) * parseUnary();
+    if (accept("(")) {
+      SymExpr inner = parseSum();
+      if (!accept(")"))
+        error("expected ')'");
+      return inner;
+    }
+    skipSpace();
+    if (pos < text.size() && std::isdigit((unsigned char)text[pos]))
+      return parseInteger();
+    if (pos < text.size() &&
+        (std::isalpha((unsigned char)text[pos]) || text[pos] == '_'))
+      return parseName();
+    error("expected an integer, a symbol or '('");
+  }
+
+  SymExpr parseInteger() {
+    size_t start = pos;
+    while (pos < text.size() && std::isdigit((unsigned char)text[pos]))
+      ++pos;
+    try {
+      return SymExpr(int64_t(std::stoll(text.substr(start, pos - start))));
+    } catch (const std::out_of_range &) {
+      error("integer out of range");
+    }
+  }
+
+  SymExpr parseName() {
+    size_t start = pos;
+    while (pos < text.size() &&
+           (std::isalnum((unsigned char)text[pos]) || text[pos] == '_'))
+      ++pos;
+    return SymExpr::symbol(text.substr(start, pos - start));
+  }
+};
+
+} // namespace
+
+SymExpr parseSymExpr(const std::string &text) {
+  return SymExprParser(text).parseAll();
+}
+
+} // namespace dynafuse

@@ -1,0 +1,103 @@
+"""Dynafuse: a graph-capturing JIT compiler for PyTorch programs.
+
+    model = dynafuse.compile(model)          # an nn.Module or a function
+    @dynafuse.compile(fullgraph=True)        # or as a decorator
+    def f(x, w): ...
+
+The first call captures the Python bytecode of the function (or the module's
+forward) into a tensor graph, fuses it into LLVM-compiled kernels and caches
+them behind guards; later calls with the same kinds of inputs run the cached
+kernels. Whatever cannot be captured runs eagerly, unchanged.
+"""
+import functools
+import os
+import sys
+import sysconfig
+
+import torch  # Loads torch's shared libraries before the extension.
+
+from . import config, ops
+from . import _C
+
+__all__ = ["compile", "config", "reset", "stats", "Unsupported", "IRError"]
+__version__ = _C.version
+
+if torch.__version__ != _C.torch_version:
+    raise ImportError(
+        f"dynafuse was built against torch {_C.torch_version} but torch "
+        f"{torch.__version__} is installed; rebuild dynafuse (pip install -e .)")
+
+Unsupported = _C.Unsupported
+IRError = _C.IRError
+
+
+def _skip_prefixes():
+    """Code the frame hook leaves alone: torch, dynafuse and the standard
+    library (but not packages installed beside it)."""
+    prefixes = [os.path.dirname(torch.__file__) + os.sep,
+                os.path.dirname(__file__) + os.sep]
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for entry in sorted(os.listdir(stdlib)):
+        if entry not in ("site-packages", "dist-packages"):
+            prefixes.append(os.path.join(stdlib, entry))
+    return prefixes
+
+
+_SKIP_PREFIXES = _skip_prefixes()
+_C.set_op_tables(ops.FUNCTIONS, ops.METHODS)
+config._apply(_C, _SKIP_PREFIXES)
+
+_BACKENDS = ("cpu", "llvm", "interp")
+
+
+def compile(fn=None, *, backend="cpu", fullgraph=False):
+    """Compiles a function or nn.Module; usable as @compile or @compile(...).
+
+    backend: "cpu" (LLVM when built, else the interpreter), "llvm", "interp".
+    fullgraph: raise dynafuse.Unsupported instead of falling back to eager
+    when the code cannot be captured as one graph.
+    """
+    if backend not in _BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {_BACKENDS}")
+    if fn is None:
+        return functools.partial(compile, backend=backend, fullgraph=fullgraph)
+    if isinstance(fn, torch.nn.Module):
+        return _CompiledModule(fn, backend, fullgraph)
+    if not callable(fn):
+        raise TypeError(f"dynafuse.compile expects a function or nn.Module, got {type(fn).__name__}")
+    return _compiled_function(fn, backend, fullgraph)
+
+
+def _compiled_function(fn, backend, fullgraph):
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        config._apply(_C, _SKIP_PREFIXES)
+        return _C.call(fn, args, kwargs or None, backend, fullgraph)
+
+    compiled._dynafuse_original = fn
+    return compiled
+
+
+class _CompiledModule(torch.nn.Module):
+    """Wraps a module; calling it runs the module under the frame hook."""
+
+    def __init__(self, module, backend, fullgraph):
+        super().__init__()
+        self._orig_mod = module
+        self._dynafuse_options = (backend, fullgraph)
+
+    def forward(self, *args, **kwargs):
+        config._apply(_C, _SKIP_PREFIXES)
+        backend, fullgraph = self._dynafuse_options
+        return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph)
+
+
+def reset():
+    """Forgets every compiled graph and zeroes the counters."""
+    _C.reset()
+
+
+def stats():
+    """Counters: captures, cache_hits, graph_breaks, compile_failures,
+    eager_frames, recompile_limit_hits."""
+    return _C.stats()

@@ -1,0 +1,168 @@
+//===- Module.cpp - The dynafuse._C extension module ----------------------===//
+//
+// Entry points the Python package calls: running a function under the frame
+// hook, configuring the compiler, handing over the op tables, statistics,
+// and IR utilities for tests and tools. Plain C API: the module is small and
+// the hook path must not pay for a binding layer.
+//
+//===----------------------------------------------------------------------===//
+#include "../../lib/Capture/FrameCompiler.h"
+#include "../../lib/Capture/OpTable.h"
+#include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Loop/LoopText.h"
+#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Support/Error.h"
+#include "dynafuse/Support/Logging.h"
+
+#ifdef DYNAFUSE_HAVE_LLVM
+#include "dynafuse/Codegen/LLVM/LLVMBackend.h"
+#endif
+
+using namespace dynafuse;
+
+namespace {
+
+PyObject *unsupportedError = nullptr;
+PyObject *irError = nullptr;
+
+PyObject *pyCall(PyObject *, PyObject *args) {
+  PyObject *fn, *callArgs, *callKwargs;
+  const char *backend;
+  int fullgraph;
+  if (!PyArg_ParseTuple(args, "OO!Osp", &fn, &PyTuple_Type, &callArgs,
+                        &callKwargs, &backend, &fullgraph))
+    return nullptr;
+  CallOptions options;
+  options.backend = backend;
+  options.fullgraph = fullgraph;
+  return callCompiled(fn, callArgs, callKwargs == Py_None ? nullptr : callKwargs,
+                      options);
+}
+
+PyObject *pyConfigure(PyObject *, PyObject *args) {
+  const char *dumpDir, *logTopics;
+  int recompileLimit;
+  PyObject *skipPrefixes;
+  if (!PyArg_ParseTuple(args, "siO!s", &dumpDir, &recompileLimit,
+                        &PyList_Type, &skipPrefixes, &logTopics))
+    return nullptr;
+  CompilerConfig &config = compilerConfig();
+  config.dumpDir = dumpDir;
+  config.recompileLimit = recompileLimit;
+  config.skipPrefixes.clear();
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(skipPrefixes); ++i) {
+    PyObject *item = PyList_GET_ITEM(skipPrefixes, i);
+    if (!PyUnicode_Check(item)) {
+      PyErr_SetString(PyExc_TypeError, "skip prefixes must be strings");
+      return nullptr;
+    }
+    config.skipPrefixes.push_back(PyUnicode_AsUTF8(item));
+  }
+  setLogTopics(logTopics);
+  Py_RETURN_NONE;
+}
+
+PyObject *pySetOpTables(PyObject *, PyObject *args) {
+  PyObject *functions, *methods;
+  if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &functions, &PyDict_Type,
+                        &methods))
+    return nullptr;
+  try {
+    opTable().setFunctions(functions);
+    opTable().setMethods(methods);
+  } catch (const Error &error) {
+    PyErr_SetString(PyExc_ValueError, error.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject *pyStats(PyObject *, PyObject *) {
+  const CompilerStats &stats = compilerStats();
+  return Py_BuildValue("{s:l,s:l,s:l,s:l,s:l,s:l}", "captures", stats.captures,
+                       "cache_hits", stats.cacheHits, "graph_breaks",
+                       stats.graphBreaks, "compile_failures",
+                       stats.compileFailures, "eager_frames", stats.eagerFrames,
+                       "recompile_limit_hits", stats.recompileLimitHits);
+}
+
+PyObject *pyReset(PyObject *, PyObject *) {
+  resetCompiledCaches();
+  Py_RETURN_NONE;
+}
+
+/// Runs fn on IR text and converts dynafuse errors to dynafuse.IRError.
+template <typename Fn> PyObject *textTransform(PyObject *args, Fn fn) {
+  const char *text;
+  if (!PyArg_ParseTuple(args, "s", &text))
+    return nullptr;
+  try {
+    return PyUnicode_FromString(fn(std::string(text)).c_str());
+  } catch (const Error &error) {
+    PyErr_SetString(irError, error.what());
+    return nullptr;
+  }
+}
+
+PyObject *pyLowerGraph(PyObject *, PyObject *args) {
+  return textTransform(args, [](const std::string &text) {
+    std::unique_ptr<Graph> graph = parseGraph(text, "<graph>");
+    return printLoopModule(lowerGraph(*graph));
+  });
+}
+
+PyObject *pyBackends(PyObject *, PyObject *) {
+  std::vector<std::string> names = backendNames();
+  PyObject *list = PyList_New(0);
+  for (const std::string &name : names) {
+    PyObject *item = PyUnicode_FromString(name.c_str());
+    PyList_Append(list, item);
+    Py_DECREF(item);
+  }
+  return list;
+}
+
+PyMethodDef methods[] = {
+    {"call", pyCall, METH_VARARGS,
+     "call(fn, args, kwargs, backend, fullgraph): run fn under the frame hook"},
+    {"configure", pyConfigure, METH_VARARGS,
+     "configure(dump_dir, recompile_limit, skip_prefixes, log_topics)"},
+    {"set_op_tables", pySetOpTables, METH_VARARGS,
+     "set_op_tables(functions, methods)"},
+    {"stats", pyStats, METH_NOARGS, "compiler counters"},
+    {"reset", pyReset, METH_NOARGS, "forget all compiled code"},
+    {"lower_graph", pyLowerGraph, METH_VARARGS, "graph IR text -> loop IR text"},
+    {"backends", pyBackends, METH_NOARGS, "registered backend names"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "dynafuse._C",
+                         "Dynafuse's compiler core.", -1, methods};
+
+} // namespace
+
+PyMODINIT_FUNC PyInit__C() {
+  PyObject *module = PyModule_Create(&moduleDef);
+  if (!module)
+    return nullptr;
+  unsupportedError = PyErr_NewExceptionWithDoc(
+      "dynafuse.Unsupported",
+      "Raised with fullgraph=True when code cannot be captured as one graph.",
+      PyExc_RuntimeError, nullptr);
+  irError = PyErr_NewExceptionWithDoc(
+      "dynafuse.IRError", "Malformed or invalid IR text.", PyExc_ValueError,
+      nullptr);
+  PyModule_AddObject(module, "Unsupported", unsupportedError);
+  Py_INCREF(unsupportedError);
+  PyModule_AddObject(module, "IRError", irError);
+  Py_INCREF(irError);
+  PyModule_AddStringConstant(module, "version", DYNAFUSE_VERSION_STRING);
+  PyModule_AddStringConstant(module, "torch_version", DYNAFUSE_TORCH_VERSION);
+  registerBuiltinBackends();
+#ifdef DYNAFUSE_HAVE_LLVM
+  registerLLVMBackend();
+#endif
+  initializeFrameCompiler(unsupportedError);
+  return module;
+}

@@ -1,0 +1,15 @@
+# lit configuration for Dynafuse's textual IR tests.
+import os
+
+import lit.formats
+
+config.name = "Dynafuse"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".graph", ".loop"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dynafuse_build_dir, "test", "lit")
+config.substitutions.append(("dynafuse-opt", config.dynafuse_opt))
+config.substitutions.append(("FileCheck", config.filecheck + " --enable-var-scope"))
+config.substitutions.append(("not ", config.not_tool + " "))
+if config.llvm_enabled:
+    config.available_features.add("llvm")

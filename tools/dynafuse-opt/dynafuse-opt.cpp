@@ -1,0 +1,191 @@
+//===- dynafuse-opt.cpp - Read, transform and print any IR stage ----------===//
+//
+// dynafuse-opt FILE [--passes=cse,dce] [--emit=graph|loop|llvm|asm]
+//              [--print-ir-after-all] [--split-input-file]
+//
+// Reads .graph or .loop text (by its first keyword), runs graph passes, then
+// lowers as far as --emit asks and prints that stage. Errors are printed as
+// "FILE:LINE:COL: error: MESSAGE" and give exit status 1.
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Graph/Passes.h"
+#include "dynafuse/Loop/LoopText.h"
+#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Support/Error.h"
+
+#ifdef DYNAFUSE_HAVE_LLVM
+#include "dynafuse/Codegen/LLVM/LLVMBackend.h"
+#endif
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+using namespace dynafuse;
+
+namespace {
+
+struct Options {
+  std::string input = "-";
+  std::vector<std::string> passes;
+  std::string emit;
+  bool printAfterAll = false;
+  bool splitInputFile = false;
+};
+
+[[noreturn]] void usage(const std::string &problem) {
+  std::cerr << "dynafuse-opt: " << problem << "\n"
+            << "usage: dynafuse-opt FILE [--passes=p1,p2] "
+               "[--emit=graph|loop|llvm|asm] [--print-ir-after-all] "
+               "[--split-input-file]\n";
+  std::exit(2);
+}
+
+std::vector<std::string> splitList(const std::string &text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty())
+      items.push_back(item);
+  return items;
+}
+
+Options parseOptions(int argc, char **argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--passes=", 0) == 0)
+      options.passes = splitList(arg.substr(9));
+    else if (arg.rfind("--emit=", 0) == 0)
+      options.emit = arg.substr(7);
+    else if (arg == "--print-ir-after-all")
+      options.printAfterAll = true;
+    else if (arg == "--split-input-file")
+      options.splitInputFile = true;
+    else if (arg.rfind("--", 0) == 0)
+      usage("unknown option '" + arg + "'");
+    else
+      options.input = arg;
+  }
+  const std::string stages[] = {"", "graph", "loop", "llvm", "asm"};
+  if (std::find(std::begin(stages), std::end(stages), options.emit) ==
+      std::end(stages))
+    usage("unknown --emit stage '" + options.emit + "'");
+  return options;
+}
+
+std::string readInput(const std::string &path) {
+  std::stringstream buffer;
+  if (path == "-") {
+    buffer << std::cin.rdbuf();
+    return buffer.str();
+  }
+  std::ifstream file(path);
+  if (!file)
+    usage("cannot open '" + path + "'");
+  buffer << file.rdbuf();
+  return buffer.str();
+}
+
+/// The first keyword of the text, skipping comments.
+std::string firstKeyword(const std::string &text) {
+  std::stringstream stream(text);
+  std::string line;
+  while (std::getline(stream, line)) {
+    size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line.compare(start, 2, "//") == 0)
+      continue;
+    size_t end = line.find_first_of(" @(", start);
+    return line.substr(start, end - start);
+  }
+  return "";
+}
+
+std::string emitFromLoop(const LoopModule &module, const std::string &emit) {
+  if (emit.empty() || emit == "loop")
+    return printLoopModule(module);
+#ifdef DYNAFUSE_HAVE_LLVM
+  if (emit == "llvm")
+    return emitLLVMIR(module, /*optimized=*/false);
+  return emitAssembly(module);
+#else
+  fail("--emit=" + emit + " needs a build with the LLVM backend");
+#endif
+}
+
+std::string processGraph(const std::string &text, const Options &options) {
+  std::unique_ptr<Graph> graph = parseGraph(text, options.input);
+  for (const std::string &pass : options.passes) {
+    runGraphPass(pass, *graph);
+    verifyGraph(*graph);
+    if (options.printAfterAll)
+      std::cerr << "// -----// IR after " << pass << " //----- //\n"
+                << printGraph(*graph);
+  }
+  if (options.emit.empty() || options.emit == "graph")
+    return printGraph(*graph);
+  LoopModule module = lowerGraph(*graph);
+  verifyLoopModule(module);
+  if (options.printAfterAll)
+    std::cerr << "// -----// IR after lower //----- //\n"
+              << printLoopModule(module);
+  return emitFromLoop(module, options.emit);
+}
+
+std::string process(const std::string &text, const Options &options) {
+  std::string keyword = firstKeyword(text);
+  if (keyword == "graph")
+    return processGraph(text, options);
+  if (keyword != "module" && keyword != "kernel")
+    fail("input must start with 'graph', 'module' or 'kernel'",
+         Location{options.input, 1, 1});
+  if (!options.passes.empty())
+    fail("graph passes cannot run on loop IR");
+  if (options.emit == "graph")
+    fail("cannot emit graph IR from loop IR");
+  return emitFromLoop(parseLoopModule(text, options.input), options.emit);
+}
+
+/// Splits on "// -----" lines; each chunk keeps its line numbers by being
+/// prefixed with the newlines that precede it.
+std::vector<std::string> splitChunks(const std::string &text) {
+  std::vector<std::string> chunks(1);
+  std::stringstream stream(text);
+  std::string line;
+  int lineCount = 0;
+  while (std::getline(stream, line)) {
+    ++lineCount;
+    if (line.rfind("// -----", 0) == 0) {
+      chunks.push_back(std::string(lineCount, '\n'));
+      continue;
+    }
+    chunks.back() += line + "\n";
+  }
+  return chunks;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options = parseOptions(argc, argv);
+  std::string text = readInput(options.input);
+  std::vector<std::string> chunks =
+      options.splitInputFile ? splitChunks(text) : std::vector<std::string>{text};
+  int status = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (i)
+      std::cout << "// -----\n";
+    try {
+      std::cout << process(chunks[i], options);
+    } catch (const Error &error) {
+      std::string where = error.location().str();
+      std::cerr << (where.empty() ? options.input : where)
+                << ": error: " << error.bareMessage() << "\n";
+      status = 1;
+    }
+  }
+  return status;
+}
