@@ -189,6 +189,11 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
 
 bool guardsHold(const CacheEntry &entry, SourceResolver &resolver,
                 std::string *failed) {
+  if (!globalStateMatches(entry.captured)) {
+    if (failed)
+      *failed = "grad mode or default dtype changed";
+    return false;
+  }
   for (const Guard &guard : entry.captured.guards) {
     if (!checkGuard(guard, resolver)) {
       if (failed)

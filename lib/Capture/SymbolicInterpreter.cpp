@@ -60,6 +60,9 @@ public:
   }
 
   CapturedFrame run() {
+    if (!defaultDtypeIsFloat32())
+      unsupported("torch.get_default_dtype() other than float32", firstLine());
+    result.gradMode = gradModeEnabled();
     instructions = decodeInstructions(code);
     for (size_t i = 0; i < instructions.size(); ++i)
       indexOfOffset[instructions[i].start] = int(i);
@@ -821,6 +824,10 @@ private:
 };
 
 } // namespace
+
+bool globalStateMatches(const CapturedFrame &captured) {
+  return gradModeEnabled() == captured.gradMode && defaultDtypeIsFloat32();
+}
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName) {
   return SymbolicInterpreter(frame, graphName).run();

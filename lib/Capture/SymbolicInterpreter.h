@@ -40,7 +40,13 @@ struct CapturedFrame {
   /// Per graph input, the source it is fetched from.
   std::vector<int> inputSources;
   OutputSpec result;
+  /// Global state the graph depends on: grad mode (the default dtype must
+  /// be float32 for capture at all).
+  bool gradMode = false;
 };
+
+/// True when the global state matches what captured relied on.
+bool globalStateMatches(const CapturedFrame &captured);
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName);
 

@@ -157,6 +157,7 @@ TextCursor::Number TextCursor::number() {
     return result;
   }
   while (pos < text.size() &&
+         !(text[pos] == '.' && pos + 1 < text.size() && text[pos + 1] == '.') &&
          (std::isalnum((unsigned char)text[pos]) || text[pos] == '.' ||
           ((text[pos] == '-' || text[pos] == '+') &&
            (text[pos - 1] == 'e' || text[pos - 1] == 'E')))) {
@@ -193,7 +194,8 @@ SymExpr TextCursor::symExpr() {
     char c = text[pos];
     if (c == '\n')
       break;
-    if (depth == 0 && (c == ',' || c == ']' || c == ')' || c == '}'))
+    if (depth == 0 &&
+        (c == ',' || c == ']' || c == ')' || c == '}' || c == '{'))
       break;
     if (c == '(' || c == '[')
       ++depth;

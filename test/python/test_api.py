@@ -1,0 +1,109 @@
+"""The user API: decorator forms, modules, backends, dumps, IR utilities,
+importability from anywhere."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynafuse
+from conftest import assert_close, assert_compiled
+
+
+def test_decorator_forms():
+    @dynafuse.compile
+    def a(x):
+        return x + 1
+
+    @dynafuse.compile()
+    def b(x):
+        return x + 2
+
+    @dynafuse.compile(fullgraph=True, backend="llvm")
+    def c(x):
+        return x + 3
+
+    x = torch.randn(3)
+    for fn, k in ((a, 1), (b, 2), (c, 3)):
+        assert_close(fn(x), x + k)
+    assert dynafuse.stats()["captures"] == 3
+    assert a.__name__ == "a"
+
+
+def test_bad_arguments_are_rejected():
+    with pytest.raises(ValueError):
+        dynafuse.compile(lambda x: x, backend="tpu")
+    with pytest.raises(TypeError):
+        dynafuse.compile(42)
+
+
+class Affine(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n))
+        self.bias = torch.nn.Parameter(torch.randn(n))
+
+    def forward(self, x):
+        return F.gelu(x * self.weight + self.bias)
+
+
+def test_module_with_parameters_reads_them_each_call():
+    model = Affine(16).eval()
+    compiled = dynafuse.compile(model)
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), rtol=2e-6, atol=2e-6)
+        model.weight.mul_(2)  # an update needs no recompile
+        assert_close(compiled(x), model(x), rtol=2e-6, atol=2e-6)
+    assert_compiled()
+    assert dynafuse.stats()["cache_hits"] == 1
+
+
+def test_dump_dir_holds_every_stage(tmp_path):
+    dynafuse.config.dump_dir = str(tmp_path)
+    f = dynafuse.compile(lambda x, y: torch.exp(x) + y)
+    f(torch.randn(8), torch.randn(8))
+    folders = list(tmp_path.iterdir())
+    assert len(folders) == 1
+    names = sorted(p.name for p in folders[0].iterdir())
+    assert names == ["graph.graph", "kernels.ll", "kernels.loop", "kernels.s", "replay.sh"]
+    loop = (folders[0] / "kernels.loop").read_text()
+    assert loop.count("kernel @") == 1
+    assert "exp" in (folders[0] / "graph.graph").read_text()
+    assert "define" in (folders[0] / "kernels.ll").read_text()
+
+
+def test_lower_graph_and_ir_errors():
+    text = "graph @g(%x: f32[4]) {\n  %0 = exp %x : f32[4]\n  return %0\n}\n"
+    assert "kernel @g_k0" in dynafuse._C.lower_graph(text)
+    with pytest.raises(dynafuse.IRError, match=r"2:\d+: .*undefined value '%y'"):
+        dynafuse._C.lower_graph(text.replace("exp %x", "exp %y"))
+
+
+def test_import_from_any_directory(tmp_path):
+    result = subprocess.run([sys.executable, "-c", "import dynafuse; print(dynafuse.__version__)"],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "0.1.0", result.stderr
+
+
+def test_threads_compile_and_run_independently():
+    import threading
+    f = dynafuse.compile(lambda x: x * x + 1)
+    errors = []
+
+    def work(n):
+        try:
+            for _ in range(20):
+                x = torch.randn(n, 7)
+                torch.testing.assert_close(f(x), x * x + 1)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in (3, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

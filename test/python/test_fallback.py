@@ -1,0 +1,97 @@
+"""Fallbacks: graph breaks run eagerly (callees still compile), fullgraph
+raises with the user's file:line, user exceptions are eager's own."""
+import subprocess
+import sys
+import traceback
+
+import pytest
+import torch
+
+import dynafuse
+from conftest import assert_close
+
+
+def inner(x):
+    return torch.sigmoid(x) * x
+
+
+def outer(x):
+    y = x @ x.t()  # matmul is not in the op table yet: a graph break
+    return inner(y)
+
+
+def test_graph_break_runs_eagerly_and_callees_compile():
+    x = torch.randn(4, 4)
+    f = dynafuse.compile(outer)
+    assert_close(f(x), outer(x))
+    stats = dynafuse.stats()
+    assert stats["graph_breaks"] == 1 and stats["captures"] == 1, stats
+    assert_close(f(x), outer(x))
+    assert dynafuse.stats()["cache_hits"] == 1
+
+
+def test_fullgraph_names_construct_and_line():
+    f = dynafuse.compile(outer, fullgraph=True)
+    with pytest.raises(dynafuse.Unsupported) as info:
+        f(torch.randn(3, 3))
+    message = str(info.value)
+    assert "Tensor.t" in message, message
+    assert f"test_fallback.py:{outer.__code__.co_firstlineno + 1}" in message, message
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: float(x.sum().item()) * x,
+    lambda x: x if x.sum() > 0 else -x,
+    lambda x: print("hello") or x + 1,
+], ids=["item", "data_dependent_branch", "print"])
+def test_unsupported_constructs_fall_back(body):
+    x = torch.randn(5)
+    assert_close(dynafuse.compile(body)(x), body(x))
+    assert dynafuse.stats()["graph_breaks"] == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.complex64, torch.int8])
+def test_unsupported_dtype_falls_back(dtype):
+    x = torch.ones(4, dtype=dtype) * 3
+    f = dynafuse.compile(lambda t: t * 2 + 1)
+    assert_close(f(x), x * 2 + 1)
+    assert dynafuse.stats()["graph_breaks"] == 1
+
+
+def test_user_exception_is_eagers_own():
+    def bad(x, y):
+        return x + y  # shapes do not broadcast
+
+    f = dynafuse.compile(bad)
+    with pytest.raises(RuntimeError) as compiled_error:
+        f(torch.randn(3), torch.randn(4))
+    with pytest.raises(RuntimeError) as eager_error:
+        bad(torch.randn(3), torch.randn(4))
+    assert str(compiled_error.value) == str(eager_error.value)
+    frames = traceback.extract_tb(compiled_error.tb)
+    assert any(frame.name == "bad" for frame in frames)
+
+
+def test_graph_break_reason_logged_once():
+    code = (
+        "import torch, dynafuse\n"
+        "f = dynafuse.compile(lambda x: x.numpy() is None or x + 1)\n"
+        "for _ in range(3): f(torch.randn(2))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={"DYNAFUSE_LOG": "graph_breaks", "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "graph break" in line]
+    assert len(lines) == 1 and "Tensor.numpy" in lines[0] and "<string>:2" in lines[0], result.stderr
+
+
+def test_inplace_operator_falls_back_with_eager_semantics():
+    def f(x):
+        x += 1
+        return x * 2
+
+    x = torch.randn(3)
+    expected = x.clone()
+    expected += 1
+    out = dynafuse.compile(f)(x)
+    assert_close(x, expected)
+    assert_close(out, expected * 2)
