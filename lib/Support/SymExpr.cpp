@@ -154,9 +154,11 @@ static std::string renderText(SymExpr::Kind kind, int64_t value,
   case SymExpr::Kind::Symbol:
     return name;
   case SymExpr::Kind::FloorDiv:
-    return "(" + operands[0].str() + " // " + parenthesized(operands[1]) + ")";
+    return "(" + parenthesized(operands[0]) + " // " +
+           parenthesized(operands[1]) + ")";
   case SymExpr::Kind::Mod:
-    return "(" + operands[0].str() + " % " + parenthesized(operands[1]) + ")";
+    return "(" + parenthesized(operands[0]) + " % " +
+           parenthesized(operands[1]) + ")";
   case SymExpr::Kind::Mul: {
     std::string text;
     for (const SymExpr &factor : operands)

@@ -47,6 +47,8 @@ TEST(SymExpr, PrintParseRoundTrip) {
       floorDiv(sym("i0"), SymExpr(3)) + mod(sym("i0"), sym("s1")) * 2,
       SymExpr(-1) * sym("x") + 5,
       sym("a") * sym("b") * sym("a"),
+      mod(sym("i1") + 3, SymExpr(8)),
+      floorDiv(sym("i0") * 2 + 1, SymExpr(3)) * 4,
   };
   for (const SymExpr &expr : samples)
     EXPECT_EQ(parseSymExpr(expr.str()).str(), expr.str()) << expr.str();

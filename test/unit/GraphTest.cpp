@@ -1,0 +1,103 @@
+//===- GraphTest.cpp - Graph IR data structures, inference, text ----------===//
+#include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Graph/Passes.h"
+
+#include <gtest/gtest.h>
+
+using namespace dynafuse;
+
+namespace {
+TensorType tensor(DType dtype, std::vector<SymExpr> sizes) {
+  TensorType type;
+  type.dtype = dtype;
+  type.sizes = std::move(sizes);
+  return type;
+}
+} // namespace
+
+TEST(DType, PromotionLattice) {
+  EXPECT_EQ(promoteTypes(DType::I32, DType::F16), DType::F16);
+  EXPECT_EQ(promoteTypes(DType::F16, DType::BF16), DType::F32);
+  EXPECT_EQ(promoteTypes(DType::Bool, DType::I32), DType::I32);
+  EXPECT_EQ(promoteTypes(DType::I64, DType::I32), DType::I64);
+  EXPECT_EQ(promoteTypes(DType::F32, DType::F64), DType::F64);
+  EXPECT_EQ(computeType(DType::BF16), DType::F32);
+  EXPECT_EQ(parseDType("bf16"), DType::BF16);
+  EXPECT_FALSE(parseDType("u8").has_value());
+}
+
+TEST(Graph, InferenceFollowsTorchPromotion) {
+  Graph graph("g");
+  Value *ints = graph.addInput("i", tensor(DType::I32, {4}));
+  Value *halves = graph.addInput("h", tensor(DType::F16, {3, 1}));
+  Value *scalar = graph.addInput("s", tensor(DType::F64, {}));
+  // A Python float does not raise an integer tensor above the default float.
+  EXPECT_EQ(graph.addNode("mul", {ints, Scalar::ofFloat(2.5)})->result()->type,
+            tensor(DType::F32, {4}));
+  // A Python int keeps the tensor's dtype.
+  EXPECT_EQ(graph.addNode("add", {ints, Scalar::ofInt(7)})->result()->type,
+            tensor(DType::I32, {4}));
+  // A 0-dim f64 does not promote an f16 tensor; shapes broadcast.
+  EXPECT_EQ(graph.addNode("add", {halves, scalar})->result()->type,
+            tensor(DType::F16, {3, 1}));
+  EXPECT_EQ(graph.addNode("add", {halves, ints})->result()->type,
+            tensor(DType::F16, {3, 4}));
+  EXPECT_EQ(graph.addNode("div", {ints, ints})->result()->type.dtype, DType::F32);
+  EXPECT_EQ(graph.addNode("lt", {ints, Scalar::ofFloat(0.5)})->result()->type.dtype,
+            DType::Bool);
+}
+
+TEST(Graph, InvalidNodesAreRejected) {
+  Graph graph("g");
+  Value *a = graph.addInput("a", tensor(DType::F32, {4}));
+  Value *b = graph.addInput("b", tensor(DType::F32, {3}));
+  Value *flags = graph.addInput("c", tensor(DType::Bool, {4}));
+  EXPECT_THROW(graph.addNode("add", {a, b}), Error);
+  EXPECT_THROW(graph.addNode("nope", {a}), Error);
+  EXPECT_THROW(graph.addNode("neg", {flags}), Error);
+  EXPECT_THROW(graph.addNode("where", {a, a, a}), Error);
+  EXPECT_THROW(graph.addNode("pow", {a, a}), Error);
+  EXPECT_THROW(graph.addNode("exp", {a}, {{"bogus", int64_t(1)}}), Error);
+  EXPECT_THROW(graph.addInput("a", tensor(DType::F32, {1})), Error);
+}
+
+TEST(Graph, PrintParseRoundTripIsExact) {
+  Graph graph("rt");
+  Value *x = graph.addInput("x", tensor(DType::F32, {SymExpr::symbol("s0"), 4}));
+  Node *node = graph.addNode("gelu", {x}, {{"approximate", std::string("tanh")}},
+                             Location{"m.py", 7, 0});
+  Node *scaled = graph.addNode("mul", {node->result(), Scalar::ofFloat(0.1)});
+  graph.outputs = {scaled->result()};
+  std::string text = printGraph(graph);
+  std::unique_ptr<Graph> parsed = parseGraph(text);
+  EXPECT_EQ(printGraph(*parsed), text);
+  verifyGraph(*parsed);
+  EXPECT_NE(text.find("loc(\"m.py\":7)"), std::string::npos);
+}
+
+TEST(Graph, ParseErrorsCarryLineAndColumn) {
+  try {
+    parseGraph("graph @f(%x: f32[4]) {\n  %0 = exp %q : f32[4]\n  return %0\n}\n",
+               "in.graph");
+    FAIL() << "expected an error";
+  } catch (const Error &error) {
+    EXPECT_EQ(error.location().line, 2);
+    EXPECT_EQ(error.location().column, 12);
+    EXPECT_NE(std::string(error.what()).find("in.graph:2:12"), std::string::npos);
+  }
+}
+
+TEST(GraphPasses, CseThenDce) {
+  Graph graph("p");
+  Value *x = graph.addInput("x", tensor(DType::F32, {8}));
+  Value *e1 = graph.addNode("exp", {x})->result();
+  Value *e2 = graph.addNode("exp", {x})->result();
+  graph.addNode("tanh", {x});
+  graph.outputs = {graph.addNode("add", {e1, e2})->result()};
+  EXPECT_TRUE(eliminateCommonSubexpressions(graph));
+  EXPECT_EQ(graph.nodes.size(), 2u);
+  EXPECT_EQ(graph.nodes[1]->operands[0].value, graph.nodes[1]->operands[1].value);
+  EXPECT_FALSE(eliminateDeadCode(graph));
+  verifyGraph(graph);
+}
