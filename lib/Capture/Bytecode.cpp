@@ -35,7 +35,8 @@ int inlineCacheEntries(int opcode) {
 const char *opcodeName(int opcode) {
   static PyObject *names = [] {
     PyObject *module = PyImport_ImportModule("opcode");
-    PyObject *list = module ? PyObject_GetAttrString(module, "opname") : nullptr;
+    PyObject *list =
+        module ? PyObject_GetAttrString(module, "opname") : nullptr;
     Py_XDECREF(module);
     if (!list)
       PyErr_Clear();

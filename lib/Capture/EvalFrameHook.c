@@ -28,8 +28,8 @@ static PyObject *dynafuse_eval_frame(PyThreadState *tstate,
   _PyFrameEvalFunction next =
       previousEval ? previousEval : _PyEval_EvalFrameDefault;
   PyCodeObject *code = frame->f_code;
-  const int skippedFlags = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR |
-                           CO_ITERABLE_COROUTINE;
+  const int skippedFlags =
+      CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE;
   if (throwflag || frame->owner != FRAME_OWNED_BY_THREAD ||
       !(code->co_flags & CO_OPTIMIZED) || (code->co_flags & skippedFlags) ||
       frameCallback == NULL)

@@ -78,8 +78,8 @@ bool isSkippedFile(PyCodeObject *code) {
 
 CodeCache *cacheOf(PyCodeObject *code) {
   void *extra = nullptr;
-  if (_PyCode_GetExtra(reinterpret_cast<PyObject *>(code), extraIndex,
-                       &extra) < 0) {
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject *>(code), extraIndex, &extra) <
+      0) {
     PyErr_Clear();
     return nullptr;
   }
@@ -88,8 +88,8 @@ CodeCache *cacheOf(PyCodeObject *code) {
   auto *cache = new CodeCache();
   cache->skippedFile = isSkippedFile(code);
   cache->skip = cache->skippedFile;
-  if (_PyCode_SetExtra(reinterpret_cast<PyObject *>(code), extraIndex,
-                       cache) < 0) {
+  if (_PyCode_SetExtra(reinterpret_cast<PyObject *>(code), extraIndex, cache) <
+      0) {
     PyErr_Clear();
     delete cache;
     return nullptr;
@@ -112,7 +112,8 @@ Backend &backendNamed(const std::string &requested) {
   std::string name = requested;
   if (name == "cpu") {
     std::vector<std::string> known = backendNames();
-    bool haveLLVM = std::find(known.begin(), known.end(), "llvm") != known.end();
+    bool haveLLVM =
+        std::find(known.begin(), known.end(), "llvm") != known.end();
     name = haveLLVM ? "llvm" : "interp";
   }
   auto &slot = (*backends)[name];
@@ -211,9 +212,8 @@ public:
   char *allocate(size_t allocIndex, const LoopBuffer &buffer,
                  const std::vector<int64_t> &sizes) override {
     char *data = nullptr;
-    tensors[allocIndex] =
-        PyRef::steal(newTensor(sizes, buffer.type.dtype, buffer.type.device,
-                               &data));
+    tensors[allocIndex] = PyRef::steal(
+        newTensor(sizes, buffer.type.dtype, buffer.type.device, &data));
     return data;
   }
   std::vector<PyRef> tensors;
@@ -289,10 +289,9 @@ bool reachedRecompileLimit(CodeCache &cache, PyCodeObject *code) {
     return false;
   cache.skip = true;
   ++compilerStats().recompileLimitHits;
-  logLine("recompiles",
-          codeName(code) + " hit the recompile limit (" +
-              std::to_string(compilerConfig().recompileLimit) +
-              "); it runs eagerly from now on");
+  logLine("recompiles", codeName(code) + " hit the recompile limit (" +
+                            std::to_string(compilerConfig().recompileLimit) +
+                            "); it runs eagerly from now on");
   return true;
 }
 

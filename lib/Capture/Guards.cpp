@@ -27,7 +27,8 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
     for (int64_t size : tensor.sizes)
       sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
     return where + " is a " + tensor.dtypeName + " tensor of size [" + sizes +
-           "] on " + tensor.device + (tensor.requiresGrad ? " requiring grad" : "");
+           "] on " + tensor.device +
+           (tensor.requiresGrad ? " requiring grad" : "");
   }
   case Kind::Equals: {
     PyRef text = PyRef::steal(PyObject_Repr(expected.get()));
@@ -51,7 +52,8 @@ PyRef SourceResolver::fetch(const Source &source) {
   case Source::Kind::Local:
     return PyRef::borrow(frame->localsplus[source.index]);
   case Source::Kind::Global: {
-    PyObject *value = PyDict_GetItemWithError(frame->globals, source.name.get());
+    PyObject *value =
+        PyDict_GetItemWithError(frame->globals, source.name.get());
     if (!value && !PyErr_Occurred() && PyDict_Check(frame->builtins))
       value = PyDict_GetItemWithError(frame->builtins, source.name.get());
     return PyRef::borrow(value);
@@ -63,9 +65,8 @@ PyRef SourceResolver::fetch(const Source &source) {
     return PyRef::steal(PyObject_GetAttr(parent, source.name.get()));
   }
   case Source::Kind::Closure: {
-    PyObject *closure = frame->function
-                            ? PyFunction_GetClosure(frame->function)
-                            : nullptr;
+    PyObject *closure =
+        frame->function ? PyFunction_GetClosure(frame->function) : nullptr;
     if (!closure || source.index >= PyTuple_GET_SIZE(closure))
       return PyRef();
     return PyRef::borrow(PyCell_GET(PyTuple_GET_ITEM(closure, source.index)));

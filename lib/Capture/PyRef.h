@@ -18,7 +18,8 @@ public:
     return PyRef(object);
   }
   PyRef(const PyRef &other) : object(other.object) { Py_XINCREF(object); }
-  PyRef(PyRef &&other) noexcept : object(std::exchange(other.object, nullptr)) {}
+  PyRef(PyRef &&other) noexcept
+      : object(std::exchange(other.object, nullptr)) {}
   PyRef &operator=(PyRef other) {
     std::swap(object, other.object);
     return *this;

@@ -448,7 +448,8 @@ private:
       if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
           !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
           Py_TYPE(descriptor) != &PyMethodDescr_Type)
-        unsupported("attribute '" + attribute + "' goes through a descriptor "
+        unsupported("attribute '" + attribute +
+                    "' goes through a descriptor "
                     "(property) that may have side effects");
     }
     PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
@@ -457,8 +458,7 @@ private:
       unsupported("attribute '" + attribute + "' raised");
     }
     int parent = sourceOfObject(base);
-    return classify(value.get(),
-                    namedSource(Source::Kind::Attr, parent, name));
+    return classify(value.get(), namedSource(Source::Kind::Attr, parent, name));
   }
 
   /// The source a concrete object var was read from (recorded in the guard
@@ -569,17 +569,19 @@ private:
   VarPtr binaryOp(int kind, const VarPtr &lhs, const VarPtr &rhs) {
     if (bothConstantNumbers(lhs, rhs))
       return foldPython(foldBinary(kind, lhs, rhs));
-    static const std::map<int, std::string> ops = {
-        {NB_ADD, "add"},         {NB_SUBTRACT, "sub"}, {NB_MULTIPLY, "mul"},
-        {NB_TRUE_DIVIDE, "div"}, {NB_POWER, "pow"}};
+    static const std::map<int, std::string> ops = {{NB_ADD, "add"},
+                                                   {NB_SUBTRACT, "sub"},
+                                                   {NB_MULTIPLY, "mul"},
+                                                   {NB_TRUE_DIVIDE, "div"},
+                                                   {NB_POWER, "pow"}};
     auto found = ops.find(kind);
     if (found == ops.end())
       unsupported(kind >= NB_INPLACE_ADD
                       ? "in-place operator on a tensor (mutation)"
                       : "binary operator " + std::to_string(kind) +
                             " on a tensor");
-    return emit(found->second, {operandOf(lhs, found->second),
-                                operandOf(rhs, found->second)});
+    return emit(found->second,
+                {operandOf(lhs, found->second), operandOf(rhs, found->second)});
   }
 
   PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs) {
@@ -606,12 +608,13 @@ private:
 
   VarPtr compareOp(int kind, const VarPtr &lhs, const VarPtr &rhs) {
     if (bothConstantNumbers(lhs, rhs))
-      return foldPython(PyObject_RichCompare(lhs->object.get(),
-                                             rhs->object.get(), kind));
+      return foldPython(
+          PyObject_RichCompare(lhs->object.get(), rhs->object.get(), kind));
     static const char *ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
     if (kind < 0 || kind > 5)
       unsupported("comparison operator");
-    return emit(ops[kind], {operandOf(lhs, ops[kind]), operandOf(rhs, ops[kind])});
+    return emit(ops[kind],
+                {operandOf(lhs, ops[kind]), operandOf(rhs, ops[kind])});
   }
 
   VarPtr negate(const VarPtr &var) {
@@ -632,10 +635,9 @@ private:
   }
 
   VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted) {
-    bool concrete = (lhs->kind == Var::Kind::Constant ||
-                     lhs->kind == Var::Kind::Object) &&
-                    (rhs->kind == Var::Kind::Constant ||
-                     rhs->kind == Var::Kind::Object);
+    bool concrete =
+        (lhs->kind == Var::Kind::Constant || lhs->kind == Var::Kind::Object) &&
+        (rhs->kind == Var::Kind::Constant || rhs->kind == Var::Kind::Object);
     if (!concrete)
       unsupported("'is' on a tensor");
     bool same = lhs->object.get() == rhs->object.get();
@@ -653,8 +655,7 @@ private:
       callee = first;
       args.insert(args.begin(), second);
     }
-    size_t keywordCount =
-        kwNames ? size_t(PyTuple_GET_SIZE(kwNames.get())) : 0;
+    size_t keywordCount = kwNames ? size_t(PyTuple_GET_SIZE(kwNames.get())) : 0;
     std::map<std::string, VarPtr> keywords;
     for (size_t k = 0; k < keywordCount; ++k)
       keywords[PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwNames.get(), k))] =
@@ -729,13 +730,13 @@ private:
                  std::map<std::string, Attribute> &attributes) {
     switch (param.kind) {
     case ParamSpec::Kind::Operand:
-      operands.push_back(arg ? operandOf(arg, what)
-                             : operandOf(constant(param.defaultValue.get()),
-                                         what));
+      operands.push_back(
+          arg ? operandOf(arg, what)
+              : operandOf(constant(param.defaultValue.get()), what));
       return;
     case ParamSpec::Kind::Attr: {
-      PyObject *object = arg ? concreteOf(arg, what, param.name)
-                             : param.defaultValue.get();
+      PyObject *object =
+          arg ? concreteOf(arg, what, param.name) : param.defaultValue.get();
       attributes[param.name] = attributeOf(object, what);
       return;
     }
@@ -743,12 +744,11 @@ private:
       if (!arg)
         return;
       PyObject *object = concreteOf(arg, what, param.name);
-      int equal = PyObject_RichCompareBool(object, param.defaultValue.get(),
-                                           Py_EQ);
+      int equal =
+          PyObject_RichCompareBool(object, param.defaultValue.get(), Py_EQ);
       if (equal != 1 || Py_TYPE(object) != Py_TYPE(param.defaultValue.get())) {
         PyErr_Clear();
-        unsupported(what + " with " + param.name +
-                    " other than its default");
+        unsupported(what + " with " + param.name + " other than its default");
       }
       return;
     }

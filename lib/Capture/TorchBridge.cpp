@@ -52,8 +52,8 @@ at::ScalarType toScalarType(DType type) {
 PyTypeObject *parameterType() {
   static PyTypeObject *type = [] {
     PyObject *module = PyImport_ImportModule("torch.nn.parameter");
-    PyObject *cls = module ? PyObject_GetAttrString(module, "Parameter")
-                           : nullptr;
+    PyObject *cls =
+        module ? PyObject_GetAttrString(module, "Parameter") : nullptr;
     Py_XDECREF(module);
     if (!cls)
       PyErr_Clear();
@@ -101,10 +101,9 @@ bool tensorMatches(PyObject *object, const TensorMeta &expected) {
 
 PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
                     const std::string &device, char **data) {
-  at::Tensor tensor =
-      at::empty(sizes, at::TensorOptions()
-                           .dtype(toScalarType(dtype))
-                           .device(at::Device(device)));
+  at::Tensor tensor = at::empty(sizes, at::TensorOptions()
+                                           .dtype(toScalarType(dtype))
+                                           .device(at::Device(device)));
   *data = static_cast<char *>(tensor.data_ptr());
   return THPVariable_Wrap(std::move(tensor));
 }

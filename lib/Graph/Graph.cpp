@@ -94,8 +94,7 @@ int64_t Node::intAttr(const std::string &name, int64_t fallback) const {
     return fallback;
   if (auto *integer = std::get_if<int64_t>(found))
     return *integer;
-  fail("attribute '" + name + "' of '" + op + "' must be an integer",
-       location);
+  fail("attribute '" + name + "' of '" + op + "' must be an integer", location);
 }
 
 Value *Graph::addInput(const std::string &name, TensorType type) {
@@ -120,8 +119,8 @@ Node *Graph::addNode(const std::string &op, std::vector<Operand> operands,
   std::vector<std::string> names;
   for (size_t i = 0; i < types.size(); ++i)
     names.push_back(freshName());
-  return addNodeWithTypes(op, std::move(operands), std::move(attributes),
-                          types, names, location);
+  return addNodeWithTypes(op, std::move(operands), std::move(attributes), types,
+                          names, location);
 }
 
 Node *Graph::addNodeWithTypes(const std::string &op,
@@ -139,8 +138,7 @@ Node *Graph::addNodeWithTypes(const std::string &op,
     const std::string &name = resultNames.at(i);
     if (valuesByName.count(name))
       fail("duplicate value name '%" + name + "'", location);
-    values.push_back(
-        std::make_unique<Value>(name, resultTypes[i], node.get()));
+    values.push_back(std::make_unique<Value>(name, resultTypes[i], node.get()));
     valuesByName[name] = values.back().get();
     node->results.push_back(values.back().get());
   }

@@ -154,8 +154,7 @@ private:
     } while (cursor.accept(","));
     Location userLocation = parseUserLocation();
     if (types.size() != names.size())
-      cursor.errorAt(nodeAt, std::to_string(names.size()) +
-                                 " results but " +
+      cursor.errorAt(nodeAt, std::to_string(names.size()) + " results but " +
                                  std::to_string(types.size()) + " types");
     for (auto &name : names)
       if (graph->findValue(name.first))

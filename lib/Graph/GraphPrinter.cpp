@@ -14,8 +14,8 @@ std::string attributesStr(const Node &node) {
   std::string text = " {";
   bool first = true;
   for (auto &entry : node.attributes) {
-    text += (first ? "" : ", ") + entry.first + " = " +
-            attributeStr(entry.second);
+    text +=
+        (first ? "" : ", ") + entry.first + " = " + attributeStr(entry.second);
     first = false;
   }
   return text + "}";
@@ -32,8 +32,8 @@ std::string nodeStr(const Node &node) {
   for (size_t i = 0; i < node.results.size(); ++i)
     text += (i ? ", " : " ") + node.results[i]->type.str();
   if (node.location.known())
-    text += " loc(\"" + node.location.file + "\":" +
-            std::to_string(node.location.line) + ")";
+    text += " loc(\"" + node.location.file +
+            "\":" + std::to_string(node.location.line) + ")";
   return text + "\n";
 }
 

@@ -12,8 +12,7 @@ void verifyGraph(const Graph &graph) {
   std::set<std::string> names;
   for (const Value *input : graph.inputs)
     if (!names.insert(input->name).second)
-      fail("graph @" + graph.name + ": duplicate value '%" + input->name +
-           "'");
+      fail("graph @" + graph.name + ": duplicate value '%" + input->name + "'");
   for (const auto &node : graph.nodes) {
     for (const Operand &operand : node->operands)
       if (operand.isValue() && !defined.count(operand.value))

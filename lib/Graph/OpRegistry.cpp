@@ -92,8 +92,8 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
     return isFloating(promoted) ? promoted : DType::F32;
   case TypeRule::FloatOnly:
     if (!isFloating(promoted))
-      opError(node, std::string("not implemented for dtype ") +
-                        dtypeName(promoted));
+      opError(node,
+              std::string("not implemented for dtype ") + dtypeName(promoted));
     return promoted;
   case TypeRule::NumericOnly:
     if (promoted == DType::Bool)
@@ -113,8 +113,7 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
 
 void checkOperands(const Node &node, const OpInfo &info) {
   if (int(node.operands.size()) != info.arity)
-    opError(node, "expects " + std::to_string(info.arity) +
-                      " operands, got " +
+    opError(node, "expects " + std::to_string(info.arity) + " operands, got " +
                       std::to_string(node.operands.size()));
   bool anyTensor = false;
   for (const Operand &operand : node.operands)
@@ -123,8 +122,8 @@ void checkOperands(const Node &node, const OpInfo &info) {
     opError(node, "needs at least one tensor operand");
   if (info.scalarLast && node.operands.back().isValue())
     opError(node, "the exponent must be a scalar");
-  if (info.scalarLast && node.operands.back().scalar.kind ==
-                             Scalar::Kind::Int &&
+  if (info.scalarLast &&
+      node.operands.back().scalar.kind == Scalar::Kind::Int &&
       node.operands.back().scalar.intValue < 0 &&
       isIntegral(node.operands[0].value->type.dtype))
     opError(node, "integers to negative integer powers are not allowed");
@@ -160,7 +159,8 @@ std::vector<SymExpr> broadcastShapes(const std::vector<SymExpr> &lhs,
   size_t rank = std::max(lhs.size(), rhs.size());
   std::vector<SymExpr> result(rank);
   for (size_t i = 0; i < rank; ++i) {
-    SymExpr left = i < rank - lhs.size() ? SymExpr(1) : lhs[i - (rank - lhs.size())];
+    SymExpr left =
+        i < rank - lhs.size() ? SymExpr(1) : lhs[i - (rank - lhs.size())];
     SymExpr right =
         i < rank - rhs.size() ? SymExpr(1) : rhs[i - (rank - rhs.size())];
     if (left == right || right == SymExpr(1)) {

@@ -34,8 +34,8 @@ static std::string joinExprs(const std::vector<SymExpr> &exprs) {
 }
 
 std::string TensorType::str() const {
-  std::string text = std::string(dtypeName(dtype)) + "[" + joinExprs(sizes) +
-                     "]";
+  std::string text =
+      std::string(dtypeName(dtype)) + "[" + joinExprs(sizes) + "]";
   if (!strides.empty())
     text += "{" + joinExprs(strides) + "}";
   if (device != "cpu")
@@ -75,11 +75,10 @@ TensorType parseTensorType(TextCursor &cursor) {
     Location stridesAt = cursor.location();
     type.strides = parseExprList(cursor, "}");
     if (type.strides.size() != type.sizes.size())
-      cursor.errorAt(stridesAt, "type has " +
-                                    std::to_string(type.sizes.size()) +
-                                    " sizes but " +
-                                    std::to_string(type.strides.size()) +
-                                    " strides");
+      cursor.errorAt(stridesAt,
+                     "type has " + std::to_string(type.sizes.size()) +
+                         " sizes but " + std::to_string(type.strides.size()) +
+                         " strides");
   }
   if (cursor.accept("@")) {
     type.device = cursor.identifier("a device name");

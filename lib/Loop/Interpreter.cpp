@@ -282,8 +282,10 @@ private:
     const LoopBuffer &param = kernel.params[instr.buffer];
     int64_t offset = 0;
     for (size_t k = 0; k < instr.index.size(); ++k)
-      offset += instr.index[k].evaluate(bindings) * paramStrides[instr.buffer][k];
-    return buffers[instr.buffer] + offset * int64_t(dtypeSize(param.type.dtype));
+      offset +=
+          instr.index[k].evaluate(bindings) * paramStrides[instr.buffer][k];
+    return buffers[instr.buffer] +
+           offset * int64_t(dtypeSize(param.type.dtype));
   }
 
   Scalar64 arg(const Instr &instr, int i) { return values[instr.args[i]]; }
@@ -319,11 +321,10 @@ private:
       values[id] = unary(instr.op, type, arg(instr, 0));
       return;
     }
-    values[id] = isFloating(type)
-                     ? floatBinary(instr.op, type, arg(instr, 0).f,
-                                   arg(instr, 1).f)
-                     : intBinary(instr.op, type, arg(instr, 0).i,
-                                 arg(instr, 1).i);
+    values[id] =
+        isFloating(type)
+            ? floatBinary(instr.op, type, arg(instr, 0).f, arg(instr, 1).f)
+            : intBinary(instr.op, type, arg(instr, 0).i, arg(instr, 1).i);
   }
 
   Scalar64 unary(ScalarOp op, DType type, Scalar64 x) {

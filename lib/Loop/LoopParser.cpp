@@ -23,8 +23,8 @@ public:
       Location where = cursor.location();
       module.kernels.push_back(parseKernel());
       if (countKernels(module, module.kernels.back().name) > 1)
-        cursor.errorAt(where, "redefinition of kernel @" +
-                                  module.kernels.back().name);
+        cursor.errorAt(where,
+                       "redefinition of kernel @" + module.kernels.back().name);
     }
     return module;
   }
@@ -240,8 +240,8 @@ private:
     TextCursor::Number number = cursor.number();
     instr.floatValue =
         number.isFloat ? number.floatValue : double(number.intValue);
-    instr.intValue = number.isFloat ? int64_t(number.floatValue)
-                                    : number.intValue;
+    instr.intValue =
+        number.isFloat ? int64_t(number.floatValue) : number.intValue;
   }
 };
 

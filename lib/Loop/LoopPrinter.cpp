@@ -59,8 +59,8 @@ private:
         out += indent + instrStr(kernel.instrs[stmt.instr]) + "\n";
         continue;
       }
-      out += indent + "for " + stmt.var + " in 0.." + stmt.extent.str() +
-             " {\n";
+      out +=
+          indent + "for " + stmt.var + " in 0.." + stmt.extent.str() + " {\n";
       printBlock(stmt.body, depth + 1);
       out += indent + "}\n";
     }

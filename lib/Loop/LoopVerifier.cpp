@@ -42,10 +42,10 @@ private:
     for (const SymExpr &expr : exprs)
       expr.collectSymbols(used);
     for (const std::string &symbol : used) {
-      bool known = std::find(kernel.symbols.begin(), kernel.symbols.end(),
-                             symbol) != kernel.symbols.end() ||
-                   std::find(loopVars.begin(), loopVars.end(), symbol) !=
-                       loopVars.end();
+      bool known =
+          std::find(kernel.symbols.begin(), kernel.symbols.end(), symbol) !=
+              kernel.symbols.end() ||
+          std::find(loopVars.begin(), loopVars.end(), symbol) != loopVars.end();
       if (!known)
         error(where, what + " uses '" + symbol +
                          "', which is neither a kernel symbol nor an "

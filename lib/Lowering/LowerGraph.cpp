@@ -83,10 +83,11 @@ private:
         context.elements.push_back(-1);
         continue;
       }
-      context.elements.push_back(
-          emit(operand.value, broadcastIndex(index, operand.value->type.sizes)));
+      context.elements.push_back(emit(
+          operand.value, broadcastIndex(index, operand.value->type.sizes)));
     }
-    return builder.cast((*rule)(context), computeType(node.result()->type.dtype));
+    return builder.cast((*rule)(context),
+                        computeType(node.result()->type.dtype));
   }
 };
 
@@ -110,8 +111,7 @@ private:
   std::map<const Value *, std::string> bufferOf;
   std::set<std::string> usedNames;
   /// Computed outputs grouped by shape, in first-appearance order.
-  std::vector<std::pair<std::string, std::vector<const Value *>>>
-      groupsByShape;
+  std::vector<std::pair<std::string, std::vector<const Value *>>> groupsByShape;
 
   std::string uniqueName(const std::string &base) {
     std::string name = base;
@@ -201,8 +201,6 @@ private:
 
 } // namespace
 
-LoopModule lowerGraph(const Graph &graph) {
-  return GraphLowering(graph).run();
-}
+LoopModule lowerGraph(const Graph &graph) { return GraphLowering(graph).run(); }
 
 } // namespace dynafuse

@@ -98,7 +98,8 @@ PointwiseRule binaryRule(ScalarOp op) {
 }
 
 PointwiseRule unaryRule(ScalarOp op) {
-  return [op](PointwiseContext &c) { return c.builder.unary(op, c.operand(0)); };
+  return
+      [op](PointwiseContext &c) { return c.builder.unary(op, c.operand(0)); };
 }
 
 /// Booleans: add is logical or, mul logical and (as in PyTorch).
@@ -116,9 +117,9 @@ int geluRule(PointwiseContext &c) {
   int inner;
   if (c.node.stringAttr("approximate", "none") == "tanh") {
     int cube = b.binary(ScalarOp::Mul, b.binary(ScalarOp::Mul, x, x), x);
-    int poly = b.binary(ScalarOp::Add, x,
-                        b.binary(ScalarOp::Mul, cube,
-                                 b.constant(c.type, 0.044715)));
+    int poly =
+        b.binary(ScalarOp::Add, x,
+                 b.binary(ScalarOp::Mul, cube, b.constant(c.type, 0.044715)));
     inner = b.unary(ScalarOp::Tanh,
                     b.binary(ScalarOp::Mul, poly,
                              b.constant(c.type, std::sqrt(2.0 / M_PI))));
@@ -179,10 +180,10 @@ std::map<std::string, PointwiseRule> buildRules() {
   for (auto &entry : comparisons)
     rules[entry.first] = binaryRule(entry.second);
   const std::pair<const char *, ScalarOp> unaries[] = {
-      {"exp", ScalarOp::Exp},         {"log", ScalarOp::Log},
-      {"tanh", ScalarOp::Tanh},       {"sigmoid", ScalarOp::Sigmoid},
-      {"sqrt", ScalarOp::Sqrt},       {"rsqrt", ScalarOp::Rsqrt},
-      {"neg", ScalarOp::Neg},         {"abs", ScalarOp::Abs}};
+      {"exp", ScalarOp::Exp},   {"log", ScalarOp::Log},
+      {"tanh", ScalarOp::Tanh}, {"sigmoid", ScalarOp::Sigmoid},
+      {"sqrt", ScalarOp::Sqrt}, {"rsqrt", ScalarOp::Rsqrt},
+      {"neg", ScalarOp::Neg},   {"abs", ScalarOp::Abs}};
   for (auto &entry : unaries)
     rules[entry.first] = unaryRule(entry.second);
   rules["relu"] = reluRule;

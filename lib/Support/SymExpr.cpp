@@ -139,8 +139,7 @@ struct SymExprBuilder {
   static Poly divideExactly(const Poly &poly, int64_t divisor) {
     Poly quotient;
     for (auto &entry : poly)
-      addTerm(quotient, entry.second.coefficient / divisor,
-              entry.second.atoms);
+      addTerm(quotient, entry.second.coefficient / divisor, entry.second.atoms);
     return quotient;
   }
 };
@@ -208,9 +207,7 @@ SymExpr SymExpr::symbol(const std::string &name) {
 SymExpr::Kind SymExpr::kind() const { return node->kind; }
 int64_t SymExpr::constant() const { return node->value; }
 const std::string &SymExpr::symbolName() const { return node->name; }
-const std::vector<SymExpr> &SymExpr::operands() const {
-  return node->operands;
-}
+const std::vector<SymExpr> &SymExpr::operands() const { return node->operands; }
 const std::string &SymExpr::str() const { return node->text; }
 
 int64_t floorDivInt(int64_t lhs, int64_t rhs) {
@@ -278,7 +275,8 @@ SymExpr mod(const SymExpr &lhs, const SymExpr &rhs) {
   return SymExpr::make(SymExpr::Kind::Mod, {lhs, rhs});
 }
 
-int64_t SymExpr::evaluate(const std::map<std::string, int64_t> &bindings) const {
+int64_t
+SymExpr::evaluate(const std::map<std::string, int64_t> &bindings) const {
   switch (kind()) {
   case Kind::Constant:
     return constant();

@@ -36,16 +36,16 @@ PyObject *pyCall(PyObject *, PyObject *args) {
   CallOptions options;
   options.backend = backend;
   options.fullgraph = fullgraph;
-  return callCompiled(fn, callArgs, callKwargs == Py_None ? nullptr : callKwargs,
-                      options);
+  return callCompiled(fn, callArgs,
+                      callKwargs == Py_None ? nullptr : callKwargs, options);
 }
 
 PyObject *pyConfigure(PyObject *, PyObject *args) {
   const char *dumpDir, *logTopics;
   int recompileLimit;
   PyObject *skipPrefixes;
-  if (!PyArg_ParseTuple(args, "siO!s", &dumpDir, &recompileLimit,
-                        &PyList_Type, &skipPrefixes, &logTopics))
+  if (!PyArg_ParseTuple(args, "siO!s", &dumpDir, &recompileLimit, &PyList_Type,
+                        &skipPrefixes, &logTopics))
     return nullptr;
   CompilerConfig &config = compilerConfig();
   config.dumpDir = dumpDir;
@@ -132,7 +132,8 @@ PyMethodDef methods[] = {
      "set_op_tables(functions, methods)"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},
-    {"lower_graph", pyLowerGraph, METH_VARARGS, "graph IR text -> loop IR text"},
+    {"lower_graph", pyLowerGraph, METH_VARARGS,
+     "graph IR text -> loop IR text"},
     {"backends", pyBackends, METH_NOARGS, "registered backend names"},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -150,9 +151,9 @@ PyMODINIT_FUNC PyInit__C() {
       "dynafuse.Unsupported",
       "Raised with fullgraph=True when code cannot be captured as one graph.",
       PyExc_RuntimeError, nullptr);
-  irError = PyErr_NewExceptionWithDoc(
-      "dynafuse.IRError", "Malformed or invalid IR text.", PyExc_ValueError,
-      nullptr);
+  irError = PyErr_NewExceptionWithDoc("dynafuse.IRError",
+                                      "Malformed or invalid IR text.",
+                                      PyExc_ValueError, nullptr);
   PyModule_AddObject(module, "Unsupported", unsupportedError);
   Py_INCREF(unsupportedError);
   PyModule_AddObject(module, "IRError", irError);

@@ -43,9 +43,11 @@ TEST(Graph, InferenceFollowsTorchPromotion) {
             tensor(DType::F16, {3, 1}));
   EXPECT_EQ(graph.addNode("add", {halves, ints})->result()->type,
             tensor(DType::F16, {3, 4}));
-  EXPECT_EQ(graph.addNode("div", {ints, ints})->result()->type.dtype, DType::F32);
-  EXPECT_EQ(graph.addNode("lt", {ints, Scalar::ofFloat(0.5)})->result()->type.dtype,
-            DType::Bool);
+  EXPECT_EQ(graph.addNode("div", {ints, ints})->result()->type.dtype,
+            DType::F32);
+  EXPECT_EQ(
+      graph.addNode("lt", {ints, Scalar::ofFloat(0.5)})->result()->type.dtype,
+      DType::Bool);
 }
 
 TEST(Graph, InvalidNodesAreRejected) {
@@ -64,9 +66,11 @@ TEST(Graph, InvalidNodesAreRejected) {
 
 TEST(Graph, PrintParseRoundTripIsExact) {
   Graph graph("rt");
-  Value *x = graph.addInput("x", tensor(DType::F32, {SymExpr::symbol("s0"), 4}));
-  Node *node = graph.addNode("gelu", {x}, {{"approximate", std::string("tanh")}},
-                             Location{"m.py", 7, 0});
+  Value *x =
+      graph.addInput("x", tensor(DType::F32, {SymExpr::symbol("s0"), 4}));
+  Node *node =
+      graph.addNode("gelu", {x}, {{"approximate", std::string("tanh")}},
+                    Location{"m.py", 7, 0});
   Node *scaled = graph.addNode("mul", {node->result(), Scalar::ofFloat(0.1)});
   graph.outputs = {scaled->result()};
   std::string text = printGraph(graph);
@@ -78,13 +82,15 @@ TEST(Graph, PrintParseRoundTripIsExact) {
 
 TEST(Graph, ParseErrorsCarryLineAndColumn) {
   try {
-    parseGraph("graph @f(%x: f32[4]) {\n  %0 = exp %q : f32[4]\n  return %0\n}\n",
-               "in.graph");
+    parseGraph(
+        "graph @f(%x: f32[4]) {\n  %0 = exp %q : f32[4]\n  return %0\n}\n",
+        "in.graph");
     FAIL() << "expected an error";
   } catch (const Error &error) {
     EXPECT_EQ(error.location().line, 2);
     EXPECT_EQ(error.location().column, 12);
-    EXPECT_NE(std::string(error.what()).find("in.graph:2:12"), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("in.graph:2:12"),
+              std::string::npos);
   }
 }
 
@@ -97,7 +103,8 @@ TEST(GraphPasses, CseThenDce) {
   graph.outputs = {graph.addNode("add", {e1, e2})->result()};
   EXPECT_TRUE(eliminateCommonSubexpressions(graph));
   EXPECT_EQ(graph.nodes.size(), 2u);
-  EXPECT_EQ(graph.nodes[1]->operands[0].value, graph.nodes[1]->operands[1].value);
+  EXPECT_EQ(graph.nodes[1]->operands[0].value,
+            graph.nodes[1]->operands[1].value);
   EXPECT_FALSE(eliminateDeadCode(graph));
   verifyGraph(graph);
 }

@@ -1,6 +1,6 @@
 //===- SymExprTest.cpp - The symbolic-integer simplifier ------------------===//
-#include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/SymExpr.h"
+#include "dynafuse/Support/Error.h"
 
 #include <gtest/gtest.h>
 

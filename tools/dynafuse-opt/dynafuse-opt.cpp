@@ -172,8 +172,9 @@ std::vector<std::string> splitChunks(const std::string &text) {
 int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
   std::string text = readInput(options.input);
-  std::vector<std::string> chunks =
-      options.splitInputFile ? splitChunks(text) : std::vector<std::string>{text};
+  std::vector<std::string> chunks = options.splitInputFile
+                                        ? splitChunks(text)
+                                        : std::vector<std::string>{text};
   int status = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (i)

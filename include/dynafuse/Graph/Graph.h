@@ -52,13 +52,13 @@ struct Operand {
   Value *value = nullptr;
   Scalar scalar;
 
-  Operand(Value *value) : value(value) {} // NOLINT
+  Operand(Value *value) : value(value) {}    // NOLINT
   Operand(Scalar scalar) : scalar(scalar) {} // NOLINT
   bool isValue() const { return value != nullptr; }
 };
 
-using Attribute =
-    std::variant<bool, int64_t, double, std::string, DType, std::vector<int64_t>>;
+using Attribute = std::variant<bool, int64_t, double, std::string, DType,
+                               std::vector<int64_t>>;
 std::string attributeStr(const Attribute &attribute);
 
 class Node {

@@ -1,4 +1,5 @@
-//===- PointwiseRules.h - Per-op lowering to scalar instructions -*- C++ -*-===//
+//===- PointwiseRules.h - Per-op lowering to scalar instructions -*- C++
+//-*-===//
 //
 // The lowering table: for each pointwise graph op, a rule that emits the
 // scalar instructions computing one element from its operands' elements.

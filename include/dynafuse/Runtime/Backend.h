@@ -1,4 +1,5 @@
-//===- Backend.h - The interface every code generator implements -*- C++ -*-===//
+//===- Backend.h - The interface every code generator implements -*- C++
+//-*-===//
 //
 // A Backend turns the kernels of a LoopModule into executables. The runtime
 // knows nothing else about code generation: the reference interpreter, LLVM
