@@ -132,8 +132,30 @@ Scalar64 castValue(DType from, DType to, Scalar64 value) {
   return result;
 }
 
+/// Comparisons behave the same on every type (NaN compares unequal).
+template <typename T> int64_t compareValues(ScalarOp op, T a, T b) {
+  switch (op) {
+  case ScalarOp::Eq:
+    return a == b;
+  case ScalarOp::Ne:
+    return a != b;
+  case ScalarOp::Lt:
+    return a < b;
+  case ScalarOp::Le:
+    return a <= b;
+  case ScalarOp::Gt:
+    return a > b;
+  default:
+    return a >= b;
+  }
+}
+
 Scalar64 floatBinary(ScalarOp op, DType type, double a, double b) {
   Scalar64 result;
+  if (isComparison(op)) {
+    result.i = compareValues(op, a, b);
+    return result;
+  }
   switch (op) {
   case ScalarOp::Add:
     result.f = a + b;
@@ -157,24 +179,6 @@ Scalar64 floatBinary(ScalarOp op, DType type, double a, double b) {
     result.f = type == DType::F32 ? double(std::pow(float(a), float(b)))
                                   : std::pow(a, b);
     break;
-  case ScalarOp::Eq:
-    result.i = a == b;
-    return result;
-  case ScalarOp::Ne:
-    result.i = a != b;
-    return result;
-  case ScalarOp::Lt:
-    result.i = a < b;
-    return result;
-  case ScalarOp::Le:
-    result.i = a <= b;
-    return result;
-  case ScalarOp::Gt:
-    result.i = a > b;
-    return result;
-  case ScalarOp::Ge:
-    result.i = a >= b;
-    return result;
   default:
     fail(std::string("op '") + scalarOpName(op) + "' is not defined on floats");
   }
@@ -184,6 +188,10 @@ Scalar64 floatBinary(ScalarOp op, DType type, double a, double b) {
 
 Scalar64 intBinary(ScalarOp op, DType type, int64_t a, int64_t b) {
   Scalar64 result;
+  if (isComparison(op)) {
+    result.i = compareValues(op, a, b);
+    return result;
+  }
   uint64_t ua = uint64_t(a), ub = uint64_t(b);
   switch (op) {
   case ScalarOp::Add:
@@ -213,24 +221,6 @@ Scalar64 intBinary(ScalarOp op, DType type, int64_t a, int64_t b) {
   case ScalarOp::Or:
     result.i = a || b;
     break;
-  case ScalarOp::Eq:
-    result.i = a == b;
-    return result;
-  case ScalarOp::Ne:
-    result.i = a != b;
-    return result;
-  case ScalarOp::Lt:
-    result.i = a < b;
-    return result;
-  case ScalarOp::Le:
-    result.i = a <= b;
-    return result;
-  case ScalarOp::Gt:
-    result.i = a > b;
-    return result;
-  case ScalarOp::Ge:
-    result.i = a >= b;
-    return result;
   default:
     fail(std::string("op '") + scalarOpName(op) +
          "' is not defined on integers");
