@@ -44,10 +44,47 @@ bool isFloatMath(ScalarOp op) {
   case ScalarOp::Sqrt:
   case ScalarOp::Rsqrt:
   case ScalarOp::Erf:
+  case ScalarOp::Exp2:
+  case ScalarOp::Log1p:
+  case ScalarOp::Expm1:
+  case ScalarOp::Sin:
+  case ScalarOp::Cos:
+  case ScalarOp::Floor:
+  case ScalarOp::Ceil:
+  case ScalarOp::Round:
+  case ScalarOp::Trunc:
     return true;
   default:
     return false;
   }
+}
+
+bool isBitwise(ScalarOp op) {
+  return op == ScalarOp::BitAnd || op == ScalarOp::BitOr ||
+         op == ScalarOp::BitXor || op == ScalarOp::BitNot;
+}
+
+namespace {
+const char *const reduceKindNames[] = {"sum", "prod",   "max",   "min",
+                                       "any", "all", "argmax", "argmin"};
+} // namespace
+
+const char *reduceKindName(ReduceKind kind) {
+  return reduceKindNames[static_cast<int>(kind)];
+}
+
+bool parseReduceKind(const std::string &name, ReduceKind &kind) {
+  for (int i = 0; i < 8; ++i) {
+    if (name == reduceKindNames[i]) {
+      kind = static_cast<ReduceKind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+int reduceYieldCount(ReduceKind kind) {
+  return kind == ReduceKind::ArgMax || kind == ReduceKind::ArgMin ? 2 : 1;
 }
 
 Stmt Stmt::loop(std::string var, SymExpr extent, std::vector<Stmt> body) {
@@ -56,6 +93,20 @@ Stmt Stmt::loop(std::string var, SymExpr extent, std::vector<Stmt> body) {
   stmt.var = std::move(var);
   stmt.extent = std::move(extent);
   stmt.body = std::move(body);
+  return stmt;
+}
+
+Stmt Stmt::reduce(ReduceKind kind, std::vector<std::string> vars,
+                  std::vector<SymExpr> extents, std::vector<Stmt> body,
+                  std::vector<int> yields, std::vector<int> results) {
+  Stmt stmt;
+  stmt.kind = Kind::Reduce;
+  stmt.reduceKind = kind;
+  stmt.vars = std::move(vars);
+  stmt.extents = std::move(extents);
+  stmt.body = std::move(body);
+  stmt.yields = std::move(yields);
+  stmt.results = std::move(results);
   return stmt;
 }
 

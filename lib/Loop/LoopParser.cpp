@@ -135,21 +135,105 @@ private:
 
   Stmt parseStmt() {
     Location where = cursor.location();
-    if (cursor.acceptWord("for")) {
-      std::string var = cursor.identifier("a loop variable");
+    if (cursor.acceptWord("for"))
+      return parseFor(where);
+    if (cursor.acceptWord("store")) {
+      Stmt stmt = Stmt::instruction(kernel->addInstr(parseStore(where)));
+      stmt.where = where;
+      return stmt;
+    }
+    std::vector<std::pair<std::string, Location>> names;
+    do {
+      Location nameAt = cursor.location();
+      names.push_back({cursor.sigilName('%', "a result name, 'for' or 'store'"),
+                       nameAt});
+      if (valuesByName.count(names.back().first))
+        cursor.errorAt(nameAt, "redefinition of '%" + names.back().first + "'");
+    } while (cursor.accept(","));
+    cursor.expect("=");
+    Location opAt = cursor.location();
+    std::string opName = cursor.identifier("a scalar op or 'reduce'");
+    if (opName == "reduce")
+      return parseReduce(names, where);
+    if (names.size() != 1)
+      cursor.errorAt(where, "only 'reduce' defines several values");
+    Stmt stmt = Stmt::instruction(
+        kernel->addInstr(parseInstr(names[0].first, opName, opAt, where)));
+    stmt.where = where;
+    return stmt;
+  }
+
+  Stmt parseFor(const Location &where) {
+    std::string var = cursor.identifier("a loop variable");
+    if (!cursor.acceptWord("in"))
+      cursor.error("expected 'in'");
+    if (cursor.integer() != 0)
+      cursor.errorAt(where, "loops start at 0");
+    cursor.expect("..");
+    SymExpr extent = cursor.symExpr();
+    Stmt loop = Stmt::loop(var, extent, parseBlock());
+    loop.where = where;
+    return loop;
+  }
+
+  Stmt parseReduce(const std::vector<std::pair<std::string, Location>> &names,
+                   const Location &where) {
+    Location kindAt = cursor.location();
+    std::string kindName = cursor.identifier("a reduction kind");
+    ReduceKind kind;
+    if (!parseReduceKind(kindName, kind))
+      cursor.errorAt(kindAt, "unknown reduction kind '" + kindName + "'");
+    std::vector<std::string> vars;
+    std::vector<SymExpr> extents;
+    cursor.expect("(");
+    do {
+      vars.push_back(cursor.identifier("a reduction variable"));
       if (!cursor.acceptWord("in"))
         cursor.error("expected 'in'");
       if (cursor.integer() != 0)
-        cursor.errorAt(where, "loops start at 0");
+        cursor.errorAt(where, "reductions start at 0");
       cursor.expect("..");
-      SymExpr extent = cursor.symExpr();
-      Stmt loop = Stmt::loop(var, extent, parseBlock());
-      loop.where = where;
-      return loop;
+      extents.push_back(cursor.symExpr());
+    } while (cursor.accept(","));
+    cursor.expect(")");
+    cursor.expect("{");
+    std::vector<Stmt> body;
+    while (!cursor.acceptWord("yield")) {
+      if (cursor.atEnd())
+        cursor.error("expected 'yield'");
+      body.push_back(parseStmt());
     }
-    Stmt stmt = Stmt::instruction(kernel->addInstr(parseInstr()));
+    std::vector<int> yields;
+    do {
+      yields.push_back(useValue());
+    } while (cursor.accept(","));
+    cursor.expect("}");
+    cursor.expect(":");
+    std::vector<int> results;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i)
+        cursor.expect(",");
+      Instr result;
+      result.op = ScalarOp::Reduced;
+      result.name = names[i].first;
+      result.type = parseScalarType();
+      result.where = names[i].second;
+      valuesByName[result.name] = int(kernel->instrs.size());
+      results.push_back(kernel->addInstr(result));
+    }
+    Stmt stmt = Stmt::reduce(kind, vars, extents, std::move(body), yields,
+                             results);
     stmt.where = where;
     return stmt;
+  }
+
+  DType parseScalarType() {
+    Location typeAt = cursor.location();
+    std::string typeName = cursor.identifier("a scalar type");
+    std::optional<DType> type = parseDType(typeName);
+    if (!type)
+      cursor.errorAt(typeAt, "unknown dtype '" + typeName + "'");
+    return *type;
   }
 
   int useValue() {
@@ -182,33 +266,28 @@ private:
     return index;
   }
 
-  Instr parseInstr() {
+  Instr parseStore(const Location &where) {
     Instr instr;
-    instr.where = cursor.location();
-    if (cursor.acceptWord("store")) {
-      instr.op = ScalarOp::Store;
-      instr.buffer = useBuffer();
-      instr.index = parseIndex();
-      cursor.expect(",");
-      instr.args.push_back(useValue());
-      return instr;
-    }
-    instr.name = cursor.sigilName('%', "a result name or 'store'");
-    if (valuesByName.count(instr.name))
-      cursor.errorAt(instr.where, "redefinition of '%" + instr.name + "'");
-    cursor.expect("=");
-    Location opAt = cursor.location();
-    std::string opName = cursor.identifier("a scalar op");
-    if (!parseScalarOp(opName, instr.op) || instr.op == ScalarOp::Store)
+    instr.where = where;
+    instr.op = ScalarOp::Store;
+    instr.buffer = useBuffer();
+    instr.index = parseIndex();
+    cursor.expect(",");
+    instr.args.push_back(useValue());
+    return instr;
+  }
+
+  Instr parseInstr(const std::string &name, const std::string &opName,
+                   const Location &opAt, const Location &where) {
+    Instr instr;
+    instr.where = where;
+    instr.name = name;
+    if (!parseScalarOp(opName, instr.op) || instr.op == ScalarOp::Store ||
+        instr.op == ScalarOp::Reduced)
       cursor.errorAt(opAt, "unknown scalar op '" + opName + "'");
     parseOperands(instr);
     cursor.expect(":");
-    Location typeAt = cursor.location();
-    std::string typeName = cursor.identifier("a scalar type");
-    std::optional<DType> type = parseDType(typeName);
-    if (!type)
-      cursor.errorAt(typeAt, "unknown dtype '" + typeName + "'");
-    instr.type = *type;
+    instr.type = parseScalarType();
     valuesByName[instr.name] = int(kernel->instrs.size());
     return instr;
   }
@@ -217,10 +296,16 @@ private:
     if (instr.op == ScalarOp::Load) {
       instr.buffer = useBuffer();
       instr.index = parseIndex();
+      if (cursor.acceptWord("mask"))
+        instr.args.push_back(useValue());
       return;
     }
     if (instr.op == ScalarOp::Const) {
       parseLiteral(instr);
+      return;
+    }
+    if (instr.op == ScalarOp::Index) {
+      instr.index.push_back(cursor.symExpr());
       return;
     }
     for (int i = 0; i < scalarOpArity(instr.op); ++i) {

@@ -59,11 +59,35 @@ private:
         out += indent + instrStr(kernel.instrs[stmt.instr]) + "\n";
         continue;
       }
+      if (stmt.kind == Stmt::Kind::Reduce) {
+        printReduce(stmt, depth);
+        continue;
+      }
       out +=
           indent + "for " + stmt.var + " in 0.." + stmt.extent.str() + " {\n";
       printBlock(stmt.body, depth + 1);
       out += indent + "}\n";
     }
+  }
+
+  void printReduce(const Stmt &stmt, int depth) {
+    std::string indent(2 * depth, ' ');
+    out += indent;
+    for (size_t i = 0; i < stmt.results.size(); ++i)
+      out += (i ? ", " : "") + argName(stmt.results[i]);
+    out += std::string(" = reduce ") + reduceKindName(stmt.reduceKind) + " (";
+    for (size_t k = 0; k < stmt.vars.size(); ++k)
+      out += (k ? ", " : "") + stmt.vars[k] + " in 0.." + stmt.extents[k].str();
+    out += ") {\n";
+    printBlock(stmt.body, depth + 1);
+    out += indent + "  yield";
+    for (size_t i = 0; i < stmt.yields.size(); ++i)
+      out += (i ? ", " : " ") + argName(stmt.yields[i]);
+    out += "\n" + indent + "} :";
+    for (size_t i = 0; i < stmt.results.size(); ++i)
+      out += (i ? ", " : " ") +
+             std::string(dtypeName(kernel.instrs[stmt.results[i]].type));
+    out += "\n";
   }
 
   std::string argName(int index) const {
@@ -77,10 +101,16 @@ private:
       return "store " + buffer + indexStr(instr.index) + ", " +
              argName(instr.args[0]);
     std::string text = "%" + instr.name + " = " + scalarOpName(instr.op);
-    if (instr.op == ScalarOp::Load)
+    if (instr.op == ScalarOp::Load) {
       text += " " + buffer + indexStr(instr.index);
-    else if (instr.op == ScalarOp::Const)
+      if (!instr.args.empty())
+        text += " mask " + argName(instr.args[0]);
+      return text + " : " + dtypeName(instr.type);
+    }
+    if (instr.op == ScalarOp::Const)
       text += " " + constStr(instr);
+    if (instr.op == ScalarOp::Index)
+      text += " " + instr.index.at(0).str();
     for (size_t i = 0; i < instr.args.size(); ++i)
       text += (i ? ", " : " ") + argName(instr.args[i]);
     return text + " : " + dtypeName(instr.type);

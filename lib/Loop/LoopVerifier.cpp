@@ -2,6 +2,7 @@
 #include "dynafuse/Loop/LoopText.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace dynafuse {
@@ -17,88 +18,206 @@ public:
       if (!names.insert(param.name).second)
         fail("kernel @" + kernel.name + ": duplicate buffer '%" + param.name +
              "'");
-      checkSymbols(param.type.sizes, "buffer %" + param.name, {});
-      checkSymbols(param.type.strides, "buffer %" + param.name, {});
+      checkSymbols(param.type.sizes, "buffer %" + param.name, Scope());
+      checkSymbols(param.type.strides, "buffer %" + param.name, Scope());
     }
-    for (const Instr &instr : kernel.instrs)
-      if (!instr.name.empty() && !names.insert(instr.name).second)
+    for (size_t i = 0; i < kernel.instrs.size(); ++i) {
+      const Instr &instr = kernel.instrs[i];
+      if (instr.name.empty())
+        continue;
+      if (!names.insert(instr.name).second)
         error(instr.where, "duplicate name '%" + instr.name + "'");
-    std::vector<bool> visible(kernel.instrs.size(), false);
-    walk(kernel.body, visible, {});
+      idByName[instr.name] = int(i);
+    }
+    Scope scope;
+    scope.visible.assign(kernel.instrs.size(), false);
+    walk(kernel.body, scope);
   }
 
 private:
+  /// What a statement may refer to: values defined before it in enclosing
+  /// blocks, and the variables of enclosing loops and reductions.
+  struct Scope {
+    std::vector<bool> visible;
+    std::vector<std::string> vars;
+    bool hasVar(const std::string &name) const {
+      return std::find(vars.begin(), vars.end(), name) != vars.end();
+    }
+  };
+
   const Kernel &kernel;
   std::set<int> seen;
+  std::map<std::string, int> idByName;
 
   [[noreturn]] void error(const Location &where, const std::string &message) {
     fail("kernel @" + kernel.name + ": " + message, where);
   }
 
+  bool isKernelSymbol(const std::string &name) const {
+    return std::find(kernel.symbols.begin(), kernel.symbols.end(), name) !=
+           kernel.symbols.end();
+  }
+
   void checkSymbols(const std::vector<SymExpr> &exprs, const std::string &what,
-                    const std::vector<std::string> &loopVars,
-                    const Location &where = {}) {
+                    const Scope &scope, const Location &where = {}) {
     std::set<std::string> used;
     for (const SymExpr &expr : exprs)
       expr.collectSymbols(used);
     for (const std::string &symbol : used) {
-      bool known =
-          std::find(kernel.symbols.begin(), kernel.symbols.end(), symbol) !=
-              kernel.symbols.end() ||
-          std::find(loopVars.begin(), loopVars.end(), symbol) != loopVars.end();
-      if (!known)
+      if (symbol[0] == '%') {
+        checkIndirect(symbol, what, scope, where);
+        continue;
+      }
+      if (!isKernelSymbol(symbol) && !scope.hasVar(symbol))
         error(where, what + " uses '" + symbol +
                          "', which is neither a kernel symbol nor an "
                          "enclosing loop variable");
     }
   }
 
-  void walk(const std::vector<Stmt> &block, std::vector<bool> visible,
-            std::vector<std::string> loopVars) {
+  /// "%name" in an index: an integer value visible here.
+  void checkIndirect(const std::string &symbol, const std::string &what,
+                     const Scope &scope, const Location &where) {
+    auto found = idByName.find(symbol.substr(1));
+    if (found == idByName.end() || scope.visible.empty() ||
+        !scope.visible[found->second])
+      error(where, what + " uses '" + symbol +
+                       "', which is not a value defined before it");
+    DType type = kernel.instrs[found->second].type;
+    if (type != DType::I64 && type != DType::I32)
+      error(where, what + " uses '" + symbol + "', which is not an integer");
+  }
+
+  void checkNewVar(const std::string &var, const Scope &scope,
+                   const Location &where) {
+    if (scope.hasVar(var) || isKernelSymbol(var))
+      error(where, "loop variable '" + var + "' shadows a name");
+  }
+
+  void walk(const std::vector<Stmt> &block, Scope scope) {
     for (const Stmt &stmt : block) {
-      if (stmt.kind == Stmt::Kind::For) {
-        checkLoop(stmt, loopVars);
-        std::vector<std::string> inner = loopVars;
-        inner.push_back(stmt.var);
-        walk(stmt.body, visible, inner);
-        continue;
+      switch (stmt.kind) {
+      case Stmt::Kind::For: {
+        checkNewVar(stmt.var, scope, stmt.where);
+        checkSymbols({stmt.extent}, "loop extent", scope, stmt.where);
+        Scope inner = scope;
+        inner.vars.push_back(stmt.var);
+        walk(stmt.body, inner);
+        break;
       }
-      if (stmt.instr < 0 || stmt.instr >= int(kernel.instrs.size()))
-        error(stmt.where, "statement refers to a missing instruction");
-      if (!seen.insert(stmt.instr).second)
-        error(stmt.where, "instruction placed twice");
-      const Instr &instr = kernel.instrs[stmt.instr];
-      for (int arg : instr.args)
-        if (arg < 0 || arg >= int(visible.size()) || !visible[arg])
-          error(instr.where, "operand is not defined in an enclosing scope");
-      checkInstr(instr, loopVars);
-      visible[stmt.instr] = true;
+      case Stmt::Kind::Reduce:
+        walkReduce(stmt, scope);
+        break;
+      case Stmt::Kind::Instr:
+        walkInstr(stmt, scope);
+        break;
+      }
     }
   }
 
-  void checkLoop(const Stmt &loop, const std::vector<std::string> &loopVars) {
-    bool clash = std::find(loopVars.begin(), loopVars.end(), loop.var) !=
-                     loopVars.end() ||
-                 std::find(kernel.symbols.begin(), kernel.symbols.end(),
-                           loop.var) != kernel.symbols.end();
-    if (clash)
-      error(loop.where, "loop variable '" + loop.var + "' shadows a name");
-    checkSymbols({loop.extent}, "loop extent", loopVars, loop.where);
+  void place(int id, const Location &where) {
+    if (id < 0 || id >= int(kernel.instrs.size()))
+      error(where, "statement refers to a missing instruction");
+    if (!seen.insert(id).second)
+      error(where, "instruction placed twice");
+  }
+
+  void walkInstr(const Stmt &stmt, Scope &scope) {
+    place(stmt.instr, stmt.where);
+    const Instr &instr = kernel.instrs[stmt.instr];
+    for (int arg : instr.args)
+      if (arg < 0 || arg >= int(scope.visible.size()) || !scope.visible[arg])
+        error(instr.where, "operand is not defined in an enclosing scope");
+    if (instr.op == ScalarOp::Reduced)
+      error(instr.where, "'reduced' values come only from reduce statements");
+    checkInstr(instr, scope);
+    scope.visible[stmt.instr] = true;
+  }
+
+  void walkReduce(const Stmt &stmt, Scope &scope) {
+    Scope inner = scope;
+    for (size_t k = 0; k < stmt.vars.size(); ++k) {
+      checkNewVar(stmt.vars[k], inner, stmt.where);
+      checkSymbols({stmt.extents[k]}, "reduction extent", scope, stmt.where);
+      inner.vars.push_back(stmt.vars[k]);
+    }
+    if (stmt.vars.size() != stmt.extents.size() || stmt.vars.empty())
+      error(stmt.where, "a reduction needs one extent per variable");
+    walkBody(stmt, inner);
+    const std::string kind = reduceKindName(stmt.reduceKind);
+    if (int(stmt.yields.size()) != reduceYieldCount(stmt.reduceKind) ||
+        stmt.results.size() != stmt.yields.size())
+      error(stmt.where, "reduce " + kind + " yields and defines " +
+                            std::to_string(reduceYieldCount(stmt.reduceKind)) +
+                            " values");
+    checkReduceTypes(stmt, kind);
+    for (int result : stmt.results) {
+      place(result, stmt.where);
+      if (kernel.instrs[result].op != ScalarOp::Reduced)
+        error(stmt.where, "reduce results must be 'reduced' values");
+      scope.visible[result] = true;
+    }
+  }
+
+  void walkBody(const Stmt &stmt, Scope &inner) {
+    // The body's values are visible to its yields only.
+    Scope bodyScope = inner;
+    for (const Stmt &child : stmt.body) {
+      std::vector<Stmt> single = {child};
+      walk(single, bodyScope);
+      markDefined(child, bodyScope);
+    }
+    for (int yield : stmt.yields)
+      if (yield < 0 || yield >= int(bodyScope.visible.size()) ||
+          !bodyScope.visible[yield])
+        error(stmt.where, "yielded value is not defined in the reduction");
+  }
+
+  void markDefined(const Stmt &stmt, Scope &scope) {
+    if (stmt.kind == Stmt::Kind::Instr)
+      scope.visible[stmt.instr] = true;
+    for (int result : stmt.results)
+      scope.visible[result] = true;
+  }
+
+  void checkReduceTypes(const Stmt &stmt, const std::string &kind) {
+    DType value = kernel.instrs[stmt.yields[0]].type;
+    bool logical = stmt.reduceKind == ReduceKind::Any ||
+                   stmt.reduceKind == ReduceKind::All;
+    if (logical != (value == DType::Bool))
+      error(stmt.where, "reduce " + kind +
+                            (logical ? " needs bool values"
+                                     : " does not take bool values"));
+    if (stmt.yields.size() == 2 &&
+        kernel.instrs[stmt.yields[1]].type != DType::I64)
+      error(stmt.where, "reduce " + kind + " needs an i64 position");
+    for (size_t i = 0; i < stmt.results.size(); ++i)
+      if (kernel.instrs[stmt.results[i]].type !=
+          kernel.instrs[stmt.yields[i]].type)
+        error(stmt.where, "reduce " + kind + " results must have the types "
+                                             "of the yielded values");
   }
 
   DType argType(const Instr &instr, int i) {
     return kernel.instrs[instr.args[i]].type;
   }
 
-  void checkInstr(const Instr &instr, const std::vector<std::string> &vars) {
+  void checkInstr(const Instr &instr, const Scope &scope) {
     const std::string op = scalarOpName(instr.op);
-    if (int(instr.args.size()) != scalarOpArity(instr.op))
+    bool maskedLoad = instr.op == ScalarOp::Load && instr.args.size() == 1;
+    if (int(instr.args.size()) != scalarOpArity(instr.op) && !maskedLoad)
       error(instr.where, "'" + op + "' has the wrong number of operands");
     if (instr.op != ScalarOp::Store && computeType(instr.type) != instr.type)
       error(instr.where, "scalar values cannot have storage type " +
                              std::string(dtypeName(instr.type)));
     if (instr.op == ScalarOp::Load || instr.op == ScalarOp::Store) {
-      checkAccess(instr, vars);
+      checkAccess(instr, scope);
+      return;
+    }
+    if (instr.op == ScalarOp::Index) {
+      if (instr.index.size() != 1 || instr.type != DType::I64)
+        error(instr.where, "'index' takes one expression and gives i64");
+      checkSymbols(instr.index, "index", scope, instr.where);
       return;
     }
     if (instr.op == ScalarOp::Const || instr.op == ScalarOp::Cast)
@@ -110,6 +229,10 @@ private:
         error(instr.where, "select operands must have the result type");
       return;
     }
+    checkArithmetic(instr, op);
+  }
+
+  void checkArithmetic(const Instr &instr, const std::string &op) {
     for (size_t i = 1; i < instr.args.size(); ++i)
       if (argType(instr, int(i)) != argType(instr, 0))
         error(instr.where, "'" + op + "' operands have different types");
@@ -119,13 +242,15 @@ private:
       error(instr.where, "'" + op + "' must produce " + dtypeName(expected));
     if (isFloatMath(instr.op) && !isFloating(operand))
       error(instr.where, "'" + op + "' needs a floating operand");
+    if (isBitwise(instr.op) && isFloating(operand))
+      error(instr.where, "'" + op + "' needs integer or bool operands");
     bool logical = instr.op == ScalarOp::And || instr.op == ScalarOp::Or ||
-                   instr.op == ScalarOp::Not;
+                   instr.op == ScalarOp::Not || instr.op == ScalarOp::Xor;
     if (logical && operand != DType::Bool)
       error(instr.where, "'" + op + "' needs bool operands");
   }
 
-  void checkAccess(const Instr &instr, const std::vector<std::string> &vars) {
+  void checkAccess(const Instr &instr, const Scope &scope) {
     if (instr.buffer < 0 || instr.buffer >= int(kernel.params.size()))
       error(instr.where, "access to a missing buffer");
     const LoopBuffer &buffer = kernel.params[instr.buffer];
@@ -134,11 +259,14 @@ private:
                              std::to_string(buffer.type.rank()) + " but " +
                              std::to_string(instr.index.size()) +
                              " indices are given");
-    checkSymbols(instr.index, "index", vars, instr.where);
+    checkSymbols(instr.index, "index", scope, instr.where);
     DType valueType = computeType(buffer.type.dtype);
     if (instr.op == ScalarOp::Load && instr.type != valueType)
       error(instr.where, "load from %" + buffer.name + " must produce " +
                              dtypeName(valueType));
+    if (instr.op == ScalarOp::Load && instr.args.size() == 1 &&
+        argType(instr, 0) != DType::Bool)
+      error(instr.where, "a load mask must be bool");
     if (instr.op == ScalarOp::Store && argType(instr, 0) != valueType)
       error(instr.where, "store to %" + buffer.name + " needs a " +
                              dtypeName(valueType) + " value");

@@ -2,6 +2,7 @@
 #include "dynafuse/Runtime/Executor.h"
 
 #include "dynafuse/Support/Error.h"
+#include "dynafuse/Support/IndexErrors.h"
 
 namespace dynafuse {
 
@@ -88,6 +89,9 @@ void CompiledModule::run(const std::vector<TensorArg> &inputs,
     for (const std::string &symbol : kernel.symbols)
       symbols.push_back(bindings.at(symbol));
     executables[callKernel[c]]->run(buffers.data(), symbols.data());
+    std::string indexError;
+    if (takeIndexError(indexError))
+      fail("kernel @" + kernel.name + ": " + indexError);
   }
 }
 

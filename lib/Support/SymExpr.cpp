@@ -428,7 +428,8 @@ private:
     if (pos < text.size() && std::isdigit((unsigned char)text[pos]))
       return parseInteger();
     if (pos < text.size() &&
-        (std::isalpha((unsigned char)text[pos]) || text[pos] == '_'))
+        (std::isalpha((unsigned char)text[pos]) || text[pos] == '_' ||
+         text[pos] == '%'))
       return parseName();
     error("expected an integer, a symbol or '('");
   }
@@ -444,8 +445,11 @@ private:
     }
   }
 
+  /// A size or loop symbol, or "%name": an integer value of the kernel.
   SymExpr parseName() {
     size_t start = pos;
+    if (text[pos] == '%')
+      ++pos;
     while (pos < text.size() &&
            (std::isalnum((unsigned char)text[pos]) || text[pos] == '_'))
       ++pos;

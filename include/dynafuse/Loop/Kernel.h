@@ -20,12 +20,15 @@
 
 namespace dynafuse {
 
-/// X(enumerator, text name, operand count). Loads and stores have no value
-/// operands besides the stored value; const has none.
+/// X(enumerator, text name, operand count). A load's only optional operand
+/// is its mask; a store's is the stored value; const, index and reduced have
+/// none.
 #define DYNAFUSE_SCALAR_OPS(X)                                                 \
   X(Const, "const", 0)                                                         \
   X(Load, "load", 0)                                                           \
   X(Store, "store", 1)                                                         \
+  X(Index, "index", 0)                                                         \
+  X(Reduced, "reduced", 0)                                                     \
   X(Cast, "cast", 1)                                                           \
   X(Neg, "neg", 1)                                                             \
   X(Abs, "abs", 1)                                                             \
@@ -37,6 +40,16 @@ namespace dynafuse {
   X(Sqrt, "sqrt", 1)                                                           \
   X(Rsqrt, "rsqrt", 1)                                                         \
   X(Erf, "erf", 1)                                                             \
+  X(Exp2, "exp2", 1)                                                           \
+  X(Log1p, "log1p", 1)                                                         \
+  X(Expm1, "expm1", 1)                                                         \
+  X(Sin, "sin", 1)                                                             \
+  X(Cos, "cos", 1)                                                             \
+  X(Floor, "floor", 1)                                                         \
+  X(Ceil, "ceil", 1)                                                           \
+  X(Round, "round", 1)                                                         \
+  X(Trunc, "trunc", 1)                                                         \
+  X(BitNot, "bitnot", 1)                                                       \
   X(Add, "add", 2)                                                             \
   X(Sub, "sub", 2)                                                             \
   X(Mul, "mul", 2)                                                             \
@@ -44,6 +57,12 @@ namespace dynafuse {
   X(Max, "max", 2)                                                             \
   X(Min, "min", 2)                                                             \
   X(Pow, "pow", 2)                                                             \
+  X(Fmod, "fmod", 2)                                                           \
+  X(Remainder, "remainder", 2)                                                 \
+  X(BitAnd, "bitand", 2)                                                       \
+  X(BitOr, "bitor", 2)                                                         \
+  X(BitXor, "bitxor", 2)                                                       \
+  X(Xor, "xor", 2)                                                             \
   X(And, "and", 2)                                                             \
   X(Or, "or", 2)                                                               \
   X(Eq, "eq", 2)                                                               \
@@ -64,11 +83,28 @@ const char *scalarOpName(ScalarOp op);
 int scalarOpArity(ScalarOp op);
 bool parseScalarOp(const std::string &name, ScalarOp &op);
 bool isComparison(ScalarOp op);
-/// exp, log, tanh, sigmoid, sqrt, rsqrt, erf: floating operands only.
+/// exp, log, tanh, sigmoid, sqrt, rsqrt, erf, exp2, log1p, expm1, sin, cos,
+/// floor, ceil, round, trunc: floating operands only.
 bool isFloatMath(ScalarOp op);
+/// bitand, bitor, bitxor, bitnot: integer (or bool) operands.
+bool isBitwise(ScalarOp op);
+
+/// How a reduce statement combines the values its body yields.
+///   sum, prod, max, min (NaN-propagating), any (or), all (and): one yield.
+///   argmax, argmin: two yields (value, i64 position); the first position
+///   of the extreme wins and a NaN counts as the extreme, as in PyTorch.
+enum class ReduceKind { Sum, Prod, Max, Min, Any, All, ArgMax, ArgMin };
+const char *reduceKindName(ReduceKind kind);
+bool parseReduceKind(const std::string &name, ReduceKind &kind);
+int reduceYieldCount(ReduceKind kind);
 
 /// One scalar instruction. Value-producing instructions are referenced by
 /// their index in Kernel::instrs.
+///
+/// Index expressions may name integer values of the kernel as symbols
+/// ("%7"): indirect indexing (gather, embedding). Every dimension indexed
+/// that way is bounds-checked at run time: an index outside [0, size)
+/// reads 0 (or skips the store) and reports dynafuse_index_error.
 struct Instr {
   ScalarOp op = ScalarOp::Const;
   /// Result type (compute types only: bool, i32, i64, f32, f64). Unused for
@@ -77,6 +113,9 @@ struct Instr {
   std::string name;
   std::vector<int> args;
   /// Load and store: parameter index and one index expression per dim.
+  /// Index: the single expression whose value (i64) the instruction gives.
+  /// A load with one arg is masked: it reads only where the bool arg is
+  /// true and gives 0 elsewhere.
   int buffer = -1;
   std::vector<SymExpr> index;
   /// Const: the literal (floatValue for floating types, intValue otherwise).
@@ -87,17 +126,29 @@ struct Instr {
 };
 
 struct Stmt {
-  enum class Kind { For, Instr };
+  enum class Kind { For, Instr, Reduce };
   Kind kind = Kind::Instr;
   /// For: loop variable, trip count (from 0) and body.
   std::string var;
   SymExpr extent;
   std::vector<Stmt> body;
+  /// Reduce: combines what `body` yields over every point of the reduction
+  /// domain (vars[k] in 0..extents[k]) into `results`, instructions of op
+  /// Reduced defined by this statement. An empty domain gives the identity
+  /// (0 for sum, -inf for max, ...).
+  ReduceKind reduceKind = ReduceKind::Sum;
+  std::vector<std::string> vars;
+  std::vector<SymExpr> extents;
+  std::vector<int> yields;
+  std::vector<int> results;
   /// Instr: index into Kernel::instrs.
   int instr = -1;
   Location where;
 
   static Stmt loop(std::string var, SymExpr extent, std::vector<Stmt> body);
+  static Stmt reduce(ReduceKind kind, std::vector<std::string> vars,
+                     std::vector<SymExpr> extents, std::vector<Stmt> body,
+                     std::vector<int> yields, std::vector<int> results);
   static Stmt instruction(int index);
 };
 

@@ -45,8 +45,8 @@ public:
   };
   bool peekNumber();
   Number number();
-  /// A symbolic integer expression running until ',' ']' ')' or '}' at
-  /// bracket depth zero.
+  /// A symbolic integer expression running until ',' ']' ')' '}' '{' or
+  /// ':' at bracket depth zero, or the end of the line.
   SymExpr symExpr();
 
   Location location() const;
