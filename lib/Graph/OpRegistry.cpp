@@ -7,54 +7,18 @@ namespace dynafuse {
 namespace {
 
 std::vector<OpInfo> buildTable() {
-  auto unary = [](const std::string &name, TypeRule rule) {
-    OpInfo info;
-    info.name = name;
-    info.rule = rule;
-    return info;
-  };
-  auto binary = [](const std::string &name, TypeRule rule) {
-    OpInfo info;
-    info.name = name;
-    info.arity = 2;
-    info.rule = rule;
-    return info;
-  };
   std::vector<OpInfo> table;
-  for (const char *name : {"add", "mul", "maximum", "minimum"})
-    table.push_back(binary(name, TypeRule::Promote));
-  table.push_back(binary("sub", TypeRule::NumericOnly));
-  table.push_back(binary("div", TypeRule::PromoteToFloat));
-  for (const char *name : {"eq", "ne", "lt", "le", "gt", "ge"})
-    table.push_back(binary(name, TypeRule::Compare));
-  for (const char *name : {"exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt"})
-    table.push_back(unary(name, TypeRule::PromoteToFloat));
-  for (const char *name : {"neg", "relu", "abs"})
-    table.push_back(unary(name, TypeRule::NumericOnly));
-  OpInfo gelu = unary("gelu", TypeRule::FloatOnly);
-  gelu.attributes = {"approximate"};
-  table.push_back(gelu);
-  OpInfo cast = unary("cast", TypeRule::Cast);
-  cast.attributes = {"dtype"};
-  table.push_back(cast);
-  OpInfo pow = binary("pow", TypeRule::Promote);
-  pow.scalarLast = true;
-  table.push_back(pow);
-  OpInfo where;
-  where.name = "where";
-  where.arity = 3;
-  where.conditionFirst = true;
-  table.push_back(where);
+  addPointwiseOps(table);
+  addReductionOps(table);
+  addViewOps(table);
+  addExternOps(table);
+  addCompositeOps(table);
   return table;
 }
 
 const std::vector<OpInfo> &opTable() {
   static const std::vector<OpInfo> table = buildTable();
   return table;
-}
-
-[[noreturn]] void opError(const Node &node, const std::string &message) {
-  fail("op '" + node.op + "': " + message, node.location);
 }
 
 /// Promotes within one PyTorch promotion group (dim tensors, 0-dim tensors or
@@ -112,9 +76,13 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
 }
 
 void checkOperands(const Node &node, const OpInfo &info) {
-  if (int(node.operands.size()) != info.arity)
-    opError(node, "expects " + std::to_string(info.arity) + " operands, got " +
-                      std::to_string(node.operands.size()));
+  bool countOk = info.arity < 0 ? !node.operands.empty()
+                                : int(node.operands.size()) == info.arity;
+  if (!countOk)
+    opError(node, "expects " +
+                      (info.arity < 0 ? std::string("one or more")
+                                      : std::to_string(info.arity)) +
+                      " operands, got " + std::to_string(node.operands.size()));
   bool anyTensor = false;
   for (const Operand &operand : node.operands)
     anyTensor |= operand.isValue();
@@ -138,6 +106,59 @@ void checkOperands(const Node &node, const OpInfo &info) {
 }
 
 } // namespace
+
+void opError(const Node &node, const std::string &message) {
+  fail("op '" + node.op + "': " + message, node.location);
+}
+
+bool boolAttr(const Node &node, const std::string &name, bool fallback) {
+  const Attribute *found = node.attribute(name);
+  if (!found)
+    return fallback;
+  if (auto *flag = std::get_if<bool>(found))
+    return *flag;
+  opError(node, "attribute '" + name + "' must be true or false");
+}
+
+double floatAttr(const Node &node, const std::string &name, double fallback) {
+  const Attribute *found = node.attribute(name);
+  if (!found)
+    return fallback;
+  if (auto *number = std::get_if<double>(found))
+    return *number;
+  if (auto *integer = std::get_if<int64_t>(found))
+    return double(*integer);
+  if (auto *flag = std::get_if<bool>(found))
+    return *flag ? 1.0 : 0.0;
+  opError(node, "attribute '" + name + "' must be a number");
+}
+
+std::vector<int64_t> intListAttr(const Node &node, const std::string &name,
+                                 std::vector<int64_t> fallback) {
+  const Attribute *found = node.attribute(name);
+  if (!found)
+    return fallback;
+  if (auto *list = std::get_if<std::vector<int64_t>>(found))
+    return *list;
+  if (auto *integer = std::get_if<int64_t>(found))
+    return {*integer};
+  opError(node, "attribute '" + name + "' must be a list of integers");
+}
+
+int64_t normalizeDim(const Node &node, int64_t dim, size_t rank) {
+  int64_t extent = std::max<int64_t>(int64_t(rank), 1);
+  if (dim < -extent || dim >= extent)
+    opError(node, "dimension " + std::to_string(dim) +
+                      " is out of range for a tensor of rank " +
+                      std::to_string(rank));
+  return dim < 0 ? dim + extent : dim;
+}
+
+const TensorType &operandType(const Node &node, size_t i) {
+  if (i >= node.operands.size() || !node.operands[i].isValue())
+    opError(node, "operand " + std::to_string(i) + " must be a tensor");
+  return node.operands[i].value->type;
+}
 
 const OpInfo *lookupOp(const std::string &name) {
   for (const OpInfo &info : opTable())
@@ -202,6 +223,8 @@ std::vector<TensorType> inferResultTypes(const Node &node) {
     fail("unknown op '" + node.op + "'", node.location);
   checkAttributes(node, *info);
   checkOperands(node, *info);
+  if (info->infer)
+    return info->infer(node);
   TensorType result;
   bool first = true;
   for (const Operand &operand : node.operands) {

@@ -12,13 +12,17 @@
 
 #include "dynafuse/Graph/Graph.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace dynafuse {
 
-enum class OpKind { Pointwise };
+/// How lowering treats an op: pointwise (inlined elementwise), reduction,
+/// view (index remapping), extern (a call into ATen), composite (rewritten
+/// into other ops by the decompose pass before lowering).
+enum class OpKind { Pointwise, Reduction, View, Extern, Composite };
 
 /// How a pointwise op derives its result dtype from the promoted operand
 /// dtype.
@@ -31,9 +35,13 @@ enum class TypeRule {
   Cast,           ///< the "dtype" attribute
 };
 
+/// Result types of a non-pointwise node; throws via opError.
+using ShapeRule = std::function<std::vector<TensorType>(const Node &)>;
+
 struct OpInfo {
   std::string name;
   OpKind kind = OpKind::Pointwise;
+  /// Operand count; -1 means one or more (cat, stack).
   int arity = 1;
   TypeRule rule = TypeRule::Promote;
   /// Attribute names the op accepts.
@@ -42,7 +50,29 @@ struct OpInfo {
   bool conditionFirst = false;
   /// For pow: the last operand must be a scalar.
   bool scalarLast = false;
+  /// Non-pointwise ops: computes result types (pointwise ops use `rule`).
+  ShapeRule infer;
 };
+
+/// The table builders, one file per op family.
+void addPointwiseOps(std::vector<OpInfo> &table);
+void addReductionOps(std::vector<OpInfo> &table);
+void addViewOps(std::vector<OpInfo> &table);
+void addExternOps(std::vector<OpInfo> &table);
+void addCompositeOps(std::vector<OpInfo> &table);
+
+[[noreturn]] void opError(const Node &node, const std::string &message);
+
+/// Attribute readers for shape rules and lowering; throw naming the op when
+/// an attribute has the wrong kind. A missing attribute gives the fallback.
+bool boolAttr(const Node &node, const std::string &name, bool fallback);
+double floatAttr(const Node &node, const std::string &name, double fallback);
+std::vector<int64_t> intListAttr(const Node &node, const std::string &name,
+                                 std::vector<int64_t> fallback);
+/// Wraps a possibly negative dim into [0, rank); throws when out of range.
+int64_t normalizeDim(const Node &node, int64_t dim, size_t rank);
+/// The tensor operand i (throws when it is a scalar).
+const TensorType &operandType(const Node &node, size_t i);
 
 const OpInfo *lookupOp(const std::string &name);
 std::vector<std::string> registeredOpNames();

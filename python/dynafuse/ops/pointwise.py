@@ -1,14 +1,6 @@
-"""The op table: which torch callables and Tensor methods the capture maps to
-which graph op, and how their parameters bind. Data, not code paths: a new
-pointwise op is one line here, one entry in lib/Graph/OpRegistry.cpp and one
-lowering rule in lib/Lowering/PointwiseRules.cpp.
-
-A parameter is (name, kind[, default]) with kind
-  "operand": a tensor or Python number, becomes a graph operand;
-  "attr":    a constant, becomes a node attribute;
-  "fixed":   only its default is supported (anything else is a graph break).
-"*" starts keyword-only parameters.
-"""
+"""Pointwise entries of the op table (see __init__.py for the format). A new
+pointwise op is one line here, one entry in lib/Graph/PointwiseOps.cpp and
+one lowering rule in lib/Lowering/PointwiseRules.cpp."""
 import torch
 import torch.nn.functional as F
 
