@@ -128,10 +128,14 @@ Value *emitFloatMaxMin(IRBuilder<> &builder, bool greater, Value *a, Value *b) {
 /// differs from b's.
 Value *emitFloatRemainder(IRBuilder<> &builder, Value *a, Value *b) {
   Value *zero = llvm::ConstantFP::get(a->getType(), 0.0);
+  // One operand per statement, so that the IR does not depend on the C++
+  // compiler's argument evaluation order.
   Value *r = builder.CreateFRem(a, b);
-  Value *signsDiffer = builder.CreateXor(builder.CreateFCmpOLT(r, zero),
-                                         builder.CreateFCmpOLT(b, zero));
-  Value *fix = builder.CreateAnd(builder.CreateFCmpUNE(r, zero), signsDiffer);
+  Value *rNegative = builder.CreateFCmpOLT(r, zero);
+  Value *bNegative = builder.CreateFCmpOLT(b, zero);
+  Value *signsDiffer = builder.CreateXor(rNegative, bNegative);
+  Value *inexact = builder.CreateFCmpUNE(r, zero);
+  Value *fix = builder.CreateAnd(inexact, signsDiffer);
   return builder.CreateSelect(fix, builder.CreateFAdd(r, b), r);
 }
 
@@ -187,8 +191,8 @@ Value *emitSafeIntDiv(IRBuilder<> &builder, DType type, Value *a, Value *b) {
   Value *min = llvm::ConstantInt::get(
       intType, llvm::APInt::getSignedMinValue(intType->getIntegerBitWidth()));
   Value *byZero = builder.CreateICmpEQ(b, zero);
-  Value *overflow = builder.CreateAnd(builder.CreateICmpEQ(b, minusOne),
-                                      builder.CreateICmpEQ(a, min));
+  Value *byMinusOne = builder.CreateICmpEQ(b, minusOne);
+  Value *overflow = builder.CreateAnd(byMinusOne, builder.CreateICmpEQ(a, min));
   Value *unsafe = builder.CreateOr(byZero, overflow);
   Value *quotient = builder.CreateSDiv(a, builder.CreateSelect(unsafe, one, b));
   Value *overflowResult = type == DType::I64 ? zero : min;
@@ -204,16 +208,18 @@ Value *emitSafeIntMod(IRBuilder<> &builder, bool floor, Value *a, Value *b) {
   llvm::Type *intType = a->getType();
   Value *zero = llvm::ConstantInt::get(intType, 0);
   Value *one = llvm::ConstantInt::get(intType, 1);
-  Value *unsafe = builder.CreateOr(
-      builder.CreateICmpEQ(b, zero),
-      builder.CreateICmpEQ(b, llvm::ConstantInt::getSigned(intType, -1)));
+  Value *byZero = builder.CreateICmpEQ(b, zero);
+  Value *byMinusOne =
+      builder.CreateICmpEQ(b, llvm::ConstantInt::getSigned(intType, -1));
+  Value *unsafe = builder.CreateOr(byZero, byMinusOne);
   Value *divisor = builder.CreateSelect(unsafe, one, b);
   Value *r = builder.CreateSRem(a, divisor);
   if (!floor)
     return r;
   Value *signsDiffer =
       builder.CreateICmpSLT(builder.CreateXor(r, divisor), zero);
-  Value *fix = builder.CreateAnd(builder.CreateICmpNE(r, zero), signsDiffer);
+  Value *inexact = builder.CreateICmpNE(r, zero);
+  Value *fix = builder.CreateAnd(inexact, signsDiffer);
   return builder.CreateSelect(fix, builder.CreateAdd(r, divisor), r);
 }
 
