@@ -399,7 +399,8 @@ std::set<const Value *> initialRealized(const Graph &graph) {
         continue;
       StridedView view;
       bool needsBuffer = (extern_ && !describeView(operand, realized, view)) ||
-                         (isIndexedOp(*node) && i == 0);
+                         (isIndexedOp(*node) &&
+                          i == (node->op == "embedding" ? 1u : 0u));
       if (needsBuffer)
         realized.insert(operand);
     }
