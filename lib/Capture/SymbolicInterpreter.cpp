@@ -10,6 +10,7 @@
 
 #include <opcode.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -322,6 +323,9 @@ private:
       push(isOp(lhs, rhs, in.arg != 0));
       return -1;
     }
+    case BUILD_SLICE:
+      push(buildSlice(in.arg));
+      return -1;
     case BUILD_TUPLE:
     case BUILD_LIST:
       // Lists only flow into calls here; they are never mutated.
@@ -514,6 +518,8 @@ private:
   }
 
   VarPtr subscript(const VarPtr &container, const VarPtr &index) {
+    if (container->kind == Var::Kind::Tensor)
+      return indexTensor(container, index);
     if (index->kind != Var::Kind::Constant ||
         !PyLong_CheckExact(index->object.get()))
       unsupported("subscript other than a constant integer index");
@@ -524,6 +530,85 @@ private:
     if (position < 0 || position >= long(items.size()))
       unsupported("tuple index out of range");
     return items[size_t(position)];
+  }
+
+  /// BUILD_SLICE of constants: a slice object, usable as an index.
+  VarPtr buildSlice(int count) {
+    VarPtr step = count == 3 ? pop() : nullptr;
+    VarPtr stop = pop();
+    VarPtr start = pop();
+    for (const VarPtr &part : {start, stop, step})
+      if (part && part->kind != Var::Kind::Constant)
+        unsupported("slice with a non-constant bound");
+    PyRef slice = PyRef::steal(PySlice_New(start->object.get(),
+                                           stop->object.get(),
+                                           step ? step->object.get() : nullptr));
+    if (!slice) {
+      PyErr_Clear();
+      unsupported("invalid slice");
+    }
+    VarPtr var = makeVar(Var::Kind::Constant);
+    var->object = slice;
+    return var;
+  }
+
+  /// Basic indexing (ints, slices, None, Ellipsis) as select, slice and
+  /// unsqueeze nodes.
+  VarPtr indexTensor(VarPtr tensor, const VarPtr &index) {
+    std::vector<VarPtr> items =
+        index->kind == Var::Kind::Tuple ||
+                (index->kind == Var::Kind::Constant &&
+                 PyTuple_Check(index->object.get()))
+            ? itemsOf(index)
+            : std::vector<VarPtr>{index};
+    size_t consumed = 0;
+    for (const VarPtr &item : items) {
+      if (item->kind != Var::Kind::Constant)
+        unsupported("tensor indexing with tensors or non-constant indices");
+      PyObject *object = item->object.get();
+      consumed += PyLong_CheckExact(object) || PySlice_Check(object);
+    }
+    int64_t rank = int64_t(tensor->tensor->type.rank());
+    int64_t dim = 0;
+    for (const VarPtr &item : items) {
+      PyObject *object = item->object.get();
+      if (object == Py_Ellipsis) {
+        dim += rank - int64_t(consumed);
+        continue;
+      }
+      if (object == Py_None) {
+        tensor = emit("unsqueeze", {tensor->tensor}, {{"dim", dim++}});
+        continue;
+      }
+      if (PyLong_CheckExact(object)) {
+        tensor = emit("select", {tensor->tensor},
+                      {{"dim", dim}, {"index", int64_t(PyLong_AsLongLong(object))}});
+        continue;
+      }
+      if (!PySlice_Check(object))
+        unsupported(std::string("tensor index of type ") +
+                    Py_TYPE(object)->tp_name);
+      tensor = sliceTensor(tensor, object, dim++);
+    }
+    return tensor;
+  }
+
+  VarPtr sliceTensor(const VarPtr &tensor, PyObject *slice, int64_t dim) {
+    auto *parts = reinterpret_cast<PySliceObject *>(slice);
+    auto bound = [&](PyObject *value, int64_t fallback) {
+      if (value == Py_None)
+        return fallback;
+      if (!PyLong_CheckExact(value))
+        unsupported("slice bound that is not an integer");
+      return int64_t(PyLong_AsLongLong(value));
+    };
+    int64_t start = bound(parts->start, 0);
+    int64_t stop = bound(parts->stop, std::numeric_limits<int64_t>::max());
+    int64_t step = bound(parts->step, 1);
+    if (start == 0 && stop == std::numeric_limits<int64_t>::max() && step == 1)
+      return tensor;
+    return emit("slice", {tensor->tensor},
+                {{"dim", dim}, {"start", start}, {"end", stop}, {"step", step}});
   }
 
   //===--------------------------------------------------------------------===//
@@ -696,6 +781,8 @@ private:
       args.insert(args.begin(), callee->self);
       what = "Tensor." + callee->method;
     } else if (callee->kind == Var::Kind::Object) {
+      if (VarPtr folded = foldBuiltin(callee->object.get(), args, keywords))
+        return folded;
       binding = opTable().function(callee->object.get());
       PyRef name = PyRef::steal(
           PyObject_GetAttrString(callee->object.get(), "__qualname__"));
@@ -709,6 +796,27 @@ private:
     if (!binding)
       unsupported("call to " + what + " (not in the op table)");
     return bindAndEmit(*binding, what, args, keywords);
+  }
+
+  /// Pure builtins (float, int, min, ...) on constants run at capture time.
+  VarPtr foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
+                     const std::map<std::string, VarPtr> &keywords) {
+    static const char *pure[] = {"float", "int", "bool", "abs", "min",
+                                 "max", "round", "len", "pow"};
+    PyObject *builtins = frame->builtins;
+    bool isPure = false;
+    for (const char *name : pure)
+      isPure |= PyDict_Check(builtins) &&
+                PyDict_GetItemString(builtins, name) == callable;
+    if (!isPure || !keywords.empty())
+      return nullptr;
+    PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i]->kind != Var::Kind::Constant)
+        return nullptr;
+      PyTuple_SET_ITEM(tuple.get(), i, PyRef(args[i]->object).release());
+    }
+    return foldPython(PyObject_Call(callable, tuple.get(), nullptr));
   }
 
   VarPtr bindAndEmit(const OpBinding &binding, const std::string &what,

@@ -60,6 +60,13 @@ def _tables():
     like = [_INPUT, "*", ("dtype", "attr", None), ("layout", "fixed", None),
             ("device", "fixed", None), ("requires_grad", "fixed", False),
             ("memory_format", "fixed", torch.preserve_format)]
+    factory = [("size", "ints*", None, "shape"), "*", ("out", "fixed", None),
+               ("dtype", "attr", None), ("layout", "fixed", None), ("device", "fixed", None),
+               ("requires_grad", "fixed", False)]
+    functions[torch.zeros] = _spec("full", factory, {"value": 0})
+    functions[torch.ones] = _spec("full", factory, {"value": 1})
+    functions[torch.full] = _spec("full", [("size", "attr", None, "shape"),
+                                           ("fill_value", "attr", None, "value")] + factory[1:])
     functions[torch.zeros_like] = _spec("full_like", like, {"value": 0})
     functions[torch.ones_like] = _spec("full_like", like, {"value": 1})
     functions[torch.full_like] = _spec("full_like", [like[0], ("fill_value", "attr", None, "value")] + like[1:])
