@@ -185,8 +185,16 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
         input = int(i);
     entry->outputInput.push_back(input);
   }
+  CompiledGraphInfo info;
+  info.name = graph.name;
+  info.where = codeWhere(frame->code);
+  info.kernels = int(module.kernels.size());
+  for (const ProgramStep &step : module.steps)
+    info.externCalls += step.kind == ProgramStep::Kind::Extern;
   entry->module = std::make_unique<CompiledModule>(
       std::move(module), backendNamed(options.backend), compileOptions);
+  info.peakIntermediateBytes = entry->module->peakIntermediateBytes({});
+  compiledGraphs().push_back(info);
   return entry;
 }
 
@@ -375,6 +383,11 @@ CompilerConfig &compilerConfig() {
   return *config;
 }
 
+std::vector<CompiledGraphInfo> &compiledGraphs() {
+  static auto *graphs = new std::vector<CompiledGraphInfo>();
+  return *graphs;
+}
+
 CompilerStats &compilerStats() {
   static CompilerStats stats;
   return stats;
@@ -387,6 +400,7 @@ void resetCompiledCaches() {
     cache->compiles = 0;
   }
   compilerStats() = CompilerStats();
+  compiledGraphs().clear();
 }
 
 void initializeFrameCompiler(PyObject *unsupportedError) {

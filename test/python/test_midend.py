@@ -223,3 +223,16 @@ def test_gpt2_block_matches_eager(tmp_path):
     # Fused: each layer_norm and the softmax are one kernel with reductions.
     assert loop.count("reduce max") == 1
     assert loop.count("extern ") >= 6
+
+
+def test_gpt2_block_peak_intermediate_memory_not_above_eager():
+    from eager_memory import eager_peak_intermediate_bytes
+
+    inputs = gpt2_inputs()
+    dynafuse.reset()
+    with torch.no_grad():
+        dynafuse.compile(gpt2_block)(*inputs)
+        eager = eager_peak_intermediate_bytes(gpt2_block, *inputs)
+    (graph,) = dynafuse.compiled_graphs()
+    assert graph["kernels"] >= 4 and graph["extern_calls"] >= 6, graph
+    assert 0 < graph["peak_intermediate_bytes"] <= eager, (graph, eager)
