@@ -847,8 +847,18 @@ private:
     }
   }
 
+  /// Constants, dtypes and devices compare without running user code.
+  static bool comparableAtCapture(const VarPtr &var) {
+    if (var->kind == Var::Kind::Constant)
+      return true;
+    if (var->kind != Var::Kind::Object)
+      return false;
+    std::string type = Py_TYPE(var->object.get())->tp_name;
+    return type == "torch.dtype" || type == "torch.device";
+  }
+
   VarPtr compareOp(int kind, const VarPtr &lhs, const VarPtr &rhs) {
-    if (bothConstantNumbers(lhs, rhs))
+    if (comparableAtCapture(lhs) && comparableAtCapture(rhs))
       return foldPython(
           PyObject_RichCompare(lhs->object.get(), rhs->object.get(), kind));
     static const char *ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
