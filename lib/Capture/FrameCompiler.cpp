@@ -258,6 +258,13 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
                        buildResult(spec.items[i], entry, inputs, context));
     return tuple;
   }
+  case OutputSpec::Kind::List: {
+    PyObject *list = PyList_New(Py_ssize_t(spec.items.size()));
+    for (size_t i = 0; i < spec.items.size(); ++i)
+      PyList_SET_ITEM(list, i,
+                      buildResult(spec.items[i], entry, inputs, context));
+    return list;
+  }
   }
   return nullptr;
 }

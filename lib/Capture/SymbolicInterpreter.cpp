@@ -44,6 +44,8 @@ struct Var {
   VarPtr function;
   /// Where a concrete object came from (-1: made during capture).
   int source = -1;
+  /// A Tuple var built as a list (rebuilt as a list when returned).
+  bool isList = false;
 };
 
 VarPtr makeVar(Var::Kind kind) {
@@ -375,10 +377,15 @@ private:
       push(buildSlice(in.arg));
       return -1;
     case BUILD_TUPLE:
-    case BUILD_LIST:
-      // Lists only flow into calls here; they are never mutated.
       push(buildTuple(in.arg));
       return -1;
+    case BUILD_LIST: {
+      // Lists are values here: list mutation is not interpreted.
+      VarPtr list = buildTuple(in.arg);
+      list->isList = true;
+      push(list);
+      return -1;
+    }
     case LIST_EXTEND: {
       VarPtr extra = pop();
       VarPtr list = peek(size_t(in.arg));
@@ -1589,7 +1596,7 @@ private:
       spec.constant = var->object;
       return spec;
     case Var::Kind::Tuple:
-      spec.kind = OutputSpec::Kind::Tuple;
+      spec.kind = var->isList ? OutputSpec::Kind::List : OutputSpec::Kind::Tuple;
       for (const VarPtr &item : var->items)
         spec.items.push_back(outputOf(item));
       return spec;

@@ -25,7 +25,7 @@ public:
 
 /// How to rebuild the frame's return value from the graph's results.
 struct OutputSpec {
-  enum class Kind { GraphOutput, Input, Constant, Tuple };
+  enum class Kind { GraphOutput, Input, Constant, Tuple, List };
   Kind kind = Kind::Constant;
   /// GraphOutput: index in graph.outputs; Input: index in graph.inputs.
   int index = 0;

@@ -154,3 +154,14 @@ def test_branches_on_module_attributes_are_guarded():
     gate.use_gelu = False
     assert_close(compiled(x), torch.sigmoid(x))
     assert dynafuse.stats()["captures"] == 2
+
+
+def test_returned_lists_stay_lists():
+    def f(x):
+        return [x + 1, (x * 2, [x - 1])]
+
+    x = torch.randn(3)
+    out = dynafuse.compile(f)(x)
+    assert type(out) is list and type(out[1]) is tuple and type(out[1][1]) is list
+    assert_close(out[1][1][0], x - 1)
+    assert_compiled()
