@@ -189,6 +189,15 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
   info.name = graph.name;
   info.where = codeWhere(frame->code);
   info.kernels = int(module.kernels.size());
+  info.ops = int(graph.nodes.size());
+  for (const Guard &guard : entry->captured.guards)
+    info.guards.push_back(guard.describe(entry->captured.sources));
+  if (logEnabled("guards")) {
+    std::string text = "guards of " + graph.name + ":";
+    for (const std::string &guard : info.guards)
+      text += "\n  " + guard;
+    logLine("guards", text);
+  }
   for (const ProgramStep &step : module.steps)
     info.externCalls += step.kind == ProgramStep::Kind::Extern;
   entry->module = std::make_unique<CompiledModule>(
@@ -350,6 +359,7 @@ PyObject *fallBack(CodeCache &cache, DynafuseFrame *frame,
     return raiseUnsupported("fullgraph=True: " + message);
   }
   cache.skip = true;
+  graphBreakReasons().push_back(message);
   logLine("graph_breaks", message + "; the frame runs eagerly");
   ++compilerStats().eagerFrames;
   return nullptr;
@@ -390,6 +400,11 @@ CompilerConfig &compilerConfig() {
   return *config;
 }
 
+std::vector<std::string> &graphBreakReasons() {
+  static auto *reasons = new std::vector<std::string>();
+  return *reasons;
+}
+
 std::vector<CompiledGraphInfo> &compiledGraphs() {
   static auto *graphs = new std::vector<CompiledGraphInfo>();
   return *graphs;
@@ -408,6 +423,7 @@ void resetCompiledCaches() {
   }
   compilerStats() = CompilerStats();
   compiledGraphs().clear();
+  graphBreakReasons().clear();
 }
 
 void initializeFrameCompiler(PyObject *unsupportedError) {

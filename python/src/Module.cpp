@@ -90,13 +90,29 @@ PyObject *pyStats(PyObject *, PyObject *) {
 PyObject *pyGraphs(PyObject *, PyObject *) {
   PyObject *list = PyList_New(0);
   for (const CompiledGraphInfo &info : compiledGraphs()) {
+    PyObject *guards = PyList_New(0);
+    for (const std::string &guard : info.guards) {
+      PyObject *text = PyUnicode_FromString(guard.c_str());
+      PyList_Append(guards, text);
+      Py_DECREF(text);
+    }
     PyObject *item = Py_BuildValue(
-        "{s:s,s:s,s:i,s:i,s:L}", "name", info.name.c_str(), "where",
+        "{s:s,s:s,s:i,s:i,s:i,s:L,s:N}", "name", info.name.c_str(), "where",
         info.where.c_str(), "kernels", info.kernels, "extern_calls",
-        info.externCalls, "peak_intermediate_bytes",
-        (long long)info.peakIntermediateBytes);
+        info.externCalls, "ops", info.ops, "peak_intermediate_bytes",
+        (long long)info.peakIntermediateBytes, "guards", guards);
     PyList_Append(list, item);
     Py_DECREF(item);
+  }
+  return list;
+}
+
+PyObject *pyBreakReasons(PyObject *, PyObject *) {
+  PyObject *list = PyList_New(0);
+  for (const std::string &reason : graphBreakReasons()) {
+    PyObject *text = PyUnicode_FromString(reason.c_str());
+    PyList_Append(list, text);
+    Py_DECREF(text);
   }
   return list;
 }
@@ -147,6 +163,8 @@ PyMethodDef methods[] = {
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},
     {"graphs", pyGraphs, METH_NOARGS, "what was compiled since the last reset"},
+    {"break_reasons", pyBreakReasons, METH_NOARGS,
+     "why frames ran eagerly since the last reset"},
     {"lower_graph", pyLowerGraph, METH_VARARGS,
      "graph IR text -> loop IR text"},
     {"backends", pyBackends, METH_NOARGS, "registered backend names"},

@@ -165,3 +165,18 @@ def test_returned_lists_stay_lists():
     assert type(out) is list and type(out[1]) is tuple and type(out[1][1]) is list
     assert_close(out[1][1][0], x - 1)
     assert_compiled()
+
+
+def test_explain_reports_graphs_breaks_and_guards():
+    def f(x):
+        return torch.cumsum(x, 0)  # not in the op table
+
+    with torch.no_grad():
+        report = dynafuse.explain(Block(8).eval())(torch.randn(1, 2, 8))
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert report.ops_per_graph[0] >= 5
+    assert any("Float tensor of size [1, 2, 8]" in guard for guard in report.guards[0])
+    broken = dynafuse.explain(f)(torch.randn(3))
+    assert broken.graph_count == 0 and broken.graph_break_count == 1
+    assert "cumsum" in broken.break_reasons[0]
+    assert "graph break" in repr(broken)
