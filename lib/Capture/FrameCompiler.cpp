@@ -231,6 +231,14 @@ public:
   char *allocate(const ProgramStep &step,
                  const std::vector<int64_t> &sizes) override {
     char *data = nullptr;
+    if (!step.type.strides.empty()) {
+      std::vector<int64_t> strides;
+      for (const SymExpr &stride : step.type.strides)
+        strides.push_back(stride.isConstant() ? stride.constant() : 0);
+      tensors[step.result] = PyRef::steal(newStridedTensor(
+          sizes, strides, step.type.dtype, step.type.device, &data));
+      return data;
+    }
     tensors[step.result] = PyRef::steal(
         newTensor(sizes, step.type.dtype, step.type.device, &data));
     return data;
