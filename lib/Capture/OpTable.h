@@ -39,7 +39,9 @@ struct ParamSpec {
 };
 
 struct OpBinding {
+  /// "overload": the first of `alternatives` whose parameters bind wins.
   std::string graphOp;
+  std::vector<OpBinding> alternatives;
   std::vector<ParamSpec> params;
   /// Attributes the binding adds (e.g. dtype for Tensor.float()), as Python
   /// objects converted at capture.

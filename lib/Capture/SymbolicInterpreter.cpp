@@ -976,7 +976,18 @@ private:
     }
     if (!binding)
       unsupported("call to " + what + " (not in the op table)");
-    return bindAndEmit(*binding, what, args, keywords);
+    if (binding->alternatives.empty())
+      return bindAndEmit(*binding, what, args, keywords);
+    std::string reasons;
+    for (const OpBinding &alternative : binding->alternatives) {
+      try {
+        return bindAndEmit(alternative, what, args, keywords);
+      } catch (const Unsupported &error) {
+        reasons += std::string(reasons.empty() ? "" : "; ") +
+                   error.bareMessage();
+      }
+    }
+    unsupported("no overload of " + what + " fits (" + reasons + ")");
   }
 
   //===--------------------------------------------------------------------===//

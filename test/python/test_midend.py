@@ -252,3 +252,10 @@ def test_channels_last_in_channels_last_out():
     assert_close(out, ref)
     assert_close(reduced, ref_reduced, rtol=1e-5, atol=1e-5)
     assert_compiled()
+
+
+def test_overloads_max_min_and_arange():
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    run_both(lambda a, b: (torch.max(a), a.max(1)[0], a.max(dim=0, keepdim=True)[1],
+                           torch.min(a, b), a.min(-1)[1]), x, y)
+    run_both(lambda a: a * torch.arange(6) + torch.arange(1, 4.5, 0.5)[:6], x)

@@ -13,7 +13,9 @@ A parameter is (name, kind[, default]) with kind
   "attr_ignored": accepted and dropped (batch_norm's momentum in eval);
   "inplace": a bool; True makes the call update its first tensor argument
              (like the attribute {"__inplace__": True} for x.relu_()).
-A fourth element renames the attribute; "size_or_sizes" becomes "size" for
+An entry ("overload", [entry, ...], {}) tries its entries in order and
+takes the first whose parameters bind (torch.max(x) / max(x, dim) /
+max(x, y)). A fourth element renames the attribute; "size_or_sizes" becomes "size" for
 an int and "sizes" for a sequence. "*" starts keyword-only parameters.
 """
 from . import extern, pointwise, reductions, views
@@ -32,6 +34,8 @@ def _in_place_variants():
     import torch.nn.functional as F
     for name in list(METHODS):
         underscored = name + "_"
+        if METHODS[name][0] == "overload":
+            continue
         if hasattr(torch.Tensor, underscored) and underscored not in METHODS:
             op, params, attributes = METHODS[name]
             spec = (op, params, dict(attributes, __inplace__=True))
