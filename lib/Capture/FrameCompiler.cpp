@@ -275,6 +275,15 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
                        buildResult(spec.items[i], entry, inputs, context));
     return tuple;
   }
+  case OutputSpec::Kind::Dict: {
+    PyObject *dict = PyDict_New();
+    for (size_t i = 0; i < spec.items.size(); ++i) {
+      PyObject *value = buildResult(spec.items[i], entry, inputs, context);
+      PyDict_SetItemString(dict, spec.keys[i].c_str(), value);
+      Py_DECREF(value);
+    }
+    return dict;
+  }
   case OutputSpec::Kind::List: {
     PyObject *list = PyList_New(Py_ssize_t(spec.items.size()));
     for (size_t i = 0; i < spec.items.size(); ++i)

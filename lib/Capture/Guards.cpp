@@ -26,6 +26,9 @@ std::string Source::describe(const std::vector<Source> &all) const {
            PyUnicode_AsUTF8(name.get());
   case Kind::Fixed:
     return std::string("<") + Py_TYPE(fixed.get())->tp_name + ">";
+  case Kind::DictItem:
+    return all[parent].describe(all) + "['" + PyUnicode_AsUTF8(name.get()) +
+           "']";
   }
   return "?";
 }
@@ -53,7 +56,7 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
     return where + " is the object seen at capture (" +
            Py_TYPE(expected.get())->tp_name + ")";
   case Kind::TupleLength:
-    return where + " is a tuple of length " + std::to_string(length);
+    return where + " is a tuple or list of length " + std::to_string(length);
   case Kind::EmptyDict:
     return where + " is empty";
   case Kind::DictLength:
@@ -114,8 +117,17 @@ PyRef SourceResolver::fetch(const Source &source) {
   }
   case Source::Kind::Fixed:
     return source.fixed;
+  case Source::Kind::DictItem: {
+    PyObject *parent = get(source.parent);
+    if (!parent || !PyDict_CheckExact(parent))
+      return PyRef();
+    return PyRef::borrow(PyDict_GetItemWithError(parent, source.name.get()));
+  }
   case Source::Kind::Item: {
     PyObject *parent = get(source.parent);
+    if (parent && PyList_CheckExact(parent) &&
+        source.index < PyList_GET_SIZE(parent))
+      return PyRef::borrow(PyList_GET_ITEM(parent, source.index));
     if (!parent || !PyTuple_CheckExact(parent) ||
         source.index >= PyTuple_GET_SIZE(parent))
       return PyRef();
@@ -145,6 +157,11 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
   case Guard::Kind::Identity:
     return value == guard.expected.get();
   case Guard::Kind::TupleLength:
+    if (guard.expected &&
+        reinterpret_cast<PyObject *>(Py_TYPE(value)) != guard.expected.get())
+      return false;
+    if (PyList_CheckExact(value))
+      return size_t(PyList_GET_SIZE(value)) == guard.length;
     return PyTuple_CheckExact(value) &&
            size_t(PyTuple_GET_SIZE(value)) == guard.length;
   case Guard::Kind::EmptyDict:

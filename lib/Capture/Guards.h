@@ -33,7 +33,8 @@ struct Source {
     FunctionGlobal,
     FunctionClosure,
     TypeAttr,
-    Fixed
+    Fixed,
+    DictItem
   };
   Kind kind = Kind::Local;
   int parent = -1;

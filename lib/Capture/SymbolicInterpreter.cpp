@@ -32,7 +32,8 @@ struct Var {
     Tuple,
     TensorMethod,
     BoundMethod,
-    Iterator
+    Iterator,
+    Dict
   };
   Kind kind = Kind::Null;
   Value *tensor = nullptr;
@@ -46,6 +47,8 @@ struct Var {
   int source = -1;
   /// A Tuple var built as a list (rebuilt as a list when returned).
   bool isList = false;
+  /// Dict: string keys, parallel to items.
+  std::vector<std::string> keys;
 };
 
 VarPtr makeVar(Var::Kind kind) {
@@ -221,8 +224,11 @@ private:
       var->object = PyRef::borrow(object);
       return var;
     }
-    if (PyTuple_CheckExact(object))
+    if (PyTuple_CheckExact(object) || PyList_CheckExact(object))
       return tupleOfSource(object, source);
+    if (PyDict_CheckExact(object) && PyDict_Size(object) <= 64)
+      if (VarPtr dict = dictOfSource(object, source))
+        return dict;
     Guard guard;
     guard.kind = Guard::Kind::Identity;
     guard.source = source;
@@ -233,17 +239,44 @@ private:
     return var;
   }
 
-  VarPtr tupleOfSource(PyObject *tuple, int source) {
+  /// Tuples and lists read from a source: type and length guarded, items
+  /// classified one by one.
+  VarPtr tupleOfSource(PyObject *sequence, int source) {
+    PyRef items = PyRef::steal(PySequence_Tuple(sequence));
     Guard guard;
     guard.kind = Guard::Kind::TupleLength;
     guard.source = source;
-    guard.length = size_t(PyTuple_GET_SIZE(tuple));
+    guard.length = size_t(PyTuple_GET_SIZE(items.get()));
+    guard.expected = PyRef::borrow(reinterpret_cast<PyObject *>(Py_TYPE(sequence)));
     addGuard(std::move(guard));
     VarPtr var = makeVar(Var::Kind::Tuple);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i)
+    var->isList = PyList_CheckExact(sequence);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i)
       var->items.push_back(
-          classify(PyTuple_GET_ITEM(tuple, i),
+          classify(PyTuple_GET_ITEM(items.get(), i),
                    indexedSource(Source::Kind::Item, source, int(i))));
+    return var;
+  }
+
+  /// A dict with string keys: its length and every value are guarded.
+  VarPtr dictOfSource(PyObject *dict, int source) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value))
+      if (!PyUnicode_CheckExact(key))
+        return nullptr;
+    Guard length;
+    length.kind = Guard::Kind::DictLength;
+    length.source = source;
+    length.length = size_t(PyDict_Size(dict));
+    addGuard(std::move(length));
+    VarPtr var = makeVar(Var::Kind::Dict);
+    pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+      var->keys.push_back(PyUnicode_AsUTF8(key));
+      var->items.push_back(
+          classify(value, namedSource(Source::Kind::DictItem, source, key)));
+    }
     return var;
   }
 
@@ -386,6 +419,35 @@ private:
       push(list);
       return -1;
     }
+    case LIST_APPEND: {
+      VarPtr item = pop();
+      VarPtr list = peek(size_t(in.arg));
+      if (list->kind != Var::Kind::Tuple)
+        unsupported("list.append on a non-list");
+      list->items.push_back(item);
+      return -1;
+    }
+    case LIST_TO_TUPLE: {
+      VarPtr tuple = makeVar(Var::Kind::Tuple);
+      tuple->items = itemsOf(pop());
+      push(tuple);
+      return -1;
+    }
+    case BUILD_MAP:
+      push(buildMap(in.arg));
+      return -1;
+    case BUILD_CONST_KEY_MAP:
+      push(buildConstKeyMap(in.arg));
+      return -1;
+    case DICT_MERGE:
+    case DICT_UPDATE: {
+      VarPtr other = pop();
+      mergeInto(peek(size_t(in.arg)), other);
+      return -1;
+    }
+    case CALL_FUNCTION_EX:
+      callWithUnpacking(in.arg & 1);
+      return -1;
     case LIST_EXTEND: {
       VarPtr extra = pop();
       VarPtr list = peek(size_t(in.arg));
@@ -599,6 +661,76 @@ private:
           guard.expected.get() == var->object.get())
         return guard.source;
     unsupported("attribute of an object with no known source");
+  }
+
+  VarPtr buildMap(int count) {
+    VarPtr dict = makeVar(Var::Kind::Dict);
+    std::vector<std::pair<VarPtr, VarPtr>> pairs(static_cast<size_t>(count));
+    for (int i = count - 1; i >= 0; --i) {
+      pairs[size_t(i)].second = pop();
+      pairs[size_t(i)].first = pop();
+    }
+    for (auto &pair : pairs)
+      setDictItem(dict, pair.first, pair.second);
+    return dict;
+  }
+
+  VarPtr buildConstKeyMap(int count) {
+    VarPtr keys = pop();
+    std::vector<VarPtr> names = itemsOf(keys);
+    VarPtr dict = makeVar(Var::Kind::Dict);
+    std::vector<VarPtr> values(static_cast<size_t>(count));
+    for (int i = count - 1; i >= 0; --i)
+      values[size_t(i)] = pop();
+    for (int i = 0; i < count; ++i)
+      setDictItem(dict, names[size_t(i)], values[size_t(i)]);
+    return dict;
+  }
+
+  void setDictItem(const VarPtr &dict, const VarPtr &key, const VarPtr &value) {
+    if (key->kind != Var::Kind::Constant ||
+        !PyUnicode_CheckExact(key->object.get()))
+      unsupported("dict with a key that is not a constant string");
+    std::string name = PyUnicode_AsUTF8(key->object.get());
+    for (size_t i = 0; i < dict->keys.size(); ++i) {
+      if (dict->keys[i] == name) {
+        dict->items[i] = value;
+        return;
+      }
+    }
+    dict->keys.push_back(name);
+    dict->items.push_back(value);
+  }
+
+  void mergeInto(const VarPtr &dict, const VarPtr &other) {
+    if (dict->kind != Var::Kind::Dict || other->kind != Var::Kind::Dict)
+      unsupported("** unpacking of a value that is not a dict");
+    for (size_t i = 0; i < other->keys.size(); ++i) {
+      PyRef key = PyRef::steal(PyUnicode_FromString(other->keys[i].c_str()));
+      setDictItem(dict, constant(key.get()), other->items[i]);
+    }
+  }
+
+  void callWithUnpacking(bool hasKeywords) {
+    VarPtr keywordsVar = hasKeywords ? pop() : nullptr;
+    VarPtr positional = pop();
+    VarPtr callee = pop();
+    VarPtr null = pop();
+    if (null->kind != Var::Kind::Null)
+      unsupported("CALL_FUNCTION_EX without its NULL");
+    std::vector<VarPtr> args = itemsOf(positional);
+    std::map<std::string, VarPtr> keywords;
+    if (keywordsVar) {
+      if (keywordsVar->kind != Var::Kind::Dict)
+        unsupported("** unpacking of a value that is not a dict");
+      for (size_t i = 0; i < keywordsVar->keys.size(); ++i)
+        keywords[keywordsVar->keys[i]] = keywordsVar->items[i];
+    }
+    if (callee->kind == Var::Kind::BoundMethod) {
+      args.insert(args.begin(), callee->self);
+      callee = callee->function;
+    }
+    push(callAny(callee, args, keywords));
   }
 
   VarPtr buildTuple(int count) {
@@ -1141,15 +1273,15 @@ private:
   }
 
   /// The callee's initial locals: parameters bound like CPython binds them
-  /// (positional, keyword, defaults, *args); **kwargs is not supported.
+  /// (positional, keyword, defaults, *args, **kwargs).
   std::vector<VarPtr> bindArguments(PyObject *function, PyCodeObject *callee,
                                     const std::vector<VarPtr> &args,
                                     const std::map<std::string, VarPtr> &keywords) {
     std::vector<VarPtr> slots(size_t(callee->co_nlocalsplus));
     int positional = callee->co_argcount, keywordOnly = callee->co_kwonlyargcount;
     bool varargs = callee->co_flags & CO_VARARGS;
-    if (callee->co_flags & CO_VARKEYWORDS)
-      unsupported("call of a function taking **kwargs");
+    bool varkw = callee->co_flags & CO_VARKEYWORDS;
+    VarPtr extra = makeVar(Var::Kind::Dict);
     PyRef names = PyRef::steal(PyCode_GetVarnames(callee));
     auto nameOf = [&](int i) {
       return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names.get(), i)));
@@ -1169,10 +1301,17 @@ private:
       for (int i = 0; i < positional + keywordOnly; ++i)
         if (nameOf(i) == keyword.first)
           slot = i;
+      if (slot < 0 && varkw) {
+        extra->keys.push_back(keyword.first);
+        extra->items.push_back(keyword.second);
+        continue;
+      }
       if (slot < 0 || slots[slot])
         unsupported("call with an unexpected keyword '" + keyword.first + "'");
       slots[slot] = keyword.second;
     }
+    if (varkw)
+      slots[positional + keywordOnly + (varargs ? 1 : 0)] = extra;
     PyObject *defaults = PyFunction_GET_DEFAULTS(function);
     int defaultCount = defaults ? int(PyTuple_GET_SIZE(defaults)) : 0;
     for (int i = 0; i < positional; ++i) {
@@ -1605,6 +1744,12 @@ private:
     case Var::Kind::Object:
       spec.kind = OutputSpec::Kind::Constant;
       spec.constant = var->object;
+      return spec;
+    case Var::Kind::Dict:
+      spec.kind = OutputSpec::Kind::Dict;
+      spec.keys = var->keys;
+      for (const VarPtr &item : var->items)
+        spec.items.push_back(outputOf(item));
       return spec;
     case Var::Kind::Tuple:
       spec.kind = var->isList ? OutputSpec::Kind::List : OutputSpec::Kind::Tuple;

@@ -180,3 +180,20 @@ def test_explain_reports_graphs_breaks_and_guards():
     assert broken.graph_count == 0 and broken.graph_break_count == 1
     assert "cumsum" in broken.break_reasons[0]
     assert "graph break" in repr(broken)
+
+
+def test_star_args_kwargs_and_dicts():
+    options = {"dim": -1, "keepdim": True}
+
+    def f(x, *rest, **unused):
+        parts = [x, *rest]
+        total = torch.cat(parts, **{"dim": 0})
+        return {"sum": total.sum(**options), "max": total.amax(**options)}
+
+    x, y = torch.randn(2, 3), torch.randn(1, 3)
+    out = dynafuse.compile(lambda a, b: f(a, b))(x, y)
+    expected = f(x, y)
+    assert type(out) is dict and list(out) == ["sum", "max"]
+    assert_close(out["sum"], expected["sum"])
+    assert_close(out["max"], expected["max"])
+    assert_compiled()
