@@ -386,10 +386,13 @@ PyObject *onFrame(DynafuseFrame *frame, int *handled) {
   if (threadState.depth == 0 || threadState.suppressed)
     return nullptr;
   CodeCache *cache = cacheOf(frame->code);
+  const CallOptions options = threadState.options.back();
+  if (cache && cache->skippedFile &&
+      reinterpret_cast<PyObject *>(frame->code) == options.target)
+    cache->skippedFile = cache->skip = false;
   if (!cache || cache->skip)
     return nullptr;
   SuppressHook suppress;
-  const CallOptions options = threadState.options.back();
   try {
     return compiledCall(*cache, frame, options, handled);
   } catch (const Unsupported &error) {

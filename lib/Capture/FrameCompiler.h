@@ -26,6 +26,9 @@ struct CompilerConfig {
 struct CallOptions {
   std::string backend = "cpu";
   bool fullgraph = false;
+  /// The code the user asked to compile: captured even where the skip policy
+  /// would pass it through (an nn.Module from torch itself).
+  PyObject *target = nullptr;
 };
 
 struct CompilerStats {

@@ -1139,6 +1139,16 @@ private:
     return cls;
   }
 
+  /// isinstance(object, torch.nn.<name>).
+  static bool isInstanceOf(PyObject *object, const char *name) {
+    PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
+    PyRef cls = PyRef::steal(nn ? PyObject_GetAttrString(nn.get(), name) : nullptr);
+    int result = cls ? PyObject_IsInstance(object, cls.get()) : 0;
+    if (result < 0 || !cls)
+      PyErr_Clear();
+    return result == 1;
+  }
+
   static bool isModule(PyObject *object) {
     PyObject *cls = moduleClass();
     return cls && !PyType_Check(object) &&
@@ -1474,7 +1484,8 @@ private:
 
   VarPtr iterateModules(const VarPtr &container, VarPtr iterator) {
     const char *type = Py_TYPE(container->object.get())->tp_name;
-    if (std::string(type) != "Sequential" && std::string(type) != "ModuleList")
+    if (!isInstanceOf(container->object.get(), "Sequential") &&
+        !isInstanceOf(container->object.get(), "ModuleList"))
       unsupported(std::string("iteration over a ") + type);
     PyRef modules = PyRef::steal(
         PyObject_GetAttrString(container->object.get(), "_modules"));

@@ -70,10 +70,12 @@ def compile(fn=None, *, backend="cpu", fullgraph=False):
 
 
 def _compiled_function(fn, backend, fullgraph):
+    target = getattr(fn, "__code__", None)
+
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
         config._apply(_C, _SKIP_PREFIXES)
-        return _C.call(fn, args, kwargs or None, backend, fullgraph)
+        return _C.call(fn, args, kwargs or None, backend, fullgraph, target)
 
     compiled._dynafuse_original = fn
     return compiled
@@ -90,7 +92,8 @@ class _CompiledModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         config._apply(_C, _SKIP_PREFIXES)
         backend, fullgraph = self._dynafuse_options
-        return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph)
+        target = getattr(type(self._orig_mod).forward, "__code__", None)
+        return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph, target)
 
 
 def reset():

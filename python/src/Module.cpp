@@ -27,15 +27,16 @@ PyObject *unsupportedError = nullptr;
 PyObject *irError = nullptr;
 
 PyObject *pyCall(PyObject *, PyObject *args) {
-  PyObject *fn, *callArgs, *callKwargs;
+  PyObject *fn, *callArgs, *callKwargs, *target = Py_None;
   const char *backend;
   int fullgraph;
-  if (!PyArg_ParseTuple(args, "OO!Osp", &fn, &PyTuple_Type, &callArgs,
-                        &callKwargs, &backend, &fullgraph))
+  if (!PyArg_ParseTuple(args, "OO!Osp|O", &fn, &PyTuple_Type, &callArgs,
+                        &callKwargs, &backend, &fullgraph, &target))
     return nullptr;
   CallOptions options;
   options.backend = backend;
   options.fullgraph = fullgraph;
+  options.target = target == Py_None ? nullptr : target;
   return callCompiled(fn, callArgs,
                       callKwargs == Py_None ? nullptr : callKwargs, options);
 }
@@ -155,7 +156,8 @@ PyObject *pyBackends(PyObject *, PyObject *) {
 
 PyMethodDef methods[] = {
     {"call", pyCall, METH_VARARGS,
-     "call(fn, args, kwargs, backend, fullgraph): run fn under the frame hook"},
+     "call(fn, args, kwargs, backend, fullgraph[, target_code]): run fn under "
+     "the frame hook; target_code is captured even inside torch's files"},
     {"configure", pyConfigure, METH_VARARGS,
      "configure(dump_dir, recompile_limit, skip_prefixes, log_topics)"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
