@@ -729,11 +729,14 @@ private:
                  const std::string &what, std::vector<Operand> &operands,
                  std::map<std::string, Attribute> &attributes) {
     switch (param.kind) {
-    case ParamSpec::Kind::Operand:
-      operands.push_back(
-          arg ? operandOf(arg, what)
-              : operandOf(constant(param.defaultValue.get()), what));
+    case ParamSpec::Kind::Operand: {
+      VarPtr given = arg ? arg : constant(param.defaultValue.get());
+      if (given->kind == Var::Kind::Constant && given->object.get() == Py_None)
+        attributes["no_" + param.name] = true; // An optional operand left out.
+      else
+        operands.push_back(operandOf(given, what));
       return;
+    }
     case ParamSpec::Kind::Attr: {
       PyObject *object =
           arg ? concreteOf(arg, what, param.name) : param.defaultValue.get();
