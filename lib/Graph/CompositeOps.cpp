@@ -1,6 +1,378 @@
-//===- CompositeOps.cpp - Composite ops of the graph IR ---------------------------===//
+//===- CompositeOps.cpp - Ops defined by other ops ------------------------===//
+//
+// The decomposition table: softmax, normalizations, statistics and linear
+// are written here in terms of primitive reductions, pointwise ops, views
+// and externs. The decompose pass applies it before lowering, so the
+// scheduler sees only primitives (and fuses softmax or layer_norm into one
+// kernel because their pieces share one iteration space).
+//
+//===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/OpRegistry.h"
 
+#include <cmath>
+
 namespace dynafuse {
-void addCompositeOps(std::vector<OpInfo> &table) {}
+namespace {
+
+Value *emit(Graph &graph, const Node &origin, const std::string &op,
+            std::vector<Operand> operands,
+            std::map<std::string, Attribute> attributes = {}) {
+  return graph.addNode(op, std::move(operands), std::move(attributes),
+                       origin.location)
+      ->result();
+}
+
+Value *input(const Node &node, size_t i) { return node.operands.at(i).value; }
+
+std::vector<int64_t> dimsOf(const Node &node) { return reducedDims(node); }
+
+/// The number of elements a reduction over dims combines (static).
+double reducedCount(const Node &node, const std::vector<int64_t> &dims) {
+  const TensorType &type = operandType(node, 0);
+  SymExpr count(1);
+  for (int64_t dim : dims)
+    count = count * type.sizes[dim];
+  if (!count.isConstant())
+    opError(node, "needs static sizes over the reduced dims");
+  return double(count.constant());
+}
+
+Attribute dimsAttr(const std::vector<int64_t> &dims) { return dims; }
+
+/// Casts integer inputs to f32 (mean, logsumexp on ints) as torch does.
+Value *asFloat(Graph &graph, const Node &node, Value *value) {
+  if (isFloating(value->type.dtype))
+    return value;
+  return emit(graph, node, "cast", {value}, {{"dtype", DType::F32}});
+}
+
+Value *meanOver(Graph &graph, const Node &node, Value *x,
+                const std::vector<int64_t> &dims, bool keepdim,
+                double count) {
+  Value *sum = emit(graph, node, "sum", {x},
+                    {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
+  return emit(graph, node, "div", {sum, Scalar::ofFloat(count)});
+}
+
+/// Normalizes x over dims: (x - mean) * rsqrt(var + eps), biased variance.
+Value *normalize(Graph &graph, const Node &node, Value *x,
+                 const std::vector<int64_t> &dims, double count, double eps) {
+  Value *mean = meanOver(graph, node, x, dims, true, count);
+  Value *centered = emit(graph, node, "sub", {x, mean});
+  Value *square = emit(graph, node, "mul", {centered, centered});
+  Value *variance = meanOver(graph, node, square, dims, true, count);
+  Value *shifted = emit(graph, node, "add", {variance, Scalar::ofFloat(eps)});
+  Value *scale = emit(graph, node, "rsqrt", {shifted});
+  return emit(graph, node, "mul", {centered, scale});
+}
+
+/// Multiplies by weight and adds bias, each optional, broadcast as given.
+Value *affine(Graph &graph, const Node &node, Value *y, Value *weight,
+              Value *bias) {
+  if (weight)
+    y = emit(graph, node, "mul", {y, weight});
+  if (bias)
+    y = emit(graph, node, "add", {y, bias});
+  return y;
+}
+
+/// Optional operands after the first: has_weight / has_bias say which exist.
+Value *optionalOperand(const Node &node, const std::string &flag,
+                       size_t &next) {
+  if (!boolAttr(node, flag, false))
+    return nullptr;
+  return input(node, next++);
+}
+
+std::vector<int64_t> lastDims(const Node &node, size_t count) {
+  size_t rank = operandType(node, 0).rank();
+  if (count > rank)
+    opError(node, "normalized_shape has more dims than the input");
+  std::vector<int64_t> dims;
+  for (size_t k = rank - count; k < rank; ++k)
+    dims.push_back(int64_t(k));
+  return dims;
+}
+
+//===----------------------------------------------------------------------===//
+// Decompositions
+//===----------------------------------------------------------------------===//
+
+std::vector<Value *> decomposeMean(Graph &graph, const Node &node) {
+  std::vector<int64_t> dims = dimsOf(node);
+  Value *x = input(node, 0);
+  if (const Attribute *dtype = node.attribute("dtype"))
+    x = emit(graph, node, "cast", {x}, {{"dtype", std::get<DType>(*dtype)}});
+  return {meanOver(graph, node, x, dims, boolAttr(node, "keepdim", false),
+                   reducedCount(node, dims))};
+}
+
+std::vector<Value *> decomposeVariance(Graph &graph, const Node &node) {
+  std::vector<int64_t> dims = dimsOf(node);
+  bool keepdim = boolAttr(node, "keepdim", false);
+  double count = reducedCount(node, dims);
+  Value *x = input(node, 0);
+  Value *mean = meanOver(graph, node, x, dims, true, count);
+  Value *centered = emit(graph, node, "sub", {x, mean});
+  Value *square = emit(graph, node, "mul", {centered, centered});
+  Value *sum = emit(graph, node, "sum", {square},
+                    {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
+  double divisor = count - floatAttr(node, "correction", 1.0);
+  Value *variance = emit(graph, node, "div",
+                         {sum, Scalar::ofFloat(std::max(divisor, 0.0))});
+  if (node.op == "std")
+    return {emit(graph, node, "sqrt", {variance})};
+  return {variance};
+}
+
+std::vector<Value *> decomposeLogSumExp(Graph &graph, const Node &node) {
+  std::vector<int64_t> dims = dimsOf(node);
+  bool keepdim = boolAttr(node, "keepdim", false);
+  Value *x = asFloat(graph, node, input(node, 0));
+  Value *max = emit(graph, node, "amax", {x},
+                    {{"dims", dimsAttr(dims)}, {"keepdim", true}});
+  // An infinite max would give inf - inf: shift by 0 there, as torch does.
+  Value *magnitude = emit(graph, node, "abs", {max});
+  Value *infinite = emit(graph, node, "eq",
+                         {magnitude, Scalar::ofFloat(INFINITY)});
+  Value *shift = emit(graph, node, "where", {infinite, Scalar::ofFloat(0), max});
+  Value *exp = emit(graph, node, "exp", {emit(graph, node, "sub", {x, shift})});
+  Value *sum = emit(graph, node, "sum", {exp},
+                    {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
+  Value *log = emit(graph, node, "log", {sum});
+  if (!keepdim) {
+    std::vector<int64_t> shape;
+    for (const SymExpr &size : log->type.sizes) {
+      if (!size.isConstant())
+        opError(node, "needs static sizes");
+      shape.push_back(size.constant());
+    }
+    shift = emit(graph, node, "reshape", {shift}, {{"shape", shape}});
+  }
+  return {emit(graph, node, "add", {log, shift})};
+}
+
+std::vector<Value *> decomposeNorm(Graph &graph, const Node &node) {
+  std::vector<int64_t> dims = dimsOf(node);
+  std::map<std::string, Attribute> reduce = {
+      {"dims", dimsAttr(dims)}, {"keepdim", boolAttr(node, "keepdim", false)}};
+  double p = floatAttr(node, "p", 2.0);
+  Value *magnitude = emit(graph, node, "abs", {input(node, 0)});
+  if (std::isinf(p))
+    return {emit(graph, node, p > 0 ? "amax" : "amin", {magnitude}, reduce)};
+  if (p == 1.0)
+    return {emit(graph, node, "sum", {magnitude}, reduce)};
+  if (p == 2.0) {
+    Value *square = emit(graph, node, "mul", {magnitude, magnitude});
+    return {emit(graph, node, "sqrt",
+                 {emit(graph, node, "sum", {square}, reduce)})};
+  }
+  Value *powered = emit(graph, node, "pow", {magnitude, Scalar::ofFloat(p)});
+  Value *sum = emit(graph, node, "sum", {powered}, reduce);
+  return {emit(graph, node, "pow", {sum, Scalar::ofFloat(1.0 / p)})};
+}
+
+std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node) {
+  Value *x = input(node, 0);
+  std::vector<int64_t> dims = {
+      normalizeDim(node, node.intAttr("dim", -1), x->type.rank())};
+  if (x->type.rank() == 0)
+    dims.clear();
+  std::map<std::string, Attribute> reduce = {{"dims", dimsAttr(dims)},
+                                             {"keepdim", true}};
+  Value *max = emit(graph, node, "amax", {x}, reduce);
+  Value *shifted = emit(graph, node, "sub", {x, max});
+  Value *exp = emit(graph, node, "exp", {shifted});
+  Value *sum = emit(graph, node, "sum", {exp}, reduce);
+  if (node.op == "softmax")
+    return {emit(graph, node, "div", {exp, sum})};
+  return {emit(graph, node, "sub", {shifted, emit(graph, node, "log", {sum})})};
+}
+
+std::vector<Value *> decomposeLayerNorm(Graph &graph, const Node &node) {
+  std::vector<int64_t> shape = intListAttr(node, "normalized_shape", {});
+  std::vector<int64_t> dims = lastDims(node, shape.size());
+  size_t next = 1;
+  Value *weight = optionalOperand(node, "has_weight", next);
+  Value *bias = optionalOperand(node, "has_bias", next);
+  Value *y = normalize(graph, node, input(node, 0), dims,
+                       reducedCount(node, dims), floatAttr(node, "eps", 1e-5));
+  return {affine(graph, node, y, weight, bias)};
+}
+
+std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
+  std::vector<int64_t> dims =
+      lastDims(node, intListAttr(node, "normalized_shape", {}).size());
+  size_t next = 1;
+  Value *weight = optionalOperand(node, "has_weight", next);
+  Value *x = input(node, 0);
+  Value *square = emit(graph, node, "mul", {x, x});
+  Value *mean = meanOver(graph, node, square, dims, true,
+                         reducedCount(node, dims));
+  double eps = floatAttr(node, "eps", 1.1920928955078125e-07);
+  Value *scale = emit(graph, node, "rsqrt",
+                      {emit(graph, node, "add", {mean, Scalar::ofFloat(eps)})});
+  return {affine(graph, node, emit(graph, node, "mul", {x, scale}), weight,
+                 nullptr)};
+}
+
+/// Per-channel parameters ([C]) reshaped to broadcast over dim 1.
+Value *perChannel(Graph &graph, const Node &node, Value *param) {
+  if (!param)
+    return nullptr;
+  size_t rank = operandType(node, 0).rank();
+  std::vector<int64_t> shape(rank, 1);
+  if (!param->type.sizes[0].isConstant())
+    opError(node, "needs static channel counts");
+  shape[1] = param->type.sizes[0].constant();
+  return emit(graph, node, "reshape", {param}, {{"shape", shape}});
+}
+
+std::vector<Value *> decomposeGroupNorm(Graph &graph, const Node &node) {
+  const TensorType &type = operandType(node, 0);
+  int64_t groups = node.intAttr("num_groups", 1);
+  std::vector<int64_t> shape;
+  for (const SymExpr &size : type.sizes) {
+    if (!size.isConstant())
+      opError(node, "needs static sizes");
+    shape.push_back(size.constant());
+  }
+  if (shape.size() < 2 || groups <= 0 || shape[1] % groups != 0)
+    opError(node, "channels must divide into num_groups");
+  int64_t perGroup = 1;
+  for (size_t k = 1; k < shape.size(); ++k)
+    perGroup *= shape[k];
+  perGroup /= groups;
+  Value *grouped = emit(graph, node, "reshape", {input(node, 0)},
+                        {{"shape", std::vector<int64_t>{shape[0], groups,
+                                                        perGroup}}});
+  Value *y = normalize(graph, node, grouped, {2}, double(perGroup),
+                       floatAttr(node, "eps", 1e-5));
+  y = emit(graph, node, "reshape", {y}, {{"shape", shape}});
+  size_t next = 1;
+  Value *weight = perChannel(graph, node, optionalOperand(node, "has_weight", next));
+  Value *bias = perChannel(graph, node, optionalOperand(node, "has_bias", next));
+  return {affine(graph, node, y, weight, bias)};
+}
+
+std::vector<Value *> decomposeBatchNorm(Graph &graph, const Node &node) {
+  Value *mean = perChannel(graph, node, input(node, 1));
+  Value *variance = perChannel(graph, node, input(node, 2));
+  size_t next = 3;
+  Value *weight = perChannel(graph, node, optionalOperand(node, "has_weight", next));
+  Value *bias = perChannel(graph, node, optionalOperand(node, "has_bias", next));
+  Value *shifted = emit(graph, node, "add",
+                        {variance, Scalar::ofFloat(floatAttr(node, "eps", 1e-5))});
+  Value *scale = emit(graph, node, "rsqrt", {shifted});
+  Value *centered = emit(graph, node, "sub", {input(node, 0), mean});
+  return {affine(graph, node, emit(graph, node, "mul", {centered, scale}),
+                 weight, bias)};
+}
+
+std::vector<Value *> decomposeLinear(Graph &graph, const Node &node) {
+  Value *weightT = emit(graph, node, "transpose", {input(node, 1)},
+                        {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
+  Value *product = emit(graph, node, "matmul", {input(node, 0), weightT});
+  if (node.operands.size() == 3)
+    product = emit(graph, node, "add", {product, input(node, 2)});
+  return {product};
+}
+
+std::vector<Value *> decomposeStack(Graph &graph, const Node &node) {
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0),
+                             operandType(node, 0).rank() + 1);
+  std::vector<Operand> pieces;
+  for (const Operand &operand : node.operands)
+    pieces.push_back(emit(graph, node, "unsqueeze", {operand},
+                          {{"dim", dim}}));
+  return {emit(graph, node, "cat", pieces, {{"dim", dim}})};
+}
+
+std::vector<Value *> decomposeDropout(Graph &, const Node &node) {
+  if (boolAttr(node, "training", false) &&
+      floatAttr(node, "p", 0.5) > 0)
+    opError(node, "dropout in training mode is not supported");
+  return {input(node, 0)};
+}
+
+//===----------------------------------------------------------------------===//
+// Table
+//===----------------------------------------------------------------------===//
+
+/// Result types of a composite: those of its decomposition, computed on a
+/// scratch graph.
+std::vector<TensorType> inferByDecomposing(const Node &node) {
+  Graph scratch("infer");
+  Node copy;
+  copy.op = node.op;
+  copy.attributes = node.attributes;
+  copy.location = node.location;
+  for (const Operand &operand : node.operands) {
+    if (!operand.isValue()) {
+      copy.operands.push_back(operand.scalar);
+      continue;
+    }
+    copy.operands.push_back(scratch.addInput(
+        "in" + std::to_string(copy.operands.size()), operand.value->type));
+  }
+  std::vector<TensorType> types;
+  for (Value *value : lookupOp(node.op)->decompose(scratch, copy))
+    types.push_back(value->type);
+  return types;
+}
+
+void requireFloatingInput(const Node &node) {
+  if (!isFloating(operandType(node, 0).dtype) && !node.attribute("dtype"))
+    opError(node, std::string("needs a floating input, got ") +
+                      dtypeName(operandType(node, 0).dtype));
+}
+
+OpInfo composite(const std::string &name, int arity,
+                 std::vector<std::string> attributes, Decomposition decompose,
+                 bool floatingOnly = true) {
+  OpInfo info;
+  info.name = name;
+  info.kind = OpKind::Composite;
+  info.arity = arity;
+  info.attributes = std::move(attributes);
+  info.decompose = std::move(decompose);
+  info.infer = [floatingOnly](const Node &node) {
+    if (floatingOnly)
+      requireFloatingInput(node);
+    return inferByDecomposing(node);
+  };
+  return info;
+}
+
+} // namespace
+
+void addCompositeOps(std::vector<OpInfo> &table) {
+  table.push_back(composite("mean", 1, {"dims", "keepdim", "dtype"}, decomposeMean));
+  table.push_back(
+      composite("var", 1, {"dims", "keepdim", "correction"}, decomposeVariance));
+  table.push_back(
+      composite("std", 1, {"dims", "keepdim", "correction"}, decomposeVariance));
+  table.push_back(composite("logsumexp", 1, {"dims", "keepdim"},
+                            decomposeLogSumExp, false));
+  table.push_back(composite("norm", 1, {"p", "dims", "keepdim"}, decomposeNorm));
+  table.push_back(composite("softmax", 1, {"dim"}, decomposeSoftmax));
+  table.push_back(composite("log_softmax", 1, {"dim"}, decomposeSoftmax));
+  table.push_back(composite("layer_norm", -1,
+                            {"normalized_shape", "eps", "has_weight", "has_bias"},
+                            decomposeLayerNorm));
+  table.push_back(composite("rms_norm", -1,
+                            {"normalized_shape", "eps", "has_weight"},
+                            decomposeRmsNorm));
+  table.push_back(composite("group_norm", -1,
+                            {"num_groups", "eps", "has_weight", "has_bias"},
+                            decomposeGroupNorm));
+  table.push_back(composite("batch_norm", -1,
+                            {"eps", "has_weight", "has_bias"},
+                            decomposeBatchNorm));
+  table.push_back(composite("linear", -1, {}, decomposeLinear));
+  table.push_back(composite("stack", -1, {"dim"}, decomposeStack, false));
+  table.push_back(
+      composite("dropout", 1, {"p", "training"}, decomposeDropout, false));
+}
+
 } // namespace dynafuse

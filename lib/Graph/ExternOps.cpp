@@ -1,6 +1,227 @@
-//===- ExternOps.cpp - Extern ops of the graph IR ---------------------------===//
+//===- ExternOps.cpp - Ops run by ATen, not generated ---------------------===//
+//
+// Matrix multiplies, convolutions and pooling have tuned libraries: lowering
+// turns them into extern steps the runtime hands to ATen, with the pointwise
+// work around them fused into generated kernels. Their shape rules live
+// here; every extern op computes in its (floating) input dtype.
+//
+//===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/OpRegistry.h"
 
 namespace dynafuse {
-void addExternOps(std::vector<OpInfo> &table) {}
+namespace {
+
+void requireFloat(const Node &node) {
+  DType first = operandType(node, 0).dtype;
+  if (!isFloating(first))
+    opError(node, std::string("needs floating inputs, got ") +
+                      dtypeName(first));
+  for (size_t i = 1; i < node.operands.size(); ++i)
+    if (operandType(node, i).dtype != first)
+      opError(node, "inputs must have the same dtype");
+}
+
+void requireRank(const Node &node, size_t i, size_t rank) {
+  if (operandType(node, i).rank() != rank)
+    opError(node, "operand " + std::to_string(i) + " must have " +
+                      std::to_string(rank) + " dims");
+}
+
+void requireEqual(const Node &node, const SymExpr &a, const SymExpr &b,
+                  const std::string &what) {
+  if (a != b)
+    opError(node, what + " do not match (" + a.str() + " vs " + b.str() + ")");
+}
+
+TensorType result(const Node &node, std::vector<SymExpr> sizes) {
+  TensorType type;
+  type.dtype = operandType(node, 0).dtype;
+  type.device = operandType(node, 0).device;
+  type.sizes = std::move(sizes);
+  return type;
+}
+
+std::vector<TensorType> inferMm(const Node &node) {
+  requireFloat(node);
+  requireRank(node, 0, 2);
+  requireRank(node, 1, 2);
+  const TensorType &a = operandType(node, 0), &b = operandType(node, 1);
+  requireEqual(node, a.sizes[1], b.sizes[0], "inner dimensions");
+  return {result(node, {a.sizes[0], b.sizes[1]})};
+}
+
+std::vector<TensorType> inferBmm(const Node &node) {
+  requireFloat(node);
+  requireRank(node, 0, 3);
+  requireRank(node, 1, 3);
+  const TensorType &a = operandType(node, 0), &b = operandType(node, 1);
+  requireEqual(node, a.sizes[0], b.sizes[0], "batch sizes");
+  requireEqual(node, a.sizes[2], b.sizes[1], "inner dimensions");
+  return {result(node, {a.sizes[0], a.sizes[1], b.sizes[2]})};
+}
+
+std::vector<TensorType> inferMatmul(const Node &node) {
+  requireFloat(node);
+  std::vector<SymExpr> a = operandType(node, 0).sizes;
+  std::vector<SymExpr> b = operandType(node, 1).sizes;
+  if (a.empty() || b.empty())
+    opError(node, "both operands need at least one dimension");
+  bool vectorA = a.size() == 1, vectorB = b.size() == 1;
+  if (vectorA)
+    a.insert(a.begin(), SymExpr(1));
+  if (vectorB)
+    b.push_back(SymExpr(1));
+  requireEqual(node, a.back(), b[b.size() - 2], "inner dimensions");
+  std::vector<SymExpr> batchA(a.begin(), a.end() - 2);
+  std::vector<SymExpr> batchB(b.begin(), b.end() - 2);
+  std::vector<SymExpr> sizes = broadcastShapes(batchA, batchB, node.location);
+  if (!vectorA)
+    sizes.push_back(a[a.size() - 2]);
+  if (!vectorB)
+    sizes.push_back(b.back());
+  return {result(node, sizes)};
+}
+
+/// addmm / baddbmm: bias + product; the bias broadcasts to the product.
+std::vector<TensorType> inferBiasedProduct(const Node &node) {
+  requireFloat(node);
+  Node product;
+  product.op = node.op == "addmm" ? "mm" : "bmm";
+  product.operands = {node.operands[1], node.operands[2]};
+  product.location = node.location;
+  TensorType type =
+      node.op == "addmm" ? inferMm(product)[0] : inferBmm(product)[0];
+  std::vector<SymExpr> broadcast =
+      broadcastShapes(type.sizes, operandType(node, 0).sizes, node.location);
+  if (broadcast != type.sizes)
+    opError(node, "the bias does not broadcast to the product");
+  return {type};
+}
+
+std::vector<int64_t> perDim(const Node &node, const std::string &name,
+                            size_t count, int64_t fallback) {
+  std::vector<int64_t> values = intListAttr(node, name, {fallback});
+  if (values.size() == 1)
+    values.assign(count, values[0]);
+  if (values.size() != count)
+    opError(node, "'" + name + "' needs " + std::to_string(count) + " values");
+  return values;
+}
+
+int64_t staticSize(const Node &node, const SymExpr &size) {
+  if (!size.isConstant())
+    opError(node, "needs static spatial sizes");
+  return size.constant();
+}
+
+int64_t windowOutput(const Node &node, int64_t size, int64_t kernel,
+                     int64_t stride, int64_t padding, int64_t dilation,
+                     bool ceilMode) {
+  int64_t span = size + 2 * padding - dilation * (kernel - 1) - 1;
+  if (span < 0 || stride <= 0)
+    opError(node, "the window does not fit the input");
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceilMode && (out - 1) * stride >= size + padding)
+    --out;
+  return out;
+}
+
+std::vector<TensorType> inferConv(const Node &node) {
+  size_t spatial = node.op == "conv1d" ? 1 : 2;
+  if (node.operands.size() < 2 || node.operands.size() > 3)
+    opError(node, "takes input, weight and an optional bias");
+  requireFloat(node);
+  requireRank(node, 0, spatial + 2);
+  requireRank(node, 1, spatial + 2);
+  const TensorType &x = operandType(node, 0), &w = operandType(node, 1);
+  int64_t groups = node.intAttr("groups", 1);
+  std::vector<int64_t> stride = perDim(node, "stride", spatial, 1);
+  std::vector<int64_t> padding = perDim(node, "padding", spatial, 0);
+  std::vector<int64_t> dilation = perDim(node, "dilation", spatial, 1);
+  if (groups <= 0 || staticSize(node, x.sizes[1]) !=
+                         staticSize(node, w.sizes[1]) * groups)
+    opError(node, "input channels do not match weight channels * groups");
+  std::vector<SymExpr> sizes = {x.sizes[0], w.sizes[0]};
+  for (size_t d = 0; d < spatial; ++d)
+    sizes.push_back(SymExpr(windowOutput(
+        node, staticSize(node, x.sizes[2 + d]), staticSize(node, w.sizes[2 + d]),
+        stride[d], padding[d], dilation[d], false)));
+  if (node.operands.size() == 3) {
+    requireRank(node, 2, 1);
+    requireEqual(node, operandType(node, 2).sizes[0], w.sizes[0],
+                 "bias and output channels");
+  }
+  return {result(node, sizes)};
+}
+
+std::vector<TensorType> inferPool(const Node &node) {
+  requireFloat(node);
+  const TensorType &x = operandType(node, 0);
+  if (x.rank() != 3 && x.rank() != 4)
+    opError(node, "needs a 3-D or 4-D input");
+  std::vector<int64_t> kernel = perDim(node, "kernel_size", 2, 1);
+  std::vector<int64_t> stride = intListAttr(node, "stride", {});
+  if (stride.empty())
+    stride = kernel;
+  if (stride.size() == 1)
+    stride.assign(2, stride[0]);
+  std::vector<int64_t> padding = perDim(node, "padding", 2, 0);
+  std::vector<int64_t> dilation = perDim(node, "dilation", 2, 1);
+  bool ceilMode = boolAttr(node, "ceil_mode", false);
+  std::vector<SymExpr> sizes(x.sizes.begin(), x.sizes.end() - 2);
+  for (size_t d = 0; d < 2; ++d) {
+    if (padding[d] * 2 > kernel[d])
+      opError(node, "padding must be at most half the kernel size");
+    sizes.push_back(SymExpr(windowOutput(
+        node, staticSize(node, x.sizes[x.rank() - 2 + d]), kernel[d], stride[d],
+        padding[d], dilation[d], ceilMode)));
+  }
+  return {result(node, sizes)};
+}
+
+std::vector<TensorType> inferAdaptivePool(const Node &node) {
+  requireFloat(node);
+  const TensorType &x = operandType(node, 0);
+  if (x.rank() != 3 && x.rank() != 4)
+    opError(node, "needs a 3-D or 4-D input");
+  std::vector<int64_t> output = perDim(node, "output_size", 2, 1);
+  std::vector<SymExpr> sizes(x.sizes.begin(), x.sizes.end() - 2);
+  for (int64_t size : output)
+    sizes.push_back(SymExpr(size));
+  return {result(node, sizes)};
+}
+
+OpInfo externOp(const std::string &name, int arity,
+                std::vector<std::string> attributes, ShapeRule infer) {
+  OpInfo info;
+  info.name = name;
+  info.kind = OpKind::Extern;
+  info.arity = arity;
+  info.attributes = std::move(attributes);
+  info.infer = std::move(infer);
+  return info;
+}
+
+} // namespace
+
+void addExternOps(std::vector<OpInfo> &table) {
+  table.push_back(externOp("mm", 2, {}, inferMm));
+  table.push_back(externOp("bmm", 2, {}, inferBmm));
+  table.push_back(externOp("matmul", 2, {}, inferMatmul));
+  table.push_back(externOp("addmm", 3, {"beta", "alpha"}, inferBiasedProduct));
+  table.push_back(externOp("baddbmm", 3, {"beta", "alpha"}, inferBiasedProduct));
+  for (const char *conv : {"conv1d", "conv2d"})
+    table.push_back(externOp(conv, -1, {"stride", "padding", "dilation", "groups"},
+                             inferConv));
+  table.push_back(externOp(
+      "max_pool2d", 1,
+      {"kernel_size", "stride", "padding", "dilation", "ceil_mode"}, inferPool));
+  table.push_back(externOp("avg_pool2d", 1,
+                           {"kernel_size", "stride", "padding", "ceil_mode",
+                            "count_include_pad", "divisor_override"},
+                           inferPool));
+  table.push_back(
+      externOp("adaptive_avg_pool2d", 1, {"output_size"}, inferAdaptivePool));
+}
+
 } // namespace dynafuse

@@ -152,6 +152,16 @@ std::string Graph::freshName() {
   return std::to_string(nextName++);
 }
 
+void Graph::swapContents(Graph &other) {
+  std::swap(name, other.name);
+  std::swap(inputs, other.inputs);
+  std::swap(nodes, other.nodes);
+  std::swap(outputs, other.outputs);
+  std::swap(values, other.values);
+  std::swap(valuesByName, other.valuesByName);
+  std::swap(nextName, other.nextName);
+}
+
 Value *Graph::findValue(const std::string &name) const {
   auto found = valuesByName.find(name);
   return found == valuesByName.end() ? nullptr : found->second;

@@ -7,6 +7,57 @@
 namespace dynafuse {
 namespace {
 
+Attribute parseAttributeValue(TextCursor &cursor) {
+  if (cursor.peek() == '"')
+    return cursor.stringLiteral();
+  if (cursor.acceptWord("true"))
+    return true;
+  if (cursor.acceptWord("false"))
+    return false;
+  if (cursor.accept("[")) {
+    std::vector<int64_t> list;
+    if (cursor.accept("]"))
+      return list;
+    do {
+      list.push_back(cursor.integer());
+    } while (cursor.accept(","));
+    cursor.expect("]");
+    return list;
+  }
+  if (cursor.peekNumber()) {
+    TextCursor::Number number = cursor.number();
+    if (number.isFloat)
+      return number.floatValue;
+    return number.intValue;
+  }
+  Location where = cursor.location();
+  std::string word = cursor.identifier("an attribute value");
+  if (std::optional<DType> type = parseDType(word))
+    return *type;
+  cursor.errorAt(where, "unknown attribute value '" + word + "'");
+}
+
+} // namespace
+
+std::map<std::string, Attribute> parseAttributeDict(TextCursor &cursor) {
+  std::map<std::string, Attribute> attributes;
+  if (!cursor.accept("{"))
+    return attributes;
+  do {
+    Location where = cursor.location();
+    std::string name = cursor.identifier("an attribute name");
+    cursor.expect("=");
+    if (attributes.count(name))
+      cursor.errorAt(where, "duplicate attribute '" + name + "'");
+    attributes[name] = parseAttributeValue(cursor);
+  } while (cursor.accept(","));
+  cursor.expect("}");
+  return attributes;
+}
+
+
+namespace {
+
 class GraphParser {
 public:
   GraphParser(const std::string &text, const std::string &fileName)
@@ -70,52 +121,6 @@ private:
                           : Scalar::ofInt(number.intValue);
   }
 
-  Attribute parseAttributeValue() {
-    if (cursor.peek() == '"')
-      return cursor.stringLiteral();
-    if (cursor.acceptWord("true"))
-      return true;
-    if (cursor.acceptWord("false"))
-      return false;
-    if (cursor.accept("[")) {
-      std::vector<int64_t> list;
-      if (cursor.accept("]"))
-        return list;
-      do {
-        list.push_back(cursor.integer());
-      } while (cursor.accept(","));
-      cursor.expect("]");
-      return list;
-    }
-    if (cursor.peekNumber()) {
-      TextCursor::Number number = cursor.number();
-      if (number.isFloat)
-        return number.floatValue;
-      return number.intValue;
-    }
-    Location where = cursor.location();
-    std::string word = cursor.identifier("an attribute value");
-    if (std::optional<DType> type = parseDType(word))
-      return *type;
-    cursor.errorAt(where, "unknown attribute value '" + word + "'");
-  }
-
-  std::map<std::string, Attribute> parseAttributes() {
-    std::map<std::string, Attribute> attributes;
-    if (!cursor.accept("{"))
-      return attributes;
-    do {
-      Location where = cursor.location();
-      std::string name = cursor.identifier("an attribute name");
-      cursor.expect("=");
-      if (attributes.count(name))
-        cursor.errorAt(where, "duplicate attribute '" + name + "'");
-      attributes[name] = parseAttributeValue();
-    } while (cursor.accept(","));
-    cursor.expect("}");
-    return attributes;
-  }
-
   Location parseUserLocation() {
     Location where;
     if (!cursor.acceptWord("loc"))
@@ -146,7 +151,7 @@ private:
         operands.push_back(parseOperand());
       } while (cursor.accept(","));
     }
-    std::map<std::string, Attribute> attributes = parseAttributes();
+    std::map<std::string, Attribute> attributes = parseAttributeDict(cursor);
     cursor.expect(":");
     std::vector<TensorType> types;
     do {

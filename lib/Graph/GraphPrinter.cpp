@@ -8,19 +8,6 @@ std::string operandStr(const Operand &operand) {
   return operand.isValue() ? "%" + operand.value->name : operand.scalar.str();
 }
 
-std::string attributesStr(const Node &node) {
-  if (node.attributes.empty())
-    return "";
-  std::string text = " {";
-  bool first = true;
-  for (auto &entry : node.attributes) {
-    text +=
-        (first ? "" : ", ") + entry.first + " = " + attributeStr(entry.second);
-    first = false;
-  }
-  return text + "}";
-}
-
 std::string nodeStr(const Node &node) {
   std::string text = "  ";
   for (size_t i = 0; i < node.results.size(); ++i)
@@ -28,7 +15,7 @@ std::string nodeStr(const Node &node) {
   text += " = " + node.op;
   for (size_t i = 0; i < node.operands.size(); ++i)
     text += (i ? ", " : " ") + operandStr(node.operands[i]);
-  text += attributesStr(node) + " :";
+  text += printAttributeDict(node.attributes) + " :";
   for (size_t i = 0; i < node.results.size(); ++i)
     text += (i ? ", " : " ") + node.results[i]->type.str();
   if (node.location.known())
@@ -38,6 +25,19 @@ std::string nodeStr(const Node &node) {
 }
 
 } // namespace
+
+std::string printAttributeDict(const std::map<std::string, Attribute> &dict) {
+  if (dict.empty())
+    return "";
+  std::string text = " {";
+  bool first = true;
+  for (auto &entry : dict) {
+    text += (first ? "" : ", ") + entry.first + " = " +
+            attributeStr(entry.second);
+    first = false;
+  }
+  return text + "}";
+}
 
 std::string printGraph(const Graph &graph) {
   std::string text = "graph @" + graph.name + "(";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 namespace dynafuse {
 namespace {
@@ -99,8 +100,14 @@ void checkOperands(const Node &node, const OpInfo &info) {
   bool anyTensor = false;
   for (const Operand &operand : node.operands)
     anyTensor |= operand.isValue();
-  if (!anyTensor)
+  if (!anyTensor && info.arity != 0)
     opError(node, "needs at least one tensor operand");
+  if (info.kind != OpKind::Pointwise) {
+    for (const Operand &operand : node.operands)
+      if (!operand.isValue())
+        opError(node, "operands must be tensors");
+    return;
+  }
   if (info.scalarLast && node.operands.back().isValue())
     opError(node, "the exponent must be a scalar");
   if (info.scalarLast &&

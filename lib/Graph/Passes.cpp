@@ -1,6 +1,8 @@
 //===- Passes.cpp - Graph-to-graph transformations ------------------------===//
 #include "dynafuse/Graph/Passes.h"
 
+#include "dynafuse/Graph/OpRegistry.h"
+
 #include <functional>
 #include <map>
 #include <set>
@@ -29,6 +31,7 @@ const std::map<std::string, PassFn> &passTable() {
   static const std::map<std::string, PassFn> table = {
       {"dce", eliminateDeadCode},
       {"cse", eliminateCommonSubexpressions},
+      {"decompose", decomposeComposites},
   };
   return table;
 }
@@ -77,6 +80,78 @@ bool eliminateCommonSubexpressions(Graph &graph) {
       output = replacement[output];
   if (changed)
     eliminateDeadCode(graph);
+  return changed;
+}
+
+namespace {
+
+bool hasComposites(const Graph &graph) {
+  for (const auto &node : graph.nodes) {
+    const OpInfo *info = lookupOp(node->op);
+    if (info && info->kind == OpKind::Composite)
+      return true;
+  }
+  return false;
+}
+
+/// One rebuild: composites replaced by their decompositions, other nodes
+/// copied (with fresh names).
+void decomposeOnce(Graph &graph) {
+  Graph rebuilt(graph.name);
+  std::map<const Value *, Value *> remap;
+  for (const Value *input : graph.inputs)
+    remap[input] = rebuilt.addInput(input->name, input->type);
+  for (const auto &node : graph.nodes) {
+    Node copy;
+    copy.op = node->op;
+    copy.attributes = node->attributes;
+    copy.location = node->location;
+    for (const Operand &operand : node->operands)
+      copy.operands.push_back(operand.isValue() ? Operand(remap.at(operand.value))
+                                                : Operand(operand.scalar));
+    const OpInfo *info = lookupOp(node->op);
+    std::vector<Value *> results;
+    if (info && info->kind == OpKind::Composite) {
+      results = info->decompose(rebuilt, copy);
+    } else {
+      std::vector<TensorType> types;
+      std::vector<std::string> names;
+      for (const Value *result : node->results) {
+        types.push_back(result->type);
+        names.push_back(rebuilt.freshName());
+      }
+      results = rebuilt
+                    .addNodeWithTypes(copy.op, copy.operands, copy.attributes,
+                                      types, names, copy.location)
+                    ->results;
+    }
+    if (results.size() != node->results.size())
+      fail("decomposition of '" + node->op + "' gave the wrong result count",
+           node->location);
+    for (size_t r = 0; r < results.size(); ++r) {
+      if (results[r]->type != node->results[r]->type)
+        fail("decomposition of '" + node->op + "' gives " +
+                 results[r]->type.str() + " instead of " +
+                 node->results[r]->type.str(),
+             node->location);
+      remap[node->results[r]] = results[r];
+    }
+  }
+  for (const Value *output : graph.outputs)
+    rebuilt.outputs.push_back(remap.at(output));
+  graph.swapContents(rebuilt);
+}
+
+} // namespace
+
+bool decomposeComposites(Graph &graph) {
+  bool changed = false;
+  for (int round = 0; hasComposites(graph); ++round) {
+    if (round > 8)
+      fail("decompositions do not terminate");
+    decomposeOnce(graph);
+    changed = true;
+  }
   return changed;
 }
 

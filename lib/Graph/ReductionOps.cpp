@@ -1,6 +1,134 @@
 //===- ReductionOps.cpp - Reductions of the graph IR ----------------------===//
+//
+// Primitive reductions lowering understands directly: sum, prod, amax, amin,
+// any, all over a set of dims ("dims"; empty means all), argmax/argmin over
+// one dim ("dim"; absent means the flattened tensor) and max_dim/min_dim
+// (values and indices). All take "keepdim".
+//
+//===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/OpRegistry.h"
 
+#include <set>
+
 namespace dynafuse {
-void addReductionOps(std::vector<OpInfo> &table) {}
+
+std::vector<int64_t> reducedDims(const Node &node) {
+  const TensorType &input = operandType(node, 0);
+  std::vector<int64_t> dims;
+  if (node.attribute("dim")) {
+    dims = intListAttr(node, "dim", {});
+  } else {
+    dims = intListAttr(node, "dims", {});
+  }
+  std::set<int64_t> unique;
+  for (int64_t dim : dims)
+    if (input.rank() > 0)
+      unique.insert(normalizeDim(node, dim, input.rank()));
+    else
+      normalizeDim(node, dim, 0);
+  if (dims.empty())
+    for (size_t k = 0; k < input.rank(); ++k)
+      unique.insert(int64_t(k));
+  return std::vector<int64_t>(unique.begin(), unique.end());
+}
+
+std::vector<SymExpr> reducedShape(const Node &node) {
+  const TensorType &input = operandType(node, 0);
+  std::vector<int64_t> dims = reducedDims(node);
+  bool keepdim = boolAttr(node, "keepdim", false);
+  std::vector<SymExpr> sizes;
+  for (size_t k = 0; k < input.rank(); ++k) {
+    bool reduced = std::find(dims.begin(), dims.end(), int64_t(k)) != dims.end();
+    if (!reduced)
+      sizes.push_back(input.sizes[k]);
+    else if (keepdim)
+      sizes.push_back(SymExpr(1));
+  }
+  return sizes;
+}
+
+namespace {
+
+TensorType resultLike(const Node &node, DType dtype) {
+  TensorType result;
+  result.dtype = dtype;
+  result.sizes = reducedShape(node);
+  result.device = operandType(node, 0).device;
+  return result;
+}
+
+/// A reduction over a non-empty set must not reduce an empty dim for ops
+/// without an identity (max, argmax).
+void requireNonEmpty(const Node &node) {
+  const TensorType &input = operandType(node, 0);
+  for (int64_t dim : reducedDims(node))
+    if (input.rank() > 0 && input.sizes[dim] == SymExpr(0))
+      opError(node, "cannot reduce over an empty dimension (no identity)");
+}
+
+OpInfo reduction(const std::string &name, std::vector<std::string> attributes,
+                 ShapeRule infer) {
+  OpInfo info;
+  info.name = name;
+  info.kind = OpKind::Reduction;
+  info.attributes = std::move(attributes);
+  info.infer = std::move(infer);
+  return info;
+}
+
+/// sum and prod: integers and bool accumulate in i64 unless "dtype" says.
+std::vector<TensorType> inferSum(const Node &node) {
+  DType input = operandType(node, 0).dtype;
+  DType result = isIntegral(input) ? DType::I64 : input;
+  if (const Attribute *dtype = node.attribute("dtype")) {
+    if (!std::holds_alternative<DType>(*dtype))
+      opError(node, "attribute 'dtype' must be a dtype");
+    result = std::get<DType>(*dtype);
+  }
+  return {resultLike(node, result)};
+}
+
+std::vector<TensorType> inferExtreme(const Node &node) {
+  requireNonEmpty(node);
+  return {resultLike(node, operandType(node, 0).dtype)};
+}
+
+std::vector<TensorType> inferLogical(const Node &node) {
+  return {resultLike(node, DType::Bool)};
+}
+
+std::vector<TensorType> inferArg(const Node &node) {
+  requireNonEmpty(node);
+  if (intListAttr(node, "dim", {0}).size() != 1)
+    opError(node, "takes a single 'dim'");
+  if (operandType(node, 0).dtype == DType::Bool)
+    opError(node, "not implemented for bool");
+  return {resultLike(node, DType::I64)};
+}
+
+std::vector<TensorType> inferValuesAndIndices(const Node &node) {
+  if (!node.attribute("dim"))
+    opError(node, "needs a 'dim'");
+  requireNonEmpty(node);
+  return {resultLike(node, operandType(node, 0).dtype),
+          resultLike(node, DType::I64)};
+}
+
+} // namespace
+
+void addReductionOps(std::vector<OpInfo> &table) {
+  table.push_back(reduction("sum", {"dims", "keepdim", "dtype"}, inferSum));
+  table.push_back(reduction("prod", {"dims", "keepdim", "dtype"}, inferSum));
+  table.push_back(reduction("amax", {"dims", "keepdim"}, inferExtreme));
+  table.push_back(reduction("amin", {"dims", "keepdim"}, inferExtreme));
+  table.push_back(reduction("any", {"dims", "keepdim"}, inferLogical));
+  table.push_back(reduction("all", {"dims", "keepdim"}, inferLogical));
+  table.push_back(reduction("argmax", {"dim", "keepdim"}, inferArg));
+  table.push_back(reduction("argmin", {"dim", "keepdim"}, inferArg));
+  table.push_back(
+      reduction("max_dim", {"dim", "keepdim"}, inferValuesAndIndices));
+  table.push_back(
+      reduction("min_dim", {"dim", "keepdim"}, inferValuesAndIndices));
+}
+
 } // namespace dynafuse

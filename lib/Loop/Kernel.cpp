@@ -136,13 +136,18 @@ const Kernel *LoopModule::findKernel(const std::string &name) const {
   return nullptr;
 }
 
-const LoopBuffer *LoopModule::findBuffer(const std::string &name) const {
+const TensorType *LoopModule::findBuffer(const std::string &name) const {
   for (const LoopBuffer &buffer : inputs)
     if (buffer.name == name)
-      return &buffer;
-  for (const LoopBuffer &buffer : allocs)
-    if (buffer.name == name)
-      return &buffer;
+      return &buffer.type;
+  const ProgramStep *step = definingStep(name);
+  return step ? &step->type : nullptr;
+}
+
+const ProgramStep *LoopModule::definingStep(const std::string &name) const {
+  for (const ProgramStep &step : steps)
+    if (step.kind != ProgramStep::Kind::Call && step.result == name)
+      return &step;
   return nullptr;
 }
 

@@ -1,6 +1,7 @@
 //===- LoopParser.cpp - Text to loop IR -----------------------------------===//
 #include "dynafuse/Loop/LoopText.h"
 
+#include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Support/TextCursor.h"
 
 #include <map>
@@ -75,19 +76,8 @@ private:
     module.symbols = parseSymbolList();
     module.inputs = parseBufferList();
     cursor.expect("{");
-    while (!cursor.acceptWord("return")) {
-      if (cursor.acceptWord("call")) {
-        module.calls.push_back(parseCall());
-        continue;
-      }
-      LoopBuffer alloc;
-      alloc.name = cursor.sigilName('%', "an allocation or 'call'");
-      cursor.expect("=");
-      if (!cursor.acceptWord("alloc"))
-        cursor.error("expected 'alloc'");
-      alloc.type = parseTensorType(cursor);
-      module.allocs.push_back(alloc);
-    }
+    while (!cursor.acceptWord("return"))
+      module.steps.push_back(parseStep());
     if (cursor.peek() != '}') {
       do {
         module.outputs.push_back(cursor.sigilName('%', "an output buffer"));
@@ -96,17 +86,53 @@ private:
     cursor.expect("}");
   }
 
-  KernelCall parseCall() {
-    KernelCall call;
-    call.kernel = cursor.sigilName('@', "a kernel name");
+  std::vector<std::string> parseArguments() {
+    std::vector<std::string> args;
     cursor.expect("(");
     if (cursor.accept(")"))
-      return call;
+      return args;
     do {
-      call.args.push_back(cursor.sigilName('%', "a buffer argument"));
+      args.push_back(cursor.sigilName('%', "a buffer argument"));
     } while (cursor.accept(","));
     cursor.expect(")");
-    return call;
+    return args;
+  }
+
+  ProgramStep parseStep() {
+    ProgramStep step;
+    if (cursor.acceptWord("call")) {
+      step.kind = ProgramStep::Kind::Call;
+      step.kernel = cursor.sigilName('@', "a kernel name");
+      step.args = parseArguments();
+      return step;
+    }
+    step.result = cursor.sigilName('%', "a buffer definition or 'call'");
+    cursor.expect("=");
+    if (cursor.acceptWord("alloc")) {
+      step.kind = ProgramStep::Kind::Alloc;
+      step.type = parseTensorType(cursor);
+      if (cursor.acceptWord("reuse"))
+        step.reuse = cursor.sigilName('%', "the allocation to reuse");
+      return step;
+    }
+    if (cursor.acceptWord("view")) {
+      step.kind = ProgramStep::Kind::View;
+      step.source = cursor.sigilName('%', "the viewed buffer");
+      cursor.expect("+");
+      step.offset = cursor.symExpr();
+      cursor.expect(":");
+      step.type = parseTensorType(cursor);
+      return step;
+    }
+    if (!cursor.acceptWord("extern"))
+      cursor.error("expected 'alloc', 'view' or 'extern'");
+    step.kind = ProgramStep::Kind::Extern;
+    step.op = cursor.identifier("an extern op name");
+    step.args = parseArguments();
+    step.attributes = parseAttributeDict(cursor);
+    cursor.expect(":");
+    step.type = parseTensorType(cursor);
+    return step;
   }
 
   Kernel parseKernel() {

@@ -117,17 +117,47 @@ private:
   }
 };
 
+std::string argumentList(const std::vector<std::string> &args) {
+  std::string text = "(";
+  for (size_t i = 0; i < args.size(); ++i)
+    text += (i ? ", %" : "%") + args[i];
+  return text + ")";
+}
+
+std::string stepStr(const ProgramStep &step) {
+  switch (step.kind) {
+  case ProgramStep::Kind::Alloc:
+    return "%" + step.result + " = alloc " + step.type.str() +
+           (step.reuse.empty() ? "" : " reuse %" + step.reuse);
+  case ProgramStep::Kind::View:
+    return "%" + step.result + " = view %" + step.source + " + " +
+           step.offset.str() + " : " + step.type.str();
+  case ProgramStep::Kind::Extern: {
+    std::string text =
+        "%" + step.result + " = extern " + step.op + argumentList(step.args);
+    if (!step.attributes.empty()) {
+      text += " {";
+      bool first = true;
+      for (auto &entry : step.attributes) {
+        text += (first ? "" : ", ") + entry.first + " = " +
+                attributeStr(entry.second);
+        first = false;
+      }
+      text += "}";
+    }
+    return text + " : " + step.type.str();
+  }
+  case ProgramStep::Kind::Call:
+    return "call @" + step.kernel + argumentList(step.args);
+  }
+  return "";
+}
+
 std::string printProgram(const LoopModule &module) {
   std::string out = "module @" + module.name + symbolList(module.symbols) +
                     bufferList(module.inputs) + " {\n";
-  for (const LoopBuffer &alloc : module.allocs)
-    out += "  %" + alloc.name + " = alloc " + alloc.type.str() + "\n";
-  for (const KernelCall &call : module.calls) {
-    out += "  call @" + call.kernel + "(";
-    for (size_t i = 0; i < call.args.size(); ++i)
-      out += (i ? ", %" : "%") + call.args[i];
-    out += ")\n";
-  }
+  for (const ProgramStep &step : module.steps)
+    out += "  " + stepStr(step) + "\n";
   out += "  return";
   for (size_t i = 0; i < module.outputs.size(); ++i)
     out += (i ? ", %" : " %") + module.outputs[i];

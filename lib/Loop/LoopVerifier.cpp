@@ -273,37 +273,82 @@ private:
   }
 };
 
-void verifyProgram(const LoopModule &module) {
-  std::set<std::string> names;
-  for (const LoopBuffer &buffer : module.inputs)
-    if (!names.insert(buffer.name).second)
-      fail("module @" + module.name + ": duplicate buffer %" + buffer.name);
-  for (const LoopBuffer &buffer : module.allocs)
-    if (!names.insert(buffer.name).second)
-      fail("module @" + module.name + ": duplicate buffer %" + buffer.name);
-  for (const KernelCall &call : module.calls) {
-    const Kernel *kernel = module.findKernel(call.kernel);
-    if (!kernel)
-      fail("module @" + module.name + " calls unknown kernel @" + call.kernel);
-    if (call.args.size() != kernel->params.size())
-      fail("call of @" + call.kernel + " passes " +
-           std::to_string(call.args.size()) + " buffers to " +
-           std::to_string(kernel->params.size()) + " parameters");
-    for (size_t i = 0; i < call.args.size(); ++i) {
-      const LoopBuffer *buffer = module.findBuffer(call.args[i]);
-      if (!buffer)
-        fail("call of @" + call.kernel + " passes unknown buffer %" +
-             call.args[i]);
-      if (buffer->type != kernel->params[i].type)
-        fail("call of @" + call.kernel + " passes %" + call.args[i] +
-             " of type " + buffer->type.str() + " to a parameter of type " +
-             kernel->params[i].type.str());
+class ProgramVerifier {
+public:
+  explicit ProgramVerifier(const LoopModule &module) : module(module) {}
+
+  void run() {
+    for (const LoopBuffer &buffer : module.inputs)
+      define(buffer.name, buffer.type);
+    for (const ProgramStep &step : module.steps)
+      check(step);
+    for (const std::string &output : module.outputs)
+      use(output, "returns");
+  }
+
+private:
+  const LoopModule &module;
+  std::map<std::string, TensorType> defined;
+  std::set<std::string> allocations;
+
+  [[noreturn]] void error(const std::string &message) {
+    fail("module @" + module.name + ": " + message);
+  }
+
+  void define(const std::string &name, const TensorType &type) {
+    if (!defined.insert({name, type}).second)
+      error("duplicate buffer %" + name);
+  }
+
+  const TensorType &use(const std::string &name, const std::string &what) {
+    auto found = defined.find(name);
+    if (found == defined.end())
+      error(what + " unknown buffer %" + name);
+    return found->second;
+  }
+
+  void check(const ProgramStep &step) {
+    switch (step.kind) {
+    case ProgramStep::Kind::Alloc:
+      if (!step.reuse.empty() && !allocations.count(step.reuse))
+        error("%" + step.result + " reuses %" + step.reuse +
+              ", which is not an earlier allocation");
+      allocations.insert(step.result);
+      define(step.result, step.type);
+      return;
+    case ProgramStep::Kind::View:
+      use(step.source, "views");
+      define(step.result, step.type);
+      return;
+    case ProgramStep::Kind::Extern:
+      for (const std::string &arg : step.args)
+        use(arg, "extern " + step.op + " reads");
+      define(step.result, step.type);
+      return;
+    case ProgramStep::Kind::Call:
+      checkCall(step);
+      return;
     }
   }
-  for (const std::string &output : module.outputs)
-    if (!module.findBuffer(output))
-      fail("module @" + module.name + " returns unknown buffer %" + output);
-}
+
+  void checkCall(const ProgramStep &call) {
+    const Kernel *kernel = module.findKernel(call.kernel);
+    if (!kernel)
+      error("calls unknown kernel @" + call.kernel);
+    if (call.args.size() != kernel->params.size())
+      error("call of @" + call.kernel + " passes " +
+            std::to_string(call.args.size()) + " buffers to " +
+            std::to_string(kernel->params.size()) + " parameters");
+    for (size_t i = 0; i < call.args.size(); ++i) {
+      const TensorType &type = use(call.args[i], "call of @" + call.kernel +
+                                                     " passes");
+      if (type != kernel->params[i].type)
+        error("call of @" + call.kernel + " passes %" + call.args[i] +
+              " of type " + type.str() + " to a parameter of type " +
+              kernel->params[i].type.str());
+    }
+  }
+};
 
 } // namespace
 
@@ -313,7 +358,7 @@ void verifyLoopModule(const LoopModule &module) {
   for (const Kernel &kernel : module.kernels)
     verifyKernel(kernel);
   if (module.hasProgram)
-    verifyProgram(module);
+    ProgramVerifier(module).run();
 }
 
 } // namespace dynafuse

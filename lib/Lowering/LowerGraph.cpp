@@ -1,16 +1,11 @@
 //===- LowerGraph.cpp - Graph IR to loop IR -------------------------------===//
-//
-// Steps: (1) make a buffer for each graph input and each distinct computed
-// output; (2) group computed outputs by shape, one kernel per group; (3) in
-// each kernel, emit every output element by recursively inlining its
-// pointwise producers, memoized per (value, index) so shared producers are
-// computed once per element.
-//
-//===----------------------------------------------------------------------===//
 #include "dynafuse/Lowering/LowerGraph.h"
 
+#include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Graph/OpRegistry.h"
-#include "dynafuse/Lowering/PointwiseRules.h"
+#include "dynafuse/Graph/Passes.h"
+#include "dynafuse/Loop/LoopText.h"
+#include "dynafuse/Lowering/ElementEmitter.h"
 
 #include <algorithm>
 #include <map>
@@ -19,99 +14,140 @@
 namespace dynafuse {
 namespace {
 
-/// Index of an operand of shape `operandSizes` inside a result indexed by
-/// `index` (right-aligned broadcasting).
-std::vector<SymExpr> broadcastIndex(const std::vector<SymExpr> &index,
-                                    const std::vector<SymExpr> &operandSizes) {
-  size_t offset = index.size() - operandSizes.size();
-  std::vector<SymExpr> result;
-  for (size_t k = 0; k < operandSizes.size(); ++k)
-    result.push_back(operandSizes[k] == SymExpr(1) ? SymExpr(0)
-                                                   : index[offset + k]);
-  return result;
+OpKind kindOf(const Node &node) {
+  const OpInfo *info = lookupOp(node.op);
+  if (!info)
+    fail("unknown op '" + node.op + "'", node.location);
+  return info->kind;
 }
 
-std::string indexKey(const Value *value, const std::vector<SymExpr> &index) {
-  std::string key = value->name + "[";
-  for (const SymExpr &expr : index)
-    key += expr.str() + ",";
-  return key + "]";
+bool isIndexedOp(const Node &node) {
+  return node.op == "gather" || node.op == "index_select" ||
+         node.op == "embedding";
 }
 
-class KernelEmitter {
-public:
-  KernelEmitter(Kernel &kernel, std::vector<Stmt> &block,
-                const std::map<const Value *, std::string> &inputBuffers)
-      : kernel(kernel), builder(kernel, block), inputBuffers(inputBuffers) {}
-
-  int emit(const Value *value, const std::vector<SymExpr> &index) {
-    std::string key = indexKey(value, index);
-    auto found = memo.find(key);
-    if (found != memo.end())
-      return found->second;
-    int result = value->producer ? emitNode(*value->producer, index)
-                                 : emitInput(value, index);
-    memo[key] = result;
-    return result;
-  }
-
-  ScalarBuilder &scalars() { return builder; }
-
-private:
-  Kernel &kernel;
-  ScalarBuilder builder;
-  const std::map<const Value *, std::string> &inputBuffers;
-  std::map<std::string, int> memo;
-
-  int emitInput(const Value *value, const std::vector<SymExpr> &index) {
-    const std::string &name = inputBuffers.at(value);
-    int param = kernel.findParam(name);
-    if (param < 0) {
-      kernel.params.push_back(LoopBuffer{name, value->type});
-      param = int(kernel.params.size()) - 1;
-    }
-    return builder.load(param, index);
-  }
-
-  int emitNode(const Node &node, const std::vector<SymExpr> &index) {
-    const PointwiseRule *rule = findPointwiseRule(node.op);
-    if (!rule)
-      fail("no lowering for op '" + node.op + "'", node.location);
-    PointwiseContext context{builder, node, operationType(node), {}};
-    for (const Operand &operand : node.operands) {
-      if (!operand.isValue()) {
-        context.elements.push_back(-1);
-        continue;
-      }
-      context.elements.push_back(emit(
-          operand.value, broadcastIndex(index, operand.value->type.sizes)));
-    }
-    return builder.cast((*rule)(context),
-                        computeType(node.result()->type.dtype));
-  }
+/// A strided view of a buffer: what an extern op can read without a copy.
+struct StridedView {
+  const Value *base = nullptr;
+  std::vector<SymExpr> sizes;
+  std::vector<SymExpr> strides;
+  SymExpr offset;
 };
 
-class GraphLowering {
+/// The views extern operands may go through without being copied.
+bool describeView(const Value *value, const std::set<const Value *> &buffers,
+                  StridedView &view) {
+  if (buffers.count(value) || !value->producer) {
+    view.base = value;
+    view.sizes = value->type.sizes;
+    view.strides = value->type.effectiveStrides();
+    view.offset = SymExpr(0);
+    return true;
+  }
+  const Node &node = *value->producer;
+  if (node.operands.empty() || !node.operands[0].isValue() ||
+      !describeView(node.operands[0].value, buffers, view))
+    return false;
+  size_t rank = view.sizes.size();
+  if (node.op == "transpose" && rank >= 2) {
+    int64_t a = normalizeDim(node, node.intAttr("dim0", 0), rank);
+    int64_t b = normalizeDim(node, node.intAttr("dim1", 1), rank);
+    std::swap(view.sizes[a], view.sizes[b]);
+    std::swap(view.strides[a], view.strides[b]);
+    return true;
+  }
+  if (node.op == "permute") {
+    std::vector<int64_t> dims = intListAttr(node, "dims", {});
+    StridedView permuted = view;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      int64_t d = normalizeDim(node, dims[k], rank);
+      permuted.sizes[k] = view.sizes[d];
+      permuted.strides[k] = view.strides[d];
+    }
+    view = permuted;
+    return true;
+  }
+  if (node.op == "unsqueeze") {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), rank + 1);
+    view.sizes.insert(view.sizes.begin() + dim, SymExpr(1));
+    view.strides.insert(view.strides.begin() + dim, SymExpr(0));
+    return true;
+  }
+  if (node.op == "expand") {
+    const std::vector<SymExpr> &out = value->type.sizes;
+    size_t lead = out.size() - rank;
+    std::vector<SymExpr> strides(lead, SymExpr(0));
+    for (size_t k = 0; k < rank; ++k)
+      strides.push_back(view.sizes[k] == out[lead + k] ? view.strides[k]
+                                                       : SymExpr(0));
+    view.sizes = out;
+    view.strides = strides;
+    return true;
+  }
+  if (node.op == "slice" || node.op == "narrow") {
+    SliceBounds bounds = sliceBounds(node);
+    view.offset = view.offset + view.strides[bounds.dim] * bounds.start;
+    view.sizes[bounds.dim] = SymExpr(bounds.length);
+    view.strides[bounds.dim] = view.strides[bounds.dim] * bounds.step;
+    return true;
+  }
+  if (node.op == "select") {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), rank);
+    int64_t at = node.intAttr("index", 0);
+    if (at < 0)
+      at += view.sizes[dim].constant();
+    view.offset = view.offset + view.strides[dim] * at;
+    view.sizes.erase(view.sizes.begin() + dim);
+    view.strides.erase(view.strides.begin() + dim);
+    return true;
+  }
+  bool contiguous = view.strides == contiguousStrides(view.sizes);
+  if ((node.op == "reshape" || node.op == "flatten") && contiguous) {
+    view.sizes = value->type.sizes;
+    view.strides = contiguousStrides(view.sizes);
+    return true;
+  }
+  return false;
+}
+
+/// How a value reaches a realized value: not at all, only through
+/// same-shape pointwise ops (so one kernel can compute both), or otherwise.
+enum class Reach { None, Direct, Indirect };
+
+class Lowering {
 public:
-  explicit GraphLowering(const Graph &graph) : graph(graph) {}
+  Lowering(const Graph &graph, std::set<const Value *> realized)
+      : graph(graph), realized(std::move(realized)) {}
 
   LoopModule run() {
     module.name = graph.name;
     module.hasProgram = true;
     declareInputs();
-    declareOutputs();
-    for (auto &group : groupsByShape)
-      emitKernel(group.second);
+    nameBuffers();
+    schedule();
+    for (Step &step : steps)
+      emitStep(step);
+    for (const Value *output : graph.outputs)
+      module.outputs.push_back(bufferOf.at(output));
     return std::move(module);
   }
 
 private:
+  /// A program step in the making: one kernel (a group of realized values
+  /// over one iteration space) or one extern op.
+  struct Step {
+    const Node *externNode = nullptr;
+    std::vector<const Value *> members;
+  };
+
   const Graph &graph;
+  std::set<const Value *> realized;
   LoopModule module;
   std::map<const Value *, std::string> bufferOf;
   std::set<std::string> usedNames;
-  /// Computed outputs grouped by shape, in first-appearance order.
-  std::vector<std::pair<std::string, std::vector<const Value *>>> groupsByShape;
+  std::vector<Step> steps;
+  std::map<const Value *, int> stepOf;
+  int viewCounter = 0;
 
   std::string uniqueName(const std::string &base) {
     std::string name = base;
@@ -134,56 +170,201 @@ private:
     module.symbols.assign(symbols.begin(), symbols.end());
   }
 
-  void declareOutputs() {
-    for (const Value *output : graph.outputs) {
-      if (!bufferOf.count(output))
-        addComputedOutput(output);
-      module.outputs.push_back(bufferOf[output]);
+  void nameBuffers() {
+    int counter = 0;
+    for (const auto &node : graph.nodes)
+      for (const Value *result : node->results)
+        if (realized.count(result))
+          bufferOf[result] = uniqueName("buf" + std::to_string(counter++));
+  }
+
+  bool isBuffer(const Value *value) const {
+    return !value->producer || realized.count(value);
+  }
+
+  /// The buffers value's computation reads, stopping at buffers.
+  void collectDeps(const Value *value, std::set<const Value *> &deps,
+                   std::set<const Value *> &seen) const {
+    if (!seen.insert(value).second)
+      return;
+    for (const Operand &operand : value->producer->operands) {
+      if (!operand.isValue())
+        continue;
+      if (isBuffer(operand.value))
+        deps.insert(operand.value);
+      else
+        collectDeps(operand.value, deps, seen);
     }
   }
 
-  void addComputedOutput(const Value *output) {
-    TensorType type = output->type;
-    type.strides.clear();
-    bufferOf[output] = uniqueName("buf" + std::to_string(module.allocs.size()));
-    module.allocs.push_back(LoopBuffer{bufferOf[output], type});
-    std::string shape = type.str().substr(type.str().find('['));
-    for (auto &group : groupsByShape) {
-      if (group.first == shape) {
-        group.second.push_back(output);
+  /// How from's computation reaches target (from itself is not a stop).
+  Reach reach(const Value *from, const Value *target,
+              const std::vector<SymExpr> &shape) const {
+    const Node &node = *from->producer;
+    bool direct = kindOf(node) == OpKind::Pointwise && from->type.sizes == shape;
+    Reach result = Reach::None;
+    for (const Operand &operand : node.operands) {
+      if (!operand.isValue())
+        continue;
+      Reach inner = Reach::None;
+      if (operand.value == target)
+        inner = Reach::Direct;
+      else if (!isBuffer(operand.value))
+        inner = reach(operand.value, target, shape);
+      if (inner == Reach::Indirect || (inner == Reach::Direct && !direct))
+        return Reach::Indirect;
+      if (inner == Reach::Direct)
+        result = Reach::Direct;
+    }
+    return result;
+  }
+
+  bool sameSpace(const Value *a, const Value *b) const {
+    return a->type.sizes == b->type.sizes && a->type.device == b->type.device;
+  }
+
+  void schedule() {
+    for (const auto &node : graph.nodes) {
+      if (kindOf(*node) == OpKind::Extern) {
+        scheduleExtern(*node);
+        continue;
+      }
+      for (const Value *result : node->results)
+        if (realized.count(result))
+          scheduleKernelValue(result);
+    }
+  }
+
+  int earliestStep(const std::set<const Value *> &deps) const {
+    int earliest = 0;
+    for (const Value *dep : deps) {
+      auto found = stepOf.find(dep);
+      if (found != stepOf.end())
+        earliest = std::max(earliest, found->second + 1);
+    }
+    return earliest;
+  }
+
+  void scheduleExtern(const Node &node) {
+    std::set<const Value *> deps;
+    for (const Operand &operand : node.operands) {
+      StridedView view;
+      if (!describeView(operand.value, realized, view))
+        fail("extern operand is not a buffer view", node.location);
+      deps.insert(view.base);
+    }
+    int earliest = earliestStep(deps);
+    Step step;
+    step.externNode = &node;
+    steps.push_back(step);
+    int index = std::max(earliest, int(steps.size()) - 1);
+    for (const Value *result : node.results)
+      stepOf[result] = index;
+  }
+
+  void scheduleKernelValue(const Value *value) {
+    std::set<const Value *> deps, seen;
+    collectDeps(value, deps, seen);
+    for (size_t s = 0; s < steps.size(); ++s) {
+      Step &step = steps[s];
+      if (step.externNode || !sameSpace(step.members[0], value))
+        continue;
+      if (canJoin(value, deps, int(s))) {
+        step.members.push_back(value);
+        stepOf[value] = int(s);
         return;
       }
     }
-    groupsByShape.push_back({shape, {output}});
+    steps.push_back(Step{nullptr, {value}});
+    stepOf[value] = int(steps.size()) - 1;
   }
 
-  void emitKernel(const std::vector<const Value *> &outputs) {
+  /// value may join step s when every buffer it depends on is computed
+  /// earlier, or is a member of s reached only through same-shape pointwise
+  /// ops (then the kernel computes it inline).
+  bool canJoin(const Value *value, const std::set<const Value *> &deps,
+               int s) const {
+    for (const Value *dep : deps) {
+      auto found = stepOf.find(dep);
+      if (found == stepOf.end() || found->second < s)
+        continue;
+      if (found->second > s)
+        return false;
+      if (reach(value, dep, value->type.sizes) != Reach::Direct)
+        return false;
+    }
+    return true;
+  }
+
+  void emitStep(const Step &step) {
+    if (step.externNode) {
+      emitExtern(*step.externNode);
+      return;
+    }
     Kernel kernel;
     kernel.name = graph.name + "_k" + std::to_string(module.kernels.size());
-    const std::vector<SymExpr> &sizes = outputs[0]->type.sizes;
+    KernelBuilder builder(kernel);
+    std::set<const Value *> members(step.members.begin(), step.members.end());
+    ElementEmitter emitter(kernel, builder, bufferOf, members);
     std::vector<SymExpr> index;
-    for (size_t k = 0; k < sizes.size(); ++k)
-      index.push_back(SymExpr::symbol("i" + std::to_string(k)));
-    std::vector<Stmt> body;
-    KernelEmitter emitter(kernel, body, bufferOf);
-    for (const Value *output : outputs) {
-      int value = emitter.emit(output, index);
-      kernel.params.push_back(LoopBuffer{bufferOf[output], output->type});
-      kernel.params.back().type.strides.clear();
-      emitter.scalars().store(int(kernel.params.size()) - 1, index, value);
-    }
-    for (size_t k = sizes.size(); k-- > 0;)
-      body = {Stmt::loop("i" + std::to_string(k), sizes[k], std::move(body))};
-    kernel.body = std::move(body);
+    for (const SymExpr &extent : step.members[0]->type.sizes)
+      index.push_back(builder.openLoop(extent));
+    for (const Value *member : step.members)
+      emitter.store(member, index, emitter.emit(member, index));
+    for (size_t k = 0; k < index.size(); ++k)
+      builder.closeLoop();
+    builder.finish();
     kernel.symbols = symbolsOf(kernel);
-    KernelCall call{kernel.name, {}};
+    for (const Value *member : step.members) {
+      ProgramStep alloc;
+      alloc.kind = ProgramStep::Kind::Alloc;
+      alloc.result = bufferOf.at(member);
+      alloc.type = member->type;
+      module.steps.push_back(alloc);
+    }
+    ProgramStep call;
+    call.kind = ProgramStep::Kind::Call;
+    call.kernel = kernel.name;
     for (const LoopBuffer &param : kernel.params)
       call.args.push_back(param.name);
-    module.calls.push_back(call);
+    module.steps.push_back(call);
     module.kernels.push_back(std::move(kernel));
   }
 
-  std::vector<std::string> symbolsOf(const Kernel &kernel) {
+  void emitExtern(const Node &node) {
+    ProgramStep step;
+    step.kind = ProgramStep::Kind::Extern;
+    step.op = node.op;
+    step.attributes = node.attributes;
+    step.result = bufferOf.at(node.result());
+    step.type = node.result()->type;
+    for (const Operand &operand : node.operands)
+      step.args.push_back(viewOf(operand.value));
+    module.steps.push_back(step);
+  }
+
+  /// The buffer name an extern reads operand through, adding a view step
+  /// when it is not a buffer itself.
+  std::string viewOf(const Value *operand) {
+    StridedView view;
+    describeView(operand, realized, view);
+    const std::string &base = bufferOf.at(view.base);
+    if (view.base == operand)
+      return base;
+    ProgramStep step;
+    step.kind = ProgramStep::Kind::View;
+    step.result = uniqueName("view" + std::to_string(viewCounter++));
+    step.source = base;
+    step.offset = view.offset;
+    step.type.dtype = operand->type.dtype;
+    step.type.device = operand->type.device;
+    step.type.sizes = view.sizes;
+    step.type.strides = view.strides;
+    module.steps.push_back(step);
+    return step.result;
+  }
+
+  std::vector<std::string> symbolsOf(const Kernel &kernel) const {
     std::set<std::string> used;
     for (const LoopBuffer &param : kernel.params) {
       for (const SymExpr &size : param.type.sizes)
@@ -199,8 +380,63 @@ private:
   }
 };
 
+/// Values that must live in buffers before any kernel is emitted.
+std::set<const Value *> initialRealized(const Graph &graph) {
+  std::set<const Value *> realized;
+  for (const Value *output : graph.outputs)
+    if (output->producer)
+      realized.insert(output);
+  for (const auto &node : graph.nodes) {
+    if (kindOf(*node) == OpKind::Extern)
+      for (const Value *result : node->results)
+        realized.insert(result);
+  }
+  for (const auto &node : graph.nodes) {
+    bool extern_ = kindOf(*node) == OpKind::Extern;
+    for (size_t i = 0; i < node->operands.size(); ++i) {
+      const Value *operand = node->operands[i].value;
+      if (!operand || !operand->producer)
+        continue;
+      StridedView view;
+      bool needsBuffer = (extern_ && !describeView(operand, realized, view)) ||
+                         (isIndexedOp(*node) && i == 0);
+      if (needsBuffer)
+        realized.insert(operand);
+    }
+  }
+  return realized;
+}
+
+std::unique_ptr<Graph> cloneGraph(const Graph &graph) {
+  return parseGraph(printGraph(graph), graph.name);
+}
+
 } // namespace
 
-LoopModule lowerGraph(const Graph &graph) { return GraphLowering(graph).run(); }
+LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
+  std::unique_ptr<Graph> graph = cloneGraph(input);
+  decomposeComposites(*graph);
+  eliminateCommonSubexpressions(*graph);
+  eliminateDeadCode(*graph);
+  verifyGraph(*graph);
+  if (observer)
+    observer("decompose,cse,dce", printGraph(*graph));
+  std::set<const Value *> realized = initialRealized(*graph);
+  for (size_t attempt = 0;; ++attempt) {
+    try {
+      LoopModule module = Lowering(*graph, realized).run();
+      if (observer)
+        observer("schedule", printLoopModule(module));
+      planMemory(module);
+      verifyLoopModule(module);
+      if (observer)
+        observer("plan-memory", printLoopModule(module));
+      return module;
+    } catch (const NeedsRealization &needed) {
+      if (!realized.insert(needed.value).second || attempt > graph->nodes.size())
+        fail("lowering could not place '%" + needed.value->name + "'");
+    }
+  }
+}
 
 } // namespace dynafuse

@@ -9,11 +9,7 @@
 namespace dynafuse {
 
 int ScalarBuilder::append(Instr instr) {
-  if (instr.op != ScalarOp::Store)
-    instr.name = std::to_string(kernel.instrs.size());
-  int id = kernel.addInstr(std::move(instr));
-  block.push_back(Stmt::instruction(id));
-  return id;
+  return builder.append(std::move(instr));
 }
 
 int ScalarBuilder::constant(DType type, double value) {

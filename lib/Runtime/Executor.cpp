@@ -4,25 +4,27 @@
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/IndexErrors.h"
 
+#include <algorithm>
+
 namespace dynafuse {
-
-CompiledModule::CompiledModule(LoopModule module, Backend &backend,
-                               const CompileOptions &options)
-    : loopModule(std::move(module)) {
-  if (!loopModule.hasProgram)
-    fail("cannot run a .loop file without a module");
-  executables = backend.compile(loopModule, options);
-  for (const KernelCall &call : loopModule.calls) {
-    for (size_t k = 0; k < loopModule.kernels.size(); ++k)
-      if (loopModule.kernels[k].name == call.kernel)
-        callKernel.push_back(int(k));
-  }
-}
-
 namespace {
 
-void checkInput(const LoopBuffer &buffer, const TensorArg &arg,
-                std::map<std::string, int64_t> &bindings) {
+std::vector<int64_t> evaluateAll(const std::vector<SymExpr> &exprs,
+                                 const std::map<std::string, int64_t> &env) {
+  std::vector<int64_t> values;
+  for (const SymExpr &expr : exprs)
+    values.push_back(expr.evaluate(env));
+  return values;
+}
+
+TensorArg concrete(const TensorType &type, char *data,
+                   const std::map<std::string, int64_t> &env) {
+  return TensorArg{data, evaluateAll(type.sizes, env),
+                   evaluateAll(type.effectiveStrides(), env), type.dtype};
+}
+
+void bindInput(const LoopBuffer &buffer, const TensorArg &arg,
+               std::map<std::string, int64_t> &bindings) {
   const TensorType &type = buffer.type;
   if (arg.sizes.size() != type.rank())
     fail("input %" + buffer.name + " expects rank " +
@@ -33,7 +35,7 @@ void checkInput(const LoopBuffer &buffer, const TensorArg &arg,
       bindings[type.sizes[k].symbolName()] = arg.sizes[k];
 }
 
-void checkShape(const LoopBuffer &buffer, const TensorArg &arg,
+void checkInput(const LoopBuffer &buffer, const TensorArg &arg,
                 const std::map<std::string, int64_t> &bindings) {
   const TensorType &type = buffer.type;
   std::vector<SymExpr> strides = type.effectiveStrides();
@@ -51,7 +53,22 @@ void checkShape(const LoopBuffer &buffer, const TensorArg &arg,
   }
 }
 
+int64_t byteSize(const TensorType &type,
+                 const std::map<std::string, int64_t> &env) {
+  return type.numel().evaluate(env) * int64_t(dtypeSize(type.dtype));
+}
+
 } // namespace
+
+CompiledModule::CompiledModule(LoopModule module, Backend &backend,
+                               const CompileOptions &options)
+    : loopModule(std::move(module)) {
+  if (!loopModule.hasProgram)
+    fail("cannot run a .loop file without a module");
+  executables = backend.compile(loopModule, options);
+  for (size_t k = 0; k < loopModule.kernels.size(); ++k)
+    kernelIndex[loopModule.kernels[k].name] = int(k);
+}
 
 std::map<std::string, int64_t>
 CompiledModule::bindSymbols(const std::vector<TensorArg> &inputs) const {
@@ -61,47 +78,119 @@ CompiledModule::bindSymbols(const std::vector<TensorArg> &inputs) const {
          std::to_string(inputs.size()));
   std::map<std::string, int64_t> bindings;
   for (size_t i = 0; i < inputs.size(); ++i)
-    checkInput(loopModule.inputs[i], inputs[i], bindings);
+    bindInput(loopModule.inputs[i], inputs[i], bindings);
   for (size_t i = 0; i < inputs.size(); ++i)
-    checkShape(loopModule.inputs[i], inputs[i], bindings);
+    checkInput(loopModule.inputs[i], inputs[i], bindings);
   return bindings;
 }
 
-void CompiledModule::run(const std::vector<TensorArg> &inputs,
-                         Allocator &allocator) const {
-  std::map<std::string, int64_t> bindings = bindSymbols(inputs);
-  std::map<std::string, char *> addresses;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    addresses[loopModule.inputs[i].name] = inputs[i].data;
-  for (size_t a = 0; a < loopModule.allocs.size(); ++a) {
-    const LoopBuffer &buffer = loopModule.allocs[a];
-    std::vector<int64_t> sizes;
-    for (const SymExpr &size : buffer.type.sizes)
-      sizes.push_back(size.evaluate(bindings));
-    addresses[buffer.name] = allocator.allocate(a, buffer, sizes);
+std::map<std::string, TensorArg>
+CompiledModule::run(const std::vector<TensorArg> &inputs,
+                    ExecutionContext &context) const {
+  std::map<std::string, int64_t> env = bindSymbols(inputs);
+  std::map<std::string, TensorArg> buffers;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    buffers[loopModule.inputs[i].name] = inputs[i];
+    buffers[loopModule.inputs[i].name].dtype = loopModule.inputs[i].type.dtype;
   }
-  for (size_t c = 0; c < loopModule.calls.size(); ++c) {
-    const Kernel &kernel = loopModule.kernels[callKernel[c]];
-    std::vector<char *> buffers;
-    for (const std::string &arg : loopModule.calls[c].args)
-      buffers.push_back(addresses.at(arg));
-    std::vector<int64_t> symbols;
-    for (const std::string &symbol : kernel.symbols)
-      symbols.push_back(bindings.at(symbol));
-    executables[callKernel[c]]->run(buffers.data(), symbols.data());
-    std::string indexError;
-    if (takeIndexError(indexError))
-      fail("kernel @" + kernel.name + ": " + indexError);
+  for (const ProgramStep &step : loopModule.steps) {
+    switch (step.kind) {
+    case ProgramStep::Kind::Alloc: {
+      char *data = step.reuse.empty()
+                       ? context.allocate(step, evaluateAll(step.type.sizes, env))
+                       : buffers.at(step.reuse).data;
+      buffers[step.result] = concrete(step.type, data, env);
+      break;
+    }
+    case ProgramStep::Kind::View: {
+      const TensorArg &source = buffers.at(step.source);
+      char *data = source.data + step.offset.evaluate(env) *
+                                     int64_t(dtypeSize(step.type.dtype));
+      buffers[step.result] = concrete(step.type, data, env);
+      break;
+    }
+    case ProgramStep::Kind::Extern: {
+      std::vector<TensorArg> args;
+      for (const std::string &arg : step.args)
+        args.push_back(buffers.at(arg));
+      TensorArg expected = concrete(step.type, nullptr, env);
+      expected.data = context.runExtern(step, args, expected);
+      buffers[step.result] = expected;
+      break;
+    }
+    case ProgramStep::Kind::Call: {
+      int k = kernelIndex.at(step.kernel);
+      const Kernel &kernel = loopModule.kernels[k];
+      std::vector<char *> pointers;
+      for (const std::string &arg : step.args)
+        pointers.push_back(buffers.at(arg).data);
+      std::vector<int64_t> symbols;
+      for (const std::string &symbol : kernel.symbols)
+        symbols.push_back(env.at(symbol));
+      executables[k]->run(pointers.data(), symbols.data());
+      std::string indexError;
+      if (takeIndexError(indexError))
+        fail("kernel @" + kernel.name + ": " + indexError);
+      break;
+    }
+    }
   }
+  return buffers;
 }
 
-char *HostAllocator::allocate(size_t allocIndex, const LoopBuffer &buffer,
-                              const std::vector<int64_t> &sizes) {
+int64_t CompiledModule::peakIntermediateBytes(
+    const std::map<std::string, int64_t> &env) const {
+  // Live range of each allocation's storage: from its first step to the
+  // last step that reads it (or any buffer reusing it); outputs excluded.
+  const std::vector<ProgramStep> &steps = loopModule.steps;
+  std::map<std::string, std::string> storageOf;
+  std::map<std::string, std::pair<size_t, size_t>> live;
+  std::map<std::string, int64_t> bytes;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const ProgramStep &step = steps[s];
+    if (step.kind == ProgramStep::Kind::Alloc) {
+      std::string storage = step.reuse.empty() ? step.result
+                                               : storageOf.at(step.reuse);
+      storageOf[step.result] = storage;
+      if (!live.count(storage))
+        live[storage] = {s, s};
+      bytes[storage] = std::max(bytes[storage], byteSize(step.type, env));
+    }
+    if (step.kind == ProgramStep::Kind::View && storageOf.count(step.source))
+      storageOf[step.result] = storageOf[step.source];
+    for (const std::string &arg : step.args)
+      if (storageOf.count(arg))
+        live[storageOf[arg]].second = s;
+  }
+  for (const std::string &output : loopModule.outputs)
+    if (storageOf.count(output))
+      live.erase(storageOf[output]);
+  int64_t peak = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    int64_t total = 0;
+    for (auto &entry : live)
+      if (entry.second.first <= s && s <= entry.second.second)
+        total += bytes[entry.first];
+    peak = std::max(peak, total);
+  }
+  return peak;
+}
+
+char *HostContext::allocate(const ProgramStep &step,
+                            const std::vector<int64_t> &sizes) {
   int64_t count = 1;
   for (int64_t size : sizes)
     count *= size;
-  storage.emplace_back(size_t(count) * dtypeSize(buffer.type.dtype) + 1);
-  return storage.back().data();
+  std::vector<char> &buffer = storage[step.result];
+  buffer.assign(size_t(count) * dtypeSize(step.type.dtype) + 1, 0);
+  return buffer.data();
+}
+
+char *HostContext::runExtern(const ProgramStep &step,
+                             const std::vector<TensorArg> &,
+                             const TensorArg &) {
+  fail("extern op '" + step.op +
+       "' needs the torch bridge (run it from Python)");
 }
 
 } // namespace dynafuse

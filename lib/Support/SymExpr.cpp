@@ -349,6 +349,125 @@ void SymExpr::collectSymbols(std::set<std::string> &symbols) const {
 }
 
 //===----------------------------------------------------------------------===//
+// Range-based simplification
+//===----------------------------------------------------------------------===//
+
+bool symRange(const SymExpr &expr, const SymRanges &ranges, int64_t &lo,
+              int64_t &hi) {
+  switch (expr.kind()) {
+  case SymExpr::Kind::Constant:
+    lo = hi = expr.constant();
+    return true;
+  case SymExpr::Kind::Symbol: {
+    auto found = ranges.find(expr.symbolName());
+    if (found == ranges.end() || found->second <= 0)
+      return false;
+    lo = 0;
+    hi = found->second - 1;
+    return true;
+  }
+  case SymExpr::Kind::Add: {
+    lo = hi = 0;
+    for (const SymExpr &operand : expr.operands()) {
+      int64_t l, h;
+      if (!symRange(operand, ranges, l, h))
+        return false;
+      lo += l;
+      hi += h;
+    }
+    return true;
+  }
+  case SymExpr::Kind::Mul: {
+    lo = hi = 1;
+    for (const SymExpr &operand : expr.operands()) {
+      int64_t l, h;
+      if (!symRange(operand, ranges, l, h))
+        return false;
+      int64_t corners[] = {lo * l, lo * h, hi * l, hi * h};
+      lo = *std::min_element(corners, corners + 4);
+      hi = *std::max_element(corners, corners + 4);
+    }
+    return true;
+  }
+  case SymExpr::Kind::FloorDiv:
+  case SymExpr::Kind::Mod: {
+    const SymExpr &divisor = expr.operands()[1];
+    int64_t l, h;
+    if (!divisor.isConstant() || divisor.constant() <= 0 ||
+        !symRange(expr.operands()[0], ranges, l, h))
+      return false;
+    int64_t c = divisor.constant();
+    if (expr.kind() == SymExpr::Kind::FloorDiv) {
+      lo = floorDivInt(l, c);
+      hi = floorDivInt(h, c);
+    } else if (l >= 0 && h < c) {
+      lo = l;
+      hi = h;
+    } else {
+      lo = 0;
+      hi = c - 1;
+    }
+    return true;
+  }
+  }
+  return false;
+}
+
+namespace {
+
+/// Splits expr into terms whose coefficients divide by divisor and the rest.
+void splitByDivisor(const SymExpr &expr, int64_t divisor, SymExpr &multiple,
+                    SymExpr &rest) {
+  multiple = SymExpr(int64_t(0));
+  rest = SymExpr(int64_t(0));
+  for (auto &entry : SymExprBuilder::toPoly(expr)) {
+    Poly single;
+    addTerm(single, entry.second.coefficient, entry.second.atoms);
+    SymExpr term = SymExprBuilder::fromPoly(single);
+    if (entry.second.coefficient % divisor == 0)
+      multiple = multiple + term;
+    else
+      rest = rest + term;
+  }
+}
+
+} // namespace
+
+SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges) {
+  switch (expr.kind()) {
+  case SymExpr::Kind::Constant:
+  case SymExpr::Kind::Symbol:
+    return expr;
+  case SymExpr::Kind::Add: {
+    SymExpr sum(int64_t(0));
+    for (const SymExpr &operand : expr.operands())
+      sum = sum + simplifyInRanges(operand, ranges);
+    return sum;
+  }
+  case SymExpr::Kind::Mul: {
+    SymExpr product(int64_t(1));
+    for (const SymExpr &operand : expr.operands())
+      product = product * simplifyInRanges(operand, ranges);
+    return product;
+  }
+  default:
+    break;
+  }
+  SymExpr numerator = simplifyInRanges(expr.operands()[0], ranges);
+  SymExpr divisor = simplifyInRanges(expr.operands()[1], ranges);
+  bool isDiv = expr.kind() == SymExpr::Kind::FloorDiv;
+  if (!divisor.isConstant() || divisor.constant() <= 0)
+    return isDiv ? floorDiv(numerator, divisor) : mod(numerator, divisor);
+  int64_t c = divisor.constant();
+  SymExpr multiple, rest;
+  splitByDivisor(numerator, c, multiple, rest);
+  int64_t lo, hi;
+  if (symRange(rest, ranges, lo, hi) && lo >= 0 && hi < c)
+    return isDiv ? floorDiv(multiple, divisor) : rest;
+  return isDiv ? floorDiv(numerator, divisor) : mod(numerator, divisor);
+}
+
+//===----------------------------------------------------------------------===//
 // Parsing: expr := term (('+'|'-') term)*; term := unary (('*'|'//'|'%')
 // unary)*; unary := '-' unary | INT | NAME | '(' expr ')'.
 //===----------------------------------------------------------------------===//

@@ -3,7 +3,8 @@
 // Each test parses one small kernel, runs it compiled by the LLVM backend and
 // by the reference interpreter on the same random inputs, and compares every
 // buffer element-wise (bit-exact for integers and bool, 1e-6 relative for
-// f32, NaN where the interpreter has NaN).
+// f32 unless a test allows more, NaN where the interpreter has NaN) and the
+// index errors both report.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
@@ -11,6 +12,7 @@
 #include "dynafuse/Loop/Interpreter.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Support/HalfFloat.h"
+#include "dynafuse/Support/IndexErrors.h"
 
 #include <gtest/gtest.h>
 
@@ -50,11 +52,14 @@ struct Data {
   double low = -3, high = 3;
   /// Integers are drawn from [-intRange, intRange].
   int64_t intRange = 100;
+  /// When nonzero, floats are rounded to multiples of it (ties, zeros).
+  double quantum = 0;
 
   double nextFloat() {
     if (std::uniform_real_distribution<double>(0, 1)(rng) < nanRate)
       return std::numeric_limits<double>::quiet_NaN();
-    return std::uniform_real_distribution<double>(low, high)(rng);
+    double value = std::uniform_real_distribution<double>(low, high)(rng);
+    return quantum ? std::round(value / quantum) * quantum : value;
   }
 
   void fill(DType type, std::vector<char> &bytes) {
@@ -124,10 +129,11 @@ double readFloat(DType type, const char *at) {
 
 ::testing::AssertionResult sameBuffer(const LoopBuffer &param,
                                       const std::vector<char> &expected,
-                                      const std::vector<char> &actual) {
+                                      const std::vector<char> &actual,
+                                      double f32Tolerance = 1e-6) {
   DType type = param.type.dtype;
   size_t size = dtypeSize(type);
-  double tolerance = type == DType::F64 ? 1e-12 : 1e-6;
+  double tolerance = type == DType::F64 ? 1e-12 : f32Tolerance;
   for (size_t offset = 0; offset + size <= expected.size(); offset += size) {
     const char *want = expected.data() + offset;
     const char *got = actual.data() + offset;
@@ -157,11 +163,20 @@ double readFloat(DType type, const char *at) {
   return ::testing::AssertionSuccess();
 }
 
+/// The index error reported since the last call, or "".
+std::string takeReportedIndexError() {
+  std::string message;
+  takeIndexError(message);
+  return message;
+}
+
 /// Compiles the single kernel of `text` with LLVM, runs it and the
-/// interpreter on identical random buffers and compares all buffers.
+/// interpreter on identical random buffers and compares all buffers and the
+/// index errors reported. Float sums may be reassociated by LLVM: reductions
+/// pass a looser f32 tolerance.
 void checkAgainstInterpreter(const std::string &text,
                              const std::vector<int64_t> &symbolValues = {},
-                             Data data = Data()) {
+                             Data data = Data(), double f32Tolerance = 1e-6) {
   LoopModule module = parseLoopModule(text, "test.loop");
   ASSERT_EQ(module.kernels.size(), 1u);
   const Kernel &kernel = module.kernels[0];
@@ -187,10 +202,14 @@ void checkAgainstInterpreter(const std::string &text,
   std::vector<std::unique_ptr<KernelExecutable>> compiled =
       backend->compile(module, CompileOptions());
   ASSERT_EQ(compiled.size(), 1u);
+  takeReportedIndexError();
   interpretKernel(kernel, expectedPointers.data(), symbolValues.data());
+  std::string expectedError = takeReportedIndexError();
   compiled[0]->run(actualPointers.data(), symbolValues.data());
+  EXPECT_EQ(expectedError, takeReportedIndexError()) << "kernel:\n" << text;
   for (size_t i = 0; i < kernel.params.size(); ++i)
-    EXPECT_TRUE(sameBuffer(kernel.params[i], expected[i], actual[i]))
+    EXPECT_TRUE(
+        sameBuffer(kernel.params[i], expected[i], actual[i], f32Tolerance))
         << "kernel:\n"
         << text;
 }
@@ -659,6 +678,552 @@ TEST(LLVMBackend, TextualOutputsAndDumps) {
   EXPECT_TRUE(std::filesystem::exists(dir / "unary.ll"));
   EXPECT_TRUE(std::filesystem::exists(dir / "unary.s"));
   std::filesystem::remove_all(dir);
+}
+
+//===--- Reductions -------------------------------------------------------===//
+
+/// `out[i] = reduce KIND over x[i, r]` for a row of `columns` values;
+/// argmax/argmin also store the position.
+std::string rowReduceKernel(const std::string &kind, const std::string &type,
+                            const std::string &columns = "33") {
+  bool arg = kind == "argmax" || kind == "argmin";
+  std::ostringstream text;
+  text << "kernel @k0[s0](%x: " << type << "[s0, " << columns
+       << "], %out: " << type << "[s0], %pos: i64[s0]) {\n"
+       << "  for i0 in 0..s0 {\n";
+  if (arg)
+    text << "    %0, %1 = reduce " << kind << " (r0 in 0.." << columns
+         << ") {\n"
+         << "      %2 = load %x[i0, r0] : " << type << "\n"
+         << "      %3 = index r0 : i64\n"
+         << "      yield %2, %3\n"
+         << "    } : " << type << ", i64\n"
+         << "    store %pos[i0], %1\n";
+  else
+    text << "    %0 = reduce " << kind << " (r0 in 0.." << columns << ") {\n"
+         << "      %2 = load %x[i0, r0] : " << type << "\n"
+         << "      yield %2\n"
+         << "    } : " << type << "\n";
+  text << "    store %out[i0], %0\n"
+       << "  }\n}\n";
+  return text.str();
+}
+
+TEST(LLVMBackend, ReduceFloatKinds) {
+  Data withNaN;
+  withNaN.nanRate = 0.03;
+  Data ties; // Small integers: many equal values, exact sums.
+  ties.quantum = 1;
+  Data nearOne; // Products that neither overflow nor vanish.
+  nearOne.low = 0.9;
+  nearOne.high = 1.1;
+  for (const char *type : {"f32", "f64"})
+    for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
+      SCOPED_TRACE(std::string(kind) + " " + type);
+      std::string text = rowReduceKernel(kind, type);
+      checkAgainstInterpreter(text, {9}, Data(), 1e-5);
+      checkAgainstInterpreter(text, {9}, withNaN, 1e-5);
+      checkAgainstInterpreter(text, {9}, ties, 1e-5);
+      checkAgainstInterpreter(text, {9}, nearOne, 1e-5);
+    }
+}
+
+TEST(LLVMBackend, ReduceArgExtremesTiesAndNaN) {
+  // Hand-checked: the first extreme wins, a NaN is the extreme, and the
+  // first NaN wins.
+  const char *text = R"(
+kernel @k0(%x: f32[4, 5], %max: f32[4], %amax: i64[4], %amin: i64[4]) {
+  for i0 in 0..4 {
+    %0, %1 = reduce argmax (r0 in 0..5) {
+      %2 = load %x[i0, r0] : f32
+      %3 = index r0 : i64
+      yield %2, %3
+    } : f32, i64
+    store %max[i0], %0
+    store %amax[i0], %1
+    %4, %5 = reduce argmin (r0 in 0..5) {
+      %6 = load %x[i0, r0] : f32
+      %7 = index r0 : i64
+      yield %6, %7
+    } : f32, i64
+    store %amin[i0], %5
+  }
+}
+)";
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  float x[4][5] = {{1, 3, 2, 3, 1},
+                   {2, nan, 5, nan, -1},
+                   {-7, -7, -7, -7, -7},
+                   {0, 1, -1, 1, nan}};
+  float max[4];
+  int64_t amax[4], amin[4];
+  char *buffers[] = {reinterpret_cast<char *>(x), reinterpret_cast<char *>(max),
+                     reinterpret_cast<char *>(amax),
+                     reinterpret_cast<char *>(amin)};
+  LoopModule module = parseLoopModule(text);
+  createLLVMBackend()->compile(module, CompileOptions())[0]->run(buffers,
+                                                                 nullptr);
+  EXPECT_EQ(amax[0], 1);
+  EXPECT_EQ(amin[0], 0);
+  EXPECT_TRUE(std::isnan(max[1]));
+  EXPECT_EQ(amax[1], 1);
+  EXPECT_EQ(amin[1], 1);
+  EXPECT_EQ(max[2], -7);
+  EXPECT_EQ(amax[2], 0);
+  EXPECT_EQ(amin[2], 0);
+  EXPECT_EQ(amax[3], 4);
+  EXPECT_EQ(amin[3], 4);
+  checkAgainstInterpreter(text);
+}
+
+TEST(LLVMBackend, ReduceIntegerKinds) {
+  Data small;
+  small.intRange = 3;
+  for (const char *type : {"i32", "i64"})
+    for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
+      SCOPED_TRACE(std::string(kind) + " " + type);
+      checkAgainstInterpreter(rowReduceKernel(kind, type), {9});
+      checkAgainstInterpreter(rowReduceKernel(kind, type), {9}, small);
+    }
+}
+
+TEST(LLVMBackend, ReduceAnyAll) {
+  const char *text = R"(
+kernel @k0[s0](%x: f32[s0, 6], %any: bool[s0], %all: bool[s0], %b: bool[s0, 6], %bany: bool[s0]) {
+  for i0 in 0..s0 {
+    %0 = reduce any (r0 in 0..6) {
+      %1 = load %x[i0, r0] : f32
+      %2 = const 2.0 : f32
+      %3 = gt %1, %2 : bool
+      yield %3
+    } : bool
+    store %any[i0], %0
+    %4 = reduce all (r0 in 0..6) {
+      %5 = load %x[i0, r0] : f32
+      %6 = const -2.0 : f32
+      %7 = gt %5, %6 : bool
+      yield %7
+    } : bool
+    store %all[i0], %4
+    %8 = reduce any (r0 in 0..6) {
+      %9 = load %b[i0, r0] : bool
+      yield %9
+    } : bool
+    store %bany[i0], %8
+  }
+}
+)";
+  checkAgainstInterpreter(text, {40});
+}
+
+TEST(LLVMBackend, ReduceEmptyDomainGivesIdentity) {
+  for (const char *type : {"f32", "f64", "i32", "i64"})
+    for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
+      SCOPED_TRACE(std::string(kind) + " " + type);
+      checkAgainstInterpreter(rowReduceKernel(kind, type, "0"), {3});
+    }
+  const char *logical = R"(
+kernel @k0[s0](%b: bool[4, s0], %any: bool[4], %all: bool[4]) {
+  for i0 in 0..4 {
+    %0 = reduce any (r0 in 0..s0) {
+      %1 = load %b[i0, r0] : bool
+      yield %1
+    } : bool
+    store %any[i0], %0
+    %2 = reduce all (r0 in 0..s0) {
+      %3 = load %b[i0, r0] : bool
+      yield %3
+    } : bool
+    store %all[i0], %2
+  }
+}
+)";
+  checkAgainstInterpreter(logical, {0});
+  checkAgainstInterpreter(logical, {5});
+}
+
+TEST(LLVMBackend, ReduceOverSeveralVariables) {
+  // An inner extent of 0 empties the whole domain.
+  const char *text = R"(
+kernel @k0[s0, s1](%x: f32[3, s0, s1], %sum: f32[3], %max: f32[3], %pos: i64[3]) {
+  for i0 in 0..3 {
+    %0 = reduce sum (r0 in 0..s0, r1 in 0..s1) {
+      %1 = load %x[i0, r0, r1] : f32
+      yield %1
+    } : f32
+    store %sum[i0], %0
+    %2, %3 = reduce argmax (r0 in 0..s0, r1 in 0..s1) {
+      %4 = load %x[i0, r0, r1] : f32
+      %5 = index r0 * s1 + r1 : i64
+      yield %4, %5
+    } : f32, i64
+    store %max[i0], %2
+    store %pos[i0], %3
+  }
+}
+)";
+  Data ties;
+  ties.quantum = 0.5;
+  Data withNaN;
+  withNaN.nanRate = 0.02;
+  for (std::vector<int64_t> sizes :
+       {std::vector<int64_t>{4, 5}, {1, 17}, {6, 0}, {0, 3}}) {
+    SCOPED_TRACE(std::to_string(sizes[0]) + "x" + std::to_string(sizes[1]));
+    checkAgainstInterpreter(text, sizes, Data(), 1e-5);
+    checkAgainstInterpreter(text, sizes, ties, 1e-5);
+    checkAgainstInterpreter(text, sizes, withNaN, 1e-5);
+  }
+}
+
+TEST(LLVMBackend, SoftmaxRowsWithEpilogue) {
+  const char *text = R"(
+kernel @softmax[s0](%x: f32[s0, 64], %out: f32[s0, 64]) {
+  for i0 in 0..s0 {
+    %0 = reduce max (r0 in 0..64) {
+      %1 = load %x[i0, r0] : f32
+      yield %1
+    } : f32
+    %2 = reduce sum (r0 in 0..64) {
+      %3 = load %x[i0, r0] : f32
+      %4 = sub %3, %0 : f32
+      %5 = exp %4 : f32
+      yield %5
+    } : f32
+    for i1 in 0..64 {
+      %6 = load %x[i0, i1] : f32
+      %7 = sub %6, %0 : f32
+      %8 = exp %7 : f32
+      %9 = div %8, %2 : f32
+      store %out[i0, i1], %9
+    }
+  }
+}
+)";
+  Data wide;
+  wide.low = -20;
+  wide.high = 20;
+  checkAgainstInterpreter(text, {13}, Data(), 1e-5);
+  checkAgainstInterpreter(text, {13}, wide, 1e-5);
+}
+
+TEST(LLVMBackend, ReduceOverColumns) {
+  // The reduced dimension is the non-contiguous one, of a row-major and of
+  // a column-major input.
+  const char *text = R"(
+kernel @k0[s0](%x: f32[s0, 7], %xt: f64[s0, 7]{1, s0}, %sum: f32[7], %min: f64[7], %pos: i64[7]) {
+  for i0 in 0..7 {
+    %0 = reduce sum (r0 in 0..s0) {
+      %1 = load %x[r0, i0] : f32
+      yield %1
+    } : f32
+    store %sum[i0], %0
+    %2 = reduce min (r0 in 0..s0) {
+      %3 = load %xt[r0, i0] : f64
+      yield %3
+    } : f64
+    store %min[i0], %2
+    %4, %5 = reduce argmin (r0 in 0..s0) {
+      %6 = load %xt[r0, i0] : f64
+      %7 = index r0 : i64
+      yield %6, %7
+    } : f64, i64
+    store %pos[i0], %5
+  }
+}
+)";
+  Data withNaN;
+  withNaN.nanRate = 0.02;
+  checkAgainstInterpreter(text, {50}, Data(), 1e-5);
+  checkAgainstInterpreter(text, {50}, withNaN, 1e-5);
+  checkAgainstInterpreter(text, {0});
+}
+
+TEST(LLVMBackend, ReduceUsesOuterReduction) {
+  // A reduction nested in another one's body (variance-like).
+  checkAgainstInterpreter(R"(
+kernel @k0[s0](%x: f32[s0, 8, 5], %out: f32[s0]) {
+  for i0 in 0..s0 {
+    %0 = reduce sum (r0 in 0..8) {
+      %1 = reduce max (r1 in 0..5) {
+        %2 = load %x[i0, r0, r1] : f32
+        yield %2
+      } : f32
+      %3 = mul %1, %1 : f32
+      yield %3
+    } : f32
+    store %out[i0], %0
+  }
+}
+)",
+                          {6}, Data(), 1e-5);
+}
+
+//===--- Index values, masks, indirect indices ----------------------------===//
+
+TEST(LLVMBackend, IndexValues) {
+  checkAgainstInterpreter(R"(
+kernel @k0[s0](%out: i64[s0, 7], %f: f32[s0, 7]) {
+  for i0 in 0..s0 {
+    for i1 in 0..7 {
+      %0 = index (i0 * 7 + i1 - 20) // 3 + s0 : i64
+      store %out[i0, i1], %0
+      %1 = index (i1 - 3) % 4 : i64
+      %2 = cast %1 : f32
+      store %f[i0, i1], %2
+    }
+  }
+}
+)",
+                          {5});
+}
+
+TEST(LLVMBackend, MaskedLoadSkipsMaskedOffAddresses) {
+  // Masked-off addresses are far outside every buffer: reading them would
+  // fault.
+  checkAgainstInterpreter(R"(
+kernel @k0(%x: f32[16], %h: f16[16], %b: bool[16], %out: f32[32], %hout: f32[32], %bout: bool[32]) {
+  for i0 in 0..32 {
+    %0 = index i0 : i64
+    %1 = const 16 : i64
+    %2 = lt %0, %1 : bool
+    %3 = load %x[i0 + (i0 // 16) * 1000000000000] mask %2 : f32
+    store %out[i0], %3
+    %4 = load %h[i0 + (i0 // 16) * 1000000000000] mask %2 : f32
+    store %hout[i0], %4
+    %5 = load %b[i0 + (i0 // 16) * 1000000000000] mask %2 : bool
+    store %bout[i0], %5
+  }
+}
+)");
+}
+
+TEST(LLVMBackend, IndirectGatherAndScatterInRange) {
+  // Indices are made in range with Python's remainder; i32 indices are
+  // sign-extended.
+  const char *text = R"(
+kernel @k0[s0](%ids: i64[s0], %ids32: i32[s0], %table: f32[10, 4], %out: f32[s0, 4], %out32: f32[s0, 4], %scatter: f32[10]) {
+  for i0 in 0..s0 {
+    %0 = load %ids[i0] : i64
+    %1 = const 10 : i64
+    %2 = remainder %0, %1 : i64
+    %3 = load %ids32[i0] : i32
+    %4 = const 10 : i32
+    %5 = remainder %3, %4 : i32
+    for i1 in 0..4 {
+      %6 = load %table[%2, i1] : f32
+      store %out[i0, i1], %6
+      %7 = load %table[%5, 3 - i1] : f32
+      store %out32[i0, i1], %7
+    }
+    %8 = cast %0 : f32
+    store %scatter[9 - %5], %8
+  }
+}
+)";
+  checkAgainstInterpreter(text, {25});
+  checkAgainstInterpreter(text, {0});
+}
+
+TEST(LLVMBackend, IndirectIndexOutOfRangeReportsError) {
+  // Raw ids in [-100, 100] against 10 rows: loads give 0, stores are
+  // skipped, and the first bad index is reported as by the interpreter.
+  const char *text = R"(
+kernel @k0[s0](%ids: i64[s0], %ids32: i32[s0], %table: f32[10, 4], %out: f32[s0, 4], %scatter: f32[10], %masked: f32[s0]) {
+  for i0 in 0..s0 {
+    %0 = load %ids[i0] : i64
+    %1 = load %ids32[i0] : i32
+    for i1 in 0..4 {
+      %2 = load %table[%0, i1] : f32
+      store %out[i0, i1], %2
+    }
+    %3 = cast %0 : f32
+    store %scatter[%1], %3
+    %4 = const 0 : i32
+    %5 = lt %1, %4 : bool
+    %6 = load %table[%1 + 5, %0 // 100] mask %5 : f32
+    store %masked[i0], %6
+  }
+}
+)";
+  checkAgainstInterpreter(text, {40});
+
+  LoopModule module = parseLoopModule(text);
+  int64_t ids[2] = {3, -12};
+  int32_t ids32[2] = {11, 2};
+  float table[40], out[8], scatter[10], masked[2];
+  for (int i = 0; i < 40; ++i)
+    table[i] = float(i);
+  char *buffers[] = {
+      reinterpret_cast<char *>(ids),     reinterpret_cast<char *>(ids32),
+      reinterpret_cast<char *>(table),   reinterpret_cast<char *>(out),
+      reinterpret_cast<char *>(scatter), reinterpret_cast<char *>(masked)};
+  int64_t size = 2;
+  std::unique_ptr<KernelExecutable> compiled =
+      std::move(createLLVMBackend()->compile(module, CompileOptions())[0]);
+  takeReportedIndexError();
+  compiled->run(buffers, &size);
+  // i0 = 0 stores to %scatter[11] first.
+  EXPECT_EQ(takeReportedIndexError(),
+            "index 11 is out of bounds for dimension of size 10");
+  EXPECT_EQ(out[0], 12);
+  EXPECT_EQ(out[4], 0);
+  EXPECT_EQ(masked[1], 0); // ids32[1] = 2 is not negative: masked off.
+  EXPECT_EQ(takeReportedIndexError(), "");
+  ids32[0] = 1;
+  compiled->run(buffers, &size);
+  EXPECT_EQ(takeReportedIndexError(),
+            "index -12 is out of bounds for dimension of size 10");
+}
+
+//===--- More scalar ops --------------------------------------------------===//
+
+TEST(LLVMBackend, MoreFloatMath) {
+  Data halves; // Rounding ties, integers and negative zeros.
+  halves.quantum = 0.5;
+  Data wide;
+  wide.low = -1e4;
+  wide.high = 1e4;
+  for (const char *type : {"f32", "f64"})
+    for (const char *op : {"exp2", "log1p", "expm1", "sin", "cos", "floor",
+                           "ceil", "round", "trunc"}) {
+      SCOPED_TRACE(std::string(op) + " " + type);
+      checkAgainstInterpreter(unaryKernel(op, type));
+      checkAgainstInterpreter(unaryKernel(op, type), {}, halves);
+      checkAgainstInterpreter(unaryKernel(op, type), {}, wide);
+    }
+}
+
+TEST(LLVMBackend, RoundHalfToEven) {
+  LoopModule module = parseLoopModule(unaryKernel("round", "f32"));
+  float x[64] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 2.6f, -2.4f};
+  float out[64];
+  char *buffers[] = {reinterpret_cast<char *>(x),
+                     reinterpret_cast<char *>(out)};
+  createLLVMBackend()->compile(module, CompileOptions())[0]->run(buffers,
+                                                                 nullptr);
+  float want[8] = {0, 2, 2, -0.0f, -2, -2, 3, -2};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(out[i], want[i]) << i;
+  EXPECT_TRUE(std::signbit(out[3]));
+}
+
+TEST(LLVMBackend, FloatModulo) {
+  Data small; // Zero divisors, exact multiples, negative operands.
+  small.quantum = 1;
+  Data withNaN;
+  withNaN.nanRate = 0.1;
+  for (const char *type : {"f32", "f64"})
+    for (const char *op : {"fmod", "remainder"}) {
+      SCOPED_TRACE(std::string(op) + " " + type);
+      checkAgainstInterpreter(binaryKernel(op, type, type));
+      checkAgainstInterpreter(binaryKernel(op, type, type), {}, small);
+      checkAgainstInterpreter(binaryKernel(op, type, type), {}, withNaN);
+    }
+}
+
+TEST(LLVMBackend, IntegerModuloAndBitwise) {
+  Data small;
+  small.intRange = 3; // Zero divisors and negative operands.
+  for (const char *type : {"i32", "i64", "bool"}) {
+    for (const char *op : {"fmod", "remainder", "bitand", "bitor", "bitxor"}) {
+      SCOPED_TRACE(std::string(op) + " " + type);
+      checkAgainstInterpreter(binaryKernel(op, type, type));
+      checkAgainstInterpreter(binaryKernel(op, type, type), {}, small);
+    }
+    SCOPED_TRACE(std::string("bitnot ") + type);
+    checkAgainstInterpreter(unaryKernel("bitnot", type));
+  }
+  checkAgainstInterpreter(binaryKernel("xor", "bool", "bool"));
+}
+
+TEST(LLVMBackend, IntegerModuloEdgeCases) {
+  const char *text = R"(
+kernel @k0(%x: i64[6], %y: i64[6], %f: i64[6], %r: i64[6], %x32: i32[6], %y32: i32[6], %f32: i32[6], %r32: i32[6]) {
+  for i0 in 0..6 {
+    %0 = load %x[i0] : i64
+    %1 = load %y[i0] : i64
+    %2 = fmod %0, %1 : i64
+    store %f[i0], %2
+    %3 = remainder %0, %1 : i64
+    store %r[i0], %3
+    %4 = load %x32[i0] : i32
+    %5 = load %y32[i0] : i32
+    %6 = fmod %4, %5 : i32
+    store %f32[i0], %6
+    %7 = remainder %4, %5 : i32
+    store %r32[i0], %7
+  }
+}
+)";
+  LoopModule module = parseLoopModule(text);
+  int64_t x[6] = {INT64_MIN, 7, -7, 7, -7, INT64_MIN};
+  int64_t y[6] = {-1, 0, 3, -3, -3, 3};
+  int32_t x32[6] = {INT32_MIN, 7, -7, 7, -7, INT32_MIN};
+  int32_t y32[6] = {-1, 0, 3, -3, -3, 3};
+  int64_t f[2][6], r[2][6];
+  int32_t f32[2][6], r32[2][6];
+  std::vector<std::unique_ptr<KernelExecutable>> compiled =
+      createLLVMBackend()->compile(module, CompileOptions());
+  for (int run = 0; run < 2; ++run) {
+    char *buffers[] = {
+        reinterpret_cast<char *>(x),        reinterpret_cast<char *>(y),
+        reinterpret_cast<char *>(f[run]),   reinterpret_cast<char *>(r[run]),
+        reinterpret_cast<char *>(x32),      reinterpret_cast<char *>(y32),
+        reinterpret_cast<char *>(f32[run]), reinterpret_cast<char *>(r32[run])};
+    if (run == 0)
+      interpretKernel(module.kernels[0], buffers, nullptr);
+    else
+      compiled[0]->run(buffers, nullptr);
+  }
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(f[0][i], f[1][i]) << i;
+    EXPECT_EQ(r[0][i], r[1][i]) << i;
+    EXPECT_EQ(f32[0][i], f32[1][i]) << i;
+    EXPECT_EQ(r32[0][i], r32[1][i]) << i;
+  }
+  int64_t wantF[6] = {0, 0, -1, 1, -1, -2}, wantR[6] = {0, 0, 2, -2, -1, 1};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(f[1][i], wantF[i]) << i;
+    EXPECT_EQ(r[1][i], wantR[i]) << i;
+    EXPECT_EQ(f32[1][i], wantF[i]) << i;
+    EXPECT_EQ(r32[1][i], wantR[i]) << i;
+  }
+}
+
+TEST(LLVMBackend, EveryConstructPrintsAsIRAndAssembly) {
+  LoopModule module = parseLoopModule(R"(
+kernel @k0[s0](%x: f32[s0, 8], %ids: i32[s0], %out: f32[s0], %pos: i64[s0]) {
+  for i0 in 0..s0 {
+    %0 = load %ids[i0] : i32
+    %1 = const 0 : i32
+    %2 = ge %0, %1 : bool
+    %3 = load %x[%0, i0 % 8] mask %2 : f32
+    %4, %5 = reduce argmin (r0 in 0..8) {
+      %6 = load %x[i0, r0] : f32
+      %7 = index r0 : i64
+      yield %6, %7
+    } : f32, i64
+    %8 = reduce sum (r0 in 0..8) {
+      %9 = load %x[i0, r0] : f32
+      %10 = round %9 : f32
+      %11 = remainder %10, %3 : f32
+      yield %11
+    } : f32
+    store %out[i0], %8
+    store %pos[i0], %5
+  }
+}
+)");
+  std::string ir = emitLLVMIR(module, /*optimized=*/false);
+  EXPECT_NE(ir.find("@dynafuse_index_error("), std::string::npos) << ir;
+  EXPECT_NE(ir.find("fadd reassoc float"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("llvm.roundeven.f32"), std::string::npos) << ir;
+  std::string optimized = emitLLVMIR(module, /*optimized=*/true);
+  EXPECT_NE(optimized.find("@dynafuse_index_error("), std::string::npos)
+      << optimized;
+  std::string assembly = emitAssembly(module);
+  EXPECT_NE(assembly.find("dynafuse_index_error"), std::string::npos)
+      << assembly;
 }
 
 TEST(LLVMBackend, RegistersUnderItsName) {

@@ -49,11 +49,13 @@ TEST(Executor, InterpreterMatchesHandComputation) {
   std::vector<TensorArg> inputs = {
       {reinterpret_cast<char *>(x.data()), {rows, cols}, {1, rows}},
       {reinterpret_cast<char *>(w.data()), {cols}, {1}}};
-  HostAllocator allocator;
-  compiled.run(inputs, allocator);
-  ASSERT_EQ(allocator.buffers().size(), 2u);
-  auto *out = reinterpret_cast<float *>(allocator.buffers()[0].data());
-  auto *flags = reinterpret_cast<uint8_t *>(allocator.buffers()[1].data());
+  HostContext context;
+  std::map<std::string, TensorArg> buffers = compiled.run(inputs, context);
+  ASSERT_EQ(compiled.module().outputs.size(), 2u);
+  auto *out = reinterpret_cast<float *>(
+      buffers.at(compiled.module().outputs[0]).data);
+  auto *flags = reinterpret_cast<uint8_t *>(
+      buffers.at(compiled.module().outputs[1]).data);
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) {
       float expected = 1.0f / (1.0f + std::exp(-(x[j * rows + i] * w[j])));
@@ -72,8 +74,8 @@ TEST(Executor, MismatchedInputsAreReported) {
   std::vector<TensorArg> inputs = {
       {reinterpret_cast<char *>(x.data()), {2, 3}, {1, 2}},
       {reinterpret_cast<char *>(w.data()), {4}, {1}}};
-  HostAllocator allocator;
-  EXPECT_THROW(compiled.run(inputs, allocator), Error);
+  HostContext context;
+  EXPECT_THROW(compiled.run(inputs, context), Error);
   EXPECT_THROW(createBackend("no-such-backend"), Error);
 }
 

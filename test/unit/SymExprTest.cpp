@@ -82,3 +82,21 @@ TEST(SymExpr, ErrorsAreReported) {
   EXPECT_THROW(floorDiv(sym("x"), SymExpr(0)), Error);
   EXPECT_THROW(sym("x").evaluate({}), Error);
 }
+
+TEST(SymExpr, RangesSimplifyReshapeIndices) {
+  SymExpr i0 = sym("i0"), i1 = sym("i1"), i2 = sym("i2");
+  SymRanges ranges = {{"i0", 4}, {"i1", 3}, {"i2", 5}};
+  SymExpr flat = i0 * 15 + i1 * 5 + i2;
+  EXPECT_EQ(simplifyInRanges(floorDiv(flat, SymExpr(5)), ranges), i0 * 3 + i1);
+  EXPECT_EQ(simplifyInRanges(mod(flat, SymExpr(5)), ranges), i2);
+  EXPECT_EQ(simplifyInRanges(mod(floorDiv(flat, SymExpr(5)), SymExpr(3)), ranges),
+            i1);
+  // Not provable: i2 + 3 can reach 7 >= 5.
+  EXPECT_EQ(simplifyInRanges(floorDiv(i2 + 3, SymExpr(5)), ranges).kind(),
+            SymExpr::Kind::FloorDiv);
+  int64_t lo, hi;
+  ASSERT_TRUE(symRange(flat, ranges, lo, hi));
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(hi, 59);
+  EXPECT_FALSE(symRange(sym("unknown"), ranges, lo, hi));
+}

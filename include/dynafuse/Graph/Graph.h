@@ -102,6 +102,8 @@ public:
   /// A name not used by any value yet ("0", "1", ...).
   std::string freshName();
   Value *findValue(const std::string &name) const;
+  /// Exchanges everything with other (passes that rebuild a graph).
+  void swapContents(Graph &other);
 
 private:
   std::vector<std::unique_ptr<Value>> values;

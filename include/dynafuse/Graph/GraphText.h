@@ -33,6 +33,12 @@ std::unique_ptr<Graph> parseGraph(const std::string &text,
 /// Throws Error describing the first problem found.
 void verifyGraph(const Graph &graph);
 
+class TextCursor;
+/// Reads "{name = value, ...}" if the text continues with '{'; else empty.
+std::map<std::string, Attribute> parseAttributeDict(TextCursor &cursor);
+/// " {name = value, ...}", or "" when there are none.
+std::string printAttributeDict(const std::map<std::string, Attribute> &dict);
+
 } // namespace dynafuse
 
 #endif

@@ -40,6 +40,10 @@ enum class TypeRule {
 
 /// Result types of a non-pointwise node; throws via opError.
 using ShapeRule = std::function<std::vector<TensorType>(const Node &)>;
+/// Rewrites a composite node (whose operands are values of `graph`) into
+/// primitive nodes appended to `graph`; returns the replacement results.
+using Decomposition =
+    std::function<std::vector<Value *>(Graph &graph, const Node &node)>;
 
 struct OpInfo {
   std::string name;
@@ -61,6 +65,8 @@ struct OpInfo {
   std::function<void(const Node &)> verify;
   /// Non-pointwise ops: computes result types (pointwise ops use `rule`).
   ShapeRule infer;
+  /// Composite ops: their rewrite into other ops.
+  Decomposition decompose;
 };
 
 /// The table builders, one file per op family.
@@ -85,6 +91,23 @@ const TensorType &operandType(const Node &node, size_t i);
 /// The position among node's operands of the optional operand `name`, or -1
 /// when node leaves it out.
 int optionalOperandIndex(const Node &node, const std::string &name);
+
+/// The dims a reduction node reduces ("dim" or "dims"; none means all),
+/// normalized and sorted; and its result sizes (honouring "keepdim").
+std::vector<int64_t> reducedDims(const Node &node);
+std::vector<SymExpr> reducedShape(const Node &node);
+
+/// A slice or narrow node's resolved bounds on its (static) dim.
+struct SliceBounds {
+  int64_t dim = 0;
+  int64_t start = 0;
+  int64_t step = 1;
+  int64_t length = 0;
+};
+SliceBounds sliceBounds(const Node &node);
+/// The lengths of the pieces of a split, chunk or unbind along a dim of
+/// size total.
+std::vector<int64_t> splitLengths(const Node &node, int64_t total);
 
 const OpInfo *lookupOp(const std::string &name);
 std::vector<std::string> registeredOpNames();

@@ -18,6 +18,9 @@ namespace dynafuse {
 bool eliminateDeadCode(Graph &graph);
 /// Merges nodes with the same op, operands and attributes.
 bool eliminateCommonSubexpressions(Graph &graph);
+/// Rewrites composite ops (softmax, layer_norm, linear, ...) into primitives
+/// through the decomposition table (Graph/CompositeOps.cpp).
+bool decomposeComposites(Graph &graph);
 
 /// Runs the graph pass called name; throws Error for an unknown name.
 bool runGraphPass(const std::string &name, Graph &graph);

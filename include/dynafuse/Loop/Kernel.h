@@ -12,9 +12,11 @@
 #ifndef DYNAFUSE_LOOP_KERNEL_H
 #define DYNAFUSE_LOOP_KERNEL_H
 
+#include "dynafuse/Graph/Graph.h"
 #include "dynafuse/Graph/TensorType.h"
 #include "dynafuse/Support/Error.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -169,9 +171,25 @@ struct Kernel {
   int findParam(const std::string &name) const;
 };
 
-struct KernelCall {
+/// One statement of a module's program, executed in order.
+///   alloc:  `%b = alloc T [reuse %a]` new contiguous storage, or the storage
+///           of an earlier allocation no longer needed;
+///   view:   `%v = view %b + OFFSET : T` the same storage seen with T's
+///           sizes and strides, OFFSET elements in;
+///   extern: `%r = extern OP(%a, %b) {attrs} : T` an op run by the runtime's
+///           extern library (ATen), defining a new buffer;
+///   call:   `call @k(%a, %b)` a kernel on buffers, one per parameter.
+struct ProgramStep {
+  enum class Kind { Alloc, View, Extern, Call };
+  Kind kind = Kind::Call;
+  std::string result;
+  TensorType type;
+  std::string reuse;
+  std::string source;
+  SymExpr offset;
+  std::string op;
+  std::map<std::string, Attribute> attributes;
   std::string kernel;
-  /// Buffer names, one per kernel parameter.
   std::vector<std::string> args;
 };
 
@@ -181,14 +199,15 @@ struct LoopModule {
   bool hasProgram = false;
   std::vector<std::string> symbols;
   std::vector<LoopBuffer> inputs;
-  std::vector<LoopBuffer> allocs;
-  std::vector<KernelCall> calls;
+  std::vector<ProgramStep> steps;
   std::vector<std::string> outputs;
   std::vector<Kernel> kernels;
 
   const Kernel *findKernel(const std::string &name) const;
-  /// An input or an allocation.
-  const LoopBuffer *findBuffer(const std::string &name) const;
+  /// The type of an input or of a buffer a step defines; null if none.
+  const TensorType *findBuffer(const std::string &name) const;
+  /// The step defining name; null for inputs and unknown names.
+  const ProgramStep *definingStep(const std::string &name) const;
 };
 
 } // namespace dynafuse

@@ -1,9 +1,12 @@
 //===- LowerGraph.h - Graph IR to loop IR -----------------------*- C++ -*-===//
 //
-// Lowers a graph to a LoopModule. Pointwise producers are inlined into their
-// consumers, so a chain of pointwise ops becomes one kernel; graph outputs of
-// the same shape share one kernel (horizontal fusion). Broadcasting becomes
-// index remapping (a broadcast dim is indexed with 0), never a copy.
+// The lowering pipeline, one readable function: decompose composites, CSE
+// and DCE, decide which values live in buffers ("realized": graph outputs,
+// extern results and operands, reductions that cannot be fused where they
+// are used), group realized values into kernels by iteration space
+// (horizontal fusion, respecting dependencies), emit each kernel by inlining
+// producers into consumers, and plan memory (intermediates reuse the storage
+// of dead ones).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_LOWERING_LOWERGRAPH_H
@@ -12,10 +15,23 @@
 #include "dynafuse/Graph/Graph.h"
 #include "dynafuse/Loop/Kernel.h"
 
+#include <functional>
+#include <string>
+
 namespace dynafuse {
 
-/// Throws Error naming the node when an op has no lowering.
-LoopModule lowerGraph(const Graph &graph);
+/// Called after each named lowering step with that step's text (for
+/// --print-ir-after-all and dumps); may be empty.
+using LoweringObserver =
+    std::function<void(const std::string &step, const std::string &text)>;
+
+/// Throws Error naming the node when an op cannot be lowered.
+LoopModule lowerGraph(const Graph &graph,
+                      const LoweringObserver &observer = nullptr);
+
+/// Rewrites module's allocations so that intermediates reuse the storage of
+/// allocations no longer needed (same byte size).
+void planMemory(LoopModule &module);
 
 } // namespace dynafuse
 

@@ -11,17 +11,19 @@
 
 #include "dynafuse/Graph/Graph.h"
 #include "dynafuse/Loop/Kernel.h"
+#include "dynafuse/Lowering/KernelBuilder.h"
 
 #include <functional>
 #include <vector>
 
 namespace dynafuse {
 
-/// Appends scalar instructions to one kernel body; rules build through it.
+/// Appends scalar instructions to one kernel (placed by its KernelBuilder);
+/// rules build through it.
 class ScalarBuilder {
 public:
-  ScalarBuilder(Kernel &kernel, std::vector<Stmt> &block)
-      : kernel(kernel), block(block) {}
+  ScalarBuilder(Kernel &kernel, KernelBuilder &builder)
+      : kernel(kernel), builder(builder) {}
 
   int constant(DType type, double value);
   int unary(ScalarOp op, int arg);
@@ -36,7 +38,7 @@ public:
 private:
   int append(Instr instr);
   Kernel &kernel;
-  std::vector<Stmt> &block;
+  KernelBuilder &builder;
 };
 
 /// Emits one element of node's result. elements holds, per node operand, the

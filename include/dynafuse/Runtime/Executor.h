@@ -1,8 +1,10 @@
 //===- Executor.h - Runs a compiled LoopModule ------------------*- C++ -*-===//
 //
 // A CompiledModule is a LoopModule plus one executable per kernel. run()
-// binds the size symbols from the input shapes, asks the Allocator for every
-// allocation, and launches the kernel calls in order.
+// binds the size symbols from the input shapes and executes the program's
+// steps in order: allocations and extern ops go through an
+// ExecutionContext (the torch bridge implements it with ATen), kernel calls
+// through the backend's executables.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_RUNTIME_EXECUTOR_H
@@ -14,22 +16,27 @@
 
 namespace dynafuse {
 
-/// Where outputs and intermediates live. The torch bridge implements it with
-/// ATen tensors; tests and tools with plain host memory.
-class Allocator {
-public:
-  virtual ~Allocator() = default;
-  /// Storage for module.allocs[allocIndex] with concrete sizes (contiguous).
-  virtual char *allocate(size_t allocIndex, const LoopBuffer &buffer,
-                         const std::vector<int64_t> &sizes) = 0;
-};
-
-/// A concrete tensor argument: data and its actual sizes and strides
-/// (in elements).
+/// A concrete tensor: data (element 0) and its sizes and strides (in
+/// elements).
 struct TensorArg {
   char *data = nullptr;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
+  DType dtype = DType::F32;
+};
+
+/// Where storage comes from and who runs extern ops.
+class ExecutionContext {
+public:
+  virtual ~ExecutionContext() = default;
+  /// Contiguous storage for the buffer a step allocates.
+  virtual char *allocate(const ProgramStep &step,
+                         const std::vector<int64_t> &sizes) = 0;
+  /// Runs an extern step on its arguments; the result must have the given
+  /// sizes and strides. Returns its data.
+  virtual char *runExtern(const ProgramStep &step,
+                          const std::vector<TensorArg> &args,
+                          const TensorArg &expected) = 0;
 };
 
 class CompiledModule {
@@ -38,28 +45,35 @@ public:
                  const CompileOptions &options);
 
   const LoopModule &module() const { return loopModule; }
-  /// Binds symbols, allocates, runs every call. Throws Error when inputs do
-  /// not match the module's input types.
-  void run(const std::vector<TensorArg> &inputs, Allocator &allocator) const;
+  /// Binds symbols, runs every step; returns every buffer by name. Throws
+  /// Error when inputs do not match the module's input types.
+  std::map<std::string, TensorArg> run(const std::vector<TensorArg> &inputs,
+                                       ExecutionContext &context) const;
   /// Symbol values implied by inputs (also checks the inputs).
   std::map<std::string, int64_t>
   bindSymbols(const std::vector<TensorArg> &inputs) const;
+  /// Bytes of intermediate (non-output) storage live at the worst step.
+  int64_t peakIntermediateBytes(
+      const std::map<std::string, int64_t> &bindings) const;
 
 private:
   LoopModule loopModule;
   std::vector<std::unique_ptr<KernelExecutable>> executables;
-  std::vector<int> callKernel;
+  std::map<std::string, int> kernelIndex;
 };
 
-/// Host-memory allocator that owns its buffers (for tools and tests).
-class HostAllocator : public Allocator {
+/// Host-memory context that owns its buffers and runs no extern ops (for
+/// tools and tests without torch).
+class HostContext : public ExecutionContext {
 public:
-  char *allocate(size_t allocIndex, const LoopBuffer &buffer,
+  char *allocate(const ProgramStep &step,
                  const std::vector<int64_t> &sizes) override;
-  std::vector<std::vector<char>> &buffers() { return storage; }
+  char *runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
+                  const TensorArg &expected) override;
+  std::map<std::string, std::vector<char>> &buffers() { return storage; }
 
 private:
-  std::vector<std::vector<char>> storage;
+  std::map<std::string, std::vector<char>> storage;
 };
 
 /// Registers the backends that live in the core ("interp"). Idempotent.

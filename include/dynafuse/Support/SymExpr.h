@@ -71,6 +71,16 @@ SymExpr mod(const SymExpr &lhs, const SymExpr &rhs);
 int64_t floorDivInt(int64_t lhs, int64_t rhs);
 int64_t modInt(int64_t lhs, int64_t rhs);
 
+/// Variable ranges for simplification: name -> extent (values in [0, extent)).
+using SymRanges = std::map<std::string, int64_t>;
+
+/// The closed range [lo, hi] expr can take, when computable from ranges.
+bool symRange(const SymExpr &expr, const SymRanges &ranges, int64_t &lo,
+              int64_t &hi);
+/// Simplifies floordiv and mod using variable ranges: (a*K + b) // K is a and
+/// (a*K + b) % K is b when b stays in [0, K).
+SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges);
+
 /// Parses "s0*4 + i1", "(i0 // 3) % s1", ... Throws Error on bad syntax.
 SymExpr parseSymExpr(const std::string &text);
 

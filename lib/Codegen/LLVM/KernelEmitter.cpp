@@ -37,8 +37,8 @@ void KernelEmitter::emit() {
   std::string name = llvmFunctionName(kernel);
   if (module.getFunction(name))
     fail("LLVM backend: two kernels named @" + kernel.name);
-  function = llvm::Function::Create(type, llvm::Function::ExternalLinkage,
-                                    name, module);
+  function = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name,
+                                    module);
   setAttributes();
   builder.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", function));
   loadArguments();
@@ -63,8 +63,8 @@ void KernelEmitter::setAttributes() {
 void KernelEmitter::loadArguments() {
   llvm::Type *ptr = llvm::PointerType::getUnqual(context);
   for (size_t j = 0; j < kernel.symbols.size(); ++j) {
-    Value *address = builder.CreateConstInBoundsGEP1_64(
-        builder.getInt64Ty(), function->getArg(1), j);
+    Value *address = builder.CreateConstInBoundsGEP1_64(builder.getInt64Ty(),
+                                                        function->getArg(1), j);
     symbols[kernel.symbols[j]] =
         builder.CreateLoad(builder.getInt64Ty(), address, kernel.symbols[j]);
   }
@@ -111,7 +111,8 @@ KernelEmitter::emitCountedLoop(const std::string &label, const std::string &var,
                                LoopBody body) {
   llvm::BasicBlock *guard = builder.GetInsertBlock();
   auto *header = llvm::BasicBlock::Create(context, label, function);
-  auto *exit = llvm::BasicBlock::Create(context, label + ".exit", function);
+  // Placed after the body's blocks, to read in order.
+  auto *exit = llvm::BasicBlock::Create(context, label + ".exit");
   Value *zero = builder.getInt64(0);
   builder.CreateCondBr(builder.CreateICmpSLT(zero, extent), header, exit);
 
@@ -136,6 +137,7 @@ KernelEmitter::emitCountedLoop(const std::string &label, const std::string &var,
   builder.CreateCondBr(builder.CreateICmpSLT(next, extent), header, exit);
   index->addIncoming(next, latch);
 
+  exit->insertInto(function);
   builder.SetInsertPoint(exit);
   std::vector<Value *> carriedOut;
   for (size_t i = 0; i < carried.size(); ++i) {

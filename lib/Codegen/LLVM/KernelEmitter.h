@@ -1,4 +1,5 @@
-//===- KernelEmitter.h - One loop-IR kernel to one LLVM function -*- C++ -*-===//
+//===- KernelEmitter.h - One loop-IR kernel to one LLVM function -*- C++
+//-*-===//
 //
 // Private to lib/Codegen/LLVM. The emitter's methods are split by concept:
 //   KernelEmitter.cpp  the function, its arguments, statements and loops;

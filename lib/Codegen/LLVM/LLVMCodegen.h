@@ -4,8 +4,10 @@
 //   RuntimeSymbols.cpp  the C functions generated code may call, with their
 //                       addresses (the JIT's symbol map) and LLVM types;
 //   ScalarOps.cpp       one scalar instruction to LLVM IR;
-//   KernelEmitter.cpp   kernels (loops, index arithmetic, loads, stores) to
-//                       one llvm::Module;
+//   KernelEmitter.cpp   kernels (statements, loops) to one llvm::Module,
+//   MemoryAccess.cpp    with index arithmetic, loads and stores (masks,
+//   ReduceEmitter.cpp   bounds checks) and reduce statements; the
+//                       emitter class is in KernelEmitter.h;
 //   JITCompiler.cpp     target machine, O2 pipeline, assembly and object
 //                       emission, and the process-lifetime LLJIT;
 //   LLVMBackend.cpp     the Backend implementation and the public API.
@@ -47,6 +49,8 @@ enum class RuntimeSignature {
   F64F64ToF64,
   I16ToF32,
   F32ToI16,
+  /// dynafuse_index_error(int64 index, int64 size).
+  I64I64ToVoid,
 };
 
 struct RuntimeSymbol {
@@ -59,7 +63,8 @@ struct RuntimeSymbol {
 const std::vector<RuntimeSymbol> &runtimeSymbols();
 bool isRuntimeSymbolName(const std::string &name);
 /// Declares the named runtime function in `module` (once), with attributes
-/// saying it neither throws nor touches memory.
+/// saying it does not throw and touches no memory (the math and conversion
+/// functions) or only memory the kernel cannot see (the error reporter).
 llvm::FunctionCallee declareRuntimeFunction(llvm::Module &module,
                                             const std::string &name);
 /// Calls a runtime function, with the declaration's attributes (zeroext for

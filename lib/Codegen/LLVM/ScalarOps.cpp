@@ -10,6 +10,11 @@
 //   to bool (add is or, mul is and, comparisons are unsigned).
 // - Casts: float to int truncates through i64 then wraps; int to f32 rounds
 //   through f64; anything to bool is `x != 0` (NaN is true).
+// - Transcendental functions call the same libm functions the interpreter
+//   does (through the JIT's symbol map); floor, ceil, trunc and round
+//   (half to even) are LLVM intrinsics; float fmod is frem (C fmod).
+// - Integer fmod truncates and remainder floors (Python); a zero divisor
+//   gives 0 and neither traps on MIN and -1.
 //
 //===----------------------------------------------------------------------===//
 #include "LLVMCodegen.h"
@@ -61,6 +66,24 @@ Value *emitFloatUnary(IRBuilder<> &builder, ScalarOp op, DType type, Value *x) {
     Value *one = floatConstant(builder, type, 1.0);
     return builder.CreateFDiv(one, builder.CreateFAdd(one, exp));
   }
+  case ScalarOp::Exp2:
+    return callLibm(builder, type, "exp2", {x});
+  case ScalarOp::Log1p:
+    return callLibm(builder, type, "log1p", {x});
+  case ScalarOp::Expm1:
+    return callLibm(builder, type, "expm1", {x});
+  case ScalarOp::Sin:
+    return callLibm(builder, type, "sin", {x});
+  case ScalarOp::Cos:
+    return callLibm(builder, type, "cos", {x});
+  case ScalarOp::Floor:
+    return builder.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+  case ScalarOp::Ceil:
+    return builder.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+  case ScalarOp::Trunc:
+    return builder.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x);
+  case ScalarOp::Round: // Half to even, like nearbyint and torch.round.
+    return builder.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
   default:
     break;
   }
@@ -71,6 +94,7 @@ Value *emitFloatUnary(IRBuilder<> &builder, ScalarOp op, DType type, Value *x) {
 Value *emitIntUnary(IRBuilder<> &builder, ScalarOp op, DType type, Value *x) {
   switch (op) {
   case ScalarOp::Not:
+  case ScalarOp::BitNot: // On bool (i1) this is logical not.
     return builder.CreateNot(x);
   case ScalarOp::Neg:
     // -x wraps; on bool it is x again.
@@ -100,6 +124,21 @@ Value *emitFloatMaxMin(IRBuilder<> &builder, bool greater, Value *a, Value *b) {
   return builder.CreateSelect(unordered, builder.CreateFAdd(a, b), chosen);
 }
 
+/// Python's float %: r = fmod(a, b), plus b when r is nonzero and its sign
+/// differs from b's.
+Value *emitFloatRemainder(IRBuilder<> &builder, Value *a, Value *b) {
+  Value *zero = llvm::ConstantFP::get(a->getType(), 0.0);
+  // One operand per statement, so that the IR does not depend on the C++
+  // compiler's argument evaluation order.
+  Value *r = builder.CreateFRem(a, b);
+  Value *rNegative = builder.CreateFCmpOLT(r, zero);
+  Value *bNegative = builder.CreateFCmpOLT(b, zero);
+  Value *signsDiffer = builder.CreateXor(rNegative, bNegative);
+  Value *inexact = builder.CreateFCmpUNE(r, zero);
+  Value *fix = builder.CreateAnd(inexact, signsDiffer);
+  return builder.CreateSelect(fix, builder.CreateFAdd(r, b), r);
+}
+
 Value *emitFloatBinary(IRBuilder<> &builder, ScalarOp op, DType type, Value *a,
                        Value *b) {
   switch (op) {
@@ -117,6 +156,10 @@ Value *emitFloatBinary(IRBuilder<> &builder, ScalarOp op, DType type, Value *a,
     return emitFloatMaxMin(builder, false, a, b);
   case ScalarOp::Pow:
     return callLibm(builder, type, "pow", {a, b});
+  case ScalarOp::Fmod:
+    return builder.CreateFRem(a, b);
+  case ScalarOp::Remainder:
+    return emitFloatRemainder(builder, a, b);
   case ScalarOp::Eq:
     return builder.CreateFCmpOEQ(a, b);
   case ScalarOp::Ne:
@@ -148,13 +191,36 @@ Value *emitSafeIntDiv(IRBuilder<> &builder, DType type, Value *a, Value *b) {
   Value *min = llvm::ConstantInt::get(
       intType, llvm::APInt::getSignedMinValue(intType->getIntegerBitWidth()));
   Value *byZero = builder.CreateICmpEQ(b, zero);
-  Value *overflow = builder.CreateAnd(builder.CreateICmpEQ(b, minusOne),
-                                      builder.CreateICmpEQ(a, min));
+  Value *byMinusOne = builder.CreateICmpEQ(b, minusOne);
+  Value *overflow = builder.CreateAnd(byMinusOne, builder.CreateICmpEQ(a, min));
   Value *unsafe = builder.CreateOr(byZero, overflow);
   Value *quotient = builder.CreateSDiv(a, builder.CreateSelect(unsafe, one, b));
   Value *overflowResult = type == DType::I64 ? zero : min;
   quotient = builder.CreateSelect(overflow, overflowResult, quotient);
   return builder.CreateSelect(byZero, zero, quotient);
+}
+
+/// Truncating (fmod) or flooring (remainder) integer modulo that never
+/// traps: divisors 0 and -1 become 1, whose remainder is 0, which is what
+/// the interpreter gives for a zero divisor, for MIN and -1, and for any
+/// other a % -1.
+Value *emitSafeIntMod(IRBuilder<> &builder, bool floor, Value *a, Value *b) {
+  llvm::Type *intType = a->getType();
+  Value *zero = llvm::ConstantInt::get(intType, 0);
+  Value *one = llvm::ConstantInt::get(intType, 1);
+  Value *byZero = builder.CreateICmpEQ(b, zero);
+  Value *byMinusOne =
+      builder.CreateICmpEQ(b, llvm::ConstantInt::getSigned(intType, -1));
+  Value *unsafe = builder.CreateOr(byZero, byMinusOne);
+  Value *divisor = builder.CreateSelect(unsafe, one, b);
+  Value *r = builder.CreateSRem(a, divisor);
+  if (!floor)
+    return r;
+  Value *signsDiffer =
+      builder.CreateICmpSLT(builder.CreateXor(r, divisor), zero);
+  Value *inexact = builder.CreateICmpNE(r, zero);
+  Value *fix = builder.CreateAnd(inexact, signsDiffer);
+  return builder.CreateSelect(fix, builder.CreateAdd(r, divisor), r);
 }
 
 /// Integer pow computes through double pow and truncates back.
@@ -172,15 +238,22 @@ Value *emitBoolBinary(IRBuilder<> &builder, ScalarOp op, Value *a, Value *b) {
   case ScalarOp::Add:
   case ScalarOp::Max:
   case ScalarOp::Or:
+  case ScalarOp::BitOr:
     return builder.CreateOr(a, b);
-  case ScalarOp::Sub:
-  case ScalarOp::Ne:
-    return builder.CreateXor(a, b);
   case ScalarOp::Mul:
   case ScalarOp::Div: // a / 1 is a, a / 0 is 0.
   case ScalarOp::Min:
   case ScalarOp::And:
+  case ScalarOp::BitAnd:
     return builder.CreateAnd(a, b);
+  case ScalarOp::Sub:
+  case ScalarOp::Ne:
+  case ScalarOp::BitXor:
+  case ScalarOp::Xor:
+    return builder.CreateXor(a, b);
+  case ScalarOp::Fmod: // a % 1 and a % 0 are both 0.
+  case ScalarOp::Remainder:
+    return builder.getFalse();
   case ScalarOp::Pow: // 0 ** 0 is 1, 0 ** 1 is 0, 1 ** b is 1.
     return builder.CreateOr(a, builder.CreateNot(b));
   case ScalarOp::Eq:
@@ -219,6 +292,19 @@ Value *emitIntBinary(IRBuilder<> &builder, ScalarOp op, DType type, Value *a,
     return builder.CreateSelect(builder.CreateICmpSLT(a, b), a, b);
   case ScalarOp::Pow:
     return emitIntPow(builder, a, b);
+  case ScalarOp::Fmod:
+    return emitSafeIntMod(builder, /*floor=*/false, a, b);
+  case ScalarOp::Remainder:
+    return emitSafeIntMod(builder, /*floor=*/true, a, b);
+  case ScalarOp::BitAnd:
+    return builder.CreateAnd(a, b);
+  case ScalarOp::BitOr:
+    return builder.CreateOr(a, b);
+  case ScalarOp::BitXor:
+    return builder.CreateXor(a, b);
+  case ScalarOp::Xor:
+    return builder.CreateXor(builder.CreateIsNotNull(a),
+                             builder.CreateIsNotNull(b));
   case ScalarOp::And:
     return builder.CreateAnd(builder.CreateIsNotNull(a),
                              builder.CreateIsNotNull(b));

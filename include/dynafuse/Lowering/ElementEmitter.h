@@ -1,0 +1,81 @@
+//===- ElementEmitter.h - One element of a graph value as scalars -*- C++ -*-===//
+//
+// Emits the scalar instructions computing a graph value's element at a
+// symbolic index, inside one kernel: buffers (graph inputs and realized
+// values) are loaded, pointwise ops inlined through their rules, views
+// become index arithmetic, reductions become reduce statements (placed by
+// the KernelBuilder), cat and pad become masked loads. Results are memoized
+// per (value, index, mask), so shared producers are computed once.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_LOWERING_ELEMENTEMITTER_H
+#define DYNAFUSE_LOWERING_ELEMENTEMITTER_H
+
+#include "dynafuse/Graph/Graph.h"
+#include "dynafuse/Lowering/KernelBuilder.h"
+
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+namespace dynafuse {
+
+/// Thrown when a value cannot be inlined where it is used (a reduction that
+/// would be recomputed); the scheduler realizes it into a buffer and retries.
+struct NeedsRealization {
+  const Value *value;
+};
+
+class ElementEmitter {
+public:
+  /// bufferOf names the buffer of every input and realized value; values in
+  /// `inlineHere` are computed rather than loaded even if realized (they are
+  /// the kernel's own outputs).
+  ElementEmitter(Kernel &kernel, KernelBuilder &builder,
+                 const std::map<const Value *, std::string> &bufferOf,
+                 const std::set<const Value *> &inlineHere);
+
+  /// The element of value at index, in computeType(value dtype).
+  int emit(const Value *value, const std::vector<SymExpr> &index);
+  void store(const Value *value, const std::vector<SymExpr> &index, int scalar);
+
+private:
+  int emitUncached(const Value *value, const std::vector<SymExpr> &index);
+  int load(const Value *value, const std::vector<SymExpr> &index);
+  int emitPointwise(const Node &node, const std::vector<SymExpr> &index);
+  int emitReduction(const Node &node, size_t result,
+                    const std::vector<SymExpr> &index);
+  int emitView(const Node &node, size_t result,
+               const std::vector<SymExpr> &index);
+  int emitMasked(const Value *value, const std::vector<SymExpr> &index,
+                 int mask);
+  int emitCat(const Node &node, const std::vector<SymExpr> &index);
+  int emitPad(const Node &node, const std::vector<SymExpr> &index);
+  int emitIndexed(const Node &node, const std::vector<SymExpr> &index);
+  int emitGenerator(const Node &node, const std::vector<SymExpr> &index);
+  int param(const Value *value);
+
+  // Scalar helpers.
+  int constant(DType type, double value);
+  int indexValue(const SymExpr &expr);
+  int unary(ScalarOp op, int arg);
+  int binary(ScalarOp op, int lhs, int rhs);
+  int select(int condition, int onTrue, int onFalse);
+  int cast(int arg, DType type);
+  /// index >= lo && index < hi, as a bool value.
+  int inRange(const SymExpr &position, const SymExpr &lo, const SymExpr &hi);
+  /// AND of the current mask stack and extra (-1: none).
+  int combinedMask(int extra);
+  std::vector<SymExpr> simplify(std::vector<SymExpr> index) const;
+
+  Kernel &kernel;
+  KernelBuilder &builder;
+  const std::map<const Value *, std::string> &bufferOf;
+  const std::set<const Value *> &inlineHere;
+  std::map<std::string, int> memo;
+  std::vector<int> masks;
+};
+
+} // namespace dynafuse
+
+#endif

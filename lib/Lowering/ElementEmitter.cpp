@@ -1,0 +1,482 @@
+//===- ElementEmitter.cpp - One element of a graph value as scalars -------===//
+#include "dynafuse/Lowering/ElementEmitter.h"
+
+#include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Lowering/PointwiseRules.h"
+
+#include <algorithm>
+
+namespace dynafuse {
+namespace {
+
+/// Index of an operand of shape operandSizes inside a result indexed by
+/// index (right-aligned broadcasting: a size-1 dim is indexed with 0).
+std::vector<SymExpr> broadcastIndex(const std::vector<SymExpr> &index,
+                                    const std::vector<SymExpr> &operandSizes) {
+  size_t offset = index.size() - operandSizes.size();
+  std::vector<SymExpr> result;
+  for (size_t k = 0; k < operandSizes.size(); ++k)
+    result.push_back(operandSizes[k] == SymExpr(1) ? SymExpr(0)
+                                                   : index[offset + k]);
+  return result;
+}
+
+/// Row-major linear position of index in sizes.
+SymExpr linearize(const std::vector<SymExpr> &index,
+                  const std::vector<SymExpr> &sizes) {
+  SymExpr flat(0);
+  for (size_t k = 0; k < index.size(); ++k)
+    flat = flat * sizes[k] + index[k];
+  return flat;
+}
+
+/// The index in sizes of row-major linear position flat.
+std::vector<SymExpr> delinearize(const SymExpr &flat,
+                                 const std::vector<SymExpr> &sizes) {
+  std::vector<SymExpr> index(sizes.size());
+  SymExpr stride(1);
+  for (size_t k = sizes.size(); k-- > 0;) {
+    SymExpr quotient = floorDiv(flat, stride);
+    index[k] = k == 0 ? quotient : mod(quotient, sizes[k]);
+    stride = stride * sizes[k];
+  }
+  return index;
+}
+
+ReduceKind reduceKindOf(const std::string &op) {
+  static const std::map<std::string, ReduceKind> kinds = {
+      {"sum", ReduceKind::Sum},       {"prod", ReduceKind::Prod},
+      {"amax", ReduceKind::Max},      {"amin", ReduceKind::Min},
+      {"any", ReduceKind::Any},       {"all", ReduceKind::All},
+      {"argmax", ReduceKind::ArgMax}, {"max_dim", ReduceKind::ArgMax},
+      {"argmin", ReduceKind::ArgMin}, {"min_dim", ReduceKind::ArgMin}};
+  return kinds.at(op);
+}
+
+std::string indexKey(const std::vector<SymExpr> &index) {
+  std::string key = "[";
+  for (const SymExpr &expr : index)
+    key += expr.str() + ",";
+  return key + "]";
+}
+
+size_t resultIndexOf(const Value *value) {
+  const auto &results = value->producer->results;
+  return size_t(std::find(results.begin(), results.end(), value) -
+                results.begin());
+}
+
+} // namespace
+
+ElementEmitter::ElementEmitter(
+    Kernel &kernel, KernelBuilder &builder,
+    const std::map<const Value *, std::string> &bufferOf,
+    const std::set<const Value *> &inlineHere)
+    : kernel(kernel), builder(builder), bufferOf(bufferOf),
+      inlineHere(inlineHere) {}
+
+std::vector<SymExpr> ElementEmitter::simplify(std::vector<SymExpr> index) const {
+  SymRanges ranges = builder.openRanges();
+  for (SymExpr &expr : index)
+    expr = simplifyInRanges(expr, ranges);
+  return index;
+}
+
+int ElementEmitter::emit(const Value *value, const std::vector<SymExpr> &raw) {
+  std::vector<SymExpr> index = simplify(raw);
+  std::string key = value->name + indexKey(index) + "|" +
+                    std::to_string(masks.empty() ? -1 : masks.back());
+  auto found = memo.find(key);
+  if (found != memo.end() && builder.visible(found->second))
+    return found->second;
+  int id = emitUncached(value, index);
+  memo[key] = id;
+  return id;
+}
+
+int ElementEmitter::emitUncached(const Value *value,
+                                 const std::vector<SymExpr> &index) {
+  bool buffered = bufferOf.count(value) && !inlineHere.count(value);
+  if (buffered || !value->producer)
+    return load(value, index);
+  const Node &node = *value->producer;
+  const OpInfo *info = lookupOp(node.op);
+  if (!info)
+    fail("no lowering for op '" + node.op + "'", node.location);
+  switch (info->kind) {
+  case OpKind::Pointwise:
+    return emitPointwise(node, index);
+  case OpKind::Reduction:
+    return emitReduction(node, resultIndexOf(value), index);
+  case OpKind::View:
+    return emitView(node, resultIndexOf(value), index);
+  case OpKind::Extern:
+  case OpKind::Composite:
+    break;
+  }
+  fail("op '" + node.op + "' reached lowering unrealized or undecomposed",
+       node.location);
+}
+
+int ElementEmitter::param(const Value *value) {
+  const std::string &name = bufferOf.at(value);
+  int found = kernel.findParam(name);
+  if (found >= 0)
+    return found;
+  kernel.params.push_back(LoopBuffer{name, value->type});
+  return int(kernel.params.size()) - 1;
+}
+
+int ElementEmitter::load(const Value *value, const std::vector<SymExpr> &index) {
+  Instr instr;
+  instr.op = ScalarOp::Load;
+  instr.type = computeType(value->type.dtype);
+  instr.buffer = param(value);
+  instr.index = index;
+  if (!masks.empty())
+    instr.args.push_back(masks.back());
+  return builder.append(instr);
+}
+
+void ElementEmitter::store(const Value *value, const std::vector<SymExpr> &index,
+                           int scalar) {
+  Instr instr;
+  instr.op = ScalarOp::Store;
+  instr.buffer = param(value);
+  instr.index = index;
+  instr.args = {cast(scalar, computeType(value->type.dtype))};
+  builder.append(instr);
+}
+
+//===----------------------------------------------------------------------===//
+// Scalars
+//===----------------------------------------------------------------------===//
+
+int ElementEmitter::constant(DType type, double value) {
+  ScalarBuilder scalars(kernel, builder);
+  return scalars.constant(type, value);
+}
+
+int ElementEmitter::indexValue(const SymExpr &expr) {
+  Instr instr;
+  instr.op = ScalarOp::Index;
+  instr.type = DType::I64;
+  instr.index = {expr};
+  return builder.append(instr);
+}
+
+int ElementEmitter::unary(ScalarOp op, int arg) {
+  return ScalarBuilder(kernel, builder).unary(op, arg);
+}
+
+int ElementEmitter::binary(ScalarOp op, int lhs, int rhs) {
+  return ScalarBuilder(kernel, builder).binary(op, lhs, rhs);
+}
+
+int ElementEmitter::select(int condition, int onTrue, int onFalse) {
+  return ScalarBuilder(kernel, builder).select(condition, onTrue, onFalse);
+}
+
+int ElementEmitter::cast(int arg, DType type) {
+  return ScalarBuilder(kernel, builder).cast(arg, type);
+}
+
+int ElementEmitter::inRange(const SymExpr &position, const SymExpr &lo,
+                            const SymExpr &hi) {
+  int at = indexValue(position);
+  int above = binary(ScalarOp::Ge, at, indexValue(lo));
+  int below = binary(ScalarOp::Lt, at, indexValue(hi));
+  return binary(ScalarOp::And, above, below);
+}
+
+int ElementEmitter::combinedMask(int extra) {
+  if (masks.empty())
+    return extra;
+  return binary(ScalarOp::And, masks.back(), extra);
+}
+
+int ElementEmitter::emitMasked(const Value *value,
+                               const std::vector<SymExpr> &index, int mask) {
+  masks.push_back(combinedMask(mask));
+  int result = emit(value, index);
+  masks.pop_back();
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise and reductions
+//===----------------------------------------------------------------------===//
+
+int ElementEmitter::emitPointwise(const Node &node,
+                                  const std::vector<SymExpr> &index) {
+  const PointwiseRule *rule = findPointwiseRule(node.op);
+  if (!rule)
+    fail("no lowering for op '" + node.op + "'", node.location);
+  ScalarBuilder scalars(kernel, builder);
+  PointwiseContext context{scalars, node, operationType(node), {}};
+  for (const Operand &operand : node.operands) {
+    if (!operand.isValue()) {
+      context.elements.push_back(-1);
+      continue;
+    }
+    context.elements.push_back(emit(
+        operand.value, broadcastIndex(index, operand.value->type.sizes)));
+  }
+  return cast((*rule)(context), computeType(node.result()->type.dtype));
+}
+
+int ElementEmitter::emitReduction(const Node &node, size_t result,
+                                  const std::vector<SymExpr> &index) {
+  const Value *x = node.operands[0].value;
+  const TensorType &input = x->type;
+  DType resultType = computeType(node.results[result]->type.dtype);
+  if (input.rank() == 0) {
+    if (node.op == "argmax" || node.op == "argmin" || result == 1)
+      return constant(DType::I64, 0);
+    return cast(emit(x, {}), resultType);
+  }
+  std::vector<int64_t> dims = reducedDims(node);
+  bool keepdim = boolAttr(node, "keepdim", false);
+  std::set<std::string> outer;
+  for (const SymExpr &expr : index)
+    expr.collectSymbols(outer);
+  std::vector<SymExpr> extents, reduceVars;
+  for (int64_t dim : dims)
+    extents.push_back(input.sizes[dim]);
+  ReduceKind kind = reduceKindOf(node.op);
+  if (!builder.openReduce(kind, extents, outer, reduceVars))
+    throw NeedsRealization{node.results[result]};
+  std::vector<SymExpr> inputIndex;
+  size_t next = 0, reduced = 0;
+  for (size_t k = 0; k < input.rank(); ++k) {
+    bool isReduced = std::find(dims.begin(), dims.end(), int64_t(k)) != dims.end();
+    if (isReduced) {
+      inputIndex.push_back(reduceVars[reduced++]);
+      next += keepdim;
+      continue;
+    }
+    inputIndex.push_back(index[next++]);
+  }
+  int element = emit(x, inputIndex);
+  std::vector<int> yields;
+  if (kind == ReduceKind::ArgMax || kind == ReduceKind::ArgMin) {
+    std::vector<SymExpr> reducedSizes(extents.begin(), extents.end());
+    yields = {element, indexValue(linearize(reduceVars, reducedSizes))};
+  } else {
+    DType accumulate = kind == ReduceKind::Any || kind == ReduceKind::All
+                           ? DType::Bool
+                           : computeType(node.results[0]->type.dtype);
+    yields = {cast(element, accumulate)};
+  }
+  std::vector<int> results = builder.closeReduce(yields);
+  if (node.op == "argmax" || node.op == "argmin")
+    return results[1];
+  if (node.results.size() > 1) {
+    // max_dim / min_dim: remember both results for this index.
+    std::string mask = "|" + std::to_string(masks.empty() ? -1 : masks.back());
+    for (size_t r = 0; r < 2; ++r)
+      memo[node.results[r]->name + indexKey(index) + mask] = results[r];
+  }
+  return results[result];
+}
+
+//===----------------------------------------------------------------------===//
+// Views and data movement
+//===----------------------------------------------------------------------===//
+
+int ElementEmitter::emitView(const Node &node, size_t result,
+                             const std::vector<SymExpr> &index) {
+  const std::string &op = node.op;
+  if (op == "cat")
+    return emitCat(node, index);
+  if (op == "pad")
+    return emitPad(node, index);
+  if (op == "index_select" || op == "gather" || op == "embedding")
+    return emitIndexed(node, index);
+  if (op == "arange" || op == "full" || op == "full_like" || op == "tril" ||
+      op == "triu")
+    return emitGenerator(node, index);
+  const Value *x = node.operands[0].value;
+  const TensorType &input = x->type;
+  std::vector<SymExpr> in;
+  if (op == "reshape" || op == "flatten") {
+    in = delinearize(linearize(index, node.results[0]->type.sizes), input.sizes);
+  } else if (op == "permute") {
+    in.resize(input.rank());
+    std::vector<int64_t> dims = intListAttr(node, "dims", {});
+    for (size_t k = 0; k < dims.size(); ++k)
+      in[normalizeDim(node, dims[k], input.rank())] = index[k];
+  } else if (op == "transpose") {
+    in = index;
+    if (input.rank() > 0)
+      std::swap(in[normalizeDim(node, node.intAttr("dim0", 0), input.rank())],
+                in[normalizeDim(node, node.intAttr("dim1", 1), input.rank())]);
+  } else if (op == "expand") {
+    in = broadcastIndex(index, input.sizes);
+  } else if (op == "squeeze") {
+    std::vector<int64_t> dims = intListAttr(node, "dims", {});
+    size_t next = 0;
+    for (size_t k = 0; k < input.rank(); ++k) {
+      bool listed = dims.empty();
+      for (int64_t dim : dims)
+        listed |= normalizeDim(node, dim, input.rank()) == int64_t(k);
+      bool dropped = listed && input.sizes[k] == SymExpr(1);
+      in.push_back(dropped ? SymExpr(0) : index[next++]);
+    }
+  } else if (op == "unsqueeze") {
+    in = index;
+    in.erase(in.begin() +
+             normalizeDim(node, node.intAttr("dim", 0), input.rank() + 1));
+  } else if (op == "select") {
+    in = index;
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
+    int64_t at = node.intAttr("index", 0);
+    if (at < 0)
+      at += input.sizes[dim].constant();
+    in.insert(in.begin() + dim, SymExpr(at));
+  } else if (op == "slice" || op == "narrow") {
+    SliceBounds bounds = sliceBounds(node);
+    in = index;
+    in[bounds.dim] = SymExpr(bounds.start) + index[bounds.dim] * bounds.step;
+  } else if (op == "contiguous") {
+    in = index;
+  } else if (op == "flip") {
+    in = index;
+    for (int64_t dim : intListAttr(node, "dims", {})) {
+      int64_t d = normalizeDim(node, dim, input.rank());
+      in[d] = input.sizes[d] - 1 - index[d];
+    }
+  } else if (op == "roll") {
+    in = index;
+    std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
+    std::vector<int64_t> dims = intListAttr(node, "dims", {});
+    if (dims.empty()) {
+      SymExpr flat = linearize(index, input.sizes);
+      SymExpr count = input.numel();
+      int64_t total = count.isConstant() ? count.constant() : 1;
+      int64_t shift = total ? modInt(shifts.at(0), total) : 0;
+      in = delinearize(mod(flat + (count - shift), count), input.sizes);
+    }
+    for (size_t s = 0; s < dims.size(); ++s) {
+      int64_t d = normalizeDim(node, dims[s], input.rank());
+      int64_t size = input.sizes[d].constant();
+      int64_t shift = size ? modInt(shifts.at(s), size) : 0;
+      in[d] = mod(index[d] + (size - shift), SymExpr(size));
+    }
+  } else if (op == "repeat") {
+    size_t lead = index.size() - input.rank();
+    for (size_t k = 0; k < input.rank(); ++k)
+      in.push_back(mod(index[lead + k], input.sizes[k]));
+  } else if (op == "split" || op == "chunk" || op == "unbind") {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
+    std::vector<int64_t> lengths =
+        splitLengths(node, input.sizes[dim].constant());
+    int64_t offset = 0;
+    for (size_t r = 0; r < result; ++r)
+      offset += lengths[r];
+    in = index;
+    if (op == "unbind")
+      in.insert(in.begin() + dim, SymExpr(offset));
+    else
+      in[dim] = index[dim] + offset;
+  } else {
+    fail("no lowering for view op '" + op + "'", node.location);
+  }
+  return emit(x, in);
+}
+
+int ElementEmitter::emitCat(const Node &node, const std::vector<SymExpr> &index) {
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0),
+                             node.operands[0].value->type.rank());
+  DType type = computeType(node.results[0]->type.dtype);
+  std::vector<std::pair<int, int>> pieces;
+  SymExpr offset(0);
+  for (size_t i = 0; i < node.operands.size(); ++i) {
+    const Value *piece = node.operands[i].value;
+    SymExpr length = piece->type.sizes[dim];
+    int mask = inRange(index[dim], offset, offset + length);
+    std::vector<SymExpr> at = index;
+    at[dim] = index[dim] - offset;
+    pieces.push_back({mask, cast(emitMasked(piece, at, mask), type)});
+    offset = offset + length;
+  }
+  int value = pieces.back().second;
+  for (size_t i = pieces.size() - 1; i-- > 0;)
+    value = select(pieces[i].first, pieces[i].second, value);
+  return value;
+}
+
+int ElementEmitter::emitPad(const Node &node, const std::vector<SymExpr> &index) {
+  const Value *x = node.operands[0].value;
+  std::vector<int64_t> pad = intListAttr(node, "pad", {});
+  std::vector<SymExpr> at = index;
+  int mask = -1;
+  for (size_t p = 0; p < pad.size() / 2; ++p) {
+    size_t dim = x->type.rank() - 1 - p;
+    at[dim] = index[dim] - pad[2 * p];
+    int inside = inRange(index[dim], SymExpr(pad[2 * p]),
+                         SymExpr(pad[2 * p]) + x->type.sizes[dim]);
+    mask = mask < 0 ? inside : binary(ScalarOp::And, mask, inside);
+  }
+  DType type = computeType(node.results[0]->type.dtype);
+  if (mask < 0)
+    return emit(x, at);
+  int value = cast(emitMasked(x, at, mask), type);
+  return select(mask, value, constant(type, floatAttr(node, "value", 0)));
+}
+
+int ElementEmitter::emitIndexed(const Node &node,
+                                const std::vector<SymExpr> &index) {
+  const Value *data = node.operands[0].value;
+  const Value *indices = node.operands[1].value;
+  std::vector<SymExpr> at;
+  std::vector<SymExpr> where;
+  if (node.op == "embedding") {
+    where.assign(index.begin(), index.end() - 1);
+  } else if (node.op == "gather") {
+    where = index;
+  } else {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), data->type.rank());
+    if (data->type.rank() > 0)
+      where = {index[dim]};
+  }
+  int position = cast(emit(indices, where), DType::I64);
+  SymExpr indirect = SymExpr::symbol("%" + kernel.instrs[position].name);
+  if (node.op == "embedding") {
+    at = {indirect, index.back()};
+  } else {
+    at = index;
+    if (data->type.rank() > 0)
+      at[normalizeDim(node, node.intAttr("dim", 0), data->type.rank())] =
+          indirect;
+  }
+  return emit(data, at);
+}
+
+int ElementEmitter::emitGenerator(const Node &node,
+                                  const std::vector<SymExpr> &index) {
+  DType type = computeType(node.results[0]->type.dtype);
+  if (node.op == "full" || node.op == "full_like")
+    return constant(type, floatAttr(node, "value", 0));
+  if (node.op == "arange") {
+    double start = floatAttr(node, "start", 0), step = floatAttr(node, "step", 1);
+    if (!isFloating(type) && start == int64_t(start) && step == int64_t(step))
+      return cast(indexValue(SymExpr(int64_t(start)) + index[0] * int64_t(step)),
+                  type);
+    int position = cast(indexValue(index[0]), DType::F64);
+    int scaled = binary(ScalarOp::Mul, position, constant(DType::F64, step));
+    return cast(binary(ScalarOp::Add, scaled, constant(DType::F64, start)),
+                type);
+  }
+  // tril / triu: keep elements on the chosen side of the diagonal.
+  size_t rank = index.size();
+  SymExpr offset = index[rank - 1] - index[rank - 2];
+  int64_t diagonal = node.intAttr("diagonal", 0);
+  int keep = node.op == "tril"
+                 ? binary(ScalarOp::Le, indexValue(offset), constant(DType::I64, diagonal))
+                 : binary(ScalarOp::Ge, indexValue(offset), constant(DType::I64, diagonal));
+  int value = emit(node.operands[0].value, index);
+  return select(keep, value, constant(type, 0));
+}
+
+} // namespace dynafuse
