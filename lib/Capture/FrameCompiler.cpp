@@ -37,8 +37,8 @@ struct SuppressHook {
 struct CacheEntry {
   CapturedFrame captured;
   std::unique_ptr<CompiledModule> module;
-  /// Per module output: alloc index, or -(input index + 1).
-  std::vector<int> outputBuffer;
+  /// Per module output: the graph input it is (index), or -1 when computed.
+  std::vector<int> outputInput;
 };
 
 struct CodeCache {
@@ -138,22 +138,28 @@ void writeFile(const std::filesystem::path &path, const std::string &text) {
   std::ofstream(path) << text;
 }
 
-/// One folder per compiled graph: every stage's text and a replay script.
-std::string prepareDump(const CapturedFrame &captured,
-                        const LoopModule &module) {
+/// The folder that receives this graph's stages ("" when not dumping).
+std::string dumpFolder(const CapturedFrame &captured) {
   if (compilerConfig().dumpDir.empty())
     return "";
   std::filesystem::path dir =
       std::filesystem::path(compilerConfig().dumpDir) / captured.graph->name;
   std::filesystem::create_directories(dir);
   writeFile(dir / "graph.graph", printGraph(*captured.graph));
-  writeFile(dir / "kernels.loop", printLoopModule(module));
   writeFile(dir / "replay.sh",
             "#!/bin/sh\n# Replays this graph's compilation stage by stage.\n"
             "cd \"$(dirname \"$0\")\"\n"
-            "dynafuse-opt graph.graph --emit=loop\n"
+            "dynafuse-opt graph.graph --emit=loop --print-ir-after-all\n"
             "dynafuse-opt kernels.loop --emit=llvm\n");
   return dir.string();
+}
+
+LoopModule lowerForFrame(const Graph &graph, const std::string &dumpDir) {
+  LoopModule module = lowerGraph(graph);
+  if (!dumpDir.empty())
+    writeFile(std::filesystem::path(dumpDir) / "kernels.loop",
+              printLoopModule(module));
+  return module;
 }
 
 std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
@@ -166,25 +172,29 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     throw Unsupported("the frame computes nothing on tensors",
                       Location{PyUnicode_AsUTF8(frame->code->co_filename),
                                frame->code->co_firstlineno, 0});
-  LoopModule module = lowerGraph(graph);
-  verifyLoopModule(module);
   CompileOptions compileOptions;
-  compileOptions.dumpDir = prepareDump(entry->captured, module);
+  compileOptions.dumpDir = dumpFolder(entry->captured);
+  LoopModule module = lowerForFrame(graph, compileOptions.dumpDir);
   logLine("compile", "compiled " + graph.name + " (" +
                          std::to_string(module.kernels.size()) +
                          " kernels) from " + codeWhere(frame->code));
   for (const std::string &output : module.outputs) {
-    int slot = 0;
-    for (size_t a = 0; a < module.allocs.size(); ++a)
-      if (module.allocs[a].name == output)
-        slot = int(a) + 1;
-    for (size_t i = 0; i < module.inputs.size() && !slot; ++i)
+    int input = -1;
+    for (size_t i = 0; i < module.inputs.size(); ++i)
       if (module.inputs[i].name == output)
-        slot = -int(i) - 1;
-    entry->outputBuffer.push_back(slot > 0 ? slot - 1 : slot);
+        input = int(i);
+    entry->outputInput.push_back(input);
   }
+  CompiledGraphInfo info;
+  info.name = graph.name;
+  info.where = codeWhere(frame->code);
+  info.kernels = int(module.kernels.size());
+  for (const ProgramStep &step : module.steps)
+    info.externCalls += step.kind == ProgramStep::Kind::Extern;
   entry->module = std::make_unique<CompiledModule>(
       std::move(module), backendNamed(options.backend), compileOptions);
+  info.peakIntermediateBytes = entry->module->peakIntermediateBytes({});
+  compiledGraphs().push_back(info);
   return entry;
 }
 
@@ -205,39 +215,47 @@ bool guardsHold(const CacheEntry &entry, SourceResolver &resolver,
   return true;
 }
 
-/// Allocates module buffers as torch tensors and keeps them.
-class TorchAllocator : public Allocator {
+/// Storage and extern ops through ATen; keeps every tensor it makes so
+/// outputs can be returned.
+class TorchContext : public ExecutionContext {
 public:
-  explicit TorchAllocator(size_t count) : tensors(count) {}
-  char *allocate(size_t allocIndex, const LoopBuffer &buffer,
+  char *allocate(const ProgramStep &step,
                  const std::vector<int64_t> &sizes) override {
     char *data = nullptr;
-    tensors[allocIndex] = PyRef::steal(
-        newTensor(sizes, buffer.type.dtype, buffer.type.device, &data));
+    tensors[step.result] = PyRef::steal(
+        newTensor(sizes, step.type.dtype, step.type.device, &data));
     return data;
   }
-  std::vector<PyRef> tensors;
+  char *runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
+                  const TensorArg &expected) override {
+    char *data = nullptr;
+    tensors[step.result] = PyRef::steal(runExternOp(
+        step.op, step.attributes, args, expected, step.type.device, &data));
+    return data;
+  }
+  std::map<std::string, PyRef> tensors;
 };
 
 PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
                       const std::vector<PyObject *> &inputs,
-                      const TorchAllocator &allocator) {
+                      const TorchContext &context) {
   switch (spec.kind) {
   case OutputSpec::Kind::Constant:
     return PyRef(spec.constant).release();
   case OutputSpec::Kind::Input:
     return PyRef::borrow(inputs[spec.index]).release();
   case OutputSpec::Kind::GraphOutput: {
-    int slot = entry.outputBuffer[spec.index];
-    if (slot < 0)
-      return PyRef::borrow(inputs[-slot - 1]).release();
-    return PyRef(allocator.tensors[slot]).release();
+    int input = entry.outputInput[spec.index];
+    if (input >= 0)
+      return PyRef::borrow(inputs[input]).release();
+    const std::string &name = entry.module->module().outputs[spec.index];
+    return PyRef(context.tensors.at(name)).release();
   }
   case OutputSpec::Kind::Tuple: {
     PyObject *tuple = PyTuple_New(Py_ssize_t(spec.items.size()));
     for (size_t i = 0; i < spec.items.size(); ++i)
       PyTuple_SET_ITEM(tuple, i,
-                       buildResult(spec.items[i], entry, inputs, allocator));
+                       buildResult(spec.items[i], entry, inputs, context));
     return tuple;
   }
   }
@@ -253,9 +271,9 @@ PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
     inputs.push_back(object);
     args.push_back(TensorArg{meta.data, meta.sizes, meta.strides});
   }
-  TorchAllocator allocator(entry.module->module().allocs.size());
-  entry.module->run(args, allocator);
-  return buildResult(entry.captured.result, entry, inputs, allocator);
+  TorchContext context;
+  entry.module->run(args, context);
+  return buildResult(entry.captured.result, entry, inputs, context);
 }
 
 PyObject *raiseUnsupported(const std::string &message) {
@@ -365,6 +383,11 @@ CompilerConfig &compilerConfig() {
   return *config;
 }
 
+std::vector<CompiledGraphInfo> &compiledGraphs() {
+  static auto *graphs = new std::vector<CompiledGraphInfo>();
+  return *graphs;
+}
+
 CompilerStats &compilerStats() {
   static CompilerStats stats;
   return stats;
@@ -377,6 +400,7 @@ void resetCompiledCaches() {
     cache->compiles = 0;
   }
   compilerStats() = CompilerStats();
+  compiledGraphs().clear();
 }
 
 void initializeFrameCompiler(PyObject *unsupportedError) {

@@ -37,7 +37,17 @@ struct CompilerStats {
   long recompileLimitHits = 0;
 };
 
+/// What was compiled, for dynafuse.compiled_graphs().
+struct CompiledGraphInfo {
+  std::string name;
+  std::string where;
+  int kernels = 0;
+  int externCalls = 0;
+  int64_t peakIntermediateBytes = 0;
+};
+
 CompilerConfig &compilerConfig();
+std::vector<CompiledGraphInfo> &compiledGraphs();
 CompilerStats &compilerStats();
 /// Forgets every cache entry (code objects keep an empty cache).
 void resetCompiledCaches();

@@ -13,13 +13,18 @@ std::string stringOf(PyObject *object, const std::string &what) {
 }
 
 ParamSpec::Kind parseKind(const std::string &kind) {
-  if (kind == "operand")
-    return ParamSpec::Kind::Operand;
-  if (kind == "attr")
-    return ParamSpec::Kind::Attr;
-  if (kind == "fixed")
-    return ParamSpec::Kind::Fixed;
-  fail("op table: unknown parameter kind '" + kind + "'");
+  static const std::map<std::string, ParamSpec::Kind> kinds = {
+      {"operand", ParamSpec::Kind::Operand},
+      {"operands", ParamSpec::Kind::Operands},
+      {"optional_operand", ParamSpec::Kind::OptionalOperand},
+      {"attr", ParamSpec::Kind::Attr},
+      {"ints*", ParamSpec::Kind::IntsVararg},
+      {"fixed", ParamSpec::Kind::Fixed},
+      {"attr_ignored", ParamSpec::Kind::Ignored}};
+  auto found = kinds.find(kind);
+  if (found == kinds.end())
+    fail("op table: unknown parameter kind '" + kind + "'");
+  return found->second;
 }
 
 /// spec = (graph_op, [(name, kind[, default]) | "*"], {attr: value})
@@ -44,10 +49,13 @@ OpBinding parseBinding(PyObject *spec) {
     param.name = stringOf(PyTuple_GET_ITEM(item, 0), "parameter name");
     param.kind = parseKind(stringOf(PyTuple_GET_ITEM(item, 1), "kind"));
     param.keywordOnly = keywordOnly;
+    param.attribute = param.name;
     if (PyTuple_GET_SIZE(item) > 2) {
       param.hasDefault = true;
       param.defaultValue = PyRef::borrow(PyTuple_GET_ITEM(item, 2));
     }
+    if (PyTuple_GET_SIZE(item) > 3)
+      param.attribute = stringOf(PyTuple_GET_ITEM(item, 3), "attribute name");
     binding.params.push_back(param);
   }
   PyObject *attributes = PyTuple_GET_ITEM(spec, 2);

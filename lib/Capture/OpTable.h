@@ -19,8 +19,18 @@
 namespace dynafuse {
 
 struct ParamSpec {
-  enum class Kind { Operand, Attr, Fixed };
+  enum class Kind {
+    Operand,
+    Operands,
+    OptionalOperand,
+    Attr,
+    IntsVararg,
+    Fixed,
+    Ignored
+  };
   std::string name;
+  /// The node attribute the parameter becomes (its name unless renamed).
+  std::string attribute;
   Kind kind = Kind::Operand;
   bool keywordOnly = false;
   bool hasDefault = false;

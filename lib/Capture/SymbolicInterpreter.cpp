@@ -6,8 +6,11 @@
 #include "TorchBridge.h"
 #include "dynafuse/Graph/OpRegistry.h"
 
+#include <algorithm>
+
 #include <opcode.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -320,9 +323,23 @@ private:
       push(isOp(lhs, rhs, in.arg != 0));
       return -1;
     }
+    case BUILD_SLICE:
+      push(buildSlice(in.arg));
+      return -1;
     case BUILD_TUPLE:
+    case BUILD_LIST:
+      // Lists only flow into calls here; they are never mutated.
       push(buildTuple(in.arg));
       return -1;
+    case LIST_EXTEND: {
+      VarPtr extra = pop();
+      VarPtr list = peek(size_t(in.arg));
+      if (list->kind != Var::Kind::Tuple)
+        unsupported("list.extend on a non-list");
+      for (const VarPtr &item : itemsOf(extra))
+        list->items.push_back(item);
+      return -1;
+    }
     case UNPACK_SEQUENCE:
       unpack(pop(), in.arg);
       return -1;
@@ -501,6 +518,8 @@ private:
   }
 
   VarPtr subscript(const VarPtr &container, const VarPtr &index) {
+    if (container->kind == Var::Kind::Tensor)
+      return indexTensor(container, index);
     if (index->kind != Var::Kind::Constant ||
         !PyLong_CheckExact(index->object.get()))
       unsupported("subscript other than a constant integer index");
@@ -511,6 +530,85 @@ private:
     if (position < 0 || position >= long(items.size()))
       unsupported("tuple index out of range");
     return items[size_t(position)];
+  }
+
+  /// BUILD_SLICE of constants: a slice object, usable as an index.
+  VarPtr buildSlice(int count) {
+    VarPtr step = count == 3 ? pop() : nullptr;
+    VarPtr stop = pop();
+    VarPtr start = pop();
+    for (const VarPtr &part : {start, stop, step})
+      if (part && part->kind != Var::Kind::Constant)
+        unsupported("slice with a non-constant bound");
+    PyRef slice = PyRef::steal(PySlice_New(start->object.get(),
+                                           stop->object.get(),
+                                           step ? step->object.get() : nullptr));
+    if (!slice) {
+      PyErr_Clear();
+      unsupported("invalid slice");
+    }
+    VarPtr var = makeVar(Var::Kind::Constant);
+    var->object = slice;
+    return var;
+  }
+
+  /// Basic indexing (ints, slices, None, Ellipsis) as select, slice and
+  /// unsqueeze nodes.
+  VarPtr indexTensor(VarPtr tensor, const VarPtr &index) {
+    std::vector<VarPtr> items =
+        index->kind == Var::Kind::Tuple ||
+                (index->kind == Var::Kind::Constant &&
+                 PyTuple_Check(index->object.get()))
+            ? itemsOf(index)
+            : std::vector<VarPtr>{index};
+    size_t consumed = 0;
+    for (const VarPtr &item : items) {
+      if (item->kind != Var::Kind::Constant)
+        unsupported("tensor indexing with tensors or non-constant indices");
+      PyObject *object = item->object.get();
+      consumed += PyLong_CheckExact(object) || PySlice_Check(object);
+    }
+    int64_t rank = int64_t(tensor->tensor->type.rank());
+    int64_t dim = 0;
+    for (const VarPtr &item : items) {
+      PyObject *object = item->object.get();
+      if (object == Py_Ellipsis) {
+        dim += rank - int64_t(consumed);
+        continue;
+      }
+      if (object == Py_None) {
+        tensor = emit("unsqueeze", {tensor->tensor}, {{"dim", dim++}});
+        continue;
+      }
+      if (PyLong_CheckExact(object)) {
+        tensor = emit("select", {tensor->tensor},
+                      {{"dim", dim}, {"index", int64_t(PyLong_AsLongLong(object))}});
+        continue;
+      }
+      if (!PySlice_Check(object))
+        unsupported(std::string("tensor index of type ") +
+                    Py_TYPE(object)->tp_name);
+      tensor = sliceTensor(tensor, object, dim++);
+    }
+    return tensor;
+  }
+
+  VarPtr sliceTensor(const VarPtr &tensor, PyObject *slice, int64_t dim) {
+    auto *parts = reinterpret_cast<PySliceObject *>(slice);
+    auto bound = [&](PyObject *value, int64_t fallback) {
+      if (value == Py_None)
+        return fallback;
+      if (!PyLong_CheckExact(value))
+        unsupported("slice bound that is not an integer");
+      return int64_t(PyLong_AsLongLong(value));
+    };
+    int64_t start = bound(parts->start, 0);
+    int64_t stop = bound(parts->stop, std::numeric_limits<int64_t>::max());
+    int64_t step = bound(parts->step, 1);
+    if (start == 0 && stop == std::numeric_limits<int64_t>::max() && step == 1)
+      return tensor;
+    return emit("slice", {tensor->tensor},
+                {{"dim", dim}, {"start", start}, {"end", stop}, {"step", step}});
   }
 
   //===--------------------------------------------------------------------===//
@@ -548,9 +646,18 @@ private:
     } catch (const Error &error) {
       unsupported(error.bareMessage());
     }
-    VarPtr var = makeVar(Var::Kind::Tensor);
-    var->tensor = node->result();
-    return var;
+    if (node->results.size() == 1) {
+      VarPtr var = makeVar(Var::Kind::Tensor);
+      var->tensor = node->result();
+      return var;
+    }
+    VarPtr tuple = makeVar(Var::Kind::Tuple);
+    for (Value *result : node->results) {
+      VarPtr item = makeVar(Var::Kind::Tensor);
+      item->tensor = result;
+      tuple->items.push_back(item);
+    }
+    return tuple;
   }
 
   bool bothConstantNumbers(const VarPtr &lhs, const VarPtr &rhs) {
@@ -573,7 +680,7 @@ private:
                                                    {NB_SUBTRACT, "sub"},
                                                    {NB_MULTIPLY, "mul"},
                                                    {NB_TRUE_DIVIDE, "div"},
-                                                   {NB_POWER, "pow"}};
+                                                   {NB_POWER, "pow"}, {NB_MATRIX_MULTIPLY, "matmul"}};
     auto found = ops.find(kind);
     if (found == ops.end())
       unsupported(kind >= NB_INPLACE_ADD
@@ -674,6 +781,8 @@ private:
       args.insert(args.begin(), callee->self);
       what = "Tensor." + callee->method;
     } else if (callee->kind == Var::Kind::Object) {
+      if (VarPtr folded = foldBuiltin(callee->object.get(), args, keywords))
+        return folded;
       binding = opTable().function(callee->object.get());
       PyRef name = PyRef::steal(
           PyObject_GetAttrString(callee->object.get(), "__qualname__"));
@@ -689,13 +798,40 @@ private:
     return bindAndEmit(*binding, what, args, keywords);
   }
 
+  /// Pure builtins (float, int, min, ...) on constants run at capture time.
+  VarPtr foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
+                     const std::map<std::string, VarPtr> &keywords) {
+    static const char *pure[] = {"float", "int", "bool", "abs", "min",
+                                 "max", "round", "len", "pow"};
+    PyObject *builtins = frame->builtins;
+    bool isPure = false;
+    for (const char *name : pure)
+      isPure |= PyDict_Check(builtins) &&
+                PyDict_GetItemString(builtins, name) == callable;
+    if (!isPure || !keywords.empty())
+      return nullptr;
+    PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i]->kind != Var::Kind::Constant)
+        return nullptr;
+      PyTuple_SET_ITEM(tuple.get(), i, PyRef(args[i]->object).release());
+    }
+    return foldPython(PyObject_Call(callable, tuple.get(), nullptr));
+  }
+
   VarPtr bindAndEmit(const OpBinding &binding, const std::string &what,
                      const std::vector<VarPtr> &args,
                      const std::map<std::string, VarPtr> &keywords) {
-    std::vector<Operand> operands;
-    std::map<std::string, Attribute> attributes;
+    Binding bound{binding.graphOp, {}, {}};
     size_t positional = 0;
     for (const ParamSpec &param : binding.params) {
+      if (param.kind == ParamSpec::Kind::IntsVararg && !param.keywordOnly &&
+          positional < args.size()) {
+        std::vector<VarPtr> rest(args.begin() + positional, args.end());
+        positional = args.size();
+        bound.attributes[param.attribute] = intsOf(rest, what, param.name);
+        continue;
+      }
       VarPtr arg;
       if (!param.keywordOnly && positional < args.size())
         arg = args[positional++];
@@ -703,7 +839,7 @@ private:
         arg = keywords.at(param.name);
       if (!arg && !param.hasDefault)
         unsupported(what + " without argument '" + param.name + "'");
-      bindParam(param, arg, what, operands, attributes);
+      bindParam(param, arg, what, bound);
     }
     if (positional < args.size())
       unsupported(what + " with too many positional arguments");
@@ -715,47 +851,119 @@ private:
         unsupported(what + " with keyword '" + keyword.first + "'");
     }
     for (auto &extra : binding.extraAttributes)
-      attributes[extra.first] = attributeOf(extra.second.get(), what);
-    if (binding.graphOp == "cast" && operands[0].isValue() &&
-        std::get<DType>(attributes["dtype"]) == operands[0].value->type.dtype) {
+      bound.attributes[extra.first] = attributeOf(extra.second.get(), what);
+    if (binding.graphOp == "cast" && bound.operands[0].isValue() &&
+        std::get<DType>(bound.attributes["dtype"]) ==
+            bound.operands[0].value->type.dtype) {
       VarPtr same = makeVar(Var::Kind::Tensor);
-      same->tensor = operands[0].value;
+      same->tensor = bound.operands[0].value;
       return same;
     }
-    return emit(binding.graphOp, operands, attributes);
+    return emit(binding.graphOp, bound.operands, bound.attributes);
+  }
+
+  /// What the arguments of one call bind to.
+  struct Binding {
+    std::string op;
+    std::vector<Operand> operands;
+    std::map<std::string, Attribute> attributes;
+  };
+
+  static bool isNoneVar(const VarPtr &var) {
+    return var->kind == Var::Kind::Constant && var->object.get() == Py_None;
+  }
+
+  bool opAccepts(const std::string &op, const std::string &attribute) {
+    const OpInfo *info = lookupOp(op);
+    return info && std::find(info->attributes.begin(), info->attributes.end(),
+                             attribute) != info->attributes.end();
   }
 
   void bindParam(const ParamSpec &param, const VarPtr &arg,
-                 const std::string &what, std::vector<Operand> &operands,
-                 std::map<std::string, Attribute> &attributes) {
+                 const std::string &what, Binding &bound) {
     switch (param.kind) {
-    case ParamSpec::Kind::Operand: {
-      VarPtr given = arg ? arg : constant(param.defaultValue.get());
-      if (given->kind == Var::Kind::Constant && given->object.get() == Py_None)
-        attributes["no_" + param.name] = true; // An optional operand left out.
-      else
-        operands.push_back(operandOf(given, what));
+    case ParamSpec::Kind::Operand:
+      bound.operands.push_back(
+          arg ? operandOf(arg, what)
+              : operandOf(constant(param.defaultValue.get()), what));
       return;
-    }
-    case ParamSpec::Kind::Attr: {
-      PyObject *object =
-          arg ? concreteOf(arg, what, param.name) : param.defaultValue.get();
-      attributes[param.name] = attributeOf(object, what);
-      return;
-    }
-    case ParamSpec::Kind::Fixed: {
+    case ParamSpec::Kind::Operands:
       if (!arg)
-        return;
-      PyObject *object = concreteOf(arg, what, param.name);
-      int equal =
-          PyObject_RichCompareBool(object, param.defaultValue.get(), Py_EQ);
-      if (equal != 1 || Py_TYPE(object) != Py_TYPE(param.defaultValue.get())) {
-        PyErr_Clear();
-        unsupported(what + " with " + param.name + " other than its default");
-      }
+        unsupported(what + " without '" + param.name + "'");
+      for (const VarPtr &item : itemsOf(arg))
+        bound.operands.push_back(operandOf(item, what));
+      return;
+    case ParamSpec::Kind::OptionalOperand: {
+      bool present = arg && !isNoneVar(arg);
+      if (present)
+        bound.operands.push_back(operandOf(arg, what));
+      if (opAccepts(bound.op, "has_" + param.name))
+        bound.attributes["has_" + param.name] = present;
       return;
     }
+    case ParamSpec::Kind::Attr:
+    case ParamSpec::Kind::IntsVararg:
+      bindAttribute(param, arg, what, bound);
+      return;
+    case ParamSpec::Kind::Fixed:
+      checkFixed(param, arg, what);
+      return;
+    case ParamSpec::Kind::Ignored:
+      return;
     }
+  }
+
+  void bindAttribute(const ParamSpec &param, const VarPtr &arg,
+                     const std::string &what, Binding &bound) {
+    if (!arg && param.defaultValue.get() == Py_None)
+      return;
+    if (arg && isNoneVar(arg))
+      return;
+    Attribute value = arg ? attributeOfVar(arg, what, param.name)
+                          : attributeOf(param.defaultValue.get(), what);
+    std::string name = param.attribute;
+    if (name == "size_or_sizes")
+      name = std::holds_alternative<int64_t>(value) ? "size" : "sizes";
+    bound.attributes[name] = value;
+  }
+
+  void checkFixed(const ParamSpec &param, const VarPtr &arg,
+                  const std::string &what) {
+    if (!arg)
+      return;
+    PyObject *object = concreteOf(arg, what, param.name);
+    int equal =
+        PyObject_RichCompareBool(object, param.defaultValue.get(), Py_EQ);
+    if (equal != 1 || Py_TYPE(object) != Py_TYPE(param.defaultValue.get())) {
+      PyErr_Clear();
+      unsupported(what + " with " + param.name + " other than its default");
+    }
+  }
+
+  /// Integer list from vararg ints or one tuple/list of ints.
+  std::vector<int64_t> intsOf(const std::vector<VarPtr> &args,
+                              const std::string &what,
+                              const std::string &param) {
+    std::vector<VarPtr> items = args;
+    if (args.size() == 1 && args[0]->kind != Var::Kind::Constant)
+      items = itemsOf(args[0]);
+    else if (args.size() == 1 && PyTuple_Check(args[0]->object.get()))
+      items = itemsOf(args[0]);
+    std::vector<int64_t> values;
+    for (const VarPtr &item : items) {
+      if (item->kind != Var::Kind::Constant ||
+          !PyLong_CheckExact(item->object.get()))
+        unsupported(what + " with a non-constant '" + param + "'");
+      values.push_back(PyLong_AsLongLong(item->object.get()));
+    }
+    return values;
+  }
+
+  Attribute attributeOfVar(const VarPtr &arg, const std::string &what,
+                           const std::string &param) {
+    if (arg->kind == Var::Kind::Tuple)
+      return intsOf({arg}, what, param);
+    return attributeOf(concreteOf(arg, what, param), what);
   }
 
   PyObject *concreteOf(const VarPtr &arg, const std::string &what,
@@ -776,6 +984,17 @@ private:
       return PyFloat_AS_DOUBLE(object);
     if (PyUnicode_CheckExact(object))
       return std::string(PyUnicode_AsUTF8(object));
+    if (PyTuple_Check(object) || PyList_Check(object)) {
+      std::vector<int64_t> values;
+      PyRef items = PyRef::steal(PySequence_Tuple(object));
+      for (Py_ssize_t i = 0; items && i < PyTuple_GET_SIZE(items.get()); ++i) {
+        PyObject *item = PyTuple_GET_ITEM(items.get(), i);
+        if (!PyLong_CheckExact(item))
+          unsupported(what + " with a sequence of non-integers");
+        values.push_back(PyLong_AsLongLong(item));
+      }
+      return values;
+    }
     unsupported(what + " with an argument of type " + Py_TYPE(object)->tp_name);
   }
 

@@ -8,11 +8,13 @@
 #ifndef DYNAFUSE_CAPTURE_TORCHBRIDGE_H
 #define DYNAFUSE_CAPTURE_TORCHBRIDGE_H
 
-#include "dynafuse/Graph/DType.h"
+#include "dynafuse/Graph/Graph.h"
+#include "dynafuse/Runtime/Executor.h"
 
 #include <Python.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +45,15 @@ bool tensorMatches(PyObject *object, const TensorMeta &expected);
 /// A new contiguous tensor; returns a new reference and its data pointer.
 PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
                     const std::string &device, char **data);
+
+/// Runs extern op `op` with ATen on non-owning views of args; returns the
+/// result (a new reference), made contiguous with expected's sizes, and its
+/// data. Throws Error when the result does not have the expected sizes.
+PyObject *runExternOp(const std::string &op,
+                      const std::map<std::string, Attribute> &attributes,
+                      const std::vector<TensorArg> &args,
+                      const TensorArg &expected, const std::string &device,
+                      char **data);
 
 bool gradModeEnabled();
 bool defaultDtypeIsFloat32();

@@ -347,14 +347,14 @@ OpInfo composite(const std::string &name, int arity,
 } // namespace
 
 void addCompositeOps(std::vector<OpInfo> &table) {
-  table.push_back(composite("mean", 1, {"dims", "keepdim", "dtype"}, decomposeMean));
+  table.push_back(composite("mean", 1, {"dim", "dims", "keepdim", "dtype"}, decomposeMean));
   table.push_back(
-      composite("var", 1, {"dims", "keepdim", "correction"}, decomposeVariance));
+      composite("var", 1, {"dim", "dims", "keepdim", "correction"}, decomposeVariance));
   table.push_back(
-      composite("std", 1, {"dims", "keepdim", "correction"}, decomposeVariance));
-  table.push_back(composite("logsumexp", 1, {"dims", "keepdim"},
+      composite("std", 1, {"dim", "dims", "keepdim", "correction"}, decomposeVariance));
+  table.push_back(composite("logsumexp", 1, {"dim", "dims", "keepdim"},
                             decomposeLogSumExp, false));
-  table.push_back(composite("norm", 1, {"p", "dims", "keepdim"}, decomposeNorm));
+  table.push_back(composite("norm", 1, {"p", "dim", "dims", "keepdim"}, decomposeNorm));
   table.push_back(composite("softmax", 1, {"dim"}, decomposeSoftmax));
   table.push_back(composite("log_softmax", 1, {"dim"}, decomposeSoftmax));
   table.push_back(composite("layer_norm", -1,

@@ -89,7 +89,7 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
 void checkOperands(const Node &node, const OpInfo &info) {
   int expected = info.arity;
   for (const std::string &name : info.optionalOperands)
-    expected -= boolAttr(node, "no_" + name, false) ? 1 : 0;
+    expected -= boolAttr(node, "has_" + name, true) ? 0 : 1;
   bool countOk = info.arity < 0 ? !node.operands.empty()
                                 : int(node.operands.size()) == expected;
   if (!countOk)
@@ -188,7 +188,7 @@ int optionalOperandIndex(const Node &node, const std::string &name) {
   const std::vector<std::string> &optional = info->optionalOperands;
   int index = info->arity - int(optional.size());
   for (const std::string &candidate : optional) {
-    bool absent = boolAttr(node, "no_" + candidate, false);
+    bool absent = !boolAttr(node, "has_" + candidate, true);
     if (candidate == name)
       return absent ? -1 : index;
     index += absent ? 0 : 1;

@@ -81,9 +81,9 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
   OpInfo clamp = unary("clamp", TypeRule::NumericOnly);
   clamp.arity = 3;
   clamp.optionalOperands = {"min", "max"};
-  clamp.attributes = {"no_min", "no_max"};
+  clamp.attributes = {"has_min", "has_max"};
   clamp.verify = [](const Node &node) {
-    if (boolAttr(node, "no_min", false) && boolAttr(node, "no_max", false))
+    if (!boolAttr(node, "has_min", true) && !boolAttr(node, "has_max", true))
       opError(node, "at least one of min and max must be given");
     if (!node.operands[0].isValue())
       opError(node, "the input must be a tensor");

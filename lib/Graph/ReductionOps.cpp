@@ -117,12 +117,12 @@ std::vector<TensorType> inferValuesAndIndices(const Node &node) {
 } // namespace
 
 void addReductionOps(std::vector<OpInfo> &table) {
-  table.push_back(reduction("sum", {"dims", "keepdim", "dtype"}, inferSum));
-  table.push_back(reduction("prod", {"dims", "keepdim", "dtype"}, inferSum));
-  table.push_back(reduction("amax", {"dims", "keepdim"}, inferExtreme));
-  table.push_back(reduction("amin", {"dims", "keepdim"}, inferExtreme));
-  table.push_back(reduction("any", {"dims", "keepdim"}, inferLogical));
-  table.push_back(reduction("all", {"dims", "keepdim"}, inferLogical));
+  table.push_back(reduction("sum", {"dim", "dims", "keepdim", "dtype"}, inferSum));
+  table.push_back(reduction("prod", {"dim", "dims", "keepdim", "dtype"}, inferSum));
+  table.push_back(reduction("amax", {"dim", "dims", "keepdim"}, inferExtreme));
+  table.push_back(reduction("amin", {"dim", "dims", "keepdim"}, inferExtreme));
+  table.push_back(reduction("any", {"dim", "dims", "keepdim"}, inferLogical));
+  table.push_back(reduction("all", {"dim", "dims", "keepdim"}, inferLogical));
   table.push_back(reduction("argmax", {"dim", "keepdim"}, inferArg));
   table.push_back(reduction("argmin", {"dim", "keepdim"}, inferArg));
   table.push_back(

@@ -317,15 +317,18 @@ std::vector<TensorType> inferGather(const Node &node) {
   return {like(node, index.sizes)};
 }
 
+/// embedding(indices, weight), in torch's argument order.
 std::vector<TensorType> inferEmbedding(const Node &node) {
-  const TensorType &weight = operandType(node, 0);
-  const TensorType &indices = operandType(node, 1);
+  const TensorType &indices = operandType(node, 0);
+  const TensorType &weight = operandType(node, 1);
   if (weight.rank() != 2 || isFloating(indices.dtype) ||
       indices.dtype == DType::Bool)
     opError(node, "needs a 2-D weight and integer indices");
   std::vector<SymExpr> sizes = indices.sizes;
   sizes.push_back(weight.sizes[1]);
-  return {like(node, sizes)};
+  TensorType result = like(node, sizes);
+  result.dtype = weight.dtype;
+  return {result};
 }
 
 DType dtypeAttr(const Node &node, DType fallback) {

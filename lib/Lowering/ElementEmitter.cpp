@@ -427,8 +427,9 @@ int ElementEmitter::emitPad(const Node &node, const std::vector<SymExpr> &index)
 
 int ElementEmitter::emitIndexed(const Node &node,
                                 const std::vector<SymExpr> &index) {
-  const Value *data = node.operands[0].value;
-  const Value *indices = node.operands[1].value;
+  bool embedding = node.op == "embedding";
+  const Value *data = node.operands[embedding ? 1 : 0].value;
+  const Value *indices = node.operands[embedding ? 0 : 1].value;
   std::vector<SymExpr> at;
   std::vector<SymExpr> where;
   if (node.op == "embedding") {

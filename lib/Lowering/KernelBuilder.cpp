@@ -109,9 +109,12 @@ bool KernelBuilder::openReduce(ReduceKind kind,
   // Every variable of the scopes down to the placement must be used, or the
   // reduction would be recomputed for each of its values.
   for (int scope : path) {
-    for (const std::string &var : scopes[scope].vars)
-      if (!outerVars.count(var))
+    for (size_t k = 0; k < scopes[scope].vars.size(); ++k) {
+      const std::string &var = scopes[scope].vars[k];
+      bool single = scopes[scope].extents[k] == SymExpr(1);
+      if (!outerVars.count(var) && !single)
         return false;
+    }
     if (scope == placement)
       break;
   }

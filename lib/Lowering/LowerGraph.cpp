@@ -34,6 +34,54 @@ struct StridedView {
   SymExpr offset;
 };
 
+/// Strides for viewing view's elements with newSizes without a copy (the
+/// algorithm of torch's computeStride); false when a copy would be needed.
+bool reshapeView(const std::vector<SymExpr> &newSizes, StridedView &view) {
+  std::vector<int64_t> oldShape, newShape;
+  for (const SymExpr &size : view.sizes) {
+    if (!size.isConstant())
+      return false;
+    oldShape.push_back(size.constant());
+  }
+  for (const SymExpr &size : newSizes) {
+    if (!size.isConstant())
+      return false;
+    newShape.push_back(size.constant());
+  }
+  std::vector<SymExpr> newStrides(newShape.size());
+  if (oldShape.empty()) {
+    for (SymExpr &stride : newStrides)
+      stride = SymExpr(1);
+  } else {
+    int64_t viewD = int64_t(newShape.size()) - 1;
+    SymExpr chunkBase = view.strides.back();
+    int64_t tensorNumel = 1, viewNumel = 1;
+    for (int64_t d = int64_t(oldShape.size()) - 1; d >= 0; --d) {
+      tensorNumel *= oldShape[d];
+      bool chunkEnds = d == 0 || (oldShape[d - 1] != 1 &&
+                                  view.strides[d - 1] != chunkBase * tensorNumel);
+      if (!chunkEnds)
+        continue;
+      while (viewD >= 0 && (viewNumel < tensorNumel || newShape[viewD] == 1)) {
+        newStrides[viewD] = chunkBase * viewNumel;
+        viewNumel *= newShape[viewD];
+        --viewD;
+      }
+      if (viewNumel != tensorNumel)
+        return false;
+      if (d > 0) {
+        chunkBase = view.strides[d - 1];
+        tensorNumel = viewNumel = 1;
+      }
+    }
+    if (viewD != -1)
+      return false;
+  }
+  view.sizes = newSizes;
+  view.strides = newStrides;
+  return true;
+}
+
 /// The views extern operands may go through without being copied.
 bool describeView(const Value *value, const std::set<const Value *> &buffers,
                   StridedView &view) {
@@ -101,12 +149,29 @@ bool describeView(const Value *value, const std::set<const Value *> &buffers,
     view.strides.erase(view.strides.begin() + dim);
     return true;
   }
-  bool contiguous = view.strides == contiguousStrides(view.sizes);
-  if ((node.op == "reshape" || node.op == "flatten") && contiguous) {
-    view.sizes = value->type.sizes;
-    view.strides = contiguousStrides(view.sizes);
+  if (node.op == "split" || node.op == "chunk" || node.op == "unbind") {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), rank);
+    if (!view.sizes[dim].isConstant())
+      return false;
+    std::vector<int64_t> lengths =
+        splitLengths(node, view.sizes[dim].constant());
+    size_t piece = size_t(std::find(node.results.begin(), node.results.end(),
+                                    value) -
+                          node.results.begin());
+    int64_t start = 0;
+    for (size_t r = 0; r < piece; ++r)
+      start += lengths[r];
+    view.offset = view.offset + view.strides[dim] * start;
+    if (node.op == "unbind") {
+      view.sizes.erase(view.sizes.begin() + dim);
+      view.strides.erase(view.strides.begin() + dim);
+    } else {
+      view.sizes[dim] = SymExpr(lengths[piece]);
+    }
     return true;
   }
+  if (node.op == "reshape" || node.op == "flatten")
+    return reshapeView(value->type.sizes, view);
   return false;
 }
 
@@ -399,7 +464,8 @@ std::set<const Value *> initialRealized(const Graph &graph) {
         continue;
       StridedView view;
       bool needsBuffer = (extern_ && !describeView(operand, realized, view)) ||
-                         (isIndexedOp(*node) && i == 0);
+                         (isIndexedOp(*node) &&
+                          i == (node->op == "embedding" ? 1u : 0u));
       if (needsBuffer)
         realized.insert(operand);
     }

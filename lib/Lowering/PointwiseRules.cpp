@@ -191,7 +191,7 @@ int clampBetween(ScalarBuilder &b, int x, int lo, int hi) {
   return result;
 }
 
-/// clamp(x, min?, max?): an absent bound is marked by a no_<name> attribute.
+/// clamp(x, min?, max?): an absent bound is marked by has_<name> = false.
 int clampRule(PointwiseContext &c) {
   int minIndex = optionalOperandIndex(c.node, "min");
   int maxIndex = optionalOperandIndex(c.node, "max");

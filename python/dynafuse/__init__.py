@@ -19,7 +19,7 @@ import torch  # Loads torch's shared libraries before the extension.
 from . import config, ops
 from . import _C
 
-__all__ = ["compile", "config", "reset", "stats", "Unsupported", "IRError"]
+__all__ = ["compile", "compiled_graphs", "config", "reset", "stats", "Unsupported", "IRError"]
 __version__ = _C.version
 
 if torch.__version__ != _C.torch_version:
@@ -95,6 +95,13 @@ class _CompiledModule(torch.nn.Module):
 def reset():
     """Forgets every compiled graph and zeroes the counters."""
     _C.reset()
+
+
+def compiled_graphs():
+    """One dict per graph compiled since the last reset: name, where (the
+    user's file:line), kernels, extern_calls, peak_intermediate_bytes (the
+    most intermediate storage live at once, for the captured shapes)."""
+    return _C.graphs()
 
 
 def stats():

@@ -87,6 +87,20 @@ PyObject *pyStats(PyObject *, PyObject *) {
                        "recompile_limit_hits", stats.recompileLimitHits);
 }
 
+PyObject *pyGraphs(PyObject *, PyObject *) {
+  PyObject *list = PyList_New(0);
+  for (const CompiledGraphInfo &info : compiledGraphs()) {
+    PyObject *item = Py_BuildValue(
+        "{s:s,s:s,s:i,s:i,s:L}", "name", info.name.c_str(), "where",
+        info.where.c_str(), "kernels", info.kernels, "extern_calls",
+        info.externCalls, "peak_intermediate_bytes",
+        (long long)info.peakIntermediateBytes);
+    PyList_Append(list, item);
+    Py_DECREF(item);
+  }
+  return list;
+}
+
 PyObject *pyReset(PyObject *, PyObject *) {
   resetCompiledCaches();
   Py_RETURN_NONE;
@@ -132,6 +146,7 @@ PyMethodDef methods[] = {
      "set_op_tables(functions, methods)"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},
+    {"graphs", pyGraphs, METH_NOARGS, "what was compiled since the last reset"},
     {"lower_graph", pyLowerGraph, METH_VARARGS,
      "graph IR text -> loop IR text"},
     {"backends", pyBackends, METH_NOARGS, "registered backend names"},

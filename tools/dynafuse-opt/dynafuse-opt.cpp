@@ -1,10 +1,12 @@
 //===- dynafuse-opt.cpp - Read, transform and print any IR stage ----------===//
 //
-// dynafuse-opt FILE [--passes=cse,dce] [--emit=graph|loop|llvm|asm]
+// dynafuse-opt FILE [--passes=decompose,cse,dce] [--emit=graph|loop|llvm|asm]
 //              [--print-ir-after-all] [--split-input-file]
 //
 // Reads .graph or .loop text (by its first keyword), runs graph passes, then
-// lowers as far as --emit asks and prints that stage. Errors are printed as
+// lowers as far as --emit asks and prints that stage. --print-ir-after-all
+// prints every pass and lowering step (decompose,cse,dce / schedule /
+// plan-memory) to stderr. Errors are printed as
 // "FILE:LINE:COL: error: MESSAGE" and give exit status 1.
 //
 //===----------------------------------------------------------------------===//
@@ -127,11 +129,12 @@ std::string processGraph(const std::string &text, const Options &options) {
   }
   if (options.emit.empty() || options.emit == "graph")
     return printGraph(*graph);
-  LoopModule module = lowerGraph(*graph);
-  verifyLoopModule(module);
+  LoweringObserver observer;
   if (options.printAfterAll)
-    std::cerr << "// -----// IR after lower //----- //\n"
-              << printLoopModule(module);
+    observer = [](const std::string &step, const std::string &text) {
+      std::cerr << "// -----// IR after " << step << " //----- //\n" << text;
+    };
+  LoopModule module = lowerGraph(*graph, observer);
   return emitFromLoop(module, options.emit);
 }
 

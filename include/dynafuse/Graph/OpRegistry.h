@@ -58,8 +58,9 @@ struct OpInfo {
   /// For pow: the last operand must be a scalar.
   bool scalarLast = false;
   /// The last operands that may be left out (clamp's min and max); an absent
-  /// one is marked by the bool attribute "no_<name>" (which `attributes`
-  /// must list) and the remaining ones keep their order.
+  /// one is marked by the bool attribute "has_<name>" = false (which
+  /// `attributes` must list; missing means present), as the op table's
+  /// "optional_operand" parameters bind. The others keep their order.
   std::vector<std::string> optionalOperands;
   /// Further checks of operands and attributes; throws via opError.
   std::function<void(const Node &)> verify;

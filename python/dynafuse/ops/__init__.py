@@ -3,18 +3,21 @@ which graph op, and how their parameters bind. Data, not code paths; one
 module per op family, merged here.
 
 A parameter is (name, kind[, default]) with kind
-  "operand": a tensor or Python number, becomes a graph operand; None (given
-             or as the default) leaves the operand out and sets the attribute
-             "no_<name>" = True (clamp's optional min and max);
+  "operand": a tensor or Python number, becomes a graph operand;
   "operands": a list or tuple of tensors, each an operand (cat, stack);
-  "attr":    a constant, becomes a node attribute;
-  "fixed":   only its default is supported (anything else is a graph break).
-"*" starts keyword-only parameters.
+  "optional_operand": a tensor or None; sets the attribute has_<name> when
+             the graph op declares it (layer_norm's weight and bias);
+  "attr":    a constant, becomes a node attribute (None: left out);
+  "ints*":   the remaining positional ints (or one tuple), as an attribute;
+  "fixed":   only its default is supported (anything else is a graph break);
+  "attr_ignored": accepted and dropped (batch_norm's momentum in eval).
+A fourth element renames the attribute; "size_or_sizes" becomes "size" for
+an int and "sizes" for a sequence. "*" starts keyword-only parameters.
 """
-from . import pointwise
+from . import extern, pointwise, reductions, views
 
 FUNCTIONS = {}
 METHODS = {}
-for _family in (pointwise,):
+for _family in (pointwise, reductions, views, extern):
     FUNCTIONS.update(_family.FUNCTIONS)
     METHODS.update(_family.METHODS)

@@ -35,12 +35,12 @@ def _method_table():
     methods["sgn"] = methods["sign"]
     methods["fix"] = methods["trunc"]
     methods["round"] = _spec("round", [_INPUT, "*", ("decimals", "fixed", 0)])
-    # A bound given as None is left out (the no_min / no_max attribute).
-    methods["clamp"] = _spec("clamp", [_INPUT, ("min", "operand", None),
-                                       ("max", "operand", None)])
+    # A bound given as None is left out (has_min / has_max = False).
+    methods["clamp"] = _spec("clamp", [_INPUT, ("min", "optional_operand", None),
+                                       ("max", "optional_operand", None)])
     methods["clip"] = methods["clamp"]
-    methods["clamp_min"] = _spec("clamp", [_INPUT, ("min", "operand")], {"no_max": True})
-    methods["clamp_max"] = _spec("clamp", [_INPUT, ("max", "operand")], {"no_min": True})
+    methods["clamp_min"] = _spec("clamp", [_INPUT, ("min", "operand")], {"has_max": False})
+    methods["clamp_max"] = _spec("clamp", [_INPUT, ("max", "operand")], {"has_min": False})
     methods["masked_fill"] = _spec("masked_fill", [_INPUT, ("mask", "operand"),
                                                    ("value", "operand")])
     methods["add"] = _spec("add", [_INPUT, _OTHER, "*", _ALPHA])

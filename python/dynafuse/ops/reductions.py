@@ -1,0 +1,57 @@
+"""Reductions and the composite ops built on them (softmax, normalizations,
+statistics): op-table entries (format in __init__.py)."""
+import torch
+import torch.nn.functional as F
+
+_INPUT = ("input", "operand")
+_DIM = ("dim", "attr", None)
+_KEEPDIM = ("keepdim", "attr", False)
+
+
+def _spec(op, params, attributes=None):
+    return (op, list(params), dict(attributes or {}))
+
+
+def _tables():
+    methods = {
+        "sum": _spec("sum", [_INPUT, _DIM, _KEEPDIM, "*", ("dtype", "attr", None)]),
+        "prod": _spec("prod", [_INPUT, _DIM, _KEEPDIM, "*", ("dtype", "attr", None)]),
+        "mean": _spec("mean", [_INPUT, _DIM, _KEEPDIM, "*", ("dtype", "attr", None)]),
+        "amax": _spec("amax", [_INPUT, ("dim", "attr", ()), _KEEPDIM]),
+        "amin": _spec("amin", [_INPUT, ("dim", "attr", ()), _KEEPDIM]),
+        "any": _spec("any", [_INPUT, _DIM, _KEEPDIM]),
+        "all": _spec("all", [_INPUT, _DIM, _KEEPDIM]),
+        "argmax": _spec("argmax", [_INPUT, _DIM, _KEEPDIM]),
+        "argmin": _spec("argmin", [_INPUT, _DIM, _KEEPDIM]),
+        "var": _spec("var", [_INPUT, _DIM, "*", ("correction", "attr", 1), _KEEPDIM]),
+        "std": _spec("std", [_INPUT, _DIM, "*", ("correction", "attr", 1), _KEEPDIM]),
+        "logsumexp": _spec("logsumexp", [_INPUT, ("dim", "attr"), _KEEPDIM]),
+        "softmax": _spec("softmax", [_INPUT, ("dim", "attr")]),
+        "log_softmax": _spec("log_softmax", [_INPUT, ("dim", "attr")]),
+    }
+    functions = {getattr(torch, name): spec for name, spec in methods.items()}
+    functions.update({getattr(torch.Tensor, name): spec for name, spec in methods.items()})
+    functions[torch.linalg.vector_norm] = _spec(
+        "norm", [_INPUT, ("ord", "attr", 2, "p"), _DIM, _KEEPDIM, "*", ("dtype", "fixed", None)])
+    softmax = [_INPUT, ("dim", "attr"), ("_stacklevel", "fixed", 3), ("dtype", "fixed", None)]
+    functions[F.softmax] = _spec("softmax", softmax)
+    functions[F.log_softmax] = _spec("log_softmax", softmax)
+    functions[F.layer_norm] = _spec("layer_norm", [
+        _INPUT, ("normalized_shape", "attr"), ("weight", "optional_operand", None),
+        ("bias", "optional_operand", None), ("eps", "attr", 1e-5)])
+    functions[F.rms_norm] = _spec("rms_norm", [
+        _INPUT, ("normalized_shape", "attr"), ("weight", "optional_operand", None),
+        ("eps", "attr", None)])
+    functions[F.group_norm] = _spec("group_norm", [
+        _INPUT, ("num_groups", "attr"), ("weight", "optional_operand", None),
+        ("bias", "optional_operand", None), ("eps", "attr", 1e-5)])
+    functions[F.batch_norm] = _spec("batch_norm", [
+        _INPUT, ("running_mean", "operand"), ("running_var", "operand"),
+        ("weight", "optional_operand", None), ("bias", "optional_operand", None),
+        ("training", "fixed", False), ("momentum", "attr_ignored", 0.1), ("eps", "attr", 1e-5)])
+    functions[F.dropout] = _spec("dropout", [
+        _INPUT, ("p", "attr", 0.5), ("training", "attr", True), ("inplace", "fixed", False)])
+    return functions, methods
+
+
+FUNCTIONS, METHODS = _tables()

@@ -1,0 +1,76 @@
+"""Views, data movement and index-computed ops: op-table entries (format in
+__init__.py). "ints*" gathers the remaining positional arguments (or one
+tuple/list) into an integer-list attribute."""
+import torch
+import torch.nn.functional as F
+
+_INPUT = ("input", "operand")
+
+
+def _spec(op, params, attributes=None):
+    return (op, list(params), dict(attributes or {}))
+
+
+def _tables():
+    methods = {
+        "view": _spec("reshape", [_INPUT, ("shape", "ints*")]),
+        "reshape": _spec("reshape", [_INPUT, ("shape", "ints*")]),
+        "permute": _spec("permute", [_INPUT, ("dims", "ints*")]),
+        "expand": _spec("expand", [_INPUT, ("size", "ints*", None, "shape")]),
+        "repeat": _spec("repeat", [_INPUT, ("repeats", "ints*")]),
+        "transpose": _spec("transpose", [_INPUT, ("dim0", "attr"), ("dim1", "attr")]),
+        "t": _spec("transpose", [_INPUT], {"dim0": 0, "dim1": 1}),
+        "squeeze": _spec("squeeze", [_INPUT, ("dim", "attr", None, "dims")]),
+        "unsqueeze": _spec("unsqueeze", [_INPUT, ("dim", "attr")]),
+        "flatten": _spec("flatten", [_INPUT, ("start_dim", "attr", 0), ("end_dim", "attr", -1)]),
+        "select": _spec("select", [_INPUT, ("dim", "attr"), ("index", "attr")]),
+        "narrow": _spec("narrow", [_INPUT, ("dim", "attr"), ("start", "attr"), ("length", "attr")]),
+        "contiguous": _spec("contiguous", [_INPUT, ("memory_format", "fixed", torch.contiguous_format)]),
+        "clone": _spec("contiguous", [_INPUT, "*", ("memory_format", "fixed", None)]),
+        "flip": _spec("flip", [_INPUT, ("dims", "ints*")]),
+        "roll": _spec("roll", [_INPUT, ("shifts", "attr"), ("dims", "attr", None)]),
+        "tril": _spec("tril", [_INPUT, ("diagonal", "attr", 0)]),
+        "triu": _spec("triu", [_INPUT, ("diagonal", "attr", 0)]),
+        "split": _spec("split", [_INPUT, ("split_size", "attr", None, "size_or_sizes"), ("dim", "attr", 0)]),
+        "chunk": _spec("chunk", [_INPUT, ("chunks", "attr"), ("dim", "attr", 0)]),
+        "unbind": _spec("unbind", [_INPUT, ("dim", "attr", 0)]),
+        "index_select": _spec("index_select", [_INPUT, ("dim", "attr"), ("index", "operand")]),
+        "gather": _spec("gather", [_INPUT, ("dim", "attr"), ("index", "operand"), "*",
+                                   ("sparse_grad", "fixed", False)]),
+    }
+    functions = {getattr(torch.Tensor, name): spec for name, spec in methods.items()}
+    for name in ("permute", "flatten", "select", "narrow", "flip", "roll", "tril", "triu",
+                 "transpose", "squeeze", "unsqueeze", "chunk", "unbind", "index_select",
+                 "gather", "t", "clone"):
+        functions[getattr(torch, name)] = methods[name]
+    functions[torch.reshape] = _spec("reshape", [_INPUT, ("shape", "attr")])
+    functions[torch.split] = _spec("split", [("tensor", "operand"),
+                                             ("split_size_or_sections", "attr", None, "size_or_sizes"),
+                                             ("dim", "attr", 0)])
+    functions[torch.broadcast_to] = _spec("expand", [_INPUT, ("size", "attr", None, "shape")])
+    functions[torch.cat] = _spec("cat", [("tensors", "operands"), ("dim", "attr", 0)])
+    functions[torch.concat] = functions[torch.cat]
+    functions[torch.stack] = _spec("stack", [("tensors", "operands"), ("dim", "attr", 0)])
+    functions[F.pad] = _spec("pad", [_INPUT, ("pad", "attr"), ("mode", "fixed", "constant"),
+                                     ("value", "attr", None)])
+    functions[F.embedding] = _spec("embedding", [
+        _INPUT, ("weight", "operand"), ("padding_idx", "fixed", None), ("max_norm", "fixed", None),
+        ("norm_type", "fixed", 2.0), ("scale_grad_by_freq", "fixed", False),
+        ("sparse", "fixed", False)])
+    like = [_INPUT, "*", ("dtype", "attr", None), ("layout", "fixed", None),
+            ("device", "fixed", None), ("requires_grad", "fixed", False),
+            ("memory_format", "fixed", torch.preserve_format)]
+    factory = [("size", "ints*", None, "shape"), "*", ("out", "fixed", None),
+               ("dtype", "attr", None), ("layout", "fixed", None), ("device", "fixed", None),
+               ("requires_grad", "fixed", False)]
+    functions[torch.zeros] = _spec("full", factory, {"value": 0})
+    functions[torch.ones] = _spec("full", factory, {"value": 1})
+    functions[torch.full] = _spec("full", [("size", "attr", None, "shape"),
+                                           ("fill_value", "attr", None, "value")] + factory[1:])
+    functions[torch.zeros_like] = _spec("full_like", like, {"value": 0})
+    functions[torch.ones_like] = _spec("full_like", like, {"value": 1})
+    functions[torch.full_like] = _spec("full_like", [like[0], ("fill_value", "attr", None, "value")] + like[1:])
+    return functions, methods
+
+
+FUNCTIONS, METHODS = _tables()
