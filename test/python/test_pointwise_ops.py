@@ -443,6 +443,15 @@ def test_inplace_activation_breaks_the_graph():
     assert dynafuse.stats()["graph_breaks"] >= 1
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sin_and_cos_of_one_value(request, dtype, backend):
+    """LLVM combines them into a sincos call, which the JIT must resolve."""
+    use_backend(request, backend, "sin", "cos")
+    check(lambda t: torch.sin(t) + torch.cos(t), make((64,), dtype),
+          backend=backend, **tolerances(dtype))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_spellings(request, backend):
     """torch functions, Tensor methods, torch.special and F all map."""
