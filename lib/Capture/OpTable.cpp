@@ -20,7 +20,8 @@ ParamSpec::Kind parseKind(const std::string &kind) {
       {"attr", ParamSpec::Kind::Attr},
       {"ints*", ParamSpec::Kind::IntsVararg},
       {"fixed", ParamSpec::Kind::Fixed},
-      {"attr_ignored", ParamSpec::Kind::Ignored}};
+      {"attr_ignored", ParamSpec::Kind::Ignored},
+      {"inplace", ParamSpec::Kind::InPlaceFlag}};
   auto found = kinds.find(kind);
   if (found == kinds.end())
     fail("op table: unknown parameter kind '" + kind + "'");

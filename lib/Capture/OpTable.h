@@ -26,7 +26,8 @@ struct ParamSpec {
     Attr,
     IntsVararg,
     Fixed,
-    Ignored
+    Ignored,
+    InPlaceFlag
   };
   std::string name;
   /// The node attribute the parameter becomes (its name unless renamed).
