@@ -400,6 +400,14 @@ private:
     case UNARY_NOT:
       push(logicalNot(pop()));
       return -1;
+    case UNARY_INVERT: {
+      VarPtr operand = pop();
+      if (operand->kind == Var::Kind::Constant)
+        push(foldPython(PyNumber_Invert(operand->object.get())));
+      else
+        push(emit("bitwise_not", {operandOf(operand, "~")}));
+      return -1;
+    }
     case IS_OP: {
       VarPtr rhs = pop();
       VarPtr lhs = pop();
@@ -933,7 +941,9 @@ private:
                                                    {NB_SUBTRACT, "sub"},
                                                    {NB_MULTIPLY, "mul"},
                                                    {NB_TRUE_DIVIDE, "div"},
-                                                   {NB_POWER, "pow"}, {NB_MATRIX_MULTIPLY, "matmul"}};
+                                                   {NB_POWER, "pow"}, {NB_MATRIX_MULTIPLY, "matmul"},
+        {NB_REMAINDER, "remainder"}, {NB_AND, "bitwise_and"},
+        {NB_OR, "bitwise_or"}, {NB_XOR, "bitwise_xor"}};
     bool inPlace = kind >= NB_INPLACE_ADD;
     auto found = ops.find(inPlace ? kind - (NB_INPLACE_ADD - NB_ADD) : kind);
     if (found == ops.end())

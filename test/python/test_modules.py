@@ -197,3 +197,15 @@ def test_star_args_kwargs_and_dicts():
     assert_close(out["sum"], expected["sum"])
     assert_close(out["max"], expected["max"])
     assert_compiled()
+
+
+def test_python_operators_on_tensors():
+    def f(a, b, m, n):
+        return (a & b) | (a ^ ~b), m % 3, (m > 0) & ~(n > 0), 7 % (m.abs() + 1)
+
+    a = torch.randint(-8, 8, (5,))
+    b = torch.randint(-8, 8, (5,))
+    m, n = torch.randn(5) * 4, torch.randn(5)
+    for got, want in zip(dynafuse.compile(f)(a, b, m, n), f(a, b, m, n)):
+        assert_close(got, want)
+    assert_compiled()
