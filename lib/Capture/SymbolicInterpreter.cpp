@@ -400,6 +400,12 @@ private:
     case UNARY_NOT:
       push(logicalNot(pop()));
       return -1;
+    case FORMAT_VALUE:
+      push(formatValue(in.arg));
+      return -1;
+    case BUILD_STRING:
+      push(buildString(in.arg));
+      return -1;
     case UNARY_INVERT: {
       VarPtr operand = pop();
       if (operand->kind == Var::Kind::Constant)
@@ -669,6 +675,50 @@ private:
           guard.expected.get() == var->object.get())
         return guard.source;
     unsupported("attribute of an object with no known source");
+  }
+
+  /// f-strings of constants (assert messages) are formatted at capture.
+  VarPtr formatValue(int flags) {
+    VarPtr spec = (flags & 0x04) ? pop() : nullptr;
+    VarPtr value = pop();
+    if (value->kind != Var::Kind::Constant ||
+        (spec && spec->kind != Var::Kind::Constant))
+      unsupported("f-string of a value that is not a constant");
+    PyObject *object = value->object.get();
+    PyRef converted;
+    switch (flags & 0x03) {
+    case 1:
+      converted = PyRef::steal(PyObject_Str(object));
+      break;
+    case 2:
+      converted = PyRef::steal(PyObject_Repr(object));
+      break;
+    case 3:
+      converted = PyRef::steal(PyObject_ASCII(object));
+      break;
+    default:
+      converted = PyRef::borrow(object);
+    }
+    if (!converted)
+      return foldPython(nullptr);
+    return foldPython(
+        PyObject_Format(converted.get(), spec ? spec->object.get() : nullptr));
+  }
+
+  VarPtr buildString(int count) {
+    std::vector<VarPtr> parts(static_cast<size_t>(count));
+    for (int i = count - 1; i >= 0; --i)
+      parts[size_t(i)] = pop();
+    PyRef joined = PyRef::steal(PyUnicode_FromString(""));
+    for (const VarPtr &part : parts) {
+      if (part->kind != Var::Kind::Constant ||
+          !PyUnicode_Check(part->object.get()))
+        unsupported("string building from a non-constant");
+      joined = PyRef::steal(PyUnicode_Concat(joined.get(), part->object.get()));
+      if (!joined)
+        return foldPython(nullptr);
+    }
+    return constant(joined.get());
   }
 
   VarPtr buildMap(int count) {
@@ -1087,6 +1137,8 @@ private:
       return tensorMetadata(callee->self, callee->method, args);
     if (callee->kind == Var::Kind::Object) {
       PyObject *object = callee->object.get();
+      if (isTorchAssert(object))
+        return checkedAssert(args);
       if (!opTable().function(object) && PyFunction_Check(object))
         return inlineFunction(callee, args, keywords);
       if (isModule(object))
@@ -1130,6 +1182,27 @@ private:
       }
     }
     unsupported("no overload of " + what + " fits (" + reasons + ")");
+  }
+
+  static bool isTorchAssert(PyObject *object) {
+    static PyObject *assertFunction = [] {
+      PyObject *torch = PyImport_ImportModule("torch");
+      PyObject *found = torch ? PyObject_GetAttrString(torch, "_assert") : nullptr;
+      Py_XDECREF(torch);
+      if (!found)
+        PyErr_Clear();
+      return found;
+    }();
+    return object == assertFunction;
+  }
+
+  /// torch._assert(condition, message) with a condition known at capture.
+  VarPtr checkedAssert(const std::vector<VarPtr> &args) {
+    if (args.empty() || args[0]->kind != Var::Kind::Constant)
+      unsupported("torch._assert on a value not known at capture");
+    if (!truthOf(args[0], false))
+      unsupported("torch._assert fails (the eager run raises it)");
+    return constant(Py_None);
   }
 
   //===--------------------------------------------------------------------===//
@@ -1388,7 +1461,9 @@ private:
       return integerConstant(int64_t(type.rank()));
     if (attribute == "is_cuda")
       return constant(type.device.rfind("cuda", 0) == 0 ? Py_True : Py_False);
-    if (attribute == "requires_grad")
+    if (attribute == "requires_grad" || attribute == "is_nested" ||
+        attribute == "is_sparse" || attribute == "is_quantized" ||
+        attribute == "is_meta")
       return constant(Py_False);
     if (attribute == "dtype" || attribute == "device")
       return unguardedObject(attribute == "dtype" ? dtypeObject(type.dtype)
