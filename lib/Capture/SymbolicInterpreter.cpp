@@ -1461,7 +1461,9 @@ private:
       return integerConstant(int64_t(type.rank()));
     if (attribute == "is_cuda")
       return constant(type.device.rfind("cuda", 0) == 0 ? Py_True : Py_False);
-    if (attribute == "requires_grad" || attribute == "is_nested" ||
+    if (attribute == "requires_grad")
+      return constant(inputRequiresGrad(base->tensor) ? Py_True : Py_False);
+    if (attribute == "is_nested" ||
         attribute == "is_sparse" || attribute == "is_quantized" ||
         attribute == "is_meta")
       return constant(Py_False);
@@ -1481,6 +1483,20 @@ private:
     method->method = attribute;
     method->self = base;
     return method;
+  }
+
+  /// Whether a graph value requires grad: inputs as guarded (possible under
+  /// no_grad); computed values never do (capture runs only when grad mode is
+  /// off or no input requires grad).
+  bool inputRequiresGrad(const Value *value) const {
+    for (const auto &entry : inputOfSource) {
+      if (entry.second != value)
+        continue;
+      for (const Guard &guard : result.guards)
+        if (guard.kind == Guard::Kind::Tensor && guard.source == entry.first)
+          return guard.tensor.requiresGrad;
+    }
+    return false;
   }
 
   VarPtr unguardedObject(PyRef object) {

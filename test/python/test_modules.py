@@ -209,3 +209,13 @@ def test_python_operators_on_tensors():
     for got, want in zip(dynafuse.compile(f)(a, b, m, n), f(a, b, m, n)):
         assert_close(got, want)
     assert_compiled()
+
+
+def test_requires_grad_flag_of_inputs_under_no_grad():
+    def f(x):
+        return x * 2 if x.requires_grad else x * 3
+
+    x = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        assert_close(dynafuse.compile(f)(x), x * 2)
+    assert_compiled()
