@@ -9,6 +9,7 @@
 
 #include "LLVMCodegen.h"
 
+#include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
 
 #include <filesystem>
@@ -22,17 +23,27 @@ using namespace llvmcg;
 class LLVMKernel : public KernelExecutable {
 public:
   using Entry = void (*)(char *const *, const int64_t *);
+  using RangeEntry = void (*)(char *const *, const int64_t *, int64_t, int64_t);
 
-  LLVMKernel(std::shared_ptr<LoadedObject> code, Entry entry)
-      : code(std::move(code)), entry(entry) {}
+  LLVMKernel(std::shared_ptr<LoadedObject> code, Entry entry,
+             RangeEntry rangeEntry)
+      : code(std::move(code)), entry(entry), rangeEntry(rangeEntry) {}
 
   void run(char *const *buffers, const int64_t *symbols) const override {
     entry(buffers, symbols);
+  }
+  bool supportsRange() const override { return rangeEntry != nullptr; }
+  void runRange(char *const *buffers, const int64_t *symbols, int64_t begin,
+                int64_t end) const override {
+    if (!rangeEntry)
+      return run(buffers, symbols);
+    rangeEntry(buffers, symbols, begin, end);
   }
 
 private:
   std::shared_ptr<LoadedObject> code;
   Entry entry;
+  RangeEntry rangeEntry;
 };
 
 void writeDump(const std::string &dir, const std::string &fileName,
@@ -70,7 +81,11 @@ public:
     for (const Kernel &kernel : module.kernels) {
       auto entry = reinterpret_cast<LLVMKernel::Entry>(
           code->lookup(llvmFunctionName(kernel)));
-      kernels.push_back(std::make_unique<LLVMKernel>(code, entry));
+      LLVMKernel::RangeEntry range = nullptr;
+      if (splittableLoop(kernel))
+        range = reinterpret_cast<LLVMKernel::RangeEntry>(
+            code->lookup(rangeFunctionName(kernel)));
+      kernels.push_back(std::make_unique<LLVMKernel>(code, entry, range));
     }
     return kernels;
   }
