@@ -20,6 +20,8 @@
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdlib>
+
 namespace dynafuse {
 namespace llvmcg {
 
@@ -89,6 +91,11 @@ void KernelEmitter::setAttributes() {
   function->setDoesNotThrow();
   function->addFnAttr("target-cpu", machine.getTargetCPU());
   function->addFnAttr("target-features", machine.getTargetFeatureString());
+  // LLVM prefers 256-bit vectors on AVX-512 CPUs; 512 measured no better
+  // here (docs/performance.md). DYNAFUSE_VECTOR_WIDTH=512 overrides (the
+  // disk cache key holds the attribute through the IR text).
+  if (const char *width = std::getenv("DYNAFUSE_VECTOR_WIDTH"))
+    function->addFnAttr("prefer-vector-width", width);
   for (unsigned i = 0; i < 2; ++i) {
     function->addParamAttr(i, llvm::Attribute::NoCapture);
     function->addParamAttr(i, llvm::Attribute::ReadOnly);

@@ -103,7 +103,7 @@ private:
   /// optimization pipeline or code generation options change.
   static std::string cacheKey(const llvm::Module &ir,
                               llvm::TargetMachine &machine) {
-    static const char kCodegenRevision[] = "1";
+    static const char kCodegenRevision[] = "2";
     return std::string("dynafuse ") + DYNAFUSE_VERSION_STRING + " codegen " +
            kCodegenRevision + "\ncpu " + machine.getTargetCPU().str() +
            "\nfeatures " + machine.getTargetFeatureString().str() + "\n" +
