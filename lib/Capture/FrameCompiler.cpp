@@ -189,6 +189,15 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
   info.name = graph.name;
   info.where = codeWhere(frame->code);
   info.kernels = int(module.kernels.size());
+  info.ops = int(graph.nodes.size());
+  for (const Guard &guard : entry->captured.guards)
+    info.guards.push_back(guard.describe(entry->captured.sources));
+  if (logEnabled("guards")) {
+    std::string text = "guards of " + graph.name + ":";
+    for (const std::string &guard : info.guards)
+      text += "\n  " + guard;
+    logLine("guards", text);
+  }
   for (const ProgramStep &step : module.steps)
     info.externCalls += step.kind == ProgramStep::Kind::Extern;
   entry->module = std::make_unique<CompiledModule>(
@@ -222,6 +231,14 @@ public:
   char *allocate(const ProgramStep &step,
                  const std::vector<int64_t> &sizes) override {
     char *data = nullptr;
+    if (!step.type.strides.empty()) {
+      std::vector<int64_t> strides;
+      for (const SymExpr &stride : step.type.strides)
+        strides.push_back(stride.isConstant() ? stride.constant() : 0);
+      tensors[step.result] = PyRef::steal(newStridedTensor(
+          sizes, strides, step.type.dtype, step.type.device, &data));
+      return data;
+    }
     tensors[step.result] = PyRef::steal(
         newTensor(sizes, step.type.dtype, step.type.device, &data));
     return data;
@@ -257,6 +274,22 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
       PyTuple_SET_ITEM(tuple, i,
                        buildResult(spec.items[i], entry, inputs, context));
     return tuple;
+  }
+  case OutputSpec::Kind::Dict: {
+    PyObject *dict = PyDict_New();
+    for (size_t i = 0; i < spec.items.size(); ++i) {
+      PyObject *value = buildResult(spec.items[i], entry, inputs, context);
+      PyDict_SetItemString(dict, spec.keys[i].c_str(), value);
+      Py_DECREF(value);
+    }
+    return dict;
+  }
+  case OutputSpec::Kind::List: {
+    PyObject *list = PyList_New(Py_ssize_t(spec.items.size()));
+    for (size_t i = 0; i < spec.items.size(); ++i)
+      PyList_SET_ITEM(list, i,
+                      buildResult(spec.items[i], entry, inputs, context));
+    return list;
   }
   }
   return nullptr;
@@ -343,6 +376,7 @@ PyObject *fallBack(CodeCache &cache, DynafuseFrame *frame,
     return raiseUnsupported("fullgraph=True: " + message);
   }
   cache.skip = true;
+  graphBreakReasons().push_back(message);
   logLine("graph_breaks", message + "; the frame runs eagerly");
   ++compilerStats().eagerFrames;
   return nullptr;
@@ -352,10 +386,13 @@ PyObject *onFrame(DynafuseFrame *frame, int *handled) {
   if (threadState.depth == 0 || threadState.suppressed)
     return nullptr;
   CodeCache *cache = cacheOf(frame->code);
+  const CallOptions options = threadState.options.back();
+  if (cache && cache->skippedFile &&
+      reinterpret_cast<PyObject *>(frame->code) == options.target)
+    cache->skippedFile = cache->skip = false;
   if (!cache || cache->skip)
     return nullptr;
   SuppressHook suppress;
-  const CallOptions options = threadState.options.back();
   try {
     return compiledCall(*cache, frame, options, handled);
   } catch (const Unsupported &error) {
@@ -383,6 +420,11 @@ CompilerConfig &compilerConfig() {
   return *config;
 }
 
+std::vector<std::string> &graphBreakReasons() {
+  static auto *reasons = new std::vector<std::string>();
+  return *reasons;
+}
+
 std::vector<CompiledGraphInfo> &compiledGraphs() {
   static auto *graphs = new std::vector<CompiledGraphInfo>();
   return *graphs;
@@ -401,6 +443,7 @@ void resetCompiledCaches() {
   }
   compilerStats() = CompilerStats();
   compiledGraphs().clear();
+  graphBreakReasons().clear();
 }
 
 void initializeFrameCompiler(PyObject *unsupportedError) {

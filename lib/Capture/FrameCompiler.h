@@ -26,6 +26,9 @@ struct CompilerConfig {
 struct CallOptions {
   std::string backend = "cpu";
   bool fullgraph = false;
+  /// The code the user asked to compile: captured even where the skip policy
+  /// would pass it through (an nn.Module from torch itself).
+  PyObject *target = nullptr;
 };
 
 struct CompilerStats {
@@ -43,11 +46,15 @@ struct CompiledGraphInfo {
   std::string where;
   int kernels = 0;
   int externCalls = 0;
+  int ops = 0;
   int64_t peakIntermediateBytes = 0;
+  std::vector<std::string> guards;
 };
 
 CompilerConfig &compilerConfig();
 std::vector<CompiledGraphInfo> &compiledGraphs();
+/// Why frames ran eagerly since the last reset ("name: reason").
+std::vector<std::string> &graphBreakReasons();
 CompilerStats &compilerStats();
 /// Forgets every cache entry (code objects keep an empty cache).
 void resetCompiledCaches();

@@ -15,6 +15,20 @@ std::string Source::describe(const std::vector<Source> &all) const {
     return "closure[" + std::to_string(index) + "]";
   case Kind::Item:
     return all[parent].describe(all) + "[" + std::to_string(index) + "]";
+  case Kind::FunctionGlobal:
+    return all[parent].describe(all) + ".__globals__['" +
+           PyUnicode_AsUTF8(name.get()) + "']";
+  case Kind::FunctionClosure:
+    return all[parent].describe(all) + ".__closure__[" +
+           std::to_string(index) + "]";
+  case Kind::TypeAttr:
+    return "type(" + all[parent].describe(all) + ")." +
+           PyUnicode_AsUTF8(name.get());
+  case Kind::Fixed:
+    return std::string("<") + Py_TYPE(fixed.get())->tp_name + ">";
+  case Kind::DictItem:
+    return all[parent].describe(all) + "['" + PyUnicode_AsUTF8(name.get()) +
+           "']";
   }
   return "?";
 }
@@ -42,7 +56,11 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
     return where + " is the object seen at capture (" +
            Py_TYPE(expected.get())->tp_name + ")";
   case Kind::TupleLength:
-    return where + " is a tuple of length " + std::to_string(length);
+    return where + " is a tuple or list of length " + std::to_string(length);
+  case Kind::EmptyDict:
+    return where + " is empty";
+  case Kind::DictLength:
+    return where + " has " + std::to_string(length) + " entries";
   }
   return where;
 }
@@ -71,8 +89,45 @@ PyRef SourceResolver::fetch(const Source &source) {
       return PyRef();
     return PyRef::borrow(PyCell_GET(PyTuple_GET_ITEM(closure, source.index)));
   }
+  case Source::Kind::FunctionGlobal: {
+    PyObject *function = get(source.parent);
+    if (!function || !PyFunction_Check(function))
+      return PyRef();
+    PyObject *value = PyDict_GetItemWithError(
+        PyFunction_GET_GLOBALS(function), source.name.get());
+    if (!value && !PyErr_Occurred() && PyDict_Check(frame->builtins))
+      value = PyDict_GetItemWithError(frame->builtins, source.name.get());
+    return PyRef::borrow(value);
+  }
+  case Source::Kind::FunctionClosure: {
+    PyObject *function = get(source.parent);
+    PyObject *closure = function && PyFunction_Check(function)
+                            ? PyFunction_GET_CLOSURE(function)
+                            : nullptr;
+    if (!closure || source.index >= PyTuple_GET_SIZE(closure))
+      return PyRef();
+    return PyRef::borrow(PyCell_GET(PyTuple_GET_ITEM(closure, source.index)));
+  }
+  case Source::Kind::TypeAttr: {
+    PyObject *parent = get(source.parent);
+    if (!parent)
+      return PyRef();
+    return PyRef::steal(PyObject_GetAttr(
+        reinterpret_cast<PyObject *>(Py_TYPE(parent)), source.name.get()));
+  }
+  case Source::Kind::Fixed:
+    return source.fixed;
+  case Source::Kind::DictItem: {
+    PyObject *parent = get(source.parent);
+    if (!parent || !PyDict_CheckExact(parent))
+      return PyRef();
+    return PyRef::borrow(PyDict_GetItemWithError(parent, source.name.get()));
+  }
   case Source::Kind::Item: {
     PyObject *parent = get(source.parent);
+    if (parent && PyList_CheckExact(parent) &&
+        source.index < PyList_GET_SIZE(parent))
+      return PyRef::borrow(PyList_GET_ITEM(parent, source.index));
     if (!parent || !PyTuple_CheckExact(parent) ||
         source.index >= PyTuple_GET_SIZE(parent))
       return PyRef();
@@ -102,8 +157,17 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
   case Guard::Kind::Identity:
     return value == guard.expected.get();
   case Guard::Kind::TupleLength:
+    if (guard.expected &&
+        reinterpret_cast<PyObject *>(Py_TYPE(value)) != guard.expected.get())
+      return false;
+    if (PyList_CheckExact(value))
+      return size_t(PyList_GET_SIZE(value)) == guard.length;
     return PyTuple_CheckExact(value) &&
            size_t(PyTuple_GET_SIZE(value)) == guard.length;
+  case Guard::Kind::EmptyDict:
+    return PyDict_Check(value) && PyDict_Size(value) == 0;
+  case Guard::Kind::DictLength:
+    return PyDict_Check(value) && size_t(PyDict_Size(value)) == guard.length;
   case Guard::Kind::Equals: {
     if (Py_TYPE(value) != Py_TYPE(guard.expected.get()))
       return false;

@@ -20,18 +20,35 @@
 namespace dynafuse {
 
 struct Source {
-  enum class Kind { Local, Global, Attr, Closure, Item };
+  /// Local, Global, Closure: of the frame being compiled. FunctionGlobal,
+  /// FunctionClosure: of the function object at parent (an inlined call).
+  /// TypeAttr: an attribute of the parent's type (a method's function).
+  /// Fixed: an object held by the entry itself (torch's global hook dicts).
+  enum class Kind {
+    Local,
+    Global,
+    Attr,
+    Closure,
+    Item,
+    FunctionGlobal,
+    FunctionClosure,
+    TypeAttr,
+    Fixed,
+    DictItem
+  };
   Kind kind = Kind::Local;
   int parent = -1;
-  /// Local: localsplus index; Closure: closure tuple index; Item: index.
+  /// Local: localsplus index; closures: closure tuple index; Item: index.
   int index = 0;
-  /// Global and Attr: the name (interned).
+  /// Global, Attr, FunctionGlobal, TypeAttr: the name (interned).
   PyRef name;
+  /// Fixed: the object.
+  PyRef fixed;
   std::string describe(const std::vector<Source> &all) const;
 };
 
 struct Guard {
-  enum class Kind { Tensor, Equals, Identity, TupleLength };
+  enum class Kind { Tensor, Equals, Identity, TupleLength, EmptyDict, DictLength };
   Kind kind = Kind::Tensor;
   int source = -1;
   TensorMeta tensor;

@@ -20,7 +20,8 @@ ParamSpec::Kind parseKind(const std::string &kind) {
       {"attr", ParamSpec::Kind::Attr},
       {"ints*", ParamSpec::Kind::IntsVararg},
       {"fixed", ParamSpec::Kind::Fixed},
-      {"attr_ignored", ParamSpec::Kind::Ignored}};
+      {"attr_ignored", ParamSpec::Kind::Ignored},
+      {"inplace", ParamSpec::Kind::InPlaceFlag}};
   auto found = kinds.find(kind);
   if (found == kinds.end())
     fail("op table: unknown parameter kind '" + kind + "'");
@@ -34,6 +35,13 @@ OpBinding parseBinding(PyObject *spec) {
   OpBinding binding;
   binding.graphOp = stringOf(PyTuple_GET_ITEM(spec, 0), "graph op");
   PyObject *params = PyTuple_GET_ITEM(spec, 1);
+  if (binding.graphOp == "overload") {
+    if (!PyList_Check(params))
+      fail("op table: an overload needs a list of alternatives");
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(params); ++i)
+      binding.alternatives.push_back(parseBinding(PyList_GET_ITEM(params, i)));
+    return binding;
+  }
   if (!PyList_Check(params))
     fail("op table: params of '" + binding.graphOp + "' must be a list");
   bool keywordOnly = false;

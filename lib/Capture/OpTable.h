@@ -26,7 +26,8 @@ struct ParamSpec {
     Attr,
     IntsVararg,
     Fixed,
-    Ignored
+    Ignored,
+    InPlaceFlag
   };
   std::string name;
   /// The node attribute the parameter becomes (its name unless renamed).
@@ -38,7 +39,9 @@ struct ParamSpec {
 };
 
 struct OpBinding {
+  /// "overload": the first of `alternatives` whose parameters bind wins.
   std::string graphOp;
+  std::vector<OpBinding> alternatives;
   std::vector<ParamSpec> params;
   /// Attributes the binding adds (e.g. dtype for Tensor.float()), as Python
   /// objects converted at capture.

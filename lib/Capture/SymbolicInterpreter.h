@@ -25,12 +25,14 @@ public:
 
 /// How to rebuild the frame's return value from the graph's results.
 struct OutputSpec {
-  enum class Kind { GraphOutput, Input, Constant, Tuple };
+  enum class Kind { GraphOutput, Input, Constant, Tuple, List, Dict };
   Kind kind = Kind::Constant;
   /// GraphOutput: index in graph.outputs; Input: index in graph.inputs.
   int index = 0;
   PyRef constant;
   std::vector<OutputSpec> items;
+  /// Dict: the keys of items.
+  std::vector<std::string> keys;
 };
 
 struct CapturedFrame {

@@ -285,3 +285,17 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
 }
 
 } // namespace dynafuse
+
+namespace dynafuse {
+
+PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
+                           const std::vector<int64_t> &strides, DType dtype,
+                           const std::string &device, char **data) {
+  at::Tensor tensor = at::empty_strided(
+      sizes, strides,
+      at::TensorOptions().dtype(toScalarType(dtype)).device(at::Device(device)));
+  *data = static_cast<char *>(tensor.data_ptr());
+  return THPVariable_Wrap(std::move(tensor));
+}
+
+} // namespace dynafuse

@@ -55,6 +55,11 @@ PyObject *runExternOp(const std::string &op,
                       const TensorArg &expected, const std::string &device,
                       char **data);
 
+/// Like newTensor, with explicit strides (a permuted dense layout).
+PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
+                           const std::vector<int64_t> &strides, DType dtype,
+                           const std::string &device, char **data);
+
 bool gradModeEnabled();
 bool defaultDtypeIsFloat32();
 /// Converts a torch.dtype object; nullopt for other objects or dtypes.

@@ -345,8 +345,13 @@ std::vector<TensorType> inferArange(const Node &node) {
   double step = floatAttr(node, "step", 1);
   if (step == 0 || (end - start) / step < 0)
     opError(node, "invalid range");
+  bool integral = true;
+  for (const char *name : {"start", "end", "step"}) {
+    const Attribute *value = node.attribute(name);
+    integral &= !value || std::holds_alternative<int64_t>(*value);
+  }
   TensorType result;
-  result.dtype = dtypeAttr(node, DType::I64);
+  result.dtype = dtypeAttr(node, integral ? DType::I64 : DType::F32);
   result.sizes = {SymExpr(int64_t(std::ceil((end - start) / step)))};
   result.device = node.stringAttr("device", "cpu");
   return {result};

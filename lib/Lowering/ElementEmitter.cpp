@@ -71,9 +71,10 @@ size_t resultIndexOf(const Value *value) {
 ElementEmitter::ElementEmitter(
     Kernel &kernel, KernelBuilder &builder,
     const std::map<const Value *, std::string> &bufferOf,
+    const std::map<const Value *, TensorType> &bufferTypes,
     const std::set<const Value *> &inlineHere)
     : kernel(kernel), builder(builder), bufferOf(bufferOf),
-      inlineHere(inlineHere) {}
+      bufferTypes(bufferTypes), inlineHere(inlineHere) {}
 
 std::vector<SymExpr> ElementEmitter::simplify(std::vector<SymExpr> index) const {
   SymRanges ranges = builder.openRanges();
@@ -123,7 +124,9 @@ int ElementEmitter::param(const Value *value) {
   int found = kernel.findParam(name);
   if (found >= 0)
     return found;
-  kernel.params.push_back(LoopBuffer{name, value->type});
+  auto chosen = bufferTypes.find(value);
+  kernel.params.push_back(LoopBuffer{
+      name, chosen == bufferTypes.end() ? value->type : chosen->second});
   return int(kernel.params.size()) - 1;
 }
 

@@ -212,6 +212,10 @@ private:
   std::set<std::string> usedNames;
   std::vector<Step> steps;
   std::map<const Value *, int> stepOf;
+  /// Layout of each realized value: dims from outermost to innermost, and
+  /// the buffer type with matching strides.
+  std::map<const Value *, std::vector<size_t>> orderOf;
+  std::map<const Value *, TensorType> bufferTypes;
   int viewCounter = 0;
 
   std::string uniqueName(const std::string &base) {
@@ -237,10 +241,72 @@ private:
 
   void nameBuffers() {
     int counter = 0;
-    for (const auto &node : graph.nodes)
-      for (const Value *result : node->results)
-        if (realized.count(result))
-          bufferOf[result] = uniqueName("buf" + std::to_string(counter++));
+    for (const auto &node : graph.nodes) {
+      for (const Value *result : node->results) {
+        if (!realized.count(result))
+          continue;
+        bufferOf[result] = uniqueName("buf" + std::to_string(counter++));
+        if (kindOf(*node) != OpKind::Extern)
+          chooseLayout(result);
+      }
+    }
+  }
+
+  /// Pointwise results follow the layout of an input of the same shape they
+  /// are computed from, as eager's TensorIterator does (channels-last in,
+  /// channels-last out); the loops then run in that memory order.
+  void chooseLayout(const Value *value) {
+    std::vector<size_t> order(value->type.rank());
+    for (size_t k = 0; k < order.size(); ++k)
+      order[k] = k;
+    const Value *input = layoutSource(value, value->type.sizes);
+    if (input) {
+      const std::vector<SymExpr> &strides = input->type.strides;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return strides[a].constant() > strides[b].constant();
+      });
+    }
+    orderOf[value] = order;
+    TensorType type = value->type;
+    type.strides.clear();
+    if (input) {
+      type.strides.assign(order.size(), SymExpr(1));
+      SymExpr running(1);
+      for (size_t k = order.size(); k-- > 0;) {
+        type.strides[order[k]] = running;
+        running = running * type.sizes[order[k]];
+      }
+    }
+    bufferTypes[value] = type;
+  }
+
+  /// A graph input with explicit, distinct positive strides and the same
+  /// sizes, reached from value through pointwise ops only.
+  const Value *layoutSource(const Value *value,
+                            const std::vector<SymExpr> &sizes) const {
+    if (value->type.sizes != sizes)
+      return nullptr;
+    for (const SymExpr &size : sizes)
+      if (!size.isConstant())
+        return nullptr;
+    if (!value->producer) {
+      const std::vector<SymExpr> &strides = value->type.strides;
+      std::set<int64_t> distinct;
+      for (size_t k = 0; k < strides.size(); ++k) {
+        if (!strides[k].isConstant() || strides[k].constant() <= 0)
+          return nullptr;
+        if (sizes[k] != SymExpr(1))
+          distinct.insert(strides[k].constant());
+      }
+      return !strides.empty() && distinct.size() > 1 ? value : nullptr;
+    }
+    if (kindOf(*value->producer) != OpKind::Pointwise)
+      return nullptr;
+    for (const Operand &operand : value->producer->operands)
+      if (operand.isValue())
+        if (const Value *found = layoutSource(operand.value, sizes))
+          return found;
+    return nullptr;
   }
 
   bool isBuffer(const Value *value) const {
@@ -285,7 +351,8 @@ private:
   }
 
   bool sameSpace(const Value *a, const Value *b) const {
-    return a->type.sizes == b->type.sizes && a->type.device == b->type.device;
+    return a->type.sizes == b->type.sizes && a->type.device == b->type.device &&
+           orderOf.at(a) == orderOf.at(b);
   }
 
   void schedule() {
@@ -370,10 +437,11 @@ private:
     kernel.name = graph.name + "_k" + std::to_string(module.kernels.size());
     KernelBuilder builder(kernel);
     std::set<const Value *> members(step.members.begin(), step.members.end());
-    ElementEmitter emitter(kernel, builder, bufferOf, members);
-    std::vector<SymExpr> index;
-    for (const SymExpr &extent : step.members[0]->type.sizes)
-      index.push_back(builder.openLoop(extent));
+    ElementEmitter emitter(kernel, builder, bufferOf, bufferTypes, members);
+    const Value *first = step.members[0];
+    std::vector<SymExpr> index(first->type.rank());
+    for (size_t dim : orderOf.at(first))
+      index[dim] = builder.openLoop(first->type.sizes[dim]);
     for (const Value *member : step.members)
       emitter.store(member, index, emitter.emit(member, index));
     for (size_t k = 0; k < index.size(); ++k)
@@ -384,7 +452,7 @@ private:
       ProgramStep alloc;
       alloc.kind = ProgramStep::Kind::Alloc;
       alloc.result = bufferOf.at(member);
-      alloc.type = member->type;
+      alloc.type = bufferTypes.at(member);
       module.steps.push_back(alloc);
     }
     ProgramStep call;

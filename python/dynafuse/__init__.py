@@ -19,7 +19,8 @@ import torch  # Loads torch's shared libraries before the extension.
 from . import config, ops
 from . import _C
 
-__all__ = ["compile", "compiled_graphs", "config", "reset", "stats", "Unsupported", "IRError"]
+__all__ = ["compile", "compiled_graphs", "config", "explain", "reset", "stats",
+           "Unsupported", "IRError"]
 __version__ = _C.version
 
 if torch.__version__ != _C.torch_version:
@@ -69,10 +70,12 @@ def compile(fn=None, *, backend="cpu", fullgraph=False):
 
 
 def _compiled_function(fn, backend, fullgraph):
+    target = getattr(fn, "__code__", None)
+
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
         config._apply(_C, _SKIP_PREFIXES)
-        return _C.call(fn, args, kwargs or None, backend, fullgraph)
+        return _C.call(fn, args, kwargs or None, backend, fullgraph, target)
 
     compiled._dynafuse_original = fn
     return compiled
@@ -89,7 +92,8 @@ class _CompiledModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         config._apply(_C, _SKIP_PREFIXES)
         backend, fullgraph = self._dynafuse_options
-        return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph)
+        target = getattr(type(self._orig_mod).forward, "__code__", None)
+        return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph, target)
 
 
 def reset():
@@ -102,6 +106,39 @@ def compiled_graphs():
     user's file:line), kernels, extern_calls, peak_intermediate_bytes (the
     most intermediate storage live at once, for the captured shapes)."""
     return _C.graphs()
+
+
+class Explanation:
+    """What dynafuse.explain found: graph_count, graph_break_count,
+    break_reasons, ops_per_graph, kernels_per_graph, guards (per graph)."""
+
+    def __init__(self, graphs, reasons):
+        self.graphs = graphs
+        self.graph_count = len(graphs)
+        self.break_reasons = reasons
+        self.graph_break_count = len(reasons)
+        self.ops_per_graph = [g["ops"] for g in graphs]
+        self.kernels_per_graph = [g["kernels"] for g in graphs]
+        self.guards = [g["guards"] for g in graphs]
+
+    def __repr__(self):
+        lines = [f"{self.graph_count} graph(s), {self.graph_break_count} graph break(s)"]
+        for graph in self.graphs:
+            lines.append(f"  {graph['name']} ({graph['where']}): {graph['ops']} ops, "
+                         f"{graph['kernels']} kernels, {graph['extern_calls']} extern calls")
+        lines += [f"  break: {reason}" for reason in self.break_reasons]
+        return "\n".join(lines)
+
+
+def explain(fn, *, backend="cpu"):
+    """explain(fn)(*args): forgets compiled code (like reset()), runs fn
+    compiled once and reports what was captured and why anything was not."""
+    def run(*args, **kwargs):
+        reset()
+        compile(fn, backend=backend)(*args, **kwargs)
+        return Explanation(_C.graphs(), _C.break_reasons())
+
+    return run
 
 
 def stats():

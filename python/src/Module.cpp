@@ -27,15 +27,16 @@ PyObject *unsupportedError = nullptr;
 PyObject *irError = nullptr;
 
 PyObject *pyCall(PyObject *, PyObject *args) {
-  PyObject *fn, *callArgs, *callKwargs;
+  PyObject *fn, *callArgs, *callKwargs, *target = Py_None;
   const char *backend;
   int fullgraph;
-  if (!PyArg_ParseTuple(args, "OO!Osp", &fn, &PyTuple_Type, &callArgs,
-                        &callKwargs, &backend, &fullgraph))
+  if (!PyArg_ParseTuple(args, "OO!Osp|O", &fn, &PyTuple_Type, &callArgs,
+                        &callKwargs, &backend, &fullgraph, &target))
     return nullptr;
   CallOptions options;
   options.backend = backend;
   options.fullgraph = fullgraph;
+  options.target = target == Py_None ? nullptr : target;
   return callCompiled(fn, callArgs,
                       callKwargs == Py_None ? nullptr : callKwargs, options);
 }
@@ -90,13 +91,29 @@ PyObject *pyStats(PyObject *, PyObject *) {
 PyObject *pyGraphs(PyObject *, PyObject *) {
   PyObject *list = PyList_New(0);
   for (const CompiledGraphInfo &info : compiledGraphs()) {
+    PyObject *guards = PyList_New(0);
+    for (const std::string &guard : info.guards) {
+      PyObject *text = PyUnicode_FromString(guard.c_str());
+      PyList_Append(guards, text);
+      Py_DECREF(text);
+    }
     PyObject *item = Py_BuildValue(
-        "{s:s,s:s,s:i,s:i,s:L}", "name", info.name.c_str(), "where",
+        "{s:s,s:s,s:i,s:i,s:i,s:L,s:N}", "name", info.name.c_str(), "where",
         info.where.c_str(), "kernels", info.kernels, "extern_calls",
-        info.externCalls, "peak_intermediate_bytes",
-        (long long)info.peakIntermediateBytes);
+        info.externCalls, "ops", info.ops, "peak_intermediate_bytes",
+        (long long)info.peakIntermediateBytes, "guards", guards);
     PyList_Append(list, item);
     Py_DECREF(item);
+  }
+  return list;
+}
+
+PyObject *pyBreakReasons(PyObject *, PyObject *) {
+  PyObject *list = PyList_New(0);
+  for (const std::string &reason : graphBreakReasons()) {
+    PyObject *text = PyUnicode_FromString(reason.c_str());
+    PyList_Append(list, text);
+    Py_DECREF(text);
   }
   return list;
 }
@@ -139,7 +156,8 @@ PyObject *pyBackends(PyObject *, PyObject *) {
 
 PyMethodDef methods[] = {
     {"call", pyCall, METH_VARARGS,
-     "call(fn, args, kwargs, backend, fullgraph): run fn under the frame hook"},
+     "call(fn, args, kwargs, backend, fullgraph[, target_code]): run fn under "
+     "the frame hook; target_code is captured even inside torch's files"},
     {"configure", pyConfigure, METH_VARARGS,
      "configure(dump_dir, recompile_limit, skip_prefixes, log_topics)"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
@@ -147,6 +165,8 @@ PyMethodDef methods[] = {
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},
     {"graphs", pyGraphs, METH_NOARGS, "what was compiled since the last reset"},
+    {"break_reasons", pyBreakReasons, METH_NOARGS,
+     "why frames ran eagerly since the last reset"},
     {"lower_graph", pyLowerGraph, METH_VARARGS,
      "graph IR text -> loop IR text"},
     {"backends", pyBackends, METH_NOARGS, "registered backend names"},

@@ -236,3 +236,26 @@ def test_gpt2_block_peak_intermediate_memory_not_above_eager():
     (graph,) = dynafuse.compiled_graphs()
     assert graph["kernels"] >= 4 and graph["extern_calls"] >= 6, graph
     assert 0 < graph["peak_intermediate_bytes"] <= eager, (graph, eager)
+
+
+def test_channels_last_in_channels_last_out():
+    x = torch.randn(2, 8, 5, 6).to(memory_format=torch.channels_last)
+    bias = torch.randn(8, 1, 1)
+
+    def f(t, b):
+        return F.relu(t + b) * 2, t.sum(1)
+
+    dynafuse.reset()
+    out, reduced = dynafuse.compile(f)(x, bias)
+    ref, ref_reduced = f(x, bias)
+    assert out.stride() == ref.stride()
+    assert_close(out, ref)
+    assert_close(reduced, ref_reduced, rtol=1e-5, atol=1e-5)
+    assert_compiled()
+
+
+def test_overloads_max_min_and_arange():
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    run_both(lambda a, b: (torch.max(a), a.max(1)[0], a.max(dim=0, keepdim=True)[1],
+                           torch.min(a, b), a.min(-1)[1]), x, y)
+    run_both(lambda a: a * torch.arange(6) + torch.arange(1, 4.5, 0.5)[:6], x)

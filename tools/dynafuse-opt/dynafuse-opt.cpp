@@ -1,7 +1,7 @@
 //===- dynafuse-opt.cpp - Read, transform and print any IR stage ----------===//
 //
-// dynafuse-opt FILE [--passes=decompose,cse,dce]
-// [--emit=graph|loop|llvm|llvm-opt|asm]
+// dynafuse-opt FILE [--passes=decompose,cse,dce | plan-memory]
+//              [--emit=graph|loop|llvm|llvm-opt|asm]
 //              [--print-ir-after-all] [--split-input-file]
 //
 // Reads .graph or .loop text (by its first keyword), runs graph passes, then
@@ -148,11 +148,19 @@ std::string process(const std::string &text, const Options &options) {
   if (keyword != "module" && keyword != "kernel")
     fail("input must start with 'graph', 'module' or 'kernel'",
          Location{options.input, 1, 1});
-  if (!options.passes.empty())
-    fail("graph passes cannot run on loop IR");
   if (options.emit == "graph")
     fail("cannot emit graph IR from loop IR");
-  return emitFromLoop(parseLoopModule(text, options.input), options.emit);
+  LoopModule module = parseLoopModule(text, options.input);
+  for (const std::string &pass : options.passes) {
+    if (pass != "plan-memory")
+      fail("'" + pass + "' is not a loop-IR pass (loop passes: plan-memory)");
+    planMemory(module);
+    verifyLoopModule(module);
+    if (options.printAfterAll)
+      std::cerr << "// -----// IR after " << pass << " //----- //\n"
+                << printLoopModule(module);
+  }
+  return emitFromLoop(module, options.emit);
 }
 
 /// Splits on "// -----" lines; each chunk keeps its line numbers by being

@@ -31,8 +31,10 @@ public:
   /// bufferOf names the buffer of every input and realized value; values in
   /// `inlineHere` are computed rather than loaded even if realized (they are
   /// the kernel's own outputs).
+  /// bufferTypes overrides a realized value's type (its chosen layout).
   ElementEmitter(Kernel &kernel, KernelBuilder &builder,
                  const std::map<const Value *, std::string> &bufferOf,
+                 const std::map<const Value *, TensorType> &bufferTypes,
                  const std::set<const Value *> &inlineHere);
 
   /// The element of value at index, in computeType(value dtype).
@@ -71,6 +73,7 @@ private:
   Kernel &kernel;
   KernelBuilder &builder;
   const std::map<const Value *, std::string> &bufferOf;
+  const std::map<const Value *, TensorType> &bufferTypes;
   const std::set<const Value *> &inlineHere;
   std::map<std::string, int> memo;
   std::vector<int> masks;

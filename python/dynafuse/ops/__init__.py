@@ -10,8 +10,12 @@ A parameter is (name, kind[, default]) with kind
   "attr":    a constant, becomes a node attribute (None: left out);
   "ints*":   the remaining positional ints (or one tuple), as an attribute;
   "fixed":   only its default is supported (anything else is a graph break);
-  "attr_ignored": accepted and dropped (batch_norm's momentum in eval).
-A fourth element renames the attribute; "size_or_sizes" becomes "size" for
+  "attr_ignored": accepted and dropped (batch_norm's momentum in eval);
+  "inplace": a bool; True makes the call update its first tensor argument
+             (like the attribute {"__inplace__": True} for x.relu_()).
+An entry ("overload", [entry, ...], {}) tries its entries in order and
+takes the first whose parameters bind (torch.max(x) / max(x, dim) /
+max(x, y)). A fourth element renames the attribute; "size_or_sizes" becomes "size" for
 an int and "sizes" for a sequence. "*" starts keyword-only parameters.
 """
 from . import extern, pointwise, reductions, views
@@ -21,3 +25,29 @@ METHODS = {}
 for _family in (pointwise, reductions, views, extern):
     FUNCTIONS.update(_family.FUNCTIONS)
     METHODS.update(_family.METHODS)
+
+
+def _in_place_variants():
+    """x.add_(y), x.relu_(), F.relu(x, inplace=True), ...: the out-of-place
+    entry, updating x."""
+    import torch
+    import torch.nn.functional as F
+    for name in list(METHODS):
+        underscored = name + "_"
+        if METHODS[name][0] == "overload":
+            continue
+        if hasattr(torch.Tensor, underscored) and underscored not in METHODS:
+            op, params, attributes = METHODS[name]
+            spec = (op, params, dict(attributes, __inplace__=True))
+            METHODS[underscored] = spec
+            FUNCTIONS[getattr(torch.Tensor, underscored)] = spec
+    for function in (F.relu, F.relu6, F.leaky_relu, F.elu, F.hardswish, F.hardsigmoid,
+                     F.silu, F.mish, F.hardtanh, F.dropout):
+        if function in FUNCTIONS:
+            op, params, attributes = FUNCTIONS[function]
+            params = [("inplace", "inplace", False) if isinstance(p, tuple) and p[0] == "inplace"
+                      else p for p in params]
+            FUNCTIONS[function] = (op, params, attributes)
+
+
+_in_place_variants()

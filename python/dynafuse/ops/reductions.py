@@ -29,6 +29,12 @@ def _tables():
         "softmax": _spec("softmax", [_INPUT, ("dim", "attr")]),
         "log_softmax": _spec("log_softmax", [_INPUT, ("dim", "attr")]),
     }
+    for name, extreme, elementwise in (("max", "amax", "maximum"), ("min", "amin", "minimum")):
+        methods[name] = ("overload", [
+            _spec(extreme, [_INPUT]),
+            _spec(name + "_dim", [_INPUT, ("dim", "attr"), _KEEPDIM]),
+            _spec(elementwise, [_INPUT, ("other", "operand")]),
+        ], {})
     functions = {getattr(torch, name): spec for name, spec in methods.items()}
     functions.update({getattr(torch.Tensor, name): spec for name, spec in methods.items()})
     functions[torch.linalg.vector_norm] = _spec(

@@ -63,6 +63,13 @@ def _tables():
     factory = [("size", "ints*", None, "shape"), "*", ("out", "fixed", None),
                ("dtype", "attr", None), ("layout", "fixed", None), ("device", "fixed", None),
                ("requires_grad", "fixed", False)]
+    options = ["*", ("out", "fixed", None), ("dtype", "attr", None), ("layout", "fixed", None),
+               ("device", "fixed", None), ("requires_grad", "fixed", False)]
+    functions[torch.arange] = ("overload", [
+        _spec("arange", [("end", "attr")] + options),
+        _spec("arange", [("start", "attr"), ("end", "attr")] + options),
+        _spec("arange", [("start", "attr"), ("end", "attr"), ("step", "attr")] + options),
+    ], {})
     functions[torch.zeros] = _spec("full", factory, {"value": 0})
     functions[torch.ones] = _spec("full", factory, {"value": 1})
     functions[torch.full] = _spec("full", [("size", "attr", None, "shape"),

@@ -1,0 +1,199 @@
+"""Capturing real model code: nn.Module calls and submodules, inlined user
+functions, tensor metadata, module containers, in-place updates, hooks."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynafuse
+import model_helpers
+from conftest import assert_close, assert_compiled
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(4 * width, width)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        h = self.fc2(self.act(self.fc1(self.norm(x))))
+        return x + self.drop(h).view(b, t, c)
+
+
+class Stack(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])
+        self.head = nn.Sequential(nn.Linear(width, width), nn.ReLU(inplace=True))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_module_stack_is_one_graph_and_reads_weights_each_call():
+    model = Stack(16, 3).eval()
+    compiled = dynafuse.compile(model)
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+        model.blocks[1].fc1.weight.mul_(1.5)
+        assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    assert_compiled()
+    assert dynafuse.stats()["cache_hits"] == 1
+    (graph,) = dynafuse.compiled_graphs()
+    assert graph["extern_calls"] == 7
+
+
+def test_resnet18_is_one_graph():
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+        image = torch.randn(2, 3, 64, 64)
+        assert_close(dynafuse.compile(model)(image), model(image), rtol=1e-4, atol=1e-4)
+    assert_compiled()
+    (graph,) = dynafuse.compiled_graphs()
+    assert graph["extern_calls"] == 23  # 20 convolutions, 2 pools, fc
+
+
+def test_inlined_functions_use_their_own_globals_and_defaults():
+    def f(x, *rest):
+        return model_helpers.scaled_tanh(x) + model_helpers.scaled_tanh(x, offset=rest[0])
+
+    x = torch.randn(7)
+    assert_close(dynafuse.compile(f)(x, 2.0), f(x, 2.0))
+    assert_compiled()
+    saved = model_helpers.SCALE
+    try:
+        model_helpers.SCALE = 5.0
+        assert_close(dynafuse.compile(f)(x, 2.0), f(x, 2.0))
+    finally:
+        model_helpers.SCALE = saved
+    assert dynafuse.stats()["captures"] == 2
+
+
+def test_tensor_metadata_drives_shapes():
+    def f(x):
+        n = x.size(0)
+        assert x.dim() == 3 and x.ndim == 3
+        y = x.reshape(n, -1).T
+        return y.float() * x.numel() if x.dtype == torch.float32 else y
+
+    x = torch.randn(4, 3, 2)
+    assert_close(dynafuse.compile(f)(x), f(x))
+    assert_compiled()
+
+
+def test_in_place_updates_of_intermediates():
+    def f(x, y):
+        h = x * 2
+        alias = h
+        h += y
+        h.relu_()
+        return alias, F.relu(h - 1, inplace=True)
+
+    x, y = torch.randn(6), torch.randn(6)
+    actual, expected = dynafuse.compile(f)(x, y), f(x, y)
+    for got, want in zip(actual, expected):
+        assert_close(got, want)
+    assert_compiled()
+
+
+def test_in_place_update_of_an_input_runs_eagerly():
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    x = torch.randn(4)
+    expected_x = x + 1
+    out = dynafuse.compile(f)(x)
+    assert_close(x, expected_x)
+    assert_close(out, expected_x * 2)
+    assert dynafuse.stats()["graph_breaks"] == 1
+
+
+def test_forward_hook_is_respected():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh()).eval()
+    compiled = dynafuse.compile(model)
+    x = torch.randn(3, 4)
+    calls = []
+    with torch.no_grad():
+        compiled(x)
+        handle = model[0].register_forward_hook(lambda module, inputs, output: calls.append(1))
+        assert_close(compiled(x), model(x))
+        handle.remove()
+    assert len(calls) == 2  # the compiled call ran the hook too (eagerly)
+
+
+def test_branches_on_module_attributes_are_guarded():
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.use_gelu = True
+
+        def forward(self, x):
+            if self.use_gelu:
+                return F.gelu(x)
+            return torch.sigmoid(x)
+
+    gate = Gate()
+    compiled = dynafuse.compile(gate)
+    x = torch.randn(5)
+    assert_close(compiled(x), F.gelu(x))
+    gate.use_gelu = False
+    assert_close(compiled(x), torch.sigmoid(x))
+    assert dynafuse.stats()["captures"] == 2
+
+
+def test_returned_lists_stay_lists():
+    def f(x):
+        return [x + 1, (x * 2, [x - 1])]
+
+    x = torch.randn(3)
+    out = dynafuse.compile(f)(x)
+    assert type(out) is list and type(out[1]) is tuple and type(out[1][1]) is list
+    assert_close(out[1][1][0], x - 1)
+    assert_compiled()
+
+
+def test_explain_reports_graphs_breaks_and_guards():
+    def f(x):
+        return torch.cumsum(x, 0)  # not in the op table
+
+    with torch.no_grad():
+        report = dynafuse.explain(Block(8).eval())(torch.randn(1, 2, 8))
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert report.ops_per_graph[0] >= 5
+    assert any("Float tensor of size [1, 2, 8]" in guard for guard in report.guards[0])
+    broken = dynafuse.explain(f)(torch.randn(3))
+    assert broken.graph_count == 0 and broken.graph_break_count == 1
+    assert "cumsum" in broken.break_reasons[0]
+    assert "graph break" in repr(broken)
+
+
+def test_star_args_kwargs_and_dicts():
+    options = {"dim": -1, "keepdim": True}
+
+    def f(x, *rest, **unused):
+        parts = [x, *rest]
+        total = torch.cat(parts, **{"dim": 0})
+        return {"sum": total.sum(**options), "max": total.amax(**options)}
+
+    x, y = torch.randn(2, 3), torch.randn(1, 3)
+    out = dynafuse.compile(lambda a, b: f(a, b))(x, y)
+    expected = f(x, y)
+    assert type(out) is dict and list(out) == ["sum", "max"]
+    assert_close(out["sum"], expected["sum"])
+    assert_close(out["max"], expected["max"])
+    assert_compiled()
