@@ -2,6 +2,7 @@
 #include "dynafuse/Graph/OpRegistry.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 namespace dynafuse {
@@ -64,6 +65,15 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
     if (promoted == DType::Bool)
       opError(node, "not supported for bool tensors");
     return promoted;
+  case TypeRule::IntegralOnly:
+    if (isFloating(promoted))
+      opError(node,
+              std::string("not implemented for dtype ") + dtypeName(promoted));
+    return promoted;
+  case TypeRule::BoolToI64:
+    return promoted == DType::Bool ? DType::I64 : promoted;
+  case TypeRule::FirstOperand:
+    return operandType(node, 0).dtype;
   case TypeRule::Compare:
     return DType::Bool;
   case TypeRule::Cast: {
@@ -77,12 +87,15 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
 }
 
 void checkOperands(const Node &node, const OpInfo &info) {
+  int expected = info.arity;
+  for (const std::string &name : info.optionalOperands)
+    expected -= boolAttr(node, "has_" + name, true) ? 0 : 1;
   bool countOk = info.arity < 0 ? !node.operands.empty()
-                                : int(node.operands.size()) == info.arity;
+                                : int(node.operands.size()) == expected;
   if (!countOk)
     opError(node, "expects " +
                       (info.arity < 0 ? std::string("one or more")
-                                      : std::to_string(info.arity)) +
+                                      : std::to_string(expected)) +
                       " operands, got " + std::to_string(node.operands.size()));
   bool anyTensor = false;
   for (const Operand &operand : node.operands)
@@ -110,6 +123,8 @@ void checkOperands(const Node &node, const OpInfo &info) {
   const std::string approximate = node.stringAttr("approximate", "none");
   if (approximate != "none" && approximate != "tanh")
     opError(node, "approximate must be \"none\" or \"tanh\"");
+  if (info.verify)
+    info.verify(node);
 }
 
 } // namespace
@@ -165,6 +180,21 @@ const TensorType &operandType(const Node &node, size_t i) {
   if (i >= node.operands.size() || !node.operands[i].isValue())
     opError(node, "operand " + std::to_string(i) + " must be a tensor");
   return node.operands[i].value->type;
+}
+
+int optionalOperandIndex(const Node &node, const std::string &name) {
+  const OpInfo *info = lookupOp(node.op);
+  assert(info && "optionalOperandIndex on an unknown op");
+  const std::vector<std::string> &optional = info->optionalOperands;
+  int index = info->arity - int(optional.size());
+  for (const std::string &candidate : optional) {
+    bool absent = !boolAttr(node, "has_" + candidate, true);
+    if (candidate == name)
+      return absent ? -1 : index;
+    index += absent ? 0 : 1;
+  }
+  assert(false && "not an optional operand of this op");
+  return -1;
 }
 
 const OpInfo *lookupOp(const std::string &name) {

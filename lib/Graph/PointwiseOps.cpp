@@ -7,6 +7,37 @@
 #include "dynafuse/Graph/OpRegistry.h"
 
 namespace dynafuse {
+namespace {
+
+/// Activation functions: floating inputs only, constants as attributes.
+void addActivations(std::vector<OpInfo> &table) {
+  auto activation = [&table](const std::string &name,
+                             std::vector<std::string> attributes) {
+    OpInfo info;
+    info.name = name;
+    info.rule = TypeRule::FloatOnly;
+    info.attributes = std::move(attributes);
+    table.push_back(info);
+  };
+  activation("gelu", {"approximate"});
+  activation("leaky_relu", {"negative_slope"});
+  activation("elu", {"alpha"});
+  activation("softplus", {"beta", "threshold"});
+  for (const char *name : {"silu", "hardswish", "hardsigmoid", "mish"})
+    activation(name, {});
+  // hardtanh (and relu6) is a clamp with constant bounds: integers allowed.
+  OpInfo hardtanh;
+  hardtanh.name = "hardtanh";
+  hardtanh.rule = TypeRule::NumericOnly;
+  hardtanh.attributes = {"min_val", "max_val"};
+  hardtanh.verify = [](const Node &node) {
+    if (floatAttr(node, "min_val", -1.0) > floatAttr(node, "max_val", 1.0))
+      opError(node, "min_val cannot be greater than max_val");
+  };
+  table.push_back(hardtanh);
+}
+
+} // namespace
 
 void addPointwiseOps(std::vector<OpInfo> &table) {
   auto unary = [](const std::string &name, TypeRule rule) {
@@ -28,13 +59,49 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
   table.push_back(binary("div", TypeRule::PromoteToFloat));
   for (const char *name : {"eq", "ne", "lt", "le", "gt", "ge"})
     table.push_back(binary(name, TypeRule::Compare));
-  for (const char *name : {"exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt"})
+  for (const char *name :
+       {"exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "erf", "exp2",
+        "log1p", "expm1", "sin", "cos", "reciprocal", "log2", "log10"})
     table.push_back(unary(name, TypeRule::PromoteToFloat));
-  for (const char *name : {"neg", "relu", "abs"})
+  // floor, ceil, round and trunc keep integer dtypes (the identity there).
+  for (const char *name :
+       {"neg", "relu", "abs", "floor", "ceil", "round", "trunc"})
     table.push_back(unary(name, TypeRule::NumericOnly));
-  OpInfo gelu = unary("gelu", TypeRule::FloatOnly);
-  gelu.attributes = {"approximate"};
-  table.push_back(gelu);
+  table.push_back(unary("sign", TypeRule::Promote));
+  table.push_back(unary("square", TypeRule::BoolToI64));
+  for (const char *name : {"fmod", "remainder"})
+    table.push_back(binary(name, TypeRule::NumericOnly));
+  for (const char *name : {"bitwise_and", "bitwise_or", "bitwise_xor"})
+    table.push_back(binary(name, TypeRule::IntegralOnly));
+  table.push_back(unary("bitwise_not", TypeRule::IntegralOnly));
+  for (const char *name : {"logical_and", "logical_or", "logical_xor"})
+    table.push_back(binary(name, TypeRule::Compare));
+  table.push_back(unary("logical_not", TypeRule::Compare));
+  addActivations(table);
+  OpInfo clamp = unary("clamp", TypeRule::NumericOnly);
+  clamp.arity = 3;
+  clamp.optionalOperands = {"min", "max"};
+  clamp.attributes = {"has_min", "has_max"};
+  clamp.verify = [](const Node &node) {
+    if (!boolAttr(node, "has_min", true) && !boolAttr(node, "has_max", true))
+      opError(node, "at least one of min and max must be given");
+    if (!node.operands[0].isValue())
+      opError(node, "the input must be a tensor");
+  };
+  table.push_back(clamp);
+  OpInfo maskedFill;
+  maskedFill.name = "masked_fill";
+  maskedFill.arity = 3;
+  maskedFill.rule = TypeRule::FirstOperand;
+  maskedFill.verify = [](const Node &node) {
+    operandType(node, 0);
+    if (operandType(node, 1).dtype != DType::Bool)
+      opError(node, "the mask must be a bool tensor");
+    const Operand &value = node.operands[2];
+    if (value.isValue() && value.value->type.rank() != 0)
+      opError(node, "the fill value must be a number or a 0-dim tensor");
+  };
+  table.push_back(maskedFill);
   OpInfo cast = unary("cast", TypeRule::Cast);
   cast.attributes = {"dtype"};
   table.push_back(cast);

@@ -157,9 +157,232 @@ int reluRule(PointwiseContext &c) {
 
 int castRule(PointwiseContext &c) { return c.builder.cast(c.raw(0), c.type); }
 
+/// floor, ceil, round, trunc: the identity on integers.
+PointwiseRule roundingRule(ScalarOp op) {
+  return [op](PointwiseContext &c) {
+    int x = c.operand(0);
+    return isFloating(c.type) ? c.builder.unary(op, x) : x;
+  };
+}
+
+/// (x > 0) - (x < 0): sign(NaN) is 0 and sign(-0.0) is +0.0, as in torch.
+int signRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0);
+  if (c.type == DType::Bool)
+    return x;
+  int zero = b.constant(c.type, 0);
+  int minusOne = b.constant(c.type, -1);
+  int isNegative = b.binary(ScalarOp::Lt, x, zero);
+  int negativeOrZero = b.select(isNegative, minusOne, zero);
+  int one = b.constant(c.type, 1);
+  int isPositive = b.binary(ScalarOp::Gt, x, zero);
+  return b.select(isPositive, one, negativeOrZero);
+}
+
+/// min(max(x, lo), hi), NaN-propagating: a NaN input or bound gives NaN and
+/// lo > hi gives hi, as in torch.clamp.
+int clampBetween(ScalarBuilder &b, int x, int lo, int hi) {
+  int result = x;
+  if (lo >= 0)
+    result = b.binary(ScalarOp::Max, result, lo);
+  if (hi >= 0)
+    result = b.binary(ScalarOp::Min, result, hi);
+  return result;
+}
+
+/// clamp(x, min?, max?): an absent bound is marked by has_<name> = false.
+int clampRule(PointwiseContext &c) {
+  int minIndex = optionalOperandIndex(c.node, "min");
+  int maxIndex = optionalOperandIndex(c.node, "max");
+  int x = c.operand(0);
+  int lo = minIndex < 0 ? -1 : c.operand(minIndex);
+  int hi = maxIndex < 0 ? -1 : c.operand(maxIndex);
+  return clampBetween(c.builder, x, lo, hi);
+}
+
+/// hardtanh and relu6: the bounds are attributes (truncated for integers).
+int hardtanhRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0);
+  int lo = b.constant(c.type, floatAttr(c.node, "min_val", -1.0));
+  int hi = b.constant(c.type, floatAttr(c.node, "max_val", 1.0));
+  return clampBetween(b, x, lo, hi);
+}
+
+/// Operand i as a truth value (nonzero, NaN included).
+int truthOf(PointwiseContext &c, size_t i) {
+  return c.builder.cast(c.raw(i), DType::Bool);
+}
+
+PointwiseRule logicalRule(ScalarOp op) {
+  return [op](PointwiseContext &c) {
+    int lhs = truthOf(c, 0);
+    int rhs = truthOf(c, 1);
+    return c.builder.binary(op, lhs, rhs);
+  };
+}
+
+int logicalNotRule(PointwiseContext &c) {
+  return c.builder.unary(ScalarOp::Not, truthOf(c, 0));
+}
+
+int maskedFillRule(PointwiseContext &c) {
+  int x = c.operand(0);
+  int mask = truthOf(c, 1);
+  int value = c.operand(2);
+  return c.builder.select(mask, value, x);
+}
+
+int squareRule(PointwiseContext &c) {
+  int x = c.operand(0);
+  return c.builder.binary(ScalarOp::Mul, x, x);
+}
+
+int reciprocalRule(PointwiseContext &c) {
+  int x = c.operand(0);
+  return c.builder.binary(ScalarOp::Div, c.builder.constant(c.type, 1.0), x);
+}
+
+/// log2 and log10 as log(x) / log(base).
+PointwiseRule logBaseRule(double base) {
+  return [base](PointwiseContext &c) {
+    ScalarBuilder &b = c.builder;
+    int log = b.unary(ScalarOp::Log, c.operand(0));
+    return b.binary(ScalarOp::Mul, log,
+                    b.constant(c.type, 1.0 / std::log(base)));
+  };
+}
+
+/// x > 0 ? x : x * negative_slope.
+int leakyReluRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0);
+  int slope = b.constant(c.type, floatAttr(c.node, "negative_slope", 0.01));
+  int isPositive = b.binary(ScalarOp::Gt, x, b.constant(c.type, 0));
+  return b.select(isPositive, x, b.binary(ScalarOp::Mul, x, slope));
+}
+
+/// x <= 0 ? expm1(x) * alpha : x (NaN takes the second branch).
+int eluRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0);
+  int alpha = b.constant(c.type, floatAttr(c.node, "alpha", 1.0));
+  int isNotPositive = b.binary(ScalarOp::Le, x, b.constant(c.type, 0));
+  int scaled = b.binary(ScalarOp::Mul, b.unary(ScalarOp::Expm1, x), alpha);
+  return b.select(isNotPositive, scaled, x);
+}
+
+/// x / (1 + exp(-x)), as torch computes silu.
+int siluRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0);
+  int expNeg = b.unary(ScalarOp::Exp, b.unary(ScalarOp::Neg, x));
+  int denominator = b.binary(ScalarOp::Add, b.constant(c.type, 1.0), expNeg);
+  return b.binary(ScalarOp::Div, x, denominator);
+}
+
+/// min(max(x + 3, 0), 6), the shared part of hardsigmoid and hardswish.
+int relu6OfXPlus3(PointwiseContext &c, int x) {
+  ScalarBuilder &b = c.builder;
+  int shifted = b.binary(ScalarOp::Add, x, b.constant(c.type, 3.0));
+  int zero = b.constant(c.type, 0.0);
+  int six = b.constant(c.type, 6.0);
+  return clampBetween(b, shifted, zero, six);
+}
+
+int hardsigmoidRule(PointwiseContext &c) {
+  int clamped = relu6OfXPlus3(c, c.operand(0));
+  return c.builder.binary(ScalarOp::Div, clamped,
+                          c.builder.constant(c.type, 6.0));
+}
+
+/// x * min(max(x + 3, 0), 6) / 6: -inf gives NaN, as in torch.
+int hardswishRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0);
+  int product = b.binary(ScalarOp::Mul, x, relu6OfXPlus3(c, x));
+  return b.binary(ScalarOp::Div, product, b.constant(c.type, 6.0));
+}
+
+/// log1p(exp(x))
+int softplusOf(ScalarBuilder &b, int x) {
+  return b.unary(ScalarOp::Log1p, b.unary(ScalarOp::Exp, x));
+}
+
+/// x * tanh(log1p(exp(x)))
+int mishRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0);
+  int tanh = b.unary(ScalarOp::Tanh, softplusOf(b, x));
+  return b.binary(ScalarOp::Mul, x, tanh);
+}
+
+/// x * beta > threshold ? x : log1p(exp(x * beta)) / beta.
+int softplusRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0);
+  int beta = b.constant(c.type, floatAttr(c.node, "beta", 1.0));
+  int threshold = b.constant(c.type, floatAttr(c.node, "threshold", 20.0));
+  int scaled = b.binary(ScalarOp::Mul, x, beta);
+  int smooth = b.binary(ScalarOp::Div, softplusOf(b, scaled), beta);
+  int isAbove = b.binary(ScalarOp::Gt, scaled, threshold);
+  return b.select(isAbove, x, smooth);
+}
+
 int whereRule(PointwiseContext &c) {
   int condition = c.builder.cast(c.raw(0), DType::Bool);
   return c.builder.select(condition, c.operand(1), c.operand(2));
+}
+
+/// Math, rounding, sign, clamp, bitwise and logical ops, masked_fill.
+void addMathRules(std::map<std::string, PointwiseRule> &rules) {
+  const std::pair<const char *, ScalarOp> math[] = {
+      {"erf", ScalarOp::Erf},     {"exp2", ScalarOp::Exp2},
+      {"log1p", ScalarOp::Log1p}, {"expm1", ScalarOp::Expm1},
+      {"sin", ScalarOp::Sin},     {"cos", ScalarOp::Cos}};
+  for (auto &entry : math)
+    rules[entry.first] = unaryRule(entry.second);
+  const std::pair<const char *, ScalarOp> rounding[] = {
+      {"floor", ScalarOp::Floor},
+      {"ceil", ScalarOp::Ceil},
+      {"round", ScalarOp::Round},
+      {"trunc", ScalarOp::Trunc}};
+  for (auto &entry : rounding)
+    rules[entry.first] = roundingRule(entry.second);
+  const std::pair<const char *, ScalarOp> binaries[] = {
+      {"fmod", ScalarOp::Fmod},
+      {"remainder", ScalarOp::Remainder},
+      {"bitwise_and", ScalarOp::BitAnd},
+      {"bitwise_or", ScalarOp::BitOr},
+      {"bitwise_xor", ScalarOp::BitXor}};
+  for (auto &entry : binaries)
+    rules[entry.first] = binaryRule(entry.second);
+  rules["bitwise_not"] = unaryRule(ScalarOp::BitNot);
+  rules["logical_and"] = logicalRule(ScalarOp::And);
+  rules["logical_or"] = logicalRule(ScalarOp::Or);
+  rules["logical_xor"] = logicalRule(ScalarOp::Xor);
+  rules["logical_not"] = logicalNotRule;
+  rules["sign"] = signRule;
+  rules["clamp"] = clampRule;
+  rules["masked_fill"] = maskedFillRule;
+  rules["square"] = squareRule;
+  rules["reciprocal"] = reciprocalRule;
+  rules["log2"] = logBaseRule(2.0);
+  rules["log10"] = logBaseRule(10.0);
+}
+
+void addActivationRules(std::map<std::string, PointwiseRule> &rules) {
+  rules["relu"] = reluRule;
+  rules["gelu"] = geluRule;
+  rules["hardtanh"] = hardtanhRule;
+  rules["leaky_relu"] = leakyReluRule;
+  rules["elu"] = eluRule;
+  rules["silu"] = siluRule;
+  rules["hardsigmoid"] = hardsigmoidRule;
+  rules["hardswish"] = hardswishRule;
+  rules["mish"] = mishRule;
+  rules["softplus"] = softplusRule;
 }
 
 std::map<std::string, PointwiseRule> buildRules() {
@@ -182,11 +405,11 @@ std::map<std::string, PointwiseRule> buildRules() {
       {"neg", ScalarOp::Neg},   {"abs", ScalarOp::Abs}};
   for (auto &entry : unaries)
     rules[entry.first] = unaryRule(entry.second);
-  rules["relu"] = reluRule;
-  rules["gelu"] = geluRule;
   rules["pow"] = powRule;
   rules["cast"] = castRule;
   rules["where"] = whereRule;
+  addMathRules(rules);
+  addActivationRules(rules);
   return rules;
 }
 

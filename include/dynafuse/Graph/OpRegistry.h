@@ -30,8 +30,11 @@ enum class TypeRule {
   Promote,        ///< result = promoted operands (add, maximum, where)
   PromoteToFloat, ///< integers become the default float (div, exp)
   FloatOnly,      ///< floating inputs only (gelu)
-  NumericOnly,    ///< like Promote, but bool is rejected (neg, relu)
-  Compare,        ///< bool result (lt, eq)
+  NumericOnly,    ///< like Promote, but bool is rejected (neg, floor)
+  IntegralOnly,   ///< like Promote, but floats are rejected (bitwise_and)
+  BoolToI64,      ///< like Promote, but bool becomes i64 (square: pow(x, 2))
+  FirstOperand,   ///< the first operand's dtype (masked_fill)
+  Compare,        ///< bool result (lt, eq, logical_and)
   Cast,           ///< the "dtype" attribute
 };
 
@@ -54,6 +57,13 @@ struct OpInfo {
   bool conditionFirst = false;
   /// For pow: the last operand must be a scalar.
   bool scalarLast = false;
+  /// The last operands that may be left out (clamp's min and max); an absent
+  /// one is marked by the bool attribute "has_<name>" = false (which
+  /// `attributes` must list; missing means present), as the op table's
+  /// "optional_operand" parameters bind. The others keep their order.
+  std::vector<std::string> optionalOperands;
+  /// Further checks of operands and attributes; throws via opError.
+  std::function<void(const Node &)> verify;
   /// Non-pointwise ops: computes result types (pointwise ops use `rule`).
   ShapeRule infer;
   /// Composite ops: their rewrite into other ops.
@@ -79,6 +89,9 @@ std::vector<int64_t> intListAttr(const Node &node, const std::string &name,
 int64_t normalizeDim(const Node &node, int64_t dim, size_t rank);
 /// The tensor operand i (throws when it is a scalar).
 const TensorType &operandType(const Node &node, size_t i);
+/// The position among node's operands of the optional operand `name`, or -1
+/// when node leaves it out.
+int optionalOperandIndex(const Node &node, const std::string &name);
 
 /// The dims a reduction node reduces ("dim" or "dims"; none means all),
 /// normalized and sorted; and its result sizes (honouring "keepdim").

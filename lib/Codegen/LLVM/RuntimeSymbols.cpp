@@ -89,6 +89,11 @@ std::vector<RuntimeSymbol> buildTable() {
       {"nearbyint", addressOf<UnaryF64>(::nearbyint), S::None},
       {"ldexpf", addressOf<float (*)(float, int)>(::ldexpf), S::None},
       {"ldexp", addressOf<double (*)(double, int)>(::ldexp), S::None},
+      // sin and cos of one value, combined by the optimizer.
+      {"sincosf", addressOf<void (*)(float, float *, float *)>(::sincosf),
+       S::None},
+      {"sincos", addressOf<void (*)(double, double *, double *)>(::sincos),
+       S::None},
   };
 }
 

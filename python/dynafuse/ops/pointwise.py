@@ -8,8 +8,14 @@ _INPUT = ("input", "operand")
 _OTHER = ("other", "operand")
 _ALPHA = ("alpha", "fixed", 1)
 
-_UNARY = ["exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "neg", "relu"]
+_UNARY = ["exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "neg", "relu",
+          "erf", "exp2", "log1p", "expm1", "sin", "cos", "floor", "ceil", "trunc",
+          "sign", "square", "reciprocal", "log2", "log10", "bitwise_not",
+          "logical_not"]
 _COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
+_BINARY = ["fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "logical_and", "logical_or", "logical_xor"]
+_INPLACE = ("inplace", "fixed", False)
 _CASTS = {
     "float": torch.float32, "double": torch.float64, "half": torch.float16,
     "bfloat16": torch.bfloat16, "int": torch.int32, "long": torch.int64,
@@ -24,8 +30,19 @@ def _spec(op, params, attributes=None):
 def _method_table():
     methods = {name: _spec(name, [_INPUT]) for name in _UNARY}
     methods["negative"] = _spec("neg", [_INPUT])
-    for name in _COMPARE:
+    for name in _COMPARE + _BINARY:
         methods[name] = _spec(name, [_INPUT, _OTHER])
+    methods["sgn"] = methods["sign"]
+    methods["fix"] = methods["trunc"]
+    methods["round"] = _spec("round", [_INPUT, "*", ("decimals", "fixed", 0)])
+    # A bound given as None is left out (has_min / has_max = False).
+    methods["clamp"] = _spec("clamp", [_INPUT, ("min", "optional_operand", None),
+                                       ("max", "optional_operand", None)])
+    methods["clip"] = methods["clamp"]
+    methods["clamp_min"] = _spec("clamp", [_INPUT, ("min", "operand")], {"has_max": False})
+    methods["clamp_max"] = _spec("clamp", [_INPUT, ("max", "operand")], {"has_min": False})
+    methods["masked_fill"] = _spec("masked_fill", [_INPUT, ("mask", "operand"),
+                                                   ("value", "operand")])
     methods["add"] = _spec("add", [_INPUT, _OTHER, "*", _ALPHA])
     methods["sub"] = _spec("sub", [_INPUT, _OTHER, "*", _ALPHA])
     methods["mul"] = _spec("mul", [_INPUT, _OTHER])
@@ -43,8 +60,12 @@ def _method_table():
 
 def _function_table(methods):
     functions = {}
-    for name in _UNARY + _COMPARE + ["add", "sub", "mul", "div", "maximum", "minimum", "pow"]:
+    for name in _UNARY + _COMPARE + _BINARY + [
+            "add", "sub", "mul", "div", "maximum", "minimum", "pow", "sgn", "fix",
+            "round", "clamp", "clip", "clamp_min", "clamp_max", "masked_fill"]:
         functions[getattr(torch, name)] = methods[name]
+    for name in ["erf", "exp2", "expm1", "log1p"]:
+        functions[getattr(torch.special, name)] = methods[name]
     for name in methods:
         functions[getattr(torch.Tensor, name)] = methods[name]
     functions[torch.negative] = methods["neg"]
@@ -53,8 +74,19 @@ def _function_table(methods):
     functions[torch.divide] = methods["div"]
     functions[torch.true_divide] = _spec("div", [_INPUT, _OTHER])
     functions[torch.where] = _spec("where", [("condition", "operand"), _INPUT, _OTHER])
-    functions[F.relu] = _spec("relu", [_INPUT, ("inplace", "fixed", False)])
+    functions[F.relu] = _spec("relu", [_INPUT, _INPLACE])
     functions[F.gelu] = _spec("gelu", [_INPUT, ("approximate", "attr", "none")])
+    functions[F.relu6] = _spec("hardtanh", [_INPUT, _INPLACE],
+                               {"min_val": 0.0, "max_val": 6.0})
+    functions[F.hardtanh] = _spec("hardtanh", [_INPUT, ("min_val", "attr", -1.0),
+                                               ("max_val", "attr", 1.0), _INPLACE])
+    functions[F.leaky_relu] = _spec("leaky_relu", [
+        _INPUT, ("negative_slope", "attr", 0.01), _INPLACE])
+    functions[F.elu] = _spec("elu", [_INPUT, ("alpha", "attr", 1.0), _INPLACE])
+    functions[F.softplus] = _spec("softplus", [_INPUT, ("beta", "attr", 1.0),
+                                               ("threshold", "attr", 20.0)])
+    for name in ["silu", "hardswish", "hardsigmoid", "mish"]:
+        functions[getattr(F, name)] = _spec(name, [_INPUT, _INPLACE])
     functions[F.sigmoid] = methods["sigmoid"]
     functions[F.tanh] = methods["tanh"]
     return functions
