@@ -2,9 +2,9 @@
 
 Each workload is (name, fn, make_inputs, ideal_bytes or None). Workloads 1-4
 are memory bound: ideal traffic is every input read once and the output
-written once. Workloads 5-7 are nn.Modules (marked `module=True`): their
-capture needs module support a colleague is building; until then Dynafuse
-runs them eagerly (its fallback), and the table says so.
+written once. Workloads 5-7 are nn.Modules (marked `module=True`): whatever
+module capture cannot handle yet runs eagerly (Dynafuse's fallback), and the
+table marks those rows EAGER FALLBACK.
 """
 import dataclasses
 from typing import Callable, Optional
