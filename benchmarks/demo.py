@@ -42,6 +42,7 @@ def main():
     parser.add_argument("--no-inductor", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(2)
+    os.environ.setdefault("DYNAFUSE_NUM_THREADS", "2")
     torch.manual_seed(0)
 
     x = torch.randn(args.rows, args.cols)
@@ -77,7 +78,7 @@ def main():
     print(f"\n{'':16}{'median ms':>10}{'vs eager':>10}")
     for name, ms in results.items():
         print(f"{name:16}{ms:10.2f}{results['eager'] / ms:9.2f}x")
-    print("\n(correct first: vectorization, threads and the caching allocator come later)")
+    print("\n(the full suite: benchmarks/suite.py, see README's benchmark section)")
 
     print(f"\nkernel dump in {args.dump_dir}:")
     for folder in sorted(os.listdir(args.dump_dir)):

@@ -2,8 +2,9 @@
 # Installs everything Dynafuse needs, idempotently (a fast no-op when present):
 # Debian packages (LLVM 16, lit/FileCheck, GoogleTest and LLVM's static link
 # dependencies), a virtual environment (.venv, or $DYNAFUSE_VENV) with torch
-# 2.14.1, torchvision 0.29.1, pytest, lit and expecttest (which PyTorch's OpInfo
-# test samples import), then Dynafuse itself through
+# 2.14.1, torchvision 0.29.1, pytest, lit, expecttest (which PyTorch's OpInfo
+# test samples import) and matplotlib (benchmark charts), then Dynafuse
+# itself through
 # `pip install -e .` (scikit-build-core driving CMake and Ninja into build/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,12 +30,13 @@ fi
 if ! "$venv/bin/python" - <<'PY' 2>/dev/null; then
 import importlib.metadata as m
 assert m.version("torch").startswith("2.14.1") and m.version("torchvision").startswith("0.29.1")
-for name in ("pytest", "lit", "scikit-build-core", "cmake", "ninja", "expecttest"):
+for name in ("pytest", "lit", "scikit-build-core", "cmake", "ninja", "expecttest",
+             "matplotlib"):
     m.version(name)
 PY
   echo "setup: installing Python packages into $venv"
   "$venv/bin/pip" install -q torch==2.14.1 torchvision==0.29.1 pytest lit \
-    scikit-build-core cmake ninja expecttest
+    scikit-build-core cmake ninja expecttest matplotlib
 fi
 
 export PATH="$venv/bin:$PATH"

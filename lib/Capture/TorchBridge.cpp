@@ -1,9 +1,15 @@
 //===- TorchBridge.cpp - What capture needs from PyTorch ------------------===//
 #include "TorchBridge.h"
 
+#include "dynafuse/Runtime/CachingAllocator.h"
+
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdlib>
+#include <cstring>
 
 namespace dynafuse {
 namespace {
@@ -99,11 +105,39 @@ bool tensorMatches(PyObject *object, const TensorMeta &expected) {
          tensor.device().str() == expected.device;
 }
 
+/// CPU tensors Dynafuse creates take their memory from the runtime's
+/// caching allocator (DESIGN decision 10); torch's storage returns the
+/// block through the deleter when it frees it. DYNAFUSE_CACHING_ALLOCATOR=0
+/// uses at::empty instead.
+struct PoolAllocator final : c10::Allocator {
+  static void returnBlock(void *block) {
+    CachingAllocator::global().release(block);
+  }
+  c10::DataPtr allocate(size_t bytes) override {
+    void *block = CachingAllocator::global().allocate(bytes);
+    return {block, block, &returnBlock, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &returnBlock; }
+  void copy_data(void *dest, const void *src, size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
 PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
                     const std::string &device, char **data) {
-  at::Tensor tensor = at::empty(sizes, at::TensorOptions()
-                                           .dtype(toScalarType(dtype))
-                                           .device(at::Device(device)));
+  static PoolAllocator *pool = [] {
+    const char *flag = std::getenv("DYNAFUSE_CACHING_ALLOCATOR");
+    return flag && std::string(flag) == "0" ? nullptr : new PoolAllocator();
+  }();
+  at::Device where(device);
+  at::Tensor tensor =
+      pool && where.is_cpu()
+          ? at::Tensor(at::detail::empty_generic(
+                sizes, pool, c10::DispatchKeySet(c10::DispatchKey::CPU),
+                toScalarType(dtype), std::nullopt))
+          : at::empty(sizes, at::TensorOptions()
+                                 .dtype(toScalarType(dtype))
+                                 .device(where));
   *data = static_cast<char *>(tensor.data_ptr());
   return THPVariable_Wrap(std::move(tensor));
 }

@@ -1,8 +1,8 @@
 //===- Executor.cpp - Runs a compiled LoopModule --------------------------===//
 #include "dynafuse/Runtime/Executor.h"
 
+#include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
-#include "dynafuse/Support/IndexErrors.h"
 
 #include <algorithm>
 
@@ -96,9 +96,10 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
   for (const ProgramStep &step : loopModule.steps) {
     switch (step.kind) {
     case ProgramStep::Kind::Alloc: {
-      char *data = step.reuse.empty()
-                       ? context.allocate(step, evaluateAll(step.type.sizes, env))
-                       : buffers.at(step.reuse).data;
+      char *data =
+          step.reuse.empty()
+              ? context.allocate(step, evaluateAll(step.type.sizes, env))
+              : buffers.at(step.reuse).data;
       buffers[step.result] = concrete(step.type, data, env);
       break;
     }
@@ -127,9 +128,9 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
       std::vector<int64_t> symbols;
       for (const std::string &symbol : kernel.symbols)
         symbols.push_back(env.at(symbol));
-      executables[k]->run(pointers.data(), symbols.data());
-      std::string indexError;
-      if (takeIndexError(indexError))
+      std::string indexError = runKernel(kernel, *executables[k],
+                                         pointers.data(), symbols.data(), env);
+      if (!indexError.empty())
         fail("kernel @" + kernel.name + ": " + indexError);
       break;
     }
@@ -149,8 +150,8 @@ int64_t CompiledModule::peakIntermediateBytes(
   for (size_t s = 0; s < steps.size(); ++s) {
     const ProgramStep &step = steps[s];
     if (step.kind == ProgramStep::Kind::Alloc) {
-      std::string storage = step.reuse.empty() ? step.result
-                                               : storageOf.at(step.reuse);
+      std::string storage =
+          step.reuse.empty() ? step.result : storageOf.at(step.reuse);
       storageOf[step.result] = storage;
       if (!live.count(storage))
         live[storage] = {s, s};

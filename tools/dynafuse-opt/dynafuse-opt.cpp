@@ -1,7 +1,7 @@
 //===- dynafuse-opt.cpp - Read, transform and print any IR stage ----------===//
 //
 // dynafuse-opt FILE [--passes=decompose,cse,dce | plan-memory]
-//              [--emit=graph|loop|llvm|asm]
+//              [--emit=graph|loop|llvm|llvm-opt|asm]
 //              [--print-ir-after-all] [--split-input-file]
 //
 // Reads .graph or .loop text (by its first keyword), runs graph passes, then
@@ -41,7 +41,7 @@ struct Options {
 [[noreturn]] void usage(const std::string &problem) {
   std::cerr << "dynafuse-opt: " << problem << "\n"
             << "usage: dynafuse-opt FILE [--passes=p1,p2] "
-               "[--emit=graph|loop|llvm|asm] [--print-ir-after-all] "
+               "[--emit=graph|loop|llvm|llvm-opt|asm] [--print-ir-after-all] "
                "[--split-input-file]\n";
   std::exit(2);
 }
@@ -73,7 +73,7 @@ Options parseOptions(int argc, char **argv) {
     else
       options.input = arg;
   }
-  const std::string stages[] = {"", "graph", "loop", "llvm", "asm"};
+  const std::string stages[] = {"", "graph", "loop", "llvm", "llvm-opt", "asm"};
   if (std::find(std::begin(stages), std::end(stages), options.emit) ==
       std::end(stages))
     usage("unknown --emit stage '" + options.emit + "'");
@@ -113,6 +113,8 @@ std::string emitFromLoop(const LoopModule &module, const std::string &emit) {
 #ifdef DYNAFUSE_HAVE_LLVM
   if (emit == "llvm")
     return emitLLVMIR(module, /*optimized=*/false);
+  if (emit == "llvm-opt")
+    return emitLLVMIR(module, /*optimized=*/true);
   return emitAssembly(module);
 #else
   fail("--emit=" + emit + " needs a build with the LLVM backend");

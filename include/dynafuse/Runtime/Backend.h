@@ -8,7 +8,9 @@
 // Kernel ABI (shared by every backend): run(buffers, symbols) where
 // buffers[i] is the address of element 0 of the kernel's i-th parameter
 // (strides come from the parameter's type) and symbols[j] is the value of
-// kernel.symbols[j].
+// kernel.symbols[j]. Backends may also run a range [begin, end) of a
+// splittable kernel's outer loop (Runtime/Parallel.h), which the executor
+// uses to spread large kernels over the thread pool.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_RUNTIME_BACKEND_H
@@ -35,6 +37,13 @@ class KernelExecutable {
 public:
   virtual ~KernelExecutable() = default;
   virtual void run(char *const *buffers, const int64_t *symbols) const = 0;
+  /// Whether runRange runs part of the outer loop (else it runs it all).
+  virtual bool supportsRange() const { return false; }
+  /// Iterations [begin, end) of a splittable kernel's outer loop.
+  virtual void runRange(char *const *buffers, const int64_t *symbols,
+                        int64_t begin, int64_t end) const {
+    run(buffers, symbols);
+  }
 };
 
 class Backend {

@@ -53,8 +53,8 @@ public:
   std::map<std::string, int64_t>
   bindSymbols(const std::vector<TensorArg> &inputs) const;
   /// Bytes of intermediate (non-output) storage live at the worst step.
-  int64_t peakIntermediateBytes(
-      const std::map<std::string, int64_t> &bindings) const;
+  int64_t
+  peakIntermediateBytes(const std::map<std::string, int64_t> &bindings) const;
 
 private:
   LoopModule loopModule;

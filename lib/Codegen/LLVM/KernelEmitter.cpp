@@ -2,7 +2,10 @@
 //
 // Each kernel becomes `void @name(ptr %buffers, ptr %symbols)`. The entry
 // block loads every buffer's base address and every size symbol once and
-// computes the strides; each `for` becomes a guarded bottom-tested loop over
+// computes the strides. A splittable kernel (Runtime/Parallel.h) gets a
+// second function, `@name.range(buffers, symbols, begin, end)`, running a
+// range of its outer loop; `@name` calls it on the whole loop. Each `for`
+// becomes a guarded bottom-tested loop over
 // an i64 induction variable (the shape LLVM's loop passes like best), and
 // each reduce statement a nest of such loops carrying its accumulators
 // (ReduceEmitter.cpp). Index arithmetic, loads and stores are in
@@ -11,10 +14,13 @@
 //===----------------------------------------------------------------------===//
 #include "KernelEmitter.h"
 
+#include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
 
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
 
 namespace dynafuse {
 namespace llvmcg {
@@ -37,8 +43,42 @@ void KernelEmitter::emit() {
   std::string name = llvmFunctionName(kernel);
   if (module.getFunction(name))
     fail("LLVM backend: two kernels named @" + kernel.name);
-  function = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name,
-                                    module);
+  llvm::Function *entry = llvm::Function::Create(
+      type, llvm::Function::ExternalLinkage, name, module);
+  splitLoop = splittableLoop(kernel);
+  if (!splitLoop) {
+    function = entry;
+    emitBody();
+    return;
+  }
+  // @name.range(buffers, symbols, begin, end) runs iterations [begin, end)
+  // of the outer loop; @name calls it on the whole loop.
+  llvm::Type *i64 = builder.getInt64Ty();
+  auto *rangeType =
+      llvm::FunctionType::get(builder.getVoidTy(), {ptr, ptr, i64, i64}, false);
+  llvm::Function *range =
+      llvm::Function::Create(rangeType, llvm::Function::ExternalLinkage,
+                             rangeFunctionName(kernel), module);
+  function = range;
+  rangeBegin = range->getArg(2);
+  rangeEnd = range->getArg(3);
+  rangeBegin->setName("begin");
+  rangeEnd->setName("end");
+  range->addFnAttr(llvm::Attribute::NoInline);
+  emitBody();
+
+  function = entry;
+  rangeBegin = rangeEnd = nullptr;
+  setAttributes();
+  builder.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", function));
+  loadArguments();
+  Value *extent = emitSymExpr(splitLoop->extent);
+  builder.CreateCall(range, {function->getArg(0), function->getArg(1),
+                             builder.getInt64(0), extent});
+  builder.CreateRetVoid();
+}
+
+void KernelEmitter::emitBody() {
   setAttributes();
   builder.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", function));
   loadArguments();
@@ -51,6 +91,11 @@ void KernelEmitter::setAttributes() {
   function->setDoesNotThrow();
   function->addFnAttr("target-cpu", machine.getTargetCPU());
   function->addFnAttr("target-features", machine.getTargetFeatureString());
+  // LLVM prefers 256-bit vectors on AVX-512 CPUs; 512 measured no better
+  // here (docs/performance.md). DYNAFUSE_VECTOR_WIDTH=512 overrides (the
+  // disk cache key holds the attribute through the IR text).
+  if (const char *width = std::getenv("DYNAFUSE_VECTOR_WIDTH"))
+    function->addFnAttr("prefer-vector-width", width);
   for (unsigned i = 0; i < 2; ++i) {
     function->addParamAttr(i, llvm::Attribute::NoCapture);
     function->addParamAttr(i, llvm::Attribute::ReadOnly);
@@ -62,6 +107,9 @@ void KernelEmitter::setAttributes() {
 
 void KernelEmitter::loadArguments() {
   llvm::Type *ptr = llvm::PointerType::getUnqual(context);
+  symbols.clear();
+  bases.clear();
+  strides.clear();
   for (size_t j = 0; j < kernel.symbols.size(); ++j) {
     Value *address = builder.CreateConstInBoundsGEP1_64(builder.getInt64Ty(),
                                                         function->getArg(1), j);
@@ -108,17 +156,18 @@ void KernelEmitter::emitBlock(const std::vector<Stmt> &block) {
 std::vector<Value *>
 KernelEmitter::emitCountedLoop(const std::string &label, const std::string &var,
                                Value *extent, llvm::ArrayRef<Value *> carriedIn,
-                               LoopBody body) {
+                               LoopBody body, Value *begin) {
   llvm::BasicBlock *guard = builder.GetInsertBlock();
   auto *header = llvm::BasicBlock::Create(context, label, function);
   // Placed after the body's blocks, to read in order.
   auto *exit = llvm::BasicBlock::Create(context, label + ".exit");
-  Value *zero = builder.getInt64(0);
-  builder.CreateCondBr(builder.CreateICmpSLT(zero, extent), header, exit);
+  if (!begin)
+    begin = builder.getInt64(0);
+  builder.CreateCondBr(builder.CreateICmpSLT(begin, extent), header, exit);
 
   builder.SetInsertPoint(header);
   llvm::PHINode *index = builder.CreatePHI(builder.getInt64Ty(), 2, var);
-  index->addIncoming(zero, guard);
+  index->addIncoming(begin, guard);
   std::vector<llvm::PHINode *> carried;
   for (Value *in : carriedIn) {
     carried.push_back(builder.CreatePHI(in->getType(), 2, var + ".acc"));
@@ -152,12 +201,15 @@ KernelEmitter::emitCountedLoop(const std::string &label, const std::string &var,
 }
 
 void KernelEmitter::emitLoop(const Stmt &loop) {
-  Value *extent = emitSymExpr(loop.extent);
-  emitCountedLoop("for." + loop.var, loop.var, extent, {},
-                  [&](llvm::ArrayRef<Value *>) {
-                    emitBlock(loop.body);
-                    return std::vector<Value *>();
-                  });
+  bool ranged = &loop == splitLoop && rangeBegin;
+  Value *extent = ranged ? rangeEnd : emitSymExpr(loop.extent);
+  emitCountedLoop(
+      "for." + loop.var, loop.var, extent, {},
+      [&](llvm::ArrayRef<Value *>) {
+        emitBlock(loop.body);
+        return std::vector<Value *>();
+      },
+      ranged ? rangeBegin : nullptr);
 }
 
 void KernelEmitter::emitInstr(int id) {
@@ -194,6 +246,10 @@ void KernelEmitter::emitInstr(int id) {
     values[id] = emitScalarOp(builder, instr, operandTypes, operands);
     return;
   }
+}
+
+std::string rangeFunctionName(const Kernel &kernel) {
+  return llvmFunctionName(kernel) + ".range";
 }
 
 std::string llvmFunctionName(const Kernel &kernel) {

@@ -48,18 +48,25 @@ private:
   std::vector<Value *> values;
   /// Instruction ids by name ("7" for %7), for indirect indices.
   std::map<std::string, int> idByName;
+  /// The outer loop of a splittable kernel, and while emitting the range
+  /// function, its begin and end arguments.
+  const Stmt *splitLoop = nullptr;
+  Value *rangeBegin = nullptr;
+  Value *rangeEnd = nullptr;
 
   //===--- KernelEmitter.cpp ----------------------------------------------===//
+  /// The current function's entry block, arguments and statements.
+  void emitBody();
   void setAttributes();
   void loadArguments();
   void emitBlock(const std::vector<Stmt> &block);
-  /// A guarded bottom-tested loop `var in 0..extent` named `label`, carrying
-  /// `carriedIn` through phis; returns the carried values after the loop
-  /// (`carriedIn` when it runs zero times).
+  /// A guarded bottom-tested loop `var in begin..extent` (begin 0 when
+  /// null) named `label`, carrying `carriedIn` through phis; returns the
+  /// carried values after the loop (`carriedIn` when it runs zero times).
   std::vector<Value *> emitCountedLoop(const std::string &label,
                                        const std::string &var, Value *extent,
                                        llvm::ArrayRef<Value *> carriedIn,
-                                       LoopBody body);
+                                       LoopBody body, Value *begin = nullptr);
   void emitLoop(const Stmt &loop);
   void emitInstr(int id);
 

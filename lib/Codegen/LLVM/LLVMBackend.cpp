@@ -1,18 +1,23 @@
 //===- LLVMBackend.cpp - The LLVM implementation of Backend ---------------===//
 //
-// compile(): loop IR -> one llvm::Module (verified) -> O2 -> optional dumps
-// (<dumpDir>/<dumpName>.ll and .s) -> object code in the JIT -> one
-// KernelExecutable per kernel, each keeping the loaded code alive.
+// compile(): loop IR -> one llvm::Module (verified) -> [on-disk cache,
+// keyed by the module's IR text, CPU, features and version] -> O2 ->
+// optional dumps (<dumpDir>/<dumpName>.ll and .s) -> object code (stored in
+// the cache) in the JIT -> one KernelExecutable per kernel, each keeping
+// the loaded code alive.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
 
 #include "LLVMCodegen.h"
 
+#include "dynafuse/Runtime/DiskCache.h"
+#include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 namespace dynafuse {
 namespace {
@@ -22,17 +27,27 @@ using namespace llvmcg;
 class LLVMKernel : public KernelExecutable {
 public:
   using Entry = void (*)(char *const *, const int64_t *);
+  using RangeEntry = void (*)(char *const *, const int64_t *, int64_t, int64_t);
 
-  LLVMKernel(std::shared_ptr<LoadedObject> code, Entry entry)
-      : code(std::move(code)), entry(entry) {}
+  LLVMKernel(std::shared_ptr<LoadedObject> code, Entry entry,
+             RangeEntry rangeEntry)
+      : code(std::move(code)), entry(entry), rangeEntry(rangeEntry) {}
 
   void run(char *const *buffers, const int64_t *symbols) const override {
     entry(buffers, symbols);
+  }
+  bool supportsRange() const override { return rangeEntry != nullptr; }
+  void runRange(char *const *buffers, const int64_t *symbols, int64_t begin,
+                int64_t end) const override {
+    if (!rangeEntry)
+      return run(buffers, symbols);
+    rangeEntry(buffers, symbols, begin, end);
   }
 
 private:
   std::shared_ptr<LoadedObject> code;
   Entry entry;
+  RangeEntry rangeEntry;
 };
 
 void writeDump(const std::string &dir, const std::string &fileName,
@@ -56,21 +71,58 @@ public:
     llvm::LLVMContext context;
     std::unique_ptr<llvm::Module> ir =
         emitLoopModule(module, context, *machine);
+    if (module.kernels.empty() && options.dumpDir.empty())
+      return {};
+    // Dumps need the optimized IR and assembly: they bypass the cache.
+    DiskCache cache(options.dumpDir.empty() ? DiskCache::defaultDirectory()
+                                            : "");
+    std::string key = cacheKey(*ir, *machine);
+    if (std::optional<std::string> cached = cache.load(key)) {
+      try {
+        return link(module,
+                    llvm::SmallVector<char, 0>(cached->begin(), cached->end()));
+      } catch (const Error &) {
+        // Loadable entries are checksummed; recompile whatever fails.
+      }
+    }
     optimizeModule(*ir, *machine);
     if (!options.dumpDir.empty()) {
       writeDump(options.dumpDir, options.dumpName + ".ll", printModule(*ir));
       writeDump(options.dumpDir, options.dumpName + ".s",
                 emitAssemblyText(*ir, *machine));
     }
-    std::vector<std::unique_ptr<KernelExecutable>> kernels;
     if (module.kernels.empty())
-      return kernels;
+      return {};
+    llvm::SmallVector<char, 0> object = emitObjectFile(*ir, *machine);
+    cache.store(key, std::string(object.begin(), object.end()));
+    return link(module, std::move(object));
+  }
+
+private:
+  /// Everything the object code depends on. Bump kCodegenRevision when the
+  /// optimization pipeline or code generation options change.
+  static std::string cacheKey(const llvm::Module &ir,
+                              llvm::TargetMachine &machine) {
+    static const char kCodegenRevision[] = "2";
+    return std::string("dynafuse ") + DYNAFUSE_VERSION_STRING + " codegen " +
+           kCodegenRevision + "\ncpu " + machine.getTargetCPU().str() +
+           "\nfeatures " + machine.getTargetFeatureString().str() + "\n" +
+           printModule(ir);
+  }
+
+  static std::vector<std::unique_ptr<KernelExecutable>>
+  link(const LoopModule &module, llvm::SmallVector<char, 0> object) {
+    std::vector<std::unique_ptr<KernelExecutable>> kernels;
     std::shared_ptr<LoadedObject> code =
-        loadObjectFile(emitObjectFile(*ir, *machine), module.name);
+        loadObjectFile(std::move(object), module.name);
     for (const Kernel &kernel : module.kernels) {
       auto entry = reinterpret_cast<LLVMKernel::Entry>(
           code->lookup(llvmFunctionName(kernel)));
-      kernels.push_back(std::make_unique<LLVMKernel>(code, entry));
+      LLVMKernel::RangeEntry range = nullptr;
+      if (splittableLoop(kernel))
+        range = reinterpret_cast<LLVMKernel::RangeEntry>(
+            code->lookup(rangeFunctionName(kernel)));
+      kernels.push_back(std::make_unique<LLVMKernel>(code, entry, range));
     }
     return kernels;
   }

@@ -4,6 +4,7 @@
 //   RuntimeSymbols.cpp  the C functions generated code may call, with their
 //                       addresses (the JIT's symbol map) and LLVM types;
 //   ScalarOps.cpp       one scalar instruction to LLVM IR;
+//   VectorMath.cpp      f32 transcendentals as inline, vectorizable IR;
 //   KernelEmitter.cpp   kernels (statements, loops) to one llvm::Module,
 //   MemoryAccess.cpp    with index arithmetic, loads and stores (masks,
 //   ReduceEmitter.cpp   bounds checks) and reduce statements; the
@@ -85,11 +86,21 @@ llvm::Value *emitScalarOp(llvm::IRBuilder<> &builder, const Instr &instr,
                           llvm::ArrayRef<DType> operandTypes,
                           llvm::ArrayRef<llvm::Value *> operands);
 
+//===- VectorMath.cpp -----------------------------------------------------===//
+
+/// Inline IR (no calls, so loops vectorize) for f32 exp, exp2, log, tanh,
+/// erf, sigmoid, expm1, log1p, sin, cos and pow; null for other ops and
+/// types (f64 math calls libm).
+llvm::Value *emitInlineMath(llvm::IRBuilder<> &builder, ScalarOp op, DType type,
+                            llvm::ArrayRef<llvm::Value *> operands);
+
 //===- KernelEmitter.cpp --------------------------------------------------===//
 
 /// The LLVM function name of a kernel (its name, prefixed when it would
 /// clash with a runtime symbol or an LLVM-reserved name).
 std::string llvmFunctionName(const Kernel &kernel);
+/// The function running a range of a splittable kernel's outer loop.
+std::string rangeFunctionName(const Kernel &kernel);
 /// One function per kernel, in a module targeting `machine`. Verifies the
 /// module and throws Error when it is broken.
 std::unique_ptr<llvm::Module> emitLoopModule(const LoopModule &loops,

@@ -11,6 +11,12 @@
 //   NaN-propagating, with the accumulator as first operand); a float sum's
 //   fadd carries `reassoc` (and no other fast-math flag) so that LLVM may
 //   vectorize it;
+// - a float max/min carries a second accumulator, "a NaN was seen" (an `or`
+//   of `fcmp uno`), and combines with `select(fcmp ogt acc, x), acc, x)`
+//   flagged nnan nsz: the pattern LLVM 16's loop vectorizer recognizes as a
+//   max reduction. Sound because the NaN case is tracked apart: a NaN
+//   operand makes the select poison, but then the flag is set and the final
+//   `select(flag, NaN, acc)` never picks it. Of +0 and -0 either may win;
 // - any and all are `or` and `and`;
 // - argmax/argmin replace the accumulators when the candidate is strictly
 //   better or is the first NaN: `ord(best) && ugt(candidate, best)`.
@@ -101,9 +107,23 @@ std::vector<Value *> combine(IRBuilder<> &builder, ReduceKind kind, DType type,
   case ReduceKind::Prod:
     return {emitBinary(builder, ScalarOp::Mul, type, acc[0], value)};
   case ReduceKind::Max:
-    return {emitBinary(builder, ScalarOp::Max, type, acc[0], value)};
-  case ReduceKind::Min:
-    return {emitBinary(builder, ScalarOp::Min, type, acc[0], value)};
+  case ReduceKind::Min: {
+    bool greater = kind == ReduceKind::Max;
+    if (!isFloating(type))
+      return {emitBinary(builder, greater ? ScalarOp::Max : ScalarOp::Min, type,
+                         acc[0], value)};
+    Value *better = greater ? builder.CreateFCmpOGT(acc[0], value)
+                            : builder.CreateFCmpOLT(acc[0], value);
+    Value *chosen = builder.CreateSelect(better, acc[0], value);
+    for (Value *flagged : {better, chosen})
+      if (auto *instruction = llvm::dyn_cast<llvm::Instruction>(flagged)) {
+        instruction->setHasNoNaNs(true);
+        instruction->setHasNoSignedZeros(true);
+      }
+    Value *sawNaN =
+        builder.CreateOr(acc[1], builder.CreateFCmpUNO(value, value));
+    return {chosen, sawNaN};
+  }
   case ReduceKind::Any:
     return {builder.CreateOr(acc[0], value)};
   case ReduceKind::All:
@@ -133,7 +153,14 @@ void KernelEmitter::emitReduce(const Stmt &stmt) {
   if (stmt.yields.size() > 1)
     identity.push_back(llvm::Constant::getNullValue(
         scalarType(context, kernel.instrs[stmt.yields[1]].type)));
+  bool tracksNaN = isFloating(type) && (stmt.reduceKind == ReduceKind::Max ||
+                                        stmt.reduceKind == ReduceKind::Min);
+  if (tracksNaN)
+    identity.push_back(builder.getFalse());
   std::vector<Value *> result = emitReduceDims(stmt, 0, identity);
+  if (tracksNaN)
+    result[0] = builder.CreateSelect(
+        result[1], llvm::ConstantFP::getQNaN(result[0]->getType()), result[0]);
   for (size_t i = 0; i < stmt.results.size(); ++i)
     values[stmt.results[i]] = result[i];
 }

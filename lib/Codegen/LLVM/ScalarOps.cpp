@@ -10,8 +10,10 @@
 //   to bool (add is or, mul is and, comparisons are unsigned).
 // - Casts: float to int truncates through i64 then wraps; int to f32 rounds
 //   through f64; anything to bool is `x != 0` (NaN is true).
-// - Transcendental functions call the same libm functions the interpreter
-//   does (through the JIT's symbol map); floor, ceil, trunc and round
+// - f32 transcendental functions are inline polynomials (VectorMath.cpp,
+//   within a few ulp of libm) so that loops vectorize; f64 ones call the
+//   same libm functions the interpreter does (through the JIT's symbol
+//   map); floor, ceil, trunc and round
 //   (half to even) are LLVM intrinsics; float fmod is frem (C fmod).
 // - Integer fmod truncates and remainder floors (Python); a zero divisor
 //   gives 0 and neither traps on MIN and -1.
@@ -42,6 +44,8 @@ Value *floatConstant(IRBuilder<> &builder, DType type, double value) {
 }
 
 Value *emitFloatUnary(IRBuilder<> &builder, ScalarOp op, DType type, Value *x) {
+  if (Value *inlined = emitInlineMath(builder, op, type, {x}))
+    return inlined;
   switch (op) {
   case ScalarOp::Neg:
     return builder.CreateFNeg(x);
@@ -155,6 +159,8 @@ Value *emitFloatBinary(IRBuilder<> &builder, ScalarOp op, DType type, Value *a,
   case ScalarOp::Min:
     return emitFloatMaxMin(builder, false, a, b);
   case ScalarOp::Pow:
+    if (Value *inlined = emitInlineMath(builder, op, type, {a, b}))
+      return inlined;
     return callLibm(builder, type, "pow", {a, b});
   case ScalarOp::Fmod:
     return builder.CreateFRem(a, b);

@@ -3,7 +3,9 @@
 // Compiles the kernels of a LoopModule to native code for the host CPU with
 // LLVM 16 (ORC LLJIT, optimized at O2 for the host's CPU and features). Each
 // kernel becomes one function `void(char *const *buffers, const int64_t
-// *symbols)` following the kernel ABI of Runtime/Backend.h. Only this library
+// *symbols)` following the kernel ABI of Runtime/Backend.h (splittable
+// kernels also `NAME.range(buffers, symbols, begin, end)`). Object code is
+// cached on disk (Runtime/DiskCache.h). Only this library
 // includes LLVM headers; this interface exposes none.
 //
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,96 @@
+//===- CachingAllocator.h - Reused host memory for tensors ------*- C++ -*-===//
+//
+// DESIGN decision 10. A fresh large allocation is fresh mmap'd memory that
+// page-faults on first touch, which costs more than the kernel filling it.
+// This allocator keeps freed blocks mapped and hands them out again:
+// - blocks of 1 MiB and more are mmap'd, 2 MiB aligned, with MADV_HUGEPAGE
+//   (transparent huge pages where the system allows) and pre-faulted
+//   (MADV_POPULATE_WRITE where the kernel has it); a request reuses a
+//   cached block of at least its size and at most 1/4 more;
+// - smaller blocks come from aligned_alloc (64 bytes) and are reused by
+//   exact rounded size;
+// - the cached (free) bytes are bounded: releasing past the cap unmaps the
+//   oldest cached blocks, and blocks idle for longer than the idle time are
+//   unmapped by trimIdle() (the global allocator runs it from a background
+//   thread);
+// - every method is thread-safe.
+// The torch bridge hands these blocks to torch with a deleter that calls
+// release() when torch frees the tensor's storage.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_RUNTIME_CACHINGALLOCATOR_H
+#define DYNAFUSE_RUNTIME_CACHINGALLOCATOR_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace dynafuse {
+
+struct AllocatorStats {
+  /// Bytes of blocks handed out and not yet released.
+  size_t bytesInUse = 0;
+  /// Bytes of released blocks kept for reuse.
+  size_t bytesCached = 0;
+  /// Allocations served from the cache / from the system.
+  int64_t hits = 0;
+  int64_t misses = 0;
+  /// Cached blocks returned to the system.
+  int64_t trimmed = 0;
+};
+
+class CachingAllocator {
+public:
+  struct Options {
+    /// The most bytes kept cached; 0 caches nothing.
+    size_t cacheLimit = size_t(2) << 30;
+    /// Cached blocks unused for this long are unmapped by trimIdle().
+    double idleSeconds = 10;
+  };
+
+  explicit CachingAllocator(Options options);
+  CachingAllocator() : CachingAllocator(Options()) {}
+  /// Frees the cached blocks; blocks still in use are leaked.
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator &) = delete;
+  CachingAllocator &operator=(const CachingAllocator &) = delete;
+
+  /// At least `bytes` bytes (a valid block even for 0), 64-byte aligned.
+  /// Throws Error when the system has no memory left.
+  void *allocate(size_t bytes);
+  /// Returns a block from allocate() to the cache.
+  void release(void *block);
+  /// Unmaps cached blocks until at most `keepBytes` stay cached.
+  void trim(size_t keepBytes = 0);
+  /// Unmaps cached blocks idle for longer than the idle time.
+  void trimIdle();
+  AllocatorStats stats() const;
+  /// The usable size of a block from allocate().
+  size_t blockSize(void *block) const;
+
+  /// The process-wide allocator (leaked), configured by
+  /// DYNAFUSE_ALLOCATOR_CACHE_MB and DYNAFUSE_ALLOCATOR_IDLE_S; a
+  /// background thread trims it when idle.
+  static CachingAllocator &global();
+
+private:
+  struct Cached {
+    void *block;
+    size_t size;
+    double releasedAt;
+  };
+  void freeBlockLocked(void *block, size_t size);
+  void evictLocked(size_t keepBytes, double idleBefore);
+
+  Options options;
+  mutable std::mutex mutex;
+  std::map<void *, size_t> live;
+  std::multimap<size_t, Cached> cached;
+  AllocatorStats counters;
+};
+
+} // namespace dynafuse
+
+#endif

@@ -1,0 +1,38 @@
+//===- ThreadPool.h - The process-wide pool parallel kernels run on -*- C++
+//-*-===//
+//
+// One pool per process, created on first use and intentionally leaked (it
+// must outlive kernels freed at interpreter shutdown). Its size is
+// DYNAFUSE_NUM_THREADS, or the machine's hardware concurrency; the calling
+// thread is one of the workers. A call made while the pool is busy (from
+// another thread, or nested inside a chunk) runs serially in the caller.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_SUPPORT_THREADPOOL_H
+#define DYNAFUSE_SUPPORT_THREADPOOL_H
+
+#include <cstdint>
+#include <functional>
+
+namespace dynafuse {
+
+class ThreadPool {
+public:
+  virtual ~ThreadPool() = default;
+  /// Threads that run chunks, the caller included (at least 1).
+  virtual int size() const = 0;
+  /// Runs body(chunk) for every chunk in [0, chunks), spread over the
+  /// workers and the caller; returns when all have finished. Exceptions
+  /// must not escape `body`.
+  virtual void run(int64_t chunks,
+                   const std::function<void(int64_t)> &body) = 0;
+};
+
+/// The process-wide pool.
+ThreadPool &threadPool();
+/// The thread count the pool was (or will be) created with.
+int configuredThreadCount();
+
+} // namespace dynafuse
+
+#endif

@@ -1,0 +1,196 @@
+//===- CachingAllocator.cpp - Reused host memory for tensors --------------===//
+#include "dynafuse/Runtime/CachingAllocator.h"
+
+#include "dynafuse/Support/Error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <sys/mman.h>
+#include <thread>
+#include <vector>
+
+namespace dynafuse {
+namespace {
+
+constexpr size_t kLargeBlock = size_t(1) << 20;
+constexpr size_t kHugePage = size_t(2) << 20;
+#ifndef MADV_POPULATE_WRITE
+constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+
+size_t roundUp(size_t value, size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+size_t roundedSize(size_t bytes) {
+  if (bytes < kLargeBlock)
+    return roundUp(bytes ? bytes : 1, 64);
+  return roundUp(bytes, kHugePage);
+}
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void *mapLarge(size_t size) {
+  // Map one huge page more and cut the ends off to align the block.
+  size_t mapped = size + kHugePage;
+  void *raw = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED)
+    return nullptr;
+  uintptr_t start = uintptr_t(raw);
+  uintptr_t aligned = roundUp(start, kHugePage);
+  if (aligned > start)
+    munmap(raw, aligned - start);
+  size_t tail = (start + mapped) - (aligned + size);
+  if (tail)
+    munmap(reinterpret_cast<void *>(aligned + size), tail);
+  void *block = reinterpret_cast<void *>(aligned);
+  madvise(block, size, MADV_HUGEPAGE);
+  // Fault the pages in now, in the kernel, rather than one by one on first
+  // touch (ignored where unsupported).
+  madvise(block, size, MADV_POPULATE_WRITE);
+  return block;
+}
+
+double envNumber(const char *name, double fallback) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return fallback;
+  char *end = nullptr;
+  double parsed = std::strtod(value, &end);
+  return end && *end == 0 && parsed >= 0 ? parsed : fallback;
+}
+
+} // namespace
+
+CachingAllocator::CachingAllocator(Options options) : options(options) {}
+
+CachingAllocator::~CachingAllocator() { trim(0); }
+
+void *CachingAllocator::allocate(size_t bytes) {
+  size_t size = roundedSize(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = cached.lower_bound(size);
+    size_t slack = size < kLargeBlock ? 0 : size / 4;
+    if (found != cached.end() && found->first <= size + slack) {
+      Cached entry = found->second;
+      cached.erase(found);
+      counters.bytesCached -= entry.size;
+      counters.bytesInUse += entry.size;
+      ++counters.hits;
+      live[entry.block] = entry.size;
+      return entry.block;
+    }
+  }
+  void *block =
+      size < kLargeBlock ? std::aligned_alloc(64, size) : mapLarge(size);
+  if (!block) {
+    // Give the cache back to the system and try once more.
+    trim(0);
+    block = size < kLargeBlock ? std::aligned_alloc(64, size) : mapLarge(size);
+    if (!block)
+      fail("out of memory allocating " + std::to_string(bytes) + " bytes");
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  ++counters.misses;
+  counters.bytesInUse += size;
+  live[block] = size;
+  return block;
+}
+
+void CachingAllocator::release(void *block) {
+  if (!block)
+    return;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = live.find(block);
+  if (found == live.end())
+    fail("CachingAllocator: release of a block it did not allocate");
+  size_t size = found->second;
+  live.erase(found);
+  counters.bytesInUse -= size;
+  if (size > options.cacheLimit) {
+    freeBlockLocked(block, size);
+    return;
+  }
+  cached.emplace(size, Cached{block, size, now()});
+  counters.bytesCached += size;
+  if (counters.bytesCached > options.cacheLimit)
+    evictLocked(options.cacheLimit, 0);
+}
+
+void CachingAllocator::freeBlockLocked(void *block, size_t size) {
+  if (size < kLargeBlock)
+    std::free(block);
+  else
+    munmap(block, size);
+  ++counters.trimmed;
+}
+
+/// Frees the oldest cached blocks while more than keepBytes are cached,
+/// and every block released before idleBefore (when nonzero).
+void CachingAllocator::evictLocked(size_t keepBytes, double idleBefore) {
+  std::vector<std::multimap<size_t, Cached>::iterator> order;
+  for (auto it = cached.begin(); it != cached.end(); ++it)
+    order.push_back(it);
+  std::sort(order.begin(), order.end(), [](auto a, auto b) {
+    return a->second.releasedAt < b->second.releasedAt;
+  });
+  for (auto it : order) {
+    bool idle = idleBefore > 0 && it->second.releasedAt < idleBefore;
+    if (!idle && counters.bytesCached <= keepBytes)
+      continue;
+    counters.bytesCached -= it->second.size;
+    freeBlockLocked(it->second.block, it->second.size);
+    cached.erase(it);
+  }
+}
+
+void CachingAllocator::trim(size_t keepBytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  evictLocked(keepBytes, 0);
+}
+
+void CachingAllocator::trimIdle() {
+  std::lock_guard<std::mutex> lock(mutex);
+  evictLocked(counters.bytesCached, now() - options.idleSeconds);
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return counters;
+}
+
+size_t CachingAllocator::blockSize(void *block) const {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = live.find(block);
+  return found == live.end() ? 0 : found->second;
+}
+
+CachingAllocator &CachingAllocator::global() {
+  static CachingAllocator *allocator = [] {
+    Options options;
+    options.cacheLimit =
+        size_t(envNumber("DYNAFUSE_ALLOCATOR_CACHE_MB", 2048) * (1 << 20));
+    options.idleSeconds = envNumber("DYNAFUSE_ALLOCATOR_IDLE_S", 10);
+    // Leaked with its trimming thread: both live as long as the process.
+    auto *created = new CachingAllocator(options);
+    double period = std::max(0.05, options.idleSeconds / 2);
+    std::thread([created, period] {
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(period));
+        created->trimIdle();
+      }
+    }).detach();
+    return created;
+  }();
+  return *allocator;
+}
+
+} // namespace dynafuse
