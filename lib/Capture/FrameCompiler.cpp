@@ -36,6 +36,8 @@ struct SuppressHook {
 
 struct CacheEntry {
   CapturedFrame captured;
+  /// The backend the entry was compiled for (part of its key).
+  std::string backend;
   std::unique_ptr<CompiledModule> module;
   /// Per module output: the graph input it is (index), or -1 when computed.
   std::vector<int> outputInput;
@@ -165,6 +167,7 @@ LoopModule lowerForFrame(const Graph &graph, const std::string &dumpDir) {
 std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
                                          const CallOptions &options) {
   auto entry = std::make_unique<CacheEntry>();
+  entry->backend = options.backend;
   entry->captured = captureFrame(frame, nextGraphName(frame->code));
   ++compilerStats().captures;
   const Graph &graph = *entry->captured.graph;
@@ -316,9 +319,12 @@ PyObject *raiseUnsupported(const std::string &message) {
 
 /// Runs the most recently hit entry whose guards hold; *hit says whether
 /// one did.
-PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame, bool *hit) {
+PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
+                         const std::string &backend, bool *hit) {
   std::string firstFailure;
   for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
+    if ((*it)->backend != backend)
+      continue;
     SourceResolver resolver((*it)->captured.sources, frame);
     std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
     if (!guardsHold(**it, resolver, failure))
@@ -351,7 +357,7 @@ bool reachedRecompileLimit(CodeCache &cache, PyCodeObject *code) {
 PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
                        const CallOptions &options, int *handled) {
   bool hit = false;
-  PyObject *result = runCachedEntry(cache, frame, &hit);
+  PyObject *result = runCachedEntry(cache, frame, options.backend, &hit);
   if (hit) {
     *handled = 1;
     return result;

@@ -108,3 +108,14 @@ def test_hook_is_inactive_outside_compiled_calls():
     before = dynafuse.stats()
     plain(torch.randn(2))
     assert dynafuse.stats() == before
+
+
+def test_backend_is_part_of_the_cache_key():
+    def f(x):
+        return x.exp() + 1
+
+    x = torch.randn(5)
+    dynafuse.compile(f, backend="llvm")(x)
+    assert_close(dynafuse.compile(f, backend="interp")(x), f(x))
+    stats = dynafuse.stats()
+    assert stats["captures"] == 2 and stats["cache_hits"] == 0, stats
