@@ -19,8 +19,8 @@ std::string Source::describe(const std::vector<Source> &all) const {
     return all[parent].describe(all) + ".__globals__['" +
            PyUnicode_AsUTF8(name.get()) + "']";
   case Kind::FunctionClosure:
-    return all[parent].describe(all) + ".__closure__[" +
-           std::to_string(index) + "]";
+    return all[parent].describe(all) + ".__closure__[" + std::to_string(index) +
+           "]";
   case Kind::TypeAttr:
     return "type(" + all[parent].describe(all) + ")." +
            PyUnicode_AsUTF8(name.get());
@@ -93,8 +93,8 @@ PyRef SourceResolver::fetch(const Source &source) {
     PyObject *function = get(source.parent);
     if (!function || !PyFunction_Check(function))
       return PyRef();
-    PyObject *value = PyDict_GetItemWithError(
-        PyFunction_GET_GLOBALS(function), source.name.get());
+    PyObject *value = PyDict_GetItemWithError(PyFunction_GET_GLOBALS(function),
+                                              source.name.get());
     if (!value && !PyErr_Occurred() && PyDict_Check(frame->builtins))
       value = PyDict_GetItemWithError(frame->builtins, source.name.get());
     return PyRef::borrow(value);

@@ -48,7 +48,14 @@ struct Source {
 };
 
 struct Guard {
-  enum class Kind { Tensor, Equals, Identity, TupleLength, EmptyDict, DictLength };
+  enum class Kind {
+    Tensor,
+    Equals,
+    Identity,
+    TupleLength,
+    EmptyDict,
+    DictLength
+  };
   Kind kind = Kind::Tensor;
   int source = -1;
   TensorMeta tensor;

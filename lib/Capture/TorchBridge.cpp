@@ -135,9 +135,9 @@ PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
           ? at::Tensor(at::detail::empty_generic(
                 sizes, pool, c10::DispatchKeySet(c10::DispatchKey::CPU),
                 toScalarType(dtype), std::nullopt))
-          : at::empty(sizes, at::TensorOptions()
-                                 .dtype(toScalarType(dtype))
-                                 .device(where));
+          : at::empty(
+                sizes,
+                at::TensorOptions().dtype(toScalarType(dtype)).device(where));
   *data = static_cast<char *>(tensor.data_ptr());
   return THPVariable_Wrap(std::move(tensor));
 }
@@ -219,7 +219,8 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
   if (op == "matmul")
     return at::matmul(t[0], t[1]);
   if (op == "addmm")
-    return at::addmm(t[0], t[1], t[2], number(a, "beta", 1), number(a, "alpha", 1));
+    return at::addmm(t[0], t[1], t[2], number(a, "beta", 1),
+                     number(a, "alpha", 1));
   if (op == "baddbmm")
     return at::baddbmm(t[0], t[1], t[2], number(a, "beta", 1),
                        number(a, "alpha", 1));
@@ -243,17 +244,18 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
                       integer(a, "groups", 1));
   }
   if (op == "max_pool2d")
-    return at::max_pool2d(t[0], ints(a, "kernel_size", {1}), ints(a, "stride", {}),
-                          ints(a, "padding", {0}), ints(a, "dilation", {1}),
-                          flag(a, "ceil_mode"));
+    return at::max_pool2d(t[0], ints(a, "kernel_size", {1}),
+                          ints(a, "stride", {}), ints(a, "padding", {0}),
+                          ints(a, "dilation", {1}), flag(a, "ceil_mode"));
   if (op == "avg_pool2d") {
     std::optional<int64_t> divisor;
     if (a.count("divisor_override"))
       divisor = integer(a, "divisor_override", 1);
-    bool includePad = !a.count("count_include_pad") || flag(a, "count_include_pad");
-    return at::avg_pool2d(t[0], ints(a, "kernel_size", {1}), ints(a, "stride", {}),
-                          ints(a, "padding", {0}), flag(a, "ceil_mode"),
-                          includePad, divisor);
+    bool includePad =
+        !a.count("count_include_pad") || flag(a, "count_include_pad");
+    return at::avg_pool2d(t[0], ints(a, "kernel_size", {1}),
+                          ints(a, "stride", {}), ints(a, "padding", {0}),
+                          flag(a, "ceil_mode"), includePad, divisor);
   }
   if (op == "adaptive_avg_pool2d")
     return at::adaptive_avg_pool2d(t[0], ints(a, "output_size", {1}));
@@ -291,9 +293,10 @@ namespace dynafuse {
 PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
                            const std::vector<int64_t> &strides, DType dtype,
                            const std::string &device, char **data) {
-  at::Tensor tensor = at::empty_strided(
-      sizes, strides,
-      at::TensorOptions().dtype(toScalarType(dtype)).device(at::Device(device)));
+  at::Tensor tensor = at::empty_strided(sizes, strides,
+                                        at::TensorOptions()
+                                            .dtype(toScalarType(dtype))
+                                            .device(at::Device(device)));
   *data = static_cast<char *>(tensor.data_ptr());
   return THPVariable_Wrap(std::move(tensor));
 }

@@ -17,8 +17,8 @@ namespace {
 Value *emit(Graph &graph, const Node &origin, const std::string &op,
             std::vector<Operand> operands,
             std::map<std::string, Attribute> attributes = {}) {
-  return graph.addNode(op, std::move(operands), std::move(attributes),
-                       origin.location)
+  return graph
+      .addNode(op, std::move(operands), std::move(attributes), origin.location)
       ->result();
 }
 
@@ -47,8 +47,7 @@ Value *asFloat(Graph &graph, const Node &node, Value *value) {
 }
 
 Value *meanOver(Graph &graph, const Node &node, Value *x,
-                const std::vector<int64_t> &dims, bool keepdim,
-                double count) {
+                const std::vector<int64_t> &dims, bool keepdim, double count) {
   Value *sum = emit(graph, node, "sum", {x},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
   return emit(graph, node, "div", {sum, Scalar::ofFloat(count)});
@@ -118,8 +117,8 @@ std::vector<Value *> decomposeVariance(Graph &graph, const Node &node) {
   Value *sum = emit(graph, node, "sum", {square},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
   double divisor = count - floatAttr(node, "correction", 1.0);
-  Value *variance = emit(graph, node, "div",
-                         {sum, Scalar::ofFloat(std::max(divisor, 0.0))});
+  Value *variance =
+      emit(graph, node, "div", {sum, Scalar::ofFloat(std::max(divisor, 0.0))});
   if (node.op == "std")
     return {emit(graph, node, "sqrt", {variance})};
   return {variance};
@@ -133,9 +132,10 @@ std::vector<Value *> decomposeLogSumExp(Graph &graph, const Node &node) {
                     {{"dims", dimsAttr(dims)}, {"keepdim", true}});
   // An infinite max would give inf - inf: shift by 0 there, as torch does.
   Value *magnitude = emit(graph, node, "abs", {max});
-  Value *infinite = emit(graph, node, "eq",
-                         {magnitude, Scalar::ofFloat(INFINITY)});
-  Value *shift = emit(graph, node, "where", {infinite, Scalar::ofFloat(0), max});
+  Value *infinite =
+      emit(graph, node, "eq", {magnitude, Scalar::ofFloat(INFINITY)});
+  Value *shift =
+      emit(graph, node, "where", {infinite, Scalar::ofFloat(0), max});
   Value *exp = emit(graph, node, "exp", {emit(graph, node, "sub", {x, shift})});
   Value *sum = emit(graph, node, "sum", {exp},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
@@ -207,8 +207,8 @@ std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
   Value *weight = optionalOperand(node, "has_weight", next);
   Value *x = input(node, 0);
   Value *square = emit(graph, node, "mul", {x, x});
-  Value *mean = meanOver(graph, node, square, dims, true,
-                         reducedCount(node, dims));
+  Value *mean =
+      meanOver(graph, node, square, dims, true, reducedCount(node, dims));
   double eps = floatAttr(node, "eps", 1.1920928955078125e-07);
   Value *scale = emit(graph, node, "rsqrt",
                       {emit(graph, node, "add", {mean, Scalar::ofFloat(eps)})});
@@ -243,15 +243,17 @@ std::vector<Value *> decomposeGroupNorm(Graph &graph, const Node &node) {
   for (size_t k = 1; k < shape.size(); ++k)
     perGroup *= shape[k];
   perGroup /= groups;
-  Value *grouped = emit(graph, node, "reshape", {input(node, 0)},
-                        {{"shape", std::vector<int64_t>{shape[0], groups,
-                                                        perGroup}}});
+  Value *grouped =
+      emit(graph, node, "reshape", {input(node, 0)},
+           {{"shape", std::vector<int64_t>{shape[0], groups, perGroup}}});
   Value *y = normalize(graph, node, grouped, {2}, double(perGroup),
                        floatAttr(node, "eps", 1e-5));
   y = emit(graph, node, "reshape", {y}, {{"shape", shape}});
   size_t next = 1;
-  Value *weight = perChannel(graph, node, optionalOperand(node, "has_weight", next));
-  Value *bias = perChannel(graph, node, optionalOperand(node, "has_bias", next));
+  Value *weight =
+      perChannel(graph, node, optionalOperand(node, "has_weight", next));
+  Value *bias =
+      perChannel(graph, node, optionalOperand(node, "has_bias", next));
   return {affine(graph, node, y, weight, bias)};
 }
 
@@ -259,10 +261,13 @@ std::vector<Value *> decomposeBatchNorm(Graph &graph, const Node &node) {
   Value *mean = perChannel(graph, node, input(node, 1));
   Value *variance = perChannel(graph, node, input(node, 2));
   size_t next = 3;
-  Value *weight = perChannel(graph, node, optionalOperand(node, "has_weight", next));
-  Value *bias = perChannel(graph, node, optionalOperand(node, "has_bias", next));
-  Value *shifted = emit(graph, node, "add",
-                        {variance, Scalar::ofFloat(floatAttr(node, "eps", 1e-5))});
+  Value *weight =
+      perChannel(graph, node, optionalOperand(node, "has_weight", next));
+  Value *bias =
+      perChannel(graph, node, optionalOperand(node, "has_bias", next));
+  Value *shifted =
+      emit(graph, node, "add",
+           {variance, Scalar::ofFloat(floatAttr(node, "eps", 1e-5))});
   Value *scale = emit(graph, node, "rsqrt", {shifted});
   Value *centered = emit(graph, node, "sub", {input(node, 0), mean});
   return {affine(graph, node, emit(graph, node, "mul", {centered, scale}),
@@ -283,14 +288,12 @@ std::vector<Value *> decomposeStack(Graph &graph, const Node &node) {
                              operandType(node, 0).rank() + 1);
   std::vector<Operand> pieces;
   for (const Operand &operand : node.operands)
-    pieces.push_back(emit(graph, node, "unsqueeze", {operand},
-                          {{"dim", dim}}));
+    pieces.push_back(emit(graph, node, "unsqueeze", {operand}, {{"dim", dim}}));
   return {emit(graph, node, "cat", pieces, {{"dim", dim}})};
 }
 
 std::vector<Value *> decomposeDropout(Graph &, const Node &node) {
-  if (boolAttr(node, "training", false) &&
-      floatAttr(node, "p", 0.5) > 0)
+  if (boolAttr(node, "training", false) && floatAttr(node, "p", 0.5) > 0)
     opError(node, "dropout in training mode is not supported");
   return {input(node, 0)};
 }
@@ -347,27 +350,28 @@ OpInfo composite(const std::string &name, int arity,
 } // namespace
 
 void addCompositeOps(std::vector<OpInfo> &table) {
-  table.push_back(composite("mean", 1, {"dim", "dims", "keepdim", "dtype"}, decomposeMean));
   table.push_back(
-      composite("var", 1, {"dim", "dims", "keepdim", "correction"}, decomposeVariance));
-  table.push_back(
-      composite("std", 1, {"dim", "dims", "keepdim", "correction"}, decomposeVariance));
+      composite("mean", 1, {"dim", "dims", "keepdim", "dtype"}, decomposeMean));
+  table.push_back(composite("var", 1, {"dim", "dims", "keepdim", "correction"},
+                            decomposeVariance));
+  table.push_back(composite("std", 1, {"dim", "dims", "keepdim", "correction"},
+                            decomposeVariance));
   table.push_back(composite("logsumexp", 1, {"dim", "dims", "keepdim"},
                             decomposeLogSumExp, false));
-  table.push_back(composite("norm", 1, {"p", "dim", "dims", "keepdim"}, decomposeNorm));
+  table.push_back(
+      composite("norm", 1, {"p", "dim", "dims", "keepdim"}, decomposeNorm));
   table.push_back(composite("softmax", 1, {"dim"}, decomposeSoftmax));
   table.push_back(composite("log_softmax", 1, {"dim"}, decomposeSoftmax));
-  table.push_back(composite("layer_norm", -1,
-                            {"normalized_shape", "eps", "has_weight", "has_bias"},
-                            decomposeLayerNorm));
+  table.push_back(composite(
+      "layer_norm", -1, {"normalized_shape", "eps", "has_weight", "has_bias"},
+      decomposeLayerNorm));
   table.push_back(composite("rms_norm", -1,
                             {"normalized_shape", "eps", "has_weight"},
                             decomposeRmsNorm));
   table.push_back(composite("group_norm", -1,
                             {"num_groups", "eps", "has_weight", "has_bias"},
                             decomposeGroupNorm));
-  table.push_back(composite("batch_norm", -1,
-                            {"eps", "has_weight", "has_bias"},
+  table.push_back(composite("batch_norm", -1, {"eps", "has_weight", "has_bias"},
                             decomposeBatchNorm));
   table.push_back(composite("linear", -1, {}, decomposeLinear));
   table.push_back(composite("stack", -1, {"dim"}, decomposeStack, false));

@@ -14,8 +14,8 @@ namespace {
 void requireFloat(const Node &node) {
   DType first = operandType(node, 0).dtype;
   if (!isFloating(first))
-    opError(node, std::string("needs floating inputs, got ") +
-                      dtypeName(first));
+    opError(node,
+            std::string("needs floating inputs, got ") + dtypeName(first));
   for (size_t i = 1; i < node.operands.size(); ++i)
     if (operandType(node, i).dtype != first)
       opError(node, "inputs must have the same dtype");
@@ -138,14 +138,15 @@ std::vector<TensorType> inferConv(const Node &node) {
   std::vector<int64_t> stride = perDim(node, "stride", spatial, 1);
   std::vector<int64_t> padding = perDim(node, "padding", spatial, 0);
   std::vector<int64_t> dilation = perDim(node, "dilation", spatial, 1);
-  if (groups <= 0 || staticSize(node, x.sizes[1]) !=
-                         staticSize(node, w.sizes[1]) * groups)
+  if (groups <= 0 ||
+      staticSize(node, x.sizes[1]) != staticSize(node, w.sizes[1]) * groups)
     opError(node, "input channels do not match weight channels * groups");
   std::vector<SymExpr> sizes = {x.sizes[0], w.sizes[0]};
   for (size_t d = 0; d < spatial; ++d)
-    sizes.push_back(SymExpr(windowOutput(
-        node, staticSize(node, x.sizes[2 + d]), staticSize(node, w.sizes[2 + d]),
-        stride[d], padding[d], dilation[d], false)));
+    sizes.push_back(
+        SymExpr(windowOutput(node, staticSize(node, x.sizes[2 + d]),
+                             staticSize(node, w.sizes[2 + d]), stride[d],
+                             padding[d], dilation[d], false)));
   if (node.operands.size() == 3) {
     requireRank(node, 2, 1);
     requireEqual(node, operandType(node, 2).sizes[0], w.sizes[0],
@@ -172,9 +173,9 @@ std::vector<TensorType> inferPool(const Node &node) {
   for (size_t d = 0; d < 2; ++d) {
     if (padding[d] * 2 > kernel[d])
       opError(node, "padding must be at most half the kernel size");
-    sizes.push_back(SymExpr(windowOutput(
-        node, staticSize(node, x.sizes[x.rank() - 2 + d]), kernel[d], stride[d],
-        padding[d], dilation[d], ceilMode)));
+    sizes.push_back(SymExpr(
+        windowOutput(node, staticSize(node, x.sizes[x.rank() - 2 + d]),
+                     kernel[d], stride[d], padding[d], dilation[d], ceilMode)));
   }
   return {result(node, sizes)};
 }
@@ -209,13 +210,15 @@ void addExternOps(std::vector<OpInfo> &table) {
   table.push_back(externOp("bmm", 2, {}, inferBmm));
   table.push_back(externOp("matmul", 2, {}, inferMatmul));
   table.push_back(externOp("addmm", 3, {"beta", "alpha"}, inferBiasedProduct));
-  table.push_back(externOp("baddbmm", 3, {"beta", "alpha"}, inferBiasedProduct));
+  table.push_back(
+      externOp("baddbmm", 3, {"beta", "alpha"}, inferBiasedProduct));
   for (const char *conv : {"conv1d", "conv2d"})
-    table.push_back(externOp(conv, -1, {"stride", "padding", "dilation", "groups"},
-                             inferConv));
-  table.push_back(externOp(
-      "max_pool2d", 1,
-      {"kernel_size", "stride", "padding", "dilation", "ceil_mode"}, inferPool));
+    table.push_back(externOp(
+        conv, -1, {"stride", "padding", "dilation", "groups"}, inferConv));
+  table.push_back(
+      externOp("max_pool2d", 1,
+               {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+               inferPool));
   table.push_back(externOp("avg_pool2d", 1,
                            {"kernel_size", "stride", "padding", "ceil_mode",
                             "count_include_pad", "divisor_override"},

@@ -55,7 +55,6 @@ std::map<std::string, Attribute> parseAttributeDict(TextCursor &cursor) {
   return attributes;
 }
 
-
 namespace {
 
 class GraphParser {

@@ -32,8 +32,8 @@ std::string printAttributeDict(const std::map<std::string, Attribute> &dict) {
   std::string text = " {";
   bool first = true;
   for (auto &entry : dict) {
-    text += (first ? "" : ", ") + entry.first + " = " +
-            attributeStr(entry.second);
+    text +=
+        (first ? "" : ", ") + entry.first + " = " + attributeStr(entry.second);
     first = false;
   }
   return text + "}";

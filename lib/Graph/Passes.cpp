@@ -107,8 +107,9 @@ void decomposeOnce(Graph &graph) {
     copy.attributes = node->attributes;
     copy.location = node->location;
     for (const Operand &operand : node->operands)
-      copy.operands.push_back(operand.isValue() ? Operand(remap.at(operand.value))
-                                                : Operand(operand.scalar));
+      copy.operands.push_back(operand.isValue()
+                                  ? Operand(remap.at(operand.value))
+                                  : Operand(operand.scalar));
     const OpInfo *info = lookupOp(node->op);
     std::vector<Value *> results;
     if (info && info->kind == OpKind::Composite) {

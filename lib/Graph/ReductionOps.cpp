@@ -38,7 +38,8 @@ std::vector<SymExpr> reducedShape(const Node &node) {
   bool keepdim = boolAttr(node, "keepdim", false);
   std::vector<SymExpr> sizes;
   for (size_t k = 0; k < input.rank(); ++k) {
-    bool reduced = std::find(dims.begin(), dims.end(), int64_t(k)) != dims.end();
+    bool reduced =
+        std::find(dims.begin(), dims.end(), int64_t(k)) != dims.end();
     if (!reduced)
       sizes.push_back(input.sizes[k]);
     else if (keepdim)
@@ -117,8 +118,10 @@ std::vector<TensorType> inferValuesAndIndices(const Node &node) {
 } // namespace
 
 void addReductionOps(std::vector<OpInfo> &table) {
-  table.push_back(reduction("sum", {"dim", "dims", "keepdim", "dtype"}, inferSum));
-  table.push_back(reduction("prod", {"dim", "dims", "keepdim", "dtype"}, inferSum));
+  table.push_back(
+      reduction("sum", {"dim", "dims", "keepdim", "dtype"}, inferSum));
+  table.push_back(
+      reduction("prod", {"dim", "dims", "keepdim", "dtype"}, inferSum));
   table.push_back(reduction("amax", {"dim", "dims", "keepdim"}, inferExtreme));
   table.push_back(reduction("amin", {"dim", "dims", "keepdim"}, inferExtreme));
   table.push_back(reduction("any", {"dim", "dims", "keepdim"}, inferLogical));

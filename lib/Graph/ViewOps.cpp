@@ -146,7 +146,8 @@ std::vector<TensorType> inferFlatten(const Node &node) {
   const TensorType &input = operandType(node, 0);
   if (input.rank() == 0)
     return {like(node, {SymExpr(1)})};
-  int64_t start = normalizeDim(node, node.intAttr("start_dim", 0), input.rank());
+  int64_t start =
+      normalizeDim(node, node.intAttr("start_dim", 0), input.rank());
   int64_t end = normalizeDim(node, node.intAttr("end_dim", -1), input.rank());
   if (start > end)
     opError(node, "start_dim must not come after end_dim");
@@ -201,9 +202,9 @@ SliceBounds sliceBounds(const Node &node) {
   };
   bounds.start = clampIndex(start);
   end = clampIndex(end);
-  bounds.length =
-      end > bounds.start ? (end - bounds.start + bounds.step - 1) / bounds.step
-                         : 0;
+  bounds.length = end > bounds.start
+                      ? (end - bounds.start + bounds.step - 1) / bounds.step
+                      : 0;
   return bounds;
 }
 
@@ -408,8 +409,8 @@ std::vector<int64_t> splitLengths(const Node &node, int64_t total) {
     for (int64_t length : lengths)
       sum += length;
     if (sum != total)
-      opError(node, "split sizes add up to " + std::to_string(sum) +
-                        ", not " + std::to_string(total));
+      opError(node, "split sizes add up to " + std::to_string(sum) + ", not " +
+                        std::to_string(total));
     return lengths;
   }
   int64_t size = node.intAttr("size", 1);
@@ -431,7 +432,8 @@ void addViewOps(std::vector<OpInfo> &table) {
   table.push_back(view("unsqueeze", 1, {"dim"}, inferUnsqueeze));
   table.push_back(view("flatten", 1, {"start_dim", "end_dim"}, inferFlatten));
   table.push_back(view("select", 1, {"dim", "index"}, inferSelect));
-  table.push_back(view("slice", 1, {"dim", "start", "end", "step"}, inferSlice));
+  table.push_back(
+      view("slice", 1, {"dim", "start", "end", "step"}, inferSlice));
   table.push_back(view("narrow", 1, {"dim", "start", "length"}, inferSlice));
   table.push_back(view("contiguous", 1, {}, inferSameShape));
   table.push_back(view("flip", 1, {"dims"}, inferSameShape));
@@ -447,9 +449,10 @@ void addViewOps(std::vector<OpInfo> &table) {
   table.push_back(view("index_select", 2, {"dim"}, inferIndexSelect));
   table.push_back(view("gather", 2, {"dim"}, inferGather));
   table.push_back(view("embedding", 2, {}, inferEmbedding));
+  table.push_back(view("arange", 0, {"start", "end", "step", "dtype", "device"},
+                       inferArange));
   table.push_back(
-      view("arange", 0, {"start", "end", "step", "dtype", "device"}, inferArange));
-  table.push_back(view("full", 0, {"shape", "value", "dtype", "device"}, inferFull));
+      view("full", 0, {"shape", "value", "dtype", "device"}, inferFull));
   table.push_back(view("full_like", 1, {"value", "dtype"}, inferFullLike));
 }
 

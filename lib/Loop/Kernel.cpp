@@ -65,8 +65,8 @@ bool isBitwise(ScalarOp op) {
 }
 
 namespace {
-const char *const reduceKindNames[] = {"sum", "prod",   "max",   "min",
-                                       "any", "all", "argmax", "argmin"};
+const char *const reduceKindNames[] = {"sum", "prod", "max",    "min",
+                                       "any", "all",  "argmax", "argmin"};
 } // namespace
 
 const char *reduceKindName(ReduceKind kind) {

@@ -171,8 +171,8 @@ private:
     std::vector<std::pair<std::string, Location>> names;
     do {
       Location nameAt = cursor.location();
-      names.push_back({cursor.sigilName('%', "a result name, 'for' or 'store'"),
-                       nameAt});
+      names.push_back(
+          {cursor.sigilName('%', "a result name, 'for' or 'store'"), nameAt});
       if (valuesByName.count(names.back().first))
         cursor.errorAt(nameAt, "redefinition of '%" + names.back().first + "'");
     } while (cursor.accept(","));
@@ -247,8 +247,8 @@ private:
       valuesByName[result.name] = int(kernel->instrs.size());
       results.push_back(kernel->addInstr(result));
     }
-    Stmt stmt = Stmt::reduce(kind, vars, extents, std::move(body), yields,
-                             results);
+    Stmt stmt =
+        Stmt::reduce(kind, vars, extents, std::move(body), yields, results);
     stmt.where = where;
     return stmt;
   }

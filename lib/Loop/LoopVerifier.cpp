@@ -194,8 +194,9 @@ private:
     for (size_t i = 0; i < stmt.results.size(); ++i)
       if (kernel.instrs[stmt.results[i]].type !=
           kernel.instrs[stmt.yields[i]].type)
-        error(stmt.where, "reduce " + kind + " results must have the types "
-                                             "of the yielded values");
+        error(stmt.where, "reduce " + kind +
+                              " results must have the types "
+                              "of the yielded values");
   }
 
   DType argType(const Instr &instr, int i) {
@@ -340,8 +341,8 @@ private:
             std::to_string(call.args.size()) + " buffers to " +
             std::to_string(kernel->params.size()) + " parameters");
     for (size_t i = 0; i < call.args.size(); ++i) {
-      const TensorType &type = use(call.args[i], "call of @" + call.kernel +
-                                                     " passes");
+      const TensorType &type =
+          use(call.args[i], "call of @" + call.kernel + " passes");
       if (type != kernel->params[i].type)
         error("call of @" + call.kernel + " passes %" + call.args[i] +
               " of type " + type.str() + " to a parameter of type " +

@@ -129,8 +129,9 @@ ScalarValue floatBinary(ScalarOp op, DType type, double a, double b) {
     result.i = compareValues(op, a, b);
     return result;
   }
-  result.f = type == DType::F32 ? double(floatArithmetic(op, float(a), float(b)))
-                                : floatArithmetic(op, a, b);
+  result.f = type == DType::F32
+                 ? double(floatArithmetic(op, float(a), float(b)))
+                 : floatArithmetic(op, a, b);
   return result;
 }
 
@@ -352,9 +353,9 @@ void reduceCombine(ReduceKind kind, DType type, ReduceState &state,
                              type, state.value, value);
     return;
   case ReduceKind::Min:
-    state.value = evalBinary(
-        type == DType::Bool ? ScalarOp::And : ScalarOp::Min, type, state.value,
-        value);
+    state.value =
+        evalBinary(type == DType::Bool ? ScalarOp::And : ScalarOp::Min, type,
+                   state.value, value);
     return;
   case ReduceKind::Any:
     state.value.i = state.value.i || value.i;

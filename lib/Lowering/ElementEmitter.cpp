@@ -76,7 +76,8 @@ ElementEmitter::ElementEmitter(
     : kernel(kernel), builder(builder), bufferOf(bufferOf),
       bufferTypes(bufferTypes), inlineHere(inlineHere) {}
 
-std::vector<SymExpr> ElementEmitter::simplify(std::vector<SymExpr> index) const {
+std::vector<SymExpr>
+ElementEmitter::simplify(std::vector<SymExpr> index) const {
   SymRanges ranges = builder.openRanges();
   for (SymExpr &expr : index)
     expr = simplifyInRanges(expr, ranges);
@@ -130,7 +131,8 @@ int ElementEmitter::param(const Value *value) {
   return int(kernel.params.size()) - 1;
 }
 
-int ElementEmitter::load(const Value *value, const std::vector<SymExpr> &index) {
+int ElementEmitter::load(const Value *value,
+                         const std::vector<SymExpr> &index) {
   Instr instr;
   instr.op = ScalarOp::Load;
   instr.type = computeType(value->type.dtype);
@@ -141,8 +143,8 @@ int ElementEmitter::load(const Value *value, const std::vector<SymExpr> &index) 
   return builder.append(instr);
 }
 
-void ElementEmitter::store(const Value *value, const std::vector<SymExpr> &index,
-                           int scalar) {
+void ElementEmitter::store(const Value *value,
+                           const std::vector<SymExpr> &index, int scalar) {
   Instr instr;
   instr.op = ScalarOp::Store;
   instr.buffer = param(value);
@@ -222,8 +224,8 @@ int ElementEmitter::emitPointwise(const Node &node,
       context.elements.push_back(-1);
       continue;
     }
-    context.elements.push_back(emit(
-        operand.value, broadcastIndex(index, operand.value->type.sizes)));
+    context.elements.push_back(
+        emit(operand.value, broadcastIndex(index, operand.value->type.sizes)));
   }
   return cast((*rule)(context), computeType(node.result()->type.dtype));
 }
@@ -252,7 +254,8 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   std::vector<SymExpr> inputIndex;
   size_t next = 0, reduced = 0;
   for (size_t k = 0; k < input.rank(); ++k) {
-    bool isReduced = std::find(dims.begin(), dims.end(), int64_t(k)) != dims.end();
+    bool isReduced =
+        std::find(dims.begin(), dims.end(), int64_t(k)) != dims.end();
     if (isReduced) {
       inputIndex.push_back(reduceVars[reduced++]);
       next += keepdim;
@@ -303,7 +306,8 @@ int ElementEmitter::emitView(const Node &node, size_t result,
   const TensorType &input = x->type;
   std::vector<SymExpr> in;
   if (op == "reshape" || op == "flatten") {
-    in = delinearize(linearize(index, node.results[0]->type.sizes), input.sizes);
+    in =
+        delinearize(linearize(index, node.results[0]->type.sizes), input.sizes);
   } else if (op == "permute") {
     in.resize(input.rank());
     std::vector<int64_t> dims = intListAttr(node, "dims", {});
@@ -388,7 +392,8 @@ int ElementEmitter::emitView(const Node &node, size_t result,
   return emit(x, in);
 }
 
-int ElementEmitter::emitCat(const Node &node, const std::vector<SymExpr> &index) {
+int ElementEmitter::emitCat(const Node &node,
+                            const std::vector<SymExpr> &index) {
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0),
                              node.operands[0].value->type.rank());
   DType type = computeType(node.results[0]->type.dtype);
@@ -409,7 +414,8 @@ int ElementEmitter::emitCat(const Node &node, const std::vector<SymExpr> &index)
   return value;
 }
 
-int ElementEmitter::emitPad(const Node &node, const std::vector<SymExpr> &index) {
+int ElementEmitter::emitPad(const Node &node,
+                            const std::vector<SymExpr> &index) {
   const Value *x = node.operands[0].value;
   std::vector<int64_t> pad = intListAttr(node, "pad", {});
   std::vector<SymExpr> at = index;
@@ -463,10 +469,11 @@ int ElementEmitter::emitGenerator(const Node &node,
   if (node.op == "full" || node.op == "full_like")
     return constant(type, floatAttr(node, "value", 0));
   if (node.op == "arange") {
-    double start = floatAttr(node, "start", 0), step = floatAttr(node, "step", 1);
+    double start = floatAttr(node, "start", 0),
+           step = floatAttr(node, "step", 1);
     if (!isFloating(type) && start == int64_t(start) && step == int64_t(step))
-      return cast(indexValue(SymExpr(int64_t(start)) + index[0] * int64_t(step)),
-                  type);
+      return cast(
+          indexValue(SymExpr(int64_t(start)) + index[0] * int64_t(step)), type);
     int position = cast(indexValue(index[0]), DType::F64);
     int scaled = binary(ScalarOp::Mul, position, constant(DType::F64, step));
     return cast(binary(ScalarOp::Add, scaled, constant(DType::F64, start)),
@@ -476,9 +483,10 @@ int ElementEmitter::emitGenerator(const Node &node,
   size_t rank = index.size();
   SymExpr offset = index[rank - 1] - index[rank - 2];
   int64_t diagonal = node.intAttr("diagonal", 0);
-  int keep = node.op == "tril"
-                 ? binary(ScalarOp::Le, indexValue(offset), constant(DType::I64, diagonal))
-                 : binary(ScalarOp::Ge, indexValue(offset), constant(DType::I64, diagonal));
+  int keep = node.op == "tril" ? binary(ScalarOp::Le, indexValue(offset),
+                                        constant(DType::I64, diagonal))
+                               : binary(ScalarOp::Ge, indexValue(offset),
+                                        constant(DType::I64, diagonal));
   int value = emit(node.operands[0].value, index);
   return select(keep, value, constant(type, 0));
 }

@@ -37,7 +37,8 @@ void KernelBuilder::closeLoop() {
   Scope &scope = scopes[id];
   assert(!scope.isReduce && "closeLoop on a reduction");
   path.pop_back();
-  Stmt loop = Stmt::loop(scope.vars[0], scope.extents[0], std::move(scope.body));
+  Stmt loop =
+      Stmt::loop(scope.vars[0], scope.extents[0], std::move(scope.body));
   scopes[scope.parent].body.push_back(std::move(loop));
 }
 
@@ -136,7 +137,8 @@ bool KernelBuilder::openReduce(ReduceKind kind,
       constantExtents[name] = extents[k].constant();
     vars.push_back(SymExpr::symbol(name));
   }
-  path.resize(std::find(path.begin(), path.end(), placement) - path.begin() + 1);
+  path.resize(std::find(path.begin(), path.end(), placement) - path.begin() +
+              1);
   path.push_back(id);
   return true;
 }

@@ -58,8 +58,9 @@ bool reshapeView(const std::vector<SymExpr> &newSizes, StridedView &view) {
     int64_t tensorNumel = 1, viewNumel = 1;
     for (int64_t d = int64_t(oldShape.size()) - 1; d >= 0; --d) {
       tensorNumel *= oldShape[d];
-      bool chunkEnds = d == 0 || (oldShape[d - 1] != 1 &&
-                                  view.strides[d - 1] != chunkBase * tensorNumel);
+      bool chunkEnds =
+          d == 0 || (oldShape[d - 1] != 1 &&
+                     view.strides[d - 1] != chunkBase * tensorNumel);
       if (!chunkEnds)
         continue;
       while (viewD >= 0 && (viewNumel < tensorNumel || newShape[viewD] == 1)) {
@@ -155,9 +156,9 @@ bool describeView(const Value *value, const std::set<const Value *> &buffers,
       return false;
     std::vector<int64_t> lengths =
         splitLengths(node, view.sizes[dim].constant());
-    size_t piece = size_t(std::find(node.results.begin(), node.results.end(),
-                                    value) -
-                          node.results.begin());
+    size_t piece =
+        size_t(std::find(node.results.begin(), node.results.end(), value) -
+               node.results.begin());
     int64_t start = 0;
     for (size_t r = 0; r < piece; ++r)
       start += lengths[r];
@@ -332,7 +333,8 @@ private:
   Reach reach(const Value *from, const Value *target,
               const std::vector<SymExpr> &shape) const {
     const Node &node = *from->producer;
-    bool direct = kindOf(node) == OpKind::Pointwise && from->type.sizes == shape;
+    bool direct =
+        kindOf(node) == OpKind::Pointwise && from->type.sizes == shape;
     Reach result = Reach::None;
     for (const Operand &operand : node.operands) {
       if (!operand.isValue())
@@ -531,9 +533,9 @@ std::set<const Value *> initialRealized(const Graph &graph) {
       if (!operand || !operand->producer)
         continue;
       StridedView view;
-      bool needsBuffer = (extern_ && !describeView(operand, realized, view)) ||
-                         (isIndexedOp(*node) &&
-                          i == (node->op == "embedding" ? 1u : 0u));
+      bool needsBuffer =
+          (extern_ && !describeView(operand, realized, view)) ||
+          (isIndexedOp(*node) && i == (node->op == "embedding" ? 1u : 0u));
       if (needsBuffer)
         realized.insert(operand);
     }
@@ -567,7 +569,8 @@ LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
         observer("plan-memory", printLoopModule(module));
       return module;
     } catch (const NeedsRealization &needed) {
-      if (!realized.insert(needed.value).second || attempt > graph->nodes.size())
+      if (!realized.insert(needed.value).second ||
+          attempt > graph->nodes.size())
         fail("lowering could not place '%" + needed.value->name + "'");
     }
   }

@@ -26,7 +26,8 @@ std::map<std::string, size_t> lastUses(const LoopModule &module) {
   for (size_t s = 0; s < module.steps.size(); ++s) {
     const ProgramStep &step = module.steps[s];
     if (step.kind == ProgramStep::Kind::View)
-      root[step.result] = root.count(step.source) ? root[step.source] : step.source;
+      root[step.result] =
+          root.count(step.source) ? root[step.source] : step.source;
     for (const std::string &arg : step.args)
       last[root.count(arg) ? root[arg] : arg] = s;
     if (step.kind == ProgramStep::Kind::Alloc)
@@ -58,10 +59,9 @@ void planMemory(LoopModule &module) {
     if (step.kind != ProgramStep::Kind::Alloc || outputs.count(step.result))
       continue;
     SymExpr bytes = byteSize(step.type);
-    auto reusable = std::find_if(freeList.begin(), freeList.end(),
-                                 [&](const auto &entry) {
-                                   return entry.second == bytes;
-                                 });
+    auto reusable =
+        std::find_if(freeList.begin(), freeList.end(),
+                     [&](const auto &entry) { return entry.second == bytes; });
     if (reusable != freeList.end()) {
       step.reuse = reusable->first;
       storageOf[step.result] = reusable->first;

@@ -546,9 +546,8 @@ private:
     skipSpace();
     if (pos < text.size() && std::isdigit((unsigned char)text[pos]))
       return parseInteger();
-    if (pos < text.size() &&
-        (std::isalpha((unsigned char)text[pos]) || text[pos] == '_' ||
-         text[pos] == '%'))
+    if (pos < text.size() && (std::isalpha((unsigned char)text[pos]) ||
+                              text[pos] == '_' || text[pos] == '%'))
       return parseName();
     error("expected an integer, a symbol or '('");
   }

@@ -195,8 +195,7 @@ SymExpr TextCursor::symExpr() {
     if (c == '\n')
       break;
     if (depth == 0 &&
-        (c == ',' || c == ']' || c == ')' || c == '}' || c == '{' ||
-         c == ':'))
+        (c == ',' || c == ']' || c == ')' || c == '}' || c == '{' || c == ':'))
       break;
     if (c == '(' || c == '[')
       ++depth;

@@ -52,8 +52,8 @@ TEST(Executor, InterpreterMatchesHandComputation) {
   HostContext context;
   std::map<std::string, TensorArg> buffers = compiled.run(inputs, context);
   ASSERT_EQ(compiled.module().outputs.size(), 2u);
-  auto *out = reinterpret_cast<float *>(
-      buffers.at(compiled.module().outputs[0]).data);
+  auto *out =
+      reinterpret_cast<float *>(buffers.at(compiled.module().outputs[0]).data);
   auto *flags = reinterpret_cast<uint8_t *>(
       buffers.at(compiled.module().outputs[1]).data);
   for (int64_t i = 0; i < rows; ++i) {

@@ -89,8 +89,9 @@ TEST(SymExpr, RangesSimplifyReshapeIndices) {
   SymExpr flat = i0 * 15 + i1 * 5 + i2;
   EXPECT_EQ(simplifyInRanges(floorDiv(flat, SymExpr(5)), ranges), i0 * 3 + i1);
   EXPECT_EQ(simplifyInRanges(mod(flat, SymExpr(5)), ranges), i2);
-  EXPECT_EQ(simplifyInRanges(mod(floorDiv(flat, SymExpr(5)), SymExpr(3)), ranges),
-            i1);
+  EXPECT_EQ(
+      simplifyInRanges(mod(floorDiv(flat, SymExpr(5)), SymExpr(3)), ranges),
+      i1);
   // Not provable: i2 + 3 can reach 7 >= 5.
   EXPECT_EQ(simplifyInRanges(floorDiv(i2 + 3, SymExpr(5)), ranges).kind(),
             SymExpr::Kind::FloorDiv);

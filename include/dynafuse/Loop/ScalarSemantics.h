@@ -1,4 +1,5 @@
-//===- ScalarSemantics.h - What each scalar instruction computes -*- C++ -*-===//
+//===- ScalarSemantics.h - What each scalar instruction computes -*- C++
+//-*-===//
 //
 // The reference meaning of every loop-IR scalar op, reduction combiner and
 // element load/store, as the interpreter executes them; backends must match

@@ -1,4 +1,5 @@
-//===- ElementEmitter.h - One element of a graph value as scalars -*- C++ -*-===//
+//===- ElementEmitter.h - One element of a graph value as scalars -*- C++
+//-*-===//
 //
 // Emits the scalar instructions computing a graph value's element at a
 // symbolic index, inside one kernel: buffers (graph inputs and realized

@@ -1,0 +1,207 @@
+//===- InterpreterBinding.cpp ===//
+// Binding call arguments to graph operands and attributes (the op table)
+#include "InterpreterState.h"
+
+namespace dynafuse {
+namespace interp {
+
+VarPtr SymbolicInterpreter::bindAndEmit(
+    const OpBinding &binding, const std::string &what,
+    const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  Binding bound{binding.graphOp, {}, {}};
+  size_t positional = 0;
+  for (const ParamSpec &param : binding.params) {
+    if (param.kind == ParamSpec::Kind::IntsVararg && !param.keywordOnly &&
+        positional < args.size()) {
+      std::vector<VarPtr> rest(args.begin() + positional, args.end());
+      positional = args.size();
+      bound.attributes[param.attribute] = intsOf(rest, what, param.name);
+      continue;
+    }
+    VarPtr arg;
+    if (!param.keywordOnly && positional < args.size())
+      arg = args[positional++];
+    else if (keywords.count(param.name))
+      arg = keywords.at(param.name);
+    if (!arg && !param.hasDefault)
+      unsupported(what + " without argument '" + param.name + "'");
+    bindParam(param, arg, what, bound);
+  }
+  if (positional < args.size())
+    unsupported(what + " with too many positional arguments");
+  for (auto &keyword : keywords) {
+    bool known = false;
+    for (const ParamSpec &param : binding.params)
+      known |= param.name == keyword.first;
+    if (!known)
+      unsupported(what + " with keyword '" + keyword.first + "'");
+  }
+  for (auto &extra : binding.extraAttributes) {
+    if (extra.first == "__inplace__") {
+      bound.inPlace = true;
+      continue;
+    }
+    bound.attributes[extra.first] = attributeOf(extra.second.get(), what);
+  }
+  if (binding.graphOp == "cast" && bound.operands[0].isValue() &&
+      std::get<DType>(bound.attributes["dtype"]) ==
+          bound.operands[0].value->type.dtype) {
+    VarPtr same = makeVar(Var::Kind::Tensor);
+    same->tensor = bound.operands[0].value;
+    return same;
+  }
+  VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
+  if (!bound.inPlace)
+    return result;
+  if (!bound.self)
+    unsupported(what + " in place without a tensor to update");
+  return updateInPlace(bound.self, result);
+}
+
+bool SymbolicInterpreter::isNoneVar(const VarPtr &var) {
+  return var->kind == Var::Kind::Constant && var->object.get() == Py_None;
+}
+
+bool SymbolicInterpreter::opAccepts(const std::string &op,
+                                    const std::string &attribute) {
+  const OpInfo *info = lookupOp(op);
+  return info && std::find(info->attributes.begin(), info->attributes.end(),
+                           attribute) != info->attributes.end();
+}
+
+void SymbolicInterpreter::bindParam(const ParamSpec &param, const VarPtr &arg,
+                                    const std::string &what, Binding &bound) {
+  switch (param.kind) {
+  case ParamSpec::Kind::Operand:
+    bound.operands.push_back(
+        arg ? operandOf(arg, what)
+            : operandOf(constant(param.defaultValue.get()), what));
+    if (arg && !bound.self && arg->kind == Var::Kind::Tensor)
+      bound.self = arg;
+    return;
+  case ParamSpec::Kind::InPlaceFlag: {
+    if (!arg)
+      return;
+    PyObject *flag = concreteOf(arg, what, param.name);
+    if (!PyBool_Check(flag))
+      unsupported(what + " with a non-bool '" + param.name + "'");
+    bound.inPlace = flag == Py_True;
+    return;
+  }
+  case ParamSpec::Kind::Operands:
+    if (!arg)
+      unsupported(what + " without '" + param.name + "'");
+    for (const VarPtr &item : itemsOf(arg))
+      bound.operands.push_back(operandOf(item, what));
+    return;
+  case ParamSpec::Kind::OptionalOperand: {
+    bool present = arg && !isNoneVar(arg);
+    if (present)
+      bound.operands.push_back(operandOf(arg, what));
+    if (opAccepts(bound.op, "has_" + param.name))
+      bound.attributes["has_" + param.name] = present;
+    return;
+  }
+  case ParamSpec::Kind::Attr:
+  case ParamSpec::Kind::IntsVararg:
+    bindAttribute(param, arg, what, bound);
+    return;
+  case ParamSpec::Kind::Fixed:
+    checkFixed(param, arg, what);
+    return;
+  case ParamSpec::Kind::Ignored:
+    return;
+  }
+}
+
+void SymbolicInterpreter::bindAttribute(const ParamSpec &param,
+                                        const VarPtr &arg,
+                                        const std::string &what,
+                                        Binding &bound) {
+  if (!arg && param.defaultValue.get() == Py_None)
+    return;
+  if (arg && isNoneVar(arg))
+    return;
+  Attribute value = arg ? attributeOfVar(arg, what, param.name)
+                        : attributeOf(param.defaultValue.get(), what);
+  std::string name = param.attribute;
+  if (name == "size_or_sizes")
+    name = std::holds_alternative<int64_t>(value) ? "size" : "sizes";
+  bound.attributes[name] = value;
+}
+
+void SymbolicInterpreter::checkFixed(const ParamSpec &param, const VarPtr &arg,
+                                     const std::string &what) {
+  if (!arg)
+    return;
+  PyObject *object = concreteOf(arg, what, param.name);
+  int equal = PyObject_RichCompareBool(object, param.defaultValue.get(), Py_EQ);
+  if (equal != 1 || Py_TYPE(object) != Py_TYPE(param.defaultValue.get())) {
+    PyErr_Clear();
+    unsupported(what + " with " + param.name + " other than its default");
+  }
+}
+
+std::vector<int64_t>
+SymbolicInterpreter::intsOf(const std::vector<VarPtr> &args,
+                            const std::string &what, const std::string &param) {
+  std::vector<VarPtr> items = args;
+  if (args.size() == 1 && args[0]->kind != Var::Kind::Constant)
+    items = itemsOf(args[0]);
+  else if (args.size() == 1 && PyTuple_Check(args[0]->object.get()))
+    items = itemsOf(args[0]);
+  std::vector<int64_t> values;
+  for (const VarPtr &item : items) {
+    if (item->kind != Var::Kind::Constant ||
+        !PyLong_CheckExact(item->object.get()))
+      unsupported(what + " with a non-constant '" + param + "'");
+    values.push_back(PyLong_AsLongLong(item->object.get()));
+  }
+  return values;
+}
+
+Attribute SymbolicInterpreter::attributeOfVar(const VarPtr &arg,
+                                              const std::string &what,
+                                              const std::string &param) {
+  if (arg->kind == Var::Kind::Tuple)
+    return intsOf({arg}, what, param);
+  return attributeOf(concreteOf(arg, what, param), what);
+}
+
+PyObject *SymbolicInterpreter::concreteOf(const VarPtr &arg,
+                                          const std::string &what,
+                                          const std::string &param) {
+  if (arg->kind != Var::Kind::Constant && arg->kind != Var::Kind::Object)
+    unsupported(what + " with a non-constant '" + param + "'");
+  return arg->object.get();
+}
+
+Attribute SymbolicInterpreter::attributeOf(PyObject *object,
+                                           const std::string &what) {
+  if (std::optional<DType> type = dtypeFromObject(object))
+    return *type;
+  if (PyBool_Check(object))
+    return object == Py_True;
+  if (PyLong_CheckExact(object))
+    return int64_t(PyLong_AsLongLong(object));
+  if (PyFloat_CheckExact(object))
+    return PyFloat_AS_DOUBLE(object);
+  if (PyUnicode_CheckExact(object))
+    return std::string(PyUnicode_AsUTF8(object));
+  if (PyTuple_Check(object) || PyList_Check(object)) {
+    std::vector<int64_t> values;
+    PyRef items = PyRef::steal(PySequence_Tuple(object));
+    for (Py_ssize_t i = 0; items && i < PyTuple_GET_SIZE(items.get()); ++i) {
+      PyObject *item = PyTuple_GET_ITEM(items.get(), i);
+      if (!PyLong_CheckExact(item))
+        unsupported(what + " with a sequence of non-integers");
+      values.push_back(PyLong_AsLongLong(item));
+    }
+    return values;
+  }
+  unsupported(what + " with an argument of type " + Py_TYPE(object)->tp_name);
+}
+
+} // namespace interp
+} // namespace dynafuse

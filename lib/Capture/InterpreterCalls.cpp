@@ -1,0 +1,378 @@
+//===- InterpreterCalls.cpp ===//
+// Calls: torch ops, builtins, inlined functions, methods and modules
+#include "InterpreterState.h"
+
+namespace dynafuse {
+namespace interp {
+
+void SymbolicInterpreter::callWithUnpacking(bool hasKeywords) {
+  VarPtr keywordsVar = hasKeywords ? pop() : nullptr;
+  VarPtr positional = pop();
+  VarPtr callee = pop();
+  VarPtr null = pop();
+  if (null->kind != Var::Kind::Null)
+    unsupported("CALL_FUNCTION_EX without its NULL");
+  std::vector<VarPtr> args = itemsOf(positional);
+  std::map<std::string, VarPtr> keywords;
+  if (keywordsVar) {
+    if (keywordsVar->kind != Var::Kind::Dict)
+      unsupported("** unpacking of a value that is not a dict");
+    for (size_t i = 0; i < keywordsVar->keys.size(); ++i)
+      keywords[keywordsVar->keys[i]] = keywordsVar->items[i];
+  }
+  if (callee->kind == Var::Kind::BoundMethod) {
+    args.insert(args.begin(), callee->self);
+    callee = callee->function;
+  }
+  push(callAny(callee, args, keywords));
+}
+
+void SymbolicInterpreter::call(int argc) {
+  std::vector<VarPtr> args(static_cast<size_t>(argc));
+  for (int i = argc - 1; i >= 0; --i)
+    args[size_t(i)] = pop();
+  VarPtr second = pop();
+  VarPtr first = pop();
+  VarPtr callee = second;
+  if (first->kind != Var::Kind::Null) {
+    callee = first;
+    args.insert(args.begin(), second);
+  }
+  size_t keywordCount = kwNames ? size_t(PyTuple_GET_SIZE(kwNames.get())) : 0;
+  std::map<std::string, VarPtr> keywords;
+  for (size_t k = 0; k < keywordCount; ++k)
+    keywords[PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwNames.get(), k))] =
+        args[args.size() - keywordCount + k];
+  args.resize(args.size() - keywordCount);
+  kwNames = PyRef();
+  if (callee->kind == Var::Kind::BoundMethod) {
+    args.insert(args.begin(), callee->self);
+    callee = callee->function;
+  }
+  push(callAny(callee, args, keywords));
+}
+
+VarPtr
+SymbolicInterpreter::callAny(const VarPtr &callee,
+                             const std::vector<VarPtr> &args,
+                             const std::map<std::string, VarPtr> &keywords) {
+  if (callee->kind == Var::Kind::TensorMethod &&
+      isMetadataMethod(callee->method))
+    return tensorMetadata(callee->self, callee->method, args);
+  if (callee->kind == Var::Kind::Object) {
+    PyObject *object = callee->object.get();
+    if (isTorchAssert(object))
+      return checkedAssert(args);
+    if (!opTable().function(object) && PyFunction_Check(object))
+      return inlineFunction(callee, args, keywords);
+    if (isModule(object))
+      return inlineModule(callee, args, keywords);
+  }
+  return callTorch(callee, args, keywords);
+}
+
+VarPtr
+SymbolicInterpreter::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
+                               const std::map<std::string, VarPtr> &keywords) {
+  const OpBinding *binding = nullptr;
+  std::string what;
+  if (callee->kind == Var::Kind::TensorMethod) {
+    binding = opTable().method(callee->method);
+    args.insert(args.begin(), callee->self);
+    what = "Tensor." + callee->method;
+  } else if (callee->kind == Var::Kind::Object) {
+    if (VarPtr folded = foldBuiltin(callee->object.get(), args, keywords))
+      return folded;
+    binding = opTable().function(callee->object.get());
+    PyRef name = PyRef::steal(
+        PyObject_GetAttrString(callee->object.get(), "__qualname__"));
+    if (!name)
+      PyErr_Clear();
+    what = name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get())
+                                               : "a callable";
+  } else {
+    unsupported("call of a value that is not a function");
+  }
+  if (!binding)
+    unsupported("call to " + what + " (not in the op table)");
+  if (binding->alternatives.empty())
+    return bindAndEmit(*binding, what, args, keywords);
+  std::string reasons;
+  for (const OpBinding &alternative : binding->alternatives) {
+    try {
+      return bindAndEmit(alternative, what, args, keywords);
+    } catch (const Unsupported &error) {
+      reasons += std::string(reasons.empty() ? "" : "; ") + error.bareMessage();
+    }
+  }
+  unsupported("no overload of " + what + " fits (" + reasons + ")");
+}
+
+bool SymbolicInterpreter::isTorchAssert(PyObject *object) {
+  static PyObject *assertFunction = [] {
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *found =
+        torch ? PyObject_GetAttrString(torch, "_assert") : nullptr;
+    Py_XDECREF(torch);
+    if (!found)
+      PyErr_Clear();
+    return found;
+  }();
+  return object == assertFunction;
+}
+
+VarPtr SymbolicInterpreter::checkedAssert(const std::vector<VarPtr> &args) {
+  if (args.empty() || args[0]->kind != Var::Kind::Constant)
+    unsupported("torch._assert on a value not known at capture");
+  if (!truthOf(args[0], false))
+    unsupported("torch._assert fails (the eager run raises it)");
+  return constant(Py_None);
+}
+
+PyObject *SymbolicInterpreter::moduleClass() {
+  static PyObject *cls = [] {
+    PyObject *module = PyImport_ImportModule("torch.nn");
+    PyObject *found =
+        module ? PyObject_GetAttrString(module, "Module") : nullptr;
+    Py_XDECREF(module);
+    if (!found)
+      PyErr_Clear();
+    return found;
+  }();
+  return cls;
+}
+
+bool SymbolicInterpreter::isInstanceOf(PyObject *object, const char *name) {
+  PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
+  PyRef cls =
+      PyRef::steal(nn ? PyObject_GetAttrString(nn.get(), name) : nullptr);
+  int result = cls ? PyObject_IsInstance(object, cls.get()) : 0;
+  if (result < 0 || !cls)
+    PyErr_Clear();
+  return result == 1;
+}
+
+bool SymbolicInterpreter::isModule(PyObject *object) {
+  PyObject *cls = moduleClass();
+  return cls && !PyType_Check(object) &&
+         PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject *>(cls));
+}
+
+VarPtr SymbolicInterpreter::boundMethod(const VarPtr &base, PyObject *name) {
+  PyObject *object = base->object.get();
+  if (PyModule_Check(object) || PyType_Check(object))
+    return nullptr;
+  PyObject *function = _PyType_Lookup(Py_TYPE(object), name);
+  if (!function || !PyFunction_Check(function))
+    return nullptr;
+  PyObject **dict = _PyObject_GetDictPtr(object);
+  if (dict && *dict && PyDict_GetItemWithError(*dict, name))
+    return nullptr;
+  PyErr_Clear();
+  VarPtr method = makeVar(Var::Kind::BoundMethod);
+  method->self = base;
+  method->function =
+      classify(function,
+               namedSource(Source::Kind::TypeAttr, sourceOfObject(base), name));
+  return method;
+}
+
+void SymbolicInterpreter::requireNoHooks(const VarPtr &module) {
+  static const char *perModule[] = {"_forward_hooks",
+                                    "_forward_pre_hooks",
+                                    "_backward_hooks",
+                                    "_backward_pre_hooks",
+                                    "_forward_hooks_with_kwargs",
+                                    "_forward_pre_hooks_with_kwargs"};
+  int source = sourceOfObject(module);
+  for (const char *name : perModule) {
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+    PyRef dict =
+        PyRef::steal(PyObject_GetAttr(module->object.get(), key.get()));
+    if (!dict) {
+      PyErr_Clear();
+      continue;
+    }
+    guardEmpty(dict.get(), namedSource(Source::Kind::Attr, source, key.get()),
+               name);
+  }
+  static const char *global[] = {
+      "_global_forward_hooks", "_global_forward_pre_hooks",
+      "_global_backward_hooks", "_global_backward_pre_hooks"};
+  PyRef torchModule =
+      PyRef::steal(PyImport_ImportModule("torch.nn.modules.module"));
+  for (const char *name : global) {
+    PyRef dict = PyRef::steal(
+        torchModule ? PyObject_GetAttrString(torchModule.get(), name)
+                    : nullptr);
+    if (!dict) {
+      PyErr_Clear();
+      continue;
+    }
+    Source fixed;
+    fixed.kind = Source::Kind::Fixed;
+    fixed.fixed = dict;
+    fixed.name = PyRef::steal(PyUnicode_InternFromString(name));
+    guardEmpty(dict.get(), addSource(std::move(fixed)), name);
+  }
+}
+
+void SymbolicInterpreter::guardEmpty(PyObject *dict, int source,
+                                     const char *what) {
+  if (!PyDict_Check(dict) || PyDict_Size(dict) != 0)
+    unsupported(std::string("module call with ") + what + " registered");
+  Guard guard;
+  guard.kind = Guard::Kind::EmptyDict;
+  guard.source = source;
+  addGuard(std::move(guard));
+}
+
+VarPtr SymbolicInterpreter::inlineModule(
+    const VarPtr &module, std::vector<VarPtr> args,
+    const std::map<std::string, VarPtr> &keywords) {
+  requireNoHooks(module);
+  PyRef name = PyRef::steal(PyUnicode_InternFromString("forward"));
+  VarPtr forward = boundMethod(module, name.get());
+  if (!forward)
+    unsupported(std::string("call of ") +
+                Py_TYPE(module->object.get())->tp_name +
+                " whose forward is not a Python function");
+  args.insert(args.begin(), module);
+  return callAny(forward->function, args, keywords);
+}
+
+VarPtr SymbolicInterpreter::inlineFunction(
+    const VarPtr &function, const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  PyObject *object = function->object.get();
+  auto *callee = reinterpret_cast<PyCodeObject *>(PyFunction_GET_CODE(object));
+  const int skipped = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
+  if (callee->co_flags & skipped)
+    unsupported("call of a generator or coroutine function");
+  if (inlineDepth >= kMaxInlineDepth)
+    unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth));
+  if (function->source < 0)
+    unsupported("call of a function created during capture");
+  std::vector<VarPtr> calleeLocals =
+      bindArguments(object, callee, args, keywords);
+  // Save this frame's interpretation state, run the callee, restore.
+  PyCodeObject *savedCode = code;
+  std::string savedFile = fileName;
+  std::vector<Instruction> savedInstructions = std::move(instructions);
+  std::map<int, int> savedOffsets = std::move(indexOfOffset);
+  std::vector<VarPtr> savedStack = std::move(stack);
+  std::vector<VarPtr> savedLocals = std::move(locals);
+  PyRef savedKwNames = kwNames;
+  int savedLine = currentLine;
+  PyObject *savedGlobals = globals, *savedClosure = closure;
+  int savedSource = functionSource;
+  code = callee;
+  fileName = PyUnicode_AsUTF8(callee->co_filename);
+  stack.clear();
+  locals = std::move(calleeLocals);
+  kwNames = PyRef();
+  globals = PyFunction_GET_GLOBALS(object);
+  closure = PyFunction_GET_CLOSURE(object);
+  functionSource = function->source;
+  ++inlineDepth;
+  VarPtr result = runBody();
+  --inlineDepth;
+  code = savedCode;
+  fileName = savedFile;
+  instructions = std::move(savedInstructions);
+  indexOfOffset = std::move(savedOffsets);
+  stack = std::move(savedStack);
+  locals = std::move(savedLocals);
+  kwNames = savedKwNames;
+  currentLine = savedLine;
+  globals = savedGlobals;
+  closure = savedClosure;
+  functionSource = savedSource;
+  return result;
+}
+
+std::vector<VarPtr> SymbolicInterpreter::bindArguments(
+    PyObject *function, PyCodeObject *callee, const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  std::vector<VarPtr> slots(size_t(callee->co_nlocalsplus));
+  int positional = callee->co_argcount, keywordOnly = callee->co_kwonlyargcount;
+  bool varargs = callee->co_flags & CO_VARARGS;
+  bool varkw = callee->co_flags & CO_VARKEYWORDS;
+  VarPtr extra = makeVar(Var::Kind::Dict);
+  PyRef names = PyRef::steal(PyCode_GetVarnames(callee));
+  auto nameOf = [&](int i) {
+    return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names.get(), i)));
+  };
+  if (!varargs && int(args.size()) > positional)
+    unsupported("call with too many positional arguments");
+  for (int i = 0; i < positional && i < int(args.size()); ++i)
+    slots[i] = args[i];
+  if (varargs) {
+    VarPtr rest = makeVar(Var::Kind::Tuple);
+    for (size_t i = size_t(positional); i < args.size(); ++i)
+      rest->items.push_back(args[i]);
+    slots[positional + keywordOnly] = rest;
+  }
+  for (auto &keyword : keywords) {
+    int slot = -1;
+    for (int i = 0; i < positional + keywordOnly; ++i)
+      if (nameOf(i) == keyword.first)
+        slot = i;
+    if (slot < 0 && varkw) {
+      extra->keys.push_back(keyword.first);
+      extra->items.push_back(keyword.second);
+      continue;
+    }
+    if (slot < 0 || slots[slot])
+      unsupported("call with an unexpected keyword '" + keyword.first + "'");
+    slots[slot] = keyword.second;
+  }
+  if (varkw)
+    slots[positional + keywordOnly + (varargs ? 1 : 0)] = extra;
+  PyObject *defaults = PyFunction_GET_DEFAULTS(function);
+  int defaultCount = defaults ? int(PyTuple_GET_SIZE(defaults)) : 0;
+  for (int i = 0; i < positional; ++i) {
+    if (slots[i])
+      continue;
+    int d = i - (positional - defaultCount);
+    if (d < 0)
+      unsupported("call without argument '" + nameOf(i) + "'");
+    slots[i] = constant(PyTuple_GET_ITEM(defaults, d));
+  }
+  PyObject *kwDefaults = PyFunction_GET_KW_DEFAULTS(function);
+  for (int i = positional; i < positional + keywordOnly; ++i) {
+    if (slots[i])
+      continue;
+    PyObject *value = kwDefaults
+                          ? PyDict_GetItemString(kwDefaults, nameOf(i).c_str())
+                          : nullptr;
+    if (!value)
+      unsupported("call without argument '" + nameOf(i) + "'");
+    slots[i] = constant(value);
+  }
+  return slots;
+}
+
+VarPtr SymbolicInterpreter::foldBuiltin(
+    PyObject *callable, const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  static const char *pure[] = {"float", "int",   "bool", "abs", "min",
+                               "max",   "round", "len",  "pow"};
+  PyObject *builtins = frame->builtins;
+  bool isPure = false;
+  for (const char *name : pure)
+    isPure |= PyDict_Check(builtins) &&
+              PyDict_GetItemString(builtins, name) == callable;
+  if (!isPure || !keywords.empty())
+    return nullptr;
+  PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != Var::Kind::Constant)
+      return nullptr;
+    PyTuple_SET_ITEM(tuple.get(), i, PyRef(args[i]->object).release());
+  }
+  return foldPython(PyObject_Call(callable, tuple.get(), nullptr));
+}
+
+} // namespace interp
+} // namespace dynafuse

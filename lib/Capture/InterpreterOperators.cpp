@@ -1,0 +1,203 @@
+//===- InterpreterOperators.cpp ===//
+// Python operators on tensors and constants, and graph emission
+#include "InterpreterState.h"
+
+namespace dynafuse {
+namespace interp {
+
+Operand SymbolicInterpreter::operandOf(const VarPtr &var,
+                                       const std::string &what) {
+  if (var->kind == Var::Kind::Tensor)
+    return var->tensor;
+  if (var->kind == Var::Kind::Constant) {
+    PyObject *object = var->object.get();
+    if (PyBool_Check(object))
+      return Scalar::ofBool(object == Py_True);
+    if (PyLong_CheckExact(object)) {
+      int overflow = 0;
+      long long value = PyLong_AsLongLongAndOverflow(object, &overflow);
+      if (overflow)
+        unsupported("integer constant out of range in " + what);
+      return Scalar::ofInt(value);
+    }
+    if (PyFloat_CheckExact(object))
+      return Scalar::ofFloat(PyFloat_AS_DOUBLE(object));
+  }
+  unsupported("argument of " + what + " is neither a tensor nor a number");
+}
+
+VarPtr SymbolicInterpreter::emit(const std::string &op,
+                                 std::vector<Operand> operands,
+                                 std::map<std::string, Attribute> attributes) {
+  Node *node;
+  try {
+    node = result.graph->addNode(op, std::move(operands), std::move(attributes),
+                                 here(currentLine));
+  } catch (const Unsupported &) {
+    throw;
+  } catch (const Error &error) {
+    unsupported(error.bareMessage());
+  }
+  const OpInfo *info = lookupOp(op);
+  if (info && info->kind == OpKind::View) {
+    for (const Operand &operand : node->operands)
+      if (operand.isValue())
+        aliased.insert(operand.value);
+    for (Value *result : node->results)
+      aliased.insert(result);
+  }
+  if (node->results.size() == 1) {
+    VarPtr var = makeVar(Var::Kind::Tensor);
+    var->tensor = node->result();
+    return var;
+  }
+  VarPtr tuple = makeVar(Var::Kind::Tuple);
+  for (Value *result : node->results) {
+    VarPtr item = makeVar(Var::Kind::Tensor);
+    item->tensor = result;
+    tuple->items.push_back(item);
+  }
+  return tuple;
+}
+
+bool SymbolicInterpreter::bothConstantNumbers(const VarPtr &lhs,
+                                              const VarPtr &rhs) {
+  return lhs->kind == Var::Kind::Constant && rhs->kind == Var::Kind::Constant;
+}
+
+VarPtr SymbolicInterpreter::foldPython(PyObject *value) {
+  if (!value) {
+    PyErr_Clear();
+    unsupported("constant expression raised");
+  }
+  PyRef owned = PyRef::steal(value);
+  return constant(owned.get());
+}
+
+VarPtr SymbolicInterpreter::binaryOp(int kind, const VarPtr &lhs,
+                                     const VarPtr &rhs) {
+  if (bothConstantNumbers(lhs, rhs))
+    return foldPython(foldBinary(kind, lhs, rhs));
+  static const std::map<int, std::string> ops = {{NB_ADD, "add"},
+                                                 {NB_SUBTRACT, "sub"},
+                                                 {NB_MULTIPLY, "mul"},
+                                                 {NB_TRUE_DIVIDE, "div"},
+                                                 {NB_POWER, "pow"},
+                                                 {NB_MATRIX_MULTIPLY, "matmul"},
+                                                 {NB_REMAINDER, "remainder"},
+                                                 {NB_AND, "bitwise_and"},
+                                                 {NB_OR, "bitwise_or"},
+                                                 {NB_XOR, "bitwise_xor"}};
+  bool inPlace = kind >= NB_INPLACE_ADD;
+  auto found = ops.find(inPlace ? kind - (NB_INPLACE_ADD - NB_ADD) : kind);
+  if (found == ops.end())
+    unsupported("binary operator " + std::to_string(kind) + " on a tensor");
+  VarPtr value = emit(found->second, {operandOf(lhs, found->second),
+                                      operandOf(rhs, found->second)});
+  if (inPlace && lhs->kind == Var::Kind::Tensor)
+    return updateInPlace(lhs, value);
+  return value;
+}
+
+VarPtr SymbolicInterpreter::updateInPlace(const VarPtr &target,
+                                          const VarPtr &value) {
+  if (target->kind != Var::Kind::Tensor || value->kind != Var::Kind::Tensor)
+    unsupported("in-place update of a non-tensor");
+  Value *old = target->tensor;
+  if (!old->producer)
+    unsupported("in-place update of an input or parameter (write-back is "
+                "not supported yet)");
+  if (aliased.count(old))
+    unsupported("in-place update of a tensor that has views");
+  if (value->tensor->type.dtype != old->type.dtype ||
+      value->tensor->type.sizes != old->type.sizes)
+    unsupported("in-place update that changes dtype or shape");
+  target->tensor = value->tensor;
+  return target;
+}
+
+PyObject *SymbolicInterpreter::foldBinary(int kind, const VarPtr &lhs,
+                                          const VarPtr &rhs) {
+  PyObject *a = lhs->object.get(), *b = rhs->object.get();
+  switch (kind) {
+  case NB_ADD:
+    return PyNumber_Add(a, b);
+  case NB_SUBTRACT:
+    return PyNumber_Subtract(a, b);
+  case NB_MULTIPLY:
+    return PyNumber_Multiply(a, b);
+  case NB_TRUE_DIVIDE:
+    return PyNumber_TrueDivide(a, b);
+  case NB_FLOOR_DIVIDE:
+    return PyNumber_FloorDivide(a, b);
+  case NB_REMAINDER:
+    return PyNumber_Remainder(a, b);
+  case NB_POWER:
+    return PyNumber_Power(a, b, Py_None);
+  default:
+    unsupported("binary operator " + std::to_string(kind) + " on constants");
+  }
+}
+
+bool SymbolicInterpreter::comparableAtCapture(const VarPtr &var) {
+  if (var->kind == Var::Kind::Constant)
+    return true;
+  if (var->kind != Var::Kind::Object)
+    return false;
+  std::string type = Py_TYPE(var->object.get())->tp_name;
+  return type == "torch.dtype" || type == "torch.device";
+}
+
+VarPtr SymbolicInterpreter::compareOp(int kind, const VarPtr &lhs,
+                                      const VarPtr &rhs) {
+  if (comparableAtCapture(lhs) && comparableAtCapture(rhs))
+    return foldPython(
+        PyObject_RichCompare(lhs->object.get(), rhs->object.get(), kind));
+  static const char *ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+  if (kind < 0 || kind > 5)
+    unsupported("comparison operator");
+  return emit(ops[kind],
+              {operandOf(lhs, ops[kind]), operandOf(rhs, ops[kind])});
+}
+
+VarPtr SymbolicInterpreter::negate(const VarPtr &var) {
+  if (var->kind == Var::Kind::Constant)
+    return foldPython(PyNumber_Negative(var->object.get()));
+  return emit("neg", {operandOf(var, "neg")});
+}
+
+VarPtr SymbolicInterpreter::logicalNot(const VarPtr &var) {
+  if (var->kind != Var::Kind::Constant)
+    unsupported("'not' on a tensor (data-dependent)");
+  int truth = PyObject_IsTrue(var->object.get());
+  if (truth < 0) {
+    PyErr_Clear();
+    unsupported("truth value raised");
+  }
+  return constant(truth ? Py_False : Py_True);
+}
+
+VarPtr SymbolicInterpreter::isOp(const VarPtr &lhs, const VarPtr &rhs,
+                                 bool inverted) {
+  auto concrete = [](const VarPtr &var) {
+    return var->kind == Var::Kind::Constant || var->kind == Var::Kind::Object;
+  };
+  bool same;
+  if (concrete(lhs) && concrete(rhs))
+    same = lhs->object.get() == rhs->object.get();
+  else if (lhs->kind == Var::Kind::Tensor && rhs->kind == Var::Kind::Tensor)
+    same = lhs == rhs || (lhs->tensor == rhs->tensor
+                              ? (unsupported("'is' on two references to one "
+                                             "tensor value"),
+                                 false)
+                              : false);
+  else if ((lhs->kind == Var::Kind::Tensor && concrete(rhs)) ||
+           (rhs->kind == Var::Kind::Tensor && concrete(lhs)))
+    same = false; // A tensor is never None or another constant.
+  else
+    unsupported("'is' on values the interpreter cannot compare");
+  return constant(same != inverted ? Py_True : Py_False);
+}
+
+} // namespace interp
+} // namespace dynafuse

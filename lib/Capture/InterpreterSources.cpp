@@ -1,0 +1,256 @@
+//===- InterpreterSources.cpp ===//
+// Where values come from: sources, guards, locals, globals, attributes
+#include "InterpreterState.h"
+
+namespace dynafuse {
+namespace interp {
+
+int SymbolicInterpreter::addSource(Source source) {
+  std::string key = std::to_string(int(source.kind)) + ":" +
+                    std::to_string(source.parent) + ":" +
+                    std::to_string(source.index) + ":" +
+                    (source.name ? PyUnicode_AsUTF8(source.name.get()) : "");
+  auto found = sourceIds.find(key);
+  if (found != sourceIds.end())
+    return found->second;
+  result.sources.push_back(std::move(source));
+  int id = int(result.sources.size()) - 1;
+  sourceIds[key] = id;
+  return id;
+}
+
+int SymbolicInterpreter::namedSource(Source::Kind kind, int parent,
+                                     PyObject *name) {
+  Source source;
+  source.kind = kind;
+  source.parent = parent;
+  source.name = PyRef::borrow(name);
+  return addSource(std::move(source));
+}
+
+int SymbolicInterpreter::indexedSource(Source::Kind kind, int parent,
+                                       int index) {
+  Source source;
+  source.kind = kind;
+  source.parent = parent;
+  source.index = index;
+  return addSource(std::move(source));
+}
+
+VarPtr SymbolicInterpreter::classify(PyObject *object, int source) {
+  VarPtr var = classifyObject(object, source);
+  var->source = source;
+  return var;
+}
+
+VarPtr SymbolicInterpreter::classifyObject(PyObject *object, int source) {
+  if (isAnyTensor(object))
+    return tensorInput(object, source);
+  if (isConstantObject(object)) {
+    Guard guard;
+    guard.kind = Guard::Kind::Equals;
+    guard.source = source;
+    guard.expected = PyRef::borrow(object);
+    addGuard(std::move(guard));
+    VarPtr var = makeVar(Var::Kind::Constant);
+    var->object = PyRef::borrow(object);
+    return var;
+  }
+  if (PyTuple_CheckExact(object) || PyList_CheckExact(object))
+    return tupleOfSource(object, source);
+  if (PyDict_CheckExact(object) && PyDict_Size(object) <= 64)
+    if (VarPtr dict = dictOfSource(object, source))
+      return dict;
+  Guard guard;
+  guard.kind = Guard::Kind::Identity;
+  guard.source = source;
+  guard.expected = PyRef::borrow(object);
+  addGuard(std::move(guard));
+  VarPtr var = makeVar(Var::Kind::Object);
+  var->object = PyRef::borrow(object);
+  return var;
+}
+
+VarPtr SymbolicInterpreter::tupleOfSource(PyObject *sequence, int source) {
+  PyRef items = PyRef::steal(PySequence_Tuple(sequence));
+  Guard guard;
+  guard.kind = Guard::Kind::TupleLength;
+  guard.source = source;
+  guard.length = size_t(PyTuple_GET_SIZE(items.get()));
+  guard.expected =
+      PyRef::borrow(reinterpret_cast<PyObject *>(Py_TYPE(sequence)));
+  addGuard(std::move(guard));
+  VarPtr var = makeVar(Var::Kind::Tuple);
+  var->isList = PyList_CheckExact(sequence);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i)
+    var->items.push_back(
+        classify(PyTuple_GET_ITEM(items.get(), i),
+                 indexedSource(Source::Kind::Item, source, int(i))));
+  return var;
+}
+
+VarPtr SymbolicInterpreter::dictOfSource(PyObject *dict, int source) {
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict, &pos, &key, &value))
+    if (!PyUnicode_CheckExact(key))
+      return nullptr;
+  Guard length;
+  length.kind = Guard::Kind::DictLength;
+  length.source = source;
+  length.length = size_t(PyDict_Size(dict));
+  addGuard(std::move(length));
+  VarPtr var = makeVar(Var::Kind::Dict);
+  pos = 0;
+  while (PyDict_Next(dict, &pos, &key, &value)) {
+    var->keys.push_back(PyUnicode_AsUTF8(key));
+    var->items.push_back(
+        classify(value, namedSource(Source::Kind::DictItem, source, key)));
+  }
+  return var;
+}
+
+VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
+  if (!isPlainTensor(object))
+    unsupported(std::string("tensor subclass ") + Py_TYPE(object)->tp_name);
+  VarPtr var = makeVar(Var::Kind::Tensor);
+  auto known = inputOfSource.find(source);
+  if (known != inputOfSource.end()) {
+    var->tensor = known->second;
+    return var;
+  }
+  TensorMeta meta = describeTensor(object);
+  if (!meta.dtype)
+    unsupported("tensor of unsupported dtype " + meta.dtypeName);
+  if (meta.device != "cpu")
+    unsupported("tensor on device " + meta.device +
+                " (the cpu backend needs cpu tensors)");
+  if (meta.requiresGrad && gradModeEnabled())
+    unsupported("an input requires grad while grad mode is on (training "
+                "is not supported yet; runs eagerly)");
+  TensorType type;
+  type.dtype = *meta.dtype;
+  for (int64_t size : meta.sizes)
+    type.sizes.push_back(SymExpr(size));
+  std::vector<SymExpr> strides;
+  for (int64_t stride : meta.strides)
+    strides.push_back(SymExpr(stride));
+  if (!meta.sizes.empty() && strides != contiguousStrides(type.sizes))
+    type.strides = strides;
+  Guard guard;
+  guard.kind = Guard::Kind::Tensor;
+  guard.source = source;
+  guard.tensor = meta;
+  guard.tensor.data = nullptr;
+  addGuard(std::move(guard));
+  std::string name = "arg" + std::to_string(result.graph->inputs.size());
+  var->tensor = result.graph->addInput(name, type);
+  inputOfSource[source] = var->tensor;
+  result.inputSources.push_back(source);
+  return var;
+}
+
+VarPtr SymbolicInterpreter::constant(PyObject *object) {
+  if (!isConstantObject(object))
+    unsupported(std::string("constant of type ") + Py_TYPE(object)->tp_name);
+  VarPtr var = makeVar(Var::Kind::Constant);
+  var->object = PyRef::borrow(object);
+  return var;
+}
+
+VarPtr SymbolicInterpreter::loadLocal(int index) {
+  if (locals.at(size_t(index)))
+    return locals[size_t(index)];
+  if (functionSource >= 0 || inlineDepth > 0)
+    unsupported("read of an unbound local variable");
+  PyObject *object = frame->localsplus[index];
+  if (!object)
+    unsupported("read of an unbound local variable");
+  if (index >= code->co_nlocalsplus - code->co_nfreevars)
+    unsupported("closure cell read through LOAD_FAST");
+  VarPtr var = classify(object, indexedSource(Source::Kind::Local, -1, index));
+  locals[size_t(index)] = var;
+  return var;
+}
+
+VarPtr SymbolicInterpreter::loadGlobal(PyObject *name) {
+  PyObject *object = PyDict_GetItemWithError(globals, name);
+  if (!object && !PyErr_Occurred() && PyDict_Check(frame->builtins))
+    object = PyDict_GetItemWithError(frame->builtins, name);
+  if (!object) {
+    PyErr_Clear();
+    unsupported(std::string("undefined global '") + PyUnicode_AsUTF8(name) +
+                "'");
+  }
+  if (inlineDepth > 0)
+    return classify(object, namedSource(Source::Kind::FunctionGlobal,
+                                        functionSource, name));
+  return classify(object, namedSource(Source::Kind::Global, -1, name));
+}
+
+VarPtr SymbolicInterpreter::loadDeref(int index) {
+  int firstFree = code->co_nlocalsplus - code->co_nfreevars;
+  if (index < firstFree)
+    unsupported("cell variables (a local captured by an inner function)");
+  int cell = index - firstFree;
+  if (!closure || cell >= PyTuple_GET_SIZE(closure))
+    unsupported("closure variable without a closure");
+  PyObject *object = PyCell_GET(PyTuple_GET_ITEM(closure, cell));
+  if (!object)
+    unsupported("read of an empty closure cell");
+  if (inlineDepth > 0)
+    return classify(object, indexedSource(Source::Kind::FunctionClosure,
+                                          functionSource, cell));
+  return classify(object, indexedSource(Source::Kind::Closure, -1, cell));
+}
+
+VarPtr SymbolicInterpreter::loadAttr(const VarPtr &base, PyObject *name) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  if (base->kind == Var::Kind::Tensor)
+    return tensorAttribute(base, attribute);
+  if (base->kind != Var::Kind::Object)
+    unsupported("attribute '" + attribute + "' of a non-object");
+  PyObject *object = base->object.get();
+  if (VarPtr method = boundMethod(base, name))
+    return method;
+  if (!PyModule_Check(object)) {
+    PyObject *descriptor = _PyType_Lookup(Py_TYPE(object), name);
+    if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
+        !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
+        Py_TYPE(descriptor) != &PyMethodDescr_Type)
+      unsupported("attribute '" + attribute +
+                  "' goes through a descriptor "
+                  "(property) that may have side effects");
+  }
+  PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
+  if (!value) {
+    PyErr_Clear();
+    unsupported("attribute '" + attribute + "' raised");
+  }
+  int parent = sourceOfObject(base);
+  return classify(value.get(), namedSource(Source::Kind::Attr, parent, name));
+}
+
+int SymbolicInterpreter::sourceOfObject(const VarPtr &var) {
+  if (var->source >= 0)
+    return var->source;
+  for (const Guard &guard : result.guards)
+    if (guard.kind == Guard::Kind::Identity &&
+        guard.expected.get() == var->object.get())
+      return guard.source;
+  unsupported("attribute of an object with no known source");
+}
+
+bool SymbolicInterpreter::inputRequiresGrad(const Value *value) const {
+  for (const auto &entry : inputOfSource) {
+    if (entry.second != value)
+      continue;
+    for (const Guard &guard : result.guards)
+      if (guard.kind == Guard::Kind::Tensor && guard.source == entry.first)
+        return guard.tensor.requiresGrad;
+  }
+  return false;
+}
+
+} // namespace interp
+} // namespace dynafuse

@@ -1,0 +1,398 @@
+//===- InterpreterState.h - The symbolic interpreter's class ----*- C++ -*-===//
+//
+// Internal to the capture layer: the symbolic values (Var) and the
+// interpreter class whose members are split by concern across the
+// Interpreter*.cpp files (core loop, sources, values, operators, calls,
+// argument binding). SymbolicInterpreter.h is the public entry point.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_INTERPRETERSTATE_H
+#define DYNAFUSE_CAPTURE_INTERPRETERSTATE_H
+
+#include "SymbolicInterpreter.h"
+
+#include "Bytecode.h"
+#include "OpTable.h"
+#include "TorchBridge.h"
+#include "dynafuse/Graph/OpRegistry.h"
+
+#include <algorithm>
+
+#include <opcode.h>
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+
+namespace dynafuse {
+namespace interp {
+
+/// A value on the symbolic stack or in a symbolic local.
+struct Var;
+using VarPtr = std::shared_ptr<Var>;
+struct Var {
+  /// BoundMethod: `function` (an Object var) bound to `self`; Iterator:
+  /// `items` consumed from `position`.
+  enum class Kind {
+    Null,
+    Tensor,
+    Constant,
+    Object,
+    Tuple,
+    TensorMethod,
+    BoundMethod,
+    Iterator,
+    Dict
+  };
+  Kind kind = Kind::Null;
+  Value *tensor = nullptr;
+  PyRef object;
+  std::vector<VarPtr> items;
+  size_t position = 0;
+  std::string method;
+  VarPtr self;
+  VarPtr function;
+  /// Where a concrete object came from (-1: made during capture).
+  int source = -1;
+  /// A Tuple var built as a list (rebuilt as a list when returned).
+  bool isList = false;
+  /// Dict: string keys, parallel to items.
+  std::vector<std::string> keys;
+};
+
+inline VarPtr makeVar(Var::Kind kind) {
+  auto var = std::make_shared<Var>();
+  var->kind = kind;
+  return var;
+}
+
+inline bool isConstantObject(PyObject *object) {
+  if (object == Py_None || object == Py_Ellipsis || PyBool_Check(object) ||
+      PyLong_CheckExact(object) || PyFloat_CheckExact(object) ||
+      PyUnicode_CheckExact(object) || PyRange_Check(object))
+    return true;
+  if (!PyTuple_CheckExact(object))
+    return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(object); ++i)
+    if (!isConstantObject(PyTuple_GET_ITEM(object, i)))
+      return false;
+  return true;
+}
+
+inline bool isNumber(PyObject *object) {
+  return PyBool_Check(object) || PyLong_CheckExact(object) ||
+         PyFloat_CheckExact(object);
+}
+
+class SymbolicInterpreter {
+public:
+  SymbolicInterpreter(DynafuseFrame *frame, const std::string &graphName);
+
+  CapturedFrame run();
+
+private:
+  static constexpr int kReturned = -2;
+  static constexpr int kMaxInlineDepth = 24;
+  DynafuseFrame *frame;
+  PyCodeObject *code;
+  /// The globals and closure of the code being interpreted (the frame's, or
+  /// an inlined function's), and that function's source (-1 for the frame).
+  PyObject *globals;
+  PyObject *closure = nullptr;
+  int functionSource = -1;
+  int inlineDepth = 0;
+  VarPtr returned;
+  /// Values that are views or have views: in-place updates of them would
+  /// need aliasing the graph does not model.
+  std::set<const Value *> aliased;
+  std::string fileName;
+  CapturedFrame result;
+  std::vector<Instruction> instructions;
+  std::map<int, int> indexOfOffset;
+  std::vector<VarPtr> stack;
+  std::vector<VarPtr> locals;
+  PyRef kwNames;
+  int currentLine = 0;
+  int steps = 0;
+  std::map<std::string, int> sourceIds;
+  std::map<int, Value *> inputOfSource;
+
+  int firstLine() const { return code->co_firstlineno; }
+
+  /// Interprets the current code to its RETURN_VALUE.
+  VarPtr runBody();
+  Location here(int line) const { return Location{fileName, line, 0}; }
+
+  [[noreturn]] void unsupported(const std::string &what, int line) const;
+  [[noreturn]] void unsupported(const std::string &what) const;
+
+  VarPtr pop();
+  void push(VarPtr var) { stack.push_back(std::move(var)); }
+  VarPtr peek(size_t depth);
+
+  //===--------------------------------------------------------------------===//
+  // Sources and guards
+  //===--------------------------------------------------------------------===//
+
+  int addSource(Source source);
+
+  int namedSource(Source::Kind kind, int parent, PyObject *name);
+
+  int indexedSource(Source::Kind kind, int parent, int index);
+
+  void addGuard(Guard guard) { result.guards.push_back(std::move(guard)); }
+
+  /// Turns a concrete object read from a source into a symbolic value,
+  /// guarding what the capture assumes about it.
+  VarPtr classify(PyObject *object, int source);
+
+  VarPtr classifyObject(PyObject *object, int source);
+
+  /// Tuples and lists read from a source: type and length guarded, items
+  /// classified one by one.
+  VarPtr tupleOfSource(PyObject *sequence, int source);
+
+  /// A dict with string keys: its length and every value are guarded.
+  VarPtr dictOfSource(PyObject *dict, int source);
+
+  VarPtr tensorInput(PyObject *object, int source);
+
+  //===--------------------------------------------------------------------===//
+  // Instructions
+  //===--------------------------------------------------------------------===//
+
+  /// Returns the next instruction index, -1 for the following one, or
+  /// kReturned.
+  int step(const Instruction &in);
+
+  int jumpTarget(int offset);
+
+  /// Whether a condition var is None / truthy, decided at capture time.
+  bool truthOf(const VarPtr &condition, bool noneTest);
+
+  int conditionalJump(const Instruction &in);
+
+  VarPtr constant(PyObject *object);
+
+  VarPtr loadLocal(int index);
+
+  VarPtr loadGlobal(PyObject *name);
+
+  VarPtr loadDeref(int index);
+
+  /// Attributes are read only where reading cannot run user code with
+  /// effects: modules, and objects whose type defines no Python-level
+  /// descriptor for the name.
+  VarPtr loadAttr(const VarPtr &base, PyObject *name);
+
+  /// The source a concrete object var was read from (recorded in the guard
+  /// that protects it).
+  int sourceOfObject(const VarPtr &var);
+
+  /// f-strings of constants (assert messages) are formatted at capture.
+  VarPtr formatValue(int flags);
+
+  VarPtr buildString(int count);
+
+  VarPtr buildMap(int count);
+
+  VarPtr buildConstKeyMap(int count);
+
+  void setDictItem(const VarPtr &dict, const VarPtr &key, const VarPtr &value);
+
+  void mergeInto(const VarPtr &dict, const VarPtr &other);
+
+  void callWithUnpacking(bool hasKeywords);
+
+  VarPtr buildTuple(int count);
+
+  std::vector<VarPtr> itemsOf(const VarPtr &var);
+
+  void unpack(const VarPtr &var, int count);
+
+  VarPtr subscript(const VarPtr &container, const VarPtr &index);
+
+  /// BUILD_SLICE of constants: a slice object, usable as an index.
+  VarPtr buildSlice(int count);
+
+  /// Basic indexing (ints, slices, None, Ellipsis) as select, slice and
+  /// unsqueeze nodes.
+  VarPtr indexTensor(VarPtr tensor, const VarPtr &index);
+
+  VarPtr sliceTensor(const VarPtr &tensor, PyObject *slice, int64_t dim);
+
+  //===--------------------------------------------------------------------===//
+  // Operators and calls
+  //===--------------------------------------------------------------------===//
+
+  Operand operandOf(const VarPtr &var, const std::string &what);
+
+  VarPtr emit(const std::string &op, std::vector<Operand> operands,
+              std::map<std::string, Attribute> attributes = {});
+
+  bool bothConstantNumbers(const VarPtr &lhs, const VarPtr &rhs);
+
+  VarPtr foldPython(PyObject *value);
+
+  VarPtr binaryOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
+
+  /// x.op_(...) / x += y: the graph computes a new value and every reference
+  /// to x's Var sees it. Refused where the graph would have to write into
+  /// memory it does not own (inputs) or into aliases (views).
+  VarPtr updateInPlace(const VarPtr &target, const VarPtr &value);
+
+  PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs);
+
+  /// Constants, dtypes and devices compare without running user code.
+  static bool comparableAtCapture(const VarPtr &var);
+
+  VarPtr compareOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
+
+  VarPtr negate(const VarPtr &var);
+
+  VarPtr logicalNot(const VarPtr &var);
+
+  VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted);
+
+  void call(int argc);
+
+  VarPtr callAny(const VarPtr &callee, const std::vector<VarPtr> &args,
+                 const std::map<std::string, VarPtr> &keywords);
+
+  VarPtr callTorch(const VarPtr &callee, std::vector<VarPtr> args,
+                   const std::map<std::string, VarPtr> &keywords);
+
+  static bool isTorchAssert(PyObject *object);
+
+  /// torch._assert(condition, message) with a condition known at capture.
+  VarPtr checkedAssert(const std::vector<VarPtr> &args);
+
+  //===--------------------------------------------------------------------===//
+  // Inlining user functions, methods and nn.Module calls
+  //===--------------------------------------------------------------------===//
+
+  static PyObject *moduleClass();
+
+  /// isinstance(object, torch.nn.<name>).
+  static bool isInstanceOf(PyObject *object, const char *name);
+
+  static bool isModule(PyObject *object);
+
+  /// obj.name where type(obj) defines name as a plain Python function:
+  /// a method bound to obj, its function guarded through type(obj).
+  VarPtr boundMethod(const VarPtr &base, PyObject *name);
+
+  /// The hook dictionaries a module call would run; all must be empty (and
+  /// stay empty: guarded).
+  void requireNoHooks(const VarPtr &module);
+
+  void guardEmpty(PyObject *dict, int source, const char *what);
+
+  VarPtr inlineModule(const VarPtr &module, std::vector<VarPtr> args,
+                      const std::map<std::string, VarPtr> &keywords);
+
+  /// Runs a Python function's bytecode symbolically in place of the call.
+  VarPtr inlineFunction(const VarPtr &function, const std::vector<VarPtr> &args,
+                        const std::map<std::string, VarPtr> &keywords);
+
+  /// The callee's initial locals: parameters bound like CPython binds them
+  /// (positional, keyword, defaults, *args, **kwargs).
+  std::vector<VarPtr>
+  bindArguments(PyObject *function, PyCodeObject *callee,
+                const std::vector<VarPtr> &args,
+                const std::map<std::string, VarPtr> &keywords);
+
+  //===--------------------------------------------------------------------===//
+  // Tensor metadata (static under the tensor guards)
+  //===--------------------------------------------------------------------===//
+
+  static bool isMetadataMethod(const std::string &name);
+
+  VarPtr sizesTuple(const TensorType &type);
+
+  VarPtr integerConstant(int64_t value);
+
+  VarPtr tensorAttribute(const VarPtr &base, const std::string &attribute);
+
+  /// Whether a graph value requires grad: inputs as guarded (possible under
+  /// no_grad); computed values never do (capture runs only when grad mode is
+  /// off or no input requires grad).
+  bool inputRequiresGrad(const Value *value) const;
+
+  VarPtr unguardedObject(PyRef object);
+
+  static PyRef dtypeObject(DType dtype);
+
+  static PyRef deviceObject(const std::string &device);
+
+  VarPtr tensorMetadata(const VarPtr &tensor, const std::string &method,
+                        const std::vector<VarPtr> &args);
+
+  //===--------------------------------------------------------------------===//
+  // Iteration (unrolled)
+  //===--------------------------------------------------------------------===//
+
+  /// Iterators over tuples, lists, ranges and module containers
+  /// (nn.Sequential, nn.ModuleList) are unrolled at capture.
+  VarPtr iterate(const VarPtr &iterable);
+
+  VarPtr iterateModules(const VarPtr &container, VarPtr iterator);
+
+  /// Pure builtins (float, int, min, ...) on constants run at capture time.
+  VarPtr foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
+                     const std::map<std::string, VarPtr> &keywords);
+
+  VarPtr bindAndEmit(const OpBinding &binding, const std::string &what,
+                     const std::vector<VarPtr> &args,
+                     const std::map<std::string, VarPtr> &keywords);
+
+  /// What the arguments of one call bind to.
+  struct Binding {
+    std::string op;
+    std::vector<Operand> operands;
+    std::map<std::string, Attribute> attributes;
+    /// The first tensor argument, and whether the call updates it in place.
+    VarPtr self;
+    bool inPlace = false;
+  };
+
+  static bool isNoneVar(const VarPtr &var);
+
+  bool opAccepts(const std::string &op, const std::string &attribute);
+
+  void bindParam(const ParamSpec &param, const VarPtr &arg,
+                 const std::string &what, Binding &bound);
+
+  void bindAttribute(const ParamSpec &param, const VarPtr &arg,
+                     const std::string &what, Binding &bound);
+
+  void checkFixed(const ParamSpec &param, const VarPtr &arg,
+                  const std::string &what);
+
+  /// Integer list from vararg ints or one tuple/list of ints.
+  std::vector<int64_t> intsOf(const std::vector<VarPtr> &args,
+                              const std::string &what,
+                              const std::string &param);
+
+  Attribute attributeOfVar(const VarPtr &arg, const std::string &what,
+                           const std::string &param);
+
+  PyObject *concreteOf(const VarPtr &arg, const std::string &what,
+                       const std::string &param);
+
+  Attribute attributeOf(PyObject *object, const std::string &what);
+
+  //===--------------------------------------------------------------------===//
+  // Return value
+  //===--------------------------------------------------------------------===//
+
+  OutputSpec outputOf(const VarPtr &var);
+
+  OutputSpec tensorOutput(Value *value);
+};
+
+} // namespace interp
+} // namespace dynafuse
+
+#endif

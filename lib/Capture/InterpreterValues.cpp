@@ -1,0 +1,393 @@
+//===- InterpreterValues.cpp ===//
+// Containers, strings, indexing, iteration and tensor metadata
+#include "InterpreterState.h"
+
+namespace dynafuse {
+namespace interp {
+
+VarPtr SymbolicInterpreter::formatValue(int flags) {
+  VarPtr spec = (flags & 0x04) ? pop() : nullptr;
+  VarPtr value = pop();
+  if (value->kind != Var::Kind::Constant ||
+      (spec && spec->kind != Var::Kind::Constant))
+    unsupported("f-string of a value that is not a constant");
+  PyObject *object = value->object.get();
+  PyRef converted;
+  switch (flags & 0x03) {
+  case 1:
+    converted = PyRef::steal(PyObject_Str(object));
+    break;
+  case 2:
+    converted = PyRef::steal(PyObject_Repr(object));
+    break;
+  case 3:
+    converted = PyRef::steal(PyObject_ASCII(object));
+    break;
+  default:
+    converted = PyRef::borrow(object);
+  }
+  if (!converted)
+    return foldPython(nullptr);
+  return foldPython(
+      PyObject_Format(converted.get(), spec ? spec->object.get() : nullptr));
+}
+
+VarPtr SymbolicInterpreter::buildString(int count) {
+  std::vector<VarPtr> parts(static_cast<size_t>(count));
+  for (int i = count - 1; i >= 0; --i)
+    parts[size_t(i)] = pop();
+  PyRef joined = PyRef::steal(PyUnicode_FromString(""));
+  for (const VarPtr &part : parts) {
+    if (part->kind != Var::Kind::Constant ||
+        !PyUnicode_Check(part->object.get()))
+      unsupported("string building from a non-constant");
+    joined = PyRef::steal(PyUnicode_Concat(joined.get(), part->object.get()));
+    if (!joined)
+      return foldPython(nullptr);
+  }
+  return constant(joined.get());
+}
+
+VarPtr SymbolicInterpreter::buildMap(int count) {
+  VarPtr dict = makeVar(Var::Kind::Dict);
+  std::vector<std::pair<VarPtr, VarPtr>> pairs(static_cast<size_t>(count));
+  for (int i = count - 1; i >= 0; --i) {
+    pairs[size_t(i)].second = pop();
+    pairs[size_t(i)].first = pop();
+  }
+  for (auto &pair : pairs)
+    setDictItem(dict, pair.first, pair.second);
+  return dict;
+}
+
+VarPtr SymbolicInterpreter::buildConstKeyMap(int count) {
+  VarPtr keys = pop();
+  std::vector<VarPtr> names = itemsOf(keys);
+  VarPtr dict = makeVar(Var::Kind::Dict);
+  std::vector<VarPtr> values(static_cast<size_t>(count));
+  for (int i = count - 1; i >= 0; --i)
+    values[size_t(i)] = pop();
+  for (int i = 0; i < count; ++i)
+    setDictItem(dict, names[size_t(i)], values[size_t(i)]);
+  return dict;
+}
+
+void SymbolicInterpreter::setDictItem(const VarPtr &dict, const VarPtr &key,
+                                      const VarPtr &value) {
+  if (key->kind != Var::Kind::Constant ||
+      !PyUnicode_CheckExact(key->object.get()))
+    unsupported("dict with a key that is not a constant string");
+  std::string name = PyUnicode_AsUTF8(key->object.get());
+  for (size_t i = 0; i < dict->keys.size(); ++i) {
+    if (dict->keys[i] == name) {
+      dict->items[i] = value;
+      return;
+    }
+  }
+  dict->keys.push_back(name);
+  dict->items.push_back(value);
+}
+
+void SymbolicInterpreter::mergeInto(const VarPtr &dict, const VarPtr &other) {
+  if (dict->kind != Var::Kind::Dict || other->kind != Var::Kind::Dict)
+    unsupported("** unpacking of a value that is not a dict");
+  for (size_t i = 0; i < other->keys.size(); ++i) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(other->keys[i].c_str()));
+    setDictItem(dict, constant(key.get()), other->items[i]);
+  }
+}
+
+VarPtr SymbolicInterpreter::buildTuple(int count) {
+  VarPtr tuple = makeVar(Var::Kind::Tuple);
+  tuple->items.resize(size_t(count));
+  for (int i = count - 1; i >= 0; --i)
+    tuple->items[size_t(i)] = pop();
+  return tuple;
+}
+
+std::vector<VarPtr> SymbolicInterpreter::itemsOf(const VarPtr &var) {
+  if (var->kind == Var::Kind::Tuple)
+    return var->items;
+  if (var->kind == Var::Kind::Constant && PyTuple_Check(var->object.get())) {
+    std::vector<VarPtr> items;
+    PyObject *tuple = var->object.get();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i)
+      items.push_back(constant(PyTuple_GET_ITEM(tuple, i)));
+    return items;
+  }
+  unsupported("unpacking or indexing a value that is not a tuple");
+}
+
+void SymbolicInterpreter::unpack(const VarPtr &var, int count) {
+  std::vector<VarPtr> items = itemsOf(var);
+  if (int(items.size()) != count)
+    unsupported("unpacking a tuple of the wrong length");
+  for (int i = count - 1; i >= 0; --i)
+    push(items[size_t(i)]);
+}
+
+VarPtr SymbolicInterpreter::subscript(const VarPtr &container,
+                                      const VarPtr &index) {
+  if (container->kind == Var::Kind::Tensor)
+    return indexTensor(container, index);
+  if (index->kind != Var::Kind::Constant ||
+      !PyLong_CheckExact(index->object.get()))
+    unsupported("subscript other than a constant integer index");
+  std::vector<VarPtr> items = itemsOf(container);
+  long position = PyLong_AsLong(index->object.get());
+  if (position < 0)
+    position += long(items.size());
+  if (position < 0 || position >= long(items.size()))
+    unsupported("tuple index out of range");
+  return items[size_t(position)];
+}
+
+VarPtr SymbolicInterpreter::buildSlice(int count) {
+  VarPtr step = count == 3 ? pop() : nullptr;
+  VarPtr stop = pop();
+  VarPtr start = pop();
+  for (const VarPtr &part : {start, stop, step})
+    if (part && part->kind != Var::Kind::Constant)
+      unsupported("slice with a non-constant bound");
+  PyRef slice =
+      PyRef::steal(PySlice_New(start->object.get(), stop->object.get(),
+                               step ? step->object.get() : nullptr));
+  if (!slice) {
+    PyErr_Clear();
+    unsupported("invalid slice");
+  }
+  VarPtr var = makeVar(Var::Kind::Constant);
+  var->object = slice;
+  return var;
+}
+
+VarPtr SymbolicInterpreter::indexTensor(VarPtr tensor, const VarPtr &index) {
+  std::vector<VarPtr> items =
+      index->kind == Var::Kind::Tuple || (index->kind == Var::Kind::Constant &&
+                                          PyTuple_Check(index->object.get()))
+          ? itemsOf(index)
+          : std::vector<VarPtr>{index};
+  size_t consumed = 0;
+  for (const VarPtr &item : items) {
+    if (item->kind != Var::Kind::Constant)
+      unsupported("tensor indexing with tensors or non-constant indices");
+    PyObject *object = item->object.get();
+    consumed += PyLong_CheckExact(object) || PySlice_Check(object);
+  }
+  int64_t rank = int64_t(tensor->tensor->type.rank());
+  int64_t dim = 0;
+  for (const VarPtr &item : items) {
+    PyObject *object = item->object.get();
+    if (object == Py_Ellipsis) {
+      dim += rank - int64_t(consumed);
+      continue;
+    }
+    if (object == Py_None) {
+      tensor = emit("unsqueeze", {tensor->tensor}, {{"dim", dim++}});
+      continue;
+    }
+    if (PyLong_CheckExact(object)) {
+      tensor =
+          emit("select", {tensor->tensor},
+               {{"dim", dim}, {"index", int64_t(PyLong_AsLongLong(object))}});
+      continue;
+    }
+    if (!PySlice_Check(object))
+      unsupported(std::string("tensor index of type ") +
+                  Py_TYPE(object)->tp_name);
+    tensor = sliceTensor(tensor, object, dim++);
+  }
+  return tensor;
+}
+
+VarPtr SymbolicInterpreter::sliceTensor(const VarPtr &tensor, PyObject *slice,
+                                        int64_t dim) {
+  auto *parts = reinterpret_cast<PySliceObject *>(slice);
+  auto bound = [&](PyObject *value, int64_t fallback) {
+    if (value == Py_None)
+      return fallback;
+    if (!PyLong_CheckExact(value))
+      unsupported("slice bound that is not an integer");
+    return int64_t(PyLong_AsLongLong(value));
+  };
+  int64_t start = bound(parts->start, 0);
+  int64_t stop = bound(parts->stop, std::numeric_limits<int64_t>::max());
+  int64_t step = bound(parts->step, 1);
+  if (start == 0 && stop == std::numeric_limits<int64_t>::max() && step == 1)
+    return tensor;
+  return emit("slice", {tensor->tensor},
+              {{"dim", dim}, {"start", start}, {"end", stop}, {"step", step}});
+}
+
+bool SymbolicInterpreter::isMetadataMethod(const std::string &name) {
+  return name == "size" || name == "dim" || name == "numel" ||
+         name == "ndimension" || name == "nelement";
+}
+
+VarPtr SymbolicInterpreter::sizesTuple(const TensorType &type) {
+  PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(type.rank())));
+  for (size_t k = 0; k < type.rank(); ++k) {
+    if (!type.sizes[k].isConstant())
+      unsupported("symbolic size");
+    PyTuple_SET_ITEM(tuple.get(), k,
+                     PyLong_FromLongLong(type.sizes[k].constant()));
+  }
+  return constant(tuple.get());
+}
+
+VarPtr SymbolicInterpreter::integerConstant(int64_t value) {
+  PyRef number = PyRef::steal(PyLong_FromLongLong(value));
+  return constant(number.get());
+}
+
+VarPtr SymbolicInterpreter::tensorAttribute(const VarPtr &base,
+                                            const std::string &attribute) {
+  const TensorType &type = base->tensor->type;
+  if (attribute == "shape")
+    return sizesTuple(type);
+  if (attribute == "ndim")
+    return integerConstant(int64_t(type.rank()));
+  if (attribute == "is_cuda")
+    return constant(type.device.rfind("cuda", 0) == 0 ? Py_True : Py_False);
+  if (attribute == "requires_grad")
+    return constant(inputRequiresGrad(base->tensor) ? Py_True : Py_False);
+  if (attribute == "is_nested" || attribute == "is_sparse" ||
+      attribute == "is_quantized" || attribute == "is_meta")
+    return constant(Py_False);
+  if (attribute == "dtype" || attribute == "device")
+    return unguardedObject(attribute == "dtype" ? dtypeObject(type.dtype)
+                                                : deviceObject(type.device));
+  if (attribute == "T" || attribute == "mT") {
+    if (type.rank() < 2)
+      return base;
+    return emit("transpose", {base->tensor},
+                {{"dim0", int64_t(type.rank() - 2)},
+                 {"dim1", int64_t(type.rank() - 1)}});
+  }
+  if (!opTable().method(attribute) && !isMetadataMethod(attribute))
+    unsupported("Tensor." + attribute);
+  VarPtr method = makeVar(Var::Kind::TensorMethod);
+  method->method = attribute;
+  method->self = base;
+  return method;
+}
+
+VarPtr SymbolicInterpreter::unguardedObject(PyRef object) {
+  if (!object) {
+    PyErr_Clear();
+    unsupported("tensor metadata object");
+  }
+  VarPtr var = makeVar(Var::Kind::Object);
+  var->object = object;
+  return var;
+}
+
+PyRef SymbolicInterpreter::dtypeObject(DType dtype) {
+  static const char *names[] = {"bool",     "int32",   "int64",  "float16",
+                                "bfloat16", "float32", "float64"};
+  PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+  return PyRef::steal(torch ? PyObject_GetAttrString(
+                                  torch.get(), names[static_cast<int>(dtype)])
+                            : nullptr);
+}
+
+PyRef SymbolicInterpreter::deviceObject(const std::string &device) {
+  PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+  return PyRef::steal(
+      torch ? PyObject_CallMethod(torch.get(), "device", "s", device.c_str())
+            : nullptr);
+}
+
+VarPtr SymbolicInterpreter::tensorMetadata(const VarPtr &tensor,
+                                           const std::string &method,
+                                           const std::vector<VarPtr> &args) {
+  const TensorType &type = tensor->tensor->type;
+  if (method == "dim" || method == "ndimension")
+    return integerConstant(int64_t(type.rank()));
+  if (method == "numel" || method == "nelement") {
+    if (!type.numel().isConstant())
+      unsupported("symbolic numel");
+    return integerConstant(type.numel().constant());
+  }
+  if (args.empty())
+    return sizesTuple(type);
+  if (args[0]->kind != Var::Kind::Constant ||
+      !PyLong_CheckExact(args[0]->object.get()))
+    unsupported("Tensor.size with a non-constant dim");
+  int64_t dim = PyLong_AsLongLong(args[0]->object.get());
+  int64_t rank = int64_t(type.rank());
+  if (dim < -rank || dim >= rank)
+    unsupported("Tensor.size: dim out of range");
+  const SymExpr &size = type.sizes[size_t(dim < 0 ? dim + rank : dim)];
+  if (!size.isConstant())
+    unsupported("symbolic size");
+  return integerConstant(size.constant());
+}
+
+VarPtr SymbolicInterpreter::iterate(const VarPtr &iterable) {
+  VarPtr iterator = makeVar(Var::Kind::Iterator);
+  if (iterable->kind == Var::Kind::Tuple) {
+    iterator->items = iterable->items;
+    return iterator;
+  }
+  if (iterable->kind == Var::Kind::Constant &&
+      PyRange_Check(iterable->object.get())) {
+    PyRef items = PyRef::steal(PySequence_Tuple(iterable->object.get()));
+    if (!items || PyTuple_GET_SIZE(items.get()) > 4096) {
+      PyErr_Clear();
+      unsupported("range too long to unroll");
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i)
+      iterator->items.push_back(constant(PyTuple_GET_ITEM(items.get(), i)));
+    return iterator;
+  }
+  if (iterable->kind == Var::Kind::Constant &&
+      PyTuple_Check(iterable->object.get())) {
+    iterator->items = itemsOf(iterable);
+    return iterator;
+  }
+  if (iterable->kind == Var::Kind::Object && isModule(iterable->object.get()))
+    return iterateModules(iterable, iterator);
+  unsupported("iteration over this value");
+}
+
+VarPtr SymbolicInterpreter::iterateModules(const VarPtr &container,
+                                           VarPtr iterator) {
+  const char *type = Py_TYPE(container->object.get())->tp_name;
+  if (!isInstanceOf(container->object.get(), "Sequential") &&
+      !isInstanceOf(container->object.get(), "ModuleList"))
+    unsupported(std::string("iteration over a ") + type);
+  PyRef modules =
+      PyRef::steal(PyObject_GetAttrString(container->object.get(), "_modules"));
+  if (!modules || !PyDict_Check(modules.get())) {
+    PyErr_Clear();
+    unsupported("module container without _modules");
+  }
+  PyRef modulesKey = PyRef::steal(PyUnicode_InternFromString("_modules"));
+  Guard length;
+  length.kind = Guard::Kind::DictLength;
+  length.source = namedSource(Source::Kind::Attr, sourceOfObject(container),
+                              modulesKey.get());
+  length.length = size_t(PyDict_Size(modules.get()));
+  addGuard(std::move(length));
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  std::vector<PyRef> keys;
+  while (PyDict_Next(modules.get(), &pos, &key, &value))
+    keys.push_back(PyRef::borrow(key));
+  for (const PyRef &name : keys) {
+    PyRef child =
+        PyRef::steal(PyObject_GetAttr(container->object.get(), name.get()));
+    if (!child) {
+      PyErr_Clear();
+      unsupported("module container entry");
+    }
+    iterator->items.push_back(classify(
+        child.get(), namedSource(Source::Kind::Attr, sourceOfObject(container),
+                                 name.get())));
+  }
+  return iterator;
+}
+
+} // namespace interp
+} // namespace dynafuse
