@@ -194,13 +194,8 @@ std::vector<TensorType> inferAdaptivePool(const Node &node) {
 
 OpInfo externOp(const std::string &name, int arity,
                 std::vector<std::string> attributes, ShapeRule infer) {
-  OpInfo info;
-  info.name = name;
-  info.kind = OpKind::Extern;
-  info.arity = arity;
-  info.attributes = std::move(attributes);
-  info.infer = std::move(infer);
-  return info;
+  return shapedOp(name, OpKind::Extern, arity, std::move(attributes),
+                  std::move(infer));
 }
 
 } // namespace

@@ -129,6 +129,17 @@ void checkOperands(const Node &node, const OpInfo &info) {
 
 } // namespace
 
+OpInfo shapedOp(const std::string &name, OpKind kind, int arity,
+                std::vector<std::string> attributes, ShapeRule infer) {
+  OpInfo info;
+  info.name = name;
+  info.kind = kind;
+  info.arity = arity;
+  info.attributes = std::move(attributes);
+  info.infer = std::move(infer);
+  return info;
+}
+
 void opError(const Node &node, const std::string &message) {
   fail("op '" + node.op + "': " + message, node.location);
 }

@@ -69,12 +69,8 @@ void requireNonEmpty(const Node &node) {
 
 OpInfo reduction(const std::string &name, std::vector<std::string> attributes,
                  ShapeRule infer) {
-  OpInfo info;
-  info.name = name;
-  info.kind = OpKind::Reduction;
-  info.attributes = std::move(attributes);
-  info.infer = std::move(infer);
-  return info;
+  return shapedOp(name, OpKind::Reduction, 1, std::move(attributes),
+                  std::move(infer));
 }
 
 /// sum and prod: integers and bool accumulate in i64 unless "dtype" says.

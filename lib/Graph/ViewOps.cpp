@@ -378,13 +378,8 @@ std::vector<TensorType> inferFullLike(const Node &node) {
 
 OpInfo view(const std::string &name, int arity,
             std::vector<std::string> attributes, ShapeRule infer) {
-  OpInfo info;
-  info.name = name;
-  info.kind = OpKind::View;
-  info.arity = arity;
-  info.attributes = std::move(attributes);
-  info.infer = std::move(infer);
-  return info;
+  return shapedOp(name, OpKind::View, arity, std::move(attributes),
+                  std::move(infer));
 }
 
 } // namespace

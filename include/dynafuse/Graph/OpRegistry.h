@@ -70,6 +70,10 @@ struct OpInfo {
   Decomposition decompose;
 };
 
+/// An entry for a non-pointwise op: its shape rule computes result types.
+OpInfo shapedOp(const std::string &name, OpKind kind, int arity,
+                std::vector<std::string> attributes, ShapeRule infer);
+
 /// The table builders, one file per op family.
 void addPointwiseOps(std::vector<OpInfo> &table);
 void addReductionOps(std::vector<OpInfo> &table);
