@@ -301,11 +301,11 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
 PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
   std::vector<PyObject *> inputs;
   std::vector<TensorArg> args;
-  for (int source : entry.captured.inputSources) {
-    PyObject *object = resolver.get(source);
-    TensorMeta meta = describeTensor(object);
+  args.resize(entry.captured.inputSources.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyObject *object = resolver.get(entry.captured.inputSources[i]);
+    tensorView(object, &args[i].data, args[i].sizes, args[i].strides);
     inputs.push_back(object);
-    args.push_back(TensorArg{meta.data, meta.sizes, meta.strides});
   }
   TorchContext context;
   entry.module->run(args, context);

@@ -85,6 +85,8 @@ TensorMeta describeTensor(PyObject *object) {
   meta.dtype = fromScalarType(tensor.scalar_type());
   meta.dtypeName = c10::toString(tensor.scalar_type());
   meta.device = tensor.device().str();
+  meta.deviceType = static_cast<int>(tensor.device().type());
+  meta.deviceIndex = tensor.device().index();
   meta.sizes = tensor.sizes().vec();
   meta.strides = tensor.strides().vec();
   meta.requiresGrad = tensor.requires_grad();
@@ -98,11 +100,23 @@ bool tensorMatches(PyObject *object, const TensorMeta &expected) {
   if (!isPlainTensor(object))
     return false;
   const at::Tensor &tensor = THPVariable_Unpack(object);
+  c10::Device device = tensor.device();
   return static_cast<int>(tensor.scalar_type()) == expected.scalarType &&
          tensor.sizes().equals(expected.sizes) &&
          tensor.strides().equals(expected.strides) &&
          tensor.requires_grad() == expected.requiresGrad &&
-         tensor.device().str() == expected.device;
+         static_cast<int>(device.type()) == expected.deviceType &&
+         device.index() == expected.deviceIndex;
+}
+
+void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
+                std::vector<int64_t> &strides) {
+  const at::Tensor &tensor = THPVariable_Unpack(object);
+  *data = static_cast<char *>(tensor.unsafeGetTensorImpl()->has_storage()
+                                  ? tensor.data_ptr()
+                                  : nullptr);
+  sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+  strides.assign(tensor.strides().begin(), tensor.strides().end());
 }
 
 /// CPU tensors Dynafuse creates take their memory from the runtime's

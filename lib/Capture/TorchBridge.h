@@ -31,6 +31,9 @@ struct TensorMeta {
   bool requiresGrad = false;
   char *data = nullptr;
   std::string dtypeName;
+  /// The device as c10's type and index, for cheap guard checks.
+  int deviceType = 0;
+  int deviceIndex = -1;
 };
 
 /// True for torch.Tensor and nn.Parameter exactly (not other subclasses).
@@ -41,6 +44,9 @@ bool isAnyTensor(PyObject *object);
 TensorMeta describeTensor(PyObject *object);
 /// Cheap guard check: same dtype, device, sizes, strides and requires_grad.
 bool tensorMatches(PyObject *object, const TensorMeta &expected);
+/// Data, sizes and strides only (the per-call argument path).
+void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
+                std::vector<int64_t> &strides);
 
 /// A new contiguous tensor; returns a new reference and its data pointer.
 PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
