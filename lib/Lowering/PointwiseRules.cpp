@@ -57,24 +57,6 @@ int ScalarBuilder::cast(int arg, DType type) {
   return append(instr);
 }
 
-int ScalarBuilder::load(int buffer, std::vector<SymExpr> index) {
-  Instr instr;
-  instr.op = ScalarOp::Load;
-  instr.type = computeType(kernel.params[buffer].type.dtype);
-  instr.buffer = buffer;
-  instr.index = std::move(index);
-  return append(instr);
-}
-
-void ScalarBuilder::store(int buffer, std::vector<SymExpr> index, int value) {
-  Instr instr;
-  instr.op = ScalarOp::Store;
-  instr.buffer = buffer;
-  instr.index = std::move(index);
-  instr.args = {value};
-  append(instr);
-}
-
 int PointwiseContext::raw(size_t i) const {
   if (elements[i] >= 0)
     return elements[i];

@@ -31,8 +31,6 @@ public:
   int select(int condition, int onTrue, int onFalse);
   /// No-op when arg already has type.
   int cast(int arg, DType type);
-  int load(int buffer, std::vector<SymExpr> index);
-  void store(int buffer, std::vector<SymExpr> index, int value);
   DType typeOf(int value) const { return kernel.instrs[value].type; }
 
 private:
