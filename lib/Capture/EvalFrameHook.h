@@ -32,7 +32,7 @@ void dynafuse_set_frame_callback(DynafuseFrameCallback callback);
  * restores whatever eval function was installed before. GIL held. */
 void dynafuse_hook_enter(void);
 void dynafuse_hook_exit(void);
-/* Runs the frame the normal way (the previously installed eval function). */
+/* Whether the hook is installed now (some compiled call is active). */
 int dynafuse_hook_installed(void);
 
 #ifdef __cplusplus
