@@ -63,6 +63,13 @@ SymbolicInterpreter::callAny(const VarPtr &callee,
     PyObject *object = callee->object.get();
     if (isTorchAssert(object))
       return checkedAssert(args);
+    std::string answer = opTable().stateQuery(object);
+    if (answer == "false")
+      return constant(Py_False);
+    if (answer == "none")
+      return constant(Py_None);
+    if (answer == "grad_enabled")
+      return constant(result.gradMode ? Py_True : Py_False);
     if (!opTable().function(object) && PyFunction_Check(object))
       return inlineFunction(callee, args, keywords);
     if (isModule(object))

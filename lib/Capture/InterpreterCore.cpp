@@ -17,6 +17,8 @@ SymbolicInterpreter::SymbolicInterpreter(DynafuseFrame *frame,
 CapturedFrame SymbolicInterpreter::run() {
   if (!defaultDtypeIsFloat32())
     unsupported("torch.get_default_dtype() other than float32", firstLine());
+  if (autocastEnabled())
+    unsupported("autocast is enabled", firstLine());
   result.gradMode = gradModeEnabled();
   result.result = outputOf(runBody());
   return std::move(result);
@@ -366,7 +368,8 @@ OutputSpec SymbolicInterpreter::tensorOutput(Value *value) {
 } // namespace interp
 
 bool globalStateMatches(const CapturedFrame &captured) {
-  return gradModeEnabled() == captured.gradMode && defaultDtypeIsFloat32();
+  return gradModeEnabled() == captured.gradMode && defaultDtypeIsFloat32() &&
+         !autocastEnabled();
 }
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName) {

@@ -102,6 +102,24 @@ void OpTable::setMethods(PyObject *dict) {
     methods[stringOf(key, "method name")] = parseBinding(value);
 }
 
+void OpTable::setStateQueries(PyObject *dict) {
+  if (!PyDict_Check(dict))
+    fail("op table: state queries must be a dict");
+  stateQueries.clear();
+  stateKeys.clear();
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict, &pos, &key, &value)) {
+    stateQueries[key] = stringOf(value, "state query answer");
+    stateKeys.push_back(PyRef::borrow(key));
+  }
+}
+
+std::string OpTable::stateQuery(PyObject *callable) const {
+  auto found = stateQueries.find(callable);
+  return found == stateQueries.end() ? "" : found->second;
+}
+
 const OpBinding *OpTable::function(PyObject *callable) const {
   auto found = functions.find(callable);
   return found == functions.end() ? nullptr : &found->second;

@@ -53,13 +53,20 @@ public:
   /// Throws Error on a malformed table.
   void setFunctions(PyObject *dict);
   void setMethods(PyObject *dict);
+  /// {callable: answer}: calls whose result capture knows without running
+  /// them ("false", "none", "grad_enabled").
+  void setStateQueries(PyObject *dict);
   const OpBinding *function(PyObject *callable) const;
   const OpBinding *method(const std::string &name) const;
+  /// The answer for a state query, or "" when callable is not one.
+  std::string stateQuery(PyObject *callable) const;
 
 private:
   std::unordered_map<PyObject *, OpBinding> functions;
   std::vector<PyRef> functionKeys;
   std::map<std::string, OpBinding> methods;
+  std::unordered_map<PyObject *, std::string> stateQueries;
+  std::vector<PyRef> stateKeys;
 };
 
 OpTable &opTable();

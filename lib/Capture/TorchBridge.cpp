@@ -4,6 +4,7 @@
 #include "dynafuse/Runtime/CachingAllocator.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/EmptyTensor.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -157,6 +158,11 @@ PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
 }
 
 bool gradModeEnabled() { return at::GradMode::is_enabled(); }
+
+bool autocastEnabled() {
+  return at::autocast::is_autocast_enabled(at::kCPU) ||
+         at::autocast::is_autocast_enabled(at::kCUDA);
+}
 
 bool defaultDtypeIsFloat32() {
   return at::get_default_dtype() == caffe2::TypeMeta::Make<float>();

@@ -67,6 +67,8 @@ PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
                            const std::string &device, char **data);
 
 bool gradModeEnabled();
+/// Autocast on for CPU or CUDA (capture then refuses: dtypes would change).
+bool autocastEnabled();
 bool defaultDtypeIsFloat32();
 /// Converts a torch.dtype object; nullopt for other objects or dtypes.
 std::optional<DType> dtypeFromObject(PyObject *object);

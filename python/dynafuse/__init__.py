@@ -45,7 +45,7 @@ def _skip_prefixes():
 
 
 _SKIP_PREFIXES = _skip_prefixes()
-_C.set_op_tables(ops.FUNCTIONS, ops.METHODS)
+_C.set_op_tables(ops.FUNCTIONS, ops.METHODS, ops.STATE_QUERIES)
 config._apply(_C, _SKIP_PREFIXES)
 
 _BACKENDS = ("cpu", "llvm", "interp")

@@ -65,13 +65,15 @@ PyObject *pyConfigure(PyObject *, PyObject *args) {
 }
 
 PyObject *pySetOpTables(PyObject *, PyObject *args) {
-  PyObject *functions, *methods;
-  if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &functions, &PyDict_Type,
-                        &methods))
+  PyObject *functions, *methods, *stateQueries = nullptr;
+  if (!PyArg_ParseTuple(args, "O!O!|O!", &PyDict_Type, &functions,
+                        &PyDict_Type, &methods, &PyDict_Type, &stateQueries))
     return nullptr;
   try {
     opTable().setFunctions(functions);
     opTable().setMethods(methods);
+    if (stateQueries)
+      opTable().setStateQueries(stateQueries);
   } catch (const Error &error) {
     PyErr_SetString(PyExc_ValueError, error.what());
     return nullptr;
@@ -161,7 +163,7 @@ PyMethodDef methods[] = {
     {"configure", pyConfigure, METH_VARARGS,
      "configure(dump_dir, recompile_limit, skip_prefixes, log_topics)"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
-     "set_op_tables(functions, methods)"},
+     "set_op_tables(functions, methods[, state_queries])"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},
     {"graphs", pyGraphs, METH_NOARGS, "what was compiled since the last reset"},

@@ -219,3 +219,20 @@ def test_requires_grad_flag_of_inputs_under_no_grad():
     with torch.no_grad():
         assert_close(dynafuse.compile(f)(x), x * 2)
     assert_compiled()
+
+
+def test_state_queries_fold_and_autocast_is_refused():
+    def f(x):
+        if torch.is_grad_enabled() or torch.jit.is_scripting():
+            return x - 1
+        return x + 1 if not torch.overrides.has_torch_function((x,)) else x
+
+    x = torch.randn(4)
+    with torch.no_grad():
+        assert_close(dynafuse.compile(f)(x), x + 1)
+    assert_compiled()
+    dynafuse.reset()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = dynafuse.compile(lambda t: t * 2)(x)
+    assert_close(out, x * 2)
+    assert dynafuse.stats()["graph_breaks"] == 1
