@@ -52,6 +52,9 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
     }
     return where + " == " + PyUnicode_AsUTF8(text.get());
   }
+  case Kind::TypeIs:
+    return where + " is a " +
+           reinterpret_cast<PyTypeObject *>(expected.get())->tp_name;
   case Kind::Identity:
     return where + " is the object seen at capture (" +
            Py_TYPE(expected.get())->tp_name + ")";
@@ -156,6 +159,8 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     return tensorMatches(value, guard.tensor);
   case Guard::Kind::Identity:
     return value == guard.expected.get();
+  case Guard::Kind::TypeIs:
+    return reinterpret_cast<PyObject *>(Py_TYPE(value)) == guard.expected.get();
   case Guard::Kind::TupleLength:
     if (guard.expected &&
         reinterpret_cast<PyObject *>(Py_TYPE(value)) != guard.expected.get())

@@ -52,6 +52,7 @@ struct Guard {
     Tensor,
     Equals,
     Identity,
+    TypeIs,
     TupleLength,
     EmptyDict,
     DictLength
@@ -59,7 +60,8 @@ struct Guard {
   Kind kind = Kind::Tensor;
   int source = -1;
   TensorMeta tensor;
-  /// Equals: the value (compared with exact type); Identity: the object.
+  /// Equals: the value (compared with exact type); Identity: the object;
+  /// TypeIs: the exact type; TupleLength: the exact type (tuple or list).
   PyRef expected;
   size_t length = 0;
   std::string describe(const std::vector<Source> &sources) const;

@@ -61,10 +61,16 @@ VarPtr SymbolicInterpreter::classifyObject(PyObject *object, int source) {
   if (PyDict_CheckExact(object) && PyDict_Size(object) <= 64)
     if (VarPtr dict = dictOfSource(object, source))
       return dict;
+  // Modules are guarded by type: everything capture reads from them goes
+  // through attribute sources with guards of their own, so many instances of
+  // one block share one compiled entry.
   Guard guard;
-  guard.kind = Guard::Kind::Identity;
+  guard.kind = isModule(object) ? Guard::Kind::TypeIs : Guard::Kind::Identity;
   guard.source = source;
-  guard.expected = PyRef::borrow(object);
+  guard.expected =
+      guard.kind == Guard::Kind::TypeIs
+          ? PyRef::borrow(reinterpret_cast<PyObject *>(Py_TYPE(object)))
+          : PyRef::borrow(object);
   addGuard(std::move(guard));
   VarPtr var = makeVar(Var::Kind::Object);
   var->object = PyRef::borrow(object);

@@ -236,3 +236,19 @@ def test_state_queries_fold_and_autocast_is_refused():
         out = dynafuse.compile(lambda t: t * 2)(x)
     assert_close(out, x * 2)
     assert dynafuse.stats()["graph_breaks"] == 1
+
+
+def test_many_instances_of_one_block_share_one_entry():
+    blocks = [Block(8).eval() for _ in range(12)]
+    x = torch.randn(1, 3, 8)
+    with torch.no_grad():
+        for block in blocks:
+            assert_close(dynafuse.compile(block)(x), block(x), rtol=1e-5, atol=1e-5)
+    stats = dynafuse.stats()
+    assert stats["captures"] == 1 and stats["cache_hits"] == 11, stats
+    # A block of another type (or a changed attribute) does not hit.
+    other = Block(8).eval()
+    other.drop = nn.Identity()
+    with torch.no_grad():
+        assert_close(dynafuse.compile(other)(x), other(x), rtol=1e-5, atol=1e-5)
+    assert dynafuse.stats()["captures"] == 2
