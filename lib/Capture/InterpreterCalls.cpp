@@ -59,6 +59,16 @@ SymbolicInterpreter::callAny(const VarPtr &callee,
   if (callee->kind == Var::Kind::TensorMethod &&
       isMetadataMethod(callee->method))
     return tensorMetadata(callee->self, callee->method, args);
+  if (callee->kind == Var::Kind::Function) {
+    auto *body = reinterpret_cast<PyCodeObject *>(callee->object.get());
+    if (!keywords.empty() || int(args.size()) != body->co_argcount ||
+        body->co_kwonlyargcount ||
+        (body->co_flags & (CO_VARARGS | CO_VARKEYWORDS)))
+      unsupported(
+          "call of a function made during capture with these arguments");
+    return inlineCode(body, args, globals, nullptr, functionSource,
+                      callee->items);
+  }
   if (callee->kind == Var::Kind::Object) {
     PyObject *object = callee->object.get();
     if (isTorchAssert(object))
@@ -72,6 +82,8 @@ SymbolicInterpreter::callAny(const VarPtr &callee,
       return constant(result.gradMode ? Py_True : Py_False);
     if (!opTable().function(object) && PyFunction_Check(object))
       return inlineFunction(callee, args, keywords);
+    if (VarPtr result = containerBuiltin(object, args))
+      return result;
     if (isModule(object))
       return inlineModule(callee, args, keywords);
   }
@@ -262,6 +274,19 @@ VarPtr SymbolicInterpreter::inlineFunction(
     unsupported("call of a function created during capture");
   std::vector<VarPtr> calleeLocals =
       bindArguments(object, callee, args, keywords);
+  return inlineCode(callee, std::move(calleeLocals),
+                    PyFunction_GET_GLOBALS(object),
+                    PyFunction_GET_CLOSURE(object), function->source, {});
+}
+
+VarPtr SymbolicInterpreter::inlineCode(PyCodeObject *callee,
+                                       std::vector<VarPtr> initialLocals,
+                                       PyObject *calleeGlobals,
+                                       PyObject *calleeClosure,
+                                       int calleeSource,
+                                       std::vector<VarPtr> cells) {
+  if (inlineDepth >= kMaxInlineDepth)
+    unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth));
   // Save this frame's interpretation state, run the callee, restore.
   PyCodeObject *savedCode = code;
   std::string savedFile = fileName;
@@ -269,18 +294,25 @@ VarPtr SymbolicInterpreter::inlineFunction(
   std::map<int, int> savedOffsets = std::move(indexOfOffset);
   std::vector<VarPtr> savedStack = std::move(stack);
   std::vector<VarPtr> savedLocals = std::move(locals);
+  std::vector<VarPtr> savedCells = std::move(symbolicClosure);
+  std::vector<VarPtr> *savedYielded = yielded;
   PyRef savedKwNames = kwNames;
   int savedLine = currentLine;
   PyObject *savedGlobals = globals, *savedClosure = closure;
   int savedSource = functionSource;
+  std::vector<VarPtr> collected;
+  bool generator = callee->co_flags & CO_GENERATOR;
   code = callee;
   fileName = PyUnicode_AsUTF8(callee->co_filename);
   stack.clear();
-  locals = std::move(calleeLocals);
+  locals = std::move(initialLocals);
+  locals.resize(size_t(callee->co_nlocalsplus));
+  symbolicClosure = std::move(cells);
+  yielded = generator ? &collected : nullptr;
   kwNames = PyRef();
-  globals = PyFunction_GET_GLOBALS(object);
-  closure = PyFunction_GET_CLOSURE(object);
-  functionSource = function->source;
+  globals = calleeGlobals;
+  closure = calleeClosure;
+  functionSource = calleeSource;
   ++inlineDepth;
   VarPtr result = runBody();
   --inlineDepth;
@@ -290,12 +322,31 @@ VarPtr SymbolicInterpreter::inlineFunction(
   indexOfOffset = std::move(savedOffsets);
   stack = std::move(savedStack);
   locals = std::move(savedLocals);
+  symbolicClosure = std::move(savedCells);
+  yielded = savedYielded;
   kwNames = savedKwNames;
   currentLine = savedLine;
   globals = savedGlobals;
   closure = savedClosure;
   functionSource = savedSource;
-  return result;
+  if (!generator)
+    return result;
+  VarPtr iterator = makeVar(Var::Kind::Iterator);
+  iterator->items = std::move(collected);
+  return iterator;
+}
+
+/// MAKE_FUNCTION of a code constant (comprehensions, generator
+/// expressions, lambdas without defaults), with its closure cells.
+VarPtr SymbolicInterpreter::makeFunction(int flags) {
+  VarPtr codeVar = pop();
+  if (flags & ~8)
+    unsupported("a function made with defaults or annotations");
+  VarPtr function = makeVar(Var::Kind::Function);
+  function->object = codeVar->object;
+  if (flags & 8)
+    function->items = itemsOf(pop());
+  return function;
 }
 
 std::vector<VarPtr> SymbolicInterpreter::bindArguments(
@@ -379,6 +430,74 @@ VarPtr SymbolicInterpreter::foldBuiltin(
     PyTuple_SET_ITEM(tuple.get(), i, PyRef(args[i]->object).release());
   }
   return foldPython(PyObject_Call(callable, tuple.get(), nullptr));
+}
+
+} // namespace interp
+} // namespace dynafuse
+
+namespace dynafuse {
+namespace interp {
+
+VarPtr SymbolicInterpreter::containerBuiltin(PyObject *callable,
+                                             const std::vector<VarPtr> &args) {
+  PyObject *builtins = frame->builtins;
+  auto is = [&](const char *name) {
+    return PyDict_Check(builtins) &&
+           PyDict_GetItemString(builtins, name) == callable;
+  };
+  bool container = !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
+                                     args[0]->kind == Var::Kind::Iterator ||
+                                     args[0]->kind == Var::Kind::Dict);
+  if (is("len") && args.size() == 1 && container)
+    return integerConstant(int64_t(itemsOf(args[0]).size()));
+  if (!container)
+    return nullptr;
+  std::vector<VarPtr> items = itemsOf(args[0]);
+  if ((is("tuple") || is("list")) && args.size() == 1) {
+    VarPtr result = makeVar(Var::Kind::Tuple);
+    result->items = items;
+    result->isList = is("list");
+    return result;
+  }
+  if ((is("all") || is("any")) && args.size() == 1) {
+    bool all = is("all");
+    for (const VarPtr &item : items)
+      if (truthOf(item, false) != all)
+        return constant(all ? Py_False : Py_True);
+    return constant(all ? Py_True : Py_False);
+  }
+  if (is("sum") && args.size() <= 2) {
+    VarPtr total = args.size() == 2 ? args[1] : integerConstant(0);
+    for (const VarPtr &item : items)
+      total = binaryOp(NB_ADD, total, item);
+    return total;
+  }
+  if (is("enumerate")) {
+    VarPtr iterator = makeVar(Var::Kind::Iterator);
+    for (size_t i = 0; i < items.size(); ++i) {
+      VarPtr pair = makeVar(Var::Kind::Tuple);
+      pair->items = {integerConstant(int64_t(i)), items[i]};
+      iterator->items.push_back(pair);
+    }
+    return iterator;
+  }
+  if (is("zip")) {
+    std::vector<std::vector<VarPtr>> columns;
+    size_t length = items.size();
+    for (const VarPtr &arg : args) {
+      columns.push_back(itemsOf(arg));
+      length = std::min(length, columns.back().size());
+    }
+    VarPtr iterator = makeVar(Var::Kind::Iterator);
+    for (size_t i = 0; i < length; ++i) {
+      VarPtr row = makeVar(Var::Kind::Tuple);
+      for (const auto &column : columns)
+        row->items.push_back(column[i]);
+      iterator->items.push_back(row);
+    }
+    return iterator;
+  }
+  return nullptr;
 }
 
 } // namespace interp

@@ -103,6 +103,44 @@ int SymbolicInterpreter::step(const Instruction &in) {
   case LOAD_DEREF:
     push(loadDeref(in.arg));
     return -1;
+  case MAKE_CELL:
+    locals.at(size_t(in.arg)) = makeCell(in.arg);
+    return -1;
+  case LOAD_CLOSURE: {
+    VarPtr cell = cellAt(in.arg);
+    if (!cell)
+      unsupported("closure over a variable of an outer compiled function");
+    push(cell);
+    return -1;
+  }
+  case STORE_DEREF: {
+    VarPtr cell = cellAt(in.arg);
+    if (!cell)
+      unsupported("assignment to a closure variable");
+    cell->items.assign(1, pop());
+    return -1;
+  }
+  case MAKE_FUNCTION:
+    push(makeFunction(in.arg));
+    return -1;
+  case MAP_ADD: {
+    VarPtr value = pop();
+    VarPtr key = pop();
+    VarPtr dict = peek(size_t(in.arg));
+    if (dict->kind != Var::Kind::Dict)
+      unsupported("dict comprehension into a non-dict");
+    setDictItem(dict, key, value);
+    return -1;
+  }
+  case RETURN_GENERATOR:
+    push(constant(Py_None));
+    return -1;
+  case YIELD_VALUE:
+    if (!yielded)
+      unsupported("yield outside an inlined generator expression");
+    yielded->push_back(pop());
+    push(constant(Py_None));
+    return -1;
   case LOAD_ATTR:
     push(loadAttr(pop(), PyTuple_GET_ITEM(code->co_names, in.arg)));
     return -1;

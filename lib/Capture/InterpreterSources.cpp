@@ -157,6 +157,11 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
 }
 
 VarPtr SymbolicInterpreter::constant(PyObject *object) {
+  if (PyCode_Check(object)) {
+    VarPtr code = makeVar(Var::Kind::Object);
+    code->object = PyRef::borrow(object);
+    return code;
+  }
   if (!isConstantObject(object))
     unsupported(std::string("constant of type ") + Py_TYPE(object)->tp_name);
   VarPtr var = makeVar(Var::Kind::Constant);
@@ -194,10 +199,41 @@ VarPtr SymbolicInterpreter::loadGlobal(PyObject *name) {
   return classify(object, namedSource(Source::Kind::Global, -1, name));
 }
 
-VarPtr SymbolicInterpreter::loadDeref(int index) {
+/// The symbolic cell at localsplus index: a cell variable of this code or,
+/// in code made during capture, one of its closure cells. Null otherwise.
+VarPtr SymbolicInterpreter::cellAt(int index) {
   int firstFree = code->co_nlocalsplus - code->co_nfreevars;
-  if (index < firstFree)
-    unsupported("cell variables (a local captured by an inner function)");
+  if (index < firstFree) {
+    VarPtr cell = locals.at(size_t(index));
+    if (!cell || cell->kind != Var::Kind::Cell)
+      unsupported("a cell variable used before MAKE_CELL");
+    return cell;
+  }
+  if (size_t(index - firstFree) < symbolicClosure.size())
+    return symbolicClosure[size_t(index - firstFree)];
+  return nullptr;
+}
+
+/// MAKE_CELL: the local becomes a cell holding its current value (an
+/// argument's value is read from the frame first).
+VarPtr SymbolicInterpreter::makeCell(int index) {
+  VarPtr content = locals.at(size_t(index));
+  bool argument = index < code->co_argcount + code->co_kwonlyargcount;
+  if (!content && inlineDepth == 0 && argument && frame->localsplus[index])
+    content = loadLocal(index);
+  VarPtr cell = makeVar(Var::Kind::Cell);
+  if (content)
+    cell->items.push_back(content);
+  return cell;
+}
+
+VarPtr SymbolicInterpreter::loadDeref(int index) {
+  if (VarPtr symbolic = cellAt(index)) {
+    if (symbolic->items.empty())
+      unsupported("read of an empty cell");
+    return symbolic->items[0];
+  }
+  int firstFree = code->co_nlocalsplus - code->co_nfreevars;
   int cell = index - firstFree;
   if (!closure || cell >= PyTuple_GET_SIZE(closure))
     unsupported("closure variable without a closure");

@@ -43,7 +43,9 @@ struct Var {
     TensorMethod,
     BoundMethod,
     Iterator,
-    Dict
+    Dict,
+    Cell,
+    Function
   };
   Kind kind = Kind::Null;
   Value *tensor = nullptr;
@@ -57,7 +59,9 @@ struct Var {
   int source = -1;
   /// A Tuple var built as a list (rebuilt as a list when returned).
   bool isList = false;
-  /// Dict: string keys, parallel to items.
+  /// Dict: string keys, parallel to items. Cell: items holds the content
+  /// (empty: unbound). Function: object is the code, items its closure
+  /// cells (a comprehension or generator expression made during capture).
   std::vector<std::string> keys;
 };
 
@@ -103,6 +107,10 @@ private:
   int functionSource = -1;
   int inlineDepth = 0;
   VarPtr returned;
+  /// Closure cells of an inlined function made during capture, and where
+  /// an inlined generator's yielded values go.
+  std::vector<VarPtr> symbolicClosure;
+  std::vector<VarPtr> *yielded = nullptr;
   /// Values that are views or have views: in-place updates of them would
   /// need aliasing the graph does not model.
   std::set<const Value *> aliased;
@@ -214,6 +222,7 @@ private:
   VarPtr subscript(const VarPtr &container, const VarPtr &index);
 
   /// BUILD_SLICE of constants: a slice object, usable as an index.
+  VarPtr sliceItems(const VarPtr &container, PyObject *slice);
   VarPtr buildSlice(int count);
 
   /// Basic indexing (ints, slices, None, Ellipsis) as select, slice and
@@ -295,6 +304,18 @@ private:
   /// Runs a Python function's bytecode symbolically in place of the call.
   VarPtr inlineFunction(const VarPtr &function, const std::vector<VarPtr> &args,
                         const std::map<std::string, VarPtr> &keywords);
+
+  /// Runs code (a function's or a comprehension's) in place of a call with
+  /// the given initial locals; returns its result, or for generator code an
+  /// iterator over what it yielded.
+  VarPtr inlineCode(PyCodeObject *callee, std::vector<VarPtr> initialLocals,
+                    PyObject *calleeGlobals, PyObject *calleeClosure,
+                    int calleeSource, std::vector<VarPtr> cells);
+  VarPtr makeFunction(int flags);
+  VarPtr makeCell(int index);
+  VarPtr cellAt(int index);
+  /// all, any, sum, len, tuple, list, zip, enumerate over containers.
+  VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
 
   /// The callee's initial locals: parameters bound like CPython binds them
   /// (positional, keyword, defaults, *args, **kwargs).

@@ -108,6 +108,17 @@ VarPtr SymbolicInterpreter::buildTuple(int count) {
 std::vector<VarPtr> SymbolicInterpreter::itemsOf(const VarPtr &var) {
   if (var->kind == Var::Kind::Tuple)
     return var->items;
+  if (var->kind == Var::Kind::Iterator)
+    return std::vector<VarPtr>(var->items.begin() + long(var->position),
+                               var->items.end());
+  if (var->kind == Var::Kind::Dict) {
+    std::vector<VarPtr> keys;
+    for (const std::string &key : var->keys) {
+      PyRef name = PyRef::steal(PyUnicode_FromString(key.c_str()));
+      keys.push_back(constant(name.get()));
+    }
+    return keys;
+  }
   if (var->kind == Var::Kind::Constant && PyTuple_Check(var->object.get())) {
     std::vector<VarPtr> items;
     PyObject *tuple = var->object.get();
@@ -130,6 +141,8 @@ VarPtr SymbolicInterpreter::subscript(const VarPtr &container,
                                       const VarPtr &index) {
   if (container->kind == Var::Kind::Tensor)
     return indexTensor(container, index);
+  if (index->kind == Var::Kind::Constant && PySlice_Check(index->object.get()))
+    return sliceItems(container, index->object.get());
   if (index->kind != Var::Kind::Constant ||
       !PyLong_CheckExact(index->object.get()))
     unsupported("subscript other than a constant integer index");
@@ -140,6 +153,23 @@ VarPtr SymbolicInterpreter::subscript(const VarPtr &container,
   if (position < 0 || position >= long(items.size()))
     unsupported("tuple index out of range");
   return items[size_t(position)];
+}
+
+/// seq[a:b:c] of a tuple or list with constant bounds.
+VarPtr SymbolicInterpreter::sliceItems(const VarPtr &container,
+                                       PyObject *slice) {
+  std::vector<VarPtr> items = itemsOf(container);
+  Py_ssize_t start, stop, step, length;
+  if (PySlice_GetIndicesEx(slice, Py_ssize_t(items.size()), &start, &stop,
+                           &step, &length) < 0) {
+    PyErr_Clear();
+    unsupported("invalid slice of a sequence");
+  }
+  VarPtr result = makeVar(Var::Kind::Tuple);
+  result->isList = container->isList;
+  for (Py_ssize_t i = 0, at = start; i < length; ++i, at += step)
+    result->items.push_back(items[size_t(at)]);
+  return result;
 }
 
 VarPtr SymbolicInterpreter::buildSlice(int count) {
@@ -325,9 +355,11 @@ VarPtr SymbolicInterpreter::tensorMetadata(const VarPtr &tensor,
 }
 
 VarPtr SymbolicInterpreter::iterate(const VarPtr &iterable) {
+  if (iterable->kind == Var::Kind::Iterator)
+    return iterable;
   VarPtr iterator = makeVar(Var::Kind::Iterator);
-  if (iterable->kind == Var::Kind::Tuple) {
-    iterator->items = iterable->items;
+  if (iterable->kind == Var::Kind::Tuple || iterable->kind == Var::Kind::Dict) {
+    iterator->items = itemsOf(iterable);
     return iterator;
   }
   if (iterable->kind == Var::Kind::Constant &&

@@ -252,3 +252,33 @@ def test_many_instances_of_one_block_share_one_entry():
     with torch.no_grad():
         assert_close(dynafuse.compile(other)(x), other(x), rtol=1e-5, atol=1e-5)
     assert dynafuse.stats()["captures"] == 2
+
+
+class Towers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(6, 6) for _ in range(3)])
+        self.scale = 0.5
+
+    def forward(self, x):
+        outs = [layer(x) * self.scale for layer in self.layers]
+        assert all(o is not None for o in outs), "missing output"
+        pairs = {f"t{i}": out.relu() for i, out in enumerate(outs)}
+        total = sum(outs)
+        mixed = [a - b for a, b in zip(outs, outs[1:])]
+        return total, pairs, len(mixed), tuple(o.sum(-1) for o in mixed)
+
+
+def test_comprehensions_generators_and_container_builtins():
+    model = Towers().eval()
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        got, want = dynafuse.compile(model)(x), model(x)
+    assert_close(got[0], want[0])
+    assert list(got[1]) == list(want[1])
+    for key in want[1]:
+        assert_close(got[1][key], want[1][key])
+    assert got[2] == want[2] == 2
+    for a, b in zip(got[3], want[3]):
+        assert_close(a, b)
+    assert_compiled()
