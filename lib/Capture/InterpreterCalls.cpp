@@ -78,11 +78,15 @@ SymbolicInterpreter::callAny(const VarPtr &callee,
       return constant(Py_False);
     if (answer == "none")
       return constant(Py_None);
+    if (answer == "zero")
+      return integerConstant(0);
     if (answer == "grad_enabled")
       return constant(result.gradMode ? Py_True : Py_False);
     if (!opTable().function(object) && PyFunction_Check(object))
       return inlineFunction(callee, args, keywords);
     if (VarPtr result = containerBuiltin(object, args))
+      return result;
+    if (VarPtr result = isInstance(object, args))
       return result;
     if (isModule(object))
       return inlineModule(callee, args, keywords);
@@ -415,7 +419,7 @@ VarPtr SymbolicInterpreter::foldBuiltin(
     PyObject *callable, const std::vector<VarPtr> &args,
     const std::map<std::string, VarPtr> &keywords) {
   static const char *pure[] = {"float", "int",   "bool", "abs", "min",
-                               "max",   "round", "len",  "pow"};
+                               "max",   "round", "len",  "pow", "range"};
   PyObject *builtins = frame->builtins;
   bool isPure = false;
   for (const char *name : pure)
@@ -498,6 +502,46 @@ VarPtr SymbolicInterpreter::containerBuiltin(PyObject *callable,
     return iterator;
   }
   return nullptr;
+}
+
+/// isinstance(x, cls) where the answer is known at capture: constants and
+/// guarded objects, and computed tensors (exactly torch.Tensor).
+VarPtr SymbolicInterpreter::isInstance(PyObject *callable,
+                                       const std::vector<VarPtr> &args) {
+  PyObject *builtins = frame->builtins;
+  bool knownClass = args.size() == 2 && (args[1]->kind == Var::Kind::Object ||
+                                         args[1]->kind == Var::Kind::Constant);
+  if (!PyDict_Check(builtins) ||
+      PyDict_GetItemString(builtins, "isinstance") != callable || !knownClass)
+    return nullptr;
+  PyObject *cls = args[1]->object.get();
+  PyRef tensorType;
+  if (args[0]->kind == Var::Kind::Tensor) {
+    if (!args[0]->tensor->producer)
+      unsupported("isinstance of an input tensor (Tensor or Parameter)");
+    PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+    tensorType = PyRef::steal(
+        torch ? PyObject_GetAttrString(torch.get(), "Tensor") : nullptr);
+    if (!tensorType) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    int sub = PyObject_IsSubclass(tensorType.get(), cls);
+    if (sub < 0) {
+      PyErr_Clear();
+      unsupported("isinstance raised");
+    }
+    return constant(sub ? Py_True : Py_False);
+  }
+  if (args[0]->kind != Var::Kind::Constant &&
+      args[0]->kind != Var::Kind::Object)
+    return nullptr;
+  int result = PyObject_IsInstance(args[0]->object.get(), cls);
+  if (result < 0) {
+    PyErr_Clear();
+    unsupported("isinstance raised");
+  }
+  return constant(result ? Py_True : Py_False);
 }
 
 } // namespace interp

@@ -123,6 +123,12 @@ int SymbolicInterpreter::step(const Instruction &in) {
   case MAKE_FUNCTION:
     push(makeFunction(in.arg));
     return -1;
+  case CONTAINS_OP: {
+    VarPtr container = pop();
+    VarPtr item = pop();
+    push(containsOp(item, container, in.arg != 0));
+    return -1;
+  }
   case MAP_ADD: {
     VarPtr value = pop();
     VarPtr key = pop();

@@ -199,5 +199,25 @@ VarPtr SymbolicInterpreter::isOp(const VarPtr &lhs, const VarPtr &rhs,
   return constant(same != inverted ? Py_True : Py_False);
 }
 
+/// `item in container` for constants in tuples, lists and dict keys.
+VarPtr SymbolicInterpreter::containsOp(const VarPtr &item,
+                                       const VarPtr &container, bool negated) {
+  if (item->kind != Var::Kind::Constant)
+    unsupported("'in' with a value not known at capture");
+  bool found = false;
+  for (const VarPtr &candidate : itemsOf(container)) {
+    if (candidate->kind != Var::Kind::Constant)
+      unsupported("'in' over values not known at capture");
+    int equal = PyObject_RichCompareBool(item->object.get(),
+                                         candidate->object.get(), Py_EQ);
+    if (equal < 0) {
+      PyErr_Clear();
+      unsupported("'in' comparison raised");
+    }
+    found |= equal == 1;
+  }
+  return constant(found != negated ? Py_True : Py_False);
+}
+
 } // namespace interp
 } // namespace dynafuse

@@ -253,6 +253,16 @@ VarPtr SymbolicInterpreter::loadAttr(const VarPtr &base, PyObject *name) {
   if (base->kind != Var::Kind::Object)
     unsupported("attribute '" + attribute + "' of a non-object");
   PyObject *object = base->object.get();
+  if (comparableAtCapture(base)) {
+    // torch.dtype / torch.device: immutable, their attributes are data.
+    PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
+    if (!value || !isConstantObject(value.get())) {
+      PyErr_Clear();
+      unsupported("attribute '" + attribute + "' of a " +
+                  Py_TYPE(object)->tp_name);
+    }
+    return constant(value.get());
+  }
   if (VarPtr method = boundMethod(base, name))
     return method;
   if (!PyModule_Check(object)) {

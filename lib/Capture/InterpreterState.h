@@ -262,6 +262,7 @@ private:
 
   VarPtr logicalNot(const VarPtr &var);
 
+  VarPtr containsOp(const VarPtr &item, const VarPtr &container, bool negated);
   VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted);
 
   void call(int argc);
@@ -315,6 +316,7 @@ private:
   VarPtr makeCell(int index);
   VarPtr cellAt(int index);
   /// all, any, sum, len, tuple, list, zip, enumerate over containers.
+  VarPtr isInstance(PyObject *callable, const std::vector<VarPtr> &args);
   VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
 
   /// The callee's initial locals: parameters bound like CPython binds them

@@ -282,3 +282,16 @@ def test_comprehensions_generators_and_container_builtins():
     for a, b in zip(got[3], want[3]):
         assert_close(a, b)
     assert_compiled()
+
+
+def test_membership_isinstance_and_device_attributes():
+    def f(x):
+        kind = x.device.type
+        h = x * 2
+        if kind in ["cpu", "cuda"] and isinstance(h, torch.Tensor) and not isinstance(kind, int):
+            return h + len(range(3))
+        return h
+
+    x = torch.randn(4)
+    assert_close(dynafuse.compile(f)(x), x * 2 + 3)
+    assert_compiled()
