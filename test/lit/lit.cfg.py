@@ -13,3 +13,10 @@ config.substitutions.append(("FileCheck", config.filecheck + " --enable-var-scop
 config.substitutions.append(("not ", config.not_tool + " "))
 if config.llvm_enabled:
     config.available_features.add("llvm")
+# "cuda": the CUDA backend is built (--emit=cuda, --emit=ptx through NVRTC).
+if config.cuda_enabled:
+    config.available_features.add("cuda")
+# NVRTC and the cache directory reach the tests through the environment.
+for name in ("DYNAFUSE_NVRTC", "DYNAFUSE_CACHE_DIR", "DYNAFUSE_DISK_CACHE", "HOME"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
