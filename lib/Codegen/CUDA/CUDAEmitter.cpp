@@ -132,16 +132,16 @@ public:
     out << (kernel.params.empty() && kernel.symbols.empty() ? "" : ", ")
         << "long long *df_error) {\n";
     indent = 1;
+    std::vector<int> hoisted;
+    const Stmt *outer = splitLevel(kernel.body, hoisted);
     if (hasDirectReduce(kernel.body))
-      emitBlockReduceKernel(nullptr);
-    else if (kernel.body.size() == 1 &&
-             kernel.body[0].kind == Stmt::Kind::For &&
-             hasDirectReduce(kernel.body[0].body))
-      emitBlockReduceKernel(&kernel.body[0]);
+      emitBlockReduceKernel(nullptr, {});
+    else if (outer && hasDirectReduce(outer->body))
+      emitBlockReduceKernel(outer, hoisted);
     else if (!hasReduce(kernel.body))
       emitPointwiseKernel();
     else
-      emitSerialKernel();
+      emitSerialKernel(outer, hoisted);
     out << "}\n";
     return out.str();
   }
@@ -161,6 +161,27 @@ private:
   std::ostream &line() { return out << std::string(2 * indent, ' '); }
   std::string fresh(const char *stem) {
     return std::string("df_") + stem + std::to_string(uniqueCounter++);
+  }
+
+  /// The single loop of `body` when every other statement is a scalar
+  /// instruction other than a store (loop-invariant code hoisted out of
+  /// it, safe to recompute in every thread); those go to `hoisted`.
+  const Stmt *splitLevel(const std::vector<Stmt> &body,
+                         std::vector<int> &hoisted) const {
+    const Stmt *loop = nullptr;
+    std::vector<int> instrs;
+    for (const Stmt &stmt : body) {
+      if (stmt.kind == Stmt::Kind::For && !loop)
+        loop = &stmt;
+      else if (stmt.kind == Stmt::Kind::Instr &&
+               kernel.instrs[stmt.instr].op != ScalarOp::Store)
+        instrs.push_back(stmt.instr);
+      else
+        return nullptr;
+    }
+    if (loop)
+      hoisted.insert(hoisted.end(), instrs.begin(), instrs.end());
+    return loop;
   }
 
   static bool hasDirectReduce(const std::vector<Stmt> &body) {
@@ -233,10 +254,11 @@ private:
   void emitPointwiseKernel() {
     info.shape = CUDAKernelShape::Pointwise;
     std::vector<const Stmt *> nest;
+    std::vector<int> hoisted;
     const std::vector<Stmt> *body = &kernel.body;
-    while (body->size() == 1 && (*body)[0].kind == Stmt::Kind::For) {
-      nest.push_back(&(*body)[0]);
-      body = &(*body)[0].body;
+    while (const Stmt *loop = splitLevel(*body, hoisted)) {
+      nest.push_back(loop);
+      body = &loop->body;
     }
     SymExpr work = 1;
     for (const Stmt *loop : nest)
@@ -260,30 +282,33 @@ private:
       line() << rest << " /= " << extent << ";\n";
     }
     line() << "(void)" << rest << ";\n";
+    for (int id : hoisted)
+      emitInstr(id);
     emitSerialBody(*body);
     --indent;
     line() << "}\n";
   }
 
-  void emitSerialKernel() {
+  void emitSerialKernel(const Stmt *outer, const std::vector<int> &hoisted) {
     info.shape = CUDAKernelShape::Serial;
-    bool outer =
-        kernel.body.size() == 1 && kernel.body[0].kind == Stmt::Kind::For;
-    info.work = outer ? kernel.body[0].extent : SymExpr(1);
-    std::string var = outer ? symbolName(kernel.body[0].var) : fresh("one");
-    std::string extent = outer ? expr(kernel.body[0].extent) : "1LL";
+    info.work = outer ? outer->extent : SymExpr(1);
+    std::string var = outer ? symbolName(outer->var) : fresh("one");
+    std::string extent = outer ? expr(outer->extent) : "1LL";
     line() << "for (long long " << var
            << " = (long long)blockIdx.x * blockDim.x + threadIdx.x; " << var
            << " < " << extent << "; " << var
            << " += (long long)gridDim.x * blockDim.x) {\n";
     ++indent;
-    emitSerialBody(outer ? kernel.body[0].body : kernel.body);
+    for (int id : hoisted)
+      emitInstr(id);
+    emitSerialBody(outer ? outer->body : kernel.body);
     --indent;
     line() << "}\n";
   }
 
   /// One block per iteration of `outer` (or a single block when null).
-  void emitBlockReduceKernel(const Stmt *outer) {
+  void emitBlockReduceKernel(const Stmt *outer,
+                             const std::vector<int> &hoisted) {
     info.shape = CUDAKernelShape::BlockReduce;
     info.work = outer ? outer->extent : SymExpr(1);
     std::string var = outer ? symbolName(outer->var) : fresh("one");
@@ -291,6 +316,8 @@ private:
     line() << "for (long long " << var << " = blockIdx.x; " << var << " < "
            << extent << "; " << var << " += gridDim.x) {\n";
     ++indent;
+    for (int id : hoisted)
+      emitInstr(id);
     blockLevel = true;
     for (const Stmt &stmt : outer ? outer->body : kernel.body) {
       if (stmt.kind == Stmt::Kind::Reduce) {
