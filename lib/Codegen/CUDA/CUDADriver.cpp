@@ -108,7 +108,7 @@ Driver loadDriver() {
 Driver &driver() {
   static Driver d = loadDriver();
   if (!d.context)
-    fail("CUDA backend: " + d.error);
+    fail("CUDA backend: device unavailable: " + d.error);
   d.ctxSetCurrent(d.context);
   return d;
 }

@@ -15,7 +15,7 @@
 namespace dynafuse {
 namespace cuda {
 
-/// Throws Error unless the driver loaded and device 0 has a context (made
+/// Throws Error ("CUDA backend: device unavailable: WHY") unless the driver loaded and device 0 has a context (made
 /// current on the calling thread). Returns the device's "sm_XY".
 std::string requireDevice();
 
