@@ -189,8 +189,7 @@ TEST_F(NVRTCTest, CompileErrorsCarryTheLog) {
     compileCUDAToPTX("__global__ void broken( { }");
     FAIL() << "expected an Error";
   } catch (const Error &error) {
-    EXPECT_NE(std::string(error.what()).find("NVRTC failed"),
-              std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("NVRTC failed"), std::string::npos)
         << error.what();
   }
 }
@@ -217,8 +216,8 @@ void fillRandom(DType type, std::vector<char> &bytes, std::mt19937 &rng) {
   for (size_t at = 0; at + size <= bytes.size(); at += size) {
     float f = real(rng);
     int64_t i = integer(rng);
-    uint16_t half = type == DType::F16 ? dynafuse_f32_to_f16(f)
-                                       : dynafuse_f32_to_bf16(f);
+    uint16_t half =
+        type == DType::F16 ? dynafuse_f32_to_f16(f) : dynafuse_f32_to_bf16(f);
     uint8_t flag = i & 1;
     int32_t narrow = int32_t(i);
     double wide = f;

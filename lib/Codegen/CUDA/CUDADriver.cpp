@@ -141,9 +141,9 @@ void *getFunction(void *module, const std::string &name) {
 
 uint64_t getGlobal(void *module, const std::string &name, size_t *bytes) {
   CUdeviceptr pointer = 0;
-  check(driver().moduleGetGlobal(&pointer, bytes, CUmodule(module),
-                                 name.c_str()),
-        "cuModuleGetGlobal");
+  check(
+      driver().moduleGetGlobal(&pointer, bytes, CUmodule(module), name.c_str()),
+      "cuModuleGetGlobal");
   return pointer;
 }
 
@@ -168,8 +168,8 @@ void copyToHost(void *host, uint64_t device, size_t bytes) {
 }
 
 void launch(void *function, unsigned blocks, unsigned threads, void **args) {
-  check(driver().launchKernel(CUfunction(function), blocks, 1, 1, threads, 1,
-                              1, 0, nullptr, args, nullptr),
+  check(driver().launchKernel(CUfunction(function), blocks, 1, 1, threads, 1, 1,
+                              0, nullptr, args, nullptr),
         "cuLaunchKernel");
 }
 

@@ -15,8 +15,9 @@
 namespace dynafuse {
 namespace cuda {
 
-/// Throws Error ("CUDA backend: device unavailable: WHY") unless the driver loaded and device 0 has a context (made
-/// current on the calling thread). Returns the device's "sm_XY".
+/// Throws Error ("CUDA backend: device unavailable: WHY") unless the driver
+/// loaded and device 0 has a context (made current on the calling thread).
+/// Returns the device's "sm_XY".
 std::string requireDevice();
 
 /// A loaded module (cubin) and lookups in it.

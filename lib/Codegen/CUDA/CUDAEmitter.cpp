@@ -77,7 +77,8 @@ std::string floatLiteral(DType type, double value) {
     return value < 0 ? "(-" + text + ")" : text;
   }
   char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%a", f32 ? double(float(value)) : value);
+  std::snprintf(buffer, sizeof buffer, "%a",
+                f32 ? double(float(value)) : value);
   return std::string("(") + buffer + (f32 ? "f)" : ")");
 }
 
@@ -206,8 +207,8 @@ private:
   int indirectId(const std::string &symbol) const {
     auto found = idByName.find(symbol.substr(1));
     if (found == idByName.end())
-      fail("CUDA backend: kernel @" + kernel.name + " indexes with '" +
-           symbol + "', which is not a value of the kernel");
+      fail("CUDA backend: kernel @" + kernel.name + " indexes with '" + symbol +
+           "', which is not a value of the kernel");
     return found->second;
   }
   std::string value(int id) const {
@@ -233,8 +234,8 @@ private:
       return "df_floordiv(" + expr(e.operands()[0]) + ", " +
              expr(e.operands()[1]) + ")";
     case SymExpr::Kind::Mod:
-      return "df_mod(" + expr(e.operands()[0]) + ", " +
-             expr(e.operands()[1]) + ")";
+      return "df_mod(" + expr(e.operands()[0]) + ", " + expr(e.operands()[1]) +
+             ")";
     }
     fail("CUDA backend: unknown symbolic expression kind");
   }
@@ -353,9 +354,8 @@ private:
   void emitLoop(const Stmt &loop, const std::string &start,
                 const std::string &step) {
     std::string var = symbolName(loop.var);
-    line() << "for (long long " << var << " = " << start << "; " << var
-           << " < " << expr(loop.extent) << "; " << var << " += " << step
-           << ") {\n";
+    line() << "for (long long " << var << " = " << start << "; " << var << " < "
+           << expr(loop.extent) << "; " << var << " += " << step << ") {\n";
     ++indent;
     emitSerialBody(loop.body);
     --indent;
@@ -528,15 +528,13 @@ private:
       line() << id << ".v = " << identity(reduce, type) << "; " << id
              << ".p = 0; " << id << ".o = 0x7fffffffffffffffLL;\n";
       line() << acc << " = df_block_reduce(" << acc << ", " << id
-             << ", [](DfArg<" << accType(type) << "> a, DfArg<"
-             << accType(type) << "> b) { return df_arg_combine<" << greater
-             << ">(a, b); });\n";
+             << ", [](DfArg<" << accType(type) << "> a, DfArg<" << accType(type)
+             << "> b) { return df_arg_combine<" << greater << ">(a, b); });\n";
     } else {
-      line() << acc << " = df_block_reduce(" << acc << ", ("
-             << accType(type) << ")" << identity(reduce, type) << ", []("
-             << accType(type) << " a, " << accType(type) << " b) { return ("
-             << accType(type) << ")"
-             << combiner(reduce.reduceKind, type, "a", "b") << "; });\n";
+      line() << acc << " = df_block_reduce(" << acc << ", (" << accType(type)
+             << ")" << identity(reduce, type) << ", [](" << accType(type)
+             << " a, " << accType(type) << " b) { return (" << accType(type)
+             << ")" << combiner(reduce.reduceKind, type, "a", "b") << "; });\n";
     }
     assignResults(reduce, acc);
     --indent;
@@ -561,11 +559,10 @@ private:
       if (isIndirect(instr.index[k])) {
         std::string size = expr(type.sizes[k]);
         line() << "if (" << index << " < 0 || " << index << " >= " << size
-               << ") { if (" << ok << ") df_report(df_error, " << index << ", " << size
-               << "); " << ok << " = false; }\n";
+               << ") { if (" << ok << ") df_report(df_error, " << index << ", "
+               << size << "); " << ok << " = false; }\n";
       }
-      line() << offset << " += " << index << " * " << expr(strides[k])
-             << ";\n";
+      line() << offset << " += " << index << " * " << expr(strides[k]) << ";\n";
     }
   }
 
@@ -593,8 +590,8 @@ private:
     ++indent;
     std::string offset = fresh("off"), ok = fresh("ok");
     emitAddress(instr, offset, ok);
-    line() << "if (" << ok << ") " << value(id) << " = (" << type
-           << ")df_ld(p" << instr.buffer << " + " << offset << ");\n";
+    line() << "if (" << ok << ") " << value(id) << " = (" << type << ")df_ld(p"
+           << instr.buffer << " + " << offset << ");\n";
     --indent;
     line() << "}\n";
   }

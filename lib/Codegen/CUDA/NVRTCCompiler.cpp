@@ -105,8 +105,7 @@ NVRTC loadNVRTC() {
             bind(api.handle, "nvrtcGetPTX", api.getPTX) &&
             bind(api.handle, "nvrtcGetCUBINSize", api.getCUBINSize) &&
             bind(api.handle, "nvrtcGetCUBIN", api.getCUBIN) &&
-            bind(api.handle, "nvrtcGetProgramLogSize",
-                 api.getProgramLogSize) &&
+            bind(api.handle, "nvrtcGetProgramLogSize", api.getProgramLogSize) &&
             bind(api.handle, "nvrtcGetProgramLog", api.getProgramLog);
   if (!ok) {
     api.error = "NVRTC lacks an entry point Dynafuse uses";
