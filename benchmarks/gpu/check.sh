@@ -8,12 +8,22 @@
 #   3. runs the lit tests under test/lit/cuda.
 # Needs cmake, ninja, a C++17 compiler, GoogleTest, cuda.h (CUDA_HOME or
 # /usr/local/cuda*) and NVRTC 13 (DYNAFUSE_NVRTC=/path/libnvrtc.so.13, or
-# on the library path). Exit status 0 only when everything passed.
+# found by CMake). Exit status 0 only when everything passed.
 #
-#   benchmarks/gpu/check.sh [BUILD_DIR]     (default: build-gpu)
+# A GPU machine without NVRTC (the torch wheel's libnvrtc is 105 MB, too
+# big to carry) runs cubins prepared on a machine with NVRTC:
+#   benchmarks/gpu/check.sh --prepare   # here: sm_90 cubins of every test
+#                                       # kernel and suite module into
+#                                       # benchmarks/gpu/prepared-cache
+#   benchmarks/gpu/check.sh             # there, with that directory carried
+#
+#   benchmarks/gpu/check.sh [--prepare] [BUILD_DIR]   (default: build-gpu)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+prepare=0
+if [ "${1:-}" = "--prepare" ]; then prepare=1; shift; fi
 build=${1:-$root/build-gpu}
+arch=${DYNAFUSE_CUDA_ARCH:-sm_90}
 jobs=${DYNAFUSE_JOBS:-$(nproc)}
 status=0
 
@@ -24,8 +34,9 @@ if [ -z "${DYNAFUSE_NVRTC:-}" ]; then
   done
 fi
 echo "== NVRTC: ${DYNAFUSE_NVRTC:-libnvrtc.so.13 from the library path}"
-# A private cache: stale entries never hide a compiler change.
-export DYNAFUSE_CACHE_DIR=${DYNAFUSE_CACHE_DIR:-$build/cache}
+# The prepared cubins (and everything compiled here) live in one cache.
+export DYNAFUSE_CACHE_DIR=${DYNAFUSE_CACHE_DIR:-$root/benchmarks/gpu/prepared-cache}
+mkdir -p "$DYNAFUSE_CACHE_DIR"
 
 echo "== configure and build (CUDA on, LLVM and Python off)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -33,14 +44,26 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DDYNAFUSE_ENABLE_CUDA=ON >/dev/null || exit 1
 cmake --build "$build" -j "$jobs" || exit 1
 
+if [ $prepare = 1 ]; then
+  echo "== prepare $arch cubins into $DYNAFUSE_CACHE_DIR"
+  "$build/test/dynafuse-unittests" --gtest_filter='NVRTC*' | tail -3
+  for file in "$root"/benchmarks/gpu/suite/*.graph "$root"/benchmarks/gpu/suite/*.loop; do
+    [ -e "$file" ] || continue
+    "$build/tools/dynafuse-run/dynafuse-run" "$file" --prepare=$arch || status=1
+  done
+  du -sh "$DYNAFUSE_CACHE_DIR"
+  exit $status
+fi
+
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 
 echo "== GoogleTest: CUDA*, NVRTC*"
 out=$("$build/test/dynafuse-unittests" --gtest_filter='CUDA*:NVRTC*' 2>&1)
 echo "$out" | tail -25
 if echo "$out" | grep -q "FAILED"; then status=1; fi
-if echo "$out" | grep -q "SKIPPED \]"; then
-  echo "check.sh: tests were skipped (no device or NVRTC?)"; status=1
+# NVRTC* may skip (no NVRTC here); a skipped device run is a failure.
+if echo "$out" | grep -q "SKIPPED \] CUDABackend"; then
+  echo "check.sh: device tests were skipped (no device, or no NVRTC and no prepared cubins)"; status=1
 fi
 
 echo "== dynafuse-run suite: cuda vs interp"

@@ -194,6 +194,20 @@ TEST_F(NVRTCTest, CompileErrorsCarryTheLog) {
   }
 }
 
+/// sm_90 cubins of the kernels the device tests run: checks cubin output
+/// and, with DYNAFUSE_CACHE_DIR set, prepares them for a GPU machine
+/// without NVRTC (benchmarks/gpu/check.sh --prepare).
+TEST_F(NVRTCTest, CubinsForTheDeviceTests) {
+  for (const char *text :
+       {softmaxText, argmaxText, pointwiseText, nestedText, allText}) {
+    std::string cubin =
+        compileCUDAToCubin(emitCUDA(parseLoopModule(text, "test.loop")));
+    ASSERT_GT(cubin.size(), 4u);
+    EXPECT_EQ(cubin.substr(0, 4), "\x7f"
+                                  "ELF");
+  }
+}
+
 // --- Running: the cuda backend against the interpreter -----------------------
 
 size_t spanBytes(const LoopBuffer &param,

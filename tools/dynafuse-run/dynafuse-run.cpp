@@ -2,12 +2,15 @@
 //
 // dynafuse-run FILE [--backend=NAME] [--reference=interp]
 //              [--sizes=s0=37,s1=5] [--seed=N] [--rtol=1e-4] [--atol=1e-5]
+//              [--prepare=sm_90]
 //
 // Lowers a .graph (or reads a .loop module), fills its inputs with random
 // values (symbolic sizes default to 17), runs it with --backend and with
 // --reference on identical copies in host memory (the cuda backend copies
 // each kernel's buffers to the device and back) and compares every output.
 // Prints "PASS" or the first mismatch (exit 1); errors exit 1 as well.
+// --prepare=ARCH only compiles each module's CUDA cubin into the disk
+// cache, so a GPU machine without NVRTC can run them.
 // benchmarks/gpu/check.sh runs it over a suite of modules.
 //
 //===----------------------------------------------------------------------===//
@@ -44,6 +47,8 @@ struct Options {
   std::map<std::string, int64_t> sizes;
   unsigned seed = 1;
   double rtol = 1e-4, atol = 1e-5;
+  /// --prepare=sm_90: only compile the CUDA cubins into the disk cache.
+  std::string prepareArch;
 };
 
 [[noreturn]] void usage(const std::string &problem) {
@@ -62,6 +67,8 @@ Options parseOptions(int argc, char **argv) {
       options.backend = value("--backend=");
     else if (arg.rfind("--reference=", 0) == 0)
       options.reference = value("--reference=");
+    else if (arg.rfind("--prepare=", 0) == 0)
+      options.prepareArch = value("--prepare=");
     else if (arg.rfind("--seed=", 0) == 0)
       options.seed = unsigned(std::stoul(value("--seed=")));
     else if (arg.rfind("--rtol=", 0) == 0)
@@ -215,6 +222,15 @@ bool close(DType type, ScalarValue want, ScalarValue got,
 
 int runModule(const LoopModule &module, const std::string &where,
               const Options &options) {
+  if (!options.prepareArch.empty()) {
+#ifdef DYNAFUSE_HAVE_CUDA
+    compileCUDAToCubin(emitCUDA(module), options.prepareArch);
+    std::cout << "PREPARED " << where << " (" << options.prepareArch << ")\n";
+    return 0;
+#else
+    fail("--prepare needs a build with the CUDA backend");
+#endif
+  }
   auto want = runWith(module, options.reference, options);
   auto got = runWith(module, options.backend, options);
   for (size_t o = 0; o < module.outputs.size(); ++o) {

@@ -124,7 +124,9 @@ public:
     auto device = std::make_shared<DeviceModule>();
     std::vector<CUDAKernelInfo> infos;
     device->source = emitCUDA(module, &infos);
-    compileCUDAToPTX(device->source); // Reports NVRTC errors now.
+    // Reports NVRTC errors now (skipped where only prepared cubins exist).
+    if (nvrtcAvailable())
+      compileCUDAToPTX(device->source);
     std::vector<std::unique_ptr<KernelExecutable>> executables;
     for (size_t i = 0; i < module.kernels.size(); ++i)
       executables.push_back(

@@ -1,10 +1,11 @@
 //===- NVRTCCompiler.cpp - CUDA C to PTX or cubin with NVRTC --------------===//
 //
-// NVRTC is loaded at run time (dlopen): $DYNAFUSE_NVRTC, then the library
-// CMake found (DYNAFUSE_NVRTC_PATH), then the soname libnvrtc.so.13, so the
-// build links no CUDA library. Only the few entry points used here are
-// declared. Results are cached on disk (Runtime/DiskCache.h) under a key of
-// source, options and NVRTC version.
+// NVRTC is loaded at run time (dlopen): $DYNAFUSE_NVRTC when set, else the
+// library CMake found (DYNAFUSE_NVRTC_PATH), then the soname libnvrtc.so.13,
+// so the build links no CUDA library. Only the few entry points used here
+// are declared. Results are cached on disk (Runtime/DiskCache.h) under a
+// key of source, options and NVRTC version, and under a "prepared" key
+// (output kind, arch, source) that a machine without NVRTC can use.
 //
 //===----------------------------------------------------------------------===//
 #include "CUDACodegen.h"
@@ -79,11 +80,15 @@ void preloadBuiltins(void *nvrtcSymbol) {
 NVRTC loadNVRTC() {
   NVRTC api;
   std::vector<std::string> candidates;
-  if (const char *env = std::getenv("DYNAFUSE_NVRTC"))
+  // An explicit $DYNAFUSE_NVRTC is the only candidate (a path that does
+  // not exist turns NVRTC off).
+  if (const char *env = std::getenv("DYNAFUSE_NVRTC")) {
     candidates.push_back(env);
-  if (std::string(DYNAFUSE_NVRTC_PATH) != "")
-    candidates.push_back(DYNAFUSE_NVRTC_PATH);
-  candidates.push_back("libnvrtc.so.13");
+  } else {
+    if (std::string(DYNAFUSE_NVRTC_PATH) != "")
+      candidates.push_back(DYNAFUSE_NVRTC_PATH);
+    candidates.push_back("libnvrtc.so.13");
+  }
   std::string tried;
   for (const std::string &path : candidates) {
     api.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -200,6 +205,19 @@ std::string nvrtcVersionString() {
 
 std::string nvrtcCompile(const std::string &source, const std::string &arch,
                          bool cubin) {
+  // Every result is stored twice: under the exact key (NVRTC version and
+  // all options) and under a "prepared" key of only the output kind, arch
+  // and source. Without NVRTC (a GPU machine without the toolkit), a
+  // prepared entry made elsewhere is used (benchmarks/gpu/check.sh
+  // --prepare); with NVRTC only exact entries are.
+  std::string prepared = std::string("dynafuse-cuda-prepared-1\n") +
+                         (cubin ? "cubin " : "ptx ") + arch + "\n" + source;
+  DiskCache cache(DiskCache::defaultDirectory());
+  if (!nvrtcAvailable()) {
+    if (std::optional<std::string> hit = cache.load(prepared))
+      return *hit;
+    requireNVRTC();
+  }
   const NVRTC &api = requireNVRTC();
   std::vector<std::string> options = compileOptions(arch);
   std::string key = "dynafuse-cuda-1\nnvrtc " + nvrtcVersionString() +
@@ -207,14 +225,19 @@ std::string nvrtcCompile(const std::string &source, const std::string &arch,
   for (const std::string &option : options)
     key += "\n" + option;
   key += "\n" + source;
-  DiskCache cache(DiskCache::defaultDirectory());
   if (std::optional<std::string> hit = cache.load(key))
     return *hit;
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   std::string result = runNVRTC(api, source, options, cubin);
   cache.store(key, result);
+  cache.store(prepared, result);
   return result;
+}
+
+std::string compileCUDAToCubin(const std::string &source,
+                               const std::string &arch) {
+  return nvrtcCompile(source, arch, /*cubin=*/true);
 }
 
 std::string compileCUDAToPTX(const std::string &source,

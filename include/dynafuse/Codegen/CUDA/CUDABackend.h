@@ -64,6 +64,12 @@ bool nvrtcAvailable(std::string *why = nullptr);
 std::string compileCUDAToPTX(const std::string &source,
                              const std::string &arch = "compute_90");
 
+/// A cubin for `arch` ("sm_90"), cached like PTX. Where NVRTC is missing,
+/// a cubin prepared on another machine for the same source and arch is
+/// taken from the disk cache.
+std::string compileCUDAToCubin(const std::string &source,
+                               const std::string &arch = "sm_90");
+
 /// A new CUDA backend; compile() works without a device (NVRTC only),
 /// running a kernel needs the driver and a device.
 std::unique_ptr<Backend> createCUDABackend();
