@@ -24,7 +24,6 @@ struct Driver {
   decltype(&::cuCtxSetCurrent) ctxSetCurrent = nullptr;
   decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
   decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
-  decltype(&::cuModuleGetGlobal) moduleGetGlobal = nullptr;
   decltype(&::cuMemAlloc) memAlloc = nullptr;
   decltype(&::cuMemFree) memFree = nullptr;
   decltype(&::cuMemcpyHtoD) memcpyHtoD = nullptr;
@@ -70,7 +69,6 @@ Driver loadDriver() {
             lookup(getProc, "cuCtxSetCurrent", d.ctxSetCurrent) &&
             lookup(getProc, "cuModuleLoadData", d.moduleLoadData) &&
             lookup(getProc, "cuModuleGetFunction", d.moduleGetFunction) &&
-            lookup(getProc, "cuModuleGetGlobal", d.moduleGetGlobal) &&
             lookup(getProc, "cuMemAlloc", d.memAlloc) &&
             lookup(getProc, "cuMemFree", d.memFree) &&
             lookup(getProc, "cuMemcpyHtoD", d.memcpyHtoD) &&
@@ -137,14 +135,6 @@ void *getFunction(void *module, const std::string &name) {
   check(driver().moduleGetFunction(&function, CUmodule(module), name.c_str()),
         "cuModuleGetFunction");
   return function;
-}
-
-uint64_t getGlobal(void *module, const std::string &name, size_t *bytes) {
-  CUdeviceptr pointer = 0;
-  check(
-      driver().moduleGetGlobal(&pointer, bytes, CUmodule(module), name.c_str()),
-      "cuModuleGetGlobal");
-  return pointer;
 }
 
 uint64_t allocate(size_t bytes) {

@@ -20,10 +20,9 @@ namespace cuda {
 /// Returns the device's "sm_XY".
 std::string requireDevice();
 
-/// A loaded module (cubin) and lookups in it.
+/// A loaded module (cubin) and a kernel in it.
 void *loadModule(const std::string &image);
 void *getFunction(void *module, const std::string &name);
-uint64_t getGlobal(void *module, const std::string &name, size_t *bytes);
 
 uint64_t allocate(size_t bytes);
 void release(uint64_t pointer);
