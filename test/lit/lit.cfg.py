@@ -13,3 +13,25 @@ config.substitutions.append(("FileCheck", config.filecheck + " --enable-var-scop
 config.substitutions.append(("not ", config.not_tool + " "))
 if config.llvm_enabled:
     config.available_features.add("llvm")
+# "cuda": the CUDA backend is built (--emit=cuda, --emit=ptx through NVRTC).
+if config.cuda_enabled:
+    config.available_features.add("cuda")
+# NVRTC and the cache directory reach the tests through the environment.
+for name in ("DYNAFUSE_NVRTC", "DYNAFUSE_CACHE_DIR", "DYNAFUSE_DISK_CACHE", "HOME"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
+# "nvrtc": NVRTC also loads (probed by compiling a tiny kernel to PTX).
+if config.cuda_enabled:
+    import subprocess
+
+    probe = subprocess.run(
+        [config.dynafuse_opt, "-", "--emit=ptx"],
+        input="kernel @probe(%x: f32[1]) {\n}\n",
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, DYNAFUSE_DISK_CACHE="0"),
+    )
+    if probe.returncode == 0 and ".entry" in probe.stdout:
+        config.available_features.add("nvrtc")
+    else:
+        lit_config.note("NVRTC unavailable, skipping PTX tests: " + probe.stderr.strip())

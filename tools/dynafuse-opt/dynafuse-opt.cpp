@@ -1,13 +1,15 @@
 //===- dynafuse-opt.cpp - Read, transform and print any IR stage ----------===//
 //
 // dynafuse-opt FILE [--passes=decompose,cse,dce | plan-memory]
-//              [--emit=graph|loop|llvm|llvm-opt|asm]
+//              [--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx]
 //              [--print-ir-after-all] [--split-input-file]
 //
 // Reads .graph or .loop text (by its first keyword), runs graph passes, then
 // lowers as far as --emit asks and prints that stage. --print-ir-after-all
 // prints every pass and lowering step (decompose,cse,dce / schedule /
-// plan-memory) to stderr. Errors are printed as
+// plan-memory) to stderr. --emit=cuda prints the CUDA C of the kernels,
+// --emit=ptx the PTX NVRTC makes of it (compute_90; builds with the CUDA
+// backend). Errors are printed as
 // "FILE:LINE:COL: error: MESSAGE" and give exit status 1.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +21,9 @@
 
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
+#endif
+#ifdef DYNAFUSE_HAVE_CUDA
+#include "dynafuse/Codegen/CUDA/CUDABackend.h"
 #endif
 
 #include <algorithm>
@@ -41,7 +46,8 @@ struct Options {
 [[noreturn]] void usage(const std::string &problem) {
   std::cerr << "dynafuse-opt: " << problem << "\n"
             << "usage: dynafuse-opt FILE [--passes=p1,p2] "
-               "[--emit=graph|loop|llvm|llvm-opt|asm] [--print-ir-after-all] "
+               "[--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx] "
+               "[--print-ir-after-all] "
                "[--split-input-file]\n";
   std::exit(2);
 }
@@ -73,7 +79,8 @@ Options parseOptions(int argc, char **argv) {
     else
       options.input = arg;
   }
-  const std::string stages[] = {"", "graph", "loop", "llvm", "llvm-opt", "asm"};
+  const std::string stages[] = {"",         "graph", "loop", "llvm",
+                                "llvm-opt", "asm",   "cuda", "ptx"};
   if (std::find(std::begin(stages), std::end(stages), options.emit) ==
       std::end(stages))
     usage("unknown --emit stage '" + options.emit + "'");
@@ -110,6 +117,14 @@ std::string firstKeyword(const std::string &text) {
 std::string emitFromLoop(const LoopModule &module, const std::string &emit) {
   if (emit.empty() || emit == "loop")
     return printLoopModule(module);
+  if (emit == "cuda" || emit == "ptx") {
+#ifdef DYNAFUSE_HAVE_CUDA
+    std::string source = emitCUDA(module);
+    return emit == "cuda" ? source : compileCUDAToPTX(source);
+#else
+    fail("--emit=" + emit + " needs a build with the CUDA backend");
+#endif
+  }
 #ifdef DYNAFUSE_HAVE_LLVM
   if (emit == "llvm")
     return emitLLVMIR(module, /*optimized=*/false);

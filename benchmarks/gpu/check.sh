@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# GPU check of the CUDA backend, for a machine with an NVIDIA GPU: builds
+# the CUDA path without LLVM and Python, then
+#   1. runs the CUDA GoogleTests (device runs compared with the interpreter;
+#      here a missing device is an error, not a skip),
+#   2. runs every module of benchmarks/gpu/suite with dynafuse-run
+#      --backend=cuda against the interpreter,
+#   3. runs the lit tests under test/lit/cuda.
+# Needs cmake, ninja, a C++17 compiler, GoogleTest, cuda.h (CUDA_HOME or
+# /usr/local/cuda*) and NVRTC 13 (DYNAFUSE_NVRTC=/path/libnvrtc.so.13, or
+# found by CMake). Exit status 0 only when everything passed.
+#
+# A GPU machine without NVRTC (the torch wheel's libnvrtc is 105 MB, too
+# big to carry) runs cubins prepared on a machine with NVRTC:
+#   benchmarks/gpu/check.sh --prepare   # here: sm_90 cubins of every test
+#                                       # kernel and suite module into
+#                                       # benchmarks/gpu/prepared-cache
+#   benchmarks/gpu/check.sh             # there, with that directory carried
+#
+#   benchmarks/gpu/check.sh [--prepare] [BUILD_DIR]   (default: build-gpu)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+prepare=0
+if [ "${1:-}" = "--prepare" ]; then prepare=1; shift; fi
+build=${1:-$root/build-gpu}
+arch=${DYNAFUSE_CUDA_ARCH:-sm_90}
+jobs=${DYNAFUSE_JOBS:-$(nproc)}
+status=0
+
+if [ -z "${DYNAFUSE_NVRTC:-}" ]; then
+  for candidate in "$root"/.venv/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 \
+      /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda-13*/lib64/libnvrtc.so.13; do
+    if [ -e "$candidate" ]; then export DYNAFUSE_NVRTC=$candidate; break; fi
+  done
+fi
+echo "== NVRTC: ${DYNAFUSE_NVRTC:-libnvrtc.so.13 from the library path}"
+# The prepared cubins (and everything compiled here) live in one cache.
+export DYNAFUSE_CACHE_DIR=${DYNAFUSE_CACHE_DIR:-$root/benchmarks/gpu/prepared-cache}
+mkdir -p "$DYNAFUSE_CACHE_DIR"
+
+echo "== configure and build (CUDA on, LLVM and Python off)"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DDYNAFUSE_ENABLE_LLVM=OFF -DDYNAFUSE_ENABLE_PYTHON=OFF \
+  -DDYNAFUSE_ENABLE_CUDA=ON >/dev/null || exit 1
+cmake --build "$build" -j "$jobs" || exit 1
+
+if [ $prepare = 1 ]; then
+  echo "== prepare $arch cubins into $DYNAFUSE_CACHE_DIR"
+  "$build/test/dynafuse-unittests" --gtest_filter='NVRTC*' | tail -3
+  for file in "$root"/benchmarks/gpu/suite/*.graph "$root"/benchmarks/gpu/suite/*.loop; do
+    [ -e "$file" ] || continue
+    "$build/tools/dynafuse-run/dynafuse-run" "$file" --prepare=$arch || status=1
+  done
+  du -sh "$DYNAFUSE_CACHE_DIR"
+  exit $status
+fi
+
+command -v nvidia-smi >/dev/null && nvidia-smi -L
+
+echo "== GoogleTest: CUDA*, NVRTC*"
+out=$("$build/test/dynafuse-unittests" --gtest_filter='CUDA*:NVRTC*' 2>&1)
+echo "$out" | tail -25
+if echo "$out" | grep -q "FAILED"; then status=1; fi
+# NVRTC* may skip (no NVRTC here); a skipped device run is a failure.
+if echo "$out" | grep -q "SKIPPED \] CUDABackend"; then
+  echo "check.sh: device tests were skipped (no device, or no NVRTC and no prepared cubins)"; status=1
+fi
+
+echo "== dynafuse-run suite: cuda vs interp"
+for file in "$root"/benchmarks/gpu/suite/*.graph "$root"/benchmarks/gpu/suite/*.loop; do
+  [ -e "$file" ] || continue
+  for sizes in s0=1 s0=37 s0=1000; do
+    "$build/tools/dynafuse-run/dynafuse-run" "$file" --backend=cuda \
+      --sizes=$sizes --rtol=1e-4 || status=1
+  done
+done
+
+echo "== lit: test/lit/cuda"
+lit=$(command -v lit || echo "$root/.venv/bin/lit")
+"$lit" -sv "$build/test/lit" --filter cuda || status=1
+
+echo "== check.sh: $([ $status = 0 ] && echo PASSED || echo FAILED)"
+exit $status

@@ -1,0 +1,82 @@
+//===- CUDABackend.h - The CUDA code generator ------------------*- C++ -*-===//
+//
+// Emits CUDA C for the kernels of a LoopModule, compiles it with NVRTC
+// (loaded at run time with dlopen: $DYNAFUSE_NVRTC, then the library CMake
+// found, then libnvrtc.so.13) and launches it through the CUDA driver API
+// (libcuda.so.1, also dlopen'ed). Nothing here links CUDA: a build without
+// a GPU, the driver or NVRTC still builds, and using the missing piece
+// throws a dynafuse::Error saying what is missing. This interface exposes
+// no CUDA types; only lib/Codegen/CUDA includes CUDA or NVRTC headers.
+//
+// Kernel signature: `extern "C" __global__ void NAME(T0 *p0, ..., long long
+// S_sym0, ..., long long *df_error)`: the parameters' element-0 pointers,
+// the size symbols in kernel.symbols order, then three i64s of device
+// memory where the first out-of-bounds indirect index is recorded (flag,
+// index, size).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CODEGEN_CUDA_CUDABACKEND_H
+#define DYNAFUSE_CODEGEN_CUDA_CUDABACKEND_H
+
+#include "dynafuse/Loop/Kernel.h"
+#include "dynafuse/Runtime/Backend.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+/// How a kernel is spread over the GPU (see CUDAEmitter.cpp).
+enum class CUDAKernelShape {
+  /// A grid-stride loop over the flattened loop nest: one thread per
+  /// output element.
+  Pointwise,
+  /// One block per outer-loop iteration; each reduce statement is a block
+  /// reduction.
+  BlockReduce,
+  /// One thread per outer-loop iteration running everything serially
+  /// (reduce statements nested other ways): correct, slow.
+  Serial,
+};
+
+struct CUDAKernelInfo {
+  std::string name;
+  CUDAKernelShape shape = CUDAKernelShape::Pointwise;
+  /// Work items: threads (Pointwise) or blocks (BlockReduce, Serial:
+  /// outer iterations), in the kernel's size symbols.
+  SymExpr work;
+};
+
+/// Threads per block of every launch.
+constexpr int cudaBlockSize = 256;
+
+/// The CUDA C of every kernel of `module` (one translation unit).
+std::string emitCUDA(const LoopModule &module,
+                     std::vector<CUDAKernelInfo> *infos = nullptr);
+
+/// Whether NVRTC can be loaded; `why` says why not.
+bool nvrtcAvailable(std::string *why = nullptr);
+
+/// PTX for `source` (compute_90 unless `arch` says otherwise, e.g.
+/// "compute_80"), from the disk cache when present. Throws Error with
+/// NVRTC's log when compilation fails or NVRTC cannot be loaded.
+std::string compileCUDAToPTX(const std::string &source,
+                             const std::string &arch = "compute_90");
+
+/// A cubin for `arch` ("sm_90"), cached like PTX. Where NVRTC is missing,
+/// a cubin prepared on another machine for the same source and arch is
+/// taken from the disk cache.
+std::string compileCUDAToCubin(const std::string &source,
+                               const std::string &arch = "sm_90");
+
+/// A new CUDA backend; compile() works without a device (NVRTC only),
+/// running a kernel needs the driver and a device.
+std::unique_ptr<Backend> createCUDABackend();
+
+/// Registers createCUDABackend under the name "cuda". Idempotent.
+void registerCUDABackend();
+
+} // namespace dynafuse
+
+#endif

@@ -1,0 +1,148 @@
+//===- CUDABackend.cpp - The "cuda" backend: NVRTC plus the driver API ----===//
+//
+// compile() emits CUDA C for the whole module and checks it with NVRTC
+// (PTX for compute_90, so it works without a GPU). The first run() needs
+// the driver and a device: it compiles a cubin for the device's sm_XY and
+// loads it. The kernel ABI is the host one (Runtime/Backend.h): run()
+// copies every parameter's elements to the device, launches, copies them
+// back and reports a bad indirect index like the CPU backends do.
+// Parameters that alias one another (views of one storage) are not
+// supported by this staging: each is copied separately.
+//
+//===----------------------------------------------------------------------===//
+#include "CUDACodegen.h"
+#include "CUDADriver.h"
+
+#include "dynafuse/Support/Error.h"
+#include "dynafuse/Support/IndexErrors.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+namespace dynafuse {
+namespace {
+
+/// The device module of one compiled LoopModule, loaded on first use.
+struct DeviceModule {
+  std::string source;
+  std::once_flag loaded;
+  void *module = nullptr;
+  uint64_t errorInfo = 0;
+
+  void load() {
+    std::call_once(loaded, [&] {
+      std::string arch = cuda::requireDevice();
+      module = cuda::loadModule(nvrtcCompile(source, arch, /*cubin=*/true));
+      int64_t cleared[3] = {0, 0, 0};
+      errorInfo = cuda::allocate(sizeof cleared);
+      cuda::copyToDevice(errorInfo, cleared, sizeof cleared);
+    });
+  }
+};
+
+/// Elements a strided parameter spans: 1 + sum((size - 1) * stride).
+int64_t spanElements(const TensorType &type,
+                     const std::map<std::string, int64_t> &bindings) {
+  std::vector<SymExpr> strides = type.effectiveStrides();
+  int64_t span = 1;
+  for (size_t k = 0; k < type.rank(); ++k) {
+    int64_t size = type.sizes[k].evaluate(bindings);
+    if (size <= 0)
+      return 0;
+    span += (size - 1) * strides[k].evaluate(bindings);
+  }
+  return span;
+}
+
+class CUDAKernel : public KernelExecutable {
+public:
+  CUDAKernel(std::shared_ptr<DeviceModule> device, const Kernel &kernel,
+             CUDAKernelInfo info)
+      : device(std::move(device)), kernel(kernel), info(std::move(info)) {}
+
+  void run(char *const *buffers, const int64_t *symbols) const override {
+    device->load();
+    std::call_once(found, [&] {
+      function = cuda::getFunction(device->module, info.name);
+    });
+    std::map<std::string, int64_t> bindings;
+    for (size_t j = 0; j < kernel.symbols.size(); ++j)
+      bindings[kernel.symbols[j]] = symbols[j];
+    int64_t work = info.work.evaluate(bindings);
+    if (work <= 0)
+      return;
+    std::vector<uint64_t> pointers(kernel.params.size());
+    std::vector<size_t> bytes(kernel.params.size());
+    for (size_t i = 0; i < kernel.params.size(); ++i) {
+      const TensorType &type = kernel.params[i].type;
+      bytes[i] = size_t(spanElements(type, bindings)) * dtypeSize(type.dtype);
+      pointers[i] = cuda::allocate(bytes[i]);
+      cuda::copyToDevice(pointers[i], buffers[i], bytes[i]);
+    }
+    std::vector<int64_t> values(symbols, symbols + kernel.symbols.size());
+    std::vector<void *> args;
+    for (uint64_t &pointer : pointers)
+      args.push_back(&pointer);
+    for (int64_t &value : values)
+      args.push_back(&value);
+    uint64_t errorInfo = device->errorInfo;
+    args.push_back(&errorInfo);
+    int64_t blocks = info.shape == CUDAKernelShape::BlockReduce
+                         ? work
+                         : (work + cudaBlockSize - 1) / cudaBlockSize;
+    blocks = std::clamp<int64_t>(blocks, 1, int64_t(1) << 20);
+    cuda::launch(function, unsigned(blocks), cudaBlockSize, args.data());
+    cuda::synchronize();
+    for (size_t i = 0; i < kernel.params.size(); ++i) {
+      cuda::copyToHost(buffers[i], pointers[i], bytes[i]);
+      cuda::release(pointers[i]);
+    }
+    int64_t error[3] = {0, 0, 0};
+    cuda::copyToHost(error, device->errorInfo, sizeof error);
+    if (error[0]) {
+      int64_t cleared[3] = {0, 0, 0};
+      cuda::copyToDevice(device->errorInfo, cleared, sizeof cleared);
+      dynafuse_index_error(error[1], error[2]);
+    }
+  }
+
+private:
+  std::shared_ptr<DeviceModule> device;
+  Kernel kernel;
+  CUDAKernelInfo info;
+  mutable std::once_flag found;
+  mutable void *function = nullptr;
+};
+
+class CUDABackend : public Backend {
+public:
+  std::string name() const override { return "cuda"; }
+
+  std::vector<std::unique_ptr<KernelExecutable>>
+  compile(const LoopModule &module, const CompileOptions &options) override {
+    auto device = std::make_shared<DeviceModule>();
+    std::vector<CUDAKernelInfo> infos;
+    device->source = emitCUDA(module, &infos);
+    // Reports NVRTC errors now (skipped where only prepared cubins exist).
+    if (nvrtcAvailable())
+      compileCUDAToPTX(device->source);
+    std::vector<std::unique_ptr<KernelExecutable>> executables;
+    for (size_t i = 0; i < module.kernels.size(); ++i)
+      executables.push_back(
+          std::make_unique<CUDAKernel>(device, module.kernels[i], infos[i]));
+    return executables;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createCUDABackend() {
+  return std::make_unique<CUDABackend>();
+}
+
+void registerCUDABackend() {
+  registerBackend("cuda", [] { return createCUDABackend(); });
+}
+
+} // namespace dynafuse

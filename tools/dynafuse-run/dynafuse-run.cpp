@@ -1,0 +1,297 @@
+//===- dynafuse-run.cpp - Run a module with a backend, check it -----------===//
+//
+// dynafuse-run FILE [--backend=NAME] [--reference=interp]
+//              [--sizes=s0=37,s1=5] [--seed=N] [--rtol=1e-4] [--atol=1e-5]
+//              [--prepare=sm_90]
+//
+// Lowers a .graph (or reads a .loop module), fills its inputs with random
+// values (symbolic sizes default to 17), runs it with --backend and with
+// --reference on identical copies in host memory (the cuda backend copies
+// each kernel's buffers to the device and back) and compares every output.
+// Prints "PASS" or the first mismatch (exit 1); errors exit 1 as well.
+// --prepare=ARCH only compiles each module's CUDA cubin into the disk
+// cache, so a GPU machine without NVRTC can run them.
+// benchmarks/gpu/check.sh runs it over a suite of modules.
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Loop/LoopText.h"
+#include "dynafuse/Loop/ScalarSemantics.h"
+#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Support/Error.h"
+#include "dynafuse/Support/IndexErrors.h"
+
+#ifdef DYNAFUSE_HAVE_LLVM
+#include "dynafuse/Codegen/LLVM/LLVMBackend.h"
+#endif
+#ifdef DYNAFUSE_HAVE_CUDA
+#include "dynafuse/Codegen/CUDA/CUDABackend.h"
+#endif
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+using namespace dynafuse;
+
+namespace {
+
+struct Options {
+  std::string input;
+  std::string backend = "interp";
+  std::string reference = "interp";
+  std::map<std::string, int64_t> sizes;
+  unsigned seed = 1;
+  double rtol = 1e-4, atol = 1e-5;
+  /// --prepare=sm_90: only compile the CUDA cubins into the disk cache.
+  std::string prepareArch;
+};
+
+[[noreturn]] void usage(const std::string &problem) {
+  std::cerr << "dynafuse-run: " << problem << "\n"
+            << "usage: dynafuse-run FILE [--backend=NAME] [--reference=NAME] "
+               "[--sizes=s0=37,...] [--seed=N] [--rtol=X] [--atol=X]\n";
+  std::exit(2);
+}
+
+Options parseOptions(int argc, char **argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char *prefix) { return arg.substr(strlen(prefix)); };
+    if (arg.rfind("--backend=", 0) == 0)
+      options.backend = value("--backend=");
+    else if (arg.rfind("--reference=", 0) == 0)
+      options.reference = value("--reference=");
+    else if (arg.rfind("--prepare=", 0) == 0)
+      options.prepareArch = value("--prepare=");
+    else if (arg.rfind("--seed=", 0) == 0)
+      options.seed = unsigned(std::stoul(value("--seed=")));
+    else if (arg.rfind("--rtol=", 0) == 0)
+      options.rtol = std::stod(value("--rtol="));
+    else if (arg.rfind("--atol=", 0) == 0)
+      options.atol = std::stod(value("--atol="));
+    else if (arg.rfind("--sizes=", 0) == 0) {
+      std::stringstream list(value("--sizes="));
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        size_t equals = item.find('=');
+        if (equals == std::string::npos)
+          usage("bad --sizes entry '" + item + "'");
+        options.sizes[item.substr(0, equals)] =
+            std::stoll(item.substr(equals + 1));
+      }
+    } else if (arg.rfind("--", 0) == 0)
+      usage("unknown option '" + arg + "'");
+    else
+      options.input = arg;
+  }
+  if (options.input.empty())
+    usage("no input file");
+  return options;
+}
+
+/// The file's text split at "// -----" lines (as --split-input-file),
+/// each chunk keeping its line numbers.
+std::vector<std::string> readChunks(const std::string &path) {
+  std::ifstream file(path);
+  if (!file)
+    fail("cannot open '" + path + "'");
+  std::vector<std::string> chunks(1);
+  std::string line;
+  int count = 0;
+  while (std::getline(file, line)) {
+    ++count;
+    if (line.rfind("// -----", 0) == 0) {
+      chunks.push_back(std::string(count, '\n'));
+      continue;
+    }
+    chunks.back() += line + "\n";
+  }
+  return chunks;
+}
+
+LoopModule readModule(const std::string &text, const std::string &path) {
+  std::stringstream lines(text);
+  std::string line, keyword;
+  while (keyword.empty() && std::getline(lines, line)) {
+    size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line.compare(start, 2, "//") == 0)
+      continue;
+    keyword = line.substr(start, line.find_first_of(" @(", start) - start);
+  }
+  if (keyword == "graph")
+    return lowerGraph(*parseGraph(text, path), {});
+  LoopModule module = parseLoopModule(text, path);
+  if (!module.hasProgram)
+    fail("'" + path + "' holds no module program to run");
+  return module;
+}
+
+void fill(DType type, char *data, int64_t count, std::mt19937 &rng) {
+  std::uniform_real_distribution<double> real(-2, 2);
+  std::uniform_int_distribution<int64_t> integer(0, 3);
+  for (int64_t k = 0; k < count; ++k) {
+    ScalarValue value;
+    value.f = real(rng);
+    value.i = integer(rng);
+    storeElement(type, data + k * dtypeSize(type), value);
+  }
+}
+
+struct Inputs {
+  std::vector<std::vector<char>> storage;
+  std::vector<TensorArg> args;
+};
+
+Inputs makeInputs(const LoopModule &module, const Options &options) {
+  std::map<std::string, int64_t> bindings = options.sizes;
+  for (const std::string &symbol : module.symbols)
+    bindings.emplace(symbol, 17);
+  std::mt19937 rng(options.seed);
+  Inputs inputs;
+  for (const LoopBuffer &input : module.inputs) {
+    TensorArg arg;
+    arg.dtype = input.type.dtype;
+    for (const SymExpr &size : input.type.sizes)
+      arg.sizes.push_back(size.evaluate(bindings));
+    int64_t count = 1;
+    for (const SymExpr &stride : input.type.effectiveStrides())
+      arg.strides.push_back(stride.evaluate(bindings));
+    for (size_t k = 0; k < arg.sizes.size(); ++k)
+      count += arg.sizes[k] ? (arg.sizes[k] - 1) * arg.strides[k] : 0;
+    std::vector<char> bytes(size_t(count) * dtypeSize(arg.dtype) + 1);
+    fill(arg.dtype, bytes.data(), count, rng);
+    inputs.storage.push_back(std::move(bytes));
+    inputs.args.push_back(arg);
+  }
+  for (size_t i = 0; i < inputs.args.size(); ++i)
+    inputs.args[i].data = inputs.storage[i].data();
+  return inputs;
+}
+
+/// Runs `module` with `backendName` on a fresh copy of the inputs; returns
+/// each output's elements as ScalarValues (row-major).
+std::vector<std::vector<ScalarValue>> runWith(const LoopModule &module,
+                                              const std::string &backendName,
+                                              const Options &options) {
+  std::unique_ptr<Backend> backend = createBackend(backendName);
+  CompiledModule compiled(module, *backend, CompileOptions());
+  Inputs inputs = makeInputs(module, options);
+  HostContext context;
+  std::map<std::string, TensorArg> buffers = compiled.run(inputs.args, context);
+  std::string indexError;
+  if (takeIndexError(indexError))
+    fail(backendName + ": " + indexError);
+  std::vector<std::vector<ScalarValue>> outputs;
+  for (const std::string &name : module.outputs) {
+    const TensorArg &tensor = buffers.at(name);
+    std::vector<ScalarValue> values;
+    int64_t count = 1;
+    for (int64_t size : tensor.sizes)
+      count *= size;
+    for (int64_t flat = 0; flat < count; ++flat) {
+      int64_t rest = flat, offset = 0;
+      for (size_t k = tensor.sizes.size(); k-- > 0;) {
+        offset += (rest % tensor.sizes[k]) * tensor.strides[k];
+        rest /= tensor.sizes[k];
+      }
+      values.push_back(loadElement(
+          tensor.dtype, tensor.data + offset * dtypeSize(tensor.dtype)));
+    }
+    outputs.push_back(std::move(values));
+  }
+  return outputs;
+}
+
+bool close(DType type, ScalarValue want, ScalarValue got,
+           const Options &options) {
+  if (!isFloating(type))
+    return want.i == got.i;
+  if (std::isnan(want.f) || std::isnan(got.f))
+    return std::isnan(want.f) && std::isnan(got.f);
+  if (want.f == got.f)
+    return true;
+  double rtol = type == DType::F32 || type == DType::F64 ? options.rtol : 1e-2;
+  return std::fabs(want.f - got.f) <= options.atol + rtol * std::fabs(want.f);
+}
+
+int runModule(const LoopModule &module, const std::string &where,
+              const Options &options) {
+  if (!options.prepareArch.empty()) {
+#ifdef DYNAFUSE_HAVE_CUDA
+    compileCUDAToCubin(emitCUDA(module), options.prepareArch);
+    std::cout << "PREPARED " << where << " (" << options.prepareArch << ")\n";
+    return 0;
+#else
+    fail("--prepare needs a build with the CUDA backend");
+#endif
+  }
+  auto want = runWith(module, options.reference, options);
+  auto got = runWith(module, options.backend, options);
+  for (size_t o = 0; o < module.outputs.size(); ++o) {
+    DType type = module.findBuffer(module.outputs[o])->dtype;
+    for (size_t k = 0; k < want[o].size(); ++k) {
+      if (close(type, want[o][k], got[o][k], options))
+        continue;
+      std::cout << "FAIL " << where << ": output %" << module.outputs[o]
+                << " element " << k << ": " << options.reference << " "
+                << (isFloating(type) ? std::to_string(want[o][k].f)
+                                     : std::to_string(want[o][k].i))
+                << ", " << options.backend << " "
+                << (isFloating(type) ? std::to_string(got[o][k].f)
+                                     : std::to_string(got[o][k].i))
+                << "\n";
+      return 1;
+    }
+  }
+  std::cout << "PASS " << where << " (" << options.backend << " vs "
+            << options.reference << ", " << module.outputs.size()
+            << " outputs, " << module.kernels.size() << " kernels)\n";
+  return 0;
+}
+
+int run(const Options &options) {
+  registerBuiltinBackends();
+#ifdef DYNAFUSE_HAVE_LLVM
+  registerLLVMBackend();
+#endif
+#ifdef DYNAFUSE_HAVE_CUDA
+  registerCUDABackend();
+#endif
+  int failures = 0;
+  std::vector<std::string> chunks = readChunks(options.input);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    std::string where =
+        options.input + (chunks.size() > 1 ? "#" + std::to_string(c) : "");
+    try {
+      failures +=
+          runModule(readModule(chunks[c], options.input), where, options);
+    } catch (const Error &error) {
+      std::string message = error.what();
+      // Extern ops (matmul, conv) need ATen: not this tool's business.
+      bool needsTorch =
+          message.find("needs the torch bridge") != std::string::npos;
+      std::cout << (needsTorch ? "SKIP " : "ERROR ") << where << ": " << message
+                << "\n";
+      failures += needsTorch ? 0 : 1;
+    }
+  }
+  return failures ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options = parseOptions(argc, argv);
+  try {
+    return run(options);
+  } catch (const Error &error) {
+    std::cout << "ERROR " << options.input << ": " << error.what() << "\n";
+    return 1;
+  }
+}
