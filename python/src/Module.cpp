@@ -66,8 +66,8 @@ PyObject *pyConfigure(PyObject *, PyObject *args) {
 
 PyObject *pySetOpTables(PyObject *, PyObject *args) {
   PyObject *functions, *methods, *stateQueries = nullptr;
-  if (!PyArg_ParseTuple(args, "O!O!|O!", &PyDict_Type, &functions,
-                        &PyDict_Type, &methods, &PyDict_Type, &stateQueries))
+  if (!PyArg_ParseTuple(args, "O!O!|O!", &PyDict_Type, &functions, &PyDict_Type,
+                        &methods, &PyDict_Type, &stateQueries))
     return nullptr;
   try {
     opTable().setFunctions(functions);
