@@ -13,6 +13,7 @@
 // "FILE:LINE:COL: error: MESSAGE" and give exit status 1.
 //
 //===----------------------------------------------------------------------===//
+#include "ToolInput.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Graph/Passes.h"
 #include "dynafuse/Loop/LoopText.h"
@@ -27,8 +28,8 @@
 #endif
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 using namespace dynafuse;
@@ -88,30 +89,15 @@ Options parseOptions(int argc, char **argv) {
 }
 
 std::string readInput(const std::string &path) {
-  std::stringstream buffer;
   if (path == "-") {
+    std::stringstream buffer;
     buffer << std::cin.rdbuf();
     return buffer.str();
   }
-  std::ifstream file(path);
-  if (!file)
+  std::optional<std::string> text = tools::readTextFile(path);
+  if (!text)
     usage("cannot open '" + path + "'");
-  buffer << file.rdbuf();
-  return buffer.str();
-}
-
-/// The first keyword of the text, skipping comments.
-std::string firstKeyword(const std::string &text) {
-  std::stringstream stream(text);
-  std::string line;
-  while (std::getline(stream, line)) {
-    size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line.compare(start, 2, "//") == 0)
-      continue;
-    size_t end = line.find_first_of(" @(", start);
-    return line.substr(start, end - start);
-  }
-  return "";
+  return *text;
 }
 
 std::string emitFromLoop(const LoopModule &module, const std::string &emit) {
@@ -157,7 +143,7 @@ std::string processGraph(const std::string &text, const Options &options) {
 }
 
 std::string process(const std::string &text, const Options &options) {
-  std::string keyword = firstKeyword(text);
+  std::string keyword = tools::firstKeyword(text);
   if (keyword == "graph")
     return processGraph(text, options);
   if (keyword != "module" && keyword != "kernel")
@@ -178,31 +164,13 @@ std::string process(const std::string &text, const Options &options) {
   return emitFromLoop(module, options.emit);
 }
 
-/// Splits on "// -----" lines; each chunk keeps its line numbers by being
-/// prefixed with the newlines that precede it.
-std::vector<std::string> splitChunks(const std::string &text) {
-  std::vector<std::string> chunks(1);
-  std::stringstream stream(text);
-  std::string line;
-  int lineCount = 0;
-  while (std::getline(stream, line)) {
-    ++lineCount;
-    if (line.rfind("// -----", 0) == 0) {
-      chunks.push_back(std::string(lineCount, '\n'));
-      continue;
-    }
-    chunks.back() += line + "\n";
-  }
-  return chunks;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
   std::string text = readInput(options.input);
   std::vector<std::string> chunks = options.splitInputFile
-                                        ? splitChunks(text)
+                                        ? tools::splitInputChunks(text)
                                         : std::vector<std::string>{text};
   int status = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {

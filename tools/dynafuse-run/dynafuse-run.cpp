@@ -14,6 +14,7 @@
 // benchmarks/gpu/check.sh runs it over a suite of modules.
 //
 //===----------------------------------------------------------------------===//
+#include "ToolInput.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Loop/ScalarSemantics.h"
@@ -31,8 +32,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -98,33 +99,14 @@ Options parseOptions(int argc, char **argv) {
 /// The file's text split at "// -----" lines (as --split-input-file),
 /// each chunk keeping its line numbers.
 std::vector<std::string> readChunks(const std::string &path) {
-  std::ifstream file(path);
-  if (!file)
+  std::optional<std::string> text = tools::readTextFile(path);
+  if (!text)
     fail("cannot open '" + path + "'");
-  std::vector<std::string> chunks(1);
-  std::string line;
-  int count = 0;
-  while (std::getline(file, line)) {
-    ++count;
-    if (line.rfind("// -----", 0) == 0) {
-      chunks.push_back(std::string(count, '\n'));
-      continue;
-    }
-    chunks.back() += line + "\n";
-  }
-  return chunks;
+  return tools::splitInputChunks(*text);
 }
 
 LoopModule readModule(const std::string &text, const std::string &path) {
-  std::stringstream lines(text);
-  std::string line, keyword;
-  while (keyword.empty() && std::getline(lines, line)) {
-    size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line.compare(start, 2, "//") == 0)
-      continue;
-    keyword = line.substr(start, line.find_first_of(" @(", start) - start);
-  }
-  if (keyword == "graph")
+  if (tools::firstKeyword(text) == "graph")
     return lowerGraph(*parseGraph(text, path), {});
   LoopModule module = parseLoopModule(text, path);
   if (!module.hasProgram)
