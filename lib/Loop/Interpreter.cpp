@@ -102,15 +102,6 @@ private:
         bindings[symbol] = values[idByName.at(symbol)].i;
   }
 
-  static bool isIndirect(const SymExpr &expr) {
-    std::set<std::string> used;
-    expr.collectSymbols(used);
-    for (const std::string &symbol : used)
-      if (symbol[0] == '%')
-        return true;
-    return false;
-  }
-
   /// Null when an indirect index is out of bounds (reported).
   char *address(const Instr &instr) {
     const LoopBuffer &param = kernel.params[instr.buffer];
@@ -118,7 +109,7 @@ private:
     for (size_t k = 0; k < instr.index.size(); ++k) {
       bindValues(instr.index[k]);
       int64_t index = instr.index[k].evaluate(bindings);
-      bool indirect = isIndirect(instr.index[k]);
+      bool indirect = isIndirectIndex(instr.index[k]);
       if (indirect && (index < 0 || index >= paramSizes[instr.buffer][k])) {
         dynafuse_index_error(index, paramSizes[instr.buffer][k]);
         return nullptr;

@@ -87,6 +87,15 @@ int reduceYieldCount(ReduceKind kind) {
   return kind == ReduceKind::ArgMax || kind == ReduceKind::ArgMin ? 2 : 1;
 }
 
+bool isIndirectIndex(const SymExpr &index) {
+  std::set<std::string> used;
+  index.collectSymbols(used);
+  for (const std::string &symbol : used)
+    if (!symbol.empty() && symbol[0] == '%')
+      return true;
+  return false;
+}
+
 Stmt Stmt::loop(std::string var, SymExpr extent, std::vector<Stmt> body) {
   Stmt stmt;
   stmt.kind = Kind::For;

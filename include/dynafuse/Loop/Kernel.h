@@ -100,6 +100,10 @@ const char *reduceKindName(ReduceKind kind);
 bool parseReduceKind(const std::string &name, ReduceKind &kind);
 int reduceYieldCount(ReduceKind kind);
 
+/// Whether an index expression names a kernel value ("%7") as a symbol, so
+/// indexes indirectly (see Instr).
+bool isIndirectIndex(const SymExpr &index);
+
 /// One scalar instruction. Value-producing instructions are referenced by
 /// their index in Kernel::instrs.
 ///

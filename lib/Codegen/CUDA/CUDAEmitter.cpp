@@ -240,15 +240,6 @@ private:
     fail("CUDA backend: unknown symbolic expression kind");
   }
 
-  static bool isIndirect(const SymExpr &e) {
-    std::set<std::string> used;
-    e.collectSymbols(used);
-    for (const std::string &symbol : used)
-      if (symbol[0] == '%')
-        return true;
-    return false;
-  }
-
   // --- Kernel shapes -------------------------------------------------------
 
   /// Flattens the perfect nest of single loops at the top.
@@ -556,7 +547,7 @@ private:
       std::string index = fresh("idx");
       line() << "const long long " << index << " = " << expr(instr.index[k])
              << ";\n";
-      if (isIndirect(instr.index[k])) {
+      if (isIndirectIndex(instr.index[k])) {
         std::string size = expr(type.sizes[k]);
         line() << "if (" << index << " < 0 || " << index << " >= " << size
                << ") { if (" << ok << ") df_report(df_error, " << index << ", "

@@ -45,15 +45,6 @@ llvm::Type *storageType(llvm::LLVMContext &context, DType type) {
   }
 }
 
-bool isIndirect(const SymExpr &expr) {
-  std::set<std::string> used;
-  expr.collectSymbols(used);
-  for (const std::string &symbol : used)
-    if (!symbol.empty() && symbol[0] == '%')
-      return true;
-  return false;
-}
-
 } // namespace
 
 using llvm::Value;
@@ -192,7 +183,7 @@ KernelEmitter::emitGuardedAccess(const Instr &instr, Value *mask,
   std::vector<Value *> indices;
   for (size_t k = 0; k < instr.index.size(); ++k) {
     indices.push_back(emitSymExpr(instr.index[k]));
-    if (!isIndirect(instr.index[k]))
+    if (!isIndirectIndex(instr.index[k]))
       continue;
     Value *size = emitSymExpr(param.type.sizes[k]);
     // Unsigned: negative indices are out of bounds too.
