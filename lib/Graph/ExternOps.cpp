@@ -33,21 +33,13 @@ void requireEqual(const Node &node, const SymExpr &a, const SymExpr &b,
     opError(node, what + " do not match (" + a.str() + " vs " + b.str() + ")");
 }
 
-TensorType result(const Node &node, std::vector<SymExpr> sizes) {
-  TensorType type;
-  type.dtype = operandType(node, 0).dtype;
-  type.device = operandType(node, 0).device;
-  type.sizes = std::move(sizes);
-  return type;
-}
-
 std::vector<TensorType> inferMm(const Node &node) {
   requireFloat(node);
   requireRank(node, 0, 2);
   requireRank(node, 1, 2);
   const TensorType &a = operandType(node, 0), &b = operandType(node, 1);
   requireEqual(node, a.sizes[1], b.sizes[0], "inner dimensions");
-  return {result(node, {a.sizes[0], b.sizes[1]})};
+  return {likeFirstOperand(node, {a.sizes[0], b.sizes[1]})};
 }
 
 std::vector<TensorType> inferBmm(const Node &node) {
@@ -57,7 +49,7 @@ std::vector<TensorType> inferBmm(const Node &node) {
   const TensorType &a = operandType(node, 0), &b = operandType(node, 1);
   requireEqual(node, a.sizes[0], b.sizes[0], "batch sizes");
   requireEqual(node, a.sizes[2], b.sizes[1], "inner dimensions");
-  return {result(node, {a.sizes[0], a.sizes[1], b.sizes[2]})};
+  return {likeFirstOperand(node, {a.sizes[0], a.sizes[1], b.sizes[2]})};
 }
 
 std::vector<TensorType> inferMatmul(const Node &node) {
@@ -79,7 +71,7 @@ std::vector<TensorType> inferMatmul(const Node &node) {
     sizes.push_back(a[a.size() - 2]);
   if (!vectorB)
     sizes.push_back(b.back());
-  return {result(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 /// addmm / baddbmm: bias + product; the bias broadcasts to the product.
@@ -152,7 +144,7 @@ std::vector<TensorType> inferConv(const Node &node) {
     requireEqual(node, operandType(node, 2).sizes[0], w.sizes[0],
                  "bias and output channels");
   }
-  return {result(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferPool(const Node &node) {
@@ -177,7 +169,7 @@ std::vector<TensorType> inferPool(const Node &node) {
         windowOutput(node, staticSize(node, x.sizes[x.rank() - 2 + d]),
                      kernel[d], stride[d], padding[d], dilation[d], ceilMode)));
   }
-  return {result(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferAdaptivePool(const Node &node) {
@@ -189,7 +181,7 @@ std::vector<TensorType> inferAdaptivePool(const Node &node) {
   std::vector<SymExpr> sizes(x.sizes.begin(), x.sizes.end() - 2);
   for (int64_t size : output)
     sizes.push_back(SymExpr(size));
-  return {result(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 OpInfo externOp(const std::string &name, int arity,

@@ -193,6 +193,14 @@ const TensorType &operandType(const Node &node, size_t i) {
   return node.operands[i].value->type;
 }
 
+TensorType likeFirstOperand(const Node &node, std::vector<SymExpr> sizes) {
+  TensorType result;
+  result.dtype = operandType(node, 0).dtype;
+  result.device = operandType(node, 0).device;
+  result.sizes = std::move(sizes);
+  return result;
+}
+
 int optionalOperandIndex(const Node &node, const std::string &name) {
   const OpInfo *info = lookupOp(node.op);
   assert(info && "optionalOperandIndex on an unknown op");

@@ -21,14 +21,6 @@ int64_t constantSize(const Node &node, const SymExpr &size) {
   return size.constant();
 }
 
-TensorType like(const Node &node, std::vector<SymExpr> sizes) {
-  TensorType result;
-  result.dtype = operandType(node, 0).dtype;
-  result.device = operandType(node, 0).device;
-  result.sizes = std::move(sizes);
-  return result;
-}
-
 std::vector<SymExpr> constants(const std::vector<int64_t> &values) {
   return std::vector<SymExpr>(values.begin(), values.end());
 }
@@ -62,7 +54,7 @@ std::vector<TensorType> inferReshape(const Node &node) {
   if (known != numel)
     opError(node, "shape has " + known.str() + " elements but the input has " +
                       numel.str());
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferPermute(const Node &node) {
@@ -79,18 +71,18 @@ std::vector<TensorType> inferPermute(const Node &node) {
     seen[d] = true;
     sizes.push_back(input.sizes[d]);
   }
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferTranspose(const Node &node) {
   const TensorType &input = operandType(node, 0);
   std::vector<SymExpr> sizes = input.sizes;
   if (input.rank() == 0)
-    return {like(node, sizes)};
+    return {likeFirstOperand(node, sizes)};
   int64_t a = normalizeDim(node, node.intAttr("dim0", 0), input.rank());
   int64_t b = normalizeDim(node, node.intAttr("dim1", 1), input.rank());
   std::swap(sizes[a], sizes[b]);
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferExpand(const Node &node) {
@@ -117,7 +109,7 @@ std::vector<TensorType> inferExpand(const Node &node) {
                         std::to_string(shape[k]));
     sizes.push_back(SymExpr(shape[k]));
   }
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferSqueeze(const Node &node) {
@@ -131,7 +123,7 @@ std::vector<TensorType> inferSqueeze(const Node &node) {
     if (!(listed && input.sizes[k] == SymExpr(1)))
       sizes.push_back(input.sizes[k]);
   }
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferUnsqueeze(const Node &node) {
@@ -139,13 +131,13 @@ std::vector<TensorType> inferUnsqueeze(const Node &node) {
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank() + 1);
   std::vector<SymExpr> sizes = input.sizes;
   sizes.insert(sizes.begin() + dim, SymExpr(1));
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferFlatten(const Node &node) {
   const TensorType &input = operandType(node, 0);
   if (input.rank() == 0)
-    return {like(node, {SymExpr(1)})};
+    return {likeFirstOperand(node, {SymExpr(1)})};
   int64_t start =
       normalizeDim(node, node.intAttr("start_dim", 0), input.rank());
   int64_t end = normalizeDim(node, node.intAttr("end_dim", -1), input.rank());
@@ -157,7 +149,7 @@ std::vector<TensorType> inferFlatten(const Node &node) {
     merged = merged * input.sizes[k];
   sizes.push_back(merged);
   sizes.insert(sizes.end(), input.sizes.begin() + end + 1, input.sizes.end());
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferSelect(const Node &node) {
@@ -172,7 +164,7 @@ std::vector<TensorType> inferSelect(const Node &node) {
                       " is out of range for size " + std::to_string(size));
   std::vector<SymExpr> sizes = input.sizes;
   sizes.erase(sizes.begin() + dim);
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 } // namespace
@@ -214,11 +206,11 @@ std::vector<TensorType> inferSlice(const Node &node) {
   SliceBounds bounds = sliceBounds(node);
   std::vector<SymExpr> sizes = operandType(node, 0).sizes;
   sizes[bounds.dim] = SymExpr(bounds.length);
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferSameShape(const Node &node) {
-  return {like(node, operandType(node, 0).sizes)};
+  return {likeFirstOperand(node, operandType(node, 0).sizes)};
 }
 
 std::vector<TensorType> inferTriangle(const Node &node) {
@@ -240,7 +232,7 @@ std::vector<TensorType> inferRepeat(const Node &node) {
     SymExpr base = k < lead ? SymExpr(1) : input.sizes[k - lead];
     sizes.push_back(base * repeats[k]);
   }
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferPad(const Node &node) {
@@ -255,13 +247,13 @@ std::vector<TensorType> inferPad(const Node &node) {
     size_t dim = input.rank() - 1 - p;
     sizes[dim] = sizes[dim] + pad[2 * p] + pad[2 * p + 1];
   }
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferCat(const Node &node) {
   const TensorType &first = operandType(node, 0);
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0), first.rank());
-  TensorType result = like(node, first.sizes);
+  TensorType result = likeFirstOperand(node, first.sizes);
   result.sizes[dim] = SymExpr(0);
   for (size_t i = 0; i < node.operands.size(); ++i) {
     const TensorType &type = operandType(node, i);
@@ -291,7 +283,7 @@ std::vector<TensorType> inferSplit(const Node &node) {
       sizes.erase(sizes.begin() + dim);
     else
       sizes[dim] = SymExpr(length);
-    results.push_back(like(node, sizes));
+    results.push_back(likeFirstOperand(node, sizes));
   }
   return results;
 }
@@ -305,7 +297,7 @@ std::vector<TensorType> inferIndexSelect(const Node &node) {
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
   if (input.rank() > 0)
     sizes[dim] = index.numel();
-  return {like(node, sizes)};
+  return {likeFirstOperand(node, sizes)};
 }
 
 std::vector<TensorType> inferGather(const Node &node) {
@@ -315,7 +307,7 @@ std::vector<TensorType> inferGather(const Node &node) {
       index.dtype == DType::Bool)
     opError(node, "index must be an integer tensor of the input's rank");
   normalizeDim(node, node.intAttr("dim", 0), input.rank());
-  return {like(node, index.sizes)};
+  return {likeFirstOperand(node, index.sizes)};
 }
 
 /// embedding(indices, weight), in torch's argument order.
@@ -327,7 +319,7 @@ std::vector<TensorType> inferEmbedding(const Node &node) {
     opError(node, "needs a 2-D weight and integer indices");
   std::vector<SymExpr> sizes = indices.sizes;
   sizes.push_back(weight.sizes[1]);
-  TensorType result = like(node, sizes);
+  TensorType result = likeFirstOperand(node, sizes);
   result.dtype = weight.dtype;
   return {result};
 }
@@ -371,7 +363,7 @@ std::vector<TensorType> inferFull(const Node &node) {
 }
 
 std::vector<TensorType> inferFullLike(const Node &node) {
-  TensorType result = like(node, operandType(node, 0).sizes);
+  TensorType result = likeFirstOperand(node, operandType(node, 0).sizes);
   result.dtype = dtypeAttr(node, result.dtype);
   return {result};
 }

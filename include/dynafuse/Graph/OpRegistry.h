@@ -93,6 +93,8 @@ std::vector<int64_t> intListAttr(const Node &node, const std::string &name,
 int64_t normalizeDim(const Node &node, int64_t dim, size_t rank);
 /// The tensor operand i (throws when it is a scalar).
 const TensorType &operandType(const Node &node, size_t i);
+/// A contiguous tensor type of `sizes` with operand 0's dtype and device.
+TensorType likeFirstOperand(const Node &node, std::vector<SymExpr> sizes);
 /// The position among node's operands of the optional operand `name`, or -1
 /// when node leaves it out.
 int optionalOperandIndex(const Node &node, const std::string &name);
