@@ -23,6 +23,7 @@
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -70,6 +71,17 @@ llvm::orc::JITTargetMachineBuilder hostMachineBuilder() {
   return builder;
 }
 
+/// JITLink rather than RuntimeDyld (LLVM 16's default for ELF x86-64):
+/// each object is linked into one allocation, and calls to the runtime
+/// symbols go through GOT/PLT stubs when those lie more than 2 GiB away.
+/// RuntimeDyld placed sections independently and, in release builds,
+/// silently truncated PC-relative relocations that overflowed, which made
+/// kernels of large models jump into garbage.
+llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>>
+createJITLinkLayer(llvm::orc::ExecutionSession &session, const llvm::Triple &) {
+  return std::make_unique<llvm::orc::ObjectLinkingLayer>(session);
+}
+
 /// The process-wide JIT, created on first use and never destroyed.
 llvm::orc::LLJIT &processJIT() {
   static std::once_flag once;
@@ -78,6 +90,7 @@ llvm::orc::LLJIT &processJIT() {
   std::call_once(once, [] {
     auto created = llvm::orc::LLJITBuilder()
                        .setJITTargetMachineBuilder(hostMachineBuilder())
+                       .setObjectLinkingLayerCreator(createJITLinkLayer)
                        .create();
     if (!created) {
       problem = describe(created.takeError());
