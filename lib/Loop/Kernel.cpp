@@ -1,6 +1,8 @@
 //===- Kernel.cpp - The loop-level IR -------------------------------------===//
 #include "dynafuse/Loop/Kernel.h"
 
+#include <algorithm>
+
 namespace dynafuse {
 namespace {
 struct ScalarOpInfo {
@@ -150,13 +152,22 @@ const TensorType *LoopModule::findBuffer(const std::string &name) const {
     if (buffer.name == name)
       return &buffer.type;
   const ProgramStep *step = definingStep(name);
-  return step ? &step->type : nullptr;
+  if (!step || step->kind != ProgramStep::Kind::Extern)
+    return step ? &step->type : nullptr;
+  for (size_t i = 0; i < step->results.size(); ++i)
+    if (step->results[i] == name)
+      return &step->types[i];
+  return nullptr;
 }
 
 const ProgramStep *LoopModule::definingStep(const std::string &name) const {
-  for (const ProgramStep &step : steps)
+  for (const ProgramStep &step : steps) {
+    if (step.kind == ProgramStep::Kind::Extern &&
+        std::count(step.results.begin(), step.results.end(), name))
+      return &step;
     if (step.kind != ProgramStep::Kind::Call && step.result == name)
       return &step;
+  }
   return nullptr;
 }
 

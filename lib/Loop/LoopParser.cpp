@@ -106,16 +106,20 @@ private:
       step.args = parseArguments();
       return step;
     }
-    step.result = cursor.sigilName('%', "a buffer definition or 'call'");
+    std::vector<std::string> defined = {
+        cursor.sigilName('%', "a buffer definition or 'call'")};
+    while (cursor.accept(","))
+      defined.push_back(cursor.sigilName('%', "a further extern result"));
     cursor.expect("=");
-    if (cursor.acceptWord("alloc")) {
+    step.result = defined[0];
+    if (defined.size() == 1 && cursor.acceptWord("alloc")) {
       step.kind = ProgramStep::Kind::Alloc;
       step.type = parseTensorType(cursor);
       if (cursor.acceptWord("reuse"))
         step.reuse = cursor.sigilName('%', "the allocation to reuse");
       return step;
     }
-    if (cursor.acceptWord("view")) {
+    if (defined.size() == 1 && cursor.acceptWord("view")) {
       step.kind = ProgramStep::Kind::View;
       step.source = cursor.sigilName('%', "the viewed buffer");
       cursor.expect("+");
@@ -125,13 +129,22 @@ private:
       return step;
     }
     if (!cursor.acceptWord("extern"))
-      cursor.error("expected 'alloc', 'view' or 'extern'");
+      cursor.error(defined.size() == 1
+                       ? "expected 'alloc', 'view' or 'extern'"
+                       : "expected 'extern' (only externs define several "
+                         "buffers)");
     step.kind = ProgramStep::Kind::Extern;
+    step.result.clear();
+    step.results = defined;
     step.op = cursor.identifier("an extern op name");
     step.args = parseArguments();
     step.attributes = parseAttributeDict(cursor);
     cursor.expect(":");
-    step.type = parseTensorType(cursor);
+    for (size_t i = 0; i < defined.size(); ++i) {
+      if (i)
+        cursor.expect(",");
+      step.types.push_back(parseTensorType(cursor));
+    }
     return step;
   }
 

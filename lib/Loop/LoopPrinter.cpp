@@ -124,35 +124,6 @@ std::string argumentList(const std::vector<std::string> &args) {
   return text + ")";
 }
 
-std::string stepStr(const ProgramStep &step) {
-  switch (step.kind) {
-  case ProgramStep::Kind::Alloc:
-    return "%" + step.result + " = alloc " + step.type.str() +
-           (step.reuse.empty() ? "" : " reuse %" + step.reuse);
-  case ProgramStep::Kind::View:
-    return "%" + step.result + " = view %" + step.source + " + " +
-           step.offset.str() + " : " + step.type.str();
-  case ProgramStep::Kind::Extern: {
-    std::string text =
-        "%" + step.result + " = extern " + step.op + argumentList(step.args);
-    if (!step.attributes.empty()) {
-      text += " {";
-      bool first = true;
-      for (auto &entry : step.attributes) {
-        text += (first ? "" : ", ") + entry.first + " = " +
-                attributeStr(entry.second);
-        first = false;
-      }
-      text += "}";
-    }
-    return text + " : " + step.type.str();
-  }
-  case ProgramStep::Kind::Call:
-    return "call @" + step.kernel + argumentList(step.args);
-  }
-  return "";
-}
-
 std::string printProgram(const LoopModule &module) {
   std::string out = "module @" + module.name + symbolList(module.symbols) +
                     bufferList(module.inputs) + " {\n";
@@ -165,6 +136,40 @@ std::string printProgram(const LoopModule &module) {
 }
 
 } // namespace
+
+std::string stepStr(const ProgramStep &step) {
+  switch (step.kind) {
+  case ProgramStep::Kind::Alloc:
+    return "%" + step.result + " = alloc " + step.type.str() +
+           (step.reuse.empty() ? "" : " reuse %" + step.reuse);
+  case ProgramStep::Kind::View:
+    return "%" + step.result + " = view %" + step.source + " + " +
+           step.offset.str() + " : " + step.type.str();
+  case ProgramStep::Kind::Extern: {
+    std::string text;
+    for (size_t i = 0; i < step.results.size(); ++i)
+      text += (i ? ", %" : "%") + step.results[i];
+    text += " = extern " + step.op + argumentList(step.args);
+    if (!step.attributes.empty()) {
+      text += " {";
+      bool first = true;
+      for (auto &entry : step.attributes) {
+        text += (first ? "" : ", ") + entry.first + " = " +
+                attributeStr(entry.second);
+        first = false;
+      }
+      text += "}";
+    }
+    text += " :";
+    for (size_t i = 0; i < step.types.size(); ++i)
+      text += (i ? ", " : " ") + step.types[i].str();
+    return text;
+  }
+  case ProgramStep::Kind::Call:
+    return "call @" + step.kernel + argumentList(step.args);
+  }
+  return "";
+}
 
 std::string printKernel(const Kernel &kernel) {
   return KernelPrinter(kernel).print();

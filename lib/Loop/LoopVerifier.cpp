@@ -324,7 +324,10 @@ private:
     case ProgramStep::Kind::Extern:
       for (const std::string &arg : step.args)
         use(arg, "extern " + step.op + " reads");
-      define(step.result, step.type);
+      if (step.results.empty() || step.results.size() != step.types.size())
+        error("extern " + step.op + " needs one type per result");
+      for (size_t i = 0; i < step.results.size(); ++i)
+        define(step.results[i], step.types[i]);
       return;
     case ProgramStep::Kind::Call:
       checkCall(step);

@@ -471,8 +471,10 @@ private:
     step.kind = ProgramStep::Kind::Extern;
     step.op = node.op;
     step.attributes = node.attributes;
-    step.result = bufferOf.at(node.result());
-    step.type = node.result()->type;
+    for (const Value *result : node.results) {
+      step.results.push_back(bufferOf.at(result));
+      step.types.push_back(result->type);
+    }
     for (const Operand &operand : node.operands)
       step.args.push_back(viewOf(operand.value));
     module.steps.push_back(step);

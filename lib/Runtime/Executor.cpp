@@ -1,8 +1,10 @@
 //===- Executor.cpp - Runs a compiled LoopModule --------------------------===//
 #include "dynafuse/Runtime/Executor.h"
 
+#include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
+#include "dynafuse/Support/Logging.h"
 
 #include <algorithm>
 
@@ -93,7 +95,10 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
     buffers[loopModule.inputs[i].name] = inputs[i];
     buffers[loopModule.inputs[i].name].dtype = loopModule.inputs[i].type.dtype;
   }
+  bool traceSteps = logEnabled("steps");
   for (const ProgramStep &step : loopModule.steps) {
+    if (traceSteps)
+      logLine("steps", stepStr(step));
     switch (step.kind) {
     case ProgramStep::Kind::Alloc: {
       char *data =
@@ -114,9 +119,12 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
       std::vector<TensorArg> args;
       for (const std::string &arg : step.args)
         args.push_back(buffers.at(arg));
-      TensorArg expected = concrete(step.type, nullptr, env);
-      expected.data = context.runExtern(step, args, expected);
-      buffers[step.result] = expected;
+      std::vector<TensorArg> expected;
+      for (const TensorType &type : step.types)
+        expected.push_back(concrete(type, nullptr, env));
+      context.runExtern(step, args, expected);
+      for (size_t i = 0; i < expected.size(); ++i)
+        buffers[step.results[i]] = expected[i];
       break;
     }
     case ProgramStep::Kind::Call: {
@@ -187,9 +195,9 @@ char *HostContext::allocate(const ProgramStep &step,
   return buffer.data();
 }
 
-char *HostContext::runExtern(const ProgramStep &step,
-                             const std::vector<TensorArg> &,
-                             const TensorArg &) {
+void HostContext::runExtern(const ProgramStep &step,
+                            const std::vector<TensorArg> &,
+                            std::vector<TensorArg> &) {
   fail("extern op '" + step.op +
        "' needs the torch bridge (run it from Python)");
 }

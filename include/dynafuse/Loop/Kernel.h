@@ -180,14 +180,19 @@ struct Kernel {
 ///           of an earlier allocation no longer needed;
 ///   view:   `%v = view %b + OFFSET : T` the same storage seen with T's
 ///           sizes and strides, OFFSET elements in;
-///   extern: `%r = extern OP(%a, %b) {attrs} : T` an op run by the runtime's
-///           extern library (ATen), defining a new buffer;
+///   extern: `%r, %s = extern OP(%a, %b) {attrs} : T, U` an op run by the
+///           runtime's extern library (ATen, or a torch callable), defining
+///           one new buffer per result;
 ///   call:   `call @k(%a, %b)` a kernel on buffers, one per parameter.
 struct ProgramStep {
   enum class Kind { Alloc, View, Extern, Call };
   Kind kind = Kind::Call;
+  /// The buffer an alloc or view defines.
   std::string result;
   TensorType type;
+  /// The buffers an extern defines, one per result of its op.
+  std::vector<std::string> results;
+  std::vector<TensorType> types;
   std::string reuse;
   std::string source;
   SymExpr offset;

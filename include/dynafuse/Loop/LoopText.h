@@ -31,6 +31,8 @@ namespace dynafuse {
 
 std::string printKernel(const Kernel &kernel);
 std::string printLoopModule(const LoopModule &module);
+/// One program step as it appears in the module text.
+std::string stepStr(const ProgramStep &step);
 
 /// Throws Error with line:column on malformed or invalid text.
 LoopModule parseLoopModule(const std::string &text,

@@ -32,11 +32,11 @@ public:
   /// Contiguous storage for the buffer a step allocates.
   virtual char *allocate(const ProgramStep &step,
                          const std::vector<int64_t> &sizes) = 0;
-  /// Runs an extern step on its arguments; the result must have the given
-  /// sizes and strides. Returns its data.
-  virtual char *runExtern(const ProgramStep &step,
-                          const std::vector<TensorArg> &args,
-                          const TensorArg &expected) = 0;
+  /// Runs an extern step on its arguments. `results` arrive with the sizes
+  /// and strides each result must have; the call fills in their data.
+  virtual void runExtern(const ProgramStep &step,
+                         const std::vector<TensorArg> &args,
+                         std::vector<TensorArg> &results) = 0;
 };
 
 class CompiledModule {
@@ -68,8 +68,8 @@ class HostContext : public ExecutionContext {
 public:
   char *allocate(const ProgramStep &step,
                  const std::vector<int64_t> &sizes) override;
-  char *runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
-                  const TensorArg &expected) override;
+  void runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
+                 std::vector<TensorArg> &results) override;
   std::map<std::string, std::vector<char>> &buffers() { return storage; }
 
 private:

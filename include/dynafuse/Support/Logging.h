@@ -1,7 +1,8 @@
 //===- Logging.h - Topic-based diagnostic logging ---------------*- C++ -*-===//
 //
 // DYNAFUSE_LOG=topic1,topic2 (or "all") enables log lines on stderr for the
-// named topics: graph_breaks, guards, recompiles, compile.
+// named topics: graph_breaks, guards, recompiles, compile, steps (every
+// program step as it runs).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_SUPPORT_LOGGING_H
