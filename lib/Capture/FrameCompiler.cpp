@@ -246,14 +246,35 @@ public:
         newTensor(sizes, step.type.dtype, step.type.device, &data));
     return data;
   }
-  char *runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
-                  const TensorArg &expected) override {
-    char *data = nullptr;
-    tensors[step.result] = PyRef::steal(runExternOp(
-        step.op, step.attributes, args, expected, step.type.device, &data));
-    return data;
+  explicit TorchContext(const std::vector<TorchCall> &torchCalls)
+      : torchCalls(torchCalls) {}
+  void runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
+                 std::vector<TensorArg> &results) override {
+    const std::string &device = step.types.at(0).device;
+    if (step.op == "call_torch") {
+      std::vector<PyRef> kept;
+      runTorchCall(torchCallOf(step), args, results, device, kept);
+      for (size_t i = 0; i < kept.size(); ++i)
+        tensors[step.results[i]] = kept[i];
+      return;
+    }
+    tensors[step.results.at(0)] = PyRef::steal(runExternOp(
+        step.op, step.attributes, args, results[0], device, &results[0].data));
   }
   std::map<std::string, PyRef> tensors;
+
+private:
+  const TorchCall &torchCallOf(const ProgramStep &step) const {
+    auto found = step.attributes.find("call");
+    const int64_t *index = found == step.attributes.end()
+                               ? nullptr
+                               : std::get_if<int64_t>(&found->second);
+    if (!index || *index < 0 || size_t(*index) >= torchCalls.size())
+      fail("call_torch step %" + step.results.at(0) +
+           " names no captured callable");
+    return torchCalls[size_t(*index)];
+  }
+  const std::vector<TorchCall> &torchCalls;
 };
 
 PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
@@ -307,7 +328,7 @@ PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
     tensorView(object, &args[i].data, args[i].sizes, args[i].strides);
     inputs.push_back(object);
   }
-  TorchContext context;
+  TorchContext context(entry.captured.torchCalls);
   entry.module->run(args, context);
   return buildResult(entry.captured.result, entry, inputs, context);
 }

@@ -58,6 +58,10 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
   case Kind::Identity:
     return where + " is the object seen at capture (" +
            Py_TYPE(expected.get())->tp_name + ")";
+  case Kind::SameObject:
+    return where + " is " + sources[size_t(other)].describe(sources);
+  case Kind::OtherObject:
+    return where + " is not " + sources[size_t(other)].describe(sources);
   case Kind::TupleLength:
     return where + " is a tuple or list of length " + std::to_string(length);
   case Kind::EmptyDict:
@@ -159,6 +163,10 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     return tensorMatches(value, guard.tensor);
   case Guard::Kind::Identity:
     return value == guard.expected.get();
+  case Guard::Kind::SameObject:
+    return value == resolver.get(guard.other);
+  case Guard::Kind::OtherObject:
+    return value != resolver.get(guard.other);
   case Guard::Kind::TypeIs:
     return reinterpret_cast<PyObject *>(Py_TYPE(value)) == guard.expected.get();
   case Guard::Kind::TupleLength:

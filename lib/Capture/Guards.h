@@ -55,10 +55,14 @@ struct Guard {
     TypeIs,
     TupleLength,
     EmptyDict,
-    DictLength
+    DictLength,
+    SameObject,
+    OtherObject
   };
   Kind kind = Kind::Tensor;
   int source = -1;
+  /// SameObject / OtherObject: the source compared with (`is`).
+  int other = -1;
   TensorMeta tensor;
   /// Equals: the value (compared with exact type); Identity: the object;
   /// TypeIs: the exact type; TupleLength: the exact type (tuple or list).

@@ -99,10 +99,15 @@ SymbolicInterpreter::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
                                const std::map<std::string, VarPtr> &keywords) {
   const OpBinding *binding = nullptr;
   std::string what;
+  PyRef callable;
   if (callee->kind == Var::Kind::TensorMethod) {
     binding = opTable().method(callee->method);
     args.insert(args.begin(), callee->self);
     what = "Tensor." + callee->method;
+    if (!binding)
+      callable = PyRef::steal(tensorMethodObject(callee->method));
+    if (callable && PyFunction_Check(callable.get()))
+      return inlineFunction(fixedObject(callable, what), args, keywords);
   } else if (callee->kind == Var::Kind::Object) {
     if (VarPtr folded = foldBuiltin(callee->object.get(), args, keywords))
       return folded;
@@ -113,9 +118,12 @@ SymbolicInterpreter::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
       PyErr_Clear();
     what = name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get())
                                                : "a callable";
+    callable = callee->object;
   } else {
     unsupported("call of a value that is not a function");
   }
+  if (!binding && callable)
+    return torchExtern(callable.get(), what, args, keywords);
   if (!binding)
     unsupported("call to " + what + " (not in the op table)");
   if (binding->alternatives.empty())
@@ -129,6 +137,18 @@ SymbolicInterpreter::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
     }
   }
   unsupported("no overload of " + what + " fits (" + reasons + ")");
+}
+
+VarPtr SymbolicInterpreter::fixedObject(const PyRef &object,
+                                        const std::string &name) {
+  Source fixed;
+  fixed.kind = Source::Kind::Fixed;
+  fixed.fixed = object;
+  fixed.name = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  VarPtr var = makeVar(Var::Kind::Object);
+  var->object = object;
+  var->source = addSource(std::move(fixed));
+  return var;
 }
 
 bool SymbolicInterpreter::isTorchAssert(PyObject *object) {
@@ -415,6 +435,15 @@ std::vector<VarPtr> SymbolicInterpreter::bindArguments(
   return slots;
 }
 
+/// math.sqrt, math.log, ...: pure functions of numbers.
+bool SymbolicInterpreter::isMathFunction(PyObject *callable) {
+  static PyObject *math = PyImport_ImportModule("math");
+  if (!math || !PyCFunction_Check(callable))
+    return false;
+  PyObject *self = PyCFunction_GET_SELF(callable);
+  return self == math;
+}
+
 VarPtr SymbolicInterpreter::foldBuiltin(
     PyObject *callable, const std::vector<VarPtr> &args,
     const std::map<std::string, VarPtr> &keywords) {
@@ -425,6 +454,7 @@ VarPtr SymbolicInterpreter::foldBuiltin(
   for (const char *name : pure)
     isPure |= PyDict_Check(builtins) &&
               PyDict_GetItemString(builtins, name) == callable;
+  isPure |= isMathFunction(callable);
   if (!isPure || !keywords.empty())
     return nullptr;
   PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));

@@ -92,6 +92,10 @@ int SymbolicInterpreter::step(const Instruction &in) {
   case STORE_FAST:
     locals.at(size_t(in.arg)) = pop();
     return -1;
+  case DELETE_FAST:
+    // A Null var marks it deleted (an empty slot means "not read yet").
+    locals.at(size_t(in.arg)) = makeVar(Var::Kind::Null);
+    return -1;
   case LOAD_CONST:
     push(constant(PyTuple_GET_ITEM(code->co_consts, in.arg)));
     return -1;
@@ -313,9 +317,18 @@ bool SymbolicInterpreter::truthOf(const VarPtr &condition, bool noneTest) {
       return true; // A tensor is not None.
     unsupported("data-dependent branch on a tensor value");
   }
+  if (condition->kind == Var::Kind::Tuple || condition->kind == Var::Kind::Dict)
+    return noneTest || !condition->items.empty();
+  if (condition->kind == Var::Kind::TensorMethod ||
+      condition->kind == Var::Kind::BoundMethod ||
+      condition->kind == Var::Kind::Function)
+    return true;
   if (condition->kind == Var::Kind::Object && noneTest)
     return true;
   if (condition->kind != Var::Kind::Constant) {
+    if (!condition->object)
+      unsupported("branch on the truth value of a value the interpreter "
+                  "cannot judge");
     PyTypeObject *type = Py_TYPE(condition->object.get());
     bool customTruth =
         (type->tp_as_number && type->tp_as_number->nb_bool) ||

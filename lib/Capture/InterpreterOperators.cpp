@@ -177,6 +177,29 @@ VarPtr SymbolicInterpreter::logicalNot(const VarPtr &var) {
   return constant(truth ? Py_False : Py_True);
 }
 
+bool SymbolicInterpreter::sameTensorObject(const VarPtr &lhs,
+                                           const VarPtr &rhs) {
+  if (lhs == rhs)
+    return true;
+  if (lhs->tensor == rhs->tensor) {
+    // One graph value: the same input object (guarded when it was read
+    // through two sources), or one computed value behind two references.
+    if (sourceOfInput.count(lhs->tensor))
+      return true;
+    unsupported("'is' on two references to one computed tensor value");
+  }
+  auto left = sourceOfInput.find(lhs->tensor);
+  auto right = sourceOfInput.find(rhs->tensor);
+  if (left != sourceOfInput.end() && right != sourceOfInput.end()) {
+    Guard guard;
+    guard.kind = Guard::Kind::OtherObject;
+    guard.source = left->second;
+    guard.other = right->second;
+    addGuard(std::move(guard));
+  }
+  return false;
+}
+
 VarPtr SymbolicInterpreter::isOp(const VarPtr &lhs, const VarPtr &rhs,
                                  bool inverted) {
   auto concrete = [](const VarPtr &var) {
@@ -186,11 +209,7 @@ VarPtr SymbolicInterpreter::isOp(const VarPtr &lhs, const VarPtr &rhs,
   if (concrete(lhs) && concrete(rhs))
     same = lhs->object.get() == rhs->object.get();
   else if (lhs->kind == Var::Kind::Tensor && rhs->kind == Var::Kind::Tensor)
-    same = lhs == rhs || (lhs->tensor == rhs->tensor
-                              ? (unsupported("'is' on two references to one "
-                                             "tensor value"),
-                                 false)
-                              : false);
+    same = sameTensorObject(lhs, rhs);
   else if ((lhs->kind == Var::Kind::Tensor && concrete(rhs)) ||
            (rhs->kind == Var::Kind::Tensor && concrete(lhs)))
     same = false; // A tensor is never None or another constant.

@@ -19,6 +19,16 @@ int SymbolicInterpreter::addSource(Source source) {
   return id;
 }
 
+void SymbolicInterpreter::addGuard(Guard guard) {
+  for (const Guard &existing : result.guards)
+    if (existing.kind == guard.kind && existing.source == guard.source &&
+        existing.other == guard.other &&
+        existing.expected.get() == guard.expected.get() &&
+        existing.length == guard.length && guard.kind != Guard::Kind::Tensor)
+      return;
+  result.guards.push_back(std::move(guard));
+}
+
 int SymbolicInterpreter::namedSource(Source::Kind kind, int parent,
                                      PyObject *name) {
   Source source;
@@ -125,6 +135,19 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
     var->tensor = known->second;
     return var;
   }
+  auto seen = inputOfObject.find(object);
+  if (seen != inputOfObject.end()) {
+    // The same tensor reached through another source: one graph input, as
+    // long as both sources keep holding one object.
+    Guard guard;
+    guard.kind = Guard::Kind::SameObject;
+    guard.source = source;
+    guard.other = seen->second.first;
+    addGuard(std::move(guard));
+    var->tensor = seen->second.second;
+    inputOfSource[source] = var->tensor;
+    return var;
+  }
   TensorMeta meta = describeTensor(object);
   if (!meta.dtype)
     unsupported("tensor of unsupported dtype " + meta.dtypeName);
@@ -152,6 +175,8 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
   std::string name = "arg" + std::to_string(result.graph->inputs.size());
   var->tensor = result.graph->addInput(name, type);
   inputOfSource[source] = var->tensor;
+  inputOfObject[object] = {source, var->tensor};
+  sourceOfInput[var->tensor] = source;
   result.inputSources.push_back(source);
   return var;
 }
@@ -170,8 +195,11 @@ VarPtr SymbolicInterpreter::constant(PyObject *object) {
 }
 
 VarPtr SymbolicInterpreter::loadLocal(int index) {
-  if (locals.at(size_t(index)))
+  if (locals.at(size_t(index))) {
+    if (locals[size_t(index)]->kind == Var::Kind::Null)
+      unsupported("read of a deleted local variable");
     return locals[size_t(index)];
+  }
   if (functionSource >= 0 || inlineDepth > 0)
     unsupported("read of an unbound local variable");
   PyObject *object = frame->localsplus[index];

@@ -125,6 +125,9 @@ private:
   int steps = 0;
   std::map<std::string, int> sourceIds;
   std::map<int, Value *> inputOfSource;
+  /// Tensor inputs by the object seen (and its first source), and back.
+  std::map<PyObject *, std::pair<int, Value *>> inputOfObject;
+  std::map<const Value *, int> sourceOfInput;
 
   int firstLine() const { return code->co_firstlineno; }
 
@@ -149,7 +152,8 @@ private:
 
   int indexedSource(Source::Kind kind, int parent, int index);
 
-  void addGuard(Guard guard) { result.guards.push_back(std::move(guard)); }
+  /// Adds a guard unless an identical one is already there.
+  void addGuard(Guard guard);
 
   /// Turns a concrete object read from a source into a symbolic value,
   /// guarding what the capture assumes about it.
@@ -264,6 +268,8 @@ private:
 
   VarPtr containsOp(const VarPtr &item, const VarPtr &container, bool negated);
   VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted);
+  /// `a is b` for tensors; guards that two inputs stay distinct objects.
+  bool sameTensorObject(const VarPtr &lhs, const VarPtr &rhs);
 
   void call(int argc);
 
@@ -273,6 +279,22 @@ private:
   VarPtr callTorch(const VarPtr &callee, std::vector<VarPtr> args,
                    const std::map<std::string, VarPtr> &keywords);
 
+  /// A torch builtin outside the op table, kept in the graph as a
+  /// call_torch extern (its result types from a run on meta tensors).
+  VarPtr torchExtern(PyObject *callable, const std::string &what,
+                     const std::vector<VarPtr> &args,
+                     const std::map<std::string, VarPtr> &keywords);
+  VarPtr emitTorchCall(TorchCall call, std::vector<Operand> operands);
+  CallArg callArgOf(const VarPtr &var, std::vector<Operand> &operands,
+                    const std::string &what);
+  /// The var for a call's Python result, its tensors taken from results.
+  VarPtr resultVar(PyObject *output, const std::vector<Value *> &results,
+                   size_t &next);
+  /// torch.Tensor.<name> (new reference), or null.
+  static PyObject *tensorMethodObject(const std::string &name);
+  /// An object fixed for the entry's lifetime (torch.Tensor's Python
+  /// methods), with a source its inlined code's globals hang off.
+  VarPtr fixedObject(const PyRef &object, const std::string &name);
   static bool isTorchAssert(PyObject *object);
 
   /// torch._assert(condition, message) with a condition known at capture.
@@ -362,7 +384,9 @@ private:
 
   VarPtr iterateModules(const VarPtr &container, VarPtr iterator);
 
-  /// Pure builtins (float, int, min, ...) on constants run at capture time.
+  static bool isMathFunction(PyObject *callable);
+  /// Pure builtins (float, int, min, ...) and math functions on constants
+  /// run at capture time.
   VarPtr foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
                      const std::map<std::string, VarPtr> &keywords);
 

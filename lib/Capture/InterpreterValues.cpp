@@ -294,8 +294,12 @@ VarPtr SymbolicInterpreter::tensorAttribute(const VarPtr &base,
                 {{"dim0", int64_t(type.rank() - 2)},
                  {"dim1", int64_t(type.rank() - 1)}});
   }
-  if (!opTable().method(attribute) && !isMetadataMethod(attribute))
-    unsupported("Tensor." + attribute);
+  if (!opTable().method(attribute) && !isMetadataMethod(attribute)) {
+    PyRef method = PyRef::steal(tensorMethodObject(attribute));
+    if (!method || !PyCallable_Check(method.get()) ||
+        PyType_Check(method.get()))
+      unsupported("Tensor." + attribute);
+  }
   VarPtr method = makeVar(Var::Kind::TensorMethod);
   method->method = attribute;
   method->self = base;

@@ -11,6 +11,7 @@
 #define DYNAFUSE_CAPTURE_SYMBOLICINTERPRETER_H
 
 #include "Guards.h"
+#include "TorchCall.h"
 #include "dynafuse/Graph/Graph.h"
 
 #include <memory>
@@ -42,6 +43,8 @@ struct CapturedFrame {
   /// Per graph input, the source it is fetched from.
   std::vector<int> inputSources;
   OutputSpec result;
+  /// The callables of the graph's call_torch nodes (attribute "call").
+  std::vector<TorchCall> torchCalls;
   /// Global state the graph depends on: grad mode (the default dtype must
   /// be float32 for capture at all).
   bool gradMode = false;

@@ -71,6 +71,8 @@ PyTypeObject *parameterType() {
 
 } // namespace
 
+PyObject *tensorClass() { return THPVariableClass; }
+
 bool isAnyTensor(PyObject *object) { return THPVariable_Check(object); }
 
 bool isPlainTensor(PyObject *object) {
@@ -304,6 +306,44 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     result = result.to(toScalarType(expected.dtype));
   *data = static_cast<char *>(result.data_ptr());
   return THPVariable_Wrap(std::move(result));
+}
+
+PyObject *newMetaTensor(const TensorType &type) {
+  std::vector<int64_t> sizes, strides;
+  for (const SymExpr &size : type.sizes)
+    sizes.push_back(size.constant());
+  for (const SymExpr &stride : type.strides)
+    strides.push_back(stride.constant());
+  auto options =
+      at::TensorOptions().dtype(toScalarType(type.dtype)).device(at::kMeta);
+  return THPVariable_Wrap(strides.empty()
+                              ? at::empty(sizes, options)
+                              : at::empty_strided(sizes, strides, options));
+}
+
+PyObject *wrapTensorView(const TensorArg &arg, const std::string &device) {
+  return THPVariable_Wrap(view(arg, device));
+}
+
+bool tensorIsView(PyObject *object) {
+  return THPVariable_Unpack(object).is_view();
+}
+
+PyObject *adoptTorchResult(PyObject *result,
+                           const std::vector<PyObject *> &inputs,
+                           const TensorArg &expected, char **data) {
+  at::NoGradGuard noGrad;
+  at::Tensor tensor = THPVariable_Unpack(result);
+  for (PyObject *input : inputs)
+    if (tensor.is_alias_of(THPVariable_Unpack(input)))
+      tensor = tensor.clone();
+  tensor = tensor.contiguous();
+  if (!tensor.sizes().equals(expected.sizes))
+    fail("returned sizes that differ from the ones found at capture");
+  if (tensor.scalar_type() != toScalarType(expected.dtype))
+    fail("returned a dtype that differs from the one found at capture");
+  *data = static_cast<char *>(tensor.data_ptr());
+  return THPVariable_Wrap(std::move(tensor));
 }
 
 } // namespace dynafuse

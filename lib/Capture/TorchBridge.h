@@ -38,6 +38,8 @@ struct TensorMeta {
 
 /// True for torch.Tensor and nn.Parameter exactly (not other subclasses).
 bool isPlainTensor(PyObject *object);
+/// The class torch.Tensor (borrowed).
+PyObject *tensorClass();
 /// Any torch.Tensor instance, subclasses included.
 bool isAnyTensor(PyObject *object);
 /// Requires isPlainTensor(object).
@@ -60,6 +62,22 @@ PyObject *runExternOp(const std::string &op,
                       const std::vector<TensorArg> &args,
                       const TensorArg &expected, const std::string &device,
                       char **data);
+
+/// A tensor on the meta device with type's (static) sizes and strides, for
+/// finding what a torch callable returns without running it.
+PyObject *newMetaTensor(const TensorType &type);
+/// A tensor viewing arg's memory without owning it (valid while the buffer
+/// lives).
+PyObject *wrapTensorView(const TensorArg &arg, const std::string &device);
+/// Whether a tensor is a view of another (its result aliases an input).
+bool tensorIsView(PyObject *object);
+/// Takes a tensor a torch callable returned as the buffer `expected`
+/// describes: copied when it shares memory with one of `inputs`, made
+/// contiguous, checked against expected's sizes and dtype. Returns a new
+/// reference and its data.
+PyObject *adoptTorchResult(PyObject *result,
+                           const std::vector<PyObject *> &inputs,
+                           const TensorArg &expected, char **data);
 
 /// Like newTensor, with explicit strides (a permuted dense layout).
 PyObject *newStridedTensor(const std::vector<int64_t> &sizes,

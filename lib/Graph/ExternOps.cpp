@@ -3,10 +3,13 @@
 // Matrix multiplies, convolutions and pooling have tuned libraries: lowering
 // turns them into extern steps the runtime hands to ATen, with the pointwise
 // work around them fused into generated kernels. Their shape rules live
-// here; every extern op computes in its (floating) input dtype.
+// here; every extern op computes in its (floating) input dtype. call_torch
+// runs any torch callable the compiler cannot lower, with the result types
+// capture declared.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Support/TextCursor.h"
 
 namespace dynafuse {
 namespace {
@@ -184,6 +187,27 @@ std::vector<TensorType> inferAdaptivePool(const Node &node) {
   return {likeFirstOperand(node, sizes)};
 }
 
+/// call_torch: a torch callable run as is; capture declares its result
+/// types (found by running it on meta tensors) in the attribute "results",
+/// e.g. "f32[2, 10, 16], f32[2, 10, 10]".
+std::vector<TensorType> inferTorchCall(const Node &node) {
+  std::string declared = node.stringAttr("results", "");
+  if (declared.empty())
+    opError(node, "needs the attribute 'results' (its result types)");
+  TextCursor cursor(declared, node.location.file);
+  std::vector<TensorType> types;
+  try {
+    do {
+      types.push_back(parseTensorType(cursor));
+    } while (cursor.accept(","));
+    if (!cursor.atEnd())
+      cursor.error("expected ',' or the end of the result types");
+  } catch (const Error &error) {
+    opError(node, "malformed 'results': " + error.bareMessage());
+  }
+  return types;
+}
+
 OpInfo externOp(const std::string &name, int arity,
                 std::vector<std::string> attributes, ShapeRule infer) {
   return shapedOp(name, OpKind::Extern, arity, std::move(attributes),
@@ -212,6 +236,9 @@ void addExternOps(std::vector<OpInfo> &table) {
                            inferPool));
   table.push_back(
       externOp("adaptive_avg_pool2d", 1, {"output_size"}, inferAdaptivePool));
+  table.push_back(externOp("call_torch", -1,
+                           {"target", "call", "signature", "results"},
+                           inferTorchCall));
 }
 
 } // namespace dynafuse

@@ -62,8 +62,13 @@ std::string attributeStr(const Attribute &attribute) {
     return std::to_string(*integer);
   if (auto *number = std::get_if<double>(&attribute))
     return formatFloatLiteral(*number);
-  if (auto *text = std::get_if<std::string>(&attribute))
-    return "\"" + *text + "\"";
+  if (auto *text = std::get_if<std::string>(&attribute)) {
+    std::string quoted = "\"";
+    for (char c : *text)
+      quoted +=
+          c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    return quoted + "\"";
+  }
   if (auto *type = std::get_if<DType>(&attribute))
     return dtypeName(*type);
   const auto &list = std::get<std::vector<int64_t>>(attribute);

@@ -169,7 +169,7 @@ def test_returned_lists_stay_lists():
 
 def test_explain_reports_graphs_breaks_and_guards():
     def f(x):
-        return torch.cumsum(x, 0)  # not in the op table
+        return torch.nonzero(x)  # its shape depends on the data
 
     with torch.no_grad():
         report = dynafuse.explain(Block(8).eval())(torch.randn(1, 2, 8))
@@ -178,7 +178,7 @@ def test_explain_reports_graphs_breaks_and_guards():
     assert any("Float tensor of size [1, 2, 8]" in guard for guard in report.guards[0])
     broken = dynafuse.explain(f)(torch.randn(3))
     assert broken.graph_count == 0 and broken.graph_break_count == 1
-    assert "cumsum" in broken.break_reasons[0]
+    assert "nonzero" in broken.break_reasons[0]
     assert "graph break" in repr(broken)
 
 

@@ -1,0 +1,221 @@
+//===- InterpreterTorchCalls.cpp ===//
+// Torch callables outside the op table, kept in the graph as call_torch
+#include "InterpreterState.h"
+
+namespace dynafuse {
+namespace interp {
+namespace {
+
+/// Objects that pass through a call unchanged and compare by value: dtypes,
+/// devices, layouts, memory formats, slices, Ellipsis.
+bool isPassThroughObject(PyObject *object) {
+  if (PySlice_Check(object) || object == Py_Ellipsis)
+    return true;
+  std::string type = Py_TYPE(object)->tp_name;
+  return type == "torch.dtype" || type == "torch.device" ||
+         type == "torch.layout" || type == "torch.memory_format";
+}
+
+std::string moduleOf(PyObject *object) {
+  PyRef module = PyRef::steal(PyObject_GetAttrString(object, "__module__"));
+  if (!module || !PyUnicode_Check(module.get())) {
+    PyErr_Clear();
+    return "";
+  }
+  return PyUnicode_AsUTF8(module.get());
+}
+
+std::string nameOf(PyObject *object) {
+  PyRef name = PyRef::steal(PyObject_GetAttrString(object, "__name__"));
+  if (!name || !PyUnicode_Check(name.get())) {
+    PyErr_Clear();
+    return "";
+  }
+  return PyUnicode_AsUTF8(name.get());
+}
+
+/// ATen functions and Tensor methods implemented in C (torch.*,
+/// torch.nn.functional's builtins, torch.fft.*, ...).
+bool isTorchBuiltin(PyObject *object) {
+  if (PyCFunction_Check(object))
+    return moduleOf(object).rfind("torch", 0) == 0;
+  std::string type = Py_TYPE(object)->tp_name;
+  if (type != "method_descriptor" && type != "wrapper_descriptor" &&
+      type != "getset_descriptor")
+    return false;
+  PyRef owner = PyRef::steal(PyObject_GetAttrString(object, "__objclass__"));
+  if (!owner) {
+    PyErr_Clear();
+    return false;
+  }
+  return moduleOf(owner.get()).rfind("torch", 0) == 0;
+}
+
+bool isStatic(const TensorType &type) {
+  for (const SymExpr &size : type.sizes)
+    if (!size.isConstant())
+      return false;
+  for (const SymExpr &stride : type.strides)
+    if (!stride.isConstant())
+      return false;
+  return true;
+}
+
+bool isInPlaceName(const std::string &name) {
+  return name.size() > 1 && name.back() == '_' && name.compare(0, 2, "__") != 0;
+}
+
+} // namespace
+
+PyObject *SymbolicInterpreter::tensorMethodObject(const std::string &name) {
+  PyObject *object = PyObject_GetAttrString(tensorClass(), name.c_str());
+  if (!object)
+    PyErr_Clear();
+  return object;
+}
+
+CallArg SymbolicInterpreter::callArgOf(const VarPtr &var,
+                                       std::vector<Operand> &operands,
+                                       const std::string &what) {
+  CallArg arg;
+  switch (var->kind) {
+  case Var::Kind::Tensor:
+    arg.kind = CallArg::Kind::Operand;
+    arg.operand = int(operands.size());
+    operands.push_back(var->tensor);
+    return arg;
+  case Var::Kind::Constant:
+    arg.constant = var->object;
+    return arg;
+  case Var::Kind::Tuple:
+    arg.kind = var->isList ? CallArg::Kind::List : CallArg::Kind::Tuple;
+    for (const VarPtr &item : var->items)
+      arg.items.push_back(callArgOf(item, operands, what));
+    return arg;
+  case Var::Kind::Object:
+    if (isPassThroughObject(var->object.get())) {
+      arg.constant = var->object;
+      return arg;
+    }
+    break;
+  default:
+    break;
+  }
+  unsupported("an argument of " + what +
+              " is not a tensor, a constant or a sequence of them");
+}
+
+VarPtr SymbolicInterpreter::resultVar(PyObject *output,
+                                      const std::vector<Value *> &results,
+                                      size_t &next) {
+  if (output == Py_None)
+    return constant(Py_None);
+  if (isAnyTensor(output)) {
+    VarPtr var = makeVar(Var::Kind::Tensor);
+    var->tensor = results.at(next++);
+    return var;
+  }
+  VarPtr tuple = makeVar(Var::Kind::Tuple);
+  tuple->isList = PyList_Check(output);
+  PyRef items = PyRef::steal(PySequence_Fast(output, "a result sequence"));
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items.get()); ++i)
+    tuple->items.push_back(
+        resultVar(PySequence_Fast_GET_ITEM(items.get(), i), results, next));
+  return tuple;
+}
+
+VarPtr SymbolicInterpreter::torchExtern(
+    PyObject *callable, const std::string &what,
+    const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  if (!isTorchBuiltin(callable))
+    unsupported("call to " + what + " (not in the op table)");
+  if (isInPlaceName(nameOf(callable)) || keywords.count("out"))
+    unsupported("call to " + what +
+                " (not in the op table; it writes into its arguments)");
+  auto inplace = keywords.find("inplace");
+  if (inplace != keywords.end() &&
+      (inplace->second->kind != Var::Kind::Constant ||
+       inplace->second->object.get() != Py_False))
+    unsupported("call to " + what + " with inplace=True (not in the op table)");
+  TorchCall call;
+  call.callable = PyRef::borrow(callable);
+  call.target = what;
+  std::vector<Operand> operands;
+  for (const VarPtr &arg : args)
+    call.args.push_back(callArgOf(arg, operands, what));
+  for (const auto &[name, value] : keywords)
+    call.keywords.push_back({name, callArgOf(value, operands, what)});
+  if (operands.empty())
+    unsupported("call to " + what + " without tensor arguments");
+  return emitTorchCall(std::move(call), std::move(operands));
+}
+
+VarPtr SymbolicInterpreter::emitTorchCall(TorchCall call,
+                                          std::vector<Operand> operands) {
+  const std::string what = call.target;
+  std::vector<PyRef> metas;
+  std::vector<PyObject *> metaArgs;
+  for (const Operand &operand : operands) {
+    if (!isStatic(operand.value->type))
+      unsupported("call to " + what + " on a tensor of symbolic shape");
+    metas.push_back(PyRef::steal(newMetaTensor(operand.value->type)));
+    metaArgs.push_back(metas.back().get());
+  }
+  PyRef output = PyRef::steal(call.invoke(metaArgs));
+  if (!output)
+    unsupported("call to " + what +
+                " (not in the op table; no shape from meta tensors: " +
+                takePythonError() + ")");
+  std::vector<PyObject *> slots, tensors;
+  if (!flattenResult(output.get(), slots))
+    unsupported("call to " + what +
+                " (not in the op table; returns something besides tensors)");
+  for (PyObject *slot : slots) {
+    call.resultOfSlot.push_back(slot ? int(tensors.size()) : -1);
+    if (slot)
+      tensors.push_back(slot);
+  }
+  if (tensors.empty())
+    unsupported("call to " + what +
+                " (not in the op table; returns no tensor)");
+  std::string types;
+  bool returnsView = false;
+  for (PyObject *tensor : tensors) {
+    TensorMeta meta = describeTensor(tensor);
+    if (!meta.dtype)
+      unsupported("call to " + what + " returns a tensor of dtype " +
+                  meta.dtypeName);
+    TensorType type;
+    type.dtype = *meta.dtype;
+    type.device = operands[0].value->type.device;
+    for (int64_t size : meta.sizes)
+      type.sizes.push_back(SymExpr(size));
+    types += (types.empty() ? "" : ", ") + type.str();
+    returnsView = returnsView || tensorIsView(tensor);
+  }
+  std::map<std::string, Attribute> attributes = {
+      {"target", what},
+      {"call", int64_t(result.torchCalls.size())},
+      {"signature", call.signature()},
+      {"results", types}};
+  result.torchCalls.push_back(std::move(call));
+  VarPtr var = emit("call_torch", operands, std::move(attributes));
+  std::vector<Value *> results;
+  if (var->kind == Var::Kind::Tensor)
+    results.push_back(var->tensor);
+  for (const VarPtr &item : var->items)
+    results.push_back(item->tensor);
+  if (returnsView) {
+    // The graph copies views; refuse in-place updates that would need the
+    // alias (same rule as view ops).
+    for (const Operand &operand : operands)
+      aliased.insert(operand.value);
+    aliased.insert(results.begin(), results.end());
+  }
+  size_t next = 0;
+  return resultVar(output.get(), results, next);
+}
+
+} // namespace interp
+} // namespace dynafuse
