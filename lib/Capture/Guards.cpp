@@ -58,6 +58,9 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
   case Kind::Identity:
     return where + " is the object seen at capture (" +
            Py_TYPE(expected.get())->tp_name + ")";
+  case Kind::NoAttribute:
+    return where + " has no attribute '" + PyUnicode_AsUTF8(expected.get()) +
+           "'";
   case Kind::SameObject:
     return where + " is " + sources[size_t(other)].describe(sources);
   case Kind::OtherObject:
@@ -163,6 +166,10 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     return tensorMatches(value, guard.tensor);
   case Guard::Kind::Identity:
     return value == guard.expected.get();
+  case Guard::Kind::NoAttribute: {
+    int present = PyObject_HasAttr(value, guard.expected.get());
+    return present == 0;
+  }
   case Guard::Kind::SameObject:
     return value == resolver.get(guard.other);
   case Guard::Kind::OtherObject:

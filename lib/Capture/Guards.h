@@ -57,7 +57,8 @@ struct Guard {
     EmptyDict,
     DictLength,
     SameObject,
-    OtherObject
+    OtherObject,
+    NoAttribute
   };
   Kind kind = Kind::Tensor;
   int source = -1;
@@ -65,6 +66,7 @@ struct Guard {
   int other = -1;
   TensorMeta tensor;
   /// Equals: the value (compared with exact type); Identity: the object;
+  /// NoAttribute: the attribute name the object must lack;
   /// TypeIs: the exact type; TupleLength: the exact type (tuple or list).
   PyRef expected;
   size_t length = 0;

@@ -73,6 +73,9 @@ SymbolicInterpreter::callAny(const VarPtr &callee,
     PyObject *object = callee->object.get();
     if (isTorchAssert(object))
       return checkedAssert(args);
+    if (object == reinterpret_cast<PyObject *>(&PySuper_Type))
+      if (VarPtr base = superOfTensor(args))
+        return base;
     std::string answer = opTable().stateQuery(object);
     if (answer == "false")
       return constant(Py_False);
@@ -81,13 +84,25 @@ SymbolicInterpreter::callAny(const VarPtr &callee,
     if (answer == "zero")
       return integerConstant(0);
     if (answer == "grad_enabled")
-      return constant(result.gradMode ? Py_True : Py_False);
+      return constant(gradMode ? Py_True : Py_False);
+    if (!args.empty() && keywords.empty())
+      if (VarPtr walked = walkModules(object, args[0], args.size()))
+        return walked;
     if (!opTable().function(object) && PyFunction_Check(object))
       return inlineFunction(callee, args, keywords);
     if (VarPtr result = containerBuiltin(object, args))
       return result;
     if (VarPtr result = isInstance(object, args))
       return result;
+    if (VarPtr result = attributeBuiltin(object, args))
+      return result;
+    if (callee->method == "__exit__" && callee->setsGradMode >= 0) {
+      gradMode = gradModeStack.back();
+      gradModeStack.pop_back();
+      return constant(Py_None);
+    }
+    if (VarPtr context = gradModeContext(object, args, keywords))
+      return context;
     if (isModule(object))
       return inlineModule(callee, args, keywords);
   }
@@ -105,7 +120,8 @@ SymbolicInterpreter::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
     args.insert(args.begin(), callee->self);
     what = "Tensor." + callee->method;
     if (!binding)
-      callable = PyRef::steal(tensorMethodObject(callee->method));
+      callable = PyRef::steal(
+          tensorMethodObject(callee->method, callee->self->baseMethods));
     if (callable && PyFunction_Check(callable.get()))
       return inlineFunction(fixedObject(callable, what), args, keywords);
   } else if (callee->kind == Var::Kind::Object) {
@@ -484,6 +500,17 @@ VarPtr SymbolicInterpreter::containerBuiltin(PyObject *callable,
                                      args[0]->kind == Var::Kind::Dict);
   if (is("len") && args.size() == 1 && container)
     return integerConstant(int64_t(itemsOf(args[0]).size()));
+  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
+      PyDict_Check(args[0]->object.get())) {
+    // A dict read from a source (a module's hook OrderedDict): its length,
+    // guarded.
+    Guard length;
+    length.kind = Guard::Kind::DictLength;
+    length.source = sourceOfObject(args[0]);
+    length.length = size_t(PyDict_Size(args[0]->object.get()));
+    addGuard(std::move(length));
+    return integerConstant(int64_t(length.length));
+  }
   if (!container)
     return nullptr;
   std::vector<VarPtr> items = itemsOf(args[0]);
@@ -572,6 +599,103 @@ VarPtr SymbolicInterpreter::isInstance(PyObject *callable,
     unsupported("isinstance raised");
   }
   return constant(result ? Py_True : Py_False);
+}
+
+} // namespace interp
+} // namespace dynafuse
+
+namespace dynafuse {
+namespace interp {
+
+VarPtr SymbolicInterpreter::attributeBuiltin(PyObject *callable,
+                                             const std::vector<VarPtr> &args) {
+  PyObject *builtins = frame->builtins;
+  auto is = [&](const char *name) {
+    return PyDict_Check(builtins) &&
+           PyDict_GetItemString(builtins, name) == callable;
+  };
+  bool get = is("getattr"), has = is("hasattr");
+  if ((!get && !has) || args.size() < 2 || args.size() > (get ? 3u : 2u) ||
+      args[1]->kind != Var::Kind::Constant ||
+      !PyUnicode_Check(args[1]->object.get()))
+    return nullptr;
+  PyObject *name = args[1]->object.get();
+  const VarPtr &base = args[0];
+  bool present = base->kind == Var::Kind::Tensor ||
+                 (base->object && PyObject_HasAttr(base->object.get(), name));
+  if (base->kind == Var::Kind::Object && !present)
+    guardMissingAttribute(base, name);
+  if (has)
+    return constant(present ? Py_True : Py_False);
+  if (present)
+    return loadAttr(base, name);
+  if (args.size() == 3)
+    return args[2];
+  unsupported(std::string("getattr of a missing attribute '") +
+              PyUnicode_AsUTF8(name) + "'");
+}
+
+void SymbolicInterpreter::guardMissingAttribute(const VarPtr &object,
+                                                PyObject *name) {
+  Guard guard;
+  guard.kind = Guard::Kind::NoAttribute;
+  guard.source = sourceOfObject(object);
+  guard.expected = PyRef::borrow(name);
+  addGuard(std::move(guard));
+}
+
+VarPtr SymbolicInterpreter::gradModeContext(
+    PyObject *callable, const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  static PyObject *torch = PyImport_ImportModule("torch");
+  if (!torch || !PyType_Check(callable))
+    return nullptr;
+  int mode = -1;
+  for (const char *name : {"no_grad", "enable_grad", "inference_mode"}) {
+    PyRef type = PyRef::steal(PyObject_GetAttrString(torch, name));
+    if (!type)
+      PyErr_Clear();
+    else if (type.get() == callable)
+      mode = std::string(name) == "enable_grad";
+  }
+  if (mode < 0)
+    return nullptr;
+  bool inference = !args.empty() || !keywords.empty();
+  if (inference) {
+    // inference_mode(False) keeps grad mode as it is: not modelled.
+    const VarPtr &flag = args.empty() ? keywords.begin()->second : args[0];
+    if (args.size() + keywords.size() != 1 ||
+        flag->kind != Var::Kind::Constant || flag->object.get() != Py_True)
+      unsupported("grad-mode context with arguments other than mode=True");
+  }
+  VarPtr context = makeVar(Var::Kind::Object);
+  context->object = PyRef::borrow(callable);
+  context->setsGradMode = mode;
+  return context;
+}
+
+void SymbolicInterpreter::enterWith(const VarPtr &context) {
+  if (context->kind != Var::Kind::Object || context->setsGradMode < 0)
+    unsupported("with block over a context manager other than no_grad, "
+                "enable_grad or inference_mode");
+  VarPtr exit = makeVar(Var::Kind::Object);
+  exit->object = context->object;
+  exit->method = "__exit__";
+  exit->setsGradMode = context->setsGradMode;
+  gradModeStack.push_back(gradMode);
+  gradMode = context->setsGradMode == 1;
+  push(exit);
+  push(constant(Py_None));
+}
+
+void SymbolicInterpreter::requireNoAutograd(
+    const std::vector<Operand> &operands) {
+  if (!gradMode)
+    return;
+  for (const Operand &operand : operands)
+    if (operand.isValue() && requiresGrad.count(operand.value))
+      unsupported("an op on a tensor that requires grad while grad mode is "
+                  "on (training is not supported yet; runs eagerly)");
 }
 
 } // namespace interp

@@ -20,8 +20,31 @@ CapturedFrame SymbolicInterpreter::run() {
   if (autocastEnabled())
     unsupported("autocast is enabled", firstLine());
   result.gradMode = gradModeEnabled();
+  gradMode = result.gradMode;
   result.result = outputOf(runBody());
   return std::move(result);
+}
+
+/// Exception handlers that only clean up after a with block (they restore
+/// grad mode and re-raise) do not change what a run computes: an exception
+/// from the graph propagates as it would from eager's block. Handlers of
+/// try/except/finally would run user code on errors: refused.
+void SymbolicInterpreter::requireOnlyWithCleanup() {
+  for (const ExceptionTableEntry &entry : parseExceptionTable(code)) {
+    auto found = indexOfOffset.find(entry.target);
+    if (found == indexOfOffset.end())
+      unsupported("exception handler at an unknown offset", firstLine());
+    size_t at = size_t(found->second);
+    auto opcodeAt = [&](size_t i) {
+      return i < instructions.size() ? instructions[i].opcode : -1;
+    };
+    bool withCleanup =
+        opcodeAt(at) == PUSH_EXC_INFO && opcodeAt(at + 1) == WITH_EXCEPT_START;
+    bool reraise = opcodeAt(at) == COPY && opcodeAt(at + 1) == POP_EXCEPT &&
+                   opcodeAt(at + 2) == RERAISE;
+    if (!withCleanup && !reraise)
+      unsupported("try/except/finally blocks", instructions[at].line);
+  }
 }
 
 VarPtr SymbolicInterpreter::runBody() {
@@ -29,9 +52,7 @@ VarPtr SymbolicInterpreter::runBody() {
   indexOfOffset.clear();
   for (size_t i = 0; i < instructions.size(); ++i)
     indexOfOffset[instructions[i].start] = int(i);
-  if (!parseExceptionTable(code).empty())
-    unsupported("try/except/with blocks (exception table entries)",
-                firstLine());
+  requireOnlyWithCleanup();
   for (size_t pc = 0; pc < instructions.size();) {
     if (++steps > 100000)
       unsupported("more than 100000 bytecode steps", currentLine);
@@ -263,6 +284,15 @@ int SymbolicInterpreter::step(const Instruction &in) {
   case UNPACK_SEQUENCE:
     unpack(pop(), in.arg);
     return -1;
+  case BEFORE_WITH:
+    enterWith(pop());
+    return -1;
+  case STORE_SUBSCR: {
+    VarPtr index = pop();
+    VarPtr container = pop();
+    storeSubscript(container, index, pop());
+    return -1;
+  }
   case BINARY_SUBSCR: {
     VarPtr index = pop();
     push(subscript(pop(), index));

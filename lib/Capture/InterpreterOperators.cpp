@@ -29,6 +29,7 @@ Operand SymbolicInterpreter::operandOf(const VarPtr &var,
 VarPtr SymbolicInterpreter::emit(const std::string &op,
                                  std::vector<Operand> operands,
                                  std::map<std::string, Attribute> attributes) {
+  requireNoAutograd(operands);
   Node *node;
   try {
     node = result.graph->addNode(op, std::move(operands), std::move(attributes),

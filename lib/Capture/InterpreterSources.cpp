@@ -154,7 +154,7 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
   if (meta.device != "cpu")
     unsupported("tensor on device " + meta.device +
                 " (the cpu backend needs cpu tensors)");
-  if (meta.requiresGrad && gradModeEnabled())
+  if (meta.requiresGrad && gradMode)
     unsupported("an input requires grad while grad mode is on (training "
                 "is not supported yet; runs eagerly)");
   TensorType type;
@@ -176,6 +176,8 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
   var->tensor = result.graph->addInput(name, type);
   inputOfSource[source] = var->tensor;
   inputOfObject[object] = {source, var->tensor};
+  if (meta.requiresGrad)
+    requiresGrad.insert(var->tensor);
   sourceOfInput[var->tensor] = source;
   result.inputSources.push_back(source);
   return var;

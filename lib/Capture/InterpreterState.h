@@ -63,6 +63,13 @@ struct Var {
   /// (empty: unbound). Function: object is the code, items its closure
   /// cells (a comprehension or generator expression made during capture).
   std::vector<std::string> keys;
+  /// Object: a grad-mode context manager (no_grad, enable_grad,
+  /// inference_mode) and the grad mode it sets; or, with `method`
+  /// "__exit__", the exit of one that was entered.
+  int setsGradMode = -1;
+  /// Tensor (and its TensorMethod): methods resolve on torch._C.TensorBase,
+  /// as after super() inside a torch.Tensor method.
+  bool baseMethods = false;
 };
 
 inline VarPtr makeVar(Var::Kind kind) {
@@ -114,6 +121,11 @@ private:
   /// Values that are views or have views: in-place updates of them would
   /// need aliasing the graph does not model.
   std::set<const Value *> aliased;
+  /// Grad mode as the interpreted code sees it (with blocks change it), the
+  /// modes to restore on leaving them, and inputs that require grad.
+  bool gradMode = false;
+  std::vector<bool> gradModeStack;
+  std::set<const Value *> requiresGrad;
   std::string fileName;
   CapturedFrame result;
   std::vector<Instruction> instructions;
@@ -133,6 +145,7 @@ private:
 
   /// Interprets the current code to its RETURN_VALUE.
   VarPtr runBody();
+  void requireOnlyWithCleanup();
   Location here(int line) const { return Location{fileName, line, 0}; }
 
   [[noreturn]] void unsupported(const std::string &what, int line) const;
@@ -234,6 +247,14 @@ private:
   VarPtr indexTensor(VarPtr tensor, const VarPtr &index);
 
   VarPtr sliceTensor(const VarPtr &tensor, PyObject *slice, int64_t dim);
+  /// Indexing with tensors (gathers; masks break the graph: their shape
+  /// depends on the data), kept as a call_torch of Tensor.__getitem__.
+  VarPtr advancedIndex(const VarPtr &tensor, const VarPtr &index);
+  /// container[index] = value on a computed tensor: the graph computes the
+  /// updated copy (dynafuse.functional.setitem) and every reference to
+  /// container sees it.
+  void storeSubscript(const VarPtr &container, const VarPtr &index,
+                      const VarPtr &value);
 
   //===--------------------------------------------------------------------===//
   // Operators and calls
@@ -290,8 +311,12 @@ private:
   /// The var for a call's Python result, its tensors taken from results.
   VarPtr resultVar(PyObject *output, const std::vector<Value *> &results,
                    size_t &next);
-  /// torch.Tensor.<name> (new reference), or null.
-  static PyObject *tensorMethodObject(const std::string &name);
+  /// torch.Tensor.<name>, or torch._C.TensorBase.<name> for base (new
+  /// reference), or null.
+  static PyObject *tensorMethodObject(const std::string &name,
+                                      bool base = false);
+  /// super() with no arguments inside an inlined torch.Tensor method.
+  VarPtr superOfTensor(const std::vector<VarPtr> &args);
   /// An object fixed for the entry's lifetime (torch.Tensor's Python
   /// methods), with a source its inlined code's globals hang off.
   VarPtr fixedObject(const PyRef &object, const std::string &name);
@@ -340,6 +365,18 @@ private:
   /// all, any, sum, len, tuple, list, zip, enumerate over containers.
   VarPtr isInstance(PyObject *callable, const std::vector<VarPtr> &args);
   VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
+  /// getattr(obj, "name"[, default]) and hasattr(obj, "name").
+  VarPtr attributeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
+  /// torch.no_grad() / enable_grad() / inference_mode(): a context var.
+  VarPtr gradModeContext(PyObject *callable, const std::vector<VarPtr> &args,
+                         const std::map<std::string, VarPtr> &keywords);
+  /// BEFORE_WITH: enters a grad-mode context.
+  void enterWith(const VarPtr &context);
+  /// Refuses ops that eager would record for autograd: an operand that
+  /// requires grad while grad mode is on.
+  void requireNoAutograd(const std::vector<Operand> &operands);
+  /// Guards that obj (read from a source) still lacks attribute name.
+  void guardMissingAttribute(const VarPtr &object, PyObject *name);
 
   /// The callee's initial locals: parameters bound like CPython binds them
   /// (positional, keyword, defaults, *args, **kwargs).
@@ -383,6 +420,14 @@ private:
   VarPtr iterate(const VarPtr &iterable);
 
   VarPtr iterateModules(const VarPtr &container, VarPtr iterator);
+  /// module.modules() / named_modules() / children() / named_children():
+  /// the module tree read through guarded _modules dicts; null when method
+  /// is none of these (or has arguments).
+  VarPtr walkModules(PyObject *method, const VarPtr &self, size_t argCount);
+  VarPtr pairVar(const std::string &name, const VarPtr &module);
+  void collectSubmodules(const VarPtr &module, const std::string &prefix,
+                         bool named, bool recurse, std::set<PyObject *> &seen,
+                         std::vector<VarPtr> &out);
 
   static bool isMathFunction(PyObject *callable);
   /// Pure builtins (float, int, min, ...) and math functions on constants

@@ -67,11 +67,26 @@ bool isInPlaceName(const std::string &name) {
 
 } // namespace
 
-PyObject *SymbolicInterpreter::tensorMethodObject(const std::string &name) {
-  PyObject *object = PyObject_GetAttrString(tensorClass(), name.c_str());
+PyObject *SymbolicInterpreter::tensorMethodObject(const std::string &name,
+                                                  bool base) {
+  PyObject *owner =
+      base ? reinterpret_cast<PyObject *>(
+                 reinterpret_cast<PyTypeObject *>(tensorClass())->tp_base)
+           : tensorClass();
+  PyObject *object = PyObject_GetAttrString(owner, name.c_str());
   if (!object)
     PyErr_Clear();
   return object;
+}
+
+VarPtr SymbolicInterpreter::superOfTensor(const std::vector<VarPtr> &args) {
+  VarPtr self = locals.empty() ? nullptr : locals[0];
+  if (!args.empty() || !self || self->kind != Var::Kind::Tensor ||
+      code->co_argcount == 0)
+    return nullptr;
+  VarPtr base = std::make_shared<Var>(*self);
+  base->baseMethods = true;
+  return base;
 }
 
 CallArg SymbolicInterpreter::callArgOf(const VarPtr &var,

@@ -197,10 +197,11 @@ VarPtr SymbolicInterpreter::indexTensor(VarPtr tensor, const VarPtr &index) {
                                           PyTuple_Check(index->object.get()))
           ? itemsOf(index)
           : std::vector<VarPtr>{index};
+  for (const VarPtr &item : items)
+    if (item->kind != Var::Kind::Constant)
+      return advancedIndex(tensor, index);
   size_t consumed = 0;
   for (const VarPtr &item : items) {
-    if (item->kind != Var::Kind::Constant)
-      unsupported("tensor indexing with tensors or non-constant indices");
     PyObject *object = item->object.get();
     consumed += PyLong_CheckExact(object) || PySlice_Check(object);
   }
@@ -295,7 +296,8 @@ VarPtr SymbolicInterpreter::tensorAttribute(const VarPtr &base,
                  {"dim1", int64_t(type.rank() - 1)}});
   }
   if (!opTable().method(attribute) && !isMetadataMethod(attribute)) {
-    PyRef method = PyRef::steal(tensorMethodObject(attribute));
+    PyRef method =
+        PyRef::steal(tensorMethodObject(attribute, base->baseMethods));
     if (!method || !PyCallable_Check(method.get()) ||
         PyType_Check(method.get()))
       unsupported("Tensor." + attribute);
@@ -423,6 +425,122 @@ VarPtr SymbolicInterpreter::iterateModules(const VarPtr &container,
                                  name.get())));
   }
   return iterator;
+}
+
+} // namespace interp
+} // namespace dynafuse
+
+namespace dynafuse {
+namespace interp {
+
+VarPtr SymbolicInterpreter::walkModules(PyObject *method, const VarPtr &self,
+                                        size_t argCount) {
+  static const char *names[] = {"modules", "named_modules", "children",
+                                "named_children"};
+  int which = -1;
+  for (int i = 0; i < 4; ++i) {
+    PyRef candidate =
+        PyRef::steal(PyObject_GetAttrString(moduleClass(), names[i]));
+    if (!candidate)
+      PyErr_Clear();
+    else if (candidate.get() == method)
+      which = i;
+  }
+  if (which < 0 || argCount != 1 || self->kind != Var::Kind::Object ||
+      !isModule(self->object.get()))
+    return nullptr;
+  bool named = which % 2 == 1, recurse = which < 2;
+  VarPtr iterator = makeVar(Var::Kind::Iterator);
+  std::set<PyObject *> seen;
+  if (recurse) {
+    seen.insert(self->object.get());
+    iterator->items.push_back(named ? pairVar("", self) : self);
+  }
+  collectSubmodules(self, "", named, recurse, seen, iterator->items);
+  return iterator;
+}
+
+VarPtr SymbolicInterpreter::pairVar(const std::string &name,
+                                    const VarPtr &module) {
+  VarPtr pair = makeVar(Var::Kind::Tuple);
+  PyRef text = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  pair->items = {constant(text.get()), module};
+  return pair;
+}
+
+void SymbolicInterpreter::collectSubmodules(const VarPtr &module,
+                                            const std::string &prefix,
+                                            bool named, bool recurse,
+                                            std::set<PyObject *> &seen,
+                                            std::vector<VarPtr> &out) {
+  PyRef key = PyRef::steal(PyUnicode_InternFromString("_modules"));
+  PyRef dict = PyRef::steal(PyObject_GetAttr(module->object.get(), key.get()));
+  if (!dict || !PyDict_CheckExact(dict.get())) {
+    PyErr_Clear();
+    unsupported("module without a _modules dict");
+  }
+  int dictSource =
+      namedSource(Source::Kind::Attr, sourceOfObject(module), key.get());
+  VarPtr children = dictOfSource(dict.get(), dictSource);
+  if (!children)
+    unsupported("module whose _modules has keys that are not strings");
+  for (size_t i = 0; i < children->items.size(); ++i) {
+    const VarPtr &child = children->items[i];
+    if (child->kind == Var::Kind::Constant) // None
+      continue;
+    if (child->kind != Var::Kind::Object || !isModule(child->object.get()))
+      unsupported("a _modules entry that is not a module");
+    if (!seen.insert(child->object.get()).second)
+      continue;
+    std::string name = prefix + (prefix.empty() ? "" : ".") + children->keys[i];
+    out.push_back(named ? pairVar(recurse ? name : children->keys[i], child)
+                        : child);
+    if (recurse)
+      collectSubmodules(child, name, named, recurse, seen, out);
+  }
+}
+
+} // namespace interp
+} // namespace dynafuse
+
+namespace dynafuse {
+namespace interp {
+
+VarPtr SymbolicInterpreter::advancedIndex(const VarPtr &tensor,
+                                          const VarPtr &index) {
+  PyRef getitem = PyRef::steal(tensorMethodObject("__getitem__"));
+  if (!getitem)
+    unsupported("Tensor.__getitem__");
+  return torchExtern(getitem.get(), "Tensor.__getitem__", {tensor, index}, {});
+}
+
+void SymbolicInterpreter::storeSubscript(const VarPtr &container,
+                                         const VarPtr &index,
+                                         const VarPtr &value) {
+  if (container->kind == Var::Kind::Dict) {
+    setDictItem(container, index, value);
+    return;
+  }
+  if (container->kind != Var::Kind::Tensor)
+    unsupported("item assignment into a value that is not a tensor or dict");
+  static PyObject *setitem = [] {
+    PyRef module = PyRef::steal(PyImport_ImportModule("dynafuse.functional"));
+    PyObject *function =
+        module ? PyObject_GetAttrString(module.get(), "setitem") : nullptr;
+    if (!function)
+      PyErr_Clear();
+    return function;
+  }();
+  if (!setitem)
+    unsupported("item assignment (dynafuse.functional is missing)");
+  TorchCall call;
+  call.callable = PyRef::borrow(setitem);
+  call.target = "dynafuse.functional.setitem";
+  std::vector<Operand> operands;
+  for (const VarPtr &arg : {container, index, value})
+    call.args.push_back(callArgOf(arg, operands, "item assignment"));
+  VarPtr updated = emitTorchCall(std::move(call), std::move(operands));
+  updateInPlace(container, updated);
 }
 
 } // namespace interp
