@@ -280,6 +280,10 @@ VarPtr SymbolicInterpreter::loadAttr(const VarPtr &base, PyObject *name) {
   std::string attribute = PyUnicode_AsUTF8(name);
   if (base->kind == Var::Kind::Tensor)
     return tensorAttribute(base, attribute);
+  if (base->kind == Var::Kind::Tuple)
+    for (size_t i = 0; i < base->keys.size() && i < base->items.size(); ++i)
+      if (base->keys[i] == attribute)
+        return base->items[i];
   if (base->kind != Var::Kind::Object)
     unsupported("attribute '" + attribute + "' of a non-object");
   PyObject *object = base->object.get();

@@ -59,7 +59,8 @@ struct Var {
   int source = -1;
   /// A Tuple var built as a list (rebuilt as a list when returned).
   bool isList = false;
-  /// Dict: string keys, parallel to items. Cell: items holds the content
+  /// Dict: string keys, parallel to items (a Tuple from a named tuple: its
+  /// field names). Cell: items holds the content
   /// (empty: unbound). Function: object is the code, items its closure
   /// cells (a comprehension or generator expression made during capture).
   std::vector<std::string> keys;
@@ -237,6 +238,9 @@ private:
   void unpack(const VarPtr &var, int count);
 
   VarPtr subscript(const VarPtr &container, const VarPtr &index);
+  /// ModuleDict["name"], ModuleList[i], Sequential[i] through the guarded
+  /// _modules dict.
+  VarPtr moduleItem(const VarPtr &container, const VarPtr &index);
 
   /// BUILD_SLICE of constants: a slice object, usable as an index.
   VarPtr sliceItems(const VarPtr &container, PyObject *slice);

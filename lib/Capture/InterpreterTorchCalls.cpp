@@ -132,6 +132,16 @@ VarPtr SymbolicInterpreter::resultVar(PyObject *output,
   }
   VarPtr tuple = makeVar(Var::Kind::Tuple);
   tuple->isList = PyList_Check(output);
+  // Named tuples and struct sequences (torch.return_types.topk): fields
+  // stay readable.
+  PyRef fields = PyRef::steal(PyObject_GetAttrString(
+      reinterpret_cast<PyObject *>(Py_TYPE(output)), "__match_args__"));
+  if (!fields)
+    PyErr_Clear();
+  else if (PyTuple_Check(fields.get()))
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i)
+      tuple->keys.push_back(
+          PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields.get(), i)));
   PyRef items = PyRef::steal(PySequence_Fast(output, "a result sequence"));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items.get()); ++i)
     tuple->items.push_back(

@@ -141,6 +141,8 @@ VarPtr SymbolicInterpreter::subscript(const VarPtr &container,
                                       const VarPtr &index) {
   if (container->kind == Var::Kind::Tensor)
     return indexTensor(container, index);
+  if (container->kind == Var::Kind::Object && isModule(container->object.get()))
+    return moduleItem(container, index);
   if (index->kind == Var::Kind::Constant && PySlice_Check(index->object.get()))
     return sliceItems(container, index->object.get());
   if (index->kind != Var::Kind::Constant ||
@@ -541,6 +543,45 @@ void SymbolicInterpreter::storeSubscript(const VarPtr &container,
     call.args.push_back(callArgOf(arg, operands, "item assignment"));
   VarPtr updated = emitTorchCall(std::move(call), std::move(operands));
   updateInPlace(container, updated);
+}
+
+VarPtr SymbolicInterpreter::moduleItem(const VarPtr &container,
+                                       const VarPtr &index) {
+  PyObject *object = container->object.get();
+  bool dict = isInstanceOf(object, "ModuleDict");
+  if (!dict && !isInstanceOf(object, "ModuleList") &&
+      !isInstanceOf(object, "Sequential"))
+    unsupported(std::string("indexing a ") + Py_TYPE(object)->tp_name);
+  if (index->kind != Var::Kind::Constant)
+    unsupported("module container index not known at capture");
+  PyRef key = PyRef::steal(PyUnicode_InternFromString("_modules"));
+  PyRef modules = PyRef::steal(PyObject_GetAttr(object, key.get()));
+  if (!modules || !PyDict_CheckExact(modules.get())) {
+    PyErr_Clear();
+    unsupported("module container without a _modules dict");
+  }
+  VarPtr children = dictOfSource(
+      modules.get(),
+      namedSource(Source::Kind::Attr, sourceOfObject(container), key.get()));
+  if (!children)
+    unsupported("module container with keys that are not strings");
+  PyObject *wanted = index->object.get();
+  if (dict && PyUnicode_Check(wanted)) {
+    std::string name = PyUnicode_AsUTF8(wanted);
+    for (size_t i = 0; i < children->keys.size(); ++i)
+      if (children->keys[i] == name)
+        return children->items[i];
+    unsupported("ModuleDict has no key '" + name + "'");
+  }
+  if (dict || !PyLong_CheckExact(wanted))
+    unsupported("module container index of the wrong type");
+  long position = PyLong_AsLong(wanted);
+  long count = long(children->items.size());
+  if (position < 0)
+    position += count;
+  if (position < 0 || position >= count)
+    unsupported("module container index out of range");
+  return children->items[size_t(position)];
 }
 
 } // namespace interp
