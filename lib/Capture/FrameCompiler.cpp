@@ -330,6 +330,15 @@ PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
   }
   TorchContext context(entry.captured.torchCalls);
   entry.module->run(args, context);
+  for (const auto &[input, output] : entry.captured.writeBacks) {
+    int source = entry.outputInput[size_t(output)];
+    PyObject *value =
+        source >= 0
+            ? inputs[size_t(source)]
+            : context.tensors.at(entry.module->module().outputs[size_t(output)])
+                  .get();
+    copyIntoTensor(inputs[size_t(input)], value);
+  }
   return buildResult(entry.captured.result, entry, inputs, context);
 }
 

@@ -65,6 +65,9 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
     return where + " is " + sources[size_t(other)].describe(sources);
   case Kind::OtherObject:
     return where + " is not " + sources[size_t(other)].describe(sources);
+  case Kind::OtherStorage:
+    return where + " shares no memory with " +
+           sources[size_t(other)].describe(sources);
   case Kind::TupleLength:
     return where + " is a tuple or list of length " + std::to_string(length);
   case Kind::EmptyDict:
@@ -174,6 +177,10 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     return value == resolver.get(guard.other);
   case Guard::Kind::OtherObject:
     return value != resolver.get(guard.other);
+  case Guard::Kind::OtherStorage: {
+    PyObject *other = resolver.get(guard.other);
+    return other && !tensorsShareStorage(value, other);
+  }
   case Guard::Kind::TypeIs:
     return reinterpret_cast<PyObject *>(Py_TYPE(value)) == guard.expected.get();
   case Guard::Kind::TupleLength:

@@ -58,11 +58,13 @@ struct Guard {
     DictLength,
     SameObject,
     OtherObject,
+    OtherStorage,
     NoAttribute
   };
   Kind kind = Kind::Tensor;
   int source = -1;
-  /// SameObject / OtherObject: the source compared with (`is`).
+  /// SameObject / OtherObject: the source compared with (`is`);
+  /// OtherStorage: the tensor whose memory must not be shared.
   int other = -1;
   TensorMeta tensor;
   /// Equals: the value (compared with exact type); Identity: the object;

@@ -22,6 +22,7 @@ CapturedFrame SymbolicInterpreter::run() {
   result.gradMode = gradModeEnabled();
   gradMode = result.gradMode;
   result.result = outputOf(runBody());
+  addWriteBacks();
   return std::move(result);
 }
 
@@ -284,6 +285,11 @@ int SymbolicInterpreter::step(const Instruction &in) {
   case UNPACK_SEQUENCE:
     unpack(pop(), in.arg);
     return -1;
+  case STORE_ATTR: {
+    VarPtr owner = pop();
+    storeAttribute(owner, PyTuple_GET_ITEM(code->co_names, in.arg), pop());
+    return -1;
+  }
   case BEFORE_WITH:
     enterWith(pop());
     return -1;
@@ -433,6 +439,10 @@ OutputSpec SymbolicInterpreter::outputOf(const VarPtr &var) {
 OutputSpec SymbolicInterpreter::tensorOutput(Value *value) {
   OutputSpec spec;
   Graph &graph = *result.graph;
+  // An input updated in place is returned as the input object itself (the
+  // run writes the new value back into it first).
+  if (const Value *input = inputUpdatedTo(value))
+    value = const_cast<Value *>(input);
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
     if (graph.inputs[i] == value) {
       spec.kind = OutputSpec::Kind::Input;

@@ -105,16 +105,81 @@ VarPtr SymbolicInterpreter::updateInPlace(const VarPtr &target,
   if (target->kind != Var::Kind::Tensor || value->kind != Var::Kind::Tensor)
     unsupported("in-place update of a non-tensor");
   Value *old = target->tensor;
-  if (!old->producer)
-    unsupported("in-place update of an input or parameter (write-back is "
-                "not supported yet)");
   if (aliased.count(old))
     unsupported("in-place update of a tensor that has views");
   if (value->tensor->type.dtype != old->type.dtype ||
       value->tensor->type.sizes != old->type.sizes)
     unsupported("in-place update that changes dtype or shape");
+  const Value *input = old->producer ? inputUpdatedTo(old) : old;
+  if (input) {
+    if (inputRequiresGrad(input) && gradMode)
+      unsupported("in-place update of a tensor that requires grad while "
+                  "grad mode is on");
+    updateInput(input, value->tensor);
+  }
   target->tensor = value->tensor;
   return target;
+}
+
+const Value *SymbolicInterpreter::inputUpdatedTo(const Value *value) const {
+  for (const auto &[input, latest] : latestOfInput)
+    if (latest == value)
+      return input;
+  return nullptr;
+}
+
+void SymbolicInterpreter::updateInput(const Value *input, Value *value) {
+  auto known = latestOfInput.find(input);
+  const Value *previous = known == latestOfInput.end() ? input : known->second;
+  latestOfInput[input] = value;
+  for (auto &entry : inputOfSource)
+    if (entry.second == previous)
+      entry.second = value;
+  for (auto &entry : inputOfObject)
+    if (entry.second.second == previous)
+      entry.second.second = value;
+}
+
+void SymbolicInterpreter::addWriteBacks() {
+  Graph &graph = *result.graph;
+  for (const auto &[input, latest] : latestOfInput) {
+    if (latest == input)
+      continue;
+    int inputIndex = -1;
+    for (size_t i = 0; i < graph.inputs.size(); ++i)
+      if (graph.inputs[i] == input)
+        inputIndex = int(i);
+    int outputIndex = -1;
+    for (size_t i = 0; i < graph.outputs.size(); ++i)
+      if (graph.outputs[i] == latest)
+        outputIndex = int(i);
+    if (outputIndex < 0) {
+      graph.outputs.push_back(latest);
+      outputIndex = int(graph.outputs.size()) - 1;
+    }
+    result.writeBacks.push_back({inputIndex, outputIndex});
+    guardDisjointFromOtherInputs(input);
+  }
+}
+
+void SymbolicInterpreter::guardDisjointFromOtherInputs(const Value *input) {
+  int source = sourceOfInput.at(input);
+  PyObject *object = nullptr;
+  for (const auto &[candidate, entry] : inputOfObject)
+    if (entry.first == source)
+      object = candidate;
+  for (const auto &[other, entry] : inputOfObject) {
+    if (entry.first == source || !object)
+      continue;
+    if (tensorsShareStorage(object, other))
+      unsupported("an input updated in place shares memory with another "
+                  "input");
+    Guard guard;
+    guard.kind = Guard::Kind::OtherStorage;
+    guard.source = source;
+    guard.other = entry.first;
+    addGuard(std::move(guard));
+  }
 }
 
 PyObject *SymbolicInterpreter::foldBinary(int kind, const VarPtr &lhs,
@@ -178,9 +243,19 @@ VarPtr SymbolicInterpreter::logicalNot(const VarPtr &var) {
   return constant(truth ? Py_False : Py_True);
 }
 
+const Value *SymbolicInterpreter::originalInput(const Value *value) const {
+  if (sourceOfInput.count(value))
+    return value;
+  return inputUpdatedTo(value);
+}
+
 bool SymbolicInterpreter::sameTensorObject(const VarPtr &lhs,
                                            const VarPtr &rhs) {
   if (lhs == rhs)
+    return true;
+  const Value *leftInput = originalInput(lhs->tensor);
+  const Value *rightInput = originalInput(rhs->tensor);
+  if (leftInput && leftInput == rightInput)
     return true;
   if (lhs->tensor == rhs->tensor) {
     // One graph value: the same input object (guarded when it was read
@@ -189,8 +264,8 @@ bool SymbolicInterpreter::sameTensorObject(const VarPtr &lhs,
       return true;
     unsupported("'is' on two references to one computed tensor value");
   }
-  auto left = sourceOfInput.find(lhs->tensor);
-  auto right = sourceOfInput.find(rhs->tensor);
+  auto left = sourceOfInput.find(leftInput);
+  auto right = sourceOfInput.find(rightInput);
   if (left != sourceOfInput.end() && right != sourceOfInput.end()) {
     Guard guard;
     guard.kind = Guard::Kind::OtherObject;

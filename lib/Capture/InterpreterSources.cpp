@@ -340,3 +340,25 @@ bool SymbolicInterpreter::inputRequiresGrad(const Value *value) const {
 
 } // namespace interp
 } // namespace dynafuse
+
+namespace dynafuse {
+namespace interp {
+
+void SymbolicInterpreter::storeAttribute(const VarPtr &owner, PyObject *name,
+                                         const VarPtr &value) {
+  // `self.buffer += 1` updates the buffer in place and stores the same
+  // tensor back: the in-place update is written back, the store changes
+  // nothing. Other attribute stores would change objects: refused.
+  if (owner->kind == Var::Kind::Object && value->kind == Var::Kind::Tensor &&
+      sourceOfObject(owner) >= 0) {
+    int source = namedSource(Source::Kind::Attr, sourceOfObject(owner), name);
+    auto known = inputOfSource.find(source);
+    if (known != inputOfSource.end() && known->second == value->tensor)
+      return;
+  }
+  unsupported(std::string("assignment to attribute '") +
+              PyUnicode_AsUTF8(name) + "'");
+}
+
+} // namespace interp
+} // namespace dynafuse

@@ -127,6 +127,8 @@ private:
   bool gradMode = false;
   std::vector<bool> gradModeStack;
   std::set<const Value *> requiresGrad;
+  /// Inputs updated in place: the latest value of each, by input.
+  std::map<const Value *, Value *> latestOfInput;
   std::string fileName;
   CapturedFrame result;
   std::vector<Instruction> instructions;
@@ -211,6 +213,7 @@ private:
   /// effects: modules, and objects whose type defines no Python-level
   /// descriptor for the name.
   VarPtr loadAttr(const VarPtr &base, PyObject *name);
+  void storeAttribute(const VarPtr &owner, PyObject *name, const VarPtr &value);
 
   /// The source a concrete object var was read from (recorded in the guard
   /// that protects it).
@@ -279,6 +282,18 @@ private:
   /// to x's Var sees it. Refused where the graph would have to write into
   /// memory it does not own (inputs) or into aliases (views).
   VarPtr updateInPlace(const VarPtr &target, const VarPtr &value);
+  /// An in-place update of a graph input (or of its latest value): later
+  /// reads of its source see the new value, and the run writes it back.
+  void updateInput(const Value *input, Value *value);
+  /// The input a value is the latest value of (after in-place updates).
+  const Value *inputUpdatedTo(const Value *value) const;
+  /// Adds the write-back outputs once the frame has returned.
+  void addWriteBacks();
+  /// Refuses, or guards against, other inputs sharing the memory of an
+  /// input updated in place (eager would see the update through them).
+  void guardDisjointFromOtherInputs(const Value *input);
+  /// The graph input a value is, or is the latest in-place value of.
+  const Value *originalInput(const Value *value) const;
 
   PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs);
 

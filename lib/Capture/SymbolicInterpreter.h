@@ -43,6 +43,10 @@ struct CapturedFrame {
   /// Per graph input, the source it is fetched from.
   std::vector<int> inputSources;
   OutputSpec result;
+  /// Inputs the frame updates in place: (graph input index, graph output
+  /// index); each run copies the output into the input tensor, as eager
+  /// would have written it.
+  std::vector<std::pair<int, int>> writeBacks;
   /// The callables of the graph's call_torch nodes (attribute "call").
   std::vector<TorchCall> torchCalls;
   /// Global state the graph depends on: grad mode (the default dtype must

@@ -325,6 +325,17 @@ PyObject *wrapTensorView(const TensorArg &arg, const std::string &device) {
   return THPVariable_Wrap(view(arg, device));
 }
 
+bool tensorsShareStorage(PyObject *a, PyObject *b) {
+  if (!THPVariable_Check(a) || !THPVariable_Check(b))
+    return false;
+  return THPVariable_Unpack(a).is_alias_of(THPVariable_Unpack(b));
+}
+
+void copyIntoTensor(PyObject *dst, PyObject *src) {
+  at::NoGradGuard noGrad;
+  THPVariable_Unpack(dst).copy_(THPVariable_Unpack(src));
+}
+
 bool tensorIsView(PyObject *object) {
   return THPVariable_Unpack(object).is_view();
 }

@@ -69,6 +69,11 @@ PyObject *newMetaTensor(const TensorType &type);
 /// A tensor viewing arg's memory without owning it (valid while the buffer
 /// lives).
 PyObject *wrapTensorView(const TensorArg &arg, const std::string &device);
+/// Whether two tensors use the same storage.
+bool tensorsShareStorage(PyObject *a, PyObject *b);
+/// dst.copy_(src) without autograd (writing back an input updated in
+/// place).
+void copyIntoTensor(PyObject *dst, PyObject *src);
 /// Whether a tensor is a view of another (its result aliases an input).
 bool tensorIsView(PyObject *object);
 /// Takes a tensor a torch callable returned as the buffer `expected`

@@ -110,17 +110,66 @@ def test_in_place_updates_of_intermediates():
     assert_compiled()
 
 
-def test_in_place_update_of_an_input_runs_eagerly():
-    def f(x):
+def test_in_place_updates_of_inputs_are_written_back():
+    def f(x, y):
         x.add_(1)
-        return x * 2
+        y.mul_(2).relu_()
+        z = x * 3
+        x += y
+        return x, z, y
 
-    x = torch.randn(4)
-    expected_x = x + 1
-    out = dynafuse.compile(f)(x)
-    assert_close(x, expected_x)
-    assert_close(out, expected_x * 2)
+    compiled = dynafuse.compile(f, fullgraph=True)
+    for shape in [(4, 3), (1, 5), (0, 2)]:
+        x, y = torch.randn(shape), torch.randn(shape)
+        x_eager, y_eager = x.clone(), y.clone()
+        out, expected = compiled(x, y), f(x_eager, y_eager)
+        assert out[0] is x and out[2] is y  # returned as the input objects
+        for actual, wanted in zip((x, y, out[1]), (x_eager, y_eager, expected[1])):
+            assert_close(actual, wanted)
+    assert dynafuse.stats()["graph_breaks"] == 0
+
+
+def test_in_place_update_of_an_input_that_shares_memory_runs_eagerly():
+    def f(x, y):
+        x.add_(1)
+        return y * 2  # eager sees the update through y
+
+    base = torch.randn(4, 3)
+    expected_base = base.clone()
+    expected = f(expected_base, expected_base[1:])
+    assert_close(dynafuse.compile(f)(base, base[1:]), expected)
+    assert_close(base, expected_base)
     assert dynafuse.stats()["graph_breaks"] == 1
+    # Separate tensors compile; the guard keeps a later aliasing call eager.
+    x, y = torch.randn(4, 3), torch.randn(3, 3)
+    assert_close(dynafuse.compile(f)(x, y), y * 2)
+    base = torch.randn(4, 3)
+    expected_base = base.clone()
+    expected = f(expected_base, expected_base[1:])
+    assert_close(dynafuse.compile(f)(base, base[1:]), expected)
+    assert_close(base, expected_base)
+
+
+def test_buffer_updated_in_place_by_a_module():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", torch.zeros(1))
+            self.linear = nn.Linear(3, 3)
+
+        def forward(self, x):
+            self.steps += 1
+            return self.linear(x) * self.steps
+
+    model, reference = Counter().eval(), Counter().eval()
+    reference.load_state_dict(model.state_dict())
+    compiled = dynafuse.compile(model, fullgraph=True)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        for _ in range(3):
+            assert_close(compiled(x), reference(x))
+    assert_close(model.steps, reference.steps)
+    assert dynafuse.stats()["captures"] == 1
 
 
 def test_forward_hook_is_respected():
