@@ -151,6 +151,8 @@ PyRef SourceResolver::fetch(const Source &source) {
 }
 
 PyObject *SourceResolver::get(int index) {
+  if (index < 0 || size_t(index) >= sources.size())
+    return nullptr; // A malformed source chain fails its guard.
   if (!resolved[index]) {
     values[index] = fetch(sources[index]);
     if (!values[index])

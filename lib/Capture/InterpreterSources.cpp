@@ -223,7 +223,9 @@ VarPtr SymbolicInterpreter::loadGlobal(PyObject *name) {
     unsupported(std::string("undefined global '") + PyUnicode_AsUTF8(name) +
                 "'");
   }
-  if (inlineDepth > 0)
+  // Code inlined from the frame itself (comprehensions) reads the frame's
+  // globals: functionSource is -1 there.
+  if (inlineDepth > 0 && functionSource >= 0)
     return classify(object, namedSource(Source::Kind::FunctionGlobal,
                                         functionSource, name));
   return classify(object, namedSource(Source::Kind::Global, -1, name));

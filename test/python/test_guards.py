@@ -119,3 +119,27 @@ def test_backend_is_part_of_the_cache_key():
     assert_close(dynafuse.compile(f, backend="interp")(x), f(x))
     stats = dynafuse.stats()
     assert stats["captures"] == 2 and stats["cache_hits"] == 0, stats
+
+
+OFFSET = 2.0
+
+
+def test_globals_read_in_a_comprehension_of_the_frame_are_guarded():
+    # The generator body is code made during capture and inlined from the
+    # frame itself: its globals are the frame's (this used to build a guard
+    # source with no parent and crash on the first cache hit).
+    def f(x):
+        return x * sum(abs(v) + OFFSET for v in (1, -2))
+
+    compiled = dynafuse.compile(f, fullgraph=True)
+    x = torch.randn(3)
+    assert_close(compiled(x), f(x))
+    assert_close(compiled(x), f(x))
+    assert dynafuse.stats()["cache_hits"] == 1
+    global OFFSET
+    OFFSET = 3.0
+    try:
+        assert_close(compiled(x), f(x))
+        assert dynafuse.stats()["captures"] == 2
+    finally:
+        OFFSET = 2.0
