@@ -1,5 +1,6 @@
 //===- Bytecode.cpp - CPython 3.11 bytecode decoding ----------------------===//
 #include "Bytecode.h"
+#include "PyRef.h"
 
 #include "dynafuse/Support/Error.h"
 
@@ -33,15 +34,8 @@ int inlineCacheEntries(int opcode) {
 }
 
 const char *opcodeName(int opcode) {
-  static PyObject *names = [] {
-    PyObject *module = PyImport_ImportModule("opcode");
-    PyObject *list =
-        module ? PyObject_GetAttrString(module, "opname") : nullptr;
-    Py_XDECREF(module);
-    if (!list)
-      PyErr_Clear();
-    return list;
-  }();
+  static PyObject *slot = nullptr;
+  PyObject *names = lookupOnce(slot, "opcode", "opname");
   if (!names || opcode < 0 || opcode >= PyList_Size(names))
     return "<unknown>";
   return PyUnicode_AsUTF8(PyList_GetItem(names, opcode));

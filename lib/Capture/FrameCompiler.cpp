@@ -11,6 +11,7 @@
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Logging.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <list>
@@ -44,7 +45,10 @@ struct CacheEntry {
 };
 
 struct CodeCache {
-  std::list<std::unique_ptr<CacheEntry>> entries;
+  /// Shared: a run keeps its entry alive even if another thread resets the
+  /// cache while the run's call_torch steps execute Python code (which may
+  /// switch threads).
+  std::list<std::shared_ptr<CacheEntry>> entries;
   /// Set for code the skip policy excludes, and after a graph break.
   bool skip = false;
   bool skippedFile = false;
@@ -353,16 +357,25 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
                          const std::string &backend, bool *hit) {
   std::string firstFailure;
   for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
-    if ((*it)->backend != backend)
+    std::shared_ptr<CacheEntry> entry = *it;
+    if (entry->backend != backend)
       continue;
-    SourceResolver resolver((*it)->captured.sources, frame);
+    SourceResolver resolver(entry->captured.sources, frame);
     std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
-    if (!guardsHold(**it, resolver, failure))
+    if (!guardsHold(*entry, resolver, failure)) {
+      // A guard may run Python (__eq__), and another thread may have reset
+      // the cache meanwhile: stop when this entry left it.
+      if (std::find(cache.entries.begin(), cache.entries.end(), entry) ==
+          cache.entries.end())
+        break;
       continue;
-    cache.entries.splice(cache.entries.begin(), cache.entries, it);
+    }
+    auto still = std::find(cache.entries.begin(), cache.entries.end(), entry);
+    if (still != cache.entries.end())
+      cache.entries.splice(cache.entries.begin(), cache.entries, still);
     *hit = true;
     ++compilerStats().cacheHits;
-    return runEntry(*cache.entries.front(), resolver);
+    return runEntry(*entry, resolver);
   }
   if (!cache.entries.empty())
     logLine("recompiles", "recompiling " + codeName(frame->code) + " at " +
@@ -395,9 +408,10 @@ PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
   if (reachedRecompileLimit(cache, frame->code))
     return nullptr;
   ++cache.compiles;
-  cache.entries.push_front(compileFrame(frame, options));
-  SourceResolver resolver(cache.entries.front()->captured.sources, frame);
-  result = runEntry(*cache.entries.front(), resolver);
+  std::shared_ptr<CacheEntry> entry = compileFrame(frame, options);
+  cache.entries.push_front(entry);
+  SourceResolver resolver(entry->captured.sources, frame);
+  result = runEntry(*entry, resolver);
   *handled = 1;
   return result;
 }

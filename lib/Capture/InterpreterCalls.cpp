@@ -168,16 +168,8 @@ VarPtr SymbolicInterpreter::fixedObject(const PyRef &object,
 }
 
 bool SymbolicInterpreter::isTorchAssert(PyObject *object) {
-  static PyObject *assertFunction = [] {
-    PyObject *torch = PyImport_ImportModule("torch");
-    PyObject *found =
-        torch ? PyObject_GetAttrString(torch, "_assert") : nullptr;
-    Py_XDECREF(torch);
-    if (!found)
-      PyErr_Clear();
-    return found;
-  }();
-  return object == assertFunction;
+  static PyObject *slot = nullptr;
+  return object == lookupOnce(slot, "torch", "_assert");
 }
 
 VarPtr SymbolicInterpreter::checkedAssert(const std::vector<VarPtr> &args) {
@@ -189,16 +181,8 @@ VarPtr SymbolicInterpreter::checkedAssert(const std::vector<VarPtr> &args) {
 }
 
 PyObject *SymbolicInterpreter::moduleClass() {
-  static PyObject *cls = [] {
-    PyObject *module = PyImport_ImportModule("torch.nn");
-    PyObject *found =
-        module ? PyObject_GetAttrString(module, "Module") : nullptr;
-    Py_XDECREF(module);
-    if (!found)
-      PyErr_Clear();
-    return found;
-  }();
-  return cls;
+  static PyObject *slot = nullptr;
+  return lookupOnce(slot, "torch.nn", "Module");
 }
 
 bool SymbolicInterpreter::isInstanceOf(PyObject *object, const char *name) {
@@ -453,7 +437,8 @@ std::vector<VarPtr> SymbolicInterpreter::bindArguments(
 
 /// math.sqrt, math.log, ...: pure functions of numbers.
 bool SymbolicInterpreter::isMathFunction(PyObject *callable) {
-  static PyObject *math = PyImport_ImportModule("math");
+  static PyObject *slot = nullptr;
+  PyObject *math = lookupOnce(slot, "math", nullptr);
   if (!math || !PyCFunction_Check(callable))
     return false;
   PyObject *self = PyCFunction_GET_SELF(callable);
@@ -647,7 +632,8 @@ void SymbolicInterpreter::guardMissingAttribute(const VarPtr &object,
 VarPtr SymbolicInterpreter::gradModeContext(
     PyObject *callable, const std::vector<VarPtr> &args,
     const std::map<std::string, VarPtr> &keywords) {
-  static PyObject *torch = PyImport_ImportModule("torch");
+  static PyObject *slot = nullptr;
+  PyObject *torch = lookupOnce(slot, "torch", nullptr);
   if (!torch || !PyType_Check(callable))
     return nullptr;
   int mode = -1;

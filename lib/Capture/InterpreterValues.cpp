@@ -525,14 +525,8 @@ void SymbolicInterpreter::storeSubscript(const VarPtr &container,
   }
   if (container->kind != Var::Kind::Tensor)
     unsupported("item assignment into a value that is not a tensor or dict");
-  static PyObject *setitem = [] {
-    PyRef module = PyRef::steal(PyImport_ImportModule("dynafuse.functional"));
-    PyObject *function =
-        module ? PyObject_GetAttrString(module.get(), "setitem") : nullptr;
-    if (!function)
-      PyErr_Clear();
-    return function;
-  }();
+  static PyObject *slot = nullptr;
+  PyObject *setitem = lookupOnce(slot, "dynafuse.functional", "setitem");
   if (!setitem)
     unsupported("item assignment (dynafuse.functional is missing)");
   TorchCall call;

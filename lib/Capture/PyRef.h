@@ -35,6 +35,31 @@ private:
   PyObject *object = nullptr;
 };
 
+/// module.name (or the module itself for a null name), looked up once into
+/// `slot` and kept for the process. Not a C++ static initializer: those
+/// hold a lock while the import runs, an import can release the GIL, and a
+/// thread holding the GIL while waiting for that lock deadlocks. The GIL
+/// guards the slot instead (two threads may both look it up; either result
+/// is the same object). Null, with no Python error, when missing.
+inline PyObject *lookupOnce(PyObject *&slot, const char *module,
+                            const char *name) {
+  if (slot)
+    return slot;
+  PyObject *found = PyImport_ImportModule(module);
+  if (found && name) {
+    PyObject *attribute = PyObject_GetAttrString(found, name);
+    Py_DECREF(found);
+    found = attribute;
+  }
+  if (!found)
+    PyErr_Clear();
+  if (!slot)
+    slot = found;
+  else
+    Py_XDECREF(found);
+  return slot;
+}
+
 } // namespace dynafuse
 
 #endif

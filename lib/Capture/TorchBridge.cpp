@@ -1,6 +1,8 @@
 //===- TorchBridge.cpp - What capture needs from PyTorch ------------------===//
 #include "TorchBridge.h"
 
+#include "PyRef.h"
+
 #include "dynafuse/Runtime/CachingAllocator.h"
 
 #include <ATen/ATen.h>
@@ -57,16 +59,9 @@ at::ScalarType toScalarType(DType type) {
 }
 
 PyTypeObject *parameterType() {
-  static PyTypeObject *type = [] {
-    PyObject *module = PyImport_ImportModule("torch.nn.parameter");
-    PyObject *cls =
-        module ? PyObject_GetAttrString(module, "Parameter") : nullptr;
-    Py_XDECREF(module);
-    if (!cls)
-      PyErr_Clear();
-    return reinterpret_cast<PyTypeObject *>(cls);
-  }();
-  return type;
+  static PyObject *slot = nullptr;
+  return reinterpret_cast<PyTypeObject *>(
+      lookupOnce(slot, "torch.nn.parameter", "Parameter"));
 }
 
 } // namespace

@@ -16,7 +16,7 @@ import sysconfig
 
 import torch  # Loads torch's shared libraries before the extension.
 
-from . import config, ops
+from . import config, functional, ops  # noqa: F401 - functional: see storeSubscript
 from . import _C
 
 __all__ = ["compile", "compiled_graphs", "config", "explain", "reset", "stats",
