@@ -14,15 +14,27 @@
 // kernels of the same name in different modules never clash, and the
 // JITDylib is removed again when its last kernel is destroyed.
 //
+// The JIT links with JITLink (ObjectLinkingLayer), not LLVM 16's default
+// RuntimeDyld on ELF: the small code model reaches the constant pool with
+// 32-bit PC-relative offsets, so an object's sections must stay within
+// 2 GiB of each other. JITLink's in-process memory manager maps each object
+// as one block and reports offsets out of range; RuntimeDyld's
+// SectionMemoryManager mapped code and data separately, anywhere, and
+// silently truncated such offsets, so in a fragmented address space kernels
+// loaded their constants from wild addresses (test/unit/
+// LLVMCodePlacementTest.cpp).
+//
 //===----------------------------------------------------------------------===//
 #include "LLVMCodegen.h"
 
 #include "dynafuse/Support/Error.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ExecutionEngine/JITLink/EHFrameSupport.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -70,6 +82,16 @@ llvm::orc::JITTargetMachineBuilder hostMachineBuilder() {
   return builder;
 }
 
+/// JITLink with in-process memory (one mapping per object) and the EH
+/// frames registered, as RuntimeDyld registered them.
+llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>>
+createLinkingLayer(llvm::orc::ExecutionSession &session, const llvm::Triple &) {
+  auto layer = std::make_unique<llvm::orc::ObjectLinkingLayer>(session);
+  layer->addPlugin(std::make_unique<llvm::orc::EHFrameRegistrationPlugin>(
+      session, std::make_unique<llvm::jitlink::InProcessEHFrameRegistrar>()));
+  return std::move(layer);
+}
+
 /// The process-wide JIT, created on first use and never destroyed.
 llvm::orc::LLJIT &processJIT() {
   static std::once_flag once;
@@ -78,6 +100,7 @@ llvm::orc::LLJIT &processJIT() {
   std::call_once(once, [] {
     auto created = llvm::orc::LLJITBuilder()
                        .setJITTargetMachineBuilder(hostMachineBuilder())
+                       .setObjectLinkingLayerCreator(createLinkingLayer)
                        .create();
     if (!created) {
       problem = describe(created.takeError());
