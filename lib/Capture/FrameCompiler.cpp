@@ -500,6 +500,7 @@ void initializeFrameCompiler(PyObject *unsupportedError) {
   unsupportedErrorType = unsupportedError;
   extraIndex = _PyEval_RequestCodeExtraIndex(freeCodeCache);
   dynafuse_set_frame_callback(onFrame);
+  installGuardPagesForTorch();
 }
 
 PyObject *callCompiled(PyObject *fn, PyObject *args, PyObject *kwargs,

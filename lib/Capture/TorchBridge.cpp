@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/CPUAllocator.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -135,12 +136,21 @@ struct PoolAllocator final : c10::Allocator {
   }
 };
 
-PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
-                    const std::string &device, char **data) {
+/// The pool, or null with DYNAFUSE_CACHING_ALLOCATOR=0 (ignored in
+/// guard-page mode, which must see every tensor Dynafuse makes).
+static PoolAllocator *poolAllocator() {
   static PoolAllocator *pool = [] {
     const char *flag = std::getenv("DYNAFUSE_CACHING_ALLOCATOR");
-    return flag && std::string(flag) == "0" ? nullptr : new PoolAllocator();
+    bool off = flag && std::string(flag) == "0" &&
+               !CachingAllocator::guardPagesRequested();
+    return off ? nullptr : new PoolAllocator();
   }();
+  return pool;
+}
+
+PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
+                    const std::string &device, char **data) {
+  PoolAllocator *pool = poolAllocator();
   at::Device where(device);
   at::Tensor tensor =
       pool && where.is_cpu()
@@ -152,6 +162,12 @@ PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
                 at::TensorOptions().dtype(toScalarType(dtype)).device(where));
   *data = static_cast<char *>(tensor.data_ptr());
   return THPVariable_Wrap(std::move(tensor));
+}
+
+void installGuardPagesForTorch() {
+  const char *value = std::getenv("DYNAFUSE_GUARD_PAGES");
+  if (value && std::string(value) == "all")
+    c10::SetCPUAllocator(poolAllocator(), /*priority=*/100);
 }
 
 bool gradModeEnabled() { return at::GradMode::is_enabled(); }
@@ -299,6 +315,16 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     fail("extern " + op + " produced sizes that differ from its declared type");
   if (result.scalar_type() != toScalarType(expected.dtype))
     result = result.to(toScalarType(expected.dtype));
+  if (CachingAllocator::guardPagesRequested() && result.is_cpu()) {
+    // ATen allocated the result; copy it into a guarded block so kernels
+    // that read it past its end fault too.
+    at::Tensor guarded(
+        at::detail::empty_generic(result.sizes(), poolAllocator(),
+                                  c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                  result.scalar_type(), std::nullopt));
+    guarded.copy_(result);
+    result = std::move(guarded);
+  }
   *data = static_cast<char *>(result.data_ptr());
   return THPVariable_Wrap(std::move(result));
 }
@@ -359,6 +385,14 @@ namespace dynafuse {
 PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
                            const std::vector<int64_t> &strides, DType dtype,
                            const std::string &device, char **data) {
+  if (CachingAllocator::guardPagesRequested() && at::Device(device).is_cpu()) {
+    // The storage spans exactly the strided layout, ending at a guard page.
+    at::Tensor tensor(at::detail::empty_strided_generic(
+        sizes, strides, poolAllocator(),
+        c10::DispatchKeySet(c10::DispatchKey::CPU), toScalarType(dtype)));
+    *data = static_cast<char *>(tensor.data_ptr());
+    return THPVariable_Wrap(std::move(tensor));
+  }
   at::Tensor tensor = at::empty_strided(sizes, strides,
                                         at::TensorOptions()
                                             .dtype(toScalarType(dtype))

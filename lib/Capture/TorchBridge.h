@@ -54,6 +54,10 @@ void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
 PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
                     const std::string &device, char **data);
 
+/// With DYNAFUSE_GUARD_PAGES=all, makes the guard-page allocator torch's CPU
+/// allocator, so inputs, parameters and ATen's results are guarded too.
+void installGuardPagesForTorch();
+
 /// Runs extern op `op` with ATen on non-owning views of args; returns the
 /// result (a new reference), made contiguous with expected's sizes, and its
 /// data. Throws Error when the result does not have the expected sizes.

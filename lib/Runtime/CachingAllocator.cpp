@@ -7,8 +7,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <string>
 #include <sys/mman.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace dynafuse {
@@ -16,6 +18,9 @@ namespace {
 
 constexpr size_t kLargeBlock = size_t(1) << 20;
 constexpr size_t kHugePage = size_t(2) << 20;
+/// Guard-page mode: how many released mappings stay reserved and
+/// inaccessible (each costs a kernel mapping, not memory).
+constexpr size_t kQuarantinedMappings = 1024;
 #ifndef MADV_POPULATE_WRITE
 constexpr int MADV_POPULATE_WRITE = 23;
 #endif
@@ -58,6 +63,11 @@ void *mapLarge(size_t size) {
   return block;
 }
 
+size_t pageSize() {
+  static const size_t size = size_t(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
 double envNumber(const char *name, double fallback) {
   const char *value = std::getenv(name);
   if (!value || !*value)
@@ -71,9 +81,15 @@ double envNumber(const char *name, double fallback) {
 
 CachingAllocator::CachingAllocator(Options options) : options(options) {}
 
-CachingAllocator::~CachingAllocator() { trim(0); }
+CachingAllocator::~CachingAllocator() {
+  trim(0);
+  for (auto &mapping : quarantine)
+    munmap(mapping.first, mapping.second);
+}
 
 void *CachingAllocator::allocate(size_t bytes) {
+  if (options.guardPages)
+    return allocateGuarded(bytes);
   size_t size = roundedSize(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -115,6 +131,10 @@ void CachingAllocator::release(void *block) {
   size_t size = found->second;
   live.erase(found);
   counters.bytesInUse -= size;
+  if (options.guardPages) {
+    releaseGuardedLocked(block, size);
+    return;
+  }
   if (size > options.cacheLimit) {
     freeBlockLocked(block, size);
     return;
@@ -123,6 +143,47 @@ void CachingAllocator::release(void *block) {
   counters.bytesCached += size;
   if (counters.bytesCached > options.cacheLimit)
     evictLocked(options.cacheLimit, 0);
+}
+
+/// One mapping per block: an inaccessible page, the block's pages, an
+/// inaccessible page; the block ends where the last inaccessible page
+/// starts.
+void *CachingAllocator::allocateGuarded(size_t bytes) {
+  size_t page = pageSize();
+  size_t dataPages = roundUp(bytes ? bytes : 1, page);
+  size_t length = dataPages + 2 * page;
+  void *base =
+      mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED)
+    fail("out of memory allocating " + std::to_string(bytes) +
+         " bytes (guard pages)");
+  char *data = static_cast<char *>(base) + page;
+  if (mprotect(data, dataPages, PROT_READ | PROT_WRITE) != 0) {
+    munmap(base, length);
+    fail("guard pages: mprotect failed");
+  }
+  void *block = data + dataPages - bytes;
+  std::lock_guard<std::mutex> lock(mutex);
+  ++counters.misses;
+  counters.bytesInUse += bytes;
+  live[block] = bytes;
+  mappings[block] = {base, length};
+  return block;
+}
+
+/// Makes the block's mapping inaccessible and quarantines it, unmapping
+/// the oldest quarantined mappings past the bound.
+void CachingAllocator::releaseGuardedLocked(void *block, size_t bytes) {
+  auto found = mappings.find(block);
+  std::pair<void *, size_t> mapping = found->second;
+  mappings.erase(found);
+  madvise(mapping.first, mapping.second, MADV_DONTNEED);
+  mprotect(mapping.first, mapping.second, PROT_NONE);
+  quarantine.push_back(mapping);
+  while (quarantine.size() > kQuarantinedMappings) {
+    munmap(quarantine.front().first, quarantine.front().second);
+    quarantine.pop_front();
+  }
 }
 
 void CachingAllocator::freeBlockLocked(void *block, size_t size) {
@@ -179,6 +240,7 @@ CachingAllocator &CachingAllocator::global() {
     options.cacheLimit =
         size_t(envNumber("DYNAFUSE_ALLOCATOR_CACHE_MB", 2048) * (1 << 20));
     options.idleSeconds = envNumber("DYNAFUSE_ALLOCATOR_IDLE_S", 10);
+    options.guardPages = guardPagesRequested();
     // Leaked with its trimming thread: both live as long as the process.
     auto *created = new CachingAllocator(options);
     double period = std::max(0.05, options.idleSeconds / 2);
@@ -191,6 +253,14 @@ CachingAllocator &CachingAllocator::global() {
     return created;
   }();
   return *allocator;
+}
+
+bool CachingAllocator::guardPagesRequested() {
+  static const bool requested = [] {
+    const char *value = std::getenv("DYNAFUSE_GUARD_PAGES");
+    return value && *value && std::string(value) != "0";
+  }();
+  return requested;
 }
 
 } // namespace dynafuse

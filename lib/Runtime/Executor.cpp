@@ -190,8 +190,17 @@ char *HostContext::allocate(const ProgramStep &step,
   int64_t count = 1;
   for (int64_t size : sizes)
     count *= size;
+  size_t bytes = size_t(count) * dtypeSize(step.type.dtype);
+  if (CachingAllocator::guardPagesRequested()) {
+    // Fresh mappings are zeroed, like the buffers below.
+    auto &block = guarded[step.result];
+    block.reset(
+        static_cast<char *>(CachingAllocator::global().allocate(bytes)));
+    return block.get();
+  }
+  // One byte more so that an empty buffer still has an address.
   std::vector<char> &buffer = storage[step.result];
-  buffer.assign(size_t(count) * dtypeSize(step.type.dtype) + 1, 0);
+  buffer.assign(bytes + 1, 0);
   return buffer.data();
 }
 

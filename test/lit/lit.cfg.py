@@ -16,8 +16,10 @@ if config.llvm_enabled:
 # "cuda": the CUDA backend is built (--emit=cuda, --emit=ptx through NVRTC).
 if config.cuda_enabled:
     config.available_features.add("cuda")
-# NVRTC and the cache directory reach the tests through the environment.
-for name in ("DYNAFUSE_NVRTC", "DYNAFUSE_CACHE_DIR", "DYNAFUSE_DISK_CACHE", "HOME"):
+# NVRTC, the cache directory and the runtime's debugging and threading
+# settings reach the tests through the environment.
+for name in ("DYNAFUSE_NVRTC", "DYNAFUSE_CACHE_DIR", "DYNAFUSE_DISK_CACHE", "HOME",
+             "DYNAFUSE_GUARD_PAGES", "DYNAFUSE_NUM_THREADS"):
     if name in os.environ:
         config.environment[name] = os.environ[name]
 # "nvrtc": NVRTC also loads (probed by compiling a tiny kernel to PTX).

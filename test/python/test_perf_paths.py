@@ -93,6 +93,8 @@ def test_parallel_outer_loop_matches_eager():
     assert "parallel ok" in result.stdout
 
 
+@pytest.mark.skipif(os.environ.get("DYNAFUSE_GUARD_PAGES", "0") not in ("", "0"),
+                    reason="DYNAFUSE_GUARD_PAGES never reuses a block")
 def test_outputs_from_the_caching_allocator_are_reused_and_resizable():
     fn = dynafuse.compile(lambda x: torch.exp(x) * 2, fullgraph=True)
     x = torch.randn(1024, 1024)

@@ -9,6 +9,8 @@
 // --reference on identical copies in host memory (the cuda backend copies
 // each kernel's buffers to the device and back) and compares every output.
 // Prints "PASS" or the first mismatch (exit 1); errors exit 1 as well.
+// Under DYNAFUSE_GUARD_PAGES the inputs, like every buffer, end at an
+// inaccessible page, so reading past one faults.
 // --prepare=ARCH only compiles each module's CUDA cubin into the disk
 // cache, so a GPU machine without NVRTC can run them.
 // benchmarks/gpu/check.sh runs it over a suite of modules.
@@ -33,6 +35,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -127,6 +130,8 @@ void fill(DType type, char *data, int64_t count, std::mt19937 &rng) {
 
 struct Inputs {
   std::vector<std::vector<char>> storage;
+  /// Under DYNAFUSE_GUARD_PAGES: exactly sized copies ending at a guard page.
+  std::vector<std::unique_ptr<char, ReleaseToGlobalAllocator>> guarded;
   std::vector<TensorArg> args;
 };
 
@@ -151,8 +156,17 @@ Inputs makeInputs(const LoopModule &module, const Options &options) {
     inputs.storage.push_back(std::move(bytes));
     inputs.args.push_back(arg);
   }
-  for (size_t i = 0; i < inputs.args.size(); ++i)
+  for (size_t i = 0; i < inputs.args.size(); ++i) {
     inputs.args[i].data = inputs.storage[i].data();
+    if (!CachingAllocator::guardPagesRequested())
+      continue;
+    // The byte of slack goes: reading past the end must fault.
+    size_t bytes = inputs.storage[i].size() - 1;
+    inputs.guarded.emplace_back(
+        static_cast<char *>(CachingAllocator::global().allocate(bytes)));
+    std::memcpy(inputs.guarded.back().get(), inputs.args[i].data, bytes);
+    inputs.args[i].data = inputs.guarded.back().get();
+  }
   return inputs;
 }
 

@@ -14,6 +14,13 @@
 //   unmapped by trimIdle() (the global allocator runs it from a background
 //   thread);
 // - every method is thread-safe.
+// Guard-page mode (Options::guardPages; DYNAFUSE_GUARD_PAGES=1 for the global
+// allocator) is a debugging aid for JIT code, which ASan cannot see: every
+// block gets its own mapping, placed so that its last byte is immediately
+// followed by an inaccessible page (and the mapping starts with one), and is
+// never reused. A read or write past the end then faults at once. Releasing
+// a block makes its pages inaccessible and keeps them reserved for a while
+// (a bounded quarantine), so a use after release faults as well.
 // The torch bridge hands these blocks to torch with a deleter that calls
 // release() when torch frees the tensor's storage.
 //
@@ -23,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +56,8 @@ public:
     size_t cacheLimit = size_t(2) << 30;
     /// Cached blocks unused for this long are unmapped by trimIdle().
     double idleSeconds = 10;
+    /// Guard-page mode (see above); nothing is cached.
+    bool guardPages = false;
   };
 
   explicit CachingAllocator(Options options);
@@ -58,7 +68,9 @@ public:
   CachingAllocator &operator=(const CachingAllocator &) = delete;
 
   /// At least `bytes` bytes (a valid block even for 0), 64-byte aligned.
-  /// Throws Error when the system has no memory left.
+  /// In guard-page mode exactly `bytes` bytes ending at a page boundary, so
+  /// aligned only to the largest power of two (up to the page) dividing
+  /// `bytes`. Throws Error when the system has no memory left.
   void *allocate(size_t bytes);
   /// Returns a block from allocate() to the cache.
   void release(void *block);
@@ -71,9 +83,12 @@ public:
   size_t blockSize(void *block) const;
 
   /// The process-wide allocator (leaked), configured by
-  /// DYNAFUSE_ALLOCATOR_CACHE_MB and DYNAFUSE_ALLOCATOR_IDLE_S; a
-  /// background thread trims it when idle.
+  /// DYNAFUSE_ALLOCATOR_CACHE_MB, DYNAFUSE_ALLOCATOR_IDLE_S and
+  /// DYNAFUSE_GUARD_PAGES; a background thread trims it when idle.
   static CachingAllocator &global();
+  /// Whether DYNAFUSE_GUARD_PAGES is set to a value other than 0 (read once).
+  static bool guardPagesRequested();
+  bool guardPages() const { return options.guardPages; }
 
 private:
   struct Cached {
@@ -83,12 +98,25 @@ private:
   };
   void freeBlockLocked(void *block, size_t size);
   void evictLocked(size_t keepBytes, double idleBefore);
+  void *allocateGuarded(size_t bytes);
+  void releaseGuardedLocked(void *block, size_t bytes);
 
   Options options;
   mutable std::mutex mutex;
   std::map<void *, size_t> live;
   std::multimap<size_t, Cached> cached;
   AllocatorStats counters;
+  /// Guard-page mode: each block's whole mapping (start, length), and the
+  /// released mappings kept inaccessible, oldest first.
+  std::map<void *, std::pair<void *, size_t>> mappings;
+  std::deque<std::pair<void *, size_t>> quarantine;
+};
+
+/// Returns blocks of the global allocator (for std::unique_ptr).
+struct ReleaseToGlobalAllocator {
+  void operator()(void *block) const {
+    CachingAllocator::global().release(block);
+  }
 };
 
 } // namespace dynafuse

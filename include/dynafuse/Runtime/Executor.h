@@ -11,8 +11,10 @@
 #define DYNAFUSE_RUNTIME_EXECUTOR_H
 
 #include "dynafuse/Runtime/Backend.h"
+#include "dynafuse/Runtime/CachingAllocator.h"
 
 #include <map>
+#include <memory>
 
 namespace dynafuse {
 
@@ -74,6 +76,10 @@ public:
 
 private:
   std::map<std::string, std::vector<char>> storage;
+  /// Guard-page mode (DYNAFUSE_GUARD_PAGES): exactly sized blocks of the
+  /// global allocator instead of `storage`.
+  std::map<std::string, std::unique_ptr<char, ReleaseToGlobalAllocator>>
+      guarded;
 };
 
 /// Registers the backends that live in the core ("interp"). Idempotent.

@@ -14,12 +14,23 @@
 // kernels of the same name in different modules never clash, and the
 // JITDylib is removed again when its last kernel is destroyed.
 //
+// The JIT links with JITLink (ObjectLinkingLayer), not LLVM 16's default
+// RuntimeDyld on ELF: the small code model reaches the constant pool with
+// 32-bit PC-relative offsets, so an object's sections must stay within
+// 2 GiB of each other. JITLink's in-process memory manager maps each object
+// as one block and reports offsets out of range; RuntimeDyld's
+// SectionMemoryManager mapped code and data separately, anywhere, and
+// silently truncated such offsets, so in a fragmented address space kernels
+// loaded their constants from wild addresses (test/unit/
+// LLVMCodePlacementTest.cpp).
+//
 //===----------------------------------------------------------------------===//
 #include "LLVMCodegen.h"
 
 #include "dynafuse/Support/Error.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ExecutionEngine/JITLink/EHFrameSupport.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -71,15 +82,14 @@ llvm::orc::JITTargetMachineBuilder hostMachineBuilder() {
   return builder;
 }
 
-/// JITLink rather than RuntimeDyld (LLVM 16's default for ELF x86-64):
-/// each object is linked into one allocation, and calls to the runtime
-/// symbols go through GOT/PLT stubs when those lie more than 2 GiB away.
-/// RuntimeDyld placed sections independently and, in release builds,
-/// silently truncated PC-relative relocations that overflowed, which made
-/// kernels of large models jump into garbage.
+/// JITLink with in-process memory (one mapping per object) and the EH
+/// frames registered, as RuntimeDyld registered them.
 llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>>
-createJITLinkLayer(llvm::orc::ExecutionSession &session, const llvm::Triple &) {
-  return std::make_unique<llvm::orc::ObjectLinkingLayer>(session);
+createLinkingLayer(llvm::orc::ExecutionSession &session, const llvm::Triple &) {
+  auto layer = std::make_unique<llvm::orc::ObjectLinkingLayer>(session);
+  layer->addPlugin(std::make_unique<llvm::orc::EHFrameRegistrationPlugin>(
+      session, std::make_unique<llvm::jitlink::InProcessEHFrameRegistrar>()));
+  return std::move(layer);
 }
 
 /// The process-wide JIT, created on first use and never destroyed.
@@ -90,7 +100,7 @@ llvm::orc::LLJIT &processJIT() {
   std::call_once(once, [] {
     auto created = llvm::orc::LLJITBuilder()
                        .setJITTargetMachineBuilder(hostMachineBuilder())
-                       .setObjectLinkingLayerCreator(createJITLinkLayer)
+                       .setObjectLinkingLayerCreator(createLinkingLayer)
                        .create();
     if (!created) {
       problem = describe(created.takeError());
