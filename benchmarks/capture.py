@@ -35,15 +35,47 @@ def per_call_microseconds(fn, *args, calls=20000):
     return statistics.median(samples)
 
 
-def models():
+class SelfAttention(nn.Module):
+    """nn.MultiheadAttention called as self-attention (q is k is v)."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(width, heads, batch_first=True)
+
+    def forward(self, x):
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def models(selected=None):
     import torchvision
     torch.manual_seed(0)
-    return [
-        ("resnet18", torchvision.models.resnet18().eval(), torch.randn(1, 3, 224, 224)),
-        ("mobilenet_v2", torchvision.models.mobilenet_v2().eval(), torch.randn(1, 3, 224, 224)),
-        ("MLP 1024-4096-1024", nn.Sequential(nn.Linear(1024, 4096), nn.GELU(),
-                                             nn.Linear(4096, 1024)).eval(), torch.randn(512, 1024)),
+    table = [
+        ("resnet18", lambda: torchvision.models.resnet18().eval(), (1, 3, 224, 224)),
+        ("mobilenet_v2", lambda: torchvision.models.mobilenet_v2().eval(), (1, 3, 224, 224)),
+        ("vit_b_16", lambda: torchvision.models.vit_b_16().eval(), (1, 3, 224, 224)),
+        ("TransformerEncoderLayer", lambda: nn.TransformerEncoderLayer(
+            512, 8, 2048, batch_first=True).eval(), (8, 128, 512)),
+        ("MultiheadAttention", lambda: SelfAttention(512, 8).eval(), (8, 128, 512)),
+        ("MLP 1024-4096-1024", lambda: nn.Sequential(nn.Linear(1024, 4096), nn.GELU(),
+                                                     nn.Linear(4096, 1024)).eval(), (512, 1024)),
     ]
+    return [(name, make(), torch.randn(shape)) for name, make, shape in table
+            if not selected or name in selected]
+
+
+def overhead_rows(inductor):
+    """Per-call time of tiny inputs, where guards and dispatch dominate."""
+    torch.manual_seed(0)
+    tiny = lambda t: t + 1  # noqa: E731 - the tiny function is the point
+    layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True).eval()
+    cases = [("x + 1 (4 elements)", tiny, torch.randn(4)),
+             ("TransformerEncoderLayer d=16, 2 tokens", layer, torch.randn(1, 2, 16))]
+    for label, fn, x in cases:
+        rows = [("eager", fn), ("dynafuse", dynafuse.compile(fn))]
+        if inductor:
+            rows.append(("torch.compile", torch.compile(fn)))
+        yield label, [(name, per_call_microseconds(f, x, calls=2000 if fn is layer else 20000))
+                      for name, f in rows]
 
 
 def main():
@@ -52,30 +84,34 @@ def main():
                         help="also time torch.compile's first call (minutes on 2 cores)")
     parser.add_argument("--no-disk-cache", action="store_true",
                         help="point DYNAFUSE_CACHE_DIR at an empty folder (cold compiles)")
+    parser.add_argument("--only", nargs="*", help="model names to capture")
     args = parser.parse_args()
     if args.no_disk_cache:
         os.environ["DYNAFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynafuse-cold-")
     torch.set_num_threads(2)
-    print(f"{'model':24}{'dynafuse first call s':>24}{'graphs':>8}{'breaks':>8}"
-          f"{'torch.compile first call s':>30}")
+    print(f"{'model':26}{'dynafuse first call s':>23}{'graphs':>8}{'breaks':>8}"
+          f"{'kernels':>9}{'externs':>9}{'guards':>8}{'eager call s':>14}"
+          f"{'torch.compile first call s':>28}")
     with torch.no_grad():
-        for name, model, x in models():
+        for name, model, x in models(args.only):
             dynafuse.reset()
             ours = first_call_seconds(dynafuse.compile(model), x)
             stats = dynafuse.stats()
+            graphs = dynafuse.compiled_graphs()
+            kernels = sum(g["kernels"] for g in graphs)
+            externs = sum(g["extern_calls"] for g in graphs)
+            guards = sum(len(g["guards"]) for g in graphs)
+            eager = first_call_seconds(model, x)
             theirs = "-"
             if args.inductor:
                 theirs = f"{first_call_seconds(torch.compile(model), x):.1f}"
-            print(f"{name:24}{ours:24.3f}{stats['captures']:8d}{stats['graph_breaks']:8d}{theirs:>30}")
+            print(f"{name:26}{ours:23.3f}{stats['captures']:8d}{stats['graph_breaks']:8d}"
+                  f"{kernels:9d}{externs:9d}{guards:8d}{eager:14.3f}{theirs:>28}")
 
-        x = torch.randn(4)
-        tiny = lambda t: t + 1  # noqa: E731 - the tiny function is the point
-        rows = [("eager", tiny), ("dynafuse", dynafuse.compile(tiny))]
-        if args.inductor:
-            rows.append(("torch.compile", torch.compile(tiny)))
-        print("\ncached-call overhead on x + 1 (4 elements):")
-        for label, fn in rows:
-            print(f"  {label:14} {per_call_microseconds(fn, x):6.2f} us")
+        for label, rows in overhead_rows(args.inductor):
+            print(f"\ncached-call time on {label}:")
+            for name, micros in rows:
+                print(f"  {name:14} {micros:8.2f} us")
 
 
 if __name__ == "__main__":
