@@ -42,6 +42,14 @@ struct CacheEntry {
   std::unique_ptr<CompiledModule> module;
   /// Per module output: the graph input it is (index), or -1 when computed.
   std::vector<int> outputInput;
+  /// Per module output: when it is a view step of an input, the input and
+  /// the view (returned sharing the input's memory, as eager does).
+  struct InputView {
+    int input = -1;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+  };
+  std::vector<InputView> outputViews;
 };
 
 struct CodeCache {
@@ -168,6 +176,25 @@ LoopModule lowerForFrame(const Graph &graph, const std::string &dumpDir) {
   return module;
 }
 
+CacheEntry::InputView inputViewOf(const LoopModule &module,
+                                  const std::string &output) {
+  CacheEntry::InputView view;
+  const ProgramStep *step = module.definingStep(output);
+  if (!step || step->kind != ProgramStep::Kind::View)
+    return view;
+  for (size_t i = 0; i < module.inputs.size(); ++i)
+    if (module.inputs[i].name == step->source)
+      view.input = int(i);
+  if (view.input < 0)
+    return view;
+  for (const SymExpr &size : step->type.sizes)
+    view.sizes.push_back(size.constant());
+  for (const SymExpr &stride : step->type.effectiveStrides())
+    view.strides.push_back(stride.constant());
+  view.offset = step->offset.constant();
+  return view;
+}
+
 std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
                                          const CallOptions &options) {
   auto entry = std::make_unique<CacheEntry>();
@@ -191,6 +218,7 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
       if (module.inputs[i].name == output)
         input = int(i);
     entry->outputInput.push_back(input);
+    entry->outputViews.push_back(inputViewOf(module, output));
   }
   CompiledGraphInfo info;
   info.name = graph.name;
@@ -293,6 +321,10 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
     int input = entry.outputInput[spec.index];
     if (input >= 0)
       return PyRef::borrow(inputs[input]).release();
+    const CacheEntry::InputView &view = entry.outputViews[spec.index];
+    if (view.input >= 0)
+      return viewOfTensor(inputs[size_t(view.input)], view.sizes, view.strides,
+                          view.offset);
     const std::string &name = entry.module->module().outputs[spec.index];
     return PyRef(context.tensors.at(name)).release();
   }

@@ -346,6 +346,13 @@ PyObject *wrapTensorView(const TensorArg &arg, const std::string &device) {
   return THPVariable_Wrap(view(arg, device));
 }
 
+PyObject *viewOfTensor(PyObject *base, const std::vector<int64_t> &sizes,
+                       const std::vector<int64_t> &strides, int64_t offset) {
+  const at::Tensor &tensor = THPVariable_Unpack(base);
+  return THPVariable_Wrap(
+      tensor.as_strided(sizes, strides, tensor.storage_offset() + offset));
+}
+
 bool tensorsShareStorage(PyObject *a, PyObject *b) {
   if (!THPVariable_Check(a) || !THPVariable_Check(b))
     return false;

@@ -73,6 +73,10 @@ PyObject *newMetaTensor(const TensorType &type);
 /// A tensor viewing arg's memory without owning it (valid while the buffer
 /// lives).
 PyObject *wrapTensorView(const TensorArg &arg, const std::string &device);
+/// base.as_strided(sizes, strides, base.storage_offset() + offset): a view
+/// sharing base's memory (new reference).
+PyObject *viewOfTensor(PyObject *base, const std::vector<int64_t> &sizes,
+                       const std::vector<int64_t> &strides, int64_t offset);
 /// Whether two tensors use the same storage.
 bool tensorsShareStorage(PyObject *a, PyObject *b);
 /// dst.copy_(src) without autograd (writing back an input updated in

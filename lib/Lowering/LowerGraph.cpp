@@ -118,8 +118,12 @@ bool describeView(const Value *value, const std::set<const Value *> &buffers,
   }
   if (node.op == "unsqueeze") {
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), rank + 1);
+    // torch's stride for the new dim: size * stride of the dim it precedes.
+    SymExpr stride = size_t(dim) < rank
+                         ? view.sizes[size_t(dim)] * view.strides[size_t(dim)]
+                         : SymExpr(1);
     view.sizes.insert(view.sizes.begin() + dim, SymExpr(1));
-    view.strides.insert(view.strides.begin() + dim, SymExpr(0));
+    view.strides.insert(view.strides.begin() + dim, stride);
     return true;
   }
   if (node.op == "expand") {
@@ -194,7 +198,8 @@ public:
     for (Step &step : steps)
       emitStep(step);
     for (const Value *output : graph.outputs)
-      module.outputs.push_back(bufferOf.at(output));
+      module.outputs.push_back(bufferOf.count(output) ? bufferOf.at(output)
+                                                      : viewOf(output));
     return std::move(module);
   }
 
@@ -517,11 +522,27 @@ private:
   }
 };
 
+/// An output that views a graph input with static sizes, strides and
+/// offset: returned as a view of the input, as eager returns it, not a copy.
+bool isStaticViewOfInput(const Value *value) {
+  StridedView view;
+  if (!value->producer || !describeView(value, {}, view) ||
+      view.base->producer || !view.offset.isConstant())
+    return false;
+  for (const SymExpr &expr : view.sizes)
+    if (!expr.isConstant())
+      return false;
+  for (const SymExpr &expr : view.strides)
+    if (!expr.isConstant())
+      return false;
+  return true;
+}
+
 /// Values that must live in buffers before any kernel is emitted.
 std::set<const Value *> initialRealized(const Graph &graph) {
   std::set<const Value *> realized;
   for (const Value *output : graph.outputs)
-    if (output->producer)
+    if (output->producer && !isStaticViewOfInput(output))
       realized.insert(output);
   for (const auto &node : graph.nodes) {
     if (kindOf(*node) == OpKind::Extern)

@@ -344,3 +344,21 @@ def test_membership_isinstance_and_device_attributes():
     x = torch.randn(4)
     assert_close(dynafuse.compile(f)(x), x * 2 + 3)
     assert_compiled()
+
+
+def test_outputs_that_view_inputs_share_their_memory():
+    def f(x):
+        return x.t(), x[1:, ::2], x.unsqueeze(0), x[0], x + 1
+
+    compiled = dynafuse.compile(f, fullgraph=True)
+    for x in [torch.randn(4, 6), torch.randn(5, 8)[:, 1:7], torch.randn(1, 6)]:
+        outputs, expected = compiled(x), f(x)
+        for actual, wanted in zip(outputs[:4], expected[:4]):
+            assert_close(actual, wanted)
+            assert actual.stride() == wanted.stride()
+            assert actual.storage_offset() == wanted.storage_offset()
+            assert actual.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        assert outputs[4].untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+        x.mul_(2)  # visible through the returned views, as in eager
+        assert_close(outputs[0], x.t())
+    assert dynafuse.stats()["graph_breaks"] == 0
