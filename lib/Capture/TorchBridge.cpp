@@ -307,7 +307,7 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     tensors.push_back(view(arg, device));
   at::Tensor result;
   try {
-    result = callAten(op, attributes, tensors).contiguous();
+    result = callAten(op, attributes, tensors);
   } catch (const c10::Error &error) {
     fail("extern " + op + " failed: " + error.what_without_backtrace());
   }
@@ -315,15 +315,19 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     fail("extern " + op + " produced sizes that differ from its declared type");
   if (result.scalar_type() != toScalarType(expected.dtype))
     result = result.to(toScalarType(expected.dtype));
-  if (CachingAllocator::guardPagesRequested() && result.is_cpu()) {
-    // ATen allocated the result; copy it into a guarded block so kernels
-    // that read it past its end fault too.
-    at::Tensor guarded(
-        at::detail::empty_generic(result.sizes(), poolAllocator(),
-                                  c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                  result.scalar_type(), std::nullopt));
-    guarded.copy_(result);
-    result = std::move(guarded);
+  bool guard = CachingAllocator::guardPagesRequested() && result.is_cpu();
+  if (guard || !result.strides().equals(expected.strides)) {
+    // The declared layout (channels-last stays channels-last), and under
+    // guard pages a guarded block, so kernels reading past its end fault.
+    at::Tensor laidOut =
+        guard ? at::Tensor(at::detail::empty_strided_generic(
+                    expected.sizes, expected.strides, poolAllocator(),
+                    c10::DispatchKeySet(c10::DispatchKey::CPU),
+                    result.scalar_type()))
+              : at::empty_strided(expected.sizes, expected.strides,
+                                  result.options());
+    laidOut.copy_(result);
+    result = std::move(laidOut);
   }
   *data = static_cast<char *>(result.data_ptr());
   return THPVariable_Wrap(std::move(result));

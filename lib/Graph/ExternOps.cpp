@@ -121,6 +121,24 @@ int64_t windowOutput(const Node &node, int64_t size, int64_t kernel,
   return out;
 }
 
+/// NCHW sizes and strides with C innermost (torch.channels_last).
+bool isChannelsLast(const TensorType &type) {
+  if (type.rank() != 4 || type.strides.empty())
+    return false;
+  std::vector<SymExpr> strides = channelsLastStrides(type.sizes);
+  for (size_t k = 0; k < 4; ++k)
+    if (type.sizes[k] != SymExpr(1) && type.strides[k] != strides[k])
+      return false;
+  return type.strides != contiguousStrides(type.sizes);
+}
+
+/// ATen's convolutions and pools keep a channels-last input's layout.
+TensorType keepChannelsLast(const Node &node, TensorType type) {
+  if (isChannelsLast(operandType(node, 0)) && type.rank() == 4)
+    type.strides = channelsLastStrides(type.sizes);
+  return type;
+}
+
 std::vector<TensorType> inferConv(const Node &node) {
   size_t spatial = node.op == "conv1d" ? 1 : 2;
   if (node.operands.size() < 2 || node.operands.size() > 3)
@@ -147,7 +165,7 @@ std::vector<TensorType> inferConv(const Node &node) {
     requireEqual(node, operandType(node, 2).sizes[0], w.sizes[0],
                  "bias and output channels");
   }
-  return {likeFirstOperand(node, sizes)};
+  return {keepChannelsLast(node, likeFirstOperand(node, sizes))};
 }
 
 std::vector<TensorType> inferPool(const Node &node) {
@@ -172,7 +190,7 @@ std::vector<TensorType> inferPool(const Node &node) {
         windowOutput(node, staticSize(node, x.sizes[x.rank() - 2 + d]),
                      kernel[d], stride[d], padding[d], dilation[d], ceilMode)));
   }
-  return {likeFirstOperand(node, sizes)};
+  return {keepChannelsLast(node, likeFirstOperand(node, sizes))};
 }
 
 std::vector<TensorType> inferAdaptivePool(const Node &node) {
@@ -184,7 +202,7 @@ std::vector<TensorType> inferAdaptivePool(const Node &node) {
   std::vector<SymExpr> sizes(x.sizes.begin(), x.sizes.end() - 2);
   for (int64_t size : output)
     sizes.push_back(SymExpr(size));
-  return {likeFirstOperand(node, sizes)};
+  return {keepChannelsLast(node, likeFirstOperand(node, sizes))};
 }
 
 /// call_torch: a torch callable run as is; capture declares its result

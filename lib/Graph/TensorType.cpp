@@ -5,6 +5,11 @@
 
 namespace dynafuse {
 
+std::vector<SymExpr> channelsLastStrides(const std::vector<SymExpr> &sizes) {
+  const SymExpr &c = sizes[1], &h = sizes[2], &w = sizes[3];
+  return {c * h * w, SymExpr(1), w * c, c};
+}
+
 std::vector<SymExpr> contiguousStrides(const std::vector<SymExpr> &sizes) {
   std::vector<SymExpr> strides(sizes.size());
   SymExpr running(int64_t(1));

@@ -295,7 +295,9 @@ private:
     for (const SymExpr &size : sizes)
       if (!size.isConstant())
         return nullptr;
-    if (!value->producer) {
+    bool externResult =
+        value->producer && kindOf(*value->producer) == OpKind::Extern;
+    if (!value->producer || externResult) {
       const std::vector<SymExpr> &strides = value->type.strides;
       std::set<int64_t> distinct;
       for (size_t k = 0; k < strides.size(); ++k) {

@@ -362,3 +362,15 @@ def test_outputs_that_view_inputs_share_their_memory():
         x.mul_(2)  # visible through the returned views, as in eager
         assert_close(outputs[0], x.t())
     assert dynafuse.stats()["graph_breaks"] == 0
+
+
+def test_channels_last_convolution_outputs_keep_eager_strides():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(8)).eval()
+    with torch.no_grad():
+        for x in [torch.randn(2, 3, 9, 7), torch.randn(1, 3, 5, 5)]:
+            for layout in [torch.contiguous_format, torch.channels_last]:
+                image = x.to(memory_format=layout)
+                actual, expected = dynafuse.compile(model)(image), model(image)
+                assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+                assert actual.stride() == expected.stride(), layout
+    assert dynafuse.stats()["graph_breaks"] == 0

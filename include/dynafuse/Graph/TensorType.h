@@ -35,6 +35,8 @@ struct TensorType {
 };
 
 std::vector<SymExpr> contiguousStrides(const std::vector<SymExpr> &sizes);
+/// NCHW sizes laid out with C innermost (torch.channels_last).
+std::vector<SymExpr> channelsLastStrides(const std::vector<SymExpr> &sizes);
 
 /// Reads a tensor type at the cursor.
 TensorType parseTensorType(TextCursor &cursor);
