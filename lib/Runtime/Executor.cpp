@@ -7,6 +7,8 @@
 #include "dynafuse/Support/Logging.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 namespace dynafuse {
 namespace {
@@ -86,6 +88,28 @@ CompiledModule::bindSymbols(const std::vector<TensorArg> &inputs) const {
   return bindings;
 }
 
+/// DYNAFUSE_LOG=profile: how long each program step took.
+class StepTimer {
+public:
+  StepTimer(bool enabled, const ProgramStep &step)
+      : enabled(enabled), step(step), start(std::chrono::steady_clock::now()) {}
+  ~StepTimer() {
+    if (!enabled || step.kind == ProgramStep::Kind::View)
+      return;
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    char text[32];
+    std::snprintf(text, sizeof(text), "%9.3f ms  ", ms);
+    logLine("profile", text + stepStr(step).substr(0, 160));
+  }
+
+private:
+  bool enabled;
+  const ProgramStep &step;
+  std::chrono::steady_clock::time_point start;
+};
+
 std::map<std::string, TensorArg>
 CompiledModule::run(const std::vector<TensorArg> &inputs,
                     ExecutionContext &context) const {
@@ -96,9 +120,11 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
     buffers[loopModule.inputs[i].name].dtype = loopModule.inputs[i].type.dtype;
   }
   bool traceSteps = logEnabled("steps");
+  bool profile = logEnabled("profile");
   for (const ProgramStep &step : loopModule.steps) {
     if (traceSteps)
       logLine("steps", stepStr(step));
+    StepTimer timer(profile, step);
     switch (step.kind) {
     case ProgramStep::Kind::Alloc: {
       char *data =

@@ -240,3 +240,28 @@ TEST(LLVMVectorMath, RangesOfTheOuterLoopCoverTheWholeRun) {
   for (size_t i = 0; i < x.size(); ++i)
     ASSERT_TRUE(std::memcmp(&whole[i], &pieces[i], 4) == 0) << i;
 }
+
+TEST(LLVMVectorMath, ExpFlushesSubnormalResultsToZero) {
+  // Subnormal results cost a microcode assist per lane on x86; exp returns
+  // 0 below FLT_MIN instead (softmax exponentiates -inf for masked items).
+  LoopModule module = parseLoopModule(unaryLoop("exp"));
+  auto compiled = createLLVMBackend()->compile(module, CompileOptions());
+  float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {-inf,   -1e30f, -104.0f, -100.0f, -88.0f, -87.3f,
+                          -50.0f, 0.0f,   1.0f,    -inf,    -90.0f, -87.0f,
+                          2.0f,   -inf,   -95.0f,  -86.0f,  3.0f};
+  std::vector<float> out(x.size(), -7.0f);
+  char *buffers[] = {reinterpret_cast<char *>(x.data()),
+                     reinterpret_cast<char *>(out.data())};
+  int64_t symbols[] = {int64_t(x.size())};
+  compiled[0]->run(buffers, symbols);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] < -87.34f) {
+      EXPECT_EQ(out[i], 0.0f) << "exp(" << x[i] << ")";
+      continue;
+    }
+    EXPECT_GE(out[i], std::numeric_limits<float>::min())
+        << "exp(" << x[i] << ")";
+    EXPECT_NEAR(out[i], std::exp(x[i]), 2e-6 * std::exp(x[i]));
+  }
+}

@@ -2,7 +2,7 @@
 //
 // DYNAFUSE_LOG=topic1,topic2 (or "all") enables log lines on stderr for the
 // named topics: graph_breaks, guards, recompiles, compile, steps (every
-// program step as it runs).
+// program step as it runs), profile (the time each step took).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_SUPPORT_LOGGING_H

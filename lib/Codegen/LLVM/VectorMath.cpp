@@ -8,7 +8,8 @@
 // arithmetic. Error bounds (measured against glibc's libm, see
 // docs/performance.md) and special values:
 //   exp, exp2, sigmoid  Cephes expf polynomial, <= 2 ulp; overflow gives
-//                       +inf, underflow 0 (correctly rounded subnormals),
+//                       +inf; exp flushes results below FLT_MIN to 0 (x <
+//                       -87.34, see exp32), exp2 rounds them to subnormals;
 //                       NaN stays NaN.
 //   log                 Cephes logf, <= 2 ulp; log(0) = -inf, log(x<0) = NaN,
 //                       log(inf) = inf, subnormal inputs handled.
@@ -110,9 +111,16 @@ Value *expCore(MathBuilder &m, Value *r) {
   return m.add(m.fma(p, m.mul(r, r), r), m.c(1.0));
 }
 
+/// Below this, e^x is subnormal in f32: exp32 returns 0 there (as with
+/// flush-to-zero), because computing a subnormal or underflowing result
+/// takes a microcode assist of ~100 cycles per lane on x86. A causal
+/// softmax exponentiates -inf for half its elements and ran 10x slower.
+constexpr double kExpSmallestNormal = -87.33654475;
+
 Value *exp32(MathBuilder &m, Value *x) {
   Value *nan = m.isNaN(x);
-  Value *clamped = m.clamp(m.select(nan, m.c(0), x), -110.0, 89.0);
+  Value *tiny = m.b.CreateFCmpOLT(x, m.c(kExpSmallestNormal));
+  Value *clamped = m.clamp(m.select(nan, m.c(0), x), kExpSmallestNormal, 89.0);
   Value *n = m.unary(llvm::Intrinsic::roundeven,
                      m.mul(clamped, m.c(1.44269504088896341)));
   // Cody-Waite: ln2 = 0.693359375 - 2.12194440e-4 (first part exact).
@@ -120,6 +128,7 @@ Value *exp32(MathBuilder &m, Value *x) {
   r = m.fma(n, m.c(2.12194440e-4), r);
   Value *y = expCore(m, r);
   Value *result = m.scale(y, m.b.CreateFPToSI(n, m.intType()));
+  result = m.select(tiny, m.c(0), result);
   return m.select(nan, x, result);
 }
 
