@@ -67,6 +67,31 @@ def test_reduction_dtypes_and_nan():
     run_both(lambda t: (t.sum(-1), t.any(0)), b)
 
 
+COLUMN_REDUCTIONS = {
+    "sum0": lambda x: x.sum(0),
+    "mean0_keepdim": lambda x: x.mean(0, keepdim=True),
+    "sum_middle_then_sqrt": lambda x: (x * x).sum(1).sqrt() if x.dim() == 3 else (x * x).sum(0).sqrt(),
+    "amax0": lambda x: x.amax(0),
+    "amin0": lambda x: torch.amin(x, 0),
+    "prod0": lambda x: (x * 0.1 + 1).prod(0),
+    "sum_leading_two": lambda x: x.sum((0, 1)) if x.dim() == 3 else x.sum(0),
+}
+
+
+@pytest.mark.parametrize("shape", [(64, 33), (7, 1), (1, 9), (5, 40, 17), (300, 130)], ids=str)
+@pytest.mark.parametrize("name", sorted(COLUMN_REDUCTIONS))
+def test_reductions_over_leading_dims(name, shape):
+    # Lowered with the output loop innermost (accumulating in the output):
+    # same results as eager, NaN included, for plain, transposed and
+    # sliced inputs.
+    x = torch.randn(shape)
+    x.view(-1)[len(x.view(-1)) // 2] = float("nan") if name.startswith("am") else 0.5
+    for variant in (x, x.transpose(0, -1).contiguous().transpose(0, -1), x[::2]):
+        if variant.numel() == 0:
+            continue
+        run_both(COLUMN_REDUCTIONS[name], variant, rtol=1e-4, atol=1e-4)
+
+
 def test_reduction_over_non_contiguous_input():
     x = torch.randn(7, 5).t()
     run_both(lambda t: (t.sum(-1), t.softmax(-1), t.mean(0)), x, rtol=1e-5, atol=1e-6)

@@ -29,6 +29,11 @@ using LoweringObserver =
 LoopModule lowerGraph(const Graph &graph,
                       const LoweringObserver &observer = nullptr);
 
+/// Sums over a non-innermost dim accumulate in the output buffer with the
+/// output loop innermost (contiguous, vectorizable) instead of striding
+/// through memory per output element (lib/Lowering/ColumnReductions.cpp).
+void interchangeColumnReductions(Kernel &kernel);
+
 /// Rewrites module's allocations so that intermediates reuse the storage of
 /// allocations no longer needed (same byte size).
 void planMemory(LoopModule &module);

@@ -1,0 +1,277 @@
+//===- ColumnReductions.cpp - Reductions over a non-contiguous dim --------===//
+//
+// A sum over a dim that is not the innermost one (x.sum(0) of a row-major
+// matrix) comes out of kernel building as
+//
+//   for i in 0..M {                       // output index, contiguous in x
+//     %r = reduce sum (r0 in 0..N) { ... load %x[r0, i] ... yield %v }
+//     ... epilogue of %r ...
+//     store %out[i], %y
+//   }
+//
+// whose reduce loop strides through memory a row at a time. This pass
+// accumulates in the output buffer instead, with the output loop innermost:
+//
+//   for i in 0..M { store %out[i], 0 }
+//   for r0 in 0..N {
+//     for i in 0..M { ... %o = load %out[i]; store %out[i], %o + %v }
+//   }
+//   for i in 0..M { %r = load %out[i]; ... epilogue ...; store %out[i], %y }
+//
+// so every loop reads and writes memory contiguously and vectorizes. It
+// applies to f32/f64 sum, prod, max and min (NaN-propagating, as the
+// reduction) whose output is stored once, at an index the reduction does
+// not change, and is not otherwise read by the kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Lowering/LowerGraph.h"
+
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace dynafuse {
+namespace {
+
+bool mentions(const SymExpr &expr, const std::string &symbol) {
+  std::set<std::string> symbols;
+  expr.collectSymbols(symbols);
+  return symbols.count(symbol) > 0;
+}
+
+/// The pieces of a loop `for v { pre; reduce; post; store }` that match.
+struct ColumnSum {
+  std::vector<Stmt> pre, post;
+  Stmt reduce;
+  int store = -1;
+};
+
+class Interchanger {
+public:
+  explicit Interchanger(Kernel &kernel) : kernel(kernel) {}
+
+  void run(std::vector<Stmt> &block) {
+    for (size_t s = 0; s < block.size(); ++s) {
+      if (block[s].kind != Stmt::Kind::For)
+        continue;
+      ColumnSum match;
+      if (matches(block[s], match)) {
+        std::vector<Stmt> loops = rewrite(block[s], match);
+        block.erase(block.begin() + long(s));
+        block.insert(block.begin() + long(s), loops.begin(), loops.end());
+        s += loops.size() - 1;
+        continue;
+      }
+      run(block[s].body);
+    }
+  }
+
+private:
+  Kernel &kernel;
+
+  const Instr &instr(const Stmt &stmt) const {
+    return kernel.instrs[size_t(stmt.instr)];
+  }
+
+  bool onlyInstrs(const std::vector<Stmt> &block) const {
+    for (const Stmt &stmt : block)
+      if (stmt.kind != Stmt::Kind::Instr || instr(stmt).op == ScalarOp::Store)
+        return false;
+    return true;
+  }
+
+  bool matches(const Stmt &loop, ColumnSum &match) const {
+    size_t at = 0;
+    const std::vector<Stmt> &body = loop.body;
+    while (at < body.size() && body[at].kind == Stmt::Kind::Instr)
+      match.pre.push_back(body[at++]);
+    if (at == body.size() || body[at].kind != Stmt::Kind::Reduce)
+      return false;
+    match.reduce = body[at++];
+    for (; at + 1 < body.size(); ++at)
+      match.post.push_back(body[at]);
+    if (at >= body.size() || body[at].kind != Stmt::Kind::Instr ||
+        instr(body[at]).op != ScalarOp::Store)
+      return false;
+    match.store = body[at].instr;
+    const Stmt &reduce = match.reduce;
+    if (!combinerOf(reduce.reduceKind) || reduce.vars.size() != 1 ||
+        reduce.yields.size() != 1 || !onlyInstrs(reduce.body) ||
+        !onlyInstrs(match.pre) || !onlyInstrs(match.post))
+      return false;
+    const Instr &store = kernel.instrs[size_t(match.store)];
+    DType type = kernel.instrs[size_t(reduce.results[0])].type;
+    const LoopBuffer &out = kernel.params[size_t(store.buffer)];
+    if ((type != DType::F32 && type != DType::F64) || out.type.dtype != type)
+      return false;
+    for (const SymExpr &index : store.index)
+      if (mentions(index, reduce.vars[0]) || isIndirectIndex(index))
+        return false;
+    if (store.index.empty() || !mentions(store.index.back(), loop.var))
+      return false;
+    return readsOnlyOnce(store.buffer, match.store) &&
+           stridesAlongRows(reduce, loop.var);
+  }
+
+  /// The output buffer is written by this store alone and never read.
+  bool readsOnlyOnce(int buffer, int store) const {
+    for (size_t i = 0; i < kernel.instrs.size(); ++i) {
+      const Instr &other = kernel.instrs[i];
+      bool touches =
+          (other.op == ScalarOp::Load || other.op == ScalarOp::Store) &&
+          other.buffer == buffer;
+      if (touches && int(i) != store)
+        return false;
+    }
+    return true;
+  }
+
+  /// Some load reads along v contiguously (v in its last index) while the
+  /// reduction moves it across rows (r0 in an earlier index).
+  bool stridesAlongRows(const Stmt &reduce, const std::string &var) const {
+    const std::string &r = reduce.vars[0];
+    for (const Stmt &stmt : reduce.body) {
+      const Instr &load = instr(stmt);
+      if (load.op != ScalarOp::Load || load.index.size() < 2)
+        continue;
+      bool rowMove = false;
+      for (size_t k = 0; k + 1 < load.index.size(); ++k)
+        rowMove = rowMove || mentions(load.index[k], r);
+      if (rowMove && mentions(load.index.back(), var) &&
+          !mentions(load.index.back(), r))
+        return true;
+    }
+    return false;
+  }
+
+  /// Appends an instruction, named by its index as kernel building names
+  /// them (clones need fresh names).
+  int add(Instr instr) {
+    instr.name = std::to_string(kernel.instrs.size());
+    return kernel.addInstr(std::move(instr));
+  }
+
+  /// The scalar op that folds one more value into an accumulator, for the
+  /// kinds this pass handles.
+  static std::optional<ScalarOp> combinerOf(ReduceKind kind) {
+    switch (kind) {
+    case ReduceKind::Sum:
+      return ScalarOp::Add;
+    case ReduceKind::Prod:
+      return ScalarOp::Mul;
+    case ReduceKind::Max: // NaN-propagating, as the reduction
+      return ScalarOp::Max;
+    case ReduceKind::Min:
+      return ScalarOp::Min;
+    default:
+      return std::nullopt;
+    }
+  }
+
+  static Instr identityOf(ReduceKind kind, DType type) {
+    Instr identity;
+    identity.op = ScalarOp::Const;
+    identity.type = type;
+    double inf = std::numeric_limits<double>::infinity();
+    identity.floatValue = kind == ReduceKind::Prod  ? 1.0
+                          : kind == ReduceKind::Max ? -inf
+                          : kind == ReduceKind::Min ? inf
+                                                    : 0.0;
+    return identity;
+  }
+
+  Instr access(ScalarOp op, const Instr &store, std::vector<int> args,
+               DType type) const {
+    Instr access;
+    access.op = op;
+    access.type = type;
+    access.buffer = store.buffer;
+    access.index = store.index;
+    access.args = std::move(args);
+    return access;
+  }
+
+  std::vector<Stmt> rewrite(const Stmt &loop, const ColumnSum &match) {
+    const Instr store = kernel.instrs[size_t(match.store)];
+    int result = match.reduce.results[0];
+    DType type = kernel.instrs[size_t(result)].type;
+    // 1: zero the accumulators.
+    ReduceKind kind = match.reduce.reduceKind;
+    int zero = add(identityOf(kind, type));
+    int init = add(access(ScalarOp::Store, store, {zero}, type));
+    Stmt initLoop =
+        Stmt::loop(loop.var, loop.extent,
+                   {Stmt::instruction(zero), Stmt::instruction(init)});
+    // 2: accumulate row by row, the output loop innermost.
+    std::vector<Stmt> inner = cloned(match.pre);
+    std::map<int, int> renamed = lastRenames;
+    for (const Stmt &stmt : match.reduce.body) {
+      remapArgs(stmt, renamed);
+      inner.push_back(stmt);
+    }
+    int old = add(access(ScalarOp::Load, store, {}, type));
+    int yield = match.reduce.yields[0];
+    if (renamed.count(yield))
+      yield = renamed[yield];
+    Instr sum;
+    sum.op = *combinerOf(kind);
+    sum.type = type;
+    sum.args = {old, yield};
+    int added = add(sum);
+    int write = add(access(ScalarOp::Store, store, {added}, type));
+    for (int id : {old, added, write})
+      inner.push_back(Stmt::instruction(id));
+    Stmt rows = Stmt::loop(match.reduce.vars[0], match.reduce.extents[0],
+                           {Stmt::loop(loop.var, loop.extent, inner)});
+    // 3: the epilogue reads the sums back (the reduced value becomes a
+    // load of its accumulator).
+    Instr &reduced = kernel.instrs[size_t(result)];
+    std::string name = reduced.name;
+    reduced = access(ScalarOp::Load, store, {}, type);
+    reduced.name = name;
+    std::vector<Stmt> last = {Stmt::instruction(result)};
+    for (const Stmt &stmt : match.pre)
+      last.push_back(stmt);
+    for (const Stmt &stmt : match.post)
+      last.push_back(stmt);
+    last.push_back(Stmt::instruction(match.store));
+    return {initLoop, rows, Stmt::loop(loop.var, loop.extent, last)};
+  }
+
+  /// Copies of pure instructions, their arguments renamed among the copies;
+  /// the renaming is kept in lastRenames.
+  std::vector<Stmt> cloned(const std::vector<Stmt> &block) {
+    lastRenames.clear();
+    std::vector<Stmt> copies;
+    for (const Stmt &stmt : block) {
+      Instr copy = instr(stmt);
+      for (int &arg : copy.args)
+        if (lastRenames.count(arg))
+          arg = lastRenames[arg];
+      int id = add(copy);
+      lastRenames[stmt.instr] = id;
+      copies.push_back(Stmt::instruction(id));
+    }
+    return copies;
+  }
+
+  void remapArgs(const Stmt &stmt, const std::map<int, int> &renamed) {
+    Instr &target = kernel.instrs[size_t(stmt.instr)];
+    for (int &arg : target.args) {
+      auto found = renamed.find(arg);
+      if (found != renamed.end())
+        arg = found->second;
+    }
+  }
+
+  std::map<int, int> lastRenames;
+};
+
+} // namespace
+
+void interchangeColumnReductions(Kernel &kernel) {
+  Interchanger(kernel).run(kernel.body);
+}
+
+} // namespace dynafuse
