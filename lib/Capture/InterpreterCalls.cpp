@@ -69,6 +69,12 @@ SymbolicInterpreter::callAny(const VarPtr &callee,
     return inlineCode(body, args, globals, nullptr, functionSource,
                       callee->items);
   }
+  if (callee->kind == Var::Kind::Object &&
+      callee->method.rfind("dict.", 0) == 0) {
+    if (args.size() != 1 || !keywords.empty())
+      unsupported(callee->method + " with arguments");
+    return dictMethod(callee->method.substr(5), args[0]);
+  }
   if (callee->kind == Var::Kind::Object) {
     PyObject *object = callee->object.get();
     if (isTorchAssert(object))

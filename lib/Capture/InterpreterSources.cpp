@@ -286,6 +286,14 @@ VarPtr SymbolicInterpreter::loadAttr(const VarPtr &base, PyObject *name) {
     for (size_t i = 0; i < base->keys.size() && i < base->items.size(); ++i)
       if (base->keys[i] == attribute)
         return base->items[i];
+  if (base->kind == Var::Kind::Dict &&
+      (attribute == "items" || attribute == "keys" || attribute == "values")) {
+    VarPtr method = makeVar(Var::Kind::BoundMethod);
+    method->self = base;
+    method->function = makeVar(Var::Kind::Object);
+    method->function->method = "dict." + attribute;
+    return method;
+  }
   if (base->kind != Var::Kind::Object)
     unsupported("attribute '" + attribute + "' of a non-object");
   PyObject *object = base->object.get();

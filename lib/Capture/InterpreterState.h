@@ -244,6 +244,10 @@ private:
   /// ModuleDict["name"], ModuleList[i], Sequential[i] through the guarded
   /// _modules dict.
   VarPtr moduleItem(const VarPtr &container, const VarPtr &index);
+  /// ParameterList[i] / ParameterDict["name"] as guarded attribute reads.
+  VarPtr parameterItem(const VarPtr &container, const VarPtr &index);
+  /// dict.items() / keys() / values() of a dict var, as a list var.
+  VarPtr dictMethod(const std::string &method, const VarPtr &dict);
 
   /// BUILD_SLICE of constants: a slice object, usable as an index.
   VarPtr sliceItems(const VarPtr &container, PyObject *slice);

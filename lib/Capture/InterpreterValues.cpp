@@ -394,7 +394,8 @@ VarPtr SymbolicInterpreter::iterate(const VarPtr &iterable) {
 VarPtr SymbolicInterpreter::iterateModules(const VarPtr &container,
                                            VarPtr iterator) {
   const char *type = Py_TYPE(container->object.get())->tp_name;
-  if (!isInstanceOf(container->object.get(), "Sequential") &&
+  bool dict = isInstanceOf(container->object.get(), "ModuleDict");
+  if (!dict && !isInstanceOf(container->object.get(), "Sequential") &&
       !isInstanceOf(container->object.get(), "ModuleList"))
     unsupported(std::string("iteration over a ") + type);
   PyRef modules =
@@ -416,6 +417,10 @@ VarPtr SymbolicInterpreter::iterateModules(const VarPtr &container,
   while (PyDict_Next(modules.get(), &pos, &key, &value))
     keys.push_back(PyRef::borrow(key));
   for (const PyRef &name : keys) {
+    if (dict) { // A ModuleDict iterates over its keys.
+      iterator->items.push_back(constant(name.get()));
+      continue;
+    }
     PyRef child =
         PyRef::steal(PyObject_GetAttr(container->object.get(), name.get()));
     if (!child) {
@@ -542,6 +547,9 @@ void SymbolicInterpreter::storeSubscript(const VarPtr &container,
 VarPtr SymbolicInterpreter::moduleItem(const VarPtr &container,
                                        const VarPtr &index) {
   PyObject *object = container->object.get();
+  if (isInstanceOf(object, "ParameterList") ||
+      isInstanceOf(object, "ParameterDict"))
+    return parameterItem(container, index);
   bool dict = isInstanceOf(object, "ModuleDict");
   if (!dict && !isInstanceOf(object, "ModuleList") &&
       !isInstanceOf(object, "Sequential"))
@@ -576,6 +584,65 @@ VarPtr SymbolicInterpreter::moduleItem(const VarPtr &container,
   if (position < 0 || position >= count)
     unsupported("module container index out of range");
   return children->items[size_t(position)];
+}
+
+VarPtr SymbolicInterpreter::parameterItem(const VarPtr &container,
+                                          const VarPtr &index) {
+  // ParameterList holds its entries as attributes "0", "1", ...;
+  // ParameterDict under their keys: read them as attributes (guarded).
+  if (index->kind != Var::Kind::Constant)
+    unsupported("parameter container index not known at capture");
+  PyObject *wanted = index->object.get();
+  PyRef name;
+  if (PyUnicode_Check(wanted)) {
+    name = PyRef::borrow(wanted);
+  } else if (PyLong_CheckExact(wanted)) {
+    Py_ssize_t length = PyObject_Length(container->object.get());
+    long position = PyLong_AsLong(wanted);
+    if (position < 0)
+      position += long(length);
+    if (length < 0 || position < 0 || position >= long(length)) {
+      PyErr_Clear();
+      unsupported("parameter container index out of range");
+    }
+    // The position depends on the length: guard _parameters' size.
+    PyRef key = PyRef::steal(PyUnicode_InternFromString("_parameters"));
+    PyRef parameters =
+        PyRef::steal(PyObject_GetAttr(container->object.get(), key.get()));
+    if (!parameters || !PyDict_Check(parameters.get())) {
+      PyErr_Clear();
+      unsupported("ParameterList without _parameters");
+    }
+    Guard size;
+    size.kind = Guard::Kind::DictLength;
+    size.source =
+        namedSource(Source::Kind::Attr, sourceOfObject(container), key.get());
+    size.length = size_t(PyDict_Size(parameters.get()));
+    addGuard(std::move(size));
+    name = PyRef::steal(PyUnicode_FromFormat("%ld", position));
+  } else {
+    unsupported("parameter container index of the wrong type");
+  }
+  return loadAttr(container, name.get());
+}
+
+VarPtr SymbolicInterpreter::dictMethod(const std::string &method,
+                                       const VarPtr &dict) {
+  VarPtr list = makeVar(Var::Kind::Tuple);
+  list->isList = true;
+  for (size_t i = 0; i < dict->items.size(); ++i) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(dict->keys[i].c_str()));
+    if (method == "keys") {
+      list->items.push_back(constant(key.get()));
+    } else if (method == "values") {
+      list->items.push_back(dict->items[i]);
+    } else {
+      VarPtr pair = makeVar(Var::Kind::Tuple);
+      pair->items = {constant(key.get()), dict->items[i]};
+      list->items.push_back(pair);
+    }
+  }
+  return list;
 }
 
 } // namespace interp

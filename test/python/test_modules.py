@@ -374,3 +374,29 @@ def test_channels_last_convolution_outputs_keep_eager_strides():
                 assert_close(actual, expected, rtol=1e-5, atol=1e-5)
                 assert actual.stride() == expected.stride(), layout
     assert dynafuse.stats()["graph_breaks"] == 0
+
+
+def test_module_and_parameter_containers():
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleDict({"a": nn.Linear(4, 4), "b": nn.ReLU()})
+            self.scales = nn.ParameterList([nn.Parameter(torch.randn(4))])
+
+        def forward(self, x):
+            for _, layer in self.layers.items():
+                x = layer(x)
+            for key in self.layers:
+                x = x + len(key)
+            for layer in self.layers.values():
+                x = layer(x)
+            return x * self.scales[0] * self.scales[-1] * self.layers["a"](x)
+
+    model = Model().eval()
+    x = torch.randn(2, 4)
+    compiled = dynafuse.compile(model, fullgraph=True)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x))
+        model.scales.append(nn.Parameter(torch.randn(4)))  # scales[-1] moves
+        assert_close(compiled(x), model(x))
+    assert dynafuse.stats()["captures"] == 2
