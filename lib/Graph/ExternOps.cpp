@@ -121,17 +121,6 @@ int64_t windowOutput(const Node &node, int64_t size, int64_t kernel,
   return out;
 }
 
-/// NCHW sizes and strides with C innermost (torch.channels_last).
-bool isChannelsLast(const TensorType &type) {
-  if (type.rank() != 4 || type.strides.empty())
-    return false;
-  std::vector<SymExpr> strides = channelsLastStrides(type.sizes);
-  for (size_t k = 0; k < 4; ++k)
-    if (type.sizes[k] != SymExpr(1) && type.strides[k] != strides[k])
-      return false;
-  return type.strides != contiguousStrides(type.sizes);
-}
-
 /// ATen's convolutions and pools keep a channels-last input's layout.
 TensorType keepChannelsLast(const Node &node, TensorType type) {
   if (isChannelsLast(operandType(node, 0)) && type.rank() == 4)

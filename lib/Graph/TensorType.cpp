@@ -5,6 +5,16 @@
 
 namespace dynafuse {
 
+bool isChannelsLast(const TensorType &type) {
+  if (type.rank() != 4 || type.strides.empty())
+    return false;
+  std::vector<SymExpr> strides = channelsLastStrides(type.sizes);
+  for (size_t k = 0; k < 4; ++k)
+    if (type.sizes[k] != SymExpr(1) && type.strides[k] != strides[k])
+      return false;
+  return type.strides != contiguousStrides(type.sizes);
+}
+
 std::vector<SymExpr> channelsLastStrides(const std::vector<SymExpr> &sizes) {
   const SymExpr &c = sizes[1], &h = sizes[2], &w = sizes[3];
   return {c * h * w, SymExpr(1), w * c, c};

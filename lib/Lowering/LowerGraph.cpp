@@ -84,18 +84,25 @@ bool reshapeView(const std::vector<SymExpr> &newSizes, StridedView &view) {
 }
 
 /// The views extern operands may go through without being copied.
-bool describeView(const Value *value, const std::set<const Value *> &buffers,
-                  StridedView &view) {
+/// `layouts`: the strides buffers were given (a channels-last layout chosen
+/// for a computed value), where they differ from the graph type's.
+bool describeView(
+    const Value *value, const std::set<const Value *> &buffers,
+    StridedView &view,
+    const std::map<const Value *, TensorType> *layouts = nullptr) {
   if (buffers.count(value) || !value->producer) {
+    const TensorType *type = &value->type;
+    if (layouts && layouts->count(value))
+      type = &layouts->at(value);
     view.base = value;
-    view.sizes = value->type.sizes;
-    view.strides = value->type.effectiveStrides();
+    view.sizes = type->sizes;
+    view.strides = type->effectiveStrides();
     view.offset = SymExpr(0);
     return true;
   }
   const Node &node = *value->producer;
   if (node.operands.empty() || !node.operands[0].isValue() ||
-      !describeView(node.operands[0].value, buffers, view))
+      !describeView(node.operands[0].value, buffers, view, layouts))
     return false;
   size_t rank = view.sizes.size();
   if (node.op == "transpose" && rank >= 2) {
@@ -254,6 +261,8 @@ private:
         bufferOf[result] = uniqueName("buf" + std::to_string(counter++));
         if (kindOf(*node) != OpKind::Extern)
           chooseLayout(result);
+        else
+          followChannelsLast(*node, result);
       }
     }
   }
@@ -267,7 +276,7 @@ private:
       order[k] = k;
     const Value *input = layoutSource(value, value->type.sizes);
     if (input) {
-      const std::vector<SymExpr> &strides = input->type.strides;
+      const std::vector<SymExpr> &strides = bufferType(input).strides;
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
         return strides[a].constant() > strides[b].constant();
       });
@@ -286,6 +295,25 @@ private:
     bufferTypes[value] = type;
   }
 
+  const TensorType &bufferType(const Value *value) const {
+    auto found = bufferTypes.find(value);
+    return found == bufferTypes.end() ? value->type : found->second;
+  }
+
+  /// Convolutions and pools of a buffer laid out channels-last (chosen
+  /// here for a computed value) give channels-last results, as ATen's do.
+  void followChannelsLast(const Node &node, const Value *result) {
+    static const std::set<std::string> keeping = {
+        "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"};
+    if (!keeping.count(node.op) || !node.operands[0].isValue() ||
+        result->type.rank() != 4 ||
+        !isChannelsLast(bufferType(node.operands[0].value)))
+      return;
+    TensorType type = result->type;
+    type.strides = channelsLastStrides(type.sizes);
+    bufferTypes[result] = type;
+  }
+
   /// A graph input with explicit, distinct positive strides and the same
   /// sizes, reached from value through pointwise ops only.
   const Value *layoutSource(const Value *value,
@@ -298,7 +326,7 @@ private:
     bool externResult =
         value->producer && kindOf(*value->producer) == OpKind::Extern;
     if (!value->producer || externResult) {
-      const std::vector<SymExpr> &strides = value->type.strides;
+      const std::vector<SymExpr> &strides = bufferType(value).strides;
       std::set<int64_t> distinct;
       for (size_t k = 0; k < strides.size(); ++k) {
         if (!strides[k].isConstant() || strides[k].constant() <= 0)
@@ -480,7 +508,7 @@ private:
     step.attributes = node.attributes;
     for (const Value *result : node.results) {
       step.results.push_back(bufferOf.at(result));
-      step.types.push_back(result->type);
+      step.types.push_back(bufferType(result));
     }
     for (const Operand &operand : node.operands)
       step.args.push_back(viewOf(operand.value));
@@ -491,7 +519,7 @@ private:
   /// when it is not a buffer itself.
   std::string viewOf(const Value *operand) {
     StridedView view;
-    describeView(operand, realized, view);
+    describeView(operand, realized, view, &bufferTypes);
     const std::string &base = bufferOf.at(view.base);
     if (view.base == operand)
       return base;

@@ -365,9 +365,11 @@ def test_outputs_that_view_inputs_share_their_memory():
 
 
 def test_channels_last_convolution_outputs_keep_eager_strides():
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(8)).eval()
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(8),
+                          nn.MaxPool2d(2), nn.Conv2d(8, 4, 1), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(2)).eval()
     with torch.no_grad():
-        for x in [torch.randn(2, 3, 9, 7), torch.randn(1, 3, 5, 5)]:
+        for x in [torch.randn(2, 3, 9, 7), torch.randn(1, 3, 6, 6)]:
             for layout in [torch.contiguous_format, torch.channels_last]:
                 image = x.to(memory_format=layout)
                 actual, expected = dynafuse.compile(model)(image), model(image)

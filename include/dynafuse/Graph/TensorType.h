@@ -37,6 +37,9 @@ struct TensorType {
 std::vector<SymExpr> contiguousStrides(const std::vector<SymExpr> &sizes);
 /// NCHW sizes laid out with C innermost (torch.channels_last).
 std::vector<SymExpr> channelsLastStrides(const std::vector<SymExpr> &sizes);
+/// 4-D with explicit strides that are channels-last (and not also
+/// row-major); size-1 dims may have any stride.
+bool isChannelsLast(const TensorType &type);
 
 /// Reads a tensor type at the cursor.
 TensorType parseTensorType(TextCursor &cursor);
