@@ -614,8 +614,10 @@ LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
   for (size_t attempt = 0;; ++attempt) {
     try {
       LoopModule module = Lowering(*graph, realized).run();
-      for (Kernel &kernel : module.kernels)
+      for (Kernel &kernel : module.kernels) {
         interchangeColumnReductions(kernel);
+        reuseReductionElements(kernel);
+      }
       if (observer)
         observer("schedule", printLoopModule(module));
       planMemory(module);

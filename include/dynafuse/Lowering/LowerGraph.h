@@ -34,6 +34,11 @@ LoopModule lowerGraph(const Graph &graph,
 /// through memory per output element (lib/Lowering/ColumnReductions.cpp).
 void interchangeColumnReductions(Kernel &kernel);
 
+/// A sum whose elements the next loop recomputes (softmax's exp) stores
+/// them into that loop's output buffer, which the loop reads back
+/// (lib/Lowering/ReductionElementReuse.cpp).
+void reuseReductionElements(Kernel &kernel);
+
 /// Rewrites module's allocations so that intermediates reuse the storage of
 /// allocations no longer needed (same byte size).
 void planMemory(LoopModule &module);
