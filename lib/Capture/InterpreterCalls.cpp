@@ -441,6 +441,13 @@ std::vector<VarPtr> SymbolicInterpreter::bindArguments(
   return slots;
 }
 
+bool SymbolicInterpreter::isBuiltin(PyObject *callable,
+                                    const char *name) const {
+  PyObject *builtins = frame->builtins;
+  return PyDict_Check(builtins) &&
+         PyDict_GetItemString(builtins, name) == callable;
+}
+
 /// math.sqrt, math.log, ...: pure functions of numbers.
 bool SymbolicInterpreter::isMathFunction(PyObject *callable) {
   static PyObject *slot = nullptr;
@@ -456,12 +463,9 @@ VarPtr SymbolicInterpreter::foldBuiltin(
     const std::map<std::string, VarPtr> &keywords) {
   static const char *pure[] = {"float", "int",   "bool", "abs", "min",
                                "max",   "round", "len",  "pow", "range"};
-  PyObject *builtins = frame->builtins;
-  bool isPure = false;
+  bool isPure = isMathFunction(callable);
   for (const char *name : pure)
-    isPure |= PyDict_Check(builtins) &&
-              PyDict_GetItemString(builtins, name) == callable;
-  isPure |= isMathFunction(callable);
+    isPure |= isBuiltin(callable, name);
   if (!isPure || !keywords.empty())
     return nullptr;
   PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
@@ -481,11 +485,7 @@ namespace interp {
 
 VarPtr SymbolicInterpreter::containerBuiltin(PyObject *callable,
                                              const std::vector<VarPtr> &args) {
-  PyObject *builtins = frame->builtins;
-  auto is = [&](const char *name) {
-    return PyDict_Check(builtins) &&
-           PyDict_GetItemString(builtins, name) == callable;
-  };
+  auto is = [&](const char *name) { return isBuiltin(callable, name); };
   bool container = !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
                                      args[0]->kind == Var::Kind::Iterator ||
                                      args[0]->kind == Var::Kind::Dict);
@@ -600,11 +600,7 @@ namespace interp {
 
 VarPtr SymbolicInterpreter::attributeBuiltin(PyObject *callable,
                                              const std::vector<VarPtr> &args) {
-  PyObject *builtins = frame->builtins;
-  auto is = [&](const char *name) {
-    return PyDict_Check(builtins) &&
-           PyDict_GetItemString(builtins, name) == callable;
-  };
+  auto is = [&](const char *name) { return isBuiltin(callable, name); };
   bool get = is("getattr"), has = is("hasattr");
   if ((!get && !has) || args.size() < 2 || args.size() > (get ? 3u : 2u) ||
       args[1]->kind != Var::Kind::Constant ||

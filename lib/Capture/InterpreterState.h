@@ -453,6 +453,8 @@ private:
                          std::vector<VarPtr> &out);
 
   static bool isMathFunction(PyObject *callable);
+  /// Whether callable is the frame's builtin `name`.
+  bool isBuiltin(PyObject *callable, const char *name) const;
   /// Pure builtins (float, int, min, ...) and math functions on constants
   /// run at capture time.
   VarPtr foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,

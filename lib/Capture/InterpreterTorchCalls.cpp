@@ -16,22 +16,22 @@ bool isPassThroughObject(PyObject *object) {
          type == "torch.layout" || type == "torch.memory_format";
 }
 
-std::string moduleOf(PyObject *object) {
-  PyRef module = PyRef::steal(PyObject_GetAttrString(object, "__module__"));
-  if (!module || !PyUnicode_Check(module.get())) {
+/// object.<attribute> when it is a string, else "".
+std::string stringAttribute(PyObject *object, const char *attribute) {
+  PyRef value = PyRef::steal(PyObject_GetAttrString(object, attribute));
+  if (!value || !PyUnicode_Check(value.get())) {
     PyErr_Clear();
     return "";
   }
-  return PyUnicode_AsUTF8(module.get());
+  return PyUnicode_AsUTF8(value.get());
+}
+
+std::string moduleOf(PyObject *object) {
+  return stringAttribute(object, "__module__");
 }
 
 std::string nameOf(PyObject *object) {
-  PyRef name = PyRef::steal(PyObject_GetAttrString(object, "__name__"));
-  if (!name || !PyUnicode_Check(name.get())) {
-    PyErr_Clear();
-    return "";
-  }
-  return PyUnicode_AsUTF8(name.get());
+  return stringAttribute(object, "__name__");
 }
 
 /// ATen functions and Tensor methods implemented in C (torch.*,

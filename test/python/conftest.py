@@ -25,3 +25,13 @@ def assert_close(actual, expected, **tolerances):
     assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     torch.testing.assert_close(actual, expected, equal_nan=True, **tolerances)
+
+
+def randomize_batch_norm(model):
+    """Random running statistics, so eval-mode batch norm is not identity."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+    return model

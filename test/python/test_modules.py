@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import dynafuse
 import model_helpers
-from conftest import assert_close, assert_compiled
+from conftest import assert_close, assert_compiled, randomize_batch_norm
 
 
 class Block(nn.Module):
@@ -56,10 +56,7 @@ def test_resnet18_is_one_graph():
     torch.manual_seed(0)
     model = torchvision.models.resnet18().eval()
     with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.5, 0.5)
-                module.running_var.uniform_(0.5, 2.0)
+        randomize_batch_norm(model)
         image = torch.randn(2, 3, 64, 64)
         assert_close(dynafuse.compile(model)(image), model(image), rtol=1e-4, atol=1e-4)
     assert_compiled()

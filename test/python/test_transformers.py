@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dynafuse
-from conftest import assert_close, assert_compiled
+from conftest import assert_close, assert_compiled, randomize_batch_norm
 
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -108,10 +108,7 @@ def test_mobilenet_v2_is_one_graph():
     torchvision = pytest.importorskip("torchvision")
     model = torchvision.models.mobilenet_v2().eval()
     with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.5, 0.5)
-                module.running_var.uniform_(0.5, 2.0)
+        randomize_batch_norm(model)
         image = torch.randn(2, 3, 64, 64)
         assert_close(dynafuse.compile(model, fullgraph=True)(image), model(image), rtol=1e-4, atol=1e-4)
     assert_compiled()
