@@ -40,6 +40,22 @@ bool mentions(const SymExpr &expr, const std::string &symbol) {
   return symbols.count(symbol) > 0;
 }
 
+} // namespace
+
+/// The index ends in exactly `var`, which no other dim mentions: distinct
+/// iterations of var store to distinct elements.
+bool injectiveIn(const std::vector<SymExpr> &index, const std::string &var) {
+  if (index.empty() || index.back() != SymExpr::symbol(var))
+    return false;
+  for (size_t k = 0; k < index.size(); ++k)
+    if (isIndirectIndex(index[k]) ||
+        (k + 1 < index.size() && mentions(index[k], var)))
+      return false;
+  return true;
+}
+
+namespace {
+
 /// The pieces of a loop `for v { pre; reduce; post; store }` that match.
 struct ColumnSum {
   std::vector<Stmt> pre, post;
@@ -105,11 +121,11 @@ private:
     const LoopBuffer &out = kernel.params[size_t(store.buffer)];
     if ((type != DType::F32 && type != DType::F64) || out.type.dtype != type)
       return false;
-    for (const SymExpr &index : store.index)
-      if (mentions(index, reduce.vars[0]) || isIndirectIndex(index))
-        return false;
-    if (store.index.empty() || !mentions(store.index.back(), loop.var))
+    if (!injectiveIn(store.index, loop.var))
       return false;
+    for (const SymExpr &index : store.index)
+      if (mentions(index, reduce.vars[0]))
+        return false;
     return readsOnlyOnce(store.buffer, match.store) &&
            stridesAlongRows(reduce, loop.var);
   }

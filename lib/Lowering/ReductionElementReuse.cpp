@@ -111,7 +111,7 @@ private:
         !onlyInstrs(reduce.body) || !onlyInstrs(loop.body))
       return false;
     int store = soleStore(loop);
-    if (store < 0)
+    if (store < 0 || !injectiveIn(instr(store).index, loop.var))
       return false;
     const std::string &r = reduce.vars[0];
     int yield = reduce.yields[0];

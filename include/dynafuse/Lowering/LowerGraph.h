@@ -29,6 +29,10 @@ using LoweringObserver =
 LoopModule lowerGraph(const Graph &graph,
                       const LoweringObserver &observer = nullptr);
 
+/// Whether a store index ends in exactly `var` and no other dim mentions
+/// it (so distinct iterations of var store distinct elements).
+bool injectiveIn(const std::vector<SymExpr> &index, const std::string &var);
+
 /// Sums over a non-innermost dim accumulate in the output buffer with the
 /// output loop innermost (contiguous, vectorizable) instead of striding
 /// through memory per output element (lib/Lowering/ColumnReductions.cpp).
