@@ -216,6 +216,10 @@ VarPtr SymbolicInterpreter::emitTorchCall(TorchCall call,
     type.device = operands[0].value->type.device;
     for (int64_t size : meta.sizes)
       type.sizes.push_back(SymExpr(size));
+    // Eager's layout when it is a dense permutation (channels-last,
+    // transposed results); row-major otherwise.
+    for (int64_t stride : permutedDenseStrides(tensor))
+      type.strides.push_back(SymExpr(stride));
     types += (types.empty() ? "" : ", ") + type.str();
     returnsView = returnsView || tensorIsView(tensor);
   }

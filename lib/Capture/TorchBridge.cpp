@@ -368,6 +368,14 @@ void copyIntoTensor(PyObject *dst, PyObject *src) {
   THPVariable_Unpack(dst).copy_(THPVariable_Unpack(src));
 }
 
+std::vector<int64_t> permutedDenseStrides(PyObject *object) {
+  const at::Tensor &tensor = THPVariable_Unpack(object);
+  if (tensor.dim() == 0 || tensor.numel() <= 1 || tensor.is_contiguous() ||
+      !tensor.is_non_overlapping_and_dense())
+    return {};
+  return tensor.strides().vec();
+}
+
 bool tensorIsView(PyObject *object) {
   return THPVariable_Unpack(object).is_view();
 }
@@ -380,9 +388,15 @@ PyObject *adoptTorchResult(PyObject *result,
   for (PyObject *input : inputs)
     if (tensor.is_alias_of(THPVariable_Unpack(input)))
       tensor = tensor.clone();
-  tensor = tensor.contiguous();
   if (!tensor.sizes().equals(expected.sizes))
     fail("returned sizes that differ from the ones found at capture");
+  if (!tensor.strides().equals(expected.strides)) {
+    // The layout capture declared (meta kernels may differ from real ones).
+    at::Tensor laidOut =
+        at::empty_strided(expected.sizes, expected.strides, tensor.options());
+    laidOut.copy_(tensor);
+    tensor = std::move(laidOut);
+  }
   if (tensor.scalar_type() != toScalarType(expected.dtype))
     fail("returned a dtype that differs from the one found at capture");
   *data = static_cast<char *>(tensor.data_ptr());

@@ -82,12 +82,15 @@ bool tensorsShareStorage(PyObject *a, PyObject *b);
 /// dst.copy_(src) without autograd (writing back an input updated in
 /// place).
 void copyIntoTensor(PyObject *dst, PyObject *src);
+/// A tensor's strides when they are a dense permutation other than
+/// row-major (channels-last, a transpose); empty otherwise.
+std::vector<int64_t> permutedDenseStrides(PyObject *object);
 /// Whether a tensor is a view of another (its result aliases an input).
 bool tensorIsView(PyObject *object);
 /// Takes a tensor a torch callable returned as the buffer `expected`
-/// describes: copied when it shares memory with one of `inputs`, made
-/// contiguous, checked against expected's sizes and dtype. Returns a new
-/// reference and its data.
+/// describes: copied when it shares memory with one of `inputs`, laid out
+/// with expected's strides, checked against expected's sizes and dtype. Returns
+/// a new reference and its data.
 PyObject *adoptTorchResult(PyObject *result,
                            const std::vector<PyObject *> &inputs,
                            const TensorArg &expected, char **data);

@@ -258,3 +258,17 @@ def test_module_walks_and_getattr():
         model[1].add_module("extra", nn.Identity())  # the walk changes: recompile
         assert_close(dynafuse.compile(f, fullgraph=True)(x)[0], f(x)[0])
     assert dynafuse.stats()["captures"] == 2
+
+
+def test_call_torch_results_keep_eager_layouts():
+    # Dense permuted layouts (a transposed input through cumsum, SDPA's
+    # result) come back with eager's strides instead of row-major copies.
+    def f(x):
+        attention = F.scaled_dot_product_attention(x, x, x)
+        return attention, torch.cumsum(x.transpose(1, 2), 2) + 1
+
+    for shape in [(2, 3, 5, 4), (1, 1, 1, 8)]:
+        x = torch.randn(shape)
+        for actual, expected in zip(dynafuse.compile(f, fullgraph=True)(x), f(x)):
+            assert_close(actual, expected, **TOLERANCE)
+            assert actual.stride() == expected.stride()
