@@ -477,12 +477,6 @@ VarPtr SymbolicInterpreter::foldBuiltin(
   return foldPython(PyObject_Call(callable, tuple.get(), nullptr));
 }
 
-} // namespace interp
-} // namespace dynafuse
-
-namespace dynafuse {
-namespace interp {
-
 VarPtr SymbolicInterpreter::containerBuiltin(PyObject *callable,
                                              const std::vector<VarPtr> &args) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
@@ -591,12 +585,6 @@ VarPtr SymbolicInterpreter::isInstance(PyObject *callable,
   }
   return constant(result ? Py_True : Py_False);
 }
-
-} // namespace interp
-} // namespace dynafuse
-
-namespace dynafuse {
-namespace interp {
 
 VarPtr SymbolicInterpreter::attributeBuiltin(PyObject *callable,
                                              const std::vector<VarPtr> &args) {

@@ -348,12 +348,6 @@ bool SymbolicInterpreter::inputRequiresGrad(const Value *value) const {
   return false;
 }
 
-} // namespace interp
-} // namespace dynafuse
-
-namespace dynafuse {
-namespace interp {
-
 void SymbolicInterpreter::storeAttribute(const VarPtr &owner, PyObject *name,
                                          const VarPtr &value) {
   // `self.buffer += 1` updates the buffer in place and stores the same

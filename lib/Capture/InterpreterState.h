@@ -443,6 +443,8 @@ private:
   VarPtr iterate(const VarPtr &iterable);
 
   VarPtr iterateModules(const VarPtr &container, VarPtr iterator);
+  /// module._modules as a dict var: its length and every entry guarded.
+  VarPtr modulesOf(const VarPtr &module);
   /// module.modules() / named_modules() / children() / named_children():
   /// the module tree read through guarded _modules dicts; null when method
   /// is none of these (or has arguments).

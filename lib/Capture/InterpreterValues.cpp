@@ -398,47 +398,14 @@ VarPtr SymbolicInterpreter::iterateModules(const VarPtr &container,
   if (!dict && !isInstanceOf(container->object.get(), "Sequential") &&
       !isInstanceOf(container->object.get(), "ModuleList"))
     unsupported(std::string("iteration over a ") + type);
-  PyRef modules =
-      PyRef::steal(PyObject_GetAttrString(container->object.get(), "_modules"));
-  if (!modules || !PyDict_Check(modules.get())) {
-    PyErr_Clear();
-    unsupported("module container without _modules");
-  }
-  PyRef modulesKey = PyRef::steal(PyUnicode_InternFromString("_modules"));
-  Guard length;
-  length.kind = Guard::Kind::DictLength;
-  length.source = namedSource(Source::Kind::Attr, sourceOfObject(container),
-                              modulesKey.get());
-  length.length = size_t(PyDict_Size(modules.get()));
-  addGuard(std::move(length));
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  std::vector<PyRef> keys;
-  while (PyDict_Next(modules.get(), &pos, &key, &value))
-    keys.push_back(PyRef::borrow(key));
-  for (const PyRef &name : keys) {
-    if (dict) { // A ModuleDict iterates over its keys.
-      iterator->items.push_back(constant(name.get()));
-      continue;
-    }
-    PyRef child =
-        PyRef::steal(PyObject_GetAttr(container->object.get(), name.get()));
-    if (!child) {
-      PyErr_Clear();
-      unsupported("module container entry");
-    }
-    iterator->items.push_back(classify(
-        child.get(), namedSource(Source::Kind::Attr, sourceOfObject(container),
-                                 name.get())));
+  VarPtr children = modulesOf(container);
+  for (size_t i = 0; i < children->items.size(); ++i) {
+    // A ModuleDict iterates over its keys, the others over their modules.
+    PyRef key = PyRef::steal(PyUnicode_FromString(children->keys[i].c_str()));
+    iterator->items.push_back(dict ? constant(key.get()) : children->items[i]);
   }
   return iterator;
 }
-
-} // namespace interp
-} // namespace dynafuse
-
-namespace dynafuse {
-namespace interp {
 
 VarPtr SymbolicInterpreter::walkModules(PyObject *method, const VarPtr &self,
                                         size_t argCount) {
@@ -475,22 +442,27 @@ VarPtr SymbolicInterpreter::pairVar(const std::string &name,
   return pair;
 }
 
-void SymbolicInterpreter::collectSubmodules(const VarPtr &module,
-                                            const std::string &prefix,
-                                            bool named, bool recurse,
-                                            std::set<PyObject *> &seen,
-                                            std::vector<VarPtr> &out) {
+VarPtr SymbolicInterpreter::modulesOf(const VarPtr &module) {
   PyRef key = PyRef::steal(PyUnicode_InternFromString("_modules"));
   PyRef dict = PyRef::steal(PyObject_GetAttr(module->object.get(), key.get()));
   if (!dict || !PyDict_CheckExact(dict.get())) {
     PyErr_Clear();
     unsupported("module without a _modules dict");
   }
-  int dictSource =
-      namedSource(Source::Kind::Attr, sourceOfObject(module), key.get());
-  VarPtr children = dictOfSource(dict.get(), dictSource);
+  VarPtr children =
+      dictOfSource(dict.get(), namedSource(Source::Kind::Attr,
+                                           sourceOfObject(module), key.get()));
   if (!children)
     unsupported("module whose _modules has keys that are not strings");
+  return children;
+}
+
+void SymbolicInterpreter::collectSubmodules(const VarPtr &module,
+                                            const std::string &prefix,
+                                            bool named, bool recurse,
+                                            std::set<PyObject *> &seen,
+                                            std::vector<VarPtr> &out) {
+  VarPtr children = modulesOf(module);
   for (size_t i = 0; i < children->items.size(); ++i) {
     const VarPtr &child = children->items[i];
     if (child->kind == Var::Kind::Constant) // None
@@ -506,12 +478,6 @@ void SymbolicInterpreter::collectSubmodules(const VarPtr &module,
       collectSubmodules(child, name, named, recurse, seen, out);
   }
 }
-
-} // namespace interp
-} // namespace dynafuse
-
-namespace dynafuse {
-namespace interp {
 
 VarPtr SymbolicInterpreter::advancedIndex(const VarPtr &tensor,
                                           const VarPtr &index) {
@@ -556,17 +522,7 @@ VarPtr SymbolicInterpreter::moduleItem(const VarPtr &container,
     unsupported(std::string("indexing a ") + Py_TYPE(object)->tp_name);
   if (index->kind != Var::Kind::Constant)
     unsupported("module container index not known at capture");
-  PyRef key = PyRef::steal(PyUnicode_InternFromString("_modules"));
-  PyRef modules = PyRef::steal(PyObject_GetAttr(object, key.get()));
-  if (!modules || !PyDict_CheckExact(modules.get())) {
-    PyErr_Clear();
-    unsupported("module container without a _modules dict");
-  }
-  VarPtr children = dictOfSource(
-      modules.get(),
-      namedSource(Source::Kind::Attr, sourceOfObject(container), key.get()));
-  if (!children)
-    unsupported("module container with keys that are not strings");
+  VarPtr children = modulesOf(container);
   PyObject *wanted = index->object.get();
   if (dict && PyUnicode_Check(wanted)) {
     std::string name = PyUnicode_AsUTF8(wanted);
