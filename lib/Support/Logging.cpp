@@ -1,6 +1,7 @@
 //===- Logging.cpp - Topic-based diagnostic logging -----------------------===//
 #include "dynafuse/Support/Logging.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -11,6 +12,10 @@ namespace dynafuse {
 namespace {
 
 std::mutex topicsMutex;
+/// How many topics are enabled, -1 until DYNAFUSE_LOG has been read: with
+/// none, logEnabled answers without the lock (it runs on every compiled
+/// call).
+std::atomic<int> topicCount{-1};
 
 std::set<std::string> parseTopics(const std::string &text) {
   std::set<std::string> topics;
@@ -33,13 +38,17 @@ std::set<std::string> &topics() {
 } // namespace
 
 bool logEnabled(const std::string &topic) {
+  if (topicCount.load(std::memory_order_acquire) == 0)
+    return false;
   std::lock_guard<std::mutex> lock(topicsMutex);
+  topicCount.store(int(topics().size()), std::memory_order_release);
   return topics().count(topic) || topics().count("all");
 }
 
 void setLogTopics(const std::string &text) {
   std::lock_guard<std::mutex> lock(topicsMutex);
   topics() = parseTopics(text);
+  topicCount.store(int(topics().size()), std::memory_order_release);
 }
 
 void logLine(const std::string &topic, const std::string &message) {
