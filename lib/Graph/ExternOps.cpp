@@ -121,7 +121,8 @@ int64_t windowOutput(const Node &node, int64_t size, int64_t kernel,
   return out;
 }
 
-/// ATen's convolutions and pools keep a channels-last input's layout.
+/// ATen's convolutions and pools keep a channels-last input's layout (the
+/// ops registered with keepsChannelsLast).
 TensorType keepChannelsLast(const Node &node, TensorType type) {
   if (isChannelsLast(operandType(node, 0)) && type.rank() == 4)
     type.strides = channelsLastStrides(type.sizes);
@@ -230,19 +231,25 @@ void addExternOps(std::vector<OpInfo> &table) {
   table.push_back(externOp("addmm", 3, {"beta", "alpha"}, inferBiasedProduct));
   table.push_back(
       externOp("baddbmm", 3, {"beta", "alpha"}, inferBiasedProduct));
+  std::vector<OpInfo> layoutKeeping;
   for (const char *conv : {"conv1d", "conv2d"})
-    table.push_back(externOp(
+    layoutKeeping.push_back(externOp(
         conv, -1, {"stride", "padding", "dilation", "groups"}, inferConv));
-  table.push_back(
+  layoutKeeping.push_back(
       externOp("max_pool2d", 1,
                {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
                inferPool));
-  table.push_back(externOp("avg_pool2d", 1,
-                           {"kernel_size", "stride", "padding", "ceil_mode",
-                            "count_include_pad", "divisor_override"},
-                           inferPool));
-  table.push_back(
+  layoutKeeping.push_back(
+      externOp("avg_pool2d", 1,
+               {"kernel_size", "stride", "padding", "ceil_mode",
+                "count_include_pad", "divisor_override"},
+               inferPool));
+  layoutKeeping.push_back(
       externOp("adaptive_avg_pool2d", 1, {"output_size"}, inferAdaptivePool));
+  for (OpInfo &info : layoutKeeping) {
+    info.keepsChannelsLast = true;
+    table.push_back(std::move(info));
+  }
   table.push_back(externOp("call_torch", -1,
                            {"target", "call", "signature", "results"},
                            inferTorchCall));

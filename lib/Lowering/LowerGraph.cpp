@@ -303,9 +303,8 @@ private:
   /// Convolutions and pools of a buffer laid out channels-last (chosen
   /// here for a computed value) give channels-last results, as ATen's do.
   void followChannelsLast(const Node &node, const Value *result) {
-    static const std::set<std::string> keeping = {
-        "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"};
-    if (!keeping.count(node.op) || !node.operands[0].isValue() ||
+    const OpInfo *info = lookupOp(node.op);
+    if (!info || !info->keepsChannelsLast || !node.operands[0].isValue() ||
         result->type.rank() != 4 ||
         !isChannelsLast(bufferType(node.operands[0].value)))
       return;

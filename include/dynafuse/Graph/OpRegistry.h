@@ -62,6 +62,10 @@ struct OpInfo {
   /// `attributes` must list; missing means present), as the op table's
   /// "optional_operand" parameters bind. The others keep their order.
   std::vector<std::string> optionalOperands;
+  /// Extern ops whose result is channels-last when their first operand is
+  /// (ATen's convolutions and pools); their shape rules and lowering's
+  /// buffer layouts both follow it.
+  bool keepsChannelsLast = false;
   /// Further checks of operands and attributes; throws via opError.
   std::function<void(const Node &)> verify;
   /// Non-pointwise ops: computes result types (pointwise ops use `rule`).
