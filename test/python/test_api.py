@@ -107,3 +107,23 @@ def test_threads_compile_and_run_independently():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_step_trace_and_profile_logs(capfd):
+    def f(x, y):
+        return torch.softmax(x @ y, -1) * 2
+
+    compiled = dynafuse.compile(f)
+    x, y = torch.randn(4, 5), torch.randn(5, 6)
+    compiled(x, y)
+    capfd.readouterr()
+    dynafuse.config.log = "steps,profile"
+    assert_close(compiled(x, y), f(x, y))
+    err = capfd.readouterr().err
+    assert "[dynafuse:steps]" in err and "extern matmul" in err, err
+    timed = [line for line in err.splitlines() if line.startswith("[dynafuse:profile]")]
+    assert any(" ms  call @" in line for line in timed), err
+    assert any(" ms  %" in line and "extern matmul" in line for line in timed), err
+    dynafuse.config.log = ""
+    compiled(x, y)
+    assert "[dynafuse:" not in capfd.readouterr().err
