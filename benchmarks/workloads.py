@@ -61,6 +61,10 @@ def swiglu(a, b):
     return F.silu(a) * b
 
 
+def column_sum(x):
+    return x.sum(0)
+
+
 def memory_bound():
     def inputs(*shapes):
         return lambda: tuple(torch.randn(*shape) for shape in shapes)
@@ -87,6 +91,9 @@ def memory_bound():
                  inputs((n, n), (n,)), ideal([(n, n), (n,)])),
         Workload("4 silu(a)*b 4096x4096", swiglu, inputs((n, n), (n, n)),
                  ideal([(n, n), (n, n)])),
+        # A reduction over a non-contiguous dim (the tiling item).
+        Workload("4 sum over dim 0 4096x4096", column_sum, inputs((n, n)),
+                 n * n * 4 + n * 4),
     ]
 
 
