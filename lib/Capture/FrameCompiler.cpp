@@ -365,7 +365,10 @@ PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
     inputs.push_back(object);
   }
   TorchContext context(entry.captured.torchCalls);
-  entry.module->run(args, context);
+  {
+    PooledTorchAllocations pooled;
+    entry.module->run(args, context);
+  }
   for (const auto &[input, output] : entry.captured.writeBacks) {
     int source = entry.outputInput[size_t(output)];
     PyObject *value =

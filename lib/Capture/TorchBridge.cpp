@@ -14,6 +14,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace dynafuse {
 namespace {
@@ -162,6 +163,49 @@ PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
                 at::TensorOptions().dtype(toScalarType(dtype)).device(where));
   *data = static_cast<char *>(tensor.data_ptr());
   return THPVariable_Wrap(std::move(tensor));
+}
+
+/// While any compiled graph runs, torch's CPU allocator is the pool: ATen's
+/// results inside extern steps (matmuls, convolutions) and call_torch steps
+/// are then pooled blocks too, not fresh mmap'd memory that page-faults on
+/// first touch. Tensors carry their deleter, so swapping back is safe; the
+/// first run in swaps the pool in, the last one out restores the previous
+/// allocator (other threads' eager allocations meanwhile use the pool too).
+struct TorchAllocatorSwap {
+  std::mutex mutex;
+  int runs = 0;
+  c10::Allocator *previous = nullptr;
+};
+
+static TorchAllocatorSwap &allocatorSwap() {
+  static TorchAllocatorSwap *swap = new TorchAllocatorSwap();
+  return *swap;
+}
+
+static bool torchUsesPoolAlready() {
+  const char *value = std::getenv("DYNAFUSE_GUARD_PAGES");
+  return value && std::string(value) == "all";
+}
+
+PooledTorchAllocations::PooledTorchAllocations() {
+  if (!poolAllocator() || torchUsesPoolAlready())
+    return;
+  TorchAllocatorSwap &swap = allocatorSwap();
+  std::lock_guard<std::mutex> lock(swap.mutex);
+  if (swap.runs++ == 0) {
+    swap.previous = c10::GetCPUAllocator();
+    c10::SetCPUAllocator(poolAllocator(), /*priority=*/100);
+  }
+  active = true;
+}
+
+PooledTorchAllocations::~PooledTorchAllocations() {
+  if (!active)
+    return;
+  TorchAllocatorSwap &swap = allocatorSwap();
+  std::lock_guard<std::mutex> lock(swap.mutex);
+  if (--swap.runs == 0)
+    c10::SetCPUAllocator(swap.previous, /*priority=*/100);
 }
 
 void installGuardPagesForTorch() {

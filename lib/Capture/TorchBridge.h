@@ -54,6 +54,19 @@ void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
 PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
                     const std::string &device, char **data);
 
+/// For the duration of a compiled graph's run, torch's CPU allocations come
+/// from the runtime's caching allocator (unless DYNAFUSE_CACHING_ALLOCATOR=0).
+class PooledTorchAllocations {
+public:
+  PooledTorchAllocations();
+  ~PooledTorchAllocations();
+  PooledTorchAllocations(const PooledTorchAllocations &) = delete;
+  PooledTorchAllocations &operator=(const PooledTorchAllocations &) = delete;
+
+private:
+  bool active = false;
+};
+
 /// With DYNAFUSE_GUARD_PAGES=all, makes the guard-page allocator torch's CPU
 /// allocator, so inputs, parameters and ATen's results are guarded too.
 void installGuardPagesForTorch();

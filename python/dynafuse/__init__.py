@@ -19,8 +19,8 @@ import torch  # Loads torch's shared libraries before the extension.
 from . import config, functional, ops  # noqa: F401 - functional: see storeSubscript
 from . import _C
 
-__all__ = ["compile", "compiled_graphs", "config", "explain", "reset", "stats",
-           "Unsupported", "IRError"]
+__all__ = ["compile", "compiled_graphs", "config", "explain", "memory_stats",
+           "reset", "stats", "Unsupported", "IRError"]
 __version__ = _C.version
 
 if torch.__version__ != _C.torch_version:
@@ -145,3 +145,10 @@ def stats():
     """Counters: captures, cache_hits, graph_breaks, compile_failures,
     eager_frames, recompile_limit_hits."""
     return _C.stats()
+
+
+def memory_stats():
+    """The caching allocator behind compiled graphs' tensors (their outputs,
+    intermediates, and ATen's results inside a compiled run): bytes_in_use,
+    bytes_cached, hits, misses, trimmed."""
+    return _C.memory_stats()

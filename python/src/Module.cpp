@@ -11,6 +11,7 @@
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Runtime/CachingAllocator.h"
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/Logging.h"
@@ -90,6 +91,15 @@ PyObject *pyStats(PyObject *, PyObject *) {
                        "recompile_limit_hits", stats.recompileLimitHits);
 }
 
+PyObject *pyMemoryStats(PyObject *, PyObject *) {
+  AllocatorStats stats = CachingAllocator::global().stats();
+  return Py_BuildValue("{s:n,s:n,s:L,s:L,s:L}", "bytes_in_use",
+                       Py_ssize_t(stats.bytesInUse), "bytes_cached",
+                       Py_ssize_t(stats.bytesCached), "hits",
+                       (long long)stats.hits, "misses", (long long)stats.misses,
+                       "trimmed", (long long)stats.trimmed);
+}
+
 PyObject *pyGraphs(PyObject *, PyObject *) {
   PyObject *list = PyList_New(0);
   for (const CompiledGraphInfo &info : compiledGraphs()) {
@@ -165,6 +175,7 @@ PyMethodDef methods[] = {
     {"set_op_tables", pySetOpTables, METH_VARARGS,
      "set_op_tables(functions, methods[, state_queries])"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
+    {"memory_stats", pyMemoryStats, METH_NOARGS, "caching allocator counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},
     {"graphs", pyGraphs, METH_NOARGS, "what was compiled since the last reset"},
     {"break_reasons", pyBreakReasons, METH_NOARGS,

@@ -111,3 +111,25 @@ def test_outputs_from_the_caching_allocator_are_reused_and_resizable():
     second[1024:] = 1
     assert_close(second[:1024], kept)
     assert_compiled()
+
+
+@pytest.mark.skipif(os.environ.get("DYNAFUSE_GUARD_PAGES", "0") not in ("", "0"),
+                    reason="DYNAFUSE_GUARD_PAGES never reuses a block")
+def test_aten_results_inside_a_compiled_run_come_from_the_pool():
+    """A matmul's output is ATen's allocation: while a compiled graph runs
+    it comes from the caching allocator (no fresh mmap'd memory to
+    page-fault), and torch's own allocator is back once the run ends."""
+    a, b = torch.randn(512, 64), torch.randn(64, 256)
+    fn = dynafuse.compile(lambda a, b: a @ b, fullgraph=True)
+    assert_close(fn(a, b), a @ b)
+    before = dynafuse.memory_stats()["bytes_in_use"]
+    result = fn(a, b)
+    assert_close(result, a @ b)
+    assert dynafuse.memory_stats()["bytes_in_use"] >= before + result.nbytes
+    del result
+    assert dynafuse.memory_stats()["bytes_in_use"] == before
+    eager = torch.empty(1 << 20)
+    assert dynafuse.memory_stats()["bytes_in_use"] == before, \
+        "eager allocations after the run use torch's allocator"
+    del eager
+    assert_compiled()
