@@ -5,6 +5,7 @@
 #include "Guards.h"
 #include "SymbolicInterpreter.h"
 #include "TorchBridge.h"
+#include "TorchThreadPool.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Lowering/LowerGraph.h"
@@ -536,6 +537,7 @@ void initializeFrameCompiler(PyObject *unsupportedError) {
   extraIndex = _PyEval_RequestCodeExtraIndex(freeCodeCache);
   dynafuse_set_frame_callback(onFrame);
   installGuardPagesForTorch();
+  useTorchThreadPool();
 }
 
 PyObject *callCompiled(PyObject *fn, PyObject *args, PyObject *kwargs,

@@ -3,7 +3,10 @@
 // Workers sleep on a condition variable until a job is posted; a job is a
 // chunk counter that every participant (workers and caller) claims from
 // until it runs out. The caller waits for the last chunk to finish and for
-// every worker that joined to leave. The
+// every worker that joined to leave. Before sleeping, workers and the
+// waiting caller spin briefly (kSpinMicroseconds): a graph's kernels come
+// back to back, and a futex wake-up costs tens of microseconds on a VM,
+// as much as a small kernel's whole run. The
 // `busy` flag makes concurrent and nested calls run serially instead of
 // queueing behind each other.
 //
@@ -12,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -21,6 +25,28 @@
 
 namespace dynafuse {
 namespace {
+
+/// How long an idle participant polls before it blocks.
+constexpr int kSpinMicroseconds = 50;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/// Polls `ready` for up to kSpinMicroseconds; whether it became true.
+template <typename Ready> bool spinUntil(Ready ready) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::microseconds(kSpinMicroseconds);
+  for (int polls = 0;; ++polls) {
+    if (ready())
+      return true;
+    cpuRelax();
+    if (polls % 64 == 63 && std::chrono::steady_clock::now() > deadline)
+      return false;
+  }
+}
 
 class ForkJoinPool : public ThreadPool {
 public:
@@ -46,9 +72,11 @@ public:
       next.store(0);
       unfinished.store(chunks);
       ++generation;
+      posted.store(generation);
     }
     wake.notify_all();
     work(body, chunks);
+    spinUntil([&] { return unfinished.load() == 0 && active.load() == 0; });
     {
       std::unique_lock<std::mutex> lock(mutex);
       // Also wait for every worker that joined to leave, so none can claim
@@ -76,6 +104,7 @@ private:
     for (;;) {
       const std::function<void(int64_t)> *body;
       int64_t chunks;
+      spinUntil([&] { return posted.load() != seen; });
       {
         std::unique_lock<std::mutex> lock(mutex);
         wake.wait(lock, [&] { return generation != seen && job; });
@@ -98,7 +127,9 @@ private:
   const std::function<void(int64_t)> *job = nullptr;
   int64_t total = 0;
   uint64_t generation = 0;
-  int active = 0;
+  /// generation, readable without the mutex (for spinning).
+  std::atomic<uint64_t> posted{0};
+  std::atomic<int> active{0};
   std::atomic<int64_t> next{0}, unfinished{0};
 };
 
@@ -113,10 +144,18 @@ int configuredThreadCount() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+static std::atomic<ThreadPool *> installedPool{nullptr};
+
 ThreadPool &threadPool() {
+  if (ThreadPool *installed = installedPool.load(std::memory_order_acquire))
+    return *installed;
   // Leaked on purpose: see the header.
   static ThreadPool *pool = new ForkJoinPool(configuredThreadCount());
   return *pool;
+}
+
+void installThreadPool(ThreadPool *pool) {
+  installedPool.store(pool, std::memory_order_release);
 }
 
 } // namespace dynafuse

@@ -70,8 +70,9 @@ def test_nan_and_inf_match_the_interpreter(name, shape):
 
 
 PARALLEL_SCRIPT = r"""
-import torch, torch.nn.functional as F, dynafuse
+import os, torch, torch.nn.functional as F, dynafuse
 torch.manual_seed(0)
+torch.set_num_threads(int(os.environ.get("DYNAFUSE_TEST_TORCH_THREADS", "2")))
 fns = [lambda x, w: F.gelu(x * w), lambda x, w: torch.softmax(x * w, -1),
        lambda x, w: (x * w).sum(-1)]
 for fn in fns:
@@ -85,8 +86,16 @@ print("parallel ok")
 """
 
 
-def test_parallel_outer_loop_matches_eager():
-    env = dict(os.environ, DYNAFUSE_PARALLEL_THRESHOLD="1", DYNAFUSE_NUM_THREADS="3")
+@pytest.mark.parametrize("pool", ["dynafuse", "torch"])
+def test_parallel_outer_loop_matches_eager(pool):
+    """On Dynafuse's own pool (DYNAFUSE_NUM_THREADS=3) and on torch's
+    intra-op threads (the default inside Python; torch.set_num_threads(3))."""
+    env = dict(os.environ, DYNAFUSE_PARALLEL_THRESHOLD="1")
+    env.pop("DYNAFUSE_NUM_THREADS", None)
+    if pool == "dynafuse":
+        env["DYNAFUSE_NUM_THREADS"] = "3"
+    else:
+        env["DYNAFUSE_TEST_TORCH_THREADS"] = "3"
     result = subprocess.run([sys.executable, "-c", PARALLEL_SCRIPT], env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -4,7 +4,9 @@
 // One pool per process, created on first use and intentionally leaked (it
 // must outlive kernels freed at interpreter shutdown). Its size is
 // DYNAFUSE_NUM_THREADS, or the machine's hardware concurrency; the calling
-// thread is one of the workers. A call made while the pool is busy (from
+// thread is one of the workers. Inside Python, torch's intra-op threads
+// replace it (lib/Capture/TorchThreadPool.cpp) unless DYNAFUSE_NUM_THREADS
+// is set. A call made while the pool is busy (from
 // another thread, or nested inside a chunk) runs serially in the caller.
 //
 //===----------------------------------------------------------------------===//
@@ -28,8 +30,11 @@ public:
                    const std::function<void(int64_t)> &body) = 0;
 };
 
-/// The process-wide pool.
+/// The process-wide pool: the installed one, else Dynafuse's own.
 ThreadPool &threadPool();
+/// Makes `pool` (which must outlive every kernel run) the process-wide
+/// pool; the Python module installs torch's intra-op threads here.
+void installThreadPool(ThreadPool *pool);
 /// The thread count the pool was (or will be) created with.
 int configuredThreadCount();
 

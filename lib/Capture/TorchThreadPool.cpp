@@ -1,0 +1,52 @@
+//===- TorchThreadPool.cpp - Kernels on torch's intra-op threads ----------===//
+//
+// Inside a Python process, compiled kernels share the cores with ATen's
+// own parallel ops (the matmuls and convolutions of extern steps). Two
+// pools on the same cores fight: after an ATen op, torch's OpenMP workers
+// spin for a while, and a kernel split over Dynafuse's own workers then
+// waits for a core (a 20 us relu took 50-70 us right after an eager op).
+// So, unless DYNAFUSE_NUM_THREADS asks for a pool of a given size, kernels
+// run on torch's intra-op threads through at::parallel_for: the same
+// threads, sized by torch.set_num_threads.
+//
+//===----------------------------------------------------------------------===//
+#include "TorchThreadPool.h"
+
+#include "dynafuse/Support/ThreadPool.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+
+namespace dynafuse {
+namespace {
+
+class TorchIntraOpPool final : public ThreadPool {
+public:
+  int size() const override { return at::get_num_threads(); }
+
+  void run(int64_t chunks, const std::function<void(int64_t)> &body) override {
+    if (chunks <= 1 || at::in_parallel_region() || size() == 1) {
+      for (int64_t chunk = 0; chunk < chunks; ++chunk)
+        body(chunk);
+      return;
+    }
+    // Grain 1: one thread per chunk range, at most get_num_threads().
+    at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t chunk = begin; chunk < end; ++chunk)
+        body(chunk);
+    });
+  }
+};
+
+} // namespace
+
+void useTorchThreadPool() {
+  const char *explicitSize = std::getenv("DYNAFUSE_NUM_THREADS");
+  if (explicitSize && std::atoi(explicitSize) >= 1)
+    return;
+  static TorchIntraOpPool *pool = new TorchIntraOpPool();
+  installThreadPool(pool);
+}
+
+} // namespace dynafuse
