@@ -3,10 +3,12 @@
 // DESIGN decision 10. A fresh large allocation is fresh mmap'd memory that
 // page-faults on first touch, which costs more than the kernel filling it.
 // This allocator keeps freed blocks mapped and hands them out again:
-// - blocks of 1 MiB and more are mmap'd, 2 MiB aligned, with MADV_HUGEPAGE
-//   (transparent huge pages where the system allows) and pre-faulted
-//   (MADV_POPULATE_WRITE where the kernel has it); a request reuses a
-//   cached block of at least its size and at most 1/4 more;
+// - blocks of 1 MiB and more are mmap'd, 2 MiB aligned: reserved hugetlb
+//   pages where the system set some aside, else normal pages pre-faulted
+//   with MADV_POPULATE_WRITE (transparent huge pages only on request,
+//   DYNAFUSE_HUGE_PAGES=thp: their faults may compact memory synchronously);
+//   a request reuses a cached block of at least its size and at most 1/4
+//   more;
 // - smaller blocks come from aligned_alloc (64 bytes) and are reused by
 //   exact rounded size;
 // - the cached (free) bytes are bounded: releasing past the cap unmaps the
