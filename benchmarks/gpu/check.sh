@@ -5,7 +5,13 @@
 #      here a missing device is an error, not a skip),
 #   2. runs every module of benchmarks/gpu/suite with dynafuse-run
 #      --backend=cuda against the interpreter,
-#   3. runs the lit tests under test/lit/cuda.
+#   3. runs the lit tests under test/lit/cuda,
+#   4. benchmarks the fused memory-bound kernels of benchmarks/gpu/bench
+#      (gelu chain, softmax and layer_norm over rows of 1024 to 8192) with
+#      dynafuse-run --bench against a device-to-device copy, and, where
+#      torch with CUDA is importable, the same computations in eager torch
+#      and torch.compile (benchmarks/gpu/torch_bandwidth.py). Benchmarks
+#      report; they do not fail the check.
 # Needs cmake, ninja, a C++17 compiler, GoogleTest, cuda.h (CUDA_HOME or
 # /usr/local/cuda*) and NVRTC 13 (DYNAFUSE_NVRTC=/path/libnvrtc.so.13, or
 # found by CMake). Exit status 0 only when everything passed.
@@ -47,7 +53,8 @@ cmake --build "$build" -j "$jobs" || exit 1
 if [ $prepare = 1 ]; then
   echo "== prepare $arch cubins into $DYNAFUSE_CACHE_DIR"
   "$build/test/dynafuse-unittests" --gtest_filter='NVRTC*' | tail -3
-  for file in "$root"/benchmarks/gpu/suite/*.graph "$root"/benchmarks/gpu/suite/*.loop; do
+  for file in "$root"/benchmarks/gpu/suite/*.graph "$root"/benchmarks/gpu/suite/*.loop \
+      "$root"/benchmarks/gpu/bench/*.graph; do
     [ -e "$file" ] || continue
     "$build/tools/dynafuse-run/dynafuse-run" "$file" --prepare=$arch || status=1
   done
@@ -78,6 +85,15 @@ done
 echo "== lit: test/lit/cuda"
 lit=$(command -v lit || echo "$root/.venv/bin/lit")
 "$lit" -sv "$build/test/lit" --filter cuda || status=1
+
+echo "== bandwidth: Dynafuse's kernels (dynafuse-run --bench)"
+for file in "$root"/benchmarks/gpu/bench/*.graph; do
+  "$build/tools/dynafuse-run/dynafuse-run" "$file" --backend=cuda --bench=50
+done
+echo "== bandwidth: eager torch and torch.compile"
+python=$(command -v python3 || command -v python)
+timeout 300 "$python" "$root/benchmarks/gpu/torch_bandwidth.py" --iterations 50 ||
+  echo "torch_bandwidth.py did not finish (timeout or error)"
 
 echo "== check.sh: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

@@ -44,4 +44,15 @@ std::unique_ptr<Backend> createBackend(const std::string &name) {
   fail("unknown backend '" + name + "' (available: " + known + ")");
 }
 
+static thread_local void *threadDeviceStream = nullptr;
+
+void *deviceStream() { return threadDeviceStream; }
+
+DeviceStreamScope::DeviceStreamScope(void *stream)
+    : previous(threadDeviceStream) {
+  threadDeviceStream = stream;
+}
+
+DeviceStreamScope::~DeviceStreamScope() { threadDeviceStream = previous; }
+
 } // namespace dynafuse

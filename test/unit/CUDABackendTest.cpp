@@ -313,6 +313,83 @@ void checkOnDevice(const char *text, std::vector<int64_t> symbols = {}) {
   }
 }
 
+bool deviceUnavailable(const Error &error) {
+  std::string message = error.what();
+  return message.rfind("CUDA backend: device unavailable: ", 0) == 0 ||
+         message.find("cannot load NVRTC") != std::string::npos;
+}
+
+const char *deviceResidentText = R"(
+kernel @gelu[s0](%x: f32[s0, 1000]@cuda:0, %w: f32[1000]@cuda:0, %out: f32[s0, 1000]@cuda:0) {
+  for i0 in 0..s0 {
+    for i1 in 0..1000 {
+      %0 = load %x[i0, i1] : f32
+      %1 = load %w[i1] : f32
+      %2 = mul %0, %1 : f32
+      %3 = erf %2 : f32
+      store %out[i0, i1], %3
+    }
+  }
+}
+)";
+
+TEST(CUDABackend, DeviceResidentRunMatchesInterpreter) {
+  // Parameters typed on cuda:0 (as captured from CUDA tensors): run()
+  // takes device addresses and queues the kernel without staging.
+  LoopModule module = parseLoopModule(deviceResidentText, "test.loop");
+  const Kernel &kernel = module.kernels[0];
+  int64_t symbols[] = {33};
+  std::map<std::string, int64_t> bindings = {{"s0", 33}};
+  std::mt19937 rng(3);
+  std::vector<std::vector<char>> host;
+  for (const LoopBuffer &param : kernel.params) {
+    host.emplace_back(spanBytes(param, bindings));
+    fillRandom(param.type.dtype, host.back(), rng);
+  }
+  std::vector<std::unique_ptr<CUDADeviceBuffer>> device;
+  std::vector<char *> addresses;
+  std::vector<std::unique_ptr<KernelExecutable>> executables;
+  try {
+    executables = createCUDABackend()->compile(module, CompileOptions());
+    for (std::vector<char> &bytes : host) {
+      device.push_back(std::make_unique<CUDADeviceBuffer>(bytes.size()));
+      device.back()->copyFrom(bytes.data());
+      addresses.push_back(device.back()->address());
+    }
+    executables[0]->run(addresses.data(), symbols);
+  } catch (const Error &error) {
+    ASSERT_TRUE(deviceUnavailable(error)) << error.what();
+    GTEST_SKIP() << error.what();
+  }
+  std::vector<char> got(host[2].size());
+  device[2]->copyTo(got.data()); // synchronous: waits for the kernel
+  std::vector<char *> pointers = {host[0].data(), host[1].data(),
+                                  host[2].data()};
+  interpretKernel(kernel, pointers.data(), symbols);
+  for (size_t at = 0; at < got.size(); at += 4) {
+    ScalarValue want = loadElement(DType::F32, &host[2][at]);
+    ScalarValue have = loadElement(DType::F32, &got[at]);
+    ASSERT_NEAR(want.f, have.f, 1e-6) << "element " << at / 4;
+  }
+}
+
+TEST(CUDABackend, BandwidthBenchmark) {
+  // Without a device: the Error says so. With one: a time and the bytes
+  // the parameters span (x and out 33x1000 f32, w 1000 f32).
+  LoopModule module = parseLoopModule(deviceResidentText, "test.loop");
+  std::vector<CUDAKernelBandwidth> rows;
+  try {
+    rows = benchmarkCUDAKernels(module, {{"s0", 33}}, 5);
+  } catch (const Error &error) {
+    ASSERT_TRUE(deviceUnavailable(error)) << error.what();
+    GTEST_SKIP() << error.what();
+  }
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].bytes, (33 * 1000 * 2 + 1000) * 4);
+  EXPECT_GT(rows[0].seconds, 0);
+  EXPECT_GT(rows[0].copySeconds, 0);
+}
+
 TEST(CUDABackend, RegisteredAsCuda) {
   registerCUDABackend();
   EXPECT_EQ(createBackend("cuda")->name(), "cuda");

@@ -2,7 +2,7 @@
 //
 // dynafuse-run FILE [--backend=NAME] [--reference=interp]
 //              [--sizes=s0=37,s1=5] [--seed=N] [--rtol=1e-4] [--atol=1e-5]
-//              [--prepare=sm_90]
+//              [--prepare=sm_90] [--bench=ITERATIONS]
 //
 // Lowers a .graph (or reads a .loop module), fills its inputs with random
 // values (symbolic sizes default to 17), runs it with --backend and with
@@ -13,6 +13,9 @@
 // inaccessible page, so reading past one faults.
 // --prepare=ARCH only compiles each module's CUDA cubin into the disk
 // cache, so a GPU machine without NVRTC can run them.
+// --bench=N (cuda) times each kernel on device buffers instead: one line
+// per kernel with its bytes (parameters read or written once), time per
+// launch, GB/s, and the fraction of a device-to-device copy's GB/s.
 // benchmarks/gpu/check.sh runs it over a suite of modules.
 //
 //===----------------------------------------------------------------------===//
@@ -33,6 +36,7 @@
 #endif
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -53,12 +57,15 @@ struct Options {
   double rtol = 1e-4, atol = 1e-5;
   /// --prepare=sm_90: only compile the CUDA cubins into the disk cache.
   std::string prepareArch;
+  /// --bench=N: time N launches of each kernel on the device.
+  int benchIterations = 0;
 };
 
 [[noreturn]] void usage(const std::string &problem) {
   std::cerr << "dynafuse-run: " << problem << "\n"
             << "usage: dynafuse-run FILE [--backend=NAME] [--reference=NAME] "
-               "[--sizes=s0=37,...] [--seed=N] [--rtol=X] [--atol=X]\n";
+               "[--sizes=s0=37,...] [--seed=N] [--rtol=X] [--atol=X] "
+               "[--prepare=ARCH] [--bench=N]\n";
   std::exit(2);
 }
 
@@ -73,6 +80,8 @@ Options parseOptions(int argc, char **argv) {
       options.reference = value("--reference=");
     else if (arg.rfind("--prepare=", 0) == 0)
       options.prepareArch = value("--prepare=");
+    else if (arg.rfind("--bench=", 0) == 0)
+      options.benchIterations = std::stoi(value("--bench="));
     else if (arg.rfind("--seed=", 0) == 0)
       options.seed = unsigned(std::stoul(value("--seed=")));
     else if (arg.rfind("--rtol=", 0) == 0)
@@ -216,8 +225,34 @@ bool close(DType type, ScalarValue want, ScalarValue got,
   return std::fabs(want.f - got.f) <= options.atol + rtol * std::fabs(want.f);
 }
 
+int benchModule(const LoopModule &module, const std::string &where,
+                const Options &options) {
+#ifdef DYNAFUSE_HAVE_CUDA
+  std::map<std::string, int64_t> bindings = options.sizes;
+  for (const std::string &symbol : module.symbols)
+    bindings.emplace(symbol, 17);
+  for (const CUDAKernelBandwidth &row :
+       benchmarkCUDAKernels(module, bindings, options.benchIterations)) {
+    double gbs = double(row.bytes) / row.seconds / 1e9;
+    double copyGbs = double(row.bytes) / row.copySeconds / 1e9;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "BENCH %s @%s: %.1f MB, %.1f us, %.0f GB/s, copy %.0f GB/s, "
+                  "%.0f%% of copy\n",
+                  where.c_str(), row.kernel.c_str(), row.bytes / 1e6,
+                  row.seconds * 1e6, gbs, copyGbs, 100 * gbs / copyGbs);
+    std::cout << line;
+  }
+  return 0;
+#else
+  fail("--bench needs a build with the CUDA backend");
+#endif
+}
+
 int runModule(const LoopModule &module, const std::string &where,
               const Options &options) {
+  if (options.benchIterations > 0)
+    return benchModule(module, where, options);
   if (!options.prepareArch.empty()) {
 #ifdef DYNAFUSE_HAVE_CUDA
     compileCUDAToCubin(emitCUDA(module), options.prepareArch);

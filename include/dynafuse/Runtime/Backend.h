@@ -56,6 +56,21 @@ public:
   compile(const LoopModule &module, const CompileOptions &options) = 0;
 };
 
+/// The stream device-resident kernels are queued on by the calling thread
+/// (a CUstream for the cuda backend; null is the device's default stream).
+/// The torch bridge sets torch's current stream around a graph's run.
+void *deviceStream();
+class DeviceStreamScope {
+public:
+  explicit DeviceStreamScope(void *stream);
+  ~DeviceStreamScope();
+  DeviceStreamScope(const DeviceStreamScope &) = delete;
+  DeviceStreamScope &operator=(const DeviceStreamScope &) = delete;
+
+private:
+  void *previous;
+};
+
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 void registerBackend(const std::string &name, BackendFactory factory);
 /// Throws Error naming the known backends when name is not registered.

@@ -4,9 +4,22 @@
 
 #include "dynafuse/Codegen/CUDA/CUDABackend.h"
 
+#include <cstdint>
 #include <string>
 
 namespace dynafuse {
+
+/// What the cuda backend's executables offer beyond KernelExecutable.
+class CUDALaunchable : public KernelExecutable {
+public:
+  /// Queues the kernel on `stream` over device buffers (element-0
+  /// addresses, one per parameter); does not wait.
+  virtual void launch(const uint64_t *buffers, const int64_t *symbols,
+                      void *stream) const = 0;
+  /// Bytes the parameters span for these symbol values.
+  virtual int64_t parameterBytes(const int64_t *symbols) const = 0;
+  virtual const Kernel &loopKernel() const = 0;
+};
 
 /// Device helpers put in front of every emitted module.
 const char *cudaPrelude();

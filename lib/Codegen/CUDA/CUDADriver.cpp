@@ -30,6 +30,9 @@ struct Driver {
   decltype(&::cuMemcpyDtoH) memcpyDtoH = nullptr;
   decltype(&::cuLaunchKernel) launchKernel = nullptr;
   decltype(&::cuCtxSynchronize) ctxSynchronize = nullptr;
+  decltype(&::cuMemcpyDtoD) memcpyDtoD = nullptr;
+  decltype(&::cuMemcpyDtoHAsync) memcpyDtoHAsync = nullptr;
+  decltype(&::cuStreamSynchronize) streamSynchronize = nullptr;
 };
 
 using GetProcAddress = CUresult (*)(const char *, void **, int, cuuint64_t,
@@ -74,7 +77,10 @@ Driver loadDriver() {
             lookup(getProc, "cuMemcpyHtoD", d.memcpyHtoD) &&
             lookup(getProc, "cuMemcpyDtoH", d.memcpyDtoH) &&
             lookup(getProc, "cuLaunchKernel", d.launchKernel) &&
-            lookup(getProc, "cuCtxSynchronize", d.ctxSynchronize);
+            lookup(getProc, "cuCtxSynchronize", d.ctxSynchronize) &&
+            lookup(getProc, "cuMemcpyDtoD", d.memcpyDtoD) &&
+            lookup(getProc, "cuMemcpyDtoHAsync", d.memcpyDtoHAsync) &&
+            lookup(getProc, "cuStreamSynchronize", d.streamSynchronize);
   if (!ok) {
     d.error = "the CUDA driver lacks an entry point Dynafuse uses";
     return d;
@@ -157,13 +163,32 @@ void copyToHost(void *host, uint64_t device, size_t bytes) {
           "cuMemcpyDtoH");
 }
 
-void launch(void *function, unsigned blocks, unsigned threads, void **args) {
+void copyDeviceToDevice(uint64_t destination, uint64_t source, size_t bytes) {
+  if (bytes)
+    check(driver().memcpyDtoD(CUdeviceptr(destination), CUdeviceptr(source),
+                              bytes),
+          "cuMemcpyDtoD");
+}
+
+void copyToHostAsync(void *host, uint64_t device, size_t bytes, void *stream) {
+  if (bytes)
+    check(driver().memcpyDtoHAsync(host, CUdeviceptr(device), bytes,
+                                   CUstream(stream)),
+          "cuMemcpyDtoHAsync");
+}
+
+void launch(void *function, unsigned blocks, unsigned threads, void **args,
+            void *stream) {
   check(driver().launchKernel(CUfunction(function), blocks, 1, 1, threads, 1, 1,
-                              0, nullptr, args, nullptr),
+                              0, CUstream(stream), args, nullptr),
         "cuLaunchKernel");
 }
 
 void synchronize() { check(driver().ctxSynchronize(), "cuCtxSynchronize"); }
+
+void synchronize(void *stream) {
+  check(driver().streamSynchronize(CUstream(stream)), "cuStreamSynchronize");
+}
 
 } // namespace cuda
 } // namespace dynafuse

@@ -28,8 +28,14 @@ uint64_t allocate(size_t bytes);
 void release(uint64_t pointer);
 void copyToDevice(uint64_t device, const void *host, size_t bytes);
 void copyToHost(void *host, uint64_t device, size_t bytes);
-void launch(void *function, unsigned blocks, unsigned threads, void **args);
+void copyDeviceToDevice(uint64_t destination, uint64_t source, size_t bytes);
+/// Queued on `stream` (a CUstream; null is the legacy default stream).
+void copyToHostAsync(void *host, uint64_t device, size_t bytes, void *stream);
+void launch(void *function, unsigned blocks, unsigned threads, void **args,
+            void *stream = nullptr);
+/// The whole context / one stream.
 void synchronize();
+void synchronize(void *stream);
 
 } // namespace cuda
 } // namespace dynafuse

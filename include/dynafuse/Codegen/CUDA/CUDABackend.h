@@ -21,6 +21,7 @@
 #include "dynafuse/Loop/Kernel.h"
 #include "dynafuse/Runtime/Backend.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,43 @@ std::string compileCUDAToCubin(const std::string &source,
 /// A new CUDA backend; compile() works without a device (NVRTC only),
 /// running a kernel needs the driver and a device.
 std::unique_ptr<Backend> createCUDABackend();
+
+/// Device memory on device 0 (tools and tests; the torch bridge uses
+/// torch's allocator). Throws Error when there is no device.
+class CUDADeviceBuffer {
+public:
+  explicit CUDADeviceBuffer(size_t bytes);
+  ~CUDADeviceBuffer();
+  CUDADeviceBuffer(const CUDADeviceBuffer &) = delete;
+  CUDADeviceBuffer &operator=(const CUDADeviceBuffer &) = delete;
+  void copyFrom(const void *host);
+  void copyTo(void *host) const;
+  /// The device address, as the kernel ABI takes it.
+  char *address() const;
+
+private:
+  uint64_t pointer = 0;
+  size_t bytes = 0;
+};
+
+/// Device bandwidth of one kernel (benchmarkCUDAKernels).
+struct CUDAKernelBandwidth {
+  std::string kernel;
+  /// Bytes its parameters span, each read or written once (ideal traffic).
+  int64_t bytes = 0;
+  /// Median time of one launch, and of a device-to-device copy of bytes/2
+  /// (which moves the same bytes: half read, half written).
+  double seconds = 0;
+  double copySeconds = 0;
+};
+
+/// Runs every kernel of `module` (compiled by the cuda backend) on device
+/// buffers of random data sized by `bindings` (every size symbol bound),
+/// `iterations` timed launches after a warm-up. Needs a device.
+std::vector<CUDAKernelBandwidth>
+benchmarkCUDAKernels(const LoopModule &module,
+                     const std::map<std::string, int64_t> &bindings,
+                     int iterations);
 
 /// Registers createCUDABackend under the name "cuda". Idempotent.
 void registerCUDABackend();

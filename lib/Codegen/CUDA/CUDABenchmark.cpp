@@ -1,0 +1,143 @@
+//===- CUDABenchmark.cpp - Device bandwidth of compiled kernels -----------===//
+//
+// CUDADeviceBuffer (device memory for tools and tests) and
+// benchmarkCUDAKernels: each kernel of a module on device buffers of random
+// data, timed over back-to-back launches on the default stream (one
+// synchronize at the end, so launch latency overlaps execution), beside a
+// cuMemcpyDtoD moving the same bytes. The GPU check (benchmarks/gpu/check.sh)
+// prints these through `dynafuse-run --bench`.
+//
+//===----------------------------------------------------------------------===//
+#include "CUDACodegen.h"
+#include "CUDADriver.h"
+
+#include "dynafuse/Loop/ScalarSemantics.h"
+#include "dynafuse/Support/Error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <random>
+
+namespace dynafuse {
+namespace {
+
+/// Random elements in [-2, 2] (floating) or [0, 3] (integers, bool).
+std::vector<char> randomElements(DType type, int64_t count, std::mt19937 &rng) {
+  std::uniform_real_distribution<double> real(-2, 2);
+  std::uniform_int_distribution<int64_t> integer(0, 3);
+  std::vector<char> bytes(size_t(std::max<int64_t>(count, 1)) *
+                          dtypeSize(type));
+  for (int64_t k = 0; k < count; ++k) {
+    ScalarValue value;
+    value.f = real(rng);
+    value.i = type == DType::Bool ? integer(rng) & 1 : integer(rng);
+    storeElement(type, bytes.data() + k * dtypeSize(type), value);
+  }
+  return bytes;
+}
+
+/// Median seconds of one call of `body`, over `iterations` back-to-back
+/// calls in 5 batches, after one warm-up batch.
+double medianSeconds(const std::function<void()> &body, int iterations) {
+  std::vector<double> batches;
+  int perBatch = std::max(1, iterations / 5);
+  for (int batch = 0; batch <= 5; ++batch) {
+    cuda::synchronize();
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < perBatch; ++i)
+      body();
+    cuda::synchronize();
+    std::chrono::duration<double> elapsed =
+        std::chrono::steady_clock::now() - start;
+    if (batch > 0)
+      batches.push_back(elapsed.count() / perBatch);
+  }
+  std::sort(batches.begin(), batches.end());
+  return batches[batches.size() / 2];
+}
+
+CUDAKernelBandwidth
+benchmarkKernel(const CUDALaunchable &executable,
+                const std::map<std::string, int64_t> &bindings, int iterations,
+                std::mt19937 &rng) {
+  const Kernel &kernel = executable.loopKernel();
+  std::vector<int64_t> symbols;
+  for (const std::string &symbol : kernel.symbols) {
+    auto found = bindings.find(symbol);
+    if (found == bindings.end())
+      fail("benchmark: size symbol '" + symbol + "' of @" + kernel.name +
+           " has no value (pass --sizes)");
+    symbols.push_back(found->second);
+  }
+  std::vector<uint64_t> buffers;
+  for (const LoopBuffer &param : kernel.params) {
+    int64_t count = 1;
+    std::vector<SymExpr> strides = param.type.effectiveStrides();
+    for (size_t k = 0; k < param.type.rank(); ++k) {
+      int64_t size = param.type.sizes[k].evaluate(bindings);
+      count += size > 0 ? (size - 1) * strides[k].evaluate(bindings) : 0;
+    }
+    std::vector<char> host = randomElements(param.type.dtype, count, rng);
+    buffers.push_back(cuda::allocate(host.size()));
+    cuda::copyToDevice(buffers.back(), host.data(), host.size());
+  }
+  CUDAKernelBandwidth result;
+  result.kernel = kernel.name;
+  result.bytes = executable.parameterBytes(symbols.data());
+  result.seconds = medianSeconds(
+      [&] { executable.launch(buffers.data(), symbols.data(), nullptr); },
+      iterations);
+  size_t half = size_t(std::max<int64_t>(result.bytes / 2, 1));
+  uint64_t from = cuda::allocate(half), to = cuda::allocate(half);
+  result.copySeconds = medianSeconds(
+      [&] { cuda::copyDeviceToDevice(to, from, half); }, iterations);
+  cuda::release(from);
+  cuda::release(to);
+  for (uint64_t buffer : buffers)
+    cuda::release(buffer);
+  return result;
+}
+
+} // namespace
+
+std::vector<CUDAKernelBandwidth>
+benchmarkCUDAKernels(const LoopModule &module,
+                     const std::map<std::string, int64_t> &bindings,
+                     int iterations) {
+  cuda::requireDevice();
+  std::vector<std::unique_ptr<KernelExecutable>> executables =
+      createCUDABackend()->compile(module, CompileOptions());
+  std::mt19937 rng(1);
+  std::vector<CUDAKernelBandwidth> results;
+  for (const auto &executable : executables) {
+    auto *launchable = dynamic_cast<const CUDALaunchable *>(executable.get());
+    if (!launchable)
+      fail("benchmark: not a kernel of the cuda backend");
+    results.push_back(benchmarkKernel(*launchable, bindings, iterations, rng));
+  }
+  return results;
+}
+
+} // namespace dynafuse
+
+namespace dynafuse {
+
+CUDADeviceBuffer::CUDADeviceBuffer(size_t bytes)
+    : pointer(cuda::allocate(bytes)), bytes(bytes) {}
+
+CUDADeviceBuffer::~CUDADeviceBuffer() { cuda::release(pointer); }
+
+void CUDADeviceBuffer::copyFrom(const void *host) {
+  cuda::copyToDevice(pointer, host, bytes);
+}
+
+void CUDADeviceBuffer::copyTo(void *host) const {
+  cuda::copyToHost(host, pointer, bytes);
+}
+
+char *CUDADeviceBuffer::address() const {
+  return reinterpret_cast<char *>(uintptr_t(pointer));
+}
+
+} // namespace dynafuse
