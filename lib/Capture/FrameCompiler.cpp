@@ -196,6 +196,33 @@ CacheEntry::InputView inputViewOf(const LoopModule &module,
   return view;
 }
 
+/// CPU backends run host memory, the cuda backend device memory of
+/// cuda:0: a graph whose buffers live elsewhere cannot be compiled for the
+/// requested backend (the frame then runs eagerly, with this reason).
+void requireDevicesOf(const LoopModule &module, const std::string &backend) {
+  bool cuda = backend == "cuda";
+  auto check = [&](const TensorType &type, const std::string &name) {
+    bool ok = cuda ? type.device == "cuda:0" || type.device == "cuda"
+                   : type.device == "cpu";
+    if (!ok)
+      throw Unsupported(
+          "backend '" + backend + "' cannot run %" + name + " on " +
+              type.device +
+              (cuda ? " (it runs tensors on cuda:0)"
+                    : " (CPU backends run CPU tensors; use backend='cuda' "
+                      "or 'auto')"),
+          Location{});
+  };
+  for (const LoopBuffer &input : module.inputs)
+    check(input.type, input.name);
+  for (const ProgramStep &step : module.steps) {
+    if (step.kind == ProgramStep::Kind::Alloc)
+      check(step.type, step.result);
+    for (size_t i = 0; i < step.types.size(); ++i)
+      check(step.types[i], step.results.at(i));
+  }
+}
+
 std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
                                          const CallOptions &options) {
   auto entry = std::make_unique<CacheEntry>();
@@ -236,6 +263,7 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
   }
   for (const ProgramStep &step : module.steps)
     info.externCalls += step.kind == ProgramStep::Kind::Extern;
+  requireDevicesOf(module, options.backend);
   entry->module = std::make_unique<CompiledModule>(
       std::move(module), backendNamed(options.backend), compileOptions);
   info.peakIntermediateBytes = entry->module->peakIntermediateBytes({});
@@ -368,6 +396,8 @@ PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
   TorchContext context(entry.captured.torchCalls);
   {
     PooledTorchAllocations pooled;
+    DeviceStreamScope stream(entry.backend == "cuda" ? currentTorchCudaStream()
+                                                     : nullptr);
     entry.module->run(args, context);
   }
   for (const auto &[input, output] : entry.captured.writeBacks) {

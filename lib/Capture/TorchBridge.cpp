@@ -471,3 +471,28 @@ PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
 }
 
 } // namespace dynafuse
+
+namespace dynafuse {
+
+void *currentTorchCudaStream() {
+  static PyObject *currentStream = nullptr;
+  PyObject *function =
+      lookupOnce(currentStream, "torch.cuda", "current_stream");
+  if (!function)
+    fail("torch.cuda.current_stream is not available");
+  PyRef stream = PyRef::steal(PyObject_CallNoArgs(function));
+  PyRef handle = PyRef::steal(
+      stream ? PyObject_GetAttrString(stream.get(), "cuda_stream") : nullptr);
+  if (!handle) {
+    PyErr_Clear();
+    fail("cannot read torch's current CUDA stream");
+  }
+  void *pointer = PyLong_AsVoidPtr(handle.get());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    fail("torch's current CUDA stream is not a handle");
+  }
+  return pointer;
+}
+
+} // namespace dynafuse

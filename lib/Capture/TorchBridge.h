@@ -67,6 +67,11 @@ private:
   bool active = false;
 };
 
+/// torch.cuda.current_stream().cuda_stream (a CUstream; null for the
+/// default stream): where the cuda backend queues a graph's kernels, so
+/// they order with torch's own work. Throws Error when unavailable.
+void *currentTorchCudaStream();
+
 /// With DYNAFUSE_GUARD_PAGES=all, makes the guard-page allocator torch's CPU
 /// allocator, so inputs, parameters and ATen's results are guarded too.
 void installGuardPagesForTorch();

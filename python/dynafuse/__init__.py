@@ -10,6 +10,7 @@ them behind guards; later calls with the same kinds of inputs run the cached
 kernels. Whatever cannot be captured runs eagerly, unchanged.
 """
 import functools
+import itertools
 import os
 import sys
 import sysconfig
@@ -48,13 +49,18 @@ _SKIP_PREFIXES = _skip_prefixes()
 _C.set_op_tables(ops.FUNCTIONS, ops.METHODS, ops.STATE_QUERIES)
 config._apply(_C, _SKIP_PREFIXES)
 
-_BACKENDS = ("cpu", "llvm", "interp")
+_BACKENDS = ("auto", "cpu", "llvm", "interp", "cuda")
 
 
-def compile(fn=None, *, backend="cpu", fullgraph=False):
+def compile(fn=None, *, backend="auto", fullgraph=False):
     """Compiles a function or nn.Module; usable as @compile or @compile(...).
 
-    backend: "cpu" (LLVM when built, else the interpreter), "llvm", "interp".
+    backend: "auto" (by device, per call: "cuda" when a tensor argument or
+    the module's first parameter or buffer is on a CUDA device, else
+    "cpu"), "cpu" (LLVM when built, else the interpreter), "llvm",
+    "interp", "cuda" (NVRTC-compiled kernels on cuda:0, on torch's
+    current stream). A graph whose tensors are on another device than the
+    backend runs eagerly, with the reason logged.
     fullgraph: raise dynafuse.Unsupported instead of falling back to eager
     when the code cannot be captured as one graph.
     """
@@ -69,13 +75,30 @@ def compile(fn=None, *, backend="cpu", fullgraph=False):
     return _compiled_function(fn, backend, fullgraph)
 
 
+def _on_cuda(value):
+    return isinstance(value, torch.Tensor) and value.is_cuda
+
+
+def _backend_for(backend, args, kwargs, module=None):
+    """Resolves "auto" by the devices of the call's tensors."""
+    if backend != "auto":
+        return backend
+    if any(_on_cuda(a) for a in args) or (kwargs and any(_on_cuda(v) for v in kwargs.values())):
+        return "cuda"
+    if module is not None:
+        for tensor in itertools.chain(module.parameters(), module.buffers()):
+            return "cuda" if tensor.is_cuda else "cpu"
+    return "cpu"
+
+
 def _compiled_function(fn, backend, fullgraph):
     target = getattr(fn, "__code__", None)
 
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
         config._apply(_C, _SKIP_PREFIXES)
-        return _C.call(fn, args, kwargs or None, backend, fullgraph, target)
+        return _C.call(fn, args, kwargs or None, _backend_for(backend, args, kwargs),
+                       fullgraph, target)
 
     compiled._dynafuse_original = fn
     return compiled
@@ -93,6 +116,7 @@ class _CompiledModule(torch.nn.Module):
         config._apply(_C, _SKIP_PREFIXES)
         backend, fullgraph = self._dynafuse_options
         target = getattr(type(self._orig_mod).forward, "__code__", None)
+        backend = _backend_for(backend, args, kwargs, self._orig_mod)
         return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph, target)
 
 
@@ -130,7 +154,7 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain(fn, *, backend="cpu"):
+def explain(fn, *, backend="auto"):
     """explain(fn)(*args): forgets compiled code (like reset()), runs fn
     compiled once and reports what was captured and why anything was not."""
     def run(*args, **kwargs):

@@ -19,6 +19,9 @@
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
 #endif
+#ifdef DYNAFUSE_HAVE_CUDA
+#include "dynafuse/Codegen/CUDA/CUDABackend.h"
+#endif
 
 using namespace dynafuse;
 
@@ -211,6 +214,9 @@ PyMODINIT_FUNC PyInit__C() {
   registerBuiltinBackends();
 #ifdef DYNAFUSE_HAVE_LLVM
   registerLLVMBackend();
+#endif
+#ifdef DYNAFUSE_HAVE_CUDA
+  registerCUDABackend();
 #endif
   initializeFrameCompiler(unsupportedError);
   return module;

@@ -194,12 +194,26 @@ TEST_F(NVRTCTest, CompileErrorsCarryTheLog) {
   }
 }
 
+const char *deviceResidentText = R"(
+kernel @gelu[s0](%x: f32[s0, 1000]@cuda:0, %w: f32[1000]@cuda:0, %out: f32[s0, 1000]@cuda:0) {
+  for i0 in 0..s0 {
+    for i1 in 0..1000 {
+      %0 = load %x[i0, i1] : f32
+      %1 = load %w[i1] : f32
+      %2 = mul %0, %1 : f32
+      %3 = erf %2 : f32
+      store %out[i0, i1], %3
+    }
+  }
+}
+)";
+
 /// sm_90 cubins of the kernels the device tests run: checks cubin output
 /// and, with DYNAFUSE_CACHE_DIR set, prepares them for a GPU machine
 /// without NVRTC (benchmarks/gpu/check.sh --prepare).
 TEST_F(NVRTCTest, CubinsForTheDeviceTests) {
-  for (const char *text :
-       {softmaxText, argmaxText, pointwiseText, nestedText, allText}) {
+  for (const char *text : {softmaxText, argmaxText, pointwiseText, nestedText,
+                           allText, deviceResidentText}) {
     std::string cubin =
         compileCUDAToCubin(emitCUDA(parseLoopModule(text, "test.loop")));
     ASSERT_GT(cubin.size(), 4u);
@@ -318,20 +332,6 @@ bool deviceUnavailable(const Error &error) {
   return message.rfind("CUDA backend: device unavailable: ", 0) == 0 ||
          message.find("cannot load NVRTC") != std::string::npos;
 }
-
-const char *deviceResidentText = R"(
-kernel @gelu[s0](%x: f32[s0, 1000]@cuda:0, %w: f32[1000]@cuda:0, %out: f32[s0, 1000]@cuda:0) {
-  for i0 in 0..s0 {
-    for i1 in 0..1000 {
-      %0 = load %x[i0, i1] : f32
-      %1 = load %w[i1] : f32
-      %2 = mul %0, %1 : f32
-      %3 = erf %2 : f32
-      store %out[i0, i1], %3
-    }
-  }
-}
-)";
 
 TEST(CUDABackend, DeviceResidentRunMatchesInterpreter) {
   // Parameters typed on cuda:0 (as captured from CUDA tensors): run()
