@@ -5,7 +5,10 @@
 #include "dynafuse/Codegen/CUDA/CUDABackend.h"
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace dynafuse {
 
@@ -20,6 +23,20 @@ public:
   virtual int64_t parameterBytes(const int64_t *symbols) const = 0;
   virtual const Kernel &loopKernel() const = 0;
 };
+
+/// The loads and stores of a pointwise kernel that move 16-byte vectors of
+/// 4 elements along the innermost loop (CUDAVectorPlan.cpp).
+struct CUDAVectorPlan {
+  /// Instruction id -> the dim indexed by the innermost variable.
+  std::map<int, int> widened;
+};
+
+/// The plan for a pointwise kernel whose innermost loop variable is
+/// `innerVar` and whose per-element statements are `body`; none when the
+/// kernel cannot widen its accesses.
+std::optional<CUDAVectorPlan> planVectorAccess(const Kernel &kernel,
+                                               const std::string &innerVar,
+                                               const std::vector<Stmt> &body);
 
 /// Device helpers put in front of every emitted module.
 const char *cudaPrelude();

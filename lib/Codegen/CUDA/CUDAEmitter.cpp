@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -158,6 +159,10 @@ private:
   /// Whether the statements being emitted are shared by a whole block
   /// (stores only in thread 0).
   bool blockLevel = false;
+  /// Vector path: the first lane's innermost index, and the vector
+  /// component each widened load or store of the current lane uses.
+  std::string laneBase;
+  std::map<int, std::string> laneAccess;
 
   std::ostream &line() { return out << std::string(2 * indent, ' '); }
   std::string fresh(const char *stem) {
@@ -242,7 +247,8 @@ private:
 
   // --- Kernel shapes -------------------------------------------------------
 
-  /// Flattens the perfect nest of single loops at the top.
+  /// Flattens the perfect nest of single loops at the top. With a vector
+  /// plan, a uniform run-time test picks the 16-byte path.
   void emitPointwiseKernel() {
     info.shape = CUDAKernelShape::Pointwise;
     std::vector<const Stmt *> nest;
@@ -255,30 +261,163 @@ private:
     SymExpr work = 1;
     for (const Stmt *loop : nest)
       work = work * loop->extent;
-    info.work = work;
-    std::string total = fresh("total"), flat = fresh("flat");
+    std::optional<CUDAVectorPlan> plan;
+    const SymExpr *innerExtent = nest.empty() ? nullptr : &nest.back()->extent;
+    bool multipleOf4 = innerExtent && (!innerExtent->isConstant() ||
+                                       innerExtent->constant() % 4 == 0);
+    if (multipleOf4)
+      plan = planVectorAccess(kernel, nest.back()->var, *body);
+    // One thread per element, or per 4 when the vector path may run (the
+    // scalar fallback then strides over the grid).
+    info.work = plan ? floorDiv(work + 3, 4) : work;
+    std::string total = fresh("total");
     line() << "long long " << total << " = 1;\n";
     for (const Stmt *loop : nest)
       line() << total << " *= max(" << expr(loop->extent) << ", 0LL);\n";
+    if (!plan) {
+      emitFlatLoop(nest, hoisted, *body, total);
+      return;
+    }
+    line() << "if (" << vectorCondition(*plan, *nest.back()) << ") {\n";
+    ++indent;
+    emitVectorLoop(nest, hoisted, *body, total, *plan);
+    --indent;
+    line() << "} else {\n";
+    ++indent;
+    emitFlatLoop(nest, hoisted, *body, total);
+    --indent;
+    line() << "}\n";
+  }
+
+  /// A grid-stride loop over the flat elements of `nest`, `lanes` at a
+  /// time along the innermost loop: declares the loop variables
+  /// (the innermost one is the first lane's) and leaves the loop open.
+  void openFlatLoop(const std::vector<const Stmt *> &nest,
+                    const std::string &total, int lanes) {
+    std::string flat = fresh("flat");
+    std::string count =
+        lanes == 1 ? total : total + " / " + std::to_string(lanes);
     line() << "for (long long " << flat
            << " = (long long)blockIdx.x * blockDim.x + threadIdx.x; " << flat
-           << " < " << total << "; " << flat
+           << " < " << count << "; " << flat
            << " += (long long)gridDim.x * blockDim.x) {\n";
     ++indent;
     std::string rest = fresh("rest");
     line() << "long long " << rest << " = " << flat << ";\n";
     for (size_t k = nest.size(); k-- > 0;) {
       std::string extent = expr(nest[k]->extent);
-      line() << "const long long " << symbolName(nest[k]->var) << " = " << rest
-             << " % " << extent << ";\n";
+      bool inner = k + 1 == nest.size() && lanes > 1;
+      if (inner)
+        extent = "(" + extent + " / " + std::to_string(lanes) + ")";
+      line() << "const long long "
+             << (inner ? laneBase : symbolName(nest[k]->var)) << " = (" << rest
+             << " % " << extent << ")"
+             << (inner ? " * " + std::to_string(lanes) : "") << ";\n";
       line() << rest << " /= " << extent << ";\n";
     }
     line() << "(void)" << rest << ";\n";
+  }
+
+  void emitFlatLoop(const std::vector<const Stmt *> &nest,
+                    const std::vector<int> &hoisted,
+                    const std::vector<Stmt> &body, const std::string &total) {
+    openFlatLoop(nest, total, 1);
     for (int id : hoisted)
       emitInstr(id);
-    emitSerialBody(*body);
+    emitSerialBody(body);
     --indent;
     line() << "}\n";
+  }
+
+  /// True (uniformly, for the whole launch) when every widened access is
+  /// 16-byte aligned at every group of 4: the innermost extent is a
+  /// multiple of 4, each widened buffer's base is aligned and its other
+  /// dims' strides are multiples of 4 elements.
+  std::string vectorCondition(const CUDAVectorPlan &plan, const Stmt &inner) {
+    std::string condition = "(" + expr(inner.extent) + " % 4 == 0)";
+    std::set<int> buffers;
+    for (const auto &[id, dim] : plan.widened) {
+      int buffer = kernel.instrs[id].buffer;
+      if (!buffers.insert(buffer).second)
+        continue;
+      condition += " && (((unsigned long long)p" + std::to_string(buffer) +
+                   " & 15) == 0)";
+      std::vector<SymExpr> strides =
+          kernel.params[buffer].type.effectiveStrides();
+      for (size_t k = 0; k < strides.size(); ++k)
+        if (int(k) != dim)
+          condition += " && (" + expr(strides[k]) + " % 4 == 0)";
+    }
+    return condition;
+  }
+
+  /// Widened loads before the lanes, the body once per lane (loads and
+  /// stores of the plan read and write vector components), widened stores
+  /// after.
+  void emitVectorLoop(const std::vector<const Stmt *> &nest,
+                      const std::vector<int> &hoisted,
+                      const std::vector<Stmt> &body, const std::string &total,
+                      const CUDAVectorPlan &plan) {
+    static const char *components[] = {".x", ".y", ".z", ".w"};
+    laneBase = fresh("lane0");
+    openFlatLoop(nest, total, 4);
+    std::string var = symbolName(nest.back()->var);
+    for (int id : hoisted)
+      emitInstr(id);
+    std::map<int, std::string> vectors;
+    for (const auto &[id, dim] : plan.widened) {
+      const Instr &instr = kernel.instrs[id];
+      vectors[id] = fresh("vec");
+      std::string type = kernel.params[instr.buffer].type.dtype == DType::F32
+                             ? "float4"
+                             : "int4";
+      if (instr.op == ScalarOp::Store) {
+        line() << type << " " << vectors[id] << ";\n";
+        continue;
+      }
+      line() << "const " << type << " " << vectors[id] << " = *(const " << type
+             << " *)(p" << instr.buffer << " + " << laneOffset(instr, var)
+             << ");\n";
+    }
+    for (int lane = 0; lane < 4; ++lane) {
+      line() << "{\n";
+      ++indent;
+      line() << "const long long " << var << " = " << laneBase << " + " << lane
+             << ";\n";
+      for (const auto &[id, vector] : vectors)
+        laneAccess[id] = vector + components[lane];
+      emitSerialBody(body);
+      laneAccess.clear();
+      --indent;
+      line() << "}\n";
+    }
+    for (const auto &[id, dim] : plan.widened) {
+      const Instr &instr = kernel.instrs[id];
+      if (instr.op != ScalarOp::Store)
+        continue;
+      std::string type = kernel.params[instr.buffer].type.dtype == DType::F32
+                             ? "float4"
+                             : "int4";
+      line() << "*(" << type << " *)(p" << instr.buffer << " + "
+             << laneOffset(instr, var) << ") = " << vectors[id] << ";\n";
+    }
+    --indent;
+    line() << "}\n";
+  }
+
+  /// The flat offset of `instr` at the first lane (its innermost variable
+  /// replaced by the lane base).
+  std::string laneOffset(const Instr &instr, const std::string &var) {
+    std::vector<SymExpr> strides =
+        kernel.params[instr.buffer].type.effectiveStrides();
+    std::string offset = "0LL";
+    for (size_t k = 0; k < instr.index.size(); ++k) {
+      std::string index = expr(instr.index[k]);
+      if (index == var)
+        index = laneBase;
+      offset += " + " + index + " * " + expr(strides[k]);
+    }
+    return "(" + offset + ")";
   }
 
   void emitSerialKernel(const Stmt *outer, const std::vector<int> &hoisted) {
@@ -563,8 +702,18 @@ private:
     case ScalarOp::Reduced:
       return;
     case ScalarOp::Load:
+      if (laneAccess.count(id)) {
+        line() << "const " << valueType(instr.type) << " " << value(id)
+               << " = (" << valueType(instr.type) << ")" << laneAccess[id]
+               << ";\n";
+        return;
+      }
       return emitLoad(id);
     case ScalarOp::Store:
+      if (laneAccess.count(id)) {
+        line() << laneAccess[id] << " = " << value(instr.args[0]) << ";\n";
+        return;
+      }
       return emitStore(instr);
     default:
       line() << "const " << valueType(instr.type) << " " << value(id) << " = "
