@@ -41,6 +41,10 @@ def parse_args():
     parser.add_argument("--out", default="benchmark-results")
     parser.add_argument("--only", default="", help="substring filter on workload names; several separated by |")
     parser.add_argument("--no-inductor", action="store_true")
+    parser.add_argument("--max-autotune", action="store_true",
+                        help="also torch.compile(mode='max-autotune-no-cudagraphs') "
+                             "on workloads 5-7, where it differs from the default "
+                             "(its GEMM/conv templates); slow to compile")
     parser.add_argument("--no-modules", action="store_true", help="skip workloads 5-7")
     parser.add_argument("--no-vision", action="store_true", help="skip workload 7")
     return parser.parse_args()
@@ -143,7 +147,7 @@ def dynafuse_compile_times(workload):
     return row
 
 
-def measure(workload, row, runs, warmup, use_inductor):
+def measure(workload, row, runs, warmup, use_inductor, max_autotune):
     torch.manual_seed(0)
     inputs = workload.make_inputs()
     candidates = {"eager": workload.fn}
@@ -162,6 +166,13 @@ def measure(workload, row, runs, warmup, use_inductor):
             candidates["torch.compile"] = inductor
         except Exception as error:  # noqa: BLE001 - report and go on
             row["inductor_error"] = f"{type(error).__name__}: {error}"[:200]
+    if use_inductor and max_autotune and workload.module:
+        try:
+            tuned = torch.compile(workload.fn, mode="max-autotune-no-cudagraphs")
+            row["inductor_max_autotune_compile_s"] = timed(tuned, inputs)
+            candidates["max-autotune"] = tuned
+        except Exception as error:  # noqa: BLE001 - report and go on
+            row["max_autotune_error"] = f"{type(error).__name__}: {error}"[:200]
 
     for fn in candidates.values():
         for _ in range(warmup):
@@ -213,6 +224,9 @@ def print_table(rows, triad, threads):
         vs_tc = f"{row['torch.compile_ms'] / ours:.2f}x" if "torch.compile_ms" in row else "-"
         bw = f"{row['dynafuse_gbs'] / triad:.0%}" if "dynafuse_gbs" in row else ""
         note = ""
+        if "max-autotune_ms" in row:
+            note = (f"max-autotune {cell('max-autotune', 0).strip()} "
+                    f"({row['max-autotune_ms'] / ours:.2f}x)")
         if not row["dynafuse_captured"]:
             note = "EAGER FALLBACK (module capture pending)" if row["module"] else "EAGER FALLBACK"
         print(f"{row['name']:36}{cell('eager', 14)}{cell('torch.compile', 16)}"
@@ -224,7 +238,9 @@ def print_table(rows, triad, threads):
         warm = row.get("dynafuse_warm_compile_s")
         inductor = row.get("inductor_compile_s")
         fmt = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
-        print(f"  {row['name']:36}{fmt(cold):>8}{fmt(warm):>8}{fmt(inductor):>8}")
+        tuned = row.get("inductor_max_autotune_compile_s")
+        extra = f"   (max-autotune {fmt(tuned)})" if tuned is not None else ""
+        print(f"  {row['name']:36}{fmt(cold):>8}{fmt(warm):>8}{fmt(inductor):>8}{extra}")
 
 
 def write_chart(rows, triad, path):
@@ -274,7 +290,8 @@ def main():
             rows.append(dynafuse_compile_times(workload))
         for workload, row in zip(selected, rows):
             print(f"measuring {workload.name} ...", flush=True)
-            measure(workload, row, args.runs, args.warmup, not args.no_inductor)
+            measure(workload, row, args.runs, args.warmup, not args.no_inductor,
+                    args.max_autotune)
         triad = max(triad_before, triad_gbs(args.runs))
         overhead = call_overhead(args.runs)
     print_table(rows, triad, args.threads)

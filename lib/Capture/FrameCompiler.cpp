@@ -144,9 +144,12 @@ std::string sanitize(const std::string &name) {
   return clean;
 }
 
-std::string nextGraphName(PyCodeObject *code) {
-  static long counter = 0;
-  return sanitize(codeName(code)) + "_" + std::to_string(counter++);
+/// The code's name and how many graphs this code object compiled before:
+/// the same in every process that compiles the same code in the same
+/// order, so kernel names, and with them the disk cache's keys (the IR
+/// text), do not depend on what else the process compiled first.
+std::string graphName(PyCodeObject *code, int compileIndex) {
+  return sanitize(codeName(code)) + "_" + std::to_string(compileIndex);
 }
 
 void writeFile(const std::filesystem::path &path, const std::string &text) {
@@ -157,8 +160,13 @@ void writeFile(const std::filesystem::path &path, const std::string &text) {
 std::string dumpFolder(const CapturedFrame &captured) {
   if (compilerConfig().dumpDir.empty())
     return "";
+  // Two code objects may share a name (two lambdas): one folder each.
+  static auto *used = new std::map<std::string, int>();
+  int copies = (*used)[captured.graph->name]++;
+  std::string folder =
+      captured.graph->name + (copies ? "-" + std::to_string(copies + 1) : "");
   std::filesystem::path dir =
-      std::filesystem::path(compilerConfig().dumpDir) / captured.graph->name;
+      std::filesystem::path(compilerConfig().dumpDir) / folder;
   std::filesystem::create_directories(dir);
   writeFile(dir / "graph.graph", printGraph(*captured.graph));
   writeFile(dir / "replay.sh",
@@ -224,10 +232,11 @@ void requireDevicesOf(const LoopModule &module, const std::string &backend) {
 }
 
 std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
-                                         const CallOptions &options) {
+                                         const CallOptions &options,
+                                         int compileIndex) {
   auto entry = std::make_unique<CacheEntry>();
   entry->backend = options.backend;
-  entry->captured = captureFrame(frame, nextGraphName(frame->code));
+  entry->captured = captureFrame(frame, graphName(frame->code, compileIndex));
   ++compilerStats().captures;
   const Graph &graph = *entry->captured.graph;
   if (graph.nodes.empty())
@@ -473,8 +482,8 @@ PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
   }
   if (reachedRecompileLimit(cache, frame->code))
     return nullptr;
-  ++cache.compiles;
-  std::shared_ptr<CacheEntry> entry = compileFrame(frame, options);
+  std::shared_ptr<CacheEntry> entry =
+      compileFrame(frame, options, cache.compiles++);
   cache.entries.push_front(entry);
   SourceResolver resolver(entry->captured.sources, frame);
   result = runEntry(*entry, resolver);

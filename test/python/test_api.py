@@ -127,3 +127,30 @@ def test_step_trace_and_profile_logs(capfd):
     dynafuse.config.log = ""
     compiled(x, y)
     assert "[dynafuse:" not in capfd.readouterr().err
+
+
+def test_graph_names_do_not_depend_on_what_compiled_before(tmp_path):
+    """A graph is named after its code and how many graphs that code object
+    compiled before, so kernel names, and the disk cache's keys with them,
+    are the same in a process that compiled other code first. Two code
+    objects of one name (lambdas) dump into separate folders."""
+    dynafuse.config.dump_dir = str(tmp_path)
+
+    def first(x):
+        return x.exp() + 1
+
+    def second(x):
+        return x.sin() * 2
+
+    x = torch.randn(4, 5)
+    dynafuse.compile(second)(x)
+    dynafuse.compile(first)(x)
+    dynafuse.compile(first)(torch.randn(3, 5))  # a recompile: a new shape
+    prefix = "test_graph_names_do_not_depend_on_what_compiled_before__locals__"
+    names = [graph["name"].replace(prefix, "") for graph in dynafuse.compiled_graphs()]
+    assert names == ["second_0", "first_0", "first_1"], names
+    dynafuse.compile(lambda x: x + 1)(x)
+    dynafuse.compile(lambda x: x - 1)(x)
+    folders = sorted(path.name.replace(prefix, "") for path in tmp_path.iterdir())
+    assert folders == ["_lambda__0", "_lambda__0-2", "first_0", "first_1",
+                       "second_0"], folders
