@@ -187,7 +187,10 @@ KernelEmitter::emitCountedLoop(const std::string &label, const std::string &var,
   llvm::BasicBlock *latch = builder.GetInsertBlock();
   Value *next = builder.CreateAdd(index, builder.getInt64(1), var + ".next",
                                   /*HasNUW=*/true, /*HasNSW=*/true);
-  builder.CreateCondBr(builder.CreateICmpSLT(next, extent), header, exit);
+  llvm::BranchInst *backEdge =
+      builder.CreateCondBr(builder.CreateICmpSLT(next, extent), header, exit);
+  if (latch == header)
+    interleaveInnermostLoop(backEdge, extent);
   index->addIncoming(next, latch);
 
   exit->insertInto(function);
@@ -202,6 +205,33 @@ KernelEmitter::emitCountedLoop(const std::string &label, const std::string &var,
     carriedOut.push_back(out);
   }
   return carriedOut;
+}
+
+/// Straight-line innermost loops of a known trip count interleave 4 (or 2)
+/// vector iterations: LLVM picks 1 for bodies as long as gelu's (erf, exp),
+/// whose ~30-instruction dependency chains then leave the FMA ports idle;
+/// 4 independent chains measured gelu 4096^2 8.5 -> 7.1 and 7.9 -> 6.5 ms
+/// (A/B in one process), softmax, layer_norm and rms-norm unchanged
+/// (docs/performance.md). Short loops keep LLVM's choice, so the vector loop
+/// still runs when the trip count is small.
+void KernelEmitter::interleaveInnermostLoop(llvm::BranchInst *backEdge,
+                                            Value *extent) {
+  auto *constant = llvm::dyn_cast<llvm::ConstantInt>(extent);
+  if (!constant)
+    return;
+  int64_t trips = constant->getSExtValue();
+  llvm::Attribute width = function->getFnAttribute("prefer-vector-width");
+  int64_t lanes = width.isValid() && width.getValueAsString() == "512" ? 16 : 8;
+  int count = trips >= lanes * 8 ? 4 : trips >= lanes * 4 ? 2 : 0;
+  if (!count)
+    return;
+  llvm::Metadata *interleave[] = {
+      llvm::MDString::get(context, "llvm.loop.interleave.count"),
+      llvm::ConstantAsMetadata::get(builder.getInt32(count))};
+  llvm::Metadata *parts[] = {nullptr, llvm::MDNode::get(context, interleave)};
+  llvm::MDNode *loopID = llvm::MDNode::getDistinct(context, parts);
+  loopID->replaceOperandWith(0, loopID);
+  backEdge->setMetadata(llvm::LLVMContext::MD_loop, loopID);
 }
 
 void KernelEmitter::emitLoop(const Stmt &loop) {

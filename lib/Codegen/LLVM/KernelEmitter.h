@@ -67,6 +67,7 @@ private:
                                        const std::string &var, Value *extent,
                                        llvm::ArrayRef<Value *> carriedIn,
                                        LoopBody body, Value *begin = nullptr);
+  void interleaveInnermostLoop(llvm::BranchInst *backEdge, llvm::Value *extent);
   void emitLoop(const Stmt &loop);
   void emitInstr(int id);
 
