@@ -341,6 +341,15 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
 
 } // namespace
 
+/// Whether strides are the channels-last strides of NCHW sizes.
+static bool isChannelsLastLayout(const std::vector<int64_t> &sizes,
+                                 const std::vector<int64_t> &strides) {
+  if (sizes.size() != 4 || strides.size() != 4)
+    return false;
+  int64_t c = sizes[1], h = sizes[2], w = sizes[3];
+  return strides == std::vector<int64_t>{h * w * c, 1, w * c, c};
+}
+
 PyObject *runExternOp(const std::string &op, const Attributes &attributes,
                       const std::vector<TensorArg> &args,
                       const TensorArg &expected, const std::string &device,
@@ -351,6 +360,13 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     tensors.push_back(view(arg, device));
   at::Tensor result;
   try {
+    // A convolution the lowering laid out channels-last gets its input in
+    // that layout (a copy for the network's first one), so oneDNN takes
+    // its NHWC path and returns the layout declared.
+    if (op == "conv2d" && expected.sizes.size() == 4 &&
+        isChannelsLastLayout(expected.sizes, expected.strides) &&
+        !tensors[0].is_contiguous(at::MemoryFormat::ChannelsLast))
+      tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
     result = callAten(op, attributes, tensors);
   } catch (const c10::Error &error) {
     fail("extern " + op + " failed: " + error.what_without_backtrace());

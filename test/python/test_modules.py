@@ -375,6 +375,39 @@ def test_channels_last_convolution_outputs_keep_eager_strides():
     assert dynafuse.stats()["graph_breaks"] == 0
 
 
+class SmallConvNet(nn.Module):
+    """Convolutions (plain, strided, depthwise, 1x1) with batch norm, a
+    residual add and a classifier: a 2-D output, so the graph runs
+    channels-last inside."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 12, 3, stride=2, padding=1),
+                                  nn.BatchNorm2d(12), nn.ReLU6())
+        self.depthwise = nn.Conv2d(12, 12, 3, padding=1, groups=12)
+        self.pointwise = nn.Conv2d(12, 12, 1)
+        self.norm = nn.BatchNorm2d(12)
+        self.head = nn.Linear(12, 5)
+
+    def forward(self, x):
+        h = self.stem(x)
+        h = h + self.norm(self.pointwise(F.relu(self.depthwise(h))))
+        return self.head(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+def test_conv_net_runs_channels_last_inside_and_matches_eager():
+    model = randomize_batch_norm(SmallConvNet()).eval()
+    inputs = [torch.randn(2, 3, 9, 7), torch.randn(1, 3, 16, 16),
+              torch.randn(3, 3, 12, 10).to(memory_format=torch.channels_last),
+              torch.randn(2, 3, 20, 9)[:, :, ::2]]  # non-contiguous
+    with torch.no_grad():
+        for x in inputs:
+            actual, expected = dynafuse.compile(model)(x), model(x)
+            assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+            assert actual.stride() == expected.stride()
+    assert dynafuse.stats()["graph_breaks"] == 0
+
+
 def test_module_and_parameter_containers():
     class Model(nn.Module):
         def __init__(self):
