@@ -490,6 +490,10 @@ PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
 
 namespace dynafuse {
 
+bool isCudaTensor(PyObject *object) {
+  return THPVariable_Check(object) && THPVariable_Unpack(object).is_cuda();
+}
+
 void *currentTorchCudaStream() {
   static PyObject *currentStream = nullptr;
   PyObject *function =

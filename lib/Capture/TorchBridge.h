@@ -40,6 +40,8 @@ struct TensorMeta {
 bool isPlainTensor(PyObject *object);
 /// The class torch.Tensor (borrowed).
 PyObject *tensorClass();
+/// A torch.Tensor (any subclass) on a CUDA device.
+bool isCudaTensor(PyObject *object);
 /// Any torch.Tensor instance, subclasses included.
 bool isAnyTensor(PyObject *object);
 /// Requires isPlainTensor(object).

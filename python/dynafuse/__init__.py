@@ -75,20 +75,11 @@ def compile(fn=None, *, backend="auto", fullgraph=False):
     return _compiled_function(fn, backend, fullgraph)
 
 
-def _on_cuda(value):
-    return isinstance(value, torch.Tensor) and value.is_cuda
-
-
-def _backend_for(backend, args, kwargs, module=None):
-    """Resolves "auto" by the devices of the call's tensors."""
-    if backend != "auto":
-        return backend
-    if any(_on_cuda(a) for a in args) or (kwargs and any(_on_cuda(v) for v in kwargs.values())):
-        return "cuda"
-    if module is not None:
-        for tensor in itertools.chain(module.parameters(), module.buffers()):
-            return "cuda" if tensor.is_cuda else "cpu"
-    return "cpu"
+def _first_tensor_of(module):
+    """The tensor whose device "auto" looks at for a module's call when no
+    argument is on CUDA: its first parameter or buffer (None when it has
+    neither)."""
+    return next(itertools.chain(module.parameters(), module.buffers()), None)
 
 
 def _compiled_function(fn, backend, fullgraph):
@@ -97,8 +88,7 @@ def _compiled_function(fn, backend, fullgraph):
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
         config._apply(_C, _SKIP_PREFIXES)
-        return _C.call(fn, args, kwargs or None, _backend_for(backend, args, kwargs),
-                       fullgraph, target)
+        return _C.call(fn, args, kwargs or None, backend, fullgraph, target)
 
     compiled._dynafuse_original = fn
     return compiled
@@ -116,8 +106,9 @@ class _CompiledModule(torch.nn.Module):
         config._apply(_C, _SKIP_PREFIXES)
         backend, fullgraph = self._dynafuse_options
         target = getattr(type(self._orig_mod).forward, "__code__", None)
-        backend = _backend_for(backend, args, kwargs, self._orig_mod)
-        return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph, target)
+        probe = _first_tensor_of(self._orig_mod) if backend == "auto" else None
+        return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph, target,
+                       probe)
 
 
 def reset():

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "../../lib/Capture/FrameCompiler.h"
 #include "../../lib/Capture/OpTable.h"
+#include "../../lib/Capture/TorchBridge.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Lowering/LowerGraph.h"
@@ -15,6 +16,8 @@
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/Logging.h"
+
+#include <cstring>
 
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
@@ -30,19 +33,40 @@ namespace {
 PyObject *unsupportedError = nullptr;
 PyObject *irError = nullptr;
 
+/// "auto": "cuda" when a tensor argument, or `probe` (a module's first
+/// parameter or buffer), is on a CUDA device, else "cpu".
+std::string resolveBackend(const char *backend, PyObject *callArgs,
+                           PyObject *callKwargs, PyObject *probe) {
+  if (std::strcmp(backend, "auto") != 0)
+    return backend;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs); ++i)
+    if (isCudaTensor(PyTuple_GET_ITEM(callArgs, i)))
+      return "cuda";
+  if (callKwargs && PyDict_Check(callKwargs)) {
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(callKwargs, &position, &key, &value))
+      if (isCudaTensor(value))
+        return "cuda";
+  }
+  return probe && isCudaTensor(probe) ? "cuda" : "cpu";
+}
+
 PyObject *pyCall(PyObject *, PyObject *args) {
-  PyObject *fn, *callArgs, *callKwargs, *target = Py_None;
+  PyObject *fn, *callArgs, *callKwargs, *target = Py_None, *probe = Py_None;
   const char *backend;
   int fullgraph;
-  if (!PyArg_ParseTuple(args, "OO!Osp|O", &fn, &PyTuple_Type, &callArgs,
-                        &callKwargs, &backend, &fullgraph, &target))
+  if (!PyArg_ParseTuple(args, "OO!Osp|OO", &fn, &PyTuple_Type, &callArgs,
+                        &callKwargs, &backend, &fullgraph, &target, &probe))
     return nullptr;
+  if (callKwargs == Py_None)
+    callKwargs = nullptr;
   CallOptions options;
-  options.backend = backend;
+  options.backend = resolveBackend(backend, callArgs, callKwargs,
+                                   probe == Py_None ? nullptr : probe);
   options.fullgraph = fullgraph;
   options.target = target == Py_None ? nullptr : target;
-  return callCompiled(fn, callArgs,
-                      callKwargs == Py_None ? nullptr : callKwargs, options);
+  return callCompiled(fn, callArgs, callKwargs, options);
 }
 
 PyObject *pyConfigure(PyObject *, PyObject *args) {
@@ -171,8 +195,10 @@ PyObject *pyBackends(PyObject *, PyObject *) {
 
 PyMethodDef methods[] = {
     {"call", pyCall, METH_VARARGS,
-     "call(fn, args, kwargs, backend, fullgraph[, target_code]): run fn under "
-     "the frame hook; target_code is captured even inside torch's files"},
+     "call(fn, args, kwargs, backend, fullgraph[, target_code[, probe]]): "
+     "run fn under the frame hook; target_code is captured even inside "
+     "torch's files; backend 'auto' looks at the tensor arguments and "
+     "probe"},
     {"configure", pyConfigure, METH_VARARGS,
      "configure(dump_dir, recompile_limit, skip_prefixes, log_topics)"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
