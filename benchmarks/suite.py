@@ -210,7 +210,7 @@ def print_table(rows, triad, threads):
     print(f"\nf32, {threads} threads, triad {triad:.1f} GB/s; median ms "
           "(+-half IQR); 'bw' = achieved / triad bandwidth")
     header = (f"{'workload':36}{'eager':>14}{'torch.compile':>16}{'dynafuse':>14}"
-              f"{'vs eager':>10}{'vs t.c':>8}{'bw':>6}  note")
+              f"{'vs eager':>14}{'vs t.c':>12}{'bw':>6}  note")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -220,17 +220,23 @@ def print_table(rows, triad, threads):
             text = f"{row[name + '_ms']:.2f}+-{100 * row[name + '_spread']:.0f}%"
             return f"{text:>{width}}"
         ours = row["dynafuse_ms"]
-        vs_eager = f"{row['eager_ms'] / ours:.2f}x"
-        vs_tc = f"{row['torch.compile_ms'] / ours:.2f}x" if "torch.compile_ms" in row else "-"
+
+        def ratio(name):
+            # The spread of a ratio: the two medians' relative spreads added.
+            if f"{name}_ms" not in row:
+                return "-"
+            spread = 100 * (row[f"{name}_spread"] + row["dynafuse_spread"])
+            return f"{row[name + '_ms'] / ours:.2f}x+-{spread:.0f}%"
+        vs_eager, vs_tc = ratio("eager"), ratio("torch.compile")
         bw = f"{row['dynafuse_gbs'] / triad:.0%}" if "dynafuse_gbs" in row else ""
         note = ""
         if "max-autotune_ms" in row:
             note = (f"max-autotune {cell('max-autotune', 0).strip()} "
-                    f"({row['max-autotune_ms'] / ours:.2f}x)")
+                    f"({ratio('max-autotune')})")
         if not row["dynafuse_captured"]:
             note = "EAGER FALLBACK (module capture pending)" if row["module"] else "EAGER FALLBACK"
         print(f"{row['name']:36}{cell('eager', 14)}{cell('torch.compile', 16)}"
-              f"{cell('dynafuse', 14)}{vs_eager:>10}{vs_tc:>8}{bw:>6}  {note}")
+              f"{cell('dynafuse', 14)}{vs_eager:>14}{vs_tc:>12}{bw:>6}  {note}")
     print("\ncompile times (s), first call incl. its run: dynafuse cold / warm "
           "(disk cache, new process) / torch.compile cold")
     for row in rows:
