@@ -575,7 +575,7 @@ void initializeFrameCompiler(PyObject *unsupportedError) {
   unsupportedErrorType = unsupportedError;
   extraIndex = _PyEval_RequestCodeExtraIndex(freeCodeCache);
   dynafuse_set_frame_callback(onFrame);
-  installGuardPagesForTorch();
+  installTorchAllocators();
   useTorchThreadPool();
 }
 

@@ -14,7 +14,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 namespace dynafuse {
 namespace {
@@ -165,53 +164,75 @@ PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
   return THPVariable_Wrap(std::move(tensor));
 }
 
-/// While any compiled graph runs, torch's CPU allocator is the pool: ATen's
-/// results inside extern steps (matmuls, convolutions) and call_torch steps
-/// are then pooled blocks too, not fresh mmap'd memory that page-faults on
-/// first touch. Tensors carry their deleter, so swapping back is safe; the
-/// first run in swaps the pool in, the last one out restores the previous
-/// allocator (other threads' eager allocations meanwhile use the pool too).
-struct TorchAllocatorSwap {
-  std::mutex mutex;
-  int runs = 0;
-  c10::Allocator *previous = nullptr;
+/// Torch's CPU allocator while Dynafuse is loaded: on a thread that is
+/// running a compiled graph (PooledTorchAllocations) it hands out pool
+/// blocks, so ATen's results inside extern and call_torch steps (matmuls,
+/// convolutions) do not page-fault on first touch; everywhere else it
+/// forwards to the allocator it replaced. Installed once, at priority 0:
+/// a later registration replaces it (and ATen's results then simply stop
+/// being pooled). Tensors carry their deleter; raw deallocation asks the
+/// pool whether it owns the block.
+struct RunScopedAllocator final : c10::Allocator {
+  static inline c10::Allocator *fallback = nullptr;
+  static inline c10::DeleterFnPtr fallbackRawDeleter = nullptr;
+  static inline thread_local int runDepth = 0;
+
+  c10::DataPtr allocate(size_t bytes) override {
+    return runDepth > 0 ? poolAllocator()->allocate(bytes)
+                        : fallback->allocate(bytes);
+  }
+  static void rawDelete(void *block) {
+    if (CachingAllocator::global().blockSize(block) != 0)
+      CachingAllocator::global().release(block);
+    else if (fallbackRawDeleter)
+      fallbackRawDeleter(block);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &rawDelete; }
+  void copy_data(void *dest, const void *src, size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
 };
 
-static TorchAllocatorSwap &allocatorSwap() {
-  static TorchAllocatorSwap *swap = new TorchAllocatorSwap();
-  return *swap;
-}
-
-static bool torchUsesPoolAlready() {
+static bool guardPagesCoverTorch() {
   const char *value = std::getenv("DYNAFUSE_GUARD_PAGES");
   return value && std::string(value) == "all";
 }
 
-PooledTorchAllocations::PooledTorchAllocations() {
-  if (!poolAllocator() || torchUsesPoolAlready())
+/// Whether ATen's allocations in a run are pooled: not with the pool off,
+/// and not under guard pages (every block would be its own mapping; with
+/// "all" the pool is torch's allocator anyway).
+static bool poolsTorchResults() {
+  return poolAllocator() && !CachingAllocator::guardPagesRequested();
+}
+
+static void installRunScopedAllocator() {
+  if (!poolsTorchResults())
     return;
-  TorchAllocatorSwap &swap = allocatorSwap();
-  std::lock_guard<std::mutex> lock(swap.mutex);
-  if (swap.runs++ == 0) {
-    swap.previous = c10::GetCPUAllocator();
-    c10::SetCPUAllocator(poolAllocator(), /*priority=*/100);
-  }
+  static RunScopedAllocator *allocator = new RunScopedAllocator();
+  RunScopedAllocator::fallback = c10::GetCPUAllocator();
+  RunScopedAllocator::fallbackRawDeleter =
+      RunScopedAllocator::fallback->raw_deleter();
+  c10::SetCPUAllocator(allocator, /*priority=*/0);
+}
+
+PooledTorchAllocations::PooledTorchAllocations() {
+  if (!RunScopedAllocator::fallback)
+    return;
+  ++RunScopedAllocator::runDepth;
   active = true;
 }
 
 PooledTorchAllocations::~PooledTorchAllocations() {
-  if (!active)
-    return;
-  TorchAllocatorSwap &swap = allocatorSwap();
-  std::lock_guard<std::mutex> lock(swap.mutex);
-  if (--swap.runs == 0)
-    c10::SetCPUAllocator(swap.previous, /*priority=*/100);
+  if (active)
+    --RunScopedAllocator::runDepth;
 }
 
-void installGuardPagesForTorch() {
-  const char *value = std::getenv("DYNAFUSE_GUARD_PAGES");
-  if (value && std::string(value) == "all")
+void installTorchAllocators() {
+  if (guardPagesCoverTorch()) {
     c10::SetCPUAllocator(poolAllocator(), /*priority=*/100);
+    return;
+  }
+  installRunScopedAllocator();
 }
 
 bool gradModeEnabled() { return at::GradMode::is_enabled(); }
@@ -500,7 +521,10 @@ void *currentTorchCudaStream() {
       lookupOnce(currentStream, "torch.cuda", "current_stream");
   if (!function)
     fail("torch.cuda.current_stream is not available");
-  PyRef stream = PyRef::steal(PyObject_CallNoArgs(function));
+  // Device 0's stream whatever torch's current device is: the cuda backend
+  // runs tensors on cuda:0.
+  PyRef device = PyRef::steal(PyLong_FromLong(0));
+  PyRef stream = PyRef::steal(PyObject_CallOneArg(function, device.get()));
   PyRef handle = PyRef::steal(
       stream ? PyObject_GetAttrString(stream.get(), "cuda_stream") : nullptr);
   if (!handle) {

@@ -56,8 +56,9 @@ void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
 PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
                     const std::string &device, char **data);
 
-/// For the duration of a compiled graph's run, torch's CPU allocations come
-/// from the runtime's caching allocator (unless DYNAFUSE_CACHING_ALLOCATOR=0).
+/// For the duration of a compiled graph's run, torch's CPU allocations on
+/// this thread come from the runtime's caching allocator (unless
+/// DYNAFUSE_CACHING_ALLOCATOR=0 or under guard pages).
 class PooledTorchAllocations {
 public:
   PooledTorchAllocations();
@@ -69,14 +70,17 @@ private:
   bool active = false;
 };
 
-/// torch.cuda.current_stream().cuda_stream (a CUstream; null for the
+/// torch.cuda.current_stream(0).cuda_stream (a CUstream; null for the
 /// default stream): where the cuda backend queues a graph's kernels, so
 /// they order with torch's own work. Throws Error when unavailable.
 void *currentTorchCudaStream();
 
-/// With DYNAFUSE_GUARD_PAGES=all, makes the guard-page allocator torch's CPU
-/// allocator, so inputs, parameters and ATen's results are guarded too.
-void installGuardPagesForTorch();
+/// Torch's CPU allocator for the process: with DYNAFUSE_GUARD_PAGES=all the
+/// guard-page allocator (inputs, parameters and ATen's results guarded
+/// too); otherwise one that pools allocations made during compiled runs
+/// (PooledTorchAllocations) and forwards the rest to the allocator it
+/// replaced. Called once, when the extension loads.
+void installTorchAllocators();
 
 /// Runs extern op `op` with ATen on non-owning views of args; returns the
 /// result (a new reference), made contiguous with expected's sizes, and its

@@ -15,6 +15,7 @@
 #include "dynafuse/Support/ThreadPool.h"
 
 #include <ATen/Parallel.h>
+#include <omp.h>
 
 #include <cstdlib>
 
@@ -44,6 +45,11 @@ public:
 void useTorchThreadPool() {
   const char *explicitSize = std::getenv("DYNAFUSE_NUM_THREADS");
   if (explicitSize && std::atoi(explicitSize) >= 1)
+    return;
+  // Only when the OpenMP runtime this file was built against is torch's
+  // (the same libgomp.so.1): then both see torch.set_num_threads. Another
+  // runtime (libomp, libiomp5) would be a second pool: keep our own.
+  if (omp_get_max_threads() != at::get_num_threads())
     return;
   static TorchIntraOpPool *pool = new TorchIntraOpPool();
   installThreadPool(pool);

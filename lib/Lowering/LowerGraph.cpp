@@ -549,7 +549,11 @@ private:
   /// when it is not a buffer itself.
   std::string viewOf(const Value *operand) {
     StridedView view;
-    describeView(operand, realized, view, &bufferTypes);
+    // With the layouts buffers were given (channels-last), a reshape that
+    // looked like a view may not be one: have it computed into a buffer of
+    // its own (lowerGraph retries with the value realized).
+    if (!describeView(operand, realized, view, &bufferTypes))
+      throw NeedsRealization{operand};
     const std::string &base = bufferOf.at(view.base);
     if (view.base == operand)
       return base;

@@ -128,6 +128,9 @@ void *CachingAllocator::allocate(size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto found = cached.lower_bound(size);
+    // Of the blocks of the best size, the one freed last: still in cache.
+    if (found != cached.end())
+      found = std::prev(cached.upper_bound(found->first));
     size_t slack = size < kLargeBlock ? 0 : size / 4;
     if (found != cached.end() && found->first <= size + slack) {
       Cached entry = found->second;

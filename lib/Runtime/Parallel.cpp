@@ -80,8 +80,8 @@ std::string runKernel(const Kernel &kernel, const KernelExecutable &executable,
   int64_t threshold = parallelThreshold();
   if (extent < 2 || work < 2 * threshold)
     return runSerially();
-  // A few chunks per thread balance cores shared with other work; none
-  // smaller than the threshold.
+  // A few chunks per thread (claimed dynamically by Dynafuse's own pool,
+  // split evenly by torch's parallel_for); none smaller than the threshold.
   int64_t chunks =
       std::min<int64_t>({extent, int64_t(pool.size()) * 4, work / threshold});
   std::mutex errorMutex;

@@ -33,20 +33,42 @@ namespace {
 PyObject *unsupportedError = nullptr;
 PyObject *irError = nullptr;
 
-/// "auto": "cuda" when a tensor argument, or `probe` (a module's first
-/// parameter or buffer), is on a CUDA device, else "cpu".
+/// A CUDA tensor, or a list, tuple or dict holding one directly.
+bool holdsCudaTensor(PyObject *object) {
+  if (isCudaTensor(object))
+    return true;
+  if (PyList_Check(object) || PyTuple_Check(object)) {
+    PyObject *fast = object;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i)
+      if (isCudaTensor(PySequence_Fast_GET_ITEM(fast, i)))
+        return true;
+    return false;
+  }
+  if (PyDict_Check(object)) {
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(object, &position, &key, &value))
+      if (isCudaTensor(value))
+        return true;
+  }
+  return false;
+}
+
+/// "auto": "cuda" when a tensor argument (or one inside a list, tuple or
+/// dict argument), or `probe` (a module's first parameter or buffer), is
+/// on a CUDA device, else "cpu".
 std::string resolveBackend(const char *backend, PyObject *callArgs,
                            PyObject *callKwargs, PyObject *probe) {
   if (std::strcmp(backend, "auto") != 0)
     return backend;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs); ++i)
-    if (isCudaTensor(PyTuple_GET_ITEM(callArgs, i)))
+    if (holdsCudaTensor(PyTuple_GET_ITEM(callArgs, i)))
       return "cuda";
-  if (callKwargs && PyDict_Check(callKwargs)) {
+  if (callKwargs) {
     PyObject *key, *value;
     Py_ssize_t position = 0;
     while (PyDict_Next(callKwargs, &position, &key, &value))
-      if (isCudaTensor(value))
+      if (holdsCudaTensor(value))
         return "cuda";
   }
   return probe && isCudaTensor(probe) ? "cuda" : "cpu";

@@ -85,3 +85,12 @@ def test_cpu_backend_on_cuda_tensors_runs_eagerly():
     w = torch.randn(33, device="cuda")
     explanation = dynafuse.explain(fused, backend="cpu")(x, w)
     assert "CPU backends run CPU tensors" in explanation.break_reasons[0]
+
+
+@needs_gpu
+def test_auto_looks_inside_list_arguments():
+    xs = [torch.randn(4, 8, device="cuda"), torch.randn(8, device="cuda")]
+    out = dynafuse.compile(lambda xs: xs[0] * xs[1] + 1)(xs)
+    assert out.is_cuda
+    assert_close(out, xs[0] * xs[1] + 1)
+    assert_compiled()

@@ -408,6 +408,31 @@ def test_conv_net_runs_channels_last_inside_and_matches_eager():
     assert dynafuse.stats()["graph_breaks"] == 0
 
 
+class FlattenedFeatures(nn.Module):
+    """A classifier over feature maps larger than 1x1 (VGG's 7x7 pool, a
+    LeNet view): channels-last inside, so the flatten is a copy."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 6, 5), nn.ReLU(), nn.MaxPool2d(2))
+        self.pool = nn.AdaptiveAvgPool2d((3, 2))
+        self.fc = nn.Linear(6 * 3 * 2, 4)
+        self.fc_view = nn.Linear(6 * 6 * 6, 4)
+
+    def forward(self, x):
+        h = self.features(x)
+        return self.fc(self.pool(h).flatten(1)) + self.fc_view(h.view(-1, 6 * 6 * 6))
+
+
+def test_flattening_channels_last_feature_maps():
+    model = FlattenedFeatures().eval()
+    with torch.no_grad():
+        for x in [torch.randn(2, 3, 16, 16), torch.randn(1, 3, 16, 16)]:
+            assert_close(dynafuse.compile(model, fullgraph=True)(x), model(x),
+                         rtol=1e-5, atol=1e-5)
+    assert dynafuse.stats()["graph_breaks"] == 0
+
+
 def test_module_and_parameter_containers():
     class Model(nn.Module):
         def __init__(self):

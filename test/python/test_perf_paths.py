@@ -102,8 +102,10 @@ def test_parallel_outer_loop_matches_eager(pool):
     assert "parallel ok" in result.stdout
 
 
-@pytest.mark.skipif(os.environ.get("DYNAFUSE_GUARD_PAGES", "0") not in ("", "0"),
-                    reason="DYNAFUSE_GUARD_PAGES never reuses a block")
+@pytest.mark.skipif(os.environ.get("DYNAFUSE_GUARD_PAGES", "0") not in ("", "0")
+                    or os.environ.get("DYNAFUSE_CACHING_ALLOCATOR") == "0",
+                    reason="DYNAFUSE_GUARD_PAGES never reuses a block; "
+                           "DYNAFUSE_CACHING_ALLOCATOR=0 turns the pool off")
 def test_outputs_from_the_caching_allocator_are_reused_and_resizable():
     fn = dynafuse.compile(lambda x: torch.exp(x) * 2, fullgraph=True)
     x = torch.randn(1024, 1024)
@@ -122,8 +124,10 @@ def test_outputs_from_the_caching_allocator_are_reused_and_resizable():
     assert_compiled()
 
 
-@pytest.mark.skipif(os.environ.get("DYNAFUSE_GUARD_PAGES", "0") not in ("", "0"),
-                    reason="DYNAFUSE_GUARD_PAGES never reuses a block")
+@pytest.mark.skipif(os.environ.get("DYNAFUSE_GUARD_PAGES", "0") not in ("", "0")
+                    or os.environ.get("DYNAFUSE_CACHING_ALLOCATOR") == "0",
+                    reason="DYNAFUSE_GUARD_PAGES never reuses a block; "
+                           "DYNAFUSE_CACHING_ALLOCATOR=0 turns the pool off")
 def test_aten_results_inside_a_compiled_run_come_from_the_pool():
     """A matmul's output is ATen's allocation: while a compiled graph runs
     it comes from the caching allocator (no fresh mmap'd memory to

@@ -20,6 +20,22 @@ CachingAllocator::Options limit(size_t bytes, double idleSeconds = 100) {
 
 } // namespace
 
+TEST(CachingAllocator, ReusesTheBlockFreedLast) {
+  // Of cached blocks of one size the one freed last comes back (its lines
+  // are the likeliest to be in cache), for large and small blocks.
+  CachingAllocator allocator(limit(64 << 20));
+  for (size_t bytes : {size_t(4) << 20, size_t(4096)}) {
+    void *first = allocator.allocate(bytes);
+    void *second = allocator.allocate(bytes);
+    allocator.release(first);
+    allocator.release(second);
+    EXPECT_EQ(allocator.allocate(bytes), second) << bytes;
+    allocator.release(second);
+    allocator.release(first = allocator.allocate(bytes));
+    EXPECT_EQ(first, second) << bytes;
+  }
+}
+
 TEST(CachingAllocator, ReusesReleasedBlocks) {
   CachingAllocator allocator(limit(64 << 20));
   void *large = allocator.allocate(3 << 20);

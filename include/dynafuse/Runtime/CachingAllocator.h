@@ -8,7 +8,7 @@
 //   with MADV_POPULATE_WRITE (transparent huge pages only on request,
 //   DYNAFUSE_HUGE_PAGES=thp: their faults may compact memory synchronously);
 //   a request reuses a cached block of at least its size and at most 1/4
-//   more;
+//   more (of the smallest such size, the one freed last: still in cache);
 // - smaller blocks come from aligned_alloc (64 bytes) and are reused by
 //   exact rounded size;
 // - the cached (free) bytes are bounded: releasing past the cap unmaps the

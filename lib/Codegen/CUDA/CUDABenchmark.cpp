@@ -70,6 +70,8 @@ benchmarkKernel(const CUDALaunchable &executable,
            " has no value (pass --sizes)");
     symbols.push_back(found->second);
   }
+  // Owned, so that a failing launch does not leak them.
+  std::vector<std::unique_ptr<CUDADeviceBuffer>> owned;
   std::vector<uint64_t> buffers;
   for (const LoopBuffer &param : kernel.params) {
     int64_t count = 1;
@@ -79,8 +81,9 @@ benchmarkKernel(const CUDALaunchable &executable,
       count += size > 0 ? (size - 1) * strides[k].evaluate(bindings) : 0;
     }
     std::vector<char> host = randomElements(param.type.dtype, count, rng);
-    buffers.push_back(cuda::allocate(host.size()));
-    cuda::copyToDevice(buffers.back(), host.data(), host.size());
+    owned.push_back(std::make_unique<CUDADeviceBuffer>(host.size()));
+    owned.back()->copyFrom(host.data());
+    buffers.push_back(uint64_t(uintptr_t(owned.back()->address())));
   }
   CUDAKernelBandwidth result;
   result.kernel = kernel.name;
@@ -89,13 +92,13 @@ benchmarkKernel(const CUDALaunchable &executable,
       [&] { executable.launch(buffers.data(), symbols.data(), nullptr); },
       iterations);
   size_t half = size_t(std::max<int64_t>(result.bytes / 2, 1));
-  uint64_t from = cuda::allocate(half), to = cuda::allocate(half);
+  CUDADeviceBuffer from(half), to(half);
   result.copySeconds = medianSeconds(
-      [&] { cuda::copyDeviceToDevice(to, from, half); }, iterations);
-  cuda::release(from);
-  cuda::release(to);
-  for (uint64_t buffer : buffers)
-    cuda::release(buffer);
+      [&] {
+        cuda::copyDeviceToDevice(uint64_t(uintptr_t(to.address())),
+                                 uint64_t(uintptr_t(from.address())), half);
+      },
+      iterations);
   return result;
 }
 
