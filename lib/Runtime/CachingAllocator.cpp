@@ -43,31 +43,38 @@ double now() {
 
 enum class HugePages { Reserved, Transparent, Off };
 
-/// DYNAFUSE_HUGE_PAGES: "auto" (default) uses the reserved hugetlb pool
-/// when the administrator set pages aside (vm.nr_hugepages), else normal
-/// pages; "thp" asks for transparent huge pages (madvise); "off".
-/// Transparent huge pages are not the default: with the kernel's usual
-/// defrag=madvise, faulting such a region may compact memory synchronously,
-/// which made every other first call of the GPT-2 block 0.14 s slower
-/// (0.22 s instead of 0.08 s), for no steady-state gain we could measure
-/// on the memory-bound workloads.
+/// DYNAFUSE_HUGE_PAGES: "off" (the default, also "auto"): normal pages;
+/// "hugetlb": the reserved 2 MiB hugetlb pool when the administrator set
+/// pages aside (vm.nr_hugepages), else normal pages; "thp": transparent
+/// huge pages (madvise). Neither is the default. Private hugetlb pages are
+/// reserved for this process only: a forked child (a DataLoader worker)
+/// writing to one needs a copy the pool may not have, and dies of SIGBUS.
+/// Transparent huge pages under the kernel's usual defrag=madvise may
+/// compact memory synchronously on a fault: every other first call of the
+/// GPT-2 block took 0.22 s instead of 0.08 s, and no steady-state gain was
+/// measurable on the memory-bound workloads.
 HugePages hugePageMode() {
   static const HugePages mode = [] {
     const char *value = std::getenv("DYNAFUSE_HUGE_PAGES");
-    std::string text = value ? value : "auto";
+    std::string text = value ? value : "off";
     if (text == "thp")
       return HugePages::Transparent;
-    if (text == "off" || text == "0")
-      return HugePages::Off;
-    return HugePages::Reserved;
+    if (text == "hugetlb")
+      return HugePages::Reserved;
+    return HugePages::Off;
   }();
   return mode;
 }
 
-/// A block of reserved huge pages, or null when none are free.
+#ifndef MAP_HUGE_2MB
+#define MAP_HUGE_2MB (21 << 26)
+#endif
+
+/// A block of reserved 2 MiB huge pages, or null when none are free.
 void *mapReservedHugePages(size_t size) {
-  void *raw = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+  void *raw =
+      mmap(nullptr, size, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
   return raw == MAP_FAILED ? nullptr : raw;
 }
 

@@ -3,10 +3,11 @@
 // DESIGN decision 10. A fresh large allocation is fresh mmap'd memory that
 // page-faults on first touch, which costs more than the kernel filling it.
 // This allocator keeps freed blocks mapped and hands them out again:
-// - blocks of 1 MiB and more are mmap'd, 2 MiB aligned: reserved hugetlb
-//   pages where the system set some aside, else normal pages pre-faulted
-//   with MADV_POPULATE_WRITE (transparent huge pages only on request,
-//   DYNAFUSE_HUGE_PAGES=thp: their faults may compact memory synchronously);
+// - blocks of 1 MiB and more are mmap'd, 2 MiB aligned, normal pages
+//   pre-faulted with MADV_POPULATE_WRITE; huge pages on request
+//   (DYNAFUSE_HUGE_PAGES=hugetlb: the reserved pool where the system set
+//   pages aside; =thp: transparent ones; see CachingAllocator.cpp for why
+//   neither is the default);
 //   a request reuses a cached block of at least its size and at most 1/4
 //   more (of the smallest such size, the one freed last: still in cache);
 // - smaller blocks come from aligned_alloc (64 bytes) and are reused by
