@@ -52,13 +52,7 @@ bool isTorchBuiltin(PyObject *object) {
 }
 
 bool isStatic(const TensorType &type) {
-  for (const SymExpr &size : type.sizes)
-    if (!size.isConstant())
-      return false;
-  for (const SymExpr &stride : type.strides)
-    if (!stride.isConstant())
-      return false;
-  return true;
+  return allConstant(type.sizes) && allConstant(type.strides);
 }
 
 bool isInPlaceName(const std::string &name) {

@@ -231,6 +231,18 @@ void storeElement(DType type, char *address, ScalarValue value) {
   }
 }
 
+void fillRandomElements(DType type, char *data, int64_t count,
+                        std::mt19937 &rng) {
+  std::uniform_real_distribution<double> real(-2, 2);
+  std::uniform_int_distribution<int64_t> integer(0, 3);
+  for (int64_t k = 0; k < count; ++k) {
+    ScalarValue value;
+    value.f = real(rng);
+    value.i = integer(rng);
+    storeElement(type, data + k * dtypeSize(type), value);
+  }
+}
+
 ScalarValue constantValue(const Instr &instr) {
   ScalarValue value;
   value.f = roundTo(instr.type, instr.floatValue);

@@ -348,11 +348,8 @@ private:
   /// sizes, reached from value through pointwise ops only.
   const Value *layoutSource(const Value *value,
                             const std::vector<SymExpr> &sizes) const {
-    if (value->type.sizes != sizes)
+    if (value->type.sizes != sizes || !allConstant(sizes))
       return nullptr;
-    for (const SymExpr &size : sizes)
-      if (!size.isConstant())
-        return nullptr;
     bool externResult =
         value->producer && kindOf(*value->producer) == OpKind::Extern;
     if (!value->producer || externResult) {
@@ -590,27 +587,9 @@ private:
 /// offset: returned as a view of the input, as eager returns it, not a copy.
 bool isStaticViewOfInput(const Value *value) {
   StridedView view;
-  if (!value->producer || !describeView(value, {}, view) ||
-      view.base->producer || !view.offset.isConstant())
-    return false;
-  for (const SymExpr &expr : view.sizes)
-    if (!expr.isConstant())
-      return false;
-  for (const SymExpr &expr : view.strides)
-    if (!expr.isConstant())
-      return false;
-  return true;
-}
-
-/// Static element count, or -1.
-int64_t staticNumel(const TensorType &type) {
-  int64_t count = 1;
-  for (const SymExpr &size : type.sizes) {
-    if (!size.isConstant())
-      return -1;
-    count *= size.constant();
-  }
-  return count;
+  return value->producer && describeView(value, {}, view) &&
+         !view.base->producer && view.offset.isConstant() &&
+         allConstant(view.sizes) && allConstant(view.strides);
 }
 
 /// Whether a value is computed from graph inputs through pointwise and
@@ -650,15 +629,17 @@ void realizeBroadcastMath(const Graph &graph,
   for (const auto &node : graph.nodes) {
     if (kindOf(*node) != OpKind::Pointwise || node->results.empty())
       continue;
-    int64_t consumerCount = staticNumel(node->results[0]->type);
+    SymExpr consumerCount = node->results[0]->type.numel();
     for (const Operand &operand : node->operands) {
       const Value *small = operand.value;
       if (!small || !small->producer || realized.count(small) ||
           kindOf(*small->producer) != OpKind::Pointwise ||
           !isCostlyMath(small->producer->op))
         continue;
-      int64_t smallCount = staticNumel(small->type);
-      if (smallCount <= 0 || consumerCount < 64 * smallCount ||
+      SymExpr smallCount = small->type.numel();
+      if (!smallCount.isConstant() || !consumerCount.isConstant() ||
+          smallCount.constant() <= 0 ||
+          consumerCount.constant() < 64 * smallCount.constant() ||
           !fromInputsOnly(small, memo))
         continue;
       realized.insert(small);

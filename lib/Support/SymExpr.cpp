@@ -352,6 +352,13 @@ void SymExpr::collectSymbols(std::set<std::string> &symbols) const {
 // Range-based simplification
 //===----------------------------------------------------------------------===//
 
+bool allConstant(const std::vector<SymExpr> &exprs) {
+  for (const SymExpr &expr : exprs)
+    if (!expr.isConstant())
+      return false;
+  return true;
+}
+
 bool symRange(const SymExpr &expr, const SymRanges &ranges, int64_t &lo,
               int64_t &hi) {
   switch (expr.kind()) {

@@ -126,17 +126,6 @@ LoopModule readModule(const std::string &text, const std::string &path) {
   return module;
 }
 
-void fill(DType type, char *data, int64_t count, std::mt19937 &rng) {
-  std::uniform_real_distribution<double> real(-2, 2);
-  std::uniform_int_distribution<int64_t> integer(0, 3);
-  for (int64_t k = 0; k < count; ++k) {
-    ScalarValue value;
-    value.f = real(rng);
-    value.i = integer(rng);
-    storeElement(type, data + k * dtypeSize(type), value);
-  }
-}
-
 struct Inputs {
   std::vector<std::vector<char>> storage;
   /// Under DYNAFUSE_GUARD_PAGES: exactly sized copies ending at a guard page.
@@ -161,7 +150,7 @@ Inputs makeInputs(const LoopModule &module, const Options &options) {
     for (size_t k = 0; k < arg.sizes.size(); ++k)
       count += arg.sizes[k] ? (arg.sizes[k] - 1) * arg.strides[k] : 0;
     std::vector<char> bytes(size_t(count) * dtypeSize(arg.dtype) + 1);
-    fill(arg.dtype, bytes.data(), count, rng);
+    fillRandomElements(arg.dtype, bytes.data(), count, rng);
     inputs.storage.push_back(std::move(bytes));
     inputs.args.push_back(arg);
   }

@@ -13,6 +13,7 @@
 #include "dynafuse/Loop/Kernel.h"
 
 #include <cstdint>
+#include <random>
 
 namespace dynafuse {
 
@@ -25,6 +26,10 @@ struct ScalarValue {
 
 ScalarValue loadElement(DType type, const char *address);
 void storeElement(DType type, char *address, ScalarValue value);
+/// `count` random elements of `type` at `data` for tools and benchmarks:
+/// floats uniform in [-2, 2], integers (and bools) uniform in [0, 3].
+void fillRandomElements(DType type, char *data, int64_t count,
+                        std::mt19937 &rng);
 ScalarValue constantValue(const Instr &instr);
 ScalarValue evalCast(DType from, DType to, ScalarValue value);
 /// type is the operand type.

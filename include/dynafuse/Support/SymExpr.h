@@ -67,6 +67,9 @@ private:
 SymExpr floorDiv(const SymExpr &lhs, const SymExpr &rhs);
 SymExpr mod(const SymExpr &lhs, const SymExpr &rhs);
 
+/// Whether every expression is a constant (static sizes or strides).
+bool allConstant(const std::vector<SymExpr> &exprs);
+
 /// Python semantics of // and % on int64.
 int64_t floorDivInt(int64_t lhs, int64_t rhs);
 int64_t modInt(int64_t lhs, int64_t rhs);

@@ -22,21 +22,6 @@
 namespace dynafuse {
 namespace {
 
-/// Random elements in [-2, 2] (floating) or [0, 3] (integers, bool).
-std::vector<char> randomElements(DType type, int64_t count, std::mt19937 &rng) {
-  std::uniform_real_distribution<double> real(-2, 2);
-  std::uniform_int_distribution<int64_t> integer(0, 3);
-  std::vector<char> bytes(size_t(std::max<int64_t>(count, 1)) *
-                          dtypeSize(type));
-  for (int64_t k = 0; k < count; ++k) {
-    ScalarValue value;
-    value.f = real(rng);
-    value.i = type == DType::Bool ? integer(rng) & 1 : integer(rng);
-    storeElement(type, bytes.data() + k * dtypeSize(type), value);
-  }
-  return bytes;
-}
-
 /// Median seconds of one call of `body`, over `iterations` back-to-back
 /// calls in 5 batches, after one warm-up batch.
 double medianSeconds(const std::function<void()> &body, int iterations) {
@@ -80,7 +65,9 @@ benchmarkKernel(const CUDALaunchable &executable,
       int64_t size = param.type.sizes[k].evaluate(bindings);
       count += size > 0 ? (size - 1) * strides[k].evaluate(bindings) : 0;
     }
-    std::vector<char> host = randomElements(param.type.dtype, count, rng);
+    std::vector<char> host(size_t(std::max<int64_t>(count, 1)) *
+                           dtypeSize(param.type.dtype));
+    fillRandomElements(param.type.dtype, host.data(), count, rng);
     owned.push_back(std::make_unique<CUDADeviceBuffer>(host.size()));
     owned.back()->copyFrom(host.data());
     buffers.push_back(uint64_t(uintptr_t(owned.back()->address())));

@@ -368,9 +368,7 @@ private:
     for (const auto &[id, dim] : plan.widened) {
       const Instr &instr = kernel.instrs[id];
       vectors[id] = fresh("vec");
-      std::string type = kernel.params[instr.buffer].type.dtype == DType::F32
-                             ? "float4"
-                             : "int4";
+      std::string type = vectorType(instr);
       if (instr.op == ScalarOp::Store) {
         line() << type << " " << vectors[id] << ";\n";
         continue;
@@ -395,14 +393,18 @@ private:
       const Instr &instr = kernel.instrs[id];
       if (instr.op != ScalarOp::Store)
         continue;
-      std::string type = kernel.params[instr.buffer].type.dtype == DType::F32
-                             ? "float4"
-                             : "int4";
+      std::string type = vectorType(instr);
       line() << "*(" << type << " *)(p" << instr.buffer << " + "
              << laneOffset(instr, var) << ") = " << vectors[id] << ";\n";
     }
     --indent;
     line() << "}\n";
+  }
+
+  /// The 16-byte vector type of a widened access (4-byte elements).
+  std::string vectorType(const Instr &instr) const {
+    return kernel.params[instr.buffer].type.dtype == DType::F32 ? "float4"
+                                                                : "int4";
   }
 
   /// The flat offset of `instr` at the first lane (its innermost variable
