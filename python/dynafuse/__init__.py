@@ -55,11 +55,11 @@ _BACKENDS = ("auto", "cpu", "llvm", "interp", "cuda")
 def compile(fn=None, *, backend="auto", fullgraph=False):
     """Compiles a function or nn.Module; usable as @compile or @compile(...).
 
-    backend: "auto" (by device, per call: "cuda" when a tensor argument or
-    the module's first parameter or buffer is on a CUDA device, else
-    "cpu"), "cpu" (LLVM when built, else the interpreter), "llvm",
-    "interp", "cuda" (NVRTC-compiled kernels on cuda:0, on torch's
-    current stream). A graph whose tensors are on another device than the
+    backend: "auto" (by device, per call: "cuda" when a tensor argument is
+    on a CUDA device, else "cpu"; with no tensor argument a module's first
+    parameter or buffer decides), "cpu" (LLVM when built, else the
+    interpreter), "llvm", "interp", "cuda" (NVRTC-compiled kernels on
+    cuda:0, on torch's current stream). A graph whose tensors are on another device than the
     backend runs eagerly, with the reason logged.
     fullgraph: raise dynafuse.Unsupported instead of falling back to eager
     when the code cannot be captured as one graph.
@@ -73,13 +73,6 @@ def compile(fn=None, *, backend="auto", fullgraph=False):
     if not callable(fn):
         raise TypeError(f"dynafuse.compile expects a function or nn.Module, got {type(fn).__name__}")
     return _compiled_function(fn, backend, fullgraph)
-
-
-def _first_tensor_of(module):
-    """The tensor whose device "auto" looks at for a module's call when no
-    argument is on CUDA: its first parameter or buffer (None when it has
-    neither)."""
-    return next(itertools.chain(module.parameters(), module.buffers()), None)
 
 
 def _compiled_function(fn, backend, fullgraph):
@@ -106,9 +99,15 @@ class _CompiledModule(torch.nn.Module):
         config._apply(_C, _SKIP_PREFIXES)
         backend, fullgraph = self._dynafuse_options
         target = getattr(type(self._orig_mod).forward, "__code__", None)
-        probe = _first_tensor_of(self._orig_mod) if backend == "auto" else None
+        first_tensor = self._first_tensor if backend == "auto" else None
         return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph, target,
-                       probe)
+                       first_tensor)
+
+    def _first_tensor(self):
+        """What backend "auto" looks at when no argument is a tensor: the
+        module's first parameter or buffer (None when it has neither)."""
+        return next(itertools.chain(self._orig_mod.parameters(),
+                                    self._orig_mod.buffers()), None)
 
 
 def reset():

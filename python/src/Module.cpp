@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "../../lib/Capture/FrameCompiler.h"
 #include "../../lib/Capture/OpTable.h"
+#include "../../lib/Capture/PyRef.h"
 #include "../../lib/Capture/TorchBridge.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
@@ -33,45 +34,58 @@ namespace {
 PyObject *unsupportedError = nullptr;
 PyObject *irError = nullptr;
 
-/// A CUDA tensor, or a list, tuple or dict holding one directly.
-bool holdsCudaTensor(PyObject *object) {
-  if (isCudaTensor(object))
-    return true;
-  if (PyList_Check(object) || PyTuple_Check(object)) {
-    PyObject *fast = object;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i)
-      if (isCudaTensor(PySequence_Fast_GET_ITEM(fast, i)))
-        return true;
-    return false;
+/// What "auto" looks at: the tensors among a call's arguments, directly or
+/// inside a list, tuple or dict argument.
+struct ArgumentDevices {
+  bool anyTensor = false, anyCuda = false;
+
+  void see(PyObject *object) {
+    if (!isAnyTensor(object))
+      return;
+    anyTensor = true;
+    anyCuda = anyCuda || isCudaTensor(object);
   }
-  if (PyDict_Check(object)) {
-    PyObject *key, *value;
-    Py_ssize_t position = 0;
-    while (PyDict_Next(object, &position, &key, &value))
-      if (isCudaTensor(value))
-        return true;
+  void seeArgument(PyObject *object) {
+    see(object);
+    if (PyList_Check(object) || PyTuple_Check(object)) {
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(object); ++i)
+        see(PySequence_Fast_GET_ITEM(object, i));
+    } else if (PyDict_Check(object)) {
+      PyObject *key, *value;
+      Py_ssize_t position = 0;
+      while (PyDict_Next(object, &position, &key, &value))
+        see(value);
+    }
   }
-  return false;
-}
+};
 
 /// "auto": "cuda" when a tensor argument (or one inside a list, tuple or
-/// dict argument), or `probe` (a module's first parameter or buffer), is
-/// on a CUDA device, else "cpu".
+/// dict argument) is on a CUDA device, "cpu" when the tensor arguments are
+/// not; with no tensor argument, `firstTensor()` (a module's first
+/// parameter or buffer; called only then) decides.
 std::string resolveBackend(const char *backend, PyObject *callArgs,
-                           PyObject *callKwargs, PyObject *probe) {
+                           PyObject *callKwargs, PyObject *firstTensor) {
   if (std::strcmp(backend, "auto") != 0)
     return backend;
+  ArgumentDevices devices;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs); ++i)
-    if (holdsCudaTensor(PyTuple_GET_ITEM(callArgs, i)))
-      return "cuda";
+    devices.seeArgument(PyTuple_GET_ITEM(callArgs, i));
   if (callKwargs) {
     PyObject *key, *value;
     Py_ssize_t position = 0;
     while (PyDict_Next(callKwargs, &position, &key, &value))
-      if (holdsCudaTensor(value))
-        return "cuda";
+      devices.seeArgument(value);
   }
-  return probe && isCudaTensor(probe) ? "cuda" : "cpu";
+  if (devices.anyCuda)
+    return "cuda";
+  if (devices.anyTensor || !firstTensor)
+    return "cpu";
+  PyRef first = PyRef::steal(PyObject_CallNoArgs(firstTensor));
+  if (!first) {
+    PyErr_Clear();
+    return "cpu";
+  }
+  return isCudaTensor(first.get()) ? "cuda" : "cpu";
 }
 
 PyObject *pyCall(PyObject *, PyObject *args) {
@@ -217,10 +231,10 @@ PyObject *pyBackends(PyObject *, PyObject *) {
 
 PyMethodDef methods[] = {
     {"call", pyCall, METH_VARARGS,
-     "call(fn, args, kwargs, backend, fullgraph[, target_code[, probe]]): "
-     "run fn under the frame hook; target_code is captured even inside "
-     "torch's files; backend 'auto' looks at the tensor arguments and "
-     "probe"},
+     "call(fn, args, kwargs, backend, fullgraph[, target_code[, "
+     "first_tensor]]): run fn under the frame hook; target_code is captured "
+     "even inside torch's files; backend 'auto' looks at the tensor "
+     "arguments, else calls first_tensor()"},
     {"configure", pyConfigure, METH_VARARGS,
      "configure(dump_dir, recompile_limit, skip_prefixes, log_topics)"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,

@@ -94,3 +94,31 @@ def test_auto_looks_inside_list_arguments():
     assert out.is_cuda
     assert_close(out, xs[0] * xs[1] + 1)
     assert_compiled()
+
+
+class NoArguments(torch.nn.Module):
+    """forward() takes no tensor: "auto" asks the module's first parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(6, 5))
+
+    def forward(self):
+        return torch.tanh(self.weight) * 2
+
+
+def test_auto_without_tensor_arguments_uses_the_modules_parameters():
+    model = NoArguments()
+    with torch.no_grad():
+        assert_close(dynafuse.compile(model)(), model())
+    assert_compiled()
+
+
+@needs_gpu
+def test_auto_without_tensor_arguments_follows_a_cuda_module():
+    model = NoArguments().cuda()
+    with torch.no_grad():
+        out = dynafuse.compile(model)()
+        assert out.is_cuda
+        assert_close(out, model())
+    assert_compiled()
