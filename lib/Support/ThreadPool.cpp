@@ -72,7 +72,6 @@ public:
       next.store(0);
       unfinished.store(chunks);
       ++generation;
-      posted.store(generation);
     }
     wake.notify_all();
     work(body, chunks);
@@ -104,7 +103,7 @@ private:
     for (;;) {
       const std::function<void(int64_t)> *body;
       int64_t chunks;
-      spinUntil([&] { return posted.load() != seen; });
+      spinUntil([&] { return generation.load() != seen; });
       {
         std::unique_lock<std::mutex> lock(mutex);
         wake.wait(lock, [&] { return generation != seen && job; });
@@ -126,9 +125,8 @@ private:
   std::condition_variable wake, done;
   const std::function<void(int64_t)> *job = nullptr;
   int64_t total = 0;
-  uint64_t generation = 0;
-  /// generation, readable without the mutex (for spinning).
-  std::atomic<uint64_t> posted{0};
+  /// Changed under the mutex; atomic so idle workers can poll it.
+  std::atomic<uint64_t> generation{0};
   std::atomic<int> active{0};
   std::atomic<int64_t> next{0}, unfinished{0};
 };

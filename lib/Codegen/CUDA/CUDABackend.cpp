@@ -48,20 +48,6 @@ struct DeviceModule {
   }
 };
 
-/// Elements a strided parameter spans: 1 + sum((size - 1) * stride).
-int64_t spanElements(const TensorType &type,
-                     const std::map<std::string, int64_t> &bindings) {
-  std::vector<SymExpr> strides = type.effectiveStrides();
-  int64_t span = 1;
-  for (size_t k = 0; k < type.rank(); ++k) {
-    int64_t size = type.sizes[k].evaluate(bindings);
-    if (size <= 0)
-      return 0;
-    span += (size - 1) * strides[k].evaluate(bindings);
-  }
-  return span;
-}
-
 bool onDevice(const Kernel &kernel) {
   for (const LoopBuffer &param : kernel.params)
     if (param.type.device.rfind("cuda", 0) != 0)
@@ -209,6 +195,19 @@ public:
 };
 
 } // namespace
+
+int64_t spanElements(const TensorType &type,
+                     const std::map<std::string, int64_t> &bindings) {
+  std::vector<SymExpr> strides = type.effectiveStrides();
+  int64_t span = 1;
+  for (size_t k = 0; k < type.rank(); ++k) {
+    int64_t size = type.sizes[k].evaluate(bindings);
+    if (size <= 0)
+      return 0;
+    span += (size - 1) * strides[k].evaluate(bindings);
+  }
+  return span;
+}
 
 std::unique_ptr<Backend> createCUDABackend() {
   return std::make_unique<CUDABackend>();

@@ -59,12 +59,7 @@ benchmarkKernel(const CUDALaunchable &executable,
   std::vector<std::unique_ptr<CUDADeviceBuffer>> owned;
   std::vector<uint64_t> buffers;
   for (const LoopBuffer &param : kernel.params) {
-    int64_t count = 1;
-    std::vector<SymExpr> strides = param.type.effectiveStrides();
-    for (size_t k = 0; k < param.type.rank(); ++k) {
-      int64_t size = param.type.sizes[k].evaluate(bindings);
-      count += size > 0 ? (size - 1) * strides[k].evaluate(bindings) : 0;
-    }
+    int64_t count = spanElements(param.type, bindings);
     std::vector<char> host(size_t(std::max<int64_t>(count, 1)) *
                            dtypeSize(param.type.dtype));
     fillRandomElements(param.type.dtype, host.data(), count, rng);

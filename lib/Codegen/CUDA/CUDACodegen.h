@@ -38,6 +38,11 @@ std::optional<CUDAVectorPlan> planVectorAccess(const Kernel &kernel,
                                                const std::string &innerVar,
                                                const std::vector<Stmt> &body);
 
+/// Elements a strided parameter spans for these sizes: 1 + sum((size - 1)
+/// * stride), 0 when a dim is empty.
+int64_t spanElements(const TensorType &type,
+                     const std::map<std::string, int64_t> &bindings);
+
 /// Device helpers put in front of every emitted module.
 const char *cudaPrelude();
 
