@@ -20,6 +20,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -97,7 +98,6 @@ def warm_compile_in_new_process(workload, threads):
     """The first call of a new process whose disk cache holds the objects
     (the cold compile above filled it): capture, lowering, cache lookup and
     linking, and the first run. None when the script fails."""
-    import subprocess
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         result = subprocess.run(
@@ -147,6 +147,18 @@ def dynafuse_compile_times(workload):
     return row
 
 
+def compile_with_inductor(workload, inputs, row, candidates, name, key, **options):
+    """torch.compile(workload, **options), timed on its first call into
+    row[key + "_compile_s"] and added to candidates as `name`; a failure is
+    reported in row[key + "_error"]."""
+    try:
+        compiled = torch.compile(workload.fn, **options)
+        row[f"{key}_compile_s"] = timed(compiled, inputs)
+        candidates[name] = compiled
+    except Exception as error:  # noqa: BLE001 - report and go on
+        row[f"{key}_error"] = f"{type(error).__name__}: {error}"[:200]
+
+
 def measure(workload, row, runs, warmup, use_inductor, max_autotune):
     torch.manual_seed(0)
     inputs = workload.make_inputs()
@@ -160,19 +172,12 @@ def measure(workload, row, runs, warmup, use_inductor, max_autotune):
     candidates["dynafuse"] = compiled
 
     if use_inductor:
-        try:
-            inductor = torch.compile(workload.fn)
-            row["inductor_compile_s"] = timed(inductor, inputs)
-            candidates["torch.compile"] = inductor
-        except Exception as error:  # noqa: BLE001 - report and go on
-            row["inductor_error"] = f"{type(error).__name__}: {error}"[:200]
+        compile_with_inductor(workload, inputs, row, candidates, "torch.compile",
+                              "inductor")
     if use_inductor and max_autotune and workload.module:
-        try:
-            tuned = torch.compile(workload.fn, mode="max-autotune-no-cudagraphs")
-            row["inductor_max_autotune_compile_s"] = timed(tuned, inputs)
-            candidates["max-autotune"] = tuned
-        except Exception as error:  # noqa: BLE001 - report and go on
-            row["max_autotune_error"] = f"{type(error).__name__}: {error}"[:200]
+        compile_with_inductor(workload, inputs, row, candidates, "max-autotune",
+                              "inductor_max_autotune",
+                              mode="max-autotune-no-cudagraphs")
 
     for fn in candidates.values():
         for _ in range(warmup):

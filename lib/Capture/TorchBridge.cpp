@@ -384,7 +384,7 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     // A convolution the lowering laid out channels-last gets its input in
     // that layout (a copy for the network's first one), so oneDNN takes
     // its NHWC path and returns the layout declared.
-    if (op == "conv2d" && expected.sizes.size() == 4 &&
+    if (op == "conv2d" &&
         isChannelsLastLayout(expected.sizes, expected.strides) &&
         !tensors[0].is_contiguous(at::MemoryFormat::ChannelsLast))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
@@ -506,10 +506,6 @@ PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
   *data = static_cast<char *>(tensor.data_ptr());
   return THPVariable_Wrap(std::move(tensor));
 }
-
-} // namespace dynafuse
-
-namespace dynafuse {
 
 bool isCudaTensor(PyObject *object) {
   return THPVariable_Check(object) && THPVariable_Unpack(object).is_cuda();
