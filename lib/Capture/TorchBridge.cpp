@@ -3,6 +3,7 @@
 
 #include "PyRef.h"
 
+#include "dynafuse/Graph/OpRegistry.h"
 #include "dynafuse/Runtime/CachingAllocator.h"
 
 #include <ATen/ATen.h>
@@ -384,7 +385,8 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     // A convolution the lowering laid out channels-last gets its input in
     // that layout (a copy for the network's first one), so oneDNN takes
     // its NHWC path and returns the layout declared.
-    if (op == "conv2d" &&
+    const OpInfo *info = lookupOp(op);
+    if (info && info->startsChannelsLast &&
         isChannelsLastLayout(expected.sizes, expected.strides) &&
         !tensors[0].is_contiguous(at::MemoryFormat::ChannelsLast))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);

@@ -106,7 +106,9 @@ std::vector<Value *> decomposeMean(Graph &graph, const Node &node) {
                    reducedCount(node, dims))};
 }
 
-std::vector<Value *> decomposeVariance(Graph &graph, const Node &node) {
+/// var, or std (squareRoot) of the variance.
+std::vector<Value *> decomposeVariance(Graph &graph, const Node &node,
+                                       bool squareRoot) {
   std::vector<int64_t> dims = dimsOf(node);
   bool keepdim = boolAttr(node, "keepdim", false);
   double count = reducedCount(node, dims);
@@ -119,7 +121,7 @@ std::vector<Value *> decomposeVariance(Graph &graph, const Node &node) {
   double divisor = count - floatAttr(node, "correction", 1.0);
   Value *variance =
       emit(graph, node, "div", {sum, Scalar::ofFloat(std::max(divisor, 0.0))});
-  if (node.op == "std")
+  if (squareRoot)
     return {emit(graph, node, "sqrt", {variance})};
   return {variance};
 }
@@ -172,7 +174,9 @@ std::vector<Value *> decomposeNorm(Graph &graph, const Node &node) {
   return {emit(graph, node, "pow", {sum, Scalar::ofFloat(1.0 / p)})};
 }
 
-std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node) {
+/// softmax, or log_softmax (inLogSpace).
+std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
+                                      bool inLogSpace) {
   Value *x = input(node, 0);
   std::vector<int64_t> dims = {
       normalizeDim(node, node.intAttr("dim", -1), x->type.rank())};
@@ -184,7 +188,7 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node) {
   Value *shifted = emit(graph, node, "sub", {x, max});
   Value *exp = emit(graph, node, "exp", {shifted});
   Value *sum = emit(graph, node, "sum", {exp}, reduce);
-  if (node.op == "softmax")
+  if (!inLogSpace)
     return {emit(graph, node, "div", {exp, sum})};
   return {emit(graph, node, "sub", {shifted, emit(graph, node, "log", {sum})})};
 }
@@ -353,15 +357,25 @@ void addCompositeOps(std::vector<OpInfo> &table) {
   table.push_back(
       composite("mean", 1, {"dim", "dims", "keepdim", "dtype"}, decomposeMean));
   table.push_back(composite("var", 1, {"dim", "dims", "keepdim", "correction"},
-                            decomposeVariance));
+                            [](Graph &graph, const Node &node) {
+                              return decomposeVariance(graph, node, false);
+                            }));
   table.push_back(composite("std", 1, {"dim", "dims", "keepdim", "correction"},
-                            decomposeVariance));
+                            [](Graph &graph, const Node &node) {
+                              return decomposeVariance(graph, node, true);
+                            }));
   table.push_back(composite("logsumexp", 1, {"dim", "dims", "keepdim"},
                             decomposeLogSumExp, false));
   table.push_back(
       composite("norm", 1, {"p", "dim", "dims", "keepdim"}, decomposeNorm));
-  table.push_back(composite("softmax", 1, {"dim"}, decomposeSoftmax));
-  table.push_back(composite("log_softmax", 1, {"dim"}, decomposeSoftmax));
+  table.push_back(
+      composite("softmax", 1, {"dim"}, [](Graph &graph, const Node &node) {
+        return decomposeSoftmax(graph, node, false);
+      }));
+  table.push_back(
+      composite("log_softmax", 1, {"dim"}, [](Graph &graph, const Node &node) {
+        return decomposeSoftmax(graph, node, true);
+      }));
   table.push_back(composite(
       "layer_norm", -1, {"normalized_shape", "eps", "has_weight", "has_bias"},
       decomposeLayerNorm));

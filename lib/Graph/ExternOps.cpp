@@ -77,15 +77,17 @@ std::vector<TensorType> inferMatmul(const Node &node) {
   return {likeFirstOperand(node, sizes)};
 }
 
-/// addmm / baddbmm: bias + product; the bias broadcasts to the product.
-std::vector<TensorType> inferBiasedProduct(const Node &node) {
+/// addmm / baddbmm: bias + product (mm / bmm); the bias broadcasts to the
+/// product.
+std::vector<TensorType> inferBiasedProduct(const Node &node,
+                                           const std::string &productOp,
+                                           const ShapeRule &inferProduct) {
   requireFloat(node);
   Node product;
-  product.op = node.op == "addmm" ? "mm" : "bmm";
+  product.op = productOp;
   product.operands = {node.operands[1], node.operands[2]};
   product.location = node.location;
-  TensorType type =
-      node.op == "addmm" ? inferMm(product)[0] : inferBmm(product)[0];
+  TensorType type = inferProduct(product)[0];
   std::vector<SymExpr> broadcast =
       broadcastShapes(type.sizes, operandType(node, 0).sizes, node.location);
   if (broadcast != type.sizes)
@@ -129,8 +131,8 @@ TensorType keepChannelsLast(const Node &node, TensorType type) {
   return type;
 }
 
-std::vector<TensorType> inferConv(const Node &node) {
-  size_t spatial = node.op == "conv1d" ? 1 : 2;
+/// conv1d (spatial = 1) and conv2d (spatial = 2).
+std::vector<TensorType> inferConv(const Node &node, size_t spatial) {
   if (node.operands.size() < 2 || node.operands.size() > 3)
     opError(node, "takes input, weight and an optional bias");
   requireFloat(node);
@@ -228,13 +230,19 @@ void addExternOps(std::vector<OpInfo> &table) {
   table.push_back(externOp("mm", 2, {}, inferMm));
   table.push_back(externOp("bmm", 2, {}, inferBmm));
   table.push_back(externOp("matmul", 2, {}, inferMatmul));
-  table.push_back(externOp("addmm", 3, {"beta", "alpha"}, inferBiasedProduct));
-  table.push_back(
-      externOp("baddbmm", 3, {"beta", "alpha"}, inferBiasedProduct));
+  table.push_back(externOp("addmm", 3, {"beta", "alpha"}, [](const Node &n) {
+    return inferBiasedProduct(n, "mm", inferMm);
+  }));
+  table.push_back(externOp("baddbmm", 3, {"beta", "alpha"}, [](const Node &n) {
+    return inferBiasedProduct(n, "bmm", inferBmm);
+  }));
   std::vector<OpInfo> layoutKeeping;
-  for (const char *conv : {"conv1d", "conv2d"})
+  for (size_t spatial : {1, 2})
     layoutKeeping.push_back(externOp(
-        conv, -1, {"stride", "padding", "dilation", "groups"}, inferConv));
+        "conv" + std::to_string(spatial) + "d", -1,
+        {"stride", "padding", "dilation", "groups"},
+        [spatial](const Node &node) { return inferConv(node, spatial); }));
+  layoutKeeping.back().startsChannelsLast = true;
   layoutKeeping.push_back(
       externOp("max_pool2d", 1,
                {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},

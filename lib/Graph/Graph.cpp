@@ -117,6 +117,7 @@ Node *Graph::addNode(const std::string &op, std::vector<Operand> operands,
                      Location location) {
   Node probe;
   probe.op = op;
+  probe.info = lookupOp(op);
   probe.operands = operands;
   probe.attributes = attributes;
   probe.location = location;
@@ -136,6 +137,7 @@ Node *Graph::addNodeWithTypes(const std::string &op,
                               Location location) {
   auto node = std::make_unique<Node>();
   node->op = op;
+  node->info = lookupOp(op);
   node->operands = std::move(operands);
   node->attributes = std::move(attributes);
   node->location = location;

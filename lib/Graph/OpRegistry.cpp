@@ -1,6 +1,8 @@
 //===- OpRegistry.cpp - What each graph op accepts and produces -----------===//
 #include "dynafuse/Graph/OpRegistry.h"
 
+#include "dynafuse/Graph/ViewRules.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -15,6 +17,15 @@ std::vector<OpInfo> buildTable() {
   addViewOps(table);
   addExternOps(table);
   addCompositeOps(table);
+  for (const OpInfo &info : table) {
+    // A view op says how its elements are computed, and one that remaps
+    // indices says how, and whether it has a strided form (ViewRules.h): no
+    // view op can silently miss one.
+    bool remaps = info.view && info.view->form == ViewForm::Remap;
+    if ((info.kind == OpKind::View && !info.view) ||
+        (remaps && !info.view->remap))
+      fail("op table: view op '" + info.name + "' lacks its view rule");
+  }
   return table;
 }
 
@@ -202,7 +213,7 @@ TensorType likeFirstOperand(const Node &node, std::vector<SymExpr> sizes) {
 }
 
 int optionalOperandIndex(const Node &node, const std::string &name) {
-  const OpInfo *info = lookupOp(node.op);
+  const OpInfo *info = opInfoOf(node);
   assert(info && "optionalOperandIndex on an unknown op");
   const std::vector<std::string> &optional = info->optionalOperands;
   int index = info->arity - int(optional.size());
@@ -221,6 +232,10 @@ const OpInfo *lookupOp(const std::string &name) {
     if (info.name == name)
       return &info;
   return nullptr;
+}
+
+const OpInfo *opInfoOf(const Node &node) {
+  return node.info ? node.info : lookupOp(node.op);
 }
 
 std::vector<std::string> registeredOpNames() {
@@ -256,7 +271,7 @@ std::vector<SymExpr> broadcastShapes(const std::vector<SymExpr> &lhs,
 }
 
 DType promotedOperandType(const Node &node) {
-  const OpInfo *info = lookupOp(node.op);
+  const OpInfo *info = opInfoOf(node);
   size_t first = info && info->conditionFirst ? 1 : 0;
   std::optional<DType> dims, zeroDims, wrapped;
   for (size_t i = first; i < node.operands.size(); ++i) {
@@ -274,7 +289,7 @@ DType promotedOperandType(const Node &node) {
 }
 
 std::vector<TensorType> inferResultTypes(const Node &node) {
-  const OpInfo *info = lookupOp(node.op);
+  const OpInfo *info = opInfoOf(node);
   if (!info)
     fail("unknown op '" + node.op + "'", node.location);
   checkAttributes(node, *info);

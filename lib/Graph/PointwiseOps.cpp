@@ -113,6 +113,11 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
   where.arity = 3;
   where.conditionFirst = true;
   table.push_back(where);
+  for (OpInfo &info : table)
+    for (const char *name :
+         {"rsqrt", "sqrt", "div", "exp", "log", "tanh", "erf", "sigmoid", "pow",
+          "exp2", "log1p", "expm1", "sin", "cos", "reciprocal"})
+      info.costlyMath |= info.name == name;
 }
 
 } // namespace dynafuse

@@ -1,19 +1,27 @@
-//===- ViewOps.cpp - Views, data movement and generators of the graph IR --===//
+//===- ViewOps.cpp - View ops of the graph IR: shape, remap, strided form -===//
 //
-// Ops whose elements are other tensors' elements at remapped indices
-// (reshape, permute, slice, cat, gather, ...) and ops computed from the index
-// alone (arange, full, tril). Lowering turns each into index arithmetic; no
-// op here copies data by itself.
+// Ops whose elements are operand 0's elements at remapped indices (reshape,
+// permute, slice, split, ...). Each op's table entry holds its three rules
+// together: the shape rule (result types), the index remap (the operand
+// index of a result index, which lowering turns into index arithmetic) and
+// the strided form (the result's sizes, strides and offset given the
+// operand's, so extern ops read it without a copy), or noStridedForm where
+// the result is never such a view. Data movement ops that are not plain
+// remaps (cat, pad, gather, generators) are in DataMovementOps.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Graph/ViewRules.h"
 
 #include <algorithm>
-#include <cmath>
+#include <cassert>
 #include <limits>
 
 namespace dynafuse {
 namespace {
+
+using Index = std::vector<SymExpr>;
+using Strided = std::optional<StridedView>;
 
 int64_t constantSize(const Node &node, const SymExpr &size) {
   if (!size.isConstant())
@@ -24,6 +32,13 @@ int64_t constantSize(const Node &node, const SymExpr &size) {
 std::vector<SymExpr> constants(const std::vector<int64_t> &values) {
   return std::vector<SymExpr>(values.begin(), values.end());
 }
+
+/// The strided form of ops whose result is never a view without a copy.
+const StridedRule noStridedForm = nullptr;
+
+//===----------------------------------------------------------------------===//
+// reshape, flatten: the same elements in row-major order
+//===----------------------------------------------------------------------===//
 
 std::vector<TensorType> inferReshape(const Node &node) {
   const TensorType &input = operandType(node, 0);
@@ -57,6 +72,37 @@ std::vector<TensorType> inferReshape(const Node &node) {
   return {likeFirstOperand(node, sizes)};
 }
 
+std::vector<TensorType> inferFlatten(const Node &node) {
+  const TensorType &input = operandType(node, 0);
+  if (input.rank() == 0)
+    return {likeFirstOperand(node, {SymExpr(1)})};
+  int64_t start =
+      normalizeDim(node, node.intAttr("start_dim", 0), input.rank());
+  int64_t end = normalizeDim(node, node.intAttr("end_dim", -1), input.rank());
+  if (start > end)
+    opError(node, "start_dim must not come after end_dim");
+  std::vector<SymExpr> sizes(input.sizes.begin(), input.sizes.begin() + start);
+  SymExpr merged(1);
+  for (int64_t k = start; k <= end; ++k)
+    merged = merged * input.sizes[k];
+  sizes.push_back(merged);
+  sizes.insert(sizes.end(), input.sizes.begin() + end + 1, input.sizes.end());
+  return {likeFirstOperand(node, sizes)};
+}
+
+Index remapReshape(const Node &node, size_t, const Index &index) {
+  return delinearizeIndex(linearizeIndex(index, node.results[0]->type.sizes),
+                          operandType(node, 0).sizes);
+}
+
+Strided stridedReshape(const Node &node, size_t result, StridedView view) {
+  return reshapedView(node.results[result]->type.sizes, std::move(view));
+}
+
+//===----------------------------------------------------------------------===//
+// permute, transpose: dims reordered
+//===----------------------------------------------------------------------===//
+
 std::vector<TensorType> inferPermute(const Node &node) {
   const TensorType &input = operandType(node, 0);
   std::vector<int64_t> dims = intListAttr(node, "dims", {});
@@ -74,6 +120,27 @@ std::vector<TensorType> inferPermute(const Node &node) {
   return {likeFirstOperand(node, sizes)};
 }
 
+Index remapPermute(const Node &node, size_t, const Index &index) {
+  size_t rank = operandType(node, 0).rank();
+  Index in(rank);
+  std::vector<int64_t> dims = intListAttr(node, "dims", {});
+  for (size_t k = 0; k < dims.size(); ++k)
+    in[normalizeDim(node, dims[k], rank)] = index[k];
+  return in;
+}
+
+Strided stridedPermute(const Node &node, size_t, StridedView view) {
+  size_t rank = view.sizes.size();
+  std::vector<int64_t> dims = intListAttr(node, "dims", {});
+  StridedView permuted = view;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    int64_t d = normalizeDim(node, dims[k], rank);
+    permuted.sizes[k] = view.sizes[d];
+    permuted.strides[k] = view.strides[d];
+  }
+  return permuted;
+}
+
 std::vector<TensorType> inferTranspose(const Node &node) {
   const TensorType &input = operandType(node, 0);
   std::vector<SymExpr> sizes = input.sizes;
@@ -84,6 +151,30 @@ std::vector<TensorType> inferTranspose(const Node &node) {
   std::swap(sizes[a], sizes[b]);
   return {likeFirstOperand(node, sizes)};
 }
+
+Index remapTranspose(const Node &node, size_t, const Index &index) {
+  size_t rank = operandType(node, 0).rank();
+  Index in = index;
+  if (rank > 0)
+    std::swap(in[normalizeDim(node, node.intAttr("dim0", 0), rank)],
+              in[normalizeDim(node, node.intAttr("dim1", 1), rank)]);
+  return in;
+}
+
+Strided stridedTranspose(const Node &node, size_t, StridedView view) {
+  size_t rank = view.sizes.size();
+  if (rank < 2)
+    return std::nullopt;
+  int64_t a = normalizeDim(node, node.intAttr("dim0", 0), rank);
+  int64_t b = normalizeDim(node, node.intAttr("dim1", 1), rank);
+  std::swap(view.sizes[a], view.sizes[b]);
+  std::swap(view.strides[a], view.strides[b]);
+  return view;
+}
+
+//===----------------------------------------------------------------------===//
+// expand, squeeze, unsqueeze: size-1 dims broadcast, dropped or added
+//===----------------------------------------------------------------------===//
 
 std::vector<TensorType> inferExpand(const Node &node) {
   const TensorType &input = operandType(node, 0);
@@ -112,18 +203,48 @@ std::vector<TensorType> inferExpand(const Node &node) {
   return {likeFirstOperand(node, sizes)};
 }
 
+Index remapExpand(const Node &node, size_t, const Index &index) {
+  return broadcastIndex(index, operandType(node, 0).sizes);
+}
+
+Strided stridedExpand(const Node &node, size_t result, StridedView view) {
+  size_t rank = view.sizes.size();
+  const std::vector<SymExpr> &out = node.results[result]->type.sizes;
+  size_t lead = out.size() - rank;
+  std::vector<SymExpr> strides(lead, SymExpr(0));
+  for (size_t k = 0; k < rank; ++k)
+    strides.push_back(view.sizes[k] == out[lead + k] ? view.strides[k]
+                                                     : SymExpr(0));
+  view.sizes = out;
+  view.strides = strides;
+  return view;
+}
+
+/// Whether squeeze drops input dim k (listed, or no dims listed, and 1).
+bool squeezeDrops(const Node &node, const TensorType &input, size_t k) {
+  std::vector<int64_t> dims = intListAttr(node, "dims", {});
+  bool listed = dims.empty();
+  for (int64_t dim : dims)
+    listed |= normalizeDim(node, dim, input.rank()) == int64_t(k);
+  return listed && input.sizes[k] == SymExpr(1);
+}
+
 std::vector<TensorType> inferSqueeze(const Node &node) {
   const TensorType &input = operandType(node, 0);
-  std::vector<int64_t> dims = intListAttr(node, "dims", {});
   std::vector<SymExpr> sizes;
-  for (size_t k = 0; k < input.rank(); ++k) {
-    bool listed = dims.empty();
-    for (int64_t dim : dims)
-      listed |= normalizeDim(node, dim, input.rank()) == int64_t(k);
-    if (!(listed && input.sizes[k] == SymExpr(1)))
+  for (size_t k = 0; k < input.rank(); ++k)
+    if (!squeezeDrops(node, input, k))
       sizes.push_back(input.sizes[k]);
-  }
   return {likeFirstOperand(node, sizes)};
+}
+
+Index remapSqueeze(const Node &node, size_t, const Index &index) {
+  const TensorType &input = operandType(node, 0);
+  Index in;
+  size_t next = 0;
+  for (size_t k = 0; k < input.rank(); ++k)
+    in.push_back(squeezeDrops(node, input, k) ? SymExpr(0) : index[next++]);
+  return in;
 }
 
 std::vector<TensorType> inferUnsqueeze(const Node &node) {
@@ -134,23 +255,28 @@ std::vector<TensorType> inferUnsqueeze(const Node &node) {
   return {likeFirstOperand(node, sizes)};
 }
 
-std::vector<TensorType> inferFlatten(const Node &node) {
-  const TensorType &input = operandType(node, 0);
-  if (input.rank() == 0)
-    return {likeFirstOperand(node, {SymExpr(1)})};
-  int64_t start =
-      normalizeDim(node, node.intAttr("start_dim", 0), input.rank());
-  int64_t end = normalizeDim(node, node.intAttr("end_dim", -1), input.rank());
-  if (start > end)
-    opError(node, "start_dim must not come after end_dim");
-  std::vector<SymExpr> sizes(input.sizes.begin(), input.sizes.begin() + start);
-  SymExpr merged(1);
-  for (int64_t k = start; k <= end; ++k)
-    merged = merged * input.sizes[k];
-  sizes.push_back(merged);
-  sizes.insert(sizes.end(), input.sizes.begin() + end + 1, input.sizes.end());
-  return {likeFirstOperand(node, sizes)};
+Index remapUnsqueeze(const Node &node, size_t, const Index &index) {
+  size_t rank = operandType(node, 0).rank();
+  Index in = index;
+  in.erase(in.begin() + normalizeDim(node, node.intAttr("dim", 0), rank + 1));
+  return in;
 }
+
+Strided stridedUnsqueeze(const Node &node, size_t, StridedView view) {
+  size_t rank = view.sizes.size();
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), rank + 1);
+  // torch's stride for the new dim: size * stride of the dim it precedes.
+  SymExpr stride = size_t(dim) < rank
+                       ? view.sizes[size_t(dim)] * view.strides[size_t(dim)]
+                       : SymExpr(1);
+  view.sizes.insert(view.sizes.begin() + dim, SymExpr(1));
+  view.strides.insert(view.strides.begin() + dim, stride);
+  return view;
+}
+
+//===----------------------------------------------------------------------===//
+// select, slice, narrow: a sub-range of one dim
+//===----------------------------------------------------------------------===//
 
 std::vector<TensorType> inferSelect(const Node &node) {
   const TensorType &input = operandType(node, 0);
@@ -165,6 +291,28 @@ std::vector<TensorType> inferSelect(const Node &node) {
   std::vector<SymExpr> sizes = input.sizes;
   sizes.erase(sizes.begin() + dim);
   return {likeFirstOperand(node, sizes)};
+}
+
+Index remapSelect(const Node &node, size_t, const Index &index) {
+  const TensorType &input = operandType(node, 0);
+  Index in = index;
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
+  int64_t at = node.intAttr("index", 0);
+  if (at < 0)
+    at += input.sizes[dim].constant();
+  in.insert(in.begin() + dim, SymExpr(at));
+  return in;
+}
+
+Strided stridedSelect(const Node &node, size_t, StridedView view) {
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), view.sizes.size());
+  int64_t at = node.intAttr("index", 0);
+  if (at < 0)
+    at += view.sizes[dim].constant();
+  view.offset = view.offset + view.strides[dim] * at;
+  view.sizes.erase(view.sizes.begin() + dim);
+  view.strides.erase(view.strides.begin() + dim);
+  return view;
 }
 
 } // namespace
@@ -209,14 +357,145 @@ std::vector<TensorType> inferSlice(const Node &node) {
   return {likeFirstOperand(node, sizes)};
 }
 
+Index remapSlice(const Node &node, size_t, const Index &index) {
+  SliceBounds bounds = sliceBounds(node);
+  Index in = index;
+  in[bounds.dim] = SymExpr(bounds.start) + index[bounds.dim] * bounds.step;
+  return in;
+}
+
+Strided stridedSlice(const Node &node, size_t, StridedView view) {
+  SliceBounds bounds = sliceBounds(node);
+  view.offset = view.offset + view.strides[bounds.dim] * bounds.start;
+  view.sizes[bounds.dim] = SymExpr(bounds.length);
+  view.strides[bounds.dim] = view.strides[bounds.dim] * bounds.step;
+  return view;
+}
+
+//===----------------------------------------------------------------------===//
+// split, chunk, unbind: consecutive pieces of one dim, one result each
+//===----------------------------------------------------------------------===//
+
+/// Where result `piece` starts along dim of size total.
+int64_t pieceStart(const Node &node, int64_t total, size_t piece) {
+  std::vector<int64_t> lengths = splitLengths(node, total);
+  int64_t start = 0;
+  for (size_t r = 0; r < piece; ++r)
+    start += lengths[r];
+  return start;
+}
+
+/// split {sizes = [...]} (already resolved by capture) or {size = n}; chunk
+/// {chunks = n}; unbind (dropDim: the pieces lose the split dim).
+std::vector<TensorType> inferPieces(const Node &node, bool dropDim) {
+  const TensorType &input = operandType(node, 0);
+  if (input.rank() == 0)
+    opError(node, "cannot split a 0-dim tensor");
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
+  int64_t total = constantSize(node, input.sizes[dim]);
+  std::vector<TensorType> results;
+  for (int64_t length : splitLengths(node, total)) {
+    std::vector<SymExpr> sizes = input.sizes;
+    if (dropDim)
+      sizes.erase(sizes.begin() + dim);
+    else
+      sizes[dim] = SymExpr(length);
+    results.push_back(likeFirstOperand(node, sizes));
+  }
+  return results;
+}
+
+Index remapPiece(const Node &node, size_t result, const Index &index,
+                 bool dropDim) {
+  const TensorType &input = operandType(node, 0);
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
+  int64_t offset = pieceStart(node, input.sizes[dim].constant(), result);
+  Index in = index;
+  if (dropDim)
+    in.insert(in.begin() + dim, SymExpr(offset));
+  else
+    in[dim] = index[dim] + offset;
+  return in;
+}
+
+Strided stridedPiece(const Node &node, size_t result, StridedView view,
+                     bool dropDim) {
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), view.sizes.size());
+  if (!view.sizes[dim].isConstant())
+    return std::nullopt;
+  int64_t total = view.sizes[dim].constant();
+  int64_t start = pieceStart(node, total, result);
+  view.offset = view.offset + view.strides[dim] * start;
+  if (dropDim) {
+    view.sizes.erase(view.sizes.begin() + dim);
+    view.strides.erase(view.strides.begin() + dim);
+  } else {
+    view.sizes[dim] = SymExpr(splitLengths(node, total)[result]);
+  }
+  return view;
+}
+
+std::vector<TensorType> inferSplit(const Node &node) {
+  return inferPieces(node, false);
+}
+Index remapSplit(const Node &node, size_t result, const Index &index) {
+  return remapPiece(node, result, index, false);
+}
+Strided stridedSplit(const Node &node, size_t result, StridedView view) {
+  return stridedPiece(node, result, std::move(view), false);
+}
+
+std::vector<TensorType> inferUnbind(const Node &node) {
+  return inferPieces(node, true);
+}
+Index remapUnbind(const Node &node, size_t result, const Index &index) {
+  return remapPiece(node, result, index, true);
+}
+Strided stridedUnbind(const Node &node, size_t result, StridedView view) {
+  return stridedPiece(node, result, std::move(view), true);
+}
+
+//===----------------------------------------------------------------------===//
+// contiguous, flip, roll, repeat: remaps that are never strided views
+//===----------------------------------------------------------------------===//
+
 std::vector<TensorType> inferSameShape(const Node &node) {
   return {likeFirstOperand(node, operandType(node, 0).sizes)};
 }
 
-std::vector<TensorType> inferTriangle(const Node &node) {
-  if (operandType(node, 0).rank() < 2)
-    opError(node, "needs a tensor of at least 2 dims");
-  return inferSameShape(node);
+Index remapIdentity(const Node &, size_t, const Index &index) {
+  return index;
+}
+
+Index remapFlip(const Node &node, size_t, const Index &index) {
+  const TensorType &input = operandType(node, 0);
+  Index in = index;
+  for (int64_t dim : intListAttr(node, "dims", {})) {
+    int64_t d = normalizeDim(node, dim, input.rank());
+    in[d] = input.sizes[d] - 1 - index[d];
+  }
+  return in;
+}
+
+Index remapRoll(const Node &node, size_t, const Index &index) {
+  const TensorType &input = operandType(node, 0);
+  Index in = index;
+  std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
+  std::vector<int64_t> dims = intListAttr(node, "dims", {});
+  if (dims.empty()) {
+    SymExpr flat = linearizeIndex(index, input.sizes);
+    SymExpr count = input.numel();
+    int64_t total = count.isConstant() ? count.constant() : 1;
+    int64_t shift = total ? modInt(shifts.at(0), total) : 0;
+    in = delinearizeIndex(mod(flat + (count - shift), count), input.sizes);
+  }
+  for (size_t s = 0; s < dims.size(); ++s) {
+    int64_t d = normalizeDim(node, dims[s], input.rank());
+    int64_t size = input.sizes[d].constant();
+    int64_t shift = size ? modInt(shifts.at(s), size) : 0;
+    in[d] = mod(index[d] + (size - shift), SymExpr(size));
+  }
+  return in;
 }
 
 std::vector<TensorType> inferRepeat(const Node &node) {
@@ -235,143 +514,28 @@ std::vector<TensorType> inferRepeat(const Node &node) {
   return {likeFirstOperand(node, sizes)};
 }
 
-std::vector<TensorType> inferPad(const Node &node) {
+Index remapRepeat(const Node &node, size_t, const Index &index) {
   const TensorType &input = operandType(node, 0);
-  std::vector<int64_t> pad = intListAttr(node, "pad", {});
-  if (pad.size() % 2 != 0 || pad.size() / 2 > input.rank())
-    opError(node, "pad needs a (before, after) pair per padded dim");
-  std::vector<SymExpr> sizes = input.sizes;
-  for (size_t p = 0; p < pad.size() / 2; ++p) {
-    if (pad[2 * p] < 0 || pad[2 * p + 1] < 0)
-      opError(node, "negative padding is not supported");
-    size_t dim = input.rank() - 1 - p;
-    sizes[dim] = sizes[dim] + pad[2 * p] + pad[2 * p + 1];
-  }
-  return {likeFirstOperand(node, sizes)};
+  size_t lead = index.size() - input.rank();
+  Index in;
+  for (size_t k = 0; k < input.rank(); ++k)
+    in.push_back(mod(index[lead + k], input.sizes[k]));
+  return in;
 }
 
-std::vector<TensorType> inferCat(const Node &node) {
-  const TensorType &first = operandType(node, 0);
-  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), first.rank());
-  TensorType result = likeFirstOperand(node, first.sizes);
-  result.sizes[dim] = SymExpr(0);
-  for (size_t i = 0; i < node.operands.size(); ++i) {
-    const TensorType &type = operandType(node, i);
-    if (type.rank() != first.rank())
-      opError(node, "operands must have the same rank");
-    for (size_t k = 0; k < type.rank(); ++k)
-      if (int64_t(k) != dim && type.sizes[k] != first.sizes[k])
-        opError(node, "operand sizes differ in dimension " + std::to_string(k));
-    result.sizes[dim] = result.sizes[dim] + type.sizes[dim];
-    result.dtype = promoteTypes(result.dtype, type.dtype);
-  }
-  return {result};
-}
-
-/// split {sizes = [...]} (already resolved by capture) or {size = n}; chunk
-/// {chunks = n}; unbind.
-std::vector<TensorType> inferSplit(const Node &node) {
-  const TensorType &input = operandType(node, 0);
-  if (input.rank() == 0)
-    opError(node, "cannot split a 0-dim tensor");
-  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
-  int64_t total = constantSize(node, input.sizes[dim]);
-  std::vector<TensorType> results;
-  for (int64_t length : splitLengths(node, total)) {
-    std::vector<SymExpr> sizes = input.sizes;
-    if (node.op == "unbind")
-      sizes.erase(sizes.begin() + dim);
-    else
-      sizes[dim] = SymExpr(length);
-    results.push_back(likeFirstOperand(node, sizes));
-  }
-  return results;
-}
-
-std::vector<TensorType> inferIndexSelect(const Node &node) {
-  const TensorType &input = operandType(node, 0);
-  const TensorType &index = operandType(node, 1);
-  if (index.rank() > 1 || isFloating(index.dtype) || index.dtype == DType::Bool)
-    opError(node, "index must be a 1-D integer tensor");
-  std::vector<SymExpr> sizes = input.sizes;
-  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
-  if (input.rank() > 0)
-    sizes[dim] = index.numel();
-  return {likeFirstOperand(node, sizes)};
-}
-
-std::vector<TensorType> inferGather(const Node &node) {
-  const TensorType &input = operandType(node, 0);
-  const TensorType &index = operandType(node, 1);
-  if (index.rank() != input.rank() || isFloating(index.dtype) ||
-      index.dtype == DType::Bool)
-    opError(node, "index must be an integer tensor of the input's rank");
-  normalizeDim(node, node.intAttr("dim", 0), input.rank());
-  return {likeFirstOperand(node, index.sizes)};
-}
-
-/// embedding(indices, weight), in torch's argument order.
-std::vector<TensorType> inferEmbedding(const Node &node) {
-  const TensorType &indices = operandType(node, 0);
-  const TensorType &weight = operandType(node, 1);
-  if (weight.rank() != 2 || isFloating(indices.dtype) ||
-      indices.dtype == DType::Bool)
-    opError(node, "needs a 2-D weight and integer indices");
-  std::vector<SymExpr> sizes = indices.sizes;
-  sizes.push_back(weight.sizes[1]);
-  TensorType result = likeFirstOperand(node, sizes);
-  result.dtype = weight.dtype;
-  return {result};
-}
-
-DType dtypeAttr(const Node &node, DType fallback) {
-  const Attribute *dtype = node.attribute("dtype");
-  if (!dtype)
-    return fallback;
-  if (!std::holds_alternative<DType>(*dtype))
-    opError(node, "attribute 'dtype' must be a dtype");
-  return std::get<DType>(*dtype);
-}
-
-std::vector<TensorType> inferArange(const Node &node) {
-  double start = floatAttr(node, "start", 0), end = floatAttr(node, "end", 0);
-  double step = floatAttr(node, "step", 1);
-  if (step == 0 || (end - start) / step < 0)
-    opError(node, "invalid range");
-  bool integral = true;
-  for (const char *name : {"start", "end", "step"}) {
-    const Attribute *value = node.attribute(name);
-    integral &= !value || std::holds_alternative<int64_t>(*value);
-  }
-  TensorType result;
-  result.dtype = dtypeAttr(node, integral ? DType::I64 : DType::F32);
-  result.sizes = {SymExpr(int64_t(std::ceil((end - start) / step)))};
-  result.device = node.stringAttr("device", "cpu");
-  return {result};
-}
-
-std::vector<TensorType> inferFull(const Node &node) {
-  TensorType result;
-  result.dtype = dtypeAttr(node, DType::F32);
-  for (int64_t size : intListAttr(node, "shape", {})) {
-    if (size < 0)
-      opError(node, "sizes must not be negative");
-    result.sizes.push_back(SymExpr(size));
-  }
-  result.device = node.stringAttr("device", "cpu");
-  return {result};
-}
-
-std::vector<TensorType> inferFullLike(const Node &node) {
-  TensorType result = likeFirstOperand(node, operandType(node, 0).sizes);
-  result.dtype = dtypeAttr(node, result.dtype);
-  return {result};
-}
-
-OpInfo view(const std::string &name, int arity,
-            std::vector<std::string> attributes, ShapeRule infer) {
-  return shapedOp(name, OpKind::View, arity, std::move(attributes),
-                  std::move(infer));
+/// A view op: one operand read at remapped indices. The strided form must
+/// be given, noStridedForm where there is none.
+OpInfo remapView(const std::string &name, std::vector<std::string> attributes,
+                 ShapeRule infer, IndexRemap remap, StridedRule strided) {
+  assert(remap && "a view op needs its index remap");
+  OpInfo info = shapedOp(name, OpKind::View, 1, std::move(attributes),
+                         std::move(infer));
+  ViewRule rule;
+  rule.form = ViewForm::Remap;
+  rule.remap = std::move(remap);
+  rule.strided = std::move(strided);
+  info.view = std::make_shared<const ViewRule>(std::move(rule));
+  return info;
 }
 
 } // namespace
@@ -411,36 +575,42 @@ std::vector<int64_t> splitLengths(const Node &node, int64_t total) {
 }
 
 void addViewOps(std::vector<OpInfo> &table) {
-  table.push_back(view("reshape", 1, {"shape"}, inferReshape));
-  table.push_back(view("permute", 1, {"dims"}, inferPermute));
-  table.push_back(view("transpose", 1, {"dim0", "dim1"}, inferTranspose));
-  table.push_back(view("expand", 1, {"shape"}, inferExpand));
-  table.push_back(view("squeeze", 1, {"dims"}, inferSqueeze));
-  table.push_back(view("unsqueeze", 1, {"dim"}, inferUnsqueeze));
-  table.push_back(view("flatten", 1, {"start_dim", "end_dim"}, inferFlatten));
-  table.push_back(view("select", 1, {"dim", "index"}, inferSelect));
-  table.push_back(
-      view("slice", 1, {"dim", "start", "end", "step"}, inferSlice));
-  table.push_back(view("narrow", 1, {"dim", "start", "length"}, inferSlice));
-  table.push_back(view("contiguous", 1, {}, inferSameShape));
-  table.push_back(view("flip", 1, {"dims"}, inferSameShape));
-  table.push_back(view("roll", 1, {"shifts", "dims"}, inferSameShape));
-  table.push_back(view("tril", 1, {"diagonal"}, inferTriangle));
-  table.push_back(view("triu", 1, {"diagonal"}, inferTriangle));
-  table.push_back(view("repeat", 1, {"repeats"}, inferRepeat));
-  table.push_back(view("pad", 1, {"pad", "value"}, inferPad));
-  table.push_back(view("cat", -1, {"dim"}, inferCat));
-  table.push_back(view("split", 1, {"dim", "size", "sizes"}, inferSplit));
-  table.push_back(view("chunk", 1, {"dim", "chunks"}, inferSplit));
-  table.push_back(view("unbind", 1, {"dim"}, inferSplit));
-  table.push_back(view("index_select", 2, {"dim"}, inferIndexSelect));
-  table.push_back(view("gather", 2, {"dim"}, inferGather));
-  table.push_back(view("embedding", 2, {}, inferEmbedding));
-  table.push_back(view("arange", 0, {"start", "end", "step", "dtype", "device"},
-                       inferArange));
-  table.push_back(
-      view("full", 0, {"shape", "value", "dtype", "device"}, inferFull));
-  table.push_back(view("full_like", 1, {"value", "dtype"}, inferFullLike));
+  // name, attributes, shape rule, index remap, strided form.
+  table.push_back(remapView("reshape", {"shape"}, inferReshape, remapReshape,
+                            stridedReshape));
+  table.push_back(remapView("permute", {"dims"}, inferPermute, remapPermute,
+                            stridedPermute));
+  table.push_back(remapView("transpose", {"dim0", "dim1"}, inferTranspose,
+                            remapTranspose, stridedTranspose));
+  table.push_back(remapView("expand", {"shape"}, inferExpand, remapExpand,
+                            stridedExpand));
+  table.push_back(remapView("squeeze", {"dims"}, inferSqueeze, remapSqueeze,
+                            noStridedForm));
+  table.push_back(remapView("unsqueeze", {"dim"}, inferUnsqueeze,
+                            remapUnsqueeze, stridedUnsqueeze));
+  table.push_back(remapView("flatten", {"start_dim", "end_dim"}, inferFlatten,
+                            remapReshape, stridedReshape));
+  table.push_back(remapView("select", {"dim", "index"}, inferSelect,
+                            remapSelect, stridedSelect));
+  table.push_back(remapView("slice", {"dim", "start", "end", "step"},
+                            inferSlice, remapSlice, stridedSlice));
+  table.push_back(remapView("narrow", {"dim", "start", "length"}, inferSlice,
+                            remapSlice, stridedSlice));
+  table.push_back(remapView("contiguous", {}, inferSameShape, remapIdentity,
+                            noStridedForm));
+  table.push_back(remapView("flip", {"dims"}, inferSameShape, remapFlip,
+                            noStridedForm));
+  table.push_back(remapView("roll", {"shifts", "dims"}, inferSameShape,
+                            remapRoll, noStridedForm));
+  table.push_back(remapView("repeat", {"repeats"}, inferRepeat, remapRepeat,
+                            noStridedForm));
+  table.push_back(remapView("split", {"dim", "size", "sizes"}, inferSplit,
+                            remapSplit, stridedSplit));
+  table.push_back(remapView("chunk", {"dim", "chunks"}, inferSplit,
+                            remapSplit, stridedSplit));
+  table.push_back(remapView("unbind", {"dim"}, inferUnbind, remapUnbind,
+                            stridedUnbind));
+  addDataMovementOps(table);
 }
 
 } // namespace dynafuse

@@ -2,46 +2,13 @@
 #include "dynafuse/Lowering/ElementEmitter.h"
 
 #include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Graph/ViewRules.h"
 #include "dynafuse/Lowering/PointwiseRules.h"
 
 #include <algorithm>
 
 namespace dynafuse {
 namespace {
-
-/// Index of an operand of shape operandSizes inside a result indexed by
-/// index (right-aligned broadcasting: a size-1 dim is indexed with 0).
-std::vector<SymExpr> broadcastIndex(const std::vector<SymExpr> &index,
-                                    const std::vector<SymExpr> &operandSizes) {
-  size_t offset = index.size() - operandSizes.size();
-  std::vector<SymExpr> result;
-  for (size_t k = 0; k < operandSizes.size(); ++k)
-    result.push_back(operandSizes[k] == SymExpr(1) ? SymExpr(0)
-                                                   : index[offset + k]);
-  return result;
-}
-
-/// Row-major linear position of index in sizes.
-SymExpr linearize(const std::vector<SymExpr> &index,
-                  const std::vector<SymExpr> &sizes) {
-  SymExpr flat(0);
-  for (size_t k = 0; k < index.size(); ++k)
-    flat = flat * sizes[k] + index[k];
-  return flat;
-}
-
-/// The index in sizes of row-major linear position flat.
-std::vector<SymExpr> delinearize(const SymExpr &flat,
-                                 const std::vector<SymExpr> &sizes) {
-  std::vector<SymExpr> index(sizes.size());
-  SymExpr stride(1);
-  for (size_t k = sizes.size(); k-- > 0;) {
-    SymExpr quotient = floorDiv(flat, stride);
-    index[k] = k == 0 ? quotient : mod(quotient, sizes[k]);
-    stride = stride * sizes[k];
-  }
-  return index;
-}
 
 ReduceKind reduceKindOf(const std::string &op) {
   static const std::map<std::string, ReduceKind> kinds = {
@@ -64,6 +31,13 @@ size_t resultIndexOf(const Value *value) {
   const auto &results = value->producer->results;
   return size_t(std::find(results.begin(), results.end(), value) -
                 results.begin());
+}
+
+/// argmax / argmin: only the position of the extreme element is the
+/// result (max_dim / min_dim give both).
+bool yieldsOnlyPosition(const Node &node, ReduceKind kind) {
+  return (kind == ReduceKind::ArgMax || kind == ReduceKind::ArgMin) &&
+         node.results.size() == 1;
 }
 
 } // namespace
@@ -102,7 +76,7 @@ int ElementEmitter::emitUncached(const Value *value,
   if (buffered || !value->producer)
     return load(value, index);
   const Node &node = *value->producer;
-  const OpInfo *info = lookupOp(node.op);
+  const OpInfo *info = opInfoOf(node);
   if (!info)
     fail("no lowering for op '" + node.op + "'", node.location);
   switch (info->kind) {
@@ -235,8 +209,9 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   const Value *x = node.operands[0].value;
   const TensorType &input = x->type;
   DType resultType = computeType(node.results[result]->type.dtype);
+  ReduceKind kind = reduceKindOf(node.op);
   if (input.rank() == 0) {
-    if (node.op == "argmax" || node.op == "argmin" || result == 1)
+    if (yieldsOnlyPosition(node, kind) || result == 1)
       return constant(DType::I64, 0);
     return cast(emit(x, {}), resultType);
   }
@@ -248,7 +223,6 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   std::vector<SymExpr> extents, reduceVars;
   for (int64_t dim : dims)
     extents.push_back(input.sizes[dim]);
-  ReduceKind kind = reduceKindOf(node.op);
   if (!builder.openReduce(kind, extents, outer, reduceVars))
     throw NeedsRealization{node.results[result]};
   std::vector<SymExpr> inputIndex;
@@ -267,7 +241,7 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   std::vector<int> yields;
   if (kind == ReduceKind::ArgMax || kind == ReduceKind::ArgMin) {
     std::vector<SymExpr> reducedSizes(extents.begin(), extents.end());
-    yields = {element, indexValue(linearize(reduceVars, reducedSizes))};
+    yields = {element, indexValue(linearizeIndex(reduceVars, reducedSizes))};
   } else {
     DType accumulate = kind == ReduceKind::Any || kind == ReduceKind::All
                            ? DType::Bool
@@ -275,7 +249,7 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
     yields = {cast(element, accumulate)};
   }
   std::vector<int> results = builder.closeReduce(yields);
-  if (node.op == "argmax" || node.op == "argmin")
+  if (yieldsOnlyPosition(node, kind))
     return results[1];
   if (node.results.size() > 1) {
     // max_dim / min_dim: remember both results for this index.
@@ -292,104 +266,24 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
 
 int ElementEmitter::emitView(const Node &node, size_t result,
                              const std::vector<SymExpr> &index) {
-  const std::string &op = node.op;
-  if (op == "cat")
+  switch (opInfoOf(node)->view->form) {
+  case ViewForm::Remap:
+    return emit(node.operands[0].value, remapViewIndex(node, result, index));
+  case ViewForm::Concat:
     return emitCat(node, index);
-  if (op == "pad")
+  case ViewForm::Pad:
     return emitPad(node, index);
-  if (op == "index_select" || op == "gather" || op == "embedding")
+  case ViewForm::Gather:
+  case ViewForm::IndexSelect:
+  case ViewForm::Embedding:
     return emitIndexed(node, index);
-  if (op == "arange" || op == "full" || op == "full_like" || op == "tril" ||
-      op == "triu")
+  case ViewForm::Arange:
+  case ViewForm::Fill:
+  case ViewForm::LowerTriangle:
+  case ViewForm::UpperTriangle:
     return emitGenerator(node, index);
-  const Value *x = node.operands[0].value;
-  const TensorType &input = x->type;
-  std::vector<SymExpr> in;
-  if (op == "reshape" || op == "flatten") {
-    in =
-        delinearize(linearize(index, node.results[0]->type.sizes), input.sizes);
-  } else if (op == "permute") {
-    in.resize(input.rank());
-    std::vector<int64_t> dims = intListAttr(node, "dims", {});
-    for (size_t k = 0; k < dims.size(); ++k)
-      in[normalizeDim(node, dims[k], input.rank())] = index[k];
-  } else if (op == "transpose") {
-    in = index;
-    if (input.rank() > 0)
-      std::swap(in[normalizeDim(node, node.intAttr("dim0", 0), input.rank())],
-                in[normalizeDim(node, node.intAttr("dim1", 1), input.rank())]);
-  } else if (op == "expand") {
-    in = broadcastIndex(index, input.sizes);
-  } else if (op == "squeeze") {
-    std::vector<int64_t> dims = intListAttr(node, "dims", {});
-    size_t next = 0;
-    for (size_t k = 0; k < input.rank(); ++k) {
-      bool listed = dims.empty();
-      for (int64_t dim : dims)
-        listed |= normalizeDim(node, dim, input.rank()) == int64_t(k);
-      bool dropped = listed && input.sizes[k] == SymExpr(1);
-      in.push_back(dropped ? SymExpr(0) : index[next++]);
-    }
-  } else if (op == "unsqueeze") {
-    in = index;
-    in.erase(in.begin() +
-             normalizeDim(node, node.intAttr("dim", 0), input.rank() + 1));
-  } else if (op == "select") {
-    in = index;
-    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
-    int64_t at = node.intAttr("index", 0);
-    if (at < 0)
-      at += input.sizes[dim].constant();
-    in.insert(in.begin() + dim, SymExpr(at));
-  } else if (op == "slice" || op == "narrow") {
-    SliceBounds bounds = sliceBounds(node);
-    in = index;
-    in[bounds.dim] = SymExpr(bounds.start) + index[bounds.dim] * bounds.step;
-  } else if (op == "contiguous") {
-    in = index;
-  } else if (op == "flip") {
-    in = index;
-    for (int64_t dim : intListAttr(node, "dims", {})) {
-      int64_t d = normalizeDim(node, dim, input.rank());
-      in[d] = input.sizes[d] - 1 - index[d];
-    }
-  } else if (op == "roll") {
-    in = index;
-    std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
-    std::vector<int64_t> dims = intListAttr(node, "dims", {});
-    if (dims.empty()) {
-      SymExpr flat = linearize(index, input.sizes);
-      SymExpr count = input.numel();
-      int64_t total = count.isConstant() ? count.constant() : 1;
-      int64_t shift = total ? modInt(shifts.at(0), total) : 0;
-      in = delinearize(mod(flat + (count - shift), count), input.sizes);
-    }
-    for (size_t s = 0; s < dims.size(); ++s) {
-      int64_t d = normalizeDim(node, dims[s], input.rank());
-      int64_t size = input.sizes[d].constant();
-      int64_t shift = size ? modInt(shifts.at(s), size) : 0;
-      in[d] = mod(index[d] + (size - shift), SymExpr(size));
-    }
-  } else if (op == "repeat") {
-    size_t lead = index.size() - input.rank();
-    for (size_t k = 0; k < input.rank(); ++k)
-      in.push_back(mod(index[lead + k], input.sizes[k]));
-  } else if (op == "split" || op == "chunk" || op == "unbind") {
-    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
-    std::vector<int64_t> lengths =
-        splitLengths(node, input.sizes[dim].constant());
-    int64_t offset = 0;
-    for (size_t r = 0; r < result; ++r)
-      offset += lengths[r];
-    in = index;
-    if (op == "unbind")
-      in.insert(in.begin() + dim, SymExpr(offset));
-    else
-      in[dim] = index[dim] + offset;
-  } else {
-    fail("no lowering for view op '" + op + "'", node.location);
   }
-  return emit(x, in);
+  fail("no lowering for view op '" + node.op + "'", node.location);
 }
 
 int ElementEmitter::emitCat(const Node &node,
@@ -436,14 +330,15 @@ int ElementEmitter::emitPad(const Node &node,
 
 int ElementEmitter::emitIndexed(const Node &node,
                                 const std::vector<SymExpr> &index) {
-  bool embedding = node.op == "embedding";
-  const Value *data = node.operands[embedding ? 1 : 0].value;
-  const Value *indices = node.operands[embedding ? 0 : 1].value;
+  const OpInfo &info = *opInfoOf(node);
+  const Value *data = node.operands[info.indexedOperand].value;
+  const Value *indices = node.operands[1 - info.indexedOperand].value;
   std::vector<SymExpr> at;
   std::vector<SymExpr> where;
-  if (node.op == "embedding") {
+  ViewForm form = info.view->form;
+  if (form == ViewForm::Embedding) {
     where.assign(index.begin(), index.end() - 1);
-  } else if (node.op == "gather") {
+  } else if (form == ViewForm::Gather) {
     where = index;
   } else {
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), data->type.rank());
@@ -452,7 +347,7 @@ int ElementEmitter::emitIndexed(const Node &node,
   }
   int position = cast(emit(indices, where), DType::I64);
   SymExpr indirect = SymExpr::symbol("%" + kernel.instrs[position].name);
-  if (node.op == "embedding") {
+  if (form == ViewForm::Embedding) {
     at = {indirect, index.back()};
   } else {
     at = index;
@@ -466,9 +361,10 @@ int ElementEmitter::emitIndexed(const Node &node,
 int ElementEmitter::emitGenerator(const Node &node,
                                   const std::vector<SymExpr> &index) {
   DType type = computeType(node.results[0]->type.dtype);
-  if (node.op == "full" || node.op == "full_like")
+  ViewForm form = opInfoOf(node)->view->form;
+  if (form == ViewForm::Fill)
     return constant(type, floatAttr(node, "value", 0));
-  if (node.op == "arange") {
+  if (form == ViewForm::Arange) {
     double start = floatAttr(node, "start", 0),
            step = floatAttr(node, "step", 1);
     if (!isFloating(type) && start == int64_t(start) && step == int64_t(step))
@@ -483,10 +379,9 @@ int ElementEmitter::emitGenerator(const Node &node,
   size_t rank = index.size();
   SymExpr offset = index[rank - 1] - index[rank - 2];
   int64_t diagonal = node.intAttr("diagonal", 0);
-  int keep = node.op == "tril" ? binary(ScalarOp::Le, indexValue(offset),
-                                        constant(DType::I64, diagonal))
-                               : binary(ScalarOp::Ge, indexValue(offset),
-                                        constant(DType::I64, diagonal));
+  ScalarOp side = form == ViewForm::LowerTriangle ? ScalarOp::Le : ScalarOp::Ge;
+  int keep =
+      binary(side, indexValue(offset), constant(DType::I64, diagonal));
   int value = emit(node.operands[0].value, index);
   return select(keep, value, constant(type, 0));
 }

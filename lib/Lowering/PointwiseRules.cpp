@@ -404,7 +404,7 @@ const PointwiseRule *findPointwiseRule(const std::string &op) {
 }
 
 DType operationType(const Node &node) {
-  const OpInfo *info = lookupOp(node.op);
+  const OpInfo *info = opInfoOf(node);
   if (info && info->rule == TypeRule::Compare)
     return computeType(promotedOperandType(node));
   return computeType(node.result()->type.dtype);

@@ -21,6 +21,7 @@
 namespace dynafuse {
 
 class Node;
+struct OpInfo;
 
 /// A Python number used as an operand ("weak" in type promotion).
 struct Scalar {
@@ -64,6 +65,10 @@ std::string attributeStr(const Attribute &attribute);
 class Node {
 public:
   std::string op;
+  /// The registry entry of op, resolved when the node is added to a graph
+  /// (Graph::addNode, the parser, capture); null for an unknown op or a
+  /// node built outside a graph (use opInfoOf).
+  const OpInfo *info = nullptr;
   std::vector<Operand> operands;
   std::map<std::string, Attribute> attributes;
   std::vector<Value *> results;

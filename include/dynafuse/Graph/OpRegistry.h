@@ -13,6 +13,7 @@
 #include "dynafuse/Graph/Graph.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ enum class TypeRule {
 };
 
 /// Result types of a non-pointwise node; throws via opError.
+/// The lowering side of a view op (ViewRules.h; kept out of this header so
+/// that only the code lowering views sees its types).
+struct ViewRule;
+
 using ShapeRule = std::function<std::vector<TensorType>(const Node &)>;
 /// Rewrites a composite node (whose operands are values of `graph`) into
 /// primitive nodes appended to `graph`; returns the replacement results.
@@ -66,6 +71,21 @@ struct OpInfo {
   /// (ATen's convolutions and pools); their shape rules and lowering's
   /// buffer layouts both follow it.
   bool keepsChannelsLast = false;
+  /// Extern ops that make a CPU graph run channels-last (lowering's layout
+  /// choice) and then produce channels-last results themselves, their
+  /// input converted by the torch bridge (conv2d).
+  bool startsChannelsLast = false;
+  /// Pointwise math much costlier than a load (division, transcendental
+  /// functions): realization computes it once on a small value that a
+  /// larger result broadcasts (batch norm's rsqrt of the variance).
+  bool costlyMath = false;
+  /// View ops: how lowering computes their elements, and for index
+  /// remappings the remap and strided form (ViewRules.h); null otherwise.
+  std::shared_ptr<const ViewRule> view;
+  /// Ops that read one operand at indices loaded from another (gather,
+  /// index_select, embedding): the position of the operand read that way,
+  /// which lowering keeps in a buffer; -1 for other ops.
+  int indexedOperand = -1;
   /// Further checks of operands and attributes; throws via opError.
   std::function<void(const Node &)> verify;
   /// Non-pointwise ops: computes result types (pointwise ops use `rule`).
@@ -82,6 +102,7 @@ OpInfo shapedOp(const std::string &name, OpKind kind, int arity,
 void addPointwiseOps(std::vector<OpInfo> &table);
 void addReductionOps(std::vector<OpInfo> &table);
 void addViewOps(std::vector<OpInfo> &table);
+void addDataMovementOps(std::vector<OpInfo> &table);
 void addExternOps(std::vector<OpInfo> &table);
 void addCompositeOps(std::vector<OpInfo> &table);
 
@@ -121,6 +142,10 @@ SliceBounds sliceBounds(const Node &node);
 std::vector<int64_t> splitLengths(const Node &node, int64_t total);
 
 const OpInfo *lookupOp(const std::string &name);
+/// The op info of node: the one resolved when it was added to its graph,
+/// else (a node built outside a graph, as shape rules' probes) looked up by
+/// name. Null for an unknown op.
+const OpInfo *opInfoOf(const Node &node);
 std::vector<std::string> registeredOpNames();
 
 /// Result types of node, or an Error naming the op and the problem.
