@@ -21,6 +21,9 @@
 //===----------------------------------------------------------------------===//
 #include "CUDACodegen.h"
 
+#include "CUDAInstructionEmitter.h"
+#include "CUDAScalarText.h"
+
 #include "dynafuse/Loop/ScalarSemantics.h"
 #include "dynafuse/Support/Error.h"
 
@@ -34,92 +37,12 @@
 namespace dynafuse {
 namespace {
 
-const char *valueType(DType type) {
-  switch (type) {
-  case DType::Bool:
-    return "bool";
-  case DType::I32:
-    return "int";
-  case DType::I64:
-    return "long long";
-  case DType::F64:
-    return "double";
-  default:
-    return "float";
-  }
-}
+using namespace cudatext;
 
-/// Accumulator type of a reduce: bool does not shuffle, so int.
-const char *accType(DType type) {
-  return type == DType::Bool ? "int" : valueType(type);
-}
-
-const char *storageType(DType type) {
-  switch (type) {
-  case DType::Bool:
-    return "unsigned char";
-  case DType::F16:
-    return "__half";
-  case DType::BF16:
-    return "__nv_bfloat16";
-  default:
-    return valueType(type);
-  }
-}
-
-std::string floatLiteral(DType type, double value) {
-  bool f32 = type != DType::F64;
-  if (std::isnan(value))
-    return f32 ? "__int_as_float(0x7fc00000)"
-               : "__longlong_as_double(0x7ff8000000000000LL)";
-  if (std::isinf(value)) {
-    std::string text = f32 ? "__int_as_float(0x7f800000)"
-                           : "__longlong_as_double(0x7ff0000000000000LL)";
-    return value < 0 ? "(-" + text + ")" : text;
-  }
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%a",
-                f32 ? double(float(value)) : value);
-  return std::string("(") + buffer + (f32 ? "f)" : ")");
-}
-
-std::string intLiteral(int64_t value) {
-  if (value == INT64_MIN)
-    return "((long long)0x8000000000000000ULL)";
-  return "(" + std::to_string(value) + "LL)";
-}
-
-std::string literal(DType type, ScalarValue value) {
-  if (isFloating(type))
-    return floatLiteral(type, value.f);
-  if (type == DType::Bool)
-    return value.i ? "true" : "false";
-  return std::string("((") + valueType(type) + ")" + intLiteral(value.i) + ")";
-}
-
-/// The result of 64-bit integer arithmetic `text` as a value of `type`.
-std::string wrapInt(DType type, const std::string &text) {
-  if (type == DType::Bool)
-    return "((" + text + ") != 0)";
-  return std::string("((") + valueType(type) + ")(" + text + "))";
-}
-
-std::string sanitize(const std::string &name) {
-  std::string out;
-  for (char c : name)
-    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out;
-}
-
-class KernelEmitter {
+class KernelEmitter : CUDAInstructionEmitter {
 public:
   KernelEmitter(const Kernel &kernel, CUDAKernelInfo &info)
-      : kernel(kernel), info(info) {
-    for (const std::string &symbol : kernel.symbols)
-      sizeSymbols.insert(symbol);
-    for (size_t i = 0; i < kernel.instrs.size(); ++i)
-      idByName[kernel.instrs[i].name] = int(i);
-  }
+      : CUDAInstructionEmitter(kernel), info(info) {}
 
   std::string emit() {
     info.name = sanitize(kernel.name);
@@ -149,25 +72,7 @@ public:
   }
 
 private:
-  const Kernel &kernel;
   CUDAKernelInfo &info;
-  std::set<std::string> sizeSymbols;
-  std::map<std::string, int> idByName;
-  std::ostringstream out;
-  int indent = 0;
-  int uniqueCounter = 0;
-  /// Whether the statements being emitted are shared by a whole block
-  /// (stores only in thread 0).
-  bool blockLevel = false;
-  /// Vector path: the first lane's innermost index, and the vector
-  /// component each widened load or store of the current lane uses.
-  std::string laneBase;
-  std::map<int, std::string> laneAccess;
-
-  std::ostream &line() { return out << std::string(2 * indent, ' '); }
-  std::string fresh(const char *stem) {
-    return std::string("df_") + stem + std::to_string(uniqueCounter++);
-  }
 
   /// The single loop of `body` when every other statement is a scalar
   /// instruction other than a store (loop-invariant code hoisted out of
@@ -202,47 +107,6 @@ private:
           (stmt.kind == Stmt::Kind::For && hasReduce(stmt.body)))
         return true;
     return false;
-  }
-
-  std::string symbolName(const std::string &name) const {
-    if (!name.empty() && name[0] == '%')
-      return "((long long)" + value(indirectId(name)) + ")";
-    return (sizeSymbols.count(name) ? "S_" : "L_") + sanitize(name);
-  }
-  int indirectId(const std::string &symbol) const {
-    auto found = idByName.find(symbol.substr(1));
-    if (found == idByName.end())
-      fail("CUDA backend: kernel @" + kernel.name + " indexes with '" + symbol +
-           "', which is not a value of the kernel");
-    return found->second;
-  }
-  std::string value(int id) const {
-    return "v_" + sanitize(kernel.instrs[id].name);
-  }
-  DType typeOf(int id) const { return kernel.instrs[id].type; }
-
-  std::string expr(const SymExpr &e) const {
-    switch (e.kind()) {
-    case SymExpr::Kind::Constant:
-      return intLiteral(e.constant());
-    case SymExpr::Kind::Symbol:
-      return symbolName(e.symbolName());
-    case SymExpr::Kind::Add:
-    case SymExpr::Kind::Mul: {
-      std::string text = "(";
-      const char *op = e.kind() == SymExpr::Kind::Add ? " + " : " * ";
-      for (size_t i = 0; i < e.operands().size(); ++i)
-        text += (i ? op : "") + expr(e.operands()[i]);
-      return text + ")";
-    }
-    case SymExpr::Kind::FloorDiv:
-      return "df_floordiv(" + expr(e.operands()[0]) + ", " +
-             expr(e.operands()[1]) + ")";
-    case SymExpr::Kind::Mod:
-      return "df_mod(" + expr(e.operands()[0]) + ", " + expr(e.operands()[1]) +
-             ")";
-    }
-    fail("CUDA backend: unknown symbolic expression kind");
   }
 
   // --- Kernel shapes -------------------------------------------------------
@@ -499,41 +363,6 @@ private:
            reduce.reduceKind == ReduceKind::ArgMin;
   }
 
-  /// The combiner of a non-arg reduce as an expression of a and b.
-  std::string combiner(ReduceKind kind, DType type, const std::string &a,
-                       const std::string &b) const {
-    bool floating = isFloating(type);
-    bool boolean = type == DType::Bool;
-    switch (kind) {
-    case ReduceKind::Sum:
-      return floating ? "(" + a + " + " + b + ")"
-                      : wrapInt(boolean ? DType::I32 : type,
-                                boolean ? "(" + a + " + " + b + ") != 0"
-                                        : "df_iadd(" + a + ", " + b + ")");
-    case ReduceKind::Prod:
-      return floating ? "(" + a + " * " + b + ")"
-                      : wrapInt(boolean ? DType::I32 : type,
-                                boolean ? "(" + a + " * " + b + ") != 0"
-                                        : "df_imul(" + a + ", " + b + ")");
-    case ReduceKind::Max:
-      if (boolean)
-        return "((int)(" + a + " || " + b + "))";
-      return floating ? "df_max(" + a + ", " + b + ")"
-                      : "max(" + a + ", " + b + ")";
-    case ReduceKind::Min:
-      if (boolean)
-        return "((int)(" + a + " && " + b + "))";
-      return floating ? "df_min(" + a + ", " + b + ")"
-                      : "min(" + a + ", " + b + ")";
-    case ReduceKind::Any:
-      return "((int)(" + a + " || " + b + "))";
-    case ReduceKind::All:
-      return "((int)(" + a + " && " + b + "))";
-    default:
-      fail("CUDA backend: not a plain reduce kind");
-    }
-  }
-
   std::string identity(const Stmt &reduce, DType type) const {
     ReduceState state = reduceIdentity(reduce.reduceKind, type);
     if (type == DType::Bool)
@@ -671,268 +500,6 @@ private:
     assignResults(reduce, acc);
     --indent;
     line() << "}\n";
-  }
-
-  // --- Instructions ----------------------------------------------------------
-
-  /// Declares the flat element offset of a load or store in `offset` and,
-  /// for indirect indices, a bool `ok` that is false (after reporting) when
-  /// one is out of bounds. Emitted inside a block opened by the caller.
-  void emitAddress(const Instr &instr, const std::string &offset,
-                   const std::string &ok) {
-    const TensorType &type = kernel.params[instr.buffer].type;
-    std::vector<SymExpr> strides = type.effectiveStrides();
-    line() << "long long " << offset << " = 0;\n";
-    line() << "bool " << ok << " = true;\n";
-    for (size_t k = 0; k < instr.index.size(); ++k) {
-      std::string index = fresh("idx");
-      line() << "const long long " << index << " = " << expr(instr.index[k])
-             << ";\n";
-      if (isIndirectIndex(instr.index[k])) {
-        std::string size = expr(type.sizes[k]);
-        line() << "if (" << index << " < 0 || " << index << " >= " << size
-               << ") { if (" << ok << ") df_report(df_error, " << index << ", "
-               << size << "); " << ok << " = false; }\n";
-      }
-      line() << offset << " += " << index << " * " << expr(strides[k]) << ";\n";
-    }
-  }
-
-  void emitInstr(int id) {
-    const Instr &instr = kernel.instrs[id];
-    switch (instr.op) {
-    case ScalarOp::Reduced:
-      return;
-    case ScalarOp::Load:
-      if (laneAccess.count(id)) {
-        line() << "const " << valueType(instr.type) << " " << value(id)
-               << " = (" << valueType(instr.type) << ")" << laneAccess[id]
-               << ";\n";
-        return;
-      }
-      return emitLoad(id);
-    case ScalarOp::Store:
-      if (laneAccess.count(id)) {
-        line() << laneAccess[id] << " = " << value(instr.args[0]) << ";\n";
-        return;
-      }
-      return emitStore(instr);
-    default:
-      line() << "const " << valueType(instr.type) << " " << value(id) << " = "
-             << compute(instr) << ";\n";
-    }
-  }
-
-  void emitLoad(int id) {
-    const Instr &instr = kernel.instrs[id];
-    const char *type = valueType(instr.type);
-    line() << type << " " << value(id) << " = (" << type << ")0;\n";
-    bool masked = !instr.args.empty();
-    line() << (masked ? "if (" + value(instr.args[0]) + ") {\n" : "{\n");
-    ++indent;
-    std::string offset = fresh("off"), ok = fresh("ok");
-    emitAddress(instr, offset, ok);
-    line() << "if (" << ok << ") " << value(id) << " = (" << type << ")df_ld(p"
-           << instr.buffer << " + " << offset << ");\n";
-    --indent;
-    line() << "}\n";
-  }
-
-  void emitStore(const Instr &instr) {
-    line() << (blockLevel ? "if (threadIdx.x == 0) {\n" : "{\n");
-    ++indent;
-    std::string offset = fresh("off"), ok = fresh("ok");
-    emitAddress(instr, offset, ok);
-    line() << "if (" << ok << ") df_st(p" << instr.buffer << " + " << offset
-           << ", " << value(instr.args[0]) << ");\n";
-    --indent;
-    line() << "}\n";
-  }
-
-  std::string arg(const Instr &instr, int i) const {
-    return value(instr.args[i]);
-  }
-  DType argType(const Instr &instr, int i) const {
-    return typeOf(instr.args[i]);
-  }
-
-  std::string compute(const Instr &instr) const {
-    switch (instr.op) {
-    case ScalarOp::Const:
-      return literal(instr.type, constantValue(instr));
-    case ScalarOp::Index:
-      return expr(instr.index[0]);
-    case ScalarOp::Cast:
-      return cast(argType(instr, 0), instr.type, arg(instr, 0));
-    case ScalarOp::Select:
-      return "(" + arg(instr, 0) + " ? " + arg(instr, 1) + " : " +
-             arg(instr, 2) + ")";
-    default:
-      break;
-    }
-    if (scalarOpArity(instr.op) == 1)
-      return unary(instr.op, argType(instr, 0), arg(instr, 0));
-    return binary(instr.op, argType(instr, 0), arg(instr, 0), arg(instr, 1));
-  }
-
-  static std::string cast(DType from, DType to, const std::string &x) {
-    if (to == DType::Bool)
-      return "(" + x + " != 0)";
-    if (isFloating(to)) {
-      std::string target = valueType(to);
-      return isFloating(from) ? "((" + target + ")" + x + ")"
-                              : "((" + target + ")(double)" + x + ")";
-    }
-    return wrapInt(to, "(long long)" + x);
-  }
-
-  static std::string floatMath(ScalarOp op, bool f32, const std::string &x) {
-    std::string s = f32 ? "f" : "";
-    std::string one = f32 ? "1.0f" : "1.0";
-    switch (op) {
-    case ScalarOp::Exp:
-      return "exp" + s + "(" + x + ")";
-    case ScalarOp::Log:
-      return "log" + s + "(" + x + ")";
-    case ScalarOp::Tanh:
-      return "tanh" + s + "(" + x + ")";
-    case ScalarOp::Erf:
-      return "erf" + s + "(" + x + ")";
-    case ScalarOp::Sqrt:
-      return "sqrt" + s + "(" + x + ")";
-    case ScalarOp::Rsqrt:
-      return "(" + one + " / sqrt" + s + "(" + x + "))";
-    case ScalarOp::Sigmoid:
-      return "(" + one + " / (" + one + " + exp" + s + "(-" + x + ")))";
-    case ScalarOp::Exp2:
-      return "exp2" + s + "(" + x + ")";
-    case ScalarOp::Log1p:
-      return "log1p" + s + "(" + x + ")";
-    case ScalarOp::Expm1:
-      return "expm1" + s + "(" + x + ")";
-    case ScalarOp::Sin:
-      return "sin" + s + "(" + x + ")";
-    case ScalarOp::Cos:
-      return "cos" + s + "(" + x + ")";
-    case ScalarOp::Floor:
-      return "floor" + s + "(" + x + ")";
-    case ScalarOp::Ceil:
-      return "ceil" + s + "(" + x + ")";
-    case ScalarOp::Round:
-      return "rint" + s + "(" + x + ")";
-    case ScalarOp::Trunc:
-      return "trunc" + s + "(" + x + ")";
-    default:
-      fail(std::string("CUDA backend: '") + scalarOpName(op) +
-           "' is not float math");
-    }
-  }
-
-  static std::string unary(ScalarOp op, DType type, const std::string &x) {
-    if (op == ScalarOp::Not)
-      return "(!" + x + ")";
-    if (op == ScalarOp::BitNot)
-      return type == DType::Bool ? "(!" + x + ")"
-                                 : wrapInt(type, "~(long long)" + x);
-    if (isFloating(type)) {
-      bool f32 = type != DType::F64;
-      if (op == ScalarOp::Neg)
-        return "(-" + x + ")";
-      if (op == ScalarOp::Abs)
-        return std::string(f32 ? "fabsf(" : "fabs(") + x + ")";
-      return floatMath(op, f32, x);
-    }
-    if (op == ScalarOp::Neg)
-      return wrapInt(type, "df_ineg(" + x + ")");
-    if (op == ScalarOp::Abs)
-      return wrapInt(type, "df_iabs(" + x + ")");
-    fail(std::string("CUDA backend: '") + scalarOpName(op) +
-         "' needs a float operand");
-  }
-
-  static std::string comparison(ScalarOp op) {
-    switch (op) {
-    case ScalarOp::Eq:
-      return " == ";
-    case ScalarOp::Ne:
-      return " != ";
-    case ScalarOp::Lt:
-      return " < ";
-    case ScalarOp::Le:
-      return " <= ";
-    case ScalarOp::Gt:
-      return " > ";
-    default:
-      return " >= ";
-    }
-  }
-
-  static std::string binary(ScalarOp op, DType type, const std::string &a,
-                            const std::string &b) {
-    if (isComparison(op))
-      return "(" + a + comparison(op) + b + ")";
-    if (isFloating(type)) {
-      bool f32 = type != DType::F64;
-      switch (op) {
-      case ScalarOp::Add:
-        return "(" + a + " + " + b + ")";
-      case ScalarOp::Sub:
-        return "(" + a + " - " + b + ")";
-      case ScalarOp::Mul:
-        return "(" + a + " * " + b + ")";
-      case ScalarOp::Div:
-        return "(" + a + " / " + b + ")";
-      case ScalarOp::Max:
-        return "df_max(" + a + ", " + b + ")";
-      case ScalarOp::Min:
-        return "df_min(" + a + ", " + b + ")";
-      case ScalarOp::Pow:
-        return std::string(f32 ? "powf(" : "pow(") + a + ", " + b + ")";
-      case ScalarOp::Fmod:
-        return std::string(f32 ? "fmodf(" : "fmod(") + a + ", " + b + ")";
-      case ScalarOp::Remainder:
-        return "df_frem(" + a + ", " + b + ")";
-      default:
-        fail(std::string("CUDA backend: '") + scalarOpName(op) +
-             "' is not defined on floats");
-      }
-    }
-    std::string la = "(long long)" + a, lb = "(long long)" + b;
-    switch (op) {
-    case ScalarOp::Add:
-      return wrapInt(type, "df_iadd(" + la + ", " + lb + ")");
-    case ScalarOp::Sub:
-      return wrapInt(type, "df_isub(" + la + ", " + lb + ")");
-    case ScalarOp::Mul:
-      return wrapInt(type, "df_imul(" + la + ", " + lb + ")");
-    case ScalarOp::Div:
-      return wrapInt(type, "df_idiv(" + la + ", " + lb + ")");
-    case ScalarOp::Fmod:
-      return wrapInt(type, "df_ifmod(" + la + ", " + lb + ")");
-    case ScalarOp::Remainder:
-      return wrapInt(type, "df_mod(" + la + ", " + lb + ")");
-    case ScalarOp::Pow:
-      return wrapInt(type, "df_ipow(" + la + ", " + lb + ")");
-    case ScalarOp::Max:
-      return wrapInt(type, "max(" + la + ", " + lb + ")");
-    case ScalarOp::Min:
-      return wrapInt(type, "min(" + la + ", " + lb + ")");
-    case ScalarOp::And:
-      return wrapInt(type, "(" + a + " && " + b + ")");
-    case ScalarOp::Or:
-      return wrapInt(type, "(" + a + " || " + b + ")");
-    case ScalarOp::Xor:
-      return wrapInt(type, "((" + a + " != 0) != (" + b + " != 0))");
-    case ScalarOp::BitAnd:
-      return wrapInt(type, "(" + la + " & " + lb + ")");
-    case ScalarOp::BitOr:
-      return wrapInt(type, "(" + la + " | " + lb + ")");
-    case ScalarOp::BitXor:
-      return wrapInt(type, "(" + la + " ^ " + lb + ")");
-    default:
-      fail(std::string("CUDA backend: '") + scalarOpName(op) +
-           "' is not defined on integers");
-    }
   }
 };
 
