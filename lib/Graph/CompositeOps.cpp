@@ -323,7 +323,7 @@ std::vector<TensorType> inferByDecomposing(const Node &node) {
         "in" + std::to_string(copy.operands.size()), operand.value->type));
   }
   std::vector<TensorType> types;
-  for (Value *value : lookupOp(node.op)->decompose(scratch, copy))
+  for (Value *value : opInfoOf(node)->decompose(scratch, copy))
     types.push_back(value->type);
   return types;
 }

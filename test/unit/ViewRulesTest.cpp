@@ -1,0 +1,116 @@
+//===- ViewRulesTest.cpp - The view op table: remaps and strided forms ----===//
+#include "dynafuse/Graph/ViewRules.h"
+
+#include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Graph/OpRegistry.h"
+
+#include <gtest/gtest.h>
+
+using namespace dynafuse;
+
+namespace {
+
+TensorType tensor(std::vector<SymExpr> sizes) {
+  TensorType type;
+  type.dtype = DType::F32;
+  type.sizes = std::move(sizes);
+  return type;
+}
+
+/// The contiguous strided form of a 4x6 buffer.
+StridedView contiguous4x6() {
+  return StridedView{{SymExpr(4), SymExpr(6)}, {SymExpr(6), SymExpr(1)},
+                     SymExpr(0)};
+}
+
+std::vector<SymExpr> exprs(std::vector<int64_t> values) {
+  return std::vector<SymExpr>(values.begin(), values.end());
+}
+
+TEST(ViewRules, EveryViewOpHasItsRules) {
+  size_t remaps = 0;
+  for (const std::string &name : registeredOpNames()) {
+    const OpInfo *info = lookupOp(name);
+    if (info->kind != OpKind::View) {
+      EXPECT_FALSE(info->view) << name;
+      continue;
+    }
+    ASSERT_TRUE(info->view) << name;
+    if (info->view->form != ViewForm::Remap) {
+      EXPECT_FALSE(info->view->remap) << name;
+      EXPECT_FALSE(info->view->strided) << name;
+      continue;
+    }
+    EXPECT_TRUE(info->view->remap) << name;
+    ++remaps;
+  }
+  // reshape, permute, transpose, expand, squeeze, unsqueeze, flatten,
+  // select, slice, narrow, contiguous, flip, roll, repeat, split, chunk,
+  // unbind.
+  EXPECT_EQ(remaps, 17u);
+  EXPECT_EQ(lookupOp("embedding")->indexedOperand, 1);
+  EXPECT_EQ(lookupOp("gather")->indexedOperand, 0);
+  EXPECT_EQ(lookupOp("cat")->indexedOperand, -1);
+}
+
+TEST(ViewRules, NodesCarryTheirOpInfo) {
+  Graph graph("g");
+  Value *x = graph.addInput("x", tensor({4, 6}));
+  Node *node = graph.addNode("transpose", {x});
+  EXPECT_EQ(node->info, lookupOp("transpose"));
+  std::unique_ptr<Graph> parsed = parseGraph(printGraph(graph), "g");
+  EXPECT_EQ(parsed->nodes[0]->info, lookupOp("transpose"));
+}
+
+TEST(ViewRules, StridedFormsOfViews) {
+  Graph graph("g");
+  Value *x = graph.addInput("x", tensor({4, 6}));
+  Node *transpose = graph.addNode("transpose", {x});
+  std::optional<StridedView> t = stridedViewOf(*transpose, 0, contiguous4x6());
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->sizes, exprs({6, 4}));
+  EXPECT_EQ(t->strides, exprs({1, 6}));
+
+  Node *slice = graph.addNode(
+      "slice", {x},
+      {{"dim", int64_t(1)}, {"start", int64_t(1)}, {"step", int64_t(2)}});
+  std::optional<StridedView> s = stridedViewOf(*slice, 0, contiguous4x6());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->sizes, exprs({4, 3}));
+  EXPECT_EQ(s->strides, exprs({6, 2}));
+  EXPECT_EQ(s->offset, SymExpr(1));
+
+  Node *split = graph.addNode("split", {x},
+                              {{"dim", int64_t(0)}, {"size", int64_t(3)}});
+  std::optional<StridedView> second = stridedViewOf(*split, 1, contiguous4x6());
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->sizes, exprs({1, 6}));
+  EXPECT_EQ(second->offset, SymExpr(18));
+
+  // A reshape of transposed data needs a copy; flip never is a view.
+  Node *reshape = graph.addNode("reshape", {transpose->result()},
+                                {{"shape", std::vector<int64_t>{24}}});
+  EXPECT_FALSE(stridedViewOf(*reshape, 0, *t));
+  Node *flip =
+      graph.addNode("flip", {x}, {{"dims", std::vector<int64_t>{0}}});
+  EXPECT_FALSE(stridedViewOf(*flip, 0, contiguous4x6()));
+}
+
+TEST(ViewRules, IndexRemaps) {
+  Graph graph("g");
+  Value *x = graph.addInput("x", tensor({4, 6}));
+  SymExpr i = SymExpr::symbol("i"), j = SymExpr::symbol("j");
+  Node *permute = graph.addNode("permute", {x},
+                                {{"dims", std::vector<int64_t>{1, 0}}});
+  EXPECT_EQ(remapViewIndex(*permute, 0, {j, i}),
+            (std::vector<SymExpr>{i, j}));
+  Node *select = graph.addNode("select", {x},
+                               {{"dim", int64_t(0)}, {"index", int64_t(-1)}});
+  EXPECT_EQ(remapViewIndex(*select, 0, {j}),
+            (std::vector<SymExpr>{SymExpr(3), j}));
+  Node *unbind = graph.addNode("unbind", {x}, {{"dim", int64_t(1)}});
+  EXPECT_EQ(remapViewIndex(*unbind, 2, {i}),
+            (std::vector<SymExpr>{i, SymExpr(2)}));
+}
+
+} // namespace
