@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
 
-#include "dynafuse/Loop/Interpreter.h"
+#include "dynafuse/Loop/LoopInterpreter.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Support/HalfFloat.h"
 #include "dynafuse/Support/IndexErrors.h"
@@ -174,7 +174,7 @@ std::string takeReportedIndexError() {
 /// interpreter on identical random buffers and compares all buffers and the
 /// index errors reported. Float sums may be reassociated by LLVM: reductions
 /// pass a looser f32 tolerance.
-void checkAgainstInterpreter(const std::string &text,
+void checkAgainstLoopInterpreter(const std::string &text,
                              const std::vector<int64_t> &symbolValues = {},
                              Data data = Data(), double f32Tolerance = 1e-6) {
   LoopModule module = parseLoopModule(text, "test.loop");
@@ -203,7 +203,7 @@ void checkAgainstInterpreter(const std::string &text,
       backend->compile(module, CompileOptions());
   ASSERT_EQ(compiled.size(), 1u);
   takeReportedIndexError();
-  interpretKernel(kernel, expectedPointers.data(), symbolValues.data());
+  interpretLoopKernel(kernel, expectedPointers.data(), symbolValues.data());
   std::string expectedError = takeReportedIndexError();
   compiled[0]->run(actualPointers.data(), symbolValues.data());
   EXPECT_EQ(expectedError, takeReportedIndexError()) << "kernel:\n" << text;
@@ -245,7 +245,7 @@ TEST(LLVMBackend, F32UnaryMath) {
   for (const char *op : {"exp", "log", "tanh", "erf", "sigmoid", "sqrt",
                          "rsqrt", "neg", "abs"}) {
     SCOPED_TRACE(op);
-    checkAgainstInterpreter(unaryKernel(op, "f32"));
+    checkAgainstLoopInterpreter(unaryKernel(op, "f32"));
   }
 }
 
@@ -254,8 +254,8 @@ TEST(LLVMBackend, F32BinaryMath) {
     SCOPED_TRACE(op);
     Data positive;
     positive.low = 0.01;
-    checkAgainstInterpreter(binaryKernel(op, "f32", "f32"));
-    checkAgainstInterpreter(binaryKernel(op, "f32", "f32"), {}, positive);
+    checkAgainstLoopInterpreter(binaryKernel(op, "f32", "f32"));
+    checkAgainstLoopInterpreter(binaryKernel(op, "f32", "f32"), {}, positive);
   }
 }
 
@@ -265,7 +265,7 @@ TEST(LLVMBackend, MaxMinPropagateNaN) {
   for (const char *type : {"f32", "f64"})
     for (const char *op : {"max", "min"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, withNaN);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, withNaN);
     }
 }
 
@@ -273,11 +273,11 @@ TEST(LLVMBackend, F64Math) {
   for (const char *op : {"exp", "log", "tanh", "erf", "sigmoid", "sqrt",
                          "rsqrt", "neg", "abs"}) {
     SCOPED_TRACE(op);
-    checkAgainstInterpreter(unaryKernel(op, "f64"));
+    checkAgainstLoopInterpreter(unaryKernel(op, "f64"));
   }
   for (const char *op : {"add", "sub", "mul", "div", "pow"}) {
     SCOPED_TRACE(op);
-    checkAgainstInterpreter(binaryKernel(op, "f64", "f64"));
+    checkAgainstLoopInterpreter(binaryKernel(op, "f64", "f64"));
   }
 }
 
@@ -287,12 +287,12 @@ TEST(LLVMBackend, IntegerArithmetic) {
   for (const char *type : {"i32", "i64"}) {
     for (const char *op : {"add", "sub", "mul", "div", "max", "min", "pow"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, type));
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, small);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type));
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, small);
     }
     for (const char *op : {"neg", "abs"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(unaryKernel(op, type));
+      checkAgainstLoopInterpreter(unaryKernel(op, type));
     }
   }
 }
@@ -328,7 +328,7 @@ kernel @k0(%x: i64[4], %y: i64[4], %out: i64[4], %x32: i32[4], %y32: i32[4], %ou
                        reinterpret_cast<char *>(y32),
                        reinterpret_cast<char *>(out32[run])};
     if (run == 0)
-      interpretKernel(module.kernels[0], buffers, nullptr);
+      interpretLoopKernel(module.kernels[0], buffers, nullptr);
     else
       compiled[0]->run(buffers, nullptr);
   }
@@ -358,8 +358,8 @@ TEST(LLVMBackend, Casts) {
            << "    store %out[i0], %1\n"
            << "  }\n}\n";
       SCOPED_TRACE(std::string(from) + " -> " + to);
-      checkAgainstInterpreter(text.str());
-      checkAgainstInterpreter(text.str(), {}, wide);
+      checkAgainstLoopInterpreter(text.str());
+      checkAgainstLoopInterpreter(text.str(), {}, wide);
     }
 }
 
@@ -370,15 +370,15 @@ TEST(LLVMBackend, CompareAndSelect) {
   for (const char *type : {"f32", "f64", "i32", "i64", "bool"})
     for (const char *op : {"eq", "ne", "lt", "le", "gt", "ge"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, "bool"), {}, withNaN);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, "bool"), {}, withNaN);
     }
   for (const char *op :
        {"and", "or", "add", "sub", "mul", "div", "max", "min", "pow"}) {
     SCOPED_TRACE(std::string(op) + " bool");
-    checkAgainstInterpreter(binaryKernel(op, "bool", "bool"));
+    checkAgainstLoopInterpreter(binaryKernel(op, "bool", "bool"));
   }
-  checkAgainstInterpreter(unaryKernel("not", "bool"));
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(unaryKernel("not", "bool"));
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%x: f32[64], %y: f32[64], %out: f32[64], %mask: bool[64]) {
   %zero = const 0.0 : f32
   for i0 in 0..64 {
@@ -398,7 +398,7 @@ kernel @k0(%x: f32[64], %y: f32[64], %out: f32[64], %mask: bool[64]) {
 }
 
 TEST(LLVMBackend, Constants) {
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%a: f32[1], %b: f64[1], %c: i32[1], %d: i64[1], %e: bool[2]) {
   %0 = const 0.1 : f32
   store %a[0], %0
@@ -434,14 +434,14 @@ TEST(LLVMBackend, HalfAndBFloat16) {
     withNaN.nanRate = 0.05;
     withNaN.low = -12; // exp overflows f16 to inf.
     withNaN.high = 12;
-    checkAgainstInterpreter(text.str(), {}, withNaN);
+    checkAgainstLoopInterpreter(text.str(), {}, withNaN);
   }
 }
 
 TEST(LLVMBackend, TransposedInputAndBroadcast) {
   // out[i, j] = xT[i, j] + b[j] where xT is a column-major view and b is
   // broadcast along i with stride 0.
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%x: f32[5, 7]{1, 5}, %b: f32[5, 7]{0, 1}, %out: f32[5, 7]) {
   for i0 in 0..5 {
     for i1 in 0..7 {
@@ -454,7 +454,7 @@ kernel @k0(%x: f32[5, 7]{1, 5}, %b: f32[5, 7]{0, 1}, %out: f32[5, 7]) {
 }
 )");
   // A broadcast index: the second operand ignores i0.
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%x: f32[5, 7], %b: f32[7], %out: f32[7, 5]) {
   for i0 in 0..5 {
     for i1 in 0..7 {
@@ -486,9 +486,9 @@ kernel @k0[s0, s1](%x: f32[s0, s1], %out: f32[s0, s1], %flat: i64[s0 * s1]) {
   }
 }
 )";
-  checkAgainstInterpreter(text, {3, 17});
-  checkAgainstInterpreter(text, {1, 1});
-  checkAgainstInterpreter(text, {0, 5}); // Empty loops.
+  checkAgainstLoopInterpreter(text, {3, 17});
+  checkAgainstLoopInterpreter(text, {1, 1});
+  checkAgainstLoopInterpreter(text, {0, 5}); // Empty loops.
 }
 
 TEST(LLVMBackend, FloorDivisionMatchesPython) {
@@ -527,7 +527,7 @@ kernel @k0[s0](%tbl: i64[16], %q: i64[16], %r: i64[16], %qs: i64[16], %rs: i64[1
 }
 
 TEST(LLVMBackend, ReductionThroughBuffer) {
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0[s0](%x: f32[s0, 33], %out: f32[s0]) {
   for i0 in 0..s0 {
     %z = const 0.0 : f32
@@ -547,7 +547,7 @@ kernel @k0[s0](%x: f32[s0, 33], %out: f32[s0]) {
 TEST(LLVMBackend, ZeroFillAndCopyLoops) {
   // LLVM may turn these into memset/memcpy calls, which the JIT must
   // resolve.
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0[s0](%x: f32[s0], %out: f32[s0], %zero: f64[s0, 3]) {
   %z = const 0.0 : f64
   for i0 in 0..s0 {
@@ -722,10 +722,10 @@ TEST(LLVMBackend, ReduceFloatKinds) {
     for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
       SCOPED_TRACE(std::string(kind) + " " + type);
       std::string text = rowReduceKernel(kind, type);
-      checkAgainstInterpreter(text, {9}, Data(), 1e-5);
-      checkAgainstInterpreter(text, {9}, withNaN, 1e-5);
-      checkAgainstInterpreter(text, {9}, ties, 1e-5);
-      checkAgainstInterpreter(text, {9}, nearOne, 1e-5);
+      checkAgainstLoopInterpreter(text, {9}, Data(), 1e-5);
+      checkAgainstLoopInterpreter(text, {9}, withNaN, 1e-5);
+      checkAgainstLoopInterpreter(text, {9}, ties, 1e-5);
+      checkAgainstLoopInterpreter(text, {9}, nearOne, 1e-5);
     }
 }
 
@@ -774,7 +774,7 @@ kernel @k0(%x: f32[4, 5], %max: f32[4], %amax: i64[4], %amin: i64[4]) {
   EXPECT_EQ(amin[2], 0);
   EXPECT_EQ(amax[3], 4);
   EXPECT_EQ(amin[3], 4);
-  checkAgainstInterpreter(text);
+  checkAgainstLoopInterpreter(text);
 }
 
 TEST(LLVMBackend, ReduceIntegerKinds) {
@@ -783,8 +783,8 @@ TEST(LLVMBackend, ReduceIntegerKinds) {
   for (const char *type : {"i32", "i64"})
     for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
       SCOPED_TRACE(std::string(kind) + " " + type);
-      checkAgainstInterpreter(rowReduceKernel(kind, type), {9});
-      checkAgainstInterpreter(rowReduceKernel(kind, type), {9}, small);
+      checkAgainstLoopInterpreter(rowReduceKernel(kind, type), {9});
+      checkAgainstLoopInterpreter(rowReduceKernel(kind, type), {9}, small);
     }
 }
 
@@ -814,14 +814,14 @@ kernel @k0[s0](%x: f32[s0, 6], %any: bool[s0], %all: bool[s0], %b: bool[s0, 6], 
   }
 }
 )";
-  checkAgainstInterpreter(text, {40});
+  checkAgainstLoopInterpreter(text, {40});
 }
 
 TEST(LLVMBackend, ReduceEmptyDomainGivesIdentity) {
   for (const char *type : {"f32", "f64", "i32", "i64"})
     for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
       SCOPED_TRACE(std::string(kind) + " " + type);
-      checkAgainstInterpreter(rowReduceKernel(kind, type, "0"), {3});
+      checkAgainstLoopInterpreter(rowReduceKernel(kind, type, "0"), {3});
     }
   const char *logical = R"(
 kernel @k0[s0](%b: bool[4, s0], %any: bool[4], %all: bool[4]) {
@@ -839,8 +839,8 @@ kernel @k0[s0](%b: bool[4, s0], %any: bool[4], %all: bool[4]) {
   }
 }
 )";
-  checkAgainstInterpreter(logical, {0});
-  checkAgainstInterpreter(logical, {5});
+  checkAgainstLoopInterpreter(logical, {0});
+  checkAgainstLoopInterpreter(logical, {5});
 }
 
 TEST(LLVMBackend, ReduceOverSeveralVariables) {
@@ -870,9 +870,9 @@ kernel @k0[s0, s1](%x: f32[3, s0, s1], %sum: f32[3], %max: f32[3], %pos: i64[3])
   for (std::vector<int64_t> sizes :
        {std::vector<int64_t>{4, 5}, {1, 17}, {6, 0}, {0, 3}}) {
     SCOPED_TRACE(std::to_string(sizes[0]) + "x" + std::to_string(sizes[1]));
-    checkAgainstInterpreter(text, sizes, Data(), 1e-5);
-    checkAgainstInterpreter(text, sizes, ties, 1e-5);
-    checkAgainstInterpreter(text, sizes, withNaN, 1e-5);
+    checkAgainstLoopInterpreter(text, sizes, Data(), 1e-5);
+    checkAgainstLoopInterpreter(text, sizes, ties, 1e-5);
+    checkAgainstLoopInterpreter(text, sizes, withNaN, 1e-5);
   }
 }
 
@@ -903,8 +903,8 @@ kernel @softmax[s0](%x: f32[s0, 64], %out: f32[s0, 64]) {
   Data wide;
   wide.low = -20;
   wide.high = 20;
-  checkAgainstInterpreter(text, {13}, Data(), 1e-5);
-  checkAgainstInterpreter(text, {13}, wide, 1e-5);
+  checkAgainstLoopInterpreter(text, {13}, Data(), 1e-5);
+  checkAgainstLoopInterpreter(text, {13}, wide, 1e-5);
 }
 
 TEST(LLVMBackend, ReduceOverColumns) {
@@ -934,14 +934,14 @@ kernel @k0[s0](%x: f32[s0, 7], %xt: f64[s0, 7]{1, s0}, %sum: f32[7], %min: f64[7
 )";
   Data withNaN;
   withNaN.nanRate = 0.02;
-  checkAgainstInterpreter(text, {50}, Data(), 1e-5);
-  checkAgainstInterpreter(text, {50}, withNaN, 1e-5);
-  checkAgainstInterpreter(text, {0});
+  checkAgainstLoopInterpreter(text, {50}, Data(), 1e-5);
+  checkAgainstLoopInterpreter(text, {50}, withNaN, 1e-5);
+  checkAgainstLoopInterpreter(text, {0});
 }
 
 TEST(LLVMBackend, ReduceUsesOuterReduction) {
   // A reduction nested in another one's body (variance-like).
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0[s0](%x: f32[s0, 8, 5], %out: f32[s0]) {
   for i0 in 0..s0 {
     %0 = reduce sum (r0 in 0..8) {
@@ -962,7 +962,7 @@ kernel @k0[s0](%x: f32[s0, 8, 5], %out: f32[s0]) {
 //===--- Index values, masks, indirect indices ----------------------------===//
 
 TEST(LLVMBackend, IndexValues) {
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0[s0](%out: i64[s0, 7], %f: f32[s0, 7]) {
   for i0 in 0..s0 {
     for i1 in 0..7 {
@@ -981,7 +981,7 @@ kernel @k0[s0](%out: i64[s0, 7], %f: f32[s0, 7]) {
 TEST(LLVMBackend, MaskedLoadSkipsMaskedOffAddresses) {
   // Masked-off addresses are far outside every buffer: reading them would
   // fault.
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%x: f32[16], %h: f16[16], %b: bool[16], %out: f32[32], %hout: f32[32], %bout: bool[32]) {
   for i0 in 0..32 {
     %0 = index i0 : i64
@@ -1021,8 +1021,8 @@ kernel @k0[s0](%ids: i64[s0], %ids32: i32[s0], %table: f32[10, 4], %out: f32[s0,
   }
 }
 )";
-  checkAgainstInterpreter(text, {25});
-  checkAgainstInterpreter(text, {0});
+  checkAgainstLoopInterpreter(text, {25});
+  checkAgainstLoopInterpreter(text, {0});
 }
 
 TEST(LLVMBackend, IndirectIndexOutOfRangeReportsError) {
@@ -1046,7 +1046,7 @@ kernel @k0[s0](%ids: i64[s0], %ids32: i32[s0], %table: f32[10, 4], %out: f32[s0,
   }
 }
 )";
-  checkAgainstInterpreter(text, {40});
+  checkAgainstLoopInterpreter(text, {40});
 
   LoopModule module = parseLoopModule(text);
   int64_t ids[2] = {3, -12};
@@ -1088,9 +1088,9 @@ TEST(LLVMBackend, MoreFloatMath) {
     for (const char *op : {"exp2", "log1p", "expm1", "sin", "cos", "floor",
                            "ceil", "round", "trunc"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(unaryKernel(op, type));
-      checkAgainstInterpreter(unaryKernel(op, type), {}, halves);
-      checkAgainstInterpreter(unaryKernel(op, type), {}, wide);
+      checkAgainstLoopInterpreter(unaryKernel(op, type));
+      checkAgainstLoopInterpreter(unaryKernel(op, type), {}, halves);
+      checkAgainstLoopInterpreter(unaryKernel(op, type), {}, wide);
     }
 }
 
@@ -1116,9 +1116,9 @@ TEST(LLVMBackend, FloatModulo) {
   for (const char *type : {"f32", "f64"})
     for (const char *op : {"fmod", "remainder"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, type));
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, small);
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, withNaN);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type));
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, small);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, withNaN);
     }
 }
 
@@ -1128,13 +1128,13 @@ TEST(LLVMBackend, IntegerModuloAndBitwise) {
   for (const char *type : {"i32", "i64", "bool"}) {
     for (const char *op : {"fmod", "remainder", "bitand", "bitor", "bitxor"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, type));
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, small);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type));
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, small);
     }
     SCOPED_TRACE(std::string("bitnot ") + type);
-    checkAgainstInterpreter(unaryKernel("bitnot", type));
+    checkAgainstLoopInterpreter(unaryKernel("bitnot", type));
   }
-  checkAgainstInterpreter(binaryKernel("xor", "bool", "bool"));
+  checkAgainstLoopInterpreter(binaryKernel("xor", "bool", "bool"));
 }
 
 TEST(LLVMBackend, IntegerModuloEdgeCases) {
@@ -1172,7 +1172,7 @@ kernel @k0(%x: i64[6], %y: i64[6], %f: i64[6], %r: i64[6], %x32: i32[6], %y32: i
         reinterpret_cast<char *>(x32),      reinterpret_cast<char *>(y32),
         reinterpret_cast<char *>(f32[run]), reinterpret_cast<char *>(r32[run])};
     if (run == 0)
-      interpretKernel(module.kernels[0], buffers, nullptr);
+      interpretLoopKernel(module.kernels[0], buffers, nullptr);
     else
       compiled[0]->run(buffers, nullptr);
   }
