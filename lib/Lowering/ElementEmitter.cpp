@@ -85,6 +85,8 @@ ElementEmitter::simplify(std::vector<SymExpr> index) const {
 }
 
 int ElementEmitter::emit(const Value *value, const std::vector<SymExpr> &raw) {
+  if (unplaced)
+    return constant(computeType(value->type.dtype), 0);
   std::vector<SymExpr> index = simplify(raw);
   std::string key = value->name + indexKey(index) + "|" +
                     std::to_string(masks.empty() ? -1 : masks.back());
@@ -249,8 +251,10 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   for (int64_t dim : dims)
     extents.push_back(input.sizes[dim]);
   ReduceKind kind = reduceKindOf(node.op);
-  if (!builder.openReduce(kind, extents, outer, reduceVars))
-    throw NeedsRealization{node.results[result]};
+  if (!builder.openReduce(kind, extents, outer, reduceVars)) {
+    unplaced = node.results[result];
+    return constant(resultType, 0);
+  }
   std::vector<SymExpr> inputIndex;
   size_t next = 0, reduced = 0;
   for (size_t k = 0; k < input.rank(); ++k) {
