@@ -8,7 +8,7 @@
 #include "TorchThreadPool.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
-#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Logging.h"
 
@@ -178,7 +178,8 @@ std::string dumpFolder(const CapturedFrame &captured) {
 }
 
 LoopModule lowerForFrame(const Graph &graph, const std::string &dumpDir) {
-  LoopModule module = lowerGraph(graph);
+  LoopModule module =
+      std::move(compileGraph(graph, GraphCompileOptions()).loopModule);
   if (!dumpDir.empty())
     writeFile(std::filesystem::path(dumpDir) / "kernels.loop",
               printLoopModule(module));

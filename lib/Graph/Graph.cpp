@@ -169,6 +169,35 @@ void Graph::swapContents(Graph &other) {
   std::swap(nextName, other.nextName);
 }
 
+std::unique_ptr<Graph> Graph::clone() const {
+  auto copy = std::make_unique<Graph>(name);
+  std::map<const Value *, Value *> remap;
+  auto copyValue = [&](const Value *value, Node *producer) {
+    copy->values.push_back(std::make_unique<Value>(*value));
+    Value *cloned = copy->values.back().get();
+    cloned->producer = producer;
+    copy->valuesByName[cloned->name] = cloned;
+    remap[value] = cloned;
+    return cloned;
+  };
+  for (const Value *input : inputs)
+    copy->inputs.push_back(copyValue(input, nullptr));
+  // Node's copy constructor carries every field; only the value pointers
+  // are redirected to the copy's values.
+  for (const auto &node : nodes) {
+    auto cloned = std::make_unique<Node>(*node);
+    for (Operand &operand : cloned->operands)
+      if (operand.isValue())
+        operand.value = remap.at(operand.value);
+    for (Value *&result : cloned->results)
+      result = copyValue(result, cloned.get());
+    copy->nodes.push_back(std::move(cloned));
+  }
+  for (const Value *output : outputs)
+    copy->outputs.push_back(remap.at(output));
+  return copy;
+}
+
 Value *Graph::findValue(const std::string &name) const {
   auto found = valuesByName.find(name);
   return found == valuesByName.end() ? nullptr : found->second;

@@ -87,7 +87,7 @@ namespace {
 
 bool hasComposites(const Graph &graph) {
   for (const auto &node : graph.nodes) {
-    const OpInfo *info = lookupOp(node->op);
+    const OpInfo *info = opInfoOf(*node);
     if (info && info->kind == OpKind::Composite)
       return true;
   }
@@ -110,7 +110,7 @@ void decomposeOnce(Graph &graph) {
       copy.operands.push_back(operand.isValue()
                                   ? Operand(remap.at(operand.value))
                                   : Operand(operand.scalar));
-    const OpInfo *info = lookupOp(node->op);
+    const OpInfo *info = opInfoOf(*node);
     std::vector<Value *> results;
     if (info && info->kind == OpKind::Composite) {
       results = info->decompose(rebuilt, copy);

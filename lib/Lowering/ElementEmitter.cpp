@@ -59,6 +59,8 @@ ElementEmitter::simplify(std::vector<SymExpr> index) const {
 }
 
 int ElementEmitter::emit(const Value *value, const std::vector<SymExpr> &raw) {
+  if (unplaced)
+    return constant(computeType(value->type.dtype), 0);
   std::vector<SymExpr> index = simplify(raw);
   std::string key = value->name + indexKey(index) + "|" +
                     std::to_string(masks.empty() ? -1 : masks.back());
@@ -223,8 +225,10 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   std::vector<SymExpr> extents, reduceVars;
   for (int64_t dim : dims)
     extents.push_back(input.sizes[dim]);
-  if (!builder.openReduce(kind, extents, outer, reduceVars))
-    throw NeedsRealization{node.results[result]};
+  if (!builder.openReduce(kind, extents, outer, reduceVars)) {
+    unplaced = node.results[result];
+    return constant(resultType, 0);
+  }
   std::vector<SymExpr> inputIndex;
   size_t next = 0, reduced = 0;
   for (size_t k = 0; k < input.rank(); ++k) {

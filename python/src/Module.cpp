@@ -12,8 +12,8 @@
 #include "../../lib/Capture/TorchBridge.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
-#include "dynafuse/Lowering/LowerGraph.h"
 #include "dynafuse/Runtime/CachingAllocator.h"
+#include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/Logging.h"
@@ -214,7 +214,8 @@ template <typename Fn> PyObject *textTransform(PyObject *args, Fn fn) {
 PyObject *pyLowerGraph(PyObject *, PyObject *args) {
   return textTransform(args, [](const std::string &text) {
     std::unique_ptr<Graph> graph = parseGraph(text, "<graph>");
-    return printLoopModule(lowerGraph(*graph));
+    return printLoopModule(
+        compileGraph(*graph, GraphCompileOptions()).module());
   });
 }
 

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Codegen/CUDA/CUDABackend.h"
 
-#include "dynafuse/Loop/Interpreter.h"
+#include "dynafuse/Loop/LoopInterpreter.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Loop/ScalarSemantics.h"
 #include "dynafuse/Support/Error.h"
@@ -308,7 +308,7 @@ void checkOnDevice(const char *text, std::vector<int64_t> symbols = {}) {
     ASSERT_TRUE(unavailable) << message;
     GTEST_SKIP() << message;
   }
-  interpretKernel(kernel, expectedPointers.data(), symbols.data());
+  interpretLoopKernel(kernel, expectedPointers.data(), symbols.data());
   for (size_t i = 0; i < kernel.params.size(); ++i) {
     DType type = kernel.params[i].type.dtype;
     size_t size = dtypeSize(type);
@@ -365,7 +365,7 @@ TEST(CUDABackend, DeviceResidentRunMatchesInterpreter) {
   device[2]->copyTo(got.data()); // synchronous: waits for the kernel
   std::vector<char *> pointers = {host[0].data(), host[1].data(),
                                   host[2].data()};
-  interpretKernel(kernel, pointers.data(), symbols);
+  interpretLoopKernel(kernel, pointers.data(), symbols);
   for (size_t at = 0; at < got.size(); at += 4) {
     ScalarValue want = loadElement(DType::F32, &host[2][at]);
     ScalarValue have = loadElement(DType::F32, &got[at]);

@@ -80,6 +80,51 @@ TEST(Graph, PrintParseRoundTripIsExact) {
   EXPECT_NE(text.find("loc(\"m.py\":7)"), std::string::npos);
 }
 
+TEST(Graph, CloneIsDeepAndIndependent) {
+  Graph graph("cl");
+  Value *x =
+      graph.addInput("x", tensor(DType::F32, {SymExpr::symbol("s0"), 4}));
+  Node *node =
+      graph.addNode("gelu", {x}, {{"approximate", std::string("tanh")}},
+                    Location{"m.py", 7, 0});
+  Node *split =
+      graph.addNode("split", {node->result()},
+                    {{"size", int64_t(2)}, {"dim", int64_t(1)}});
+  Node *sum = graph.addNode("add", {split->results[0], split->results[1]});
+  graph.outputs = {sum->result(), split->results[1]};
+  std::string text = printGraph(graph);
+
+  std::unique_ptr<Graph> copy = graph.clone();
+  EXPECT_EQ(printGraph(*copy), text);
+  verifyGraph(*copy);
+  ASSERT_EQ(copy->nodes.size(), graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node &cloned = *copy->nodes[i];
+    for (const Value *result : cloned.results) {
+      EXPECT_EQ(result->producer, &cloned);
+      EXPECT_EQ(copy->findValue(result->name), result);
+      EXPECT_EQ(graph.findValue(result->name)->producer, graph.nodes[i].get());
+    }
+    for (const Operand &operand : cloned.operands) {
+      if (operand.isValue()) {
+        EXPECT_EQ(copy->findValue(operand.value->name), operand.value);
+      }
+    }
+  }
+  EXPECT_EQ(copy->nodes[0]->location.line, 7);
+
+  // Changing the clone leaves the original as it was.
+  copy->nodes[0]->attributes["approximate"] = std::string("none");
+  copy->inputs[0]->name = "renamed";
+  copy->outputs.pop_back();
+  Node *extra = copy->addNode("neg", {copy->outputs[0]});
+  copy->outputs[0] = extra->result();
+  eliminateDeadCode(*copy);
+  EXPECT_EQ(printGraph(graph), text);
+  EXPECT_NE(printGraph(*copy), text);
+  verifyGraph(graph);
+}
+
 TEST(Graph, ParseErrorsCarryLineAndColumn) {
   try {
     parseGraph(

@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
-#include "dynafuse/Loop/Interpreter.h"
+#include "dynafuse/Loop/LoopInterpreter.h"
 #include "dynafuse/Loop/LoopText.h"
 
 #include <gtest/gtest.h>
@@ -153,7 +153,7 @@ TEST(LLVMCodePlacement, ConstantsReachableInAFragmentedAddressSpace) {
                                reinterpret_cast<char *>(expected.data())};
     char *actualBuffers[] = {reinterpret_cast<char *>(input.data()),
                              reinterpret_cast<char *>(actual.data())};
-    interpretKernel(module.kernels[k], expectedBuffers, nullptr);
+    interpretLoopKernel(module.kernels[k], expectedBuffers, nullptr);
     kernels[k]->run(actualBuffers, nullptr);
     for (int i = 0; i < 1000; ++i)
       ASSERT_NEAR(actual[i], expected[i],

@@ -14,7 +14,7 @@ namespace {
 TEST(LLVMBackend, TransposedInputAndBroadcast) {
   // out[i, j] = xT[i, j] + b[j] where xT is a column-major view and b is
   // broadcast along i with stride 0.
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%x: f32[5, 7]{1, 5}, %b: f32[5, 7]{0, 1}, %out: f32[5, 7]) {
   for i0 in 0..5 {
     for i1 in 0..7 {
@@ -27,7 +27,7 @@ kernel @k0(%x: f32[5, 7]{1, 5}, %b: f32[5, 7]{0, 1}, %out: f32[5, 7]) {
 }
 )");
   // A broadcast index: the second operand ignores i0.
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%x: f32[5, 7], %b: f32[7], %out: f32[7, 5]) {
   for i0 in 0..5 {
     for i1 in 0..7 {
@@ -59,9 +59,9 @@ kernel @k0[s0, s1](%x: f32[s0, s1], %out: f32[s0, s1], %flat: i64[s0 * s1]) {
   }
 }
 )";
-  checkAgainstInterpreter(text, {3, 17});
-  checkAgainstInterpreter(text, {1, 1});
-  checkAgainstInterpreter(text, {0, 5}); // Empty loops.
+  checkAgainstLoopInterpreter(text, {3, 17});
+  checkAgainstLoopInterpreter(text, {1, 1});
+  checkAgainstLoopInterpreter(text, {0, 5}); // Empty loops.
 }
 
 TEST(LLVMBackend, FloorDivisionMatchesPython) {
@@ -102,7 +102,7 @@ kernel @k0[s0](%tbl: i64[16], %q: i64[16], %r: i64[16], %qs: i64[16], %rs: i64[1
 TEST(LLVMBackend, ZeroFillAndCopyLoops) {
   // LLVM may turn these into memset/memcpy calls, which the JIT must
   // resolve.
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0[s0](%x: f32[s0], %out: f32[s0], %zero: f64[s0, 3]) {
   %z = const 0.0 : f64
   for i0 in 0..s0 {
@@ -118,7 +118,7 @@ kernel @k0[s0](%x: f32[s0], %out: f32[s0], %zero: f64[s0, 3]) {
 }
 
 TEST(LLVMBackend, IndexValues) {
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0[s0](%out: i64[s0, 7], %f: f32[s0, 7]) {
   for i0 in 0..s0 {
     for i1 in 0..7 {
@@ -137,7 +137,7 @@ kernel @k0[s0](%out: i64[s0, 7], %f: f32[s0, 7]) {
 TEST(LLVMBackend, MaskedLoadSkipsMaskedOffAddresses) {
   // Masked-off addresses are far outside every buffer: reading them would
   // fault.
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%x: f32[16], %h: f16[16], %b: bool[16], %out: f32[32], %hout: f32[32], %bout: bool[32]) {
   for i0 in 0..32 {
     %0 = index i0 : i64
@@ -177,8 +177,8 @@ kernel @k0[s0](%ids: i64[s0], %ids32: i32[s0], %table: f32[10, 4], %out: f32[s0,
   }
 }
 )";
-  checkAgainstInterpreter(text, {25});
-  checkAgainstInterpreter(text, {0});
+  checkAgainstLoopInterpreter(text, {25});
+  checkAgainstLoopInterpreter(text, {0});
 }
 
 TEST(LLVMBackend, IndirectIndexOutOfRangeReportsError) {
@@ -202,7 +202,7 @@ kernel @k0[s0](%ids: i64[s0], %ids32: i32[s0], %table: f32[10, 4], %out: f32[s0,
   }
 }
 )";
-  checkAgainstInterpreter(text, {40});
+  checkAgainstLoopInterpreter(text, {40});
 
   LoopModule module = parseLoopModule(text);
   int64_t ids[2] = {3, -12};

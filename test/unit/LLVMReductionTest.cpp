@@ -41,7 +41,7 @@ std::string rowReduceKernel(const std::string &kind, const std::string &type,
 }
 
 TEST(LLVMBackend, ReductionThroughBuffer) {
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0[s0](%x: f32[s0, 33], %out: f32[s0]) {
   for i0 in 0..s0 {
     %z = const 0.0 : f32
@@ -70,10 +70,10 @@ TEST(LLVMBackend, ReduceFloatKinds) {
     for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
       SCOPED_TRACE(std::string(kind) + " " + type);
       std::string text = rowReduceKernel(kind, type);
-      checkAgainstInterpreter(text, {9}, Data(), 1e-5);
-      checkAgainstInterpreter(text, {9}, withNaN, 1e-5);
-      checkAgainstInterpreter(text, {9}, ties, 1e-5);
-      checkAgainstInterpreter(text, {9}, nearOne, 1e-5);
+      checkAgainstLoopInterpreter(text, {9}, Data(), 1e-5);
+      checkAgainstLoopInterpreter(text, {9}, withNaN, 1e-5);
+      checkAgainstLoopInterpreter(text, {9}, ties, 1e-5);
+      checkAgainstLoopInterpreter(text, {9}, nearOne, 1e-5);
     }
 }
 
@@ -122,7 +122,7 @@ kernel @k0(%x: f32[4, 5], %max: f32[4], %amax: i64[4], %amin: i64[4]) {
   EXPECT_EQ(amin[2], 0);
   EXPECT_EQ(amax[3], 4);
   EXPECT_EQ(amin[3], 4);
-  checkAgainstInterpreter(text);
+  checkAgainstLoopInterpreter(text);
 }
 
 TEST(LLVMBackend, ReduceIntegerKinds) {
@@ -131,8 +131,8 @@ TEST(LLVMBackend, ReduceIntegerKinds) {
   for (const char *type : {"i32", "i64"})
     for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
       SCOPED_TRACE(std::string(kind) + " " + type);
-      checkAgainstInterpreter(rowReduceKernel(kind, type), {9});
-      checkAgainstInterpreter(rowReduceKernel(kind, type), {9}, small);
+      checkAgainstLoopInterpreter(rowReduceKernel(kind, type), {9});
+      checkAgainstLoopInterpreter(rowReduceKernel(kind, type), {9}, small);
     }
 }
 
@@ -162,14 +162,14 @@ kernel @k0[s0](%x: f32[s0, 6], %any: bool[s0], %all: bool[s0], %b: bool[s0, 6], 
   }
 }
 )";
-  checkAgainstInterpreter(text, {40});
+  checkAgainstLoopInterpreter(text, {40});
 }
 
 TEST(LLVMBackend, ReduceEmptyDomainGivesIdentity) {
   for (const char *type : {"f32", "f64", "i32", "i64"})
     for (const char *kind : {"sum", "prod", "max", "min", "argmax", "argmin"}) {
       SCOPED_TRACE(std::string(kind) + " " + type);
-      checkAgainstInterpreter(rowReduceKernel(kind, type, "0"), {3});
+      checkAgainstLoopInterpreter(rowReduceKernel(kind, type, "0"), {3});
     }
   const char *logical = R"(
 kernel @k0[s0](%b: bool[4, s0], %any: bool[4], %all: bool[4]) {
@@ -187,8 +187,8 @@ kernel @k0[s0](%b: bool[4, s0], %any: bool[4], %all: bool[4]) {
   }
 }
 )";
-  checkAgainstInterpreter(logical, {0});
-  checkAgainstInterpreter(logical, {5});
+  checkAgainstLoopInterpreter(logical, {0});
+  checkAgainstLoopInterpreter(logical, {5});
 }
 
 TEST(LLVMBackend, ReduceOverSeveralVariables) {
@@ -218,9 +218,9 @@ kernel @k0[s0, s1](%x: f32[3, s0, s1], %sum: f32[3], %max: f32[3], %pos: i64[3])
   for (std::vector<int64_t> sizes :
        {std::vector<int64_t>{4, 5}, {1, 17}, {6, 0}, {0, 3}}) {
     SCOPED_TRACE(std::to_string(sizes[0]) + "x" + std::to_string(sizes[1]));
-    checkAgainstInterpreter(text, sizes, Data(), 1e-5);
-    checkAgainstInterpreter(text, sizes, ties, 1e-5);
-    checkAgainstInterpreter(text, sizes, withNaN, 1e-5);
+    checkAgainstLoopInterpreter(text, sizes, Data(), 1e-5);
+    checkAgainstLoopInterpreter(text, sizes, ties, 1e-5);
+    checkAgainstLoopInterpreter(text, sizes, withNaN, 1e-5);
   }
 }
 
@@ -251,8 +251,8 @@ kernel @softmax[s0](%x: f32[s0, 64], %out: f32[s0, 64]) {
   Data wide;
   wide.low = -20;
   wide.high = 20;
-  checkAgainstInterpreter(text, {13}, Data(), 1e-5);
-  checkAgainstInterpreter(text, {13}, wide, 1e-5);
+  checkAgainstLoopInterpreter(text, {13}, Data(), 1e-5);
+  checkAgainstLoopInterpreter(text, {13}, wide, 1e-5);
 }
 
 TEST(LLVMBackend, ReduceOverColumns) {
@@ -282,14 +282,14 @@ kernel @k0[s0](%x: f32[s0, 7], %xt: f64[s0, 7]{1, s0}, %sum: f32[7], %min: f64[7
 )";
   Data withNaN;
   withNaN.nanRate = 0.02;
-  checkAgainstInterpreter(text, {50}, Data(), 1e-5);
-  checkAgainstInterpreter(text, {50}, withNaN, 1e-5);
-  checkAgainstInterpreter(text, {0});
+  checkAgainstLoopInterpreter(text, {50}, Data(), 1e-5);
+  checkAgainstLoopInterpreter(text, {50}, withNaN, 1e-5);
+  checkAgainstLoopInterpreter(text, {0});
 }
 
 TEST(LLVMBackend, ReduceUsesOuterReduction) {
   // A reduction nested in another one's body (variance-like).
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0[s0](%x: f32[s0, 8, 5], %out: f32[s0]) {
   for i0 in 0..s0 {
     %0 = reduce sum (r0 in 0..8) {

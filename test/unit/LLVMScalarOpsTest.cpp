@@ -15,7 +15,7 @@ TEST(LLVMBackend, F32UnaryMath) {
   for (const char *op : {"exp", "log", "tanh", "erf", "sigmoid", "sqrt",
                          "rsqrt", "neg", "abs"}) {
     SCOPED_TRACE(op);
-    checkAgainstInterpreter(unaryKernel(op, "f32"));
+    checkAgainstLoopInterpreter(unaryKernel(op, "f32"));
   }
 }
 
@@ -24,8 +24,8 @@ TEST(LLVMBackend, F32BinaryMath) {
     SCOPED_TRACE(op);
     Data positive;
     positive.low = 0.01;
-    checkAgainstInterpreter(binaryKernel(op, "f32", "f32"));
-    checkAgainstInterpreter(binaryKernel(op, "f32", "f32"), {}, positive);
+    checkAgainstLoopInterpreter(binaryKernel(op, "f32", "f32"));
+    checkAgainstLoopInterpreter(binaryKernel(op, "f32", "f32"), {}, positive);
   }
 }
 
@@ -35,7 +35,7 @@ TEST(LLVMBackend, MaxMinPropagateNaN) {
   for (const char *type : {"f32", "f64"})
     for (const char *op : {"max", "min"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, withNaN);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, withNaN);
     }
 }
 
@@ -43,11 +43,11 @@ TEST(LLVMBackend, F64Math) {
   for (const char *op : {"exp", "log", "tanh", "erf", "sigmoid", "sqrt",
                          "rsqrt", "neg", "abs"}) {
     SCOPED_TRACE(op);
-    checkAgainstInterpreter(unaryKernel(op, "f64"));
+    checkAgainstLoopInterpreter(unaryKernel(op, "f64"));
   }
   for (const char *op : {"add", "sub", "mul", "div", "pow"}) {
     SCOPED_TRACE(op);
-    checkAgainstInterpreter(binaryKernel(op, "f64", "f64"));
+    checkAgainstLoopInterpreter(binaryKernel(op, "f64", "f64"));
   }
 }
 
@@ -57,12 +57,12 @@ TEST(LLVMBackend, IntegerArithmetic) {
   for (const char *type : {"i32", "i64"}) {
     for (const char *op : {"add", "sub", "mul", "div", "max", "min", "pow"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, type));
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, small);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type));
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, small);
     }
     for (const char *op : {"neg", "abs"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(unaryKernel(op, type));
+      checkAgainstLoopInterpreter(unaryKernel(op, type));
     }
   }
 }
@@ -98,7 +98,7 @@ kernel @k0(%x: i64[4], %y: i64[4], %out: i64[4], %x32: i32[4], %y32: i32[4], %ou
                        reinterpret_cast<char *>(y32),
                        reinterpret_cast<char *>(out32[run])};
     if (run == 0)
-      interpretKernel(module.kernels[0], buffers, nullptr);
+      interpretLoopKernel(module.kernels[0], buffers, nullptr);
     else
       compiled[0]->run(buffers, nullptr);
   }
@@ -128,8 +128,8 @@ TEST(LLVMBackend, Casts) {
            << "    store %out[i0], %1\n"
            << "  }\n}\n";
       SCOPED_TRACE(std::string(from) + " -> " + to);
-      checkAgainstInterpreter(text.str());
-      checkAgainstInterpreter(text.str(), {}, wide);
+      checkAgainstLoopInterpreter(text.str());
+      checkAgainstLoopInterpreter(text.str(), {}, wide);
     }
 }
 
@@ -140,15 +140,15 @@ TEST(LLVMBackend, CompareAndSelect) {
   for (const char *type : {"f32", "f64", "i32", "i64", "bool"})
     for (const char *op : {"eq", "ne", "lt", "le", "gt", "ge"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, "bool"), {}, withNaN);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, "bool"), {}, withNaN);
     }
   for (const char *op :
        {"and", "or", "add", "sub", "mul", "div", "max", "min", "pow"}) {
     SCOPED_TRACE(std::string(op) + " bool");
-    checkAgainstInterpreter(binaryKernel(op, "bool", "bool"));
+    checkAgainstLoopInterpreter(binaryKernel(op, "bool", "bool"));
   }
-  checkAgainstInterpreter(unaryKernel("not", "bool"));
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(unaryKernel("not", "bool"));
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%x: f32[64], %y: f32[64], %out: f32[64], %mask: bool[64]) {
   %zero = const 0.0 : f32
   for i0 in 0..64 {
@@ -168,7 +168,7 @@ kernel @k0(%x: f32[64], %y: f32[64], %out: f32[64], %mask: bool[64]) {
 }
 
 TEST(LLVMBackend, Constants) {
-  checkAgainstInterpreter(R"(
+  checkAgainstLoopInterpreter(R"(
 kernel @k0(%a: f32[1], %b: f64[1], %c: i32[1], %d: i64[1], %e: bool[2]) {
   %0 = const 0.1 : f32
   store %a[0], %0
@@ -204,7 +204,7 @@ TEST(LLVMBackend, HalfAndBFloat16) {
     withNaN.nanRate = 0.05;
     withNaN.low = -12; // exp overflows f16 to inf.
     withNaN.high = 12;
-    checkAgainstInterpreter(text.str(), {}, withNaN);
+    checkAgainstLoopInterpreter(text.str(), {}, withNaN);
   }
 }
 
@@ -218,9 +218,9 @@ TEST(LLVMBackend, MoreFloatMath) {
     for (const char *op : {"exp2", "log1p", "expm1", "sin", "cos", "floor",
                            "ceil", "round", "trunc"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(unaryKernel(op, type));
-      checkAgainstInterpreter(unaryKernel(op, type), {}, halves);
-      checkAgainstInterpreter(unaryKernel(op, type), {}, wide);
+      checkAgainstLoopInterpreter(unaryKernel(op, type));
+      checkAgainstLoopInterpreter(unaryKernel(op, type), {}, halves);
+      checkAgainstLoopInterpreter(unaryKernel(op, type), {}, wide);
     }
 }
 
@@ -246,9 +246,9 @@ TEST(LLVMBackend, FloatModulo) {
   for (const char *type : {"f32", "f64"})
     for (const char *op : {"fmod", "remainder"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, type));
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, small);
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, withNaN);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type));
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, small);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, withNaN);
     }
 }
 
@@ -258,13 +258,13 @@ TEST(LLVMBackend, IntegerModuloAndBitwise) {
   for (const char *type : {"i32", "i64", "bool"}) {
     for (const char *op : {"fmod", "remainder", "bitand", "bitor", "bitxor"}) {
       SCOPED_TRACE(std::string(op) + " " + type);
-      checkAgainstInterpreter(binaryKernel(op, type, type));
-      checkAgainstInterpreter(binaryKernel(op, type, type), {}, small);
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type));
+      checkAgainstLoopInterpreter(binaryKernel(op, type, type), {}, small);
     }
     SCOPED_TRACE(std::string("bitnot ") + type);
-    checkAgainstInterpreter(unaryKernel("bitnot", type));
+    checkAgainstLoopInterpreter(unaryKernel("bitnot", type));
   }
-  checkAgainstInterpreter(binaryKernel("xor", "bool", "bool"));
+  checkAgainstLoopInterpreter(binaryKernel("xor", "bool", "bool"));
 }
 
 TEST(LLVMBackend, IntegerModuloEdgeCases) {
@@ -302,7 +302,7 @@ kernel @k0(%x: i64[6], %y: i64[6], %f: i64[6], %r: i64[6], %x32: i32[6], %y32: i
         reinterpret_cast<char *>(x32),      reinterpret_cast<char *>(y32),
         reinterpret_cast<char *>(f32[run]), reinterpret_cast<char *>(r32[run])};
     if (run == 0)
-      interpretKernel(module.kernels[0], buffers, nullptr);
+      interpretLoopKernel(module.kernels[0], buffers, nullptr);
     else
       compiled[0]->run(buffers, nullptr);
   }

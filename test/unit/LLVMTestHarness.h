@@ -13,7 +13,7 @@
 
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
 
-#include "dynafuse/Loop/Interpreter.h"
+#include "dynafuse/Loop/LoopInterpreter.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Support/HalfFloat.h"
 #include "dynafuse/Support/IndexErrors.h"
@@ -172,7 +172,7 @@ inline std::string takeReportedIndexError() {
 /// interpreter on identical random buffers and compares all buffers and the
 /// index errors reported. Float sums may be reassociated by LLVM: reductions
 /// pass a looser f32 tolerance.
-inline void checkAgainstInterpreter(const std::string &text,
+inline void checkAgainstLoopInterpreter(const std::string &text,
                              const std::vector<int64_t> &symbolValues = {},
                              Data data = Data(), double f32Tolerance = 1e-6) {
   LoopModule module = parseLoopModule(text, "test.loop");
@@ -201,7 +201,7 @@ inline void checkAgainstInterpreter(const std::string &text,
       backend->compile(module, CompileOptions());
   ASSERT_EQ(compiled.size(), 1u);
   takeReportedIndexError();
-  interpretKernel(kernel, expectedPointers.data(), symbolValues.data());
+  interpretLoopKernel(kernel, expectedPointers.data(), symbolValues.data());
   std::string expectedError = takeReportedIndexError();
   compiled[0]->run(actualPointers.data(), symbolValues.data());
   EXPECT_EQ(expectedError, takeReportedIndexError()) << "kernel:\n" << text;

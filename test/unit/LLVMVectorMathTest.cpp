@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
 
-#include "dynafuse/Loop/Interpreter.h"
+#include "dynafuse/Loop/LoopInterpreter.h"
 #include "dynafuse/Loop/LoopText.h"
 
 #include <gtest/gtest.h>
@@ -98,7 +98,7 @@ void compare(const std::string &text, std::vector<std::vector<float>> inputs) {
   wantBuffers.push_back(reinterpret_cast<char *>(want.data()));
   gotBuffers.push_back(reinterpret_cast<char *>(got.data()));
   int64_t symbols[] = {n};
-  interpretKernel(module.kernels[0], wantBuffers.data(), symbols);
+  interpretLoopKernel(module.kernels[0], wantBuffers.data(), symbols);
   compiled[0]->run(gotBuffers.data(), symbols);
   int failures = 0;
   for (int64_t i = 0; i < n && failures < 5; ++i) {
@@ -203,7 +203,7 @@ TEST(LLVMVectorMath, MaxMinReductionsPropagateNaNAnywhere) {
     char *gotBuffers[] = {reinterpret_cast<char *>(x.data()),
                           reinterpret_cast<char *>(got.data())};
     int64_t symbols[] = {rows, columns};
-    interpretKernel(module.kernels[0], wantBuffers, symbols);
+    interpretLoopKernel(module.kernels[0], wantBuffers, symbols);
     compiled[0]->run(gotBuffers, symbols);
     for (int64_t r = 0; r < rows; ++r)
       EXPECT_TRUE(close(want[r], got[r], float(r))) << kind << " row " << r;

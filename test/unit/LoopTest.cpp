@@ -1,6 +1,6 @@
 //===- LoopTest.cpp - Loop IR, lowering, interpreter, executor ------------===//
 #include "dynafuse/Graph/GraphText.h"
-#include "dynafuse/Loop/Interpreter.h"
+#include "dynafuse/Loop/LoopInterpreter.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Lowering/LowerGraph.h"
 #include "dynafuse/Runtime/Executor.h"

@@ -1,13 +1,22 @@
 //===- dynafuse-opt.cpp - Read, transform and print any IR stage ----------===//
 //
-// dynafuse-opt FILE [--passes=decompose,cse,dce | plan-memory]
+// dynafuse-opt FILE [--passes=NAME,...]
 //              [--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx]
 //              [--print-ir-after-all] [--split-input-file]
 //
-// Reads .graph or .loop text (by its first keyword), runs graph passes, then
-// lowers as far as --emit asks and prints that stage. --print-ir-after-all
-// prints every pass and lowering step (decompose,cse,dce / schedule /
-// plan-memory) to stderr. --emit=cuda prints the CUDA C of the kernels,
+// Reads .graph or .loop text (by its first keyword), runs the named passes
+// on it, then lowers as far as --emit asks and prints that stage. Any pass
+// that works on text runs alone by name: graph passes (decompose, cse, dce)
+// on .graph input, loop passes (column-reductions,
+// reuse-reduction-elements, plan-memory) on .loop input. Lowering's own
+// passes (realize, layout, schedule, emit) work on in-memory state: they
+// run inside --emit=loop (or later stages), and --print-ir-after-all shows
+// each of them by name. --print-ir-after-all prints, to stderr, the IR
+// after every pass, one "// -----// IR after NAME //----- //" section each:
+// those given to --passes, then lowering's pipeline (decompose, cse, dce,
+// realize, layout, schedule, emit, column-reductions,
+// reuse-reduction-elements, plan-memory); a section is the input of the
+// next pass. --emit=cuda prints the CUDA C of the kernels,
 // --emit=ptx the PTX NVRTC makes of it (compute_90; builds with the CUDA
 // backend). Errors are printed as
 // "FILE:LINE:COL: error: MESSAGE" and give exit status 1.
@@ -16,8 +25,9 @@
 #include "ToolInput.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Graph/Passes.h"
+#include "dynafuse/Loop/LoopPasses.h"
 #include "dynafuse/Loop/LoopText.h"
-#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Error.h"
 
 #ifdef DYNAFUSE_HAVE_LLVM
@@ -88,6 +98,37 @@ Options parseOptions(int argc, char **argv) {
   return options;
 }
 
+std::string joined(const std::vector<std::string> &names) {
+  std::string text;
+  for (const std::string &name : names)
+    text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+bool isGraphPass(const std::string &name) {
+  std::vector<std::string> names = graphPassNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+/// The error for a pass that cannot run on this input: it names every pass
+/// --passes knows and the input each needs.
+[[noreturn]] void cannotRun(const std::string &pass, const char *input) {
+  std::string problem =
+      isGraphPass(pass)  ? "'" + pass + "' is a graph pass, not a " + input +
+                              " pass"
+      : isLoopPass(pass) ? "'" + pass + "' is a loop pass, not a " + input +
+                               " pass"
+                         : "unknown pass '" + pass + "'";
+  fail(problem + " (graph passes, on .graph: " + joined(graphPassNames()) +
+       "; loop passes, on .loop: " + joined(loopPassNames()) +
+       "; lowering's realize, layout, schedule and emit run only inside "
+       "--emit=loop, shown by --print-ir-after-all)");
+}
+
+void printAfter(const std::string &pass, const std::string &text) {
+  std::cerr << "// -----// IR after " << pass << " //----- //\n" << text;
+}
+
 std::string readInput(const std::string &path) {
   if (path == "-") {
     std::stringstream buffer;
@@ -125,21 +166,20 @@ std::string emitFromLoop(const LoopModule &module, const std::string &emit) {
 std::string processGraph(const std::string &text, const Options &options) {
   std::unique_ptr<Graph> graph = parseGraph(text, options.input);
   for (const std::string &pass : options.passes) {
+    if (!isGraphPass(pass))
+      cannotRun(pass, "graph");
     runGraphPass(pass, *graph);
     verifyGraph(*graph);
     if (options.printAfterAll)
-      std::cerr << "// -----// IR after " << pass << " //----- //\n"
-                << printGraph(*graph);
+      printAfter(pass, printGraph(*graph));
   }
   if (options.emit.empty() || options.emit == "graph")
     return printGraph(*graph);
-  LoweringObserver observer;
+  GraphCompileOptions compileOptions;
   if (options.printAfterAll)
-    observer = [](const std::string &step, const std::string &text) {
-      std::cerr << "// -----// IR after " << step << " //----- //\n" << text;
-    };
-  LoopModule module = lowerGraph(*graph, observer);
-  return emitFromLoop(module, options.emit);
+    compileOptions.observer = printAfter;
+  CompiledGraph lowered = compileGraph(*graph, compileOptions);
+  return emitFromLoop(lowered.module(), options.emit);
 }
 
 std::string process(const std::string &text, const Options &options) {
@@ -153,13 +193,12 @@ std::string process(const std::string &text, const Options &options) {
     fail("cannot emit graph IR from loop IR");
   LoopModule module = parseLoopModule(text, options.input);
   for (const std::string &pass : options.passes) {
-    if (pass != "plan-memory")
-      fail("'" + pass + "' is not a loop-IR pass (loop passes: plan-memory)");
-    planMemory(module);
+    if (!isLoopPass(pass))
+      cannotRun(pass, "loop");
+    runLoopPass(pass, module);
     verifyLoopModule(module);
     if (options.printAfterAll)
-      std::cerr << "// -----// IR after " << pass << " //----- //\n"
-                << printLoopModule(module);
+      printAfter(pass, printLoopModule(module));
   }
   return emitFromLoop(module, options.emit);
 }

@@ -23,8 +23,7 @@
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Loop/ScalarSemantics.h"
-#include "dynafuse/Lowering/LowerGraph.h"
-#include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/IndexErrors.h"
 
@@ -119,7 +118,9 @@ std::vector<std::string> readChunks(const std::string &path) {
 
 LoopModule readModule(const std::string &text, const std::string &path) {
   if (tools::firstKeyword(text) == "graph")
-    return lowerGraph(*parseGraph(text, path), {});
+    return std::move(
+        compileGraph(*parseGraph(text, path), GraphCompileOptions())
+            .loopModule);
   LoopModule module = parseLoopModule(text, path);
   if (!module.hasProgram)
     fail("'" + path + "' holds no module program to run");
@@ -173,11 +174,13 @@ Inputs makeInputs(const LoopModule &module, const Options &options) {
 std::vector<std::vector<ScalarValue>> runWith(const LoopModule &module,
                                               const std::string &backendName,
                                               const Options &options) {
-  std::unique_ptr<Backend> backend = createBackend(backendName);
-  CompiledModule compiled(module, *backend, CompileOptions());
+  GraphCompileOptions compileOptions;
+  compileOptions.backendName = backendName;
+  CompiledGraph compiled = compileLoopModule(module, compileOptions);
   Inputs inputs = makeInputs(module, options);
   HostContext context;
-  std::map<std::string, TensorArg> buffers = compiled.run(inputs.args, context);
+  std::map<std::string, TensorArg> buffers =
+      compiled.compiled->run(inputs.args, context);
   std::string indexError;
   if (takeIndexError(indexError))
     fail(backendName + ": " + indexError);

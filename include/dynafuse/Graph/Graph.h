@@ -109,6 +109,9 @@ public:
   Value *findValue(const std::string &name) const;
   /// Exchanges everything with other (passes that rebuild a graph).
   void swapContents(Graph &other);
+  /// A deep copy: every input, node (all of its fields) and output, with
+  /// operands and results pointing at the copy's own values.
+  std::unique_ptr<Graph> clone() const;
 
 private:
   std::vector<std::unique_ptr<Value>> values;

@@ -6,7 +6,10 @@
 // values) are loaded, pointwise ops inlined through their rules, views
 // become index arithmetic, reductions become reduce statements (placed by
 // the KernelBuilder), cat and pad become masked loads. Results are memoized
-// per (value, index, mask), so shared producers are computed once.
+// per (value, index, mask), so shared producers are computed once. A
+// reduction that cannot be placed where it is used (it would be recomputed
+// for every element of an enclosing loop) is reported by
+// needsRealization(); the kernel is then to be discarded.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_LOWERING_ELEMENTEMITTER_H
@@ -17,15 +20,8 @@
 
 #include <functional>
 #include <map>
-#include <stdexcept>
 
 namespace dynafuse {
-
-/// Thrown when a value cannot be inlined where it is used (a reduction that
-/// would be recomputed); the scheduler realizes it into a buffer and retries.
-struct NeedsRealization {
-  const Value *value;
-};
 
 class ElementEmitter {
 public:
@@ -41,6 +37,10 @@ public:
   /// The element of value at index, in computeType(value dtype).
   int emit(const Value *value, const std::vector<SymExpr> &index);
   void store(const Value *value, const std::vector<SymExpr> &index, int scalar);
+  /// The first value that could not be inlined where it is used (a
+  /// reduction that would be recomputed), or null. Once set, emit() only
+  /// returns placeholders: lowering realizes the value and starts over.
+  const Value *needsRealization() const { return unplaced; }
 
 private:
   int emitUncached(const Value *value, const std::vector<SymExpr> &index);
@@ -78,6 +78,7 @@ private:
   const std::set<const Value *> &inlineHere;
   std::map<std::string, int> memo;
   std::vector<int> masks;
+  const Value *unplaced = nullptr;
 };
 
 } // namespace dynafuse

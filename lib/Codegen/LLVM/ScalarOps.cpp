@@ -1,6 +1,6 @@
 //===- ScalarOps.cpp - One loop-IR scalar instruction to LLVM IR ----------===//
 //
-// The semantics match the reference interpreter (lib/Loop/Interpreter.cpp)
+// The semantics match the reference interpreter (lib/Loop/LoopInterpreter.cpp)
 // bit for bit wherever C++ defines them:
 // - f32 computes in float, f64 in double; no fast-math flags at all.
 // - max/min return NaN when either operand is NaN, else `a > b ? a : b`.

@@ -1,5 +1,5 @@
-//===- Interpreter.cpp - Reference execution of loop IR -------------------===//
-#include "dynafuse/Loop/Interpreter.h"
+//===- LoopInterpreter.cpp - Reference execution of loop IR ---------------===//
+#include "dynafuse/Loop/LoopInterpreter.h"
 
 #include "dynafuse/Loop/ScalarSemantics.h"
 #include "dynafuse/Support/Error.h"
@@ -11,9 +11,9 @@
 namespace dynafuse {
 namespace {
 
-class KernelInterpreter {
+class LoopKernelInterpreter {
 public:
-  KernelInterpreter(const Kernel &kernel, char *const *buffers,
+  LoopKernelInterpreter(const Kernel &kernel, char *const *buffers,
                     const int64_t *symbols)
       : kernel(kernel), buffers(buffers), values(kernel.instrs.size()) {
     for (size_t j = 0; j < kernel.symbols.size(); ++j)
@@ -171,9 +171,9 @@ private:
 
 } // namespace
 
-void interpretKernel(const Kernel &kernel, char *const *buffers,
+void interpretLoopKernel(const Kernel &kernel, char *const *buffers,
                      const int64_t *symbols) {
-  KernelInterpreter(kernel, buffers, symbols).run();
+  LoopKernelInterpreter(kernel, buffers, symbols).run();
 }
 
 } // namespace dynafuse

@@ -1,4 +1,4 @@
-//===- Interpreter.h - Reference execution of loop IR -----------*- C++ -*-===//
+//===- LoopInterpreter.h - Reference execution of loop IR -------*- C++ -*-===//
 //
 // Executes a kernel directly, one scalar at a time, with the same semantics
 // every backend must match (f32 math rounded to f32, NaN-propagating
@@ -6,8 +6,8 @@
 // backends are tested against, and the backend used when LLVM is absent.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DYNAFUSE_LOOP_INTERPRETER_H
-#define DYNAFUSE_LOOP_INTERPRETER_H
+#ifndef DYNAFUSE_LOOP_LOOPINTERPRETER_H
+#define DYNAFUSE_LOOP_LOOPINTERPRETER_H
 
 #include "dynafuse/Loop/Kernel.h"
 
@@ -17,7 +17,7 @@ namespace dynafuse {
 
 /// Same ABI as KernelExecutable::run: buffers[i] is element 0 of param i,
 /// symbols[j] the value of kernel.symbols[j].
-void interpretKernel(const Kernel &kernel, char *const *buffers,
+void interpretLoopKernel(const Kernel &kernel, char *const *buffers,
                      const int64_t *symbols);
 
 } // namespace dynafuse

@@ -18,7 +18,7 @@
 // result is bitwise the same.
 //
 //===----------------------------------------------------------------------===//
-#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Loop/LoopPasses.h"
 
 #include <set>
 

@@ -6,7 +6,7 @@
 // storage. Outputs always get fresh storage (they outlive the call).
 //
 //===----------------------------------------------------------------------===//
-#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Loop/LoopPasses.h"
 
 #include <algorithm>
 #include <map>

@@ -1,10 +1,10 @@
-//===- InterpreterBackend.cpp - The loop-IR interpreter as a backend ------===//
+//===- LoopInterpreterBackend.cpp - The loop-IR interpreter as a backend --===//
 //
 // Backend "interp": runs kernels through the reference interpreter. Always
 // available, including builds without LLVM.
 //
 //===----------------------------------------------------------------------===//
-#include "dynafuse/Loop/Interpreter.h"
+#include "dynafuse/Loop/LoopInterpreter.h"
 #include "dynafuse/Runtime/Backend.h"
 #include "dynafuse/Runtime/Executor.h"
 
@@ -15,14 +15,14 @@ class InterpretedKernel : public KernelExecutable {
 public:
   explicit InterpretedKernel(Kernel kernel) : kernel(std::move(kernel)) {}
   void run(char *const *buffers, const int64_t *symbols) const override {
-    interpretKernel(kernel, buffers, symbols);
+    interpretLoopKernel(kernel, buffers, symbols);
   }
 
 private:
   Kernel kernel;
 };
 
-class InterpreterBackend : public Backend {
+class LoopInterpreterBackend : public Backend {
 public:
   std::string name() const override { return "interp"; }
   std::vector<std::unique_ptr<KernelExecutable>>
@@ -38,7 +38,7 @@ public:
 
 void registerBuiltinBackends() {
   registerBackend("interp",
-                  [] { return std::make_unique<InterpreterBackend>(); });
+                  [] { return std::make_unique<LoopInterpreterBackend>(); });
 }
 
 } // namespace dynafuse

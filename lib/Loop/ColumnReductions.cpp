@@ -24,7 +24,7 @@
 // not change, and is not otherwise read by the kernel.
 //
 //===----------------------------------------------------------------------===//
-#include "dynafuse/Lowering/LowerGraph.h"
+#include "dynafuse/Loop/LoopPasses.h"
 
 #include <limits>
 #include <map>

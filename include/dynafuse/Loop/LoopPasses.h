@@ -1,0 +1,47 @@
+//===- LoopPasses.h - Loop-IR-to-loop-IR transformations --------*- C++ -*-===//
+//
+// Rewrites that touch only loop IR, run by lowering after program emission
+// and by dynafuse-opt by name on .loop text (--passes=plan-memory). Each
+// module pass is listed in the loop pass table (LoopPasses.cpp), beside the
+// graph pass table (Graph/Passes.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_LOOP_LOOPPASSES_H
+#define DYNAFUSE_LOOP_LOOPPASSES_H
+
+#include "dynafuse/Loop/Kernel.h"
+
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+/// Whether a store index ends in exactly `var` and no other dim mentions
+/// it (so distinct iterations of var store distinct elements).
+bool injectiveIn(const std::vector<SymExpr> &index, const std::string &var);
+
+/// Sums over a non-innermost dim accumulate in the output buffer with the
+/// output loop innermost (contiguous, vectorizable) instead of striding
+/// through memory per output element (ColumnReductions.cpp).
+void interchangeColumnReductions(Kernel &kernel);
+
+/// A sum whose elements the next loop recomputes (softmax's exp) stores
+/// them into that loop's output buffer, which the loop reads back
+/// (ReductionElementReuse.cpp).
+void reuseReductionElements(Kernel &kernel);
+
+/// Rewrites module's allocations so that intermediates reuse the storage of
+/// allocations no longer needed (same byte size; MemoryPlanner.cpp).
+void planMemory(LoopModule &module);
+
+/// Runs the loop pass called name on module (column-reductions,
+/// reuse-reduction-elements, plan-memory); throws Error naming the known
+/// passes for an unknown name.
+void runLoopPass(const std::string &name, LoopModule &module);
+/// Whether name is in the loop pass table.
+bool isLoopPass(const std::string &name);
+std::vector<std::string> loopPassNames();
+
+} // namespace dynafuse
+
+#endif
