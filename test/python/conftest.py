@@ -78,7 +78,7 @@ def pytest_terminal_summary(terminalreporter):
         return
     write = terminalreporter.write_line
     terminalreporter.section("OpInfo coverage (samples per outcome)")
-    columns = ("compiled", "eager", "rejected")
+    columns = ("compiled", "eager", "rejected", "failed")
     write(f"{'op':<44}" + "".join(f"{c:>10}" for c in columns))
     totals = dict.fromkeys(columns, 0)
     for name in sorted(OPINFO_COVERAGE):
@@ -89,4 +89,5 @@ def pytest_terminal_summary(terminalreporter):
     write(f"{'total':<44}" + "".join(f"{totals[c]:>10}" for c in columns))
     write("compiled: captured, compiled and matched eager; eager: not captured "
           "(a graph break before any graph), ran eagerly and matched; rejected: "
-          "eager itself raises on the sample")
+          "eager itself raises on the sample; failed: a failure (the strict xfails of known "
+          "compiler bugs among them)")
