@@ -16,15 +16,46 @@ def fresh_compiler():
 
 
 def assert_compiled(captures=1):
+    """Proves the compiled path ran: `captures` frames were captured, and
+    each one lowered and compiled (a capture is counted before lowering; a
+    graph is listed by compiled_graphs() only once its kernels are built),
+    with no graph break and no compile failure."""
     stats = dynafuse.stats()
     assert stats["captures"] == captures, stats
     assert stats["graph_breaks"] == 0 and stats["compile_failures"] == 0, stats
+    graphs = dynafuse.compiled_graphs()
+    assert len(graphs) == captures, (stats, graphs)
 
 
 def assert_close(actual, expected, **tolerances):
     assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     torch.testing.assert_close(actual, expected, equal_nan=True, **tolerances)
+
+
+def assert_outputs_close(actual, expected, where="output", **tolerances):
+    """Compares nested results: tuples, lists and dicts of the same kind and
+    length (nothing is silently truncated, as zip would), tensors with
+    assert_close, anything else with ==."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), (where, type(actual))
+        try:
+            assert_close(actual, expected, **tolerances)
+        except AssertionError as error:
+            raise AssertionError(f"{where}: {error}") from None
+    elif isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)), (where, type(actual), type(expected))
+        assert isinstance(actual, list) == isinstance(expected, list), \
+            (where, type(actual), type(expected))
+        assert len(actual) == len(expected), (where, len(actual), len(expected))
+        for index, (got, want) in enumerate(zip(actual, expected)):
+            assert_outputs_close(got, want, f"{where}[{index}]", **tolerances)
+    elif isinstance(expected, dict):
+        assert isinstance(actual, dict) and actual.keys() == expected.keys(), (where, actual)
+        for key in expected:
+            assert_outputs_close(actual[key], expected[key], f"{where}[{key!r}]", **tolerances)
+    else:
+        assert actual == expected, (where, actual, expected)
 
 
 def randomize_batch_norm(model):
@@ -35,3 +66,28 @@ def randomize_batch_norm(model):
                 module.running_mean.uniform_(-0.5, 0.5)
                 module.running_var.uniform_(0.5, 2.0)
     return model
+
+
+# Per-OpInfo coverage, filled by test_opinfo.py: name -> {outcome: count};
+# printed at the end of the session.
+OPINFO_COVERAGE = {}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not OPINFO_COVERAGE:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("OpInfo coverage (samples per outcome)")
+    columns = ("compiled", "eager", "rejected", "failed")
+    write(f"{'op':<44}" + "".join(f"{c:>10}" for c in columns))
+    totals = dict.fromkeys(columns, 0)
+    for name in sorted(OPINFO_COVERAGE):
+        counts = OPINFO_COVERAGE[name]
+        write(f"{name:<44}" + "".join(f"{counts.get(c, 0):>10}" for c in columns))
+        for column in columns:
+            totals[column] += counts.get(column, 0)
+    write(f"{'total':<44}" + "".join(f"{totals[c]:>10}" for c in columns))
+    write("compiled: captured, compiled and matched eager; eager: not captured "
+          "(a graph break before any graph), ran eagerly and matched; rejected: "
+          "eager itself raises on the sample; failed: a failure (the strict xfails of known "
+          "compiler bugs among them)")

@@ -2,7 +2,10 @@
 "cuda" on CPU tensors (or a CPU backend on CUDA tensors) runs eagerly with
 the reason logged, unknown names are refused. The GPU tests need torch with
 a CUDA device and a CPython that capture supports (3.11); they skip
-elsewhere (benchmarks/gpu/check.sh is the GPU check of the kernels)."""
+elsewhere (benchmarks/gpu/check.sh is the GPU check of the kernels). On a
+GPU they prove the compiled CUDA path ran (assert_compiled_for_cuda) and
+compare with eager on random data, several shapes and non-contiguous
+inputs."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -51,15 +54,40 @@ def test_unknown_backend_names_the_known_ones():
         dynafuse.compile(fused, backend="tpu")
 
 
+def assert_compiled_for_cuda(kernels=True):
+    """The compiled CUDA path ran: one graph captured and compiled with no
+    break (a graph on CUDA tensors compiled for a CPU backend breaks), its
+    guards see the inputs on a CUDA device, and it has kernels."""
+    assert_compiled()
+    (graph,) = dynafuse.compiled_graphs()
+    assert any(" on cuda" in guard for guard in graph["guards"]), graph["guards"]
+    if kernels:
+        assert graph["kernels"] >= 1, graph
+
+
+def cuda_input(shape, layout):
+    """Random data on the GPU: contiguous, transposed, or every other column."""
+    if layout == "transposed":
+        return torch.randn(shape[::-1], device="cuda").t()
+    if layout == "strided":
+        return torch.randn(shape[0], 2 * shape[1], device="cuda")[:, ::2]
+    return torch.randn(shape, device="cuda")
+
+
 @needs_gpu
-@pytest.mark.parametrize("shape", [(1, 1), (37, 129), (1024, 1000), (0, 7)], ids=str)
-def test_cuda_tensors_compile_with_the_cuda_backend(shape):
-    x = torch.randn(shape, device="cuda")
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+@pytest.mark.parametrize("shape", [(1, 1), (37, 129), (1024, 1000), (3, 7), (0, 7)], ids=str)
+@pytest.mark.parametrize("backend", ["auto", "cuda"])
+def test_cuda_tensors_compile_with_the_cuda_backend(backend, shape, layout):
+    x = cuda_input(shape, layout)
     w = torch.randn(shape[-1:], device="cuda")
-    out = dynafuse.compile(fused)(x, w)
+    if layout != "contiguous" and x.numel() > 1:
+        assert not x.is_contiguous()
+    out = dynafuse.compile(fused, backend=backend)(x, w)
+    assert_compiled_for_cuda(kernels=x.numel() > 0)
     assert out.is_cuda
     assert_close(out, fused(x, w), rtol=1e-5, atol=1e-5)
-    assert_compiled()
+    assert_close(out.cpu(), fused(x.cpu(), w.cpu()), rtol=1e-4, atol=1e-4)
 
 
 @needs_gpu
@@ -76,7 +104,7 @@ def test_cuda_kernels_order_with_torch_on_a_side_stream():
         expected = torch.softmax(y @ w, -1) * 2
     stream.synchronize()
     assert_close(out, expected, rtol=1e-4, atol=1e-5)
-    assert_compiled()
+    assert_compiled_for_cuda()
 
 
 @needs_gpu
@@ -84,16 +112,22 @@ def test_cpu_backend_on_cuda_tensors_runs_eagerly():
     x = torch.randn(8, 33, device="cuda")
     w = torch.randn(33, device="cuda")
     explanation = dynafuse.explain(fused, backend="cpu")(x, w)
+    assert explanation.graph_break_count == 1
     assert "CPU backends run CPU tensors" in explanation.break_reasons[0]
+    dynafuse.reset()
+    out = dynafuse.compile(fused, backend="cpu")(x, w)
+    assert out.is_cuda
+    assert_close(out, fused(x, w))
+    assert dynafuse.compiled_graphs() == []
 
 
 @needs_gpu
 def test_auto_looks_inside_list_arguments():
-    xs = [torch.randn(4, 8, device="cuda"), torch.randn(8, device="cuda")]
+    xs = [torch.randn(4, 8, device="cuda").t().contiguous().t(), torch.randn(8, device="cuda")]
     out = dynafuse.compile(lambda xs: xs[0] * xs[1] + 1)(xs)
+    assert_compiled_for_cuda()
     assert out.is_cuda
     assert_close(out, xs[0] * xs[1] + 1)
-    assert_compiled()
 
 
 class NoArguments(torch.nn.Module):
@@ -119,6 +153,6 @@ def test_auto_without_tensor_arguments_follows_a_cuda_module():
     model = NoArguments().cuda()
     with torch.no_grad():
         out = dynafuse.compile(model)()
+        assert_compiled_for_cuda()
         assert out.is_cuda
         assert_close(out, model())
-    assert_compiled()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import dynafuse
-from conftest import assert_close
+from conftest import assert_close, assert_compiled
 
 
 def inner(x):
@@ -84,7 +84,8 @@ def test_graph_break_reason_logged_once():
     assert len(lines) == 1 and "Tensor.numpy" in lines[0] and "<string>:2" in lines[0], result.stderr
 
 
-def test_inplace_operator_falls_back_with_eager_semantics():
+def test_inplace_operator_on_an_input_has_eager_semantics():
+    """Compiled (the update is written back to the input), not a fallback."""
     def f(x):
         x += 1
         return x * 2
@@ -95,3 +96,4 @@ def test_inplace_operator_falls_back_with_eager_semantics():
     out = dynafuse.compile(f)(x)
     assert_close(x, expected)
     assert_close(out, expected * 2)
+    assert_compiled()

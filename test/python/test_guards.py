@@ -1,8 +1,11 @@
 """Guards, the cache on the code object, recompiles and the recompile limit."""
+import ctypes
+
+import pytest
 import torch
 
 import dynafuse
-from conftest import assert_close
+from conftest import assert_close, assert_compiled
 
 SCALE = 2.0
 
@@ -98,16 +101,73 @@ def test_recompile_log_names_the_failed_guard(capfd):
     assert "guard failed" in err and "size [2, 2]" in err, err
 
 
-def test_hook_is_inactive_outside_compiled_calls():
-    f = dynafuse.compile(lambda x: x + 1)
-    f(torch.randn(2))
+def eval_frame_function():
+    """The interpreter's PEP 523 frame evaluation function (its address), as
+    CPython itself holds it: what the hook's installation really changes."""
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Get.restype = ctypes.c_void_p
+    current = api._PyInterpreterState_GetEvalFrameFunc
+    current.restype, current.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    return current(api.PyInterpreterState_Get())
+
+
+def test_hook_is_installed_only_during_compiled_calls():
+    default = eval_frame_function()
+    seen = []
+
+    def probe(x):
+        seen.append(eval_frame_function())  # ctypes: a graph break
+        return x + 1
 
     def plain(x):
         return x * 2
 
+    f = dynafuse.compile(lambda x: x + 1)
+    x = torch.randn(2)
+    assert_close(f(x), x + 1)
+    assert_compiled()
+    assert eval_frame_function() == default
     before = dynafuse.stats()
-    plain(torch.randn(2))
+    plain(x)
     assert dynafuse.stats() == before
+    # Inside a compiled call the hook is the interpreter's frame function...
+    assert_close(dynafuse.compile(probe)(x), x + 1)
+    assert len(seen) == 1 and seen[0] not in (None, default), (seen, default)
+    # ...and it is removed after it, also when the call raises.
+    assert eval_frame_function() == default
+    with pytest.raises(RuntimeError):
+        dynafuse.compile(lambda a, b: a + b)(torch.randn(3), torch.randn(4))
+    assert eval_frame_function() == default
+
+
+def test_hook_restores_the_frame_function_installed_before_it():
+    """Under another PEP 523 user (here torch._dynamo's frame function in
+    its run-only mode), a compiled call installs the hook on top of it and
+    puts it back afterwards."""
+    eval_frame = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    if eval_frame is None or not hasattr(eval_frame, "set_eval_frame"):
+        pytest.skip("this torch has no torch._C._dynamo.eval_frame.set_eval_frame")
+    default = eval_frame_function()
+    seen = []
+
+    def probe(x):
+        seen.append(eval_frame_function())
+        return torch.sigmoid(x)
+
+    x = torch.randn(4)
+    previous = eval_frame.set_eval_frame(False)  # dynamo's run-only frame function
+    try:
+        other = eval_frame_function()
+        assert other != default
+        assert_close(dynafuse.compile(lambda t: t * 3)(x), x * 3)
+        assert_compiled()
+        assert eval_frame_function() == other
+        assert_close(dynafuse.compile(probe)(x), torch.sigmoid(x))
+        assert eval_frame_function() == other
+    finally:
+        eval_frame.set_eval_frame(previous)
+    assert len(seen) == 1 and seen[0] not in (default, other), (seen, default, other)
+    assert eval_frame_function() == default
 
 
 def test_backend_is_part_of_the_cache_key():

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import dynafuse
-from conftest import assert_close, assert_compiled
+from conftest import assert_close, assert_compiled, assert_outputs_close
 
 SHAPES = [(6, 10), (1, 7), (3, 1, 5), (4, 0), (2, 3, 4)]
 
@@ -15,11 +15,7 @@ def run_both(fn, *args, **tolerances):
     dynafuse.reset()
     compiled = dynafuse.compile(fn)
     actual, expected = compiled(*args), fn(*args)
-    if isinstance(expected, (tuple, list)):
-        for got, want in zip(actual, expected):
-            assert_close(got, want, **tolerances)
-    else:
-        assert_close(actual, expected, **tolerances)
+    assert_outputs_close(actual, expected, **tolerances)
     assert_compiled()
 
 
