@@ -10,7 +10,9 @@
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Lowering/LowerGraph.h"
 #include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Runtime/CachingAllocator.h"
 #include "dynafuse/Support/Logging.h"
+#include "dynafuse/Support/ThreadPool.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -22,18 +24,29 @@
 namespace dynafuse {
 namespace {
 
-struct ThreadState {
-  int depth = 0;
+/// A compiled call running on a thread: its options, and whether the hook
+/// is turned off for it. Lives on callCompiled's stack.
+struct ActiveCall {
+  const CallOptions &options;
+  /// Starts at the outer call's count: a compiled call made while the hook
+  /// is off (from an extern step's Python code) stays uncompiled.
   int suppressed = 0;
-  std::vector<CallOptions> options;
+  ActiveCall *outer = nullptr;
 };
-thread_local ThreadState threadState;
 
-/// Turns the hook off for this thread while capture, guards or compiled code
+/// The one thread-scoped slot of the frame compiler: the innermost compiled
+/// call active on this thread, null when none. It cannot be an argument:
+/// CPython calls the eval-frame hook (C) with nothing of ours, and the hook
+/// is installed for the whole interpreter while any thread runs a compiled
+/// call, so the callback must find its own thread's call.
+thread_local ActiveCall *activeCall = nullptr;
+
+/// Turns the hook off for this call while capture, guards or compiled code
 /// run (torch's and nn.Module's Python code would otherwise re-enter it).
 struct SuppressHook {
-  SuppressHook() { ++threadState.suppressed; }
-  ~SuppressHook() { --threadState.suppressed; }
+  explicit SuppressHook(ActiveCall &call) : call(call) { ++call.suppressed; }
+  ~SuppressHook() { --call.suppressed; }
+  ActiveCall &call;
 };
 
 struct CacheEntry {
@@ -81,17 +94,17 @@ void freeCodeCache(void *pointer) {
   delete cache;
 }
 
-bool isSkippedFile(PyCodeObject *code) {
+bool isSkippedFile(PyCodeObject *code, const CompilerConfig &config) {
   std::string file = PyUnicode_AsUTF8(code->co_filename);
   if (file.rfind("<frozen", 0) == 0)
     return true;
-  for (const std::string &prefix : compilerConfig().skipPrefixes)
+  for (const std::string &prefix : config.skipPrefixes)
     if (file.rfind(prefix, 0) == 0)
       return true;
   return false;
 }
 
-CodeCache *cacheOf(PyCodeObject *code) {
+CodeCache *cacheOf(PyCodeObject *code, const CompilerConfig &config) {
   void *extra = nullptr;
   if (_PyCode_GetExtra(reinterpret_cast<PyObject *>(code), extraIndex, &extra) <
       0) {
@@ -101,7 +114,7 @@ CodeCache *cacheOf(PyCodeObject *code) {
   if (extra)
     return static_cast<CodeCache *>(extra);
   auto *cache = new CodeCache();
-  cache->skippedFile = isSkippedFile(code);
+  cache->skippedFile = isSkippedFile(code, config);
   cache->skip = cache->skippedFile;
   if (_PyCode_SetExtra(reinterpret_cast<PyObject *>(code), extraIndex, cache) <
       0) {
@@ -122,15 +135,9 @@ std::string codeWhere(PyCodeObject *code) {
          std::to_string(code->co_firstlineno);
 }
 
-Backend &backendNamed(const std::string &requested) {
+/// One instance per registered backend, for the process (leaked).
+Backend &backendNamed(const std::string &name) {
   static auto *backends = new std::map<std::string, std::unique_ptr<Backend>>();
-  std::string name = requested;
-  if (name == "cpu") {
-    std::vector<std::string> known = backendNames();
-    bool haveLLVM =
-        std::find(known.begin(), known.end(), "llvm") != known.end();
-    name = haveLLVM ? "llvm" : "interp";
-  }
   auto &slot = (*backends)[name];
   if (!slot)
     slot = createBackend(name);
@@ -157,8 +164,9 @@ void writeFile(const std::filesystem::path &path, const std::string &text) {
 }
 
 /// The folder that receives this graph's stages ("" when not dumping).
-std::string dumpFolder(const CapturedFrame &captured) {
-  if (compilerConfig().dumpDir.empty())
+std::string dumpFolder(const CapturedFrame &captured,
+                       const std::string &dumpDir) {
+  if (dumpDir.empty())
     return "";
   // Two code objects may share a name (two lambdas): one folder each.
   static auto *used = new std::map<std::string, int>();
@@ -166,7 +174,7 @@ std::string dumpFolder(const CapturedFrame &captured) {
   std::string folder =
       captured.graph->name + (copies ? "-" + std::to_string(copies + 1) : "");
   std::filesystem::path dir =
-      std::filesystem::path(compilerConfig().dumpDir) / folder;
+      std::filesystem::path(dumpDir) / folder;
   std::filesystem::create_directories(dir);
   writeFile(dir / "graph.graph", printGraph(*captured.graph));
   writeFile(dir / "replay.sh",
@@ -243,8 +251,9 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     throw Unsupported("the frame computes nothing on tensors",
                       Location{PyUnicode_AsUTF8(frame->code->co_filename),
                                frame->code->co_firstlineno, 0});
-  CompileOptions compileOptions;
-  compileOptions.dumpDir = dumpFolder(entry->captured);
+  CompileOptions compileOptions = compileOptionsFrom(options.config->options);
+  compileOptions.dumpDir =
+      dumpFolder(entry->captured, options.config->options.dumpDir);
   LoopModule module = lowerForFrame(graph, compileOptions.dumpDir);
   logLine("compile", "compiled " + graph.name + " (" +
                          std::to_string(module.kernels.size()) +
@@ -274,7 +283,8 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     info.externCalls += step.kind == ProgramStep::Kind::Extern;
   requireDevicesOf(module, options.backend);
   entry->module = std::make_unique<CompiledModule>(
-      std::move(module), backendNamed(options.backend), compileOptions);
+      std::move(module), backendNamed(options.registeredBackend),
+      compileOptions);
   info.peakIntermediateBytes = entry->module->peakIntermediateBytes({});
   compiledGraphs().push_back(info);
   return entry;
@@ -316,8 +326,9 @@ public:
         newTensor(sizes, step.type.dtype, step.type.device, &data));
     return data;
   }
-  explicit TorchContext(const std::vector<TorchCall> &torchCalls)
-      : torchCalls(torchCalls) {}
+  TorchContext(const std::vector<TorchCall> &torchCalls, void *stream)
+      : torchCalls(torchCalls), stream(stream) {}
+  void *deviceStream() const override { return stream; }
   void runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
                  std::vector<TensorArg> &results) override {
     const std::string &device = step.types.at(0).device;
@@ -345,6 +356,8 @@ private:
     return torchCalls[size_t(*index)];
   }
   const std::vector<TorchCall> &torchCalls;
+  /// torch's current CUDA stream for the cuda backend, else null.
+  void *stream;
 };
 
 PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
@@ -402,11 +415,11 @@ PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
     tensorView(object, &args[i].data, args[i].sizes, args[i].strides);
     inputs.push_back(object);
   }
-  TorchContext context(entry.captured.torchCalls);
+  TorchContext context(entry.captured.torchCalls,
+                       entry.backend == "cuda" ? currentTorchCudaStream()
+                                               : nullptr);
   {
     PooledTorchAllocations pooled;
-    DeviceStreamScope stream(entry.backend == "cuda" ? currentTorchCudaStream()
-                                                     : nullptr);
     entry.module->run(args, context);
   }
   for (const auto &[input, output] : entry.captured.writeBacks) {
@@ -459,13 +472,14 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
   return nullptr;
 }
 
-bool reachedRecompileLimit(CodeCache &cache, PyCodeObject *code) {
-  if (cache.compiles < compilerConfig().recompileLimit)
+bool reachedRecompileLimit(CodeCache &cache, PyCodeObject *code,
+                           int recompileLimit) {
+  if (cache.compiles < recompileLimit)
     return false;
   cache.skip = true;
   ++compilerStats().recompileLimitHits;
   logLine("recompiles", codeName(code) + " hit the recompile limit (" +
-                            std::to_string(compilerConfig().recompileLimit) +
+                            std::to_string(recompileLimit) +
                             "); it runs eagerly from now on");
   return true;
 }
@@ -480,7 +494,8 @@ PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
     *handled = 1;
     return result;
   }
-  if (reachedRecompileLimit(cache, frame->code))
+  if (reachedRecompileLimit(cache, frame->code,
+                            options.config->options.recompileLimit))
     return nullptr;
   std::shared_ptr<CacheEntry> entry =
       compileFrame(frame, options, cache.compiles++);
@@ -508,16 +523,17 @@ PyObject *fallBack(CodeCache &cache, DynafuseFrame *frame,
 }
 
 PyObject *onFrame(DynafuseFrame *frame, int *handled) {
-  if (threadState.depth == 0 || threadState.suppressed)
+  ActiveCall *call = activeCall;
+  if (!call || call->suppressed)
     return nullptr;
-  CodeCache *cache = cacheOf(frame->code);
-  const CallOptions options = threadState.options.back();
+  const CallOptions &options = call->options;
+  CodeCache *cache = cacheOf(frame->code, *options.config);
   if (cache && cache->skippedFile &&
       reinterpret_cast<PyObject *>(frame->code) == options.target)
     cache->skippedFile = cache->skip = false;
   if (!cache || cache->skip)
     return nullptr;
-  SuppressHook suppress;
+  SuppressHook suppress(*call);
   try {
     return compiledCall(*cache, frame, options, handled);
   } catch (const Unsupported &error) {
@@ -539,11 +555,6 @@ PyObject *onFrame(DynafuseFrame *frame, int *handled) {
 }
 
 } // namespace
-
-CompilerConfig &compilerConfig() {
-  static auto *config = new CompilerConfig();
-  return *config;
-}
 
 std::vector<std::string> &graphBreakReasons() {
   static auto *reasons = new std::vector<std::string>();
@@ -571,23 +582,26 @@ void resetCompiledCaches() {
   graphBreakReasons().clear();
 }
 
-void initializeFrameCompiler(PyObject *unsupportedError) {
+void initializeFrameCompiler(PyObject *unsupportedError,
+                             const Options &options) {
   unsupportedErrorType = unsupportedError;
   extraIndex = _PyEval_RequestCodeExtraIndex(freeCodeCache);
   dynafuse_set_frame_callback(onFrame);
-  installTorchAllocators();
-  useTorchThreadPool();
+  CachingAllocator::configureGlobal(options);
+  configureThreadPool(options.numThreads);
+  installTorchAllocators(options);
+  useTorchThreadPool(options.numThreads);
 }
 
 PyObject *callCompiled(PyObject *fn, PyObject *args, PyObject *kwargs,
                        const CallOptions &options) {
-  ++threadState.depth;
-  threadState.options.push_back(options);
+  ActiveCall call{options, activeCall ? activeCall->suppressed : 0,
+                  activeCall};
+  activeCall = &call;
   dynafuse_hook_enter();
   PyObject *result = PyObject_Call(fn, args, kwargs);
   dynafuse_hook_exit();
-  threadState.options.pop_back();
-  --threadState.depth;
+  activeCall = call.outer;
   return result;
 }
 

@@ -9,6 +9,8 @@
 #ifndef DYNAFUSE_CAPTURE_FRAMECOMPILER_H
 #define DYNAFUSE_CAPTURE_FRAMECOMPILER_H
 
+#include "dynafuse/Support/Options.h"
+
 #include <Python.h>
 
 #include <string>
@@ -16,19 +18,27 @@
 
 namespace dynafuse {
 
+/// How frames are compiled: owned by the boundary (the Python module),
+/// which fills it from the Options it read and from dynafuse.config, and
+/// hands it to every compiled call.
 struct CompilerConfig {
-  std::string dumpDir;
-  int recompileLimit = 8;
+  /// dumpDir, recompileLimit, codegen and parallelThreshold are used here.
+  Options options;
   /// Frames whose file starts with one of these run eagerly, untouched.
   std::vector<std::string> skipPrefixes;
 };
 
 struct CallOptions {
+  /// The backend asked for, "auto" resolved (cache entries are keyed by
+  /// it), and the registered backend implementing it (resolveBackend).
   std::string backend = "cpu";
+  std::string registeredBackend = "interp";
   bool fullgraph = false;
   /// The code the user asked to compile: captured even where the skip policy
   /// would pass it through (an nn.Module from torch itself).
   PyObject *target = nullptr;
+  /// The compiler's configuration (outlives the call).
+  const CompilerConfig *config = nullptr;
 };
 
 struct CompilerStats {
@@ -51,17 +61,20 @@ struct CompiledGraphInfo {
   std::vector<std::string> guards;
 };
 
-CompilerConfig &compilerConfig();
 std::vector<CompiledGraphInfo> &compiledGraphs();
 /// Why frames ran eagerly since the last reset ("name: reason").
 std::vector<std::string> &graphBreakReasons();
 CompilerStats &compilerStats();
 /// Forgets every cache entry (code objects keep an empty cache).
 void resetCompiledCaches();
-/// Installs the frame callback; call once at module import.
-void initializeFrameCompiler(PyObject *unsupportedError);
+/// Installs the frame callback and configures the process-wide pieces
+/// (torch allocators, thread pool) from `options`; call once at module
+/// import.
+void initializeFrameCompiler(PyObject *unsupportedError,
+                             const Options &options);
 
-/// Calls fn(*args, **kwargs) with the hook active for this thread.
+/// Calls fn(*args, **kwargs) with the hook active for this thread; frames
+/// it runs are compiled with `options` (and options.config).
 PyObject *callCompiled(PyObject *fn, PyObject *args, PyObject *kwargs,
                        const CallOptions &options);
 

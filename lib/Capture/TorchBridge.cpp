@@ -120,8 +120,8 @@ void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
 
 /// CPU tensors Dynafuse creates take their memory from the runtime's
 /// caching allocator (DESIGN decision 10); torch's storage returns the
-/// block through the deleter when it frees it. DYNAFUSE_CACHING_ALLOCATOR=0
-/// uses at::empty instead.
+/// block through the deleter when it frees it. Options::cachingAllocator
+/// off (DYNAFUSE_CACHING_ALLOCATOR=0) uses at::empty instead.
 struct PoolAllocator final : c10::Allocator {
   static void returnBlock(void *block) {
     CachingAllocator::global().release(block);
@@ -136,15 +136,20 @@ struct PoolAllocator final : c10::Allocator {
   }
 };
 
-/// The pool, or null with DYNAFUSE_CACHING_ALLOCATOR=0 (ignored in
-/// guard-page mode, which must see every tensor Dynafuse makes).
+/// What installTorchAllocators set from the Options (once, at load).
+struct TorchAllocatorSettings {
+  /// Options::cachingAllocator, or guard pages (which must see every
+  /// tensor Dynafuse makes).
+  bool pool = true;
+  /// Options::guardPages == GuardPages::All.
+  bool guardTorch = false;
+};
+static TorchAllocatorSettings torchAllocatorSettings;
+
+/// The pool, or null with the caching allocator off.
 static PoolAllocator *poolAllocator() {
-  static PoolAllocator *pool = [] {
-    const char *flag = std::getenv("DYNAFUSE_CACHING_ALLOCATOR");
-    bool off = flag && std::string(flag) == "0" &&
-               !CachingAllocator::guardPagesRequested();
-    return off ? nullptr : new PoolAllocator();
-  }();
+  static PoolAllocator *pool =
+      torchAllocatorSettings.pool ? new PoolAllocator() : nullptr;
   return pool;
 }
 
@@ -193,16 +198,11 @@ struct RunScopedAllocator final : c10::Allocator {
   }
 };
 
-static bool guardPagesCoverTorch() {
-  const char *value = std::getenv("DYNAFUSE_GUARD_PAGES");
-  return value && std::string(value) == "all";
-}
-
 /// Whether ATen's allocations in a run are pooled: not with the pool off,
 /// and not under guard pages (every block would be its own mapping; with
 /// "all" the pool is torch's allocator anyway).
 static bool poolsTorchResults() {
-  return poolAllocator() && !CachingAllocator::guardPagesRequested();
+  return poolAllocator() && !CachingAllocator::globalUsesGuardPages();
 }
 
 static void installRunScopedAllocator() {
@@ -227,8 +227,11 @@ PooledTorchAllocations::~PooledTorchAllocations() {
     --RunScopedAllocator::runDepth;
 }
 
-void installTorchAllocators() {
-  if (guardPagesCoverTorch()) {
+void installTorchAllocators(const Options &options) {
+  torchAllocatorSettings.pool =
+      options.cachingAllocator || options.guardPages != GuardPages::Off;
+  torchAllocatorSettings.guardTorch = options.guardPages == GuardPages::All;
+  if (torchAllocatorSettings.guardTorch) {
     c10::SetCPUAllocator(poolAllocator(), /*priority=*/100);
     return;
   }
@@ -396,7 +399,7 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     fail("extern " + op + " produced sizes that differ from its declared type");
   if (result.scalar_type() != toScalarType(expected.dtype))
     result = result.to(toScalarType(expected.dtype));
-  bool guard = CachingAllocator::guardPagesRequested() && result.is_cpu();
+  bool guard = CachingAllocator::globalUsesGuardPages() && result.is_cpu();
   if (guard || !result.strides().equals(expected.strides)) {
     // The declared layout (channels-last stays channels-last), and under
     // guard pages a guarded block, so kernels reading past its end fault.
@@ -491,7 +494,7 @@ namespace dynafuse {
 PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
                            const std::vector<int64_t> &strides, DType dtype,
                            const std::string &device, char **data) {
-  if (CachingAllocator::guardPagesRequested() && at::Device(device).is_cpu()) {
+  if (CachingAllocator::globalUsesGuardPages() && at::Device(device).is_cpu()) {
     // The storage spans exactly the strided layout, ending at a guard page.
     at::Tensor tensor(at::detail::empty_strided_generic(
         sizes, strides, poolAllocator(),

@@ -10,6 +10,7 @@
 
 #include "dynafuse/Graph/Graph.h"
 #include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Support/Options.h"
 
 #include <Python.h>
 
@@ -58,7 +59,7 @@ PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
 
 /// For the duration of a compiled graph's run, torch's CPU allocations on
 /// this thread come from the runtime's caching allocator (unless
-/// DYNAFUSE_CACHING_ALLOCATOR=0 or under guard pages).
+/// Options::cachingAllocator is off or under guard pages).
 class PooledTorchAllocations {
 public:
   PooledTorchAllocations();
@@ -75,12 +76,13 @@ private:
 /// they order with torch's own work. Throws Error when unavailable.
 void *currentTorchCudaStream();
 
-/// Torch's CPU allocator for the process: with DYNAFUSE_GUARD_PAGES=all the
+/// Torch's CPU allocator for the process: with GuardPages::All the
 /// guard-page allocator (inputs, parameters and ATen's results guarded
 /// too); otherwise one that pools allocations made during compiled runs
 /// (PooledTorchAllocations) and forwards the rest to the allocator it
-/// replaced. Called once, when the extension loads.
-void installTorchAllocators();
+/// replaced. Called once, when the extension loads, after
+/// CachingAllocator::configureGlobal(options).
+void installTorchAllocators(const Options &options);
 
 /// Runs extern op `op` with ATen on non-owning views of args; returns the
 /// result (a new reference), made contiguous with expected's sizes, and its
