@@ -1,8 +1,11 @@
 //===- TorchBridge.h - What capture needs from PyTorch ----------*- C++ -*-===//
 //
-// The only interface to PyTorch's C++ API; TorchBridge.cpp is the only file
-// that includes torch headers. Tensor metadata for guards and kernel
-// arguments, allocation of outputs as torch tensors, and global torch state.
+// The only interface to PyTorch's C++ API (this header includes no torch
+// header). Implemented by the only files compiled against torch's headers:
+// TorchTensors.cpp (tensor metadata for guards and kernel arguments, views,
+// global torch state), TorchAllocators.cpp (tensors from the caching
+// allocator), TorchExternOps.cpp (extern ops through ATen), and
+// TorchStreams.cpp (torch's current CUDA stream, read through Python).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_TORCHBRIDGE_H

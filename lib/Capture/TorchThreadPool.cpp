@@ -18,7 +18,6 @@
 #include <ATen/Parallel.h>
 #include <omp.h>
 
-
 namespace dynafuse {
 namespace {
 

@@ -53,13 +53,13 @@ void *mapReservedHugePages(size_t size) {
   return raw == MAP_FAILED ? nullptr : raw;
 }
 
-/// Options::hugePages (DYNAFUSE_HUGE_PAGES): "off" (the default, also "auto"): normal pages;
-/// "hugetlb": the reserved 2 MiB hugetlb pool when the administrator set
-/// pages aside (vm.nr_hugepages), else normal pages; "thp": transparent
-/// huge pages (madvise). Neither is the default. Private hugetlb pages are
-/// reserved for this process only: a forked child (a DataLoader worker)
-/// writing to one needs a copy the pool may not have, and dies of SIGBUS.
-/// Transparent huge pages under the kernel's usual defrag=madvise may
+/// Options::hugePages (DYNAFUSE_HUGE_PAGES): "off" (the default, also "auto"):
+/// normal pages; "hugetlb": the reserved 2 MiB hugetlb pool when the
+/// administrator set pages aside (vm.nr_hugepages), else normal pages; "thp":
+/// transparent huge pages (madvise). Neither is the default. Private hugetlb
+/// pages are reserved for this process only: a forked child (a DataLoader
+/// worker) writing to one needs a copy the pool may not have, and dies of
+/// SIGBUS. Transparent huge pages under the kernel's usual defrag=madvise may
 /// compact memory synchronously on a fault: every other first call of the
 /// GPT-2 block took 0.22 s instead of 0.08 s, and no steady-state gain was
 /// measurable on the memory-bound workloads.
@@ -125,12 +125,13 @@ void *CachingAllocator::allocate(size_t bytes) {
       return entry.block;
     }
   }
-  void *block =
-      size < kLargeBlock ? std::aligned_alloc(64, size) : mapLarge(size, options.hugePages);
+  void *block = size < kLargeBlock ? std::aligned_alloc(64, size)
+                                   : mapLarge(size, options.hugePages);
   if (!block) {
     // Give the cache back to the system and try once more.
     trim(0);
-    block = size < kLargeBlock ? std::aligned_alloc(64, size) : mapLarge(size, options.hugePages);
+    block = size < kLargeBlock ? std::aligned_alloc(64, size)
+                               : mapLarge(size, options.hugePages);
     if (!block)
       fail("out of memory allocating " + std::to_string(bytes) + " bytes");
   }

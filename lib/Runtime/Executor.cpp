@@ -169,9 +169,9 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
       std::vector<int64_t> symbols;
       for (const std::string &symbol : kernel.symbols)
         symbols.push_back(env.at(symbol));
-      std::string indexError = runKernel(kernel, *executables[k],
-                                         pointers.data(), symbols.data(), env,
-                                         launch);
+      std::string indexError =
+          runKernel(kernel, *executables[k], pointers.data(), symbols.data(),
+                    env, launch);
       if (!indexError.empty())
         fail("kernel @" + kernel.name + ": " + indexError);
       break;

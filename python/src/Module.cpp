@@ -6,10 +6,7 @@
 // the hook path must not pay for a binding layer.
 //
 //===----------------------------------------------------------------------===//
-#include "../../lib/Capture/FrameCompiler.h"
-#include "../../lib/Capture/OpTable.h"
-#include "../../lib/Capture/PyRef.h"
-#include "../../lib/Capture/TorchBridge.h"
+#include "dynafuse/Capture/FrameCompiler.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Lowering/LowerGraph.h"
@@ -42,58 +39,6 @@ PyObject *irError = nullptr;
 CompilerConfig &moduleConfig() {
   static auto *config = new CompilerConfig(); // Leaked: frames may outlive us.
   return *config;
-}
-
-/// What "auto" looks at: the tensors among a call's arguments, directly or
-/// inside a list, tuple or dict argument.
-struct ArgumentDevices {
-  bool anyTensor = false, anyCuda = false;
-
-  void see(PyObject *object) {
-    if (!isAnyTensor(object))
-      return;
-    anyTensor = true;
-    anyCuda = anyCuda || isCudaTensor(object);
-  }
-  void seeArgument(PyObject *object) {
-    see(object);
-    if (PyList_Check(object) || PyTuple_Check(object)) {
-      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(object); ++i)
-        see(PySequence_Fast_GET_ITEM(object, i));
-    } else if (PyDict_Check(object)) {
-      PyObject *key, *value;
-      Py_ssize_t position = 0;
-      while (PyDict_Next(object, &position, &key, &value))
-        see(value);
-    }
-  }
-};
-
-/// What "auto" asks (resolveBackend): whether a tensor argument (or one
-/// inside a list, tuple or dict argument) is on a CUDA device; with no
-/// tensor argument, `firstTensor()` (a module's first parameter or buffer;
-/// called only then) decides.
-bool callUsesCuda(PyObject *callArgs, PyObject *callKwargs,
-                  PyObject *firstTensor) {
-  ArgumentDevices devices;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs); ++i)
-    devices.seeArgument(PyTuple_GET_ITEM(callArgs, i));
-  if (callKwargs) {
-    PyObject *key, *value;
-    Py_ssize_t position = 0;
-    while (PyDict_Next(callKwargs, &position, &key, &value))
-      devices.seeArgument(value);
-  }
-  if (devices.anyCuda)
-    return true;
-  if (devices.anyTensor || !firstTensor)
-    return false;
-  PyRef first = PyRef::steal(PyObject_CallNoArgs(firstTensor));
-  if (!first) {
-    PyErr_Clear();
-    return false;
-  }
-  return isCudaTensor(first.get());
 }
 
 PyObject *pyCall(PyObject *, PyObject *args) {
@@ -153,10 +98,7 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
                         &methods, &PyDict_Type, &stateQueries))
     return nullptr;
   try {
-    opTable().setFunctions(functions);
-    opTable().setMethods(methods);
-    if (stateQueries)
-      opTable().setStateQueries(stateQueries);
+    setOpTables(functions, methods, stateQueries);
   } catch (const Error &error) {
     PyErr_SetString(PyExc_ValueError, error.what());
     return nullptr;

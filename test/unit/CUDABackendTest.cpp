@@ -187,8 +187,8 @@ TEST_F(NVRTCTest, CompilesKernelsToPTX) {
   for (const char *text : {softmaxText, argmaxText, pointwiseText, nestedText,
                            allText, gatherText}) {
     LoopModule module = parseLoopModule(text, "test.loop");
-    std::string ptx = compileCUDAToPTX(emitCUDA(module), "compute_90",
-                                       environmentCodegen());
+    std::string ptx =
+        compileCUDAToPTX(emitCUDA(module), "compute_90", environmentCodegen());
     EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);
     EXPECT_NE(ptx.find(".entry " + module.kernels[0].name + "("),
               std::string::npos)
@@ -229,8 +229,8 @@ kernel @gelu[s0](%x: f32[s0, 1000]@cuda:0, %w: f32[1000]@cuda:0, %out: f32[s0, 1
 )";
 
 /// sm_90 cubins of the kernels the device tests run: checks cubin output
-/// and, with DYNAFUSE_CACHE_DIR set (environmentCodegen), prepares them for a GPU machine
-/// without NVRTC (benchmarks/gpu/check.sh --prepare).
+/// and, with DYNAFUSE_CACHE_DIR set (environmentCodegen), prepares them for a
+/// GPU machine without NVRTC (benchmarks/gpu/check.sh --prepare).
 TEST_F(NVRTCTest, CubinsForTheDeviceTests) {
   for (const char *text : {softmaxText, argmaxText, pointwiseText, nestedText,
                            allText, deviceResidentText}) {
@@ -401,8 +401,7 @@ TEST(CUDABackend, BandwidthBenchmark) {
   LoopModule module = parseLoopModule(deviceResidentText, "test.loop");
   std::vector<CUDAKernelBandwidth> rows;
   try {
-    rows = benchmarkCUDAKernels(module, {{"s0", 33}}, 5,
-                                environmentCodegen());
+    rows = benchmarkCUDAKernels(module, {{"s0", 33}}, 5, environmentCodegen());
   } catch (const Error &error) {
     ASSERT_TRUE(deviceUnavailable(error)) << error.what();
     GTEST_SKIP() << error.what();

@@ -1,8 +1,8 @@
 //===- LLVMDiskCacheTest.cpp - Object code cached on disk -----------------===//
 //
 // The LLVM backend stores each module's object code under
-// CompileOptions::codegen.diskCacheDir and loads it on the next compile of the same IR; a
-// corrupt or truncated entry is never loaded: it is recompiled and
+// CompileOptions::codegen.diskCacheDir and loads it on the next compile of the
+// same IR; a corrupt or truncated entry is never loaded: it is recompiled and
 // rewritten. DiskCache itself: sizes, checksum and key are verified.
 //
 //===----------------------------------------------------------------------===//

@@ -111,7 +111,8 @@ std::string emitFromLoop(const LoopModule &module, const std::string &emit,
   if (emit == "cuda" || emit == "ptx") {
 #ifdef DYNAFUSE_HAVE_CUDA
     std::string source = emitCUDA(module);
-    return emit == "cuda" ? source : compileCUDAToPTX(source, "compute_90", codegen);
+    return emit == "cuda" ? source
+                          : compileCUDAToPTX(source, "compute_90", codegen);
 #else
     fail("--emit=" + emit + " needs a build with the CUDA backend");
 #endif

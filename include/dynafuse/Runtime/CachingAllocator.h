@@ -18,12 +18,12 @@
 //   thread);
 // - every method is thread-safe.
 // Guard-page mode (Options::guardPages; DYNAFUSE_GUARD_PAGES=1 for the global
-// allocator, through dynafuse::Options) is a debugging aid for JIT code, which ASan cannot see: every
-// block gets its own mapping, placed so that its last byte is immediately
-// followed by an inaccessible page (and the mapping starts with one), and is
-// never reused. A read or write past the end then faults at once. Releasing
-// a block makes its pages inaccessible and keeps them reserved for a while
-// (a bounded quarantine), so a use after release faults as well.
+// allocator, through dynafuse::Options) is a debugging aid for JIT code, which
+// ASan cannot see: every block gets its own mapping, placed so that its last
+// byte is immediately followed by an inaccessible page (and the mapping starts
+// with one), and is never reused. A read or write past the end then faults at
+// once. Releasing a block makes its pages inaccessible and keeps them reserved
+// for a while (a bounded quarantine), so a use after release faults as well.
 // The torch bridge hands these blocks to torch with a deleter that calls
 // release() when torch frees the tensor's storage.
 //

@@ -2,11 +2,11 @@
 //
 // One file per key under the cache directory (CodegenOptions::diskCacheDir:
 // $DYNAFUSE_CACHE_DIR, else $XDG_CACHE_HOME/dynafuse, else
-// ~/.cache/dynafuse; DYNAFUSE_DISK_CACHE=0 turns it off). A backend's key holds everything the payload depends on
-// (for LLVM: the module's IR text, the target CPU and features, the
-// Dynafuse version and a code generation revision); the file name is a
-// 128-bit hash of it and the file repeats the key, so a hash collision is
-// a miss, not wrong code.
+// ~/.cache/dynafuse; DYNAFUSE_DISK_CACHE=0 turns it off). A backend's key holds
+// everything the payload depends on (for LLVM: the module's IR text, the target
+// CPU and features, the Dynafuse version and a code generation revision); the
+// file name is a 128-bit hash of it and the file repeats the key, so a hash
+// collision is a miss, not wrong code.
 //
 // File: "DYNAFUSE-CACHE-1\n", key size, payload size and a 64-bit checksum
 // of key and payload (little-endian u64 each), then the key and payload.

@@ -43,7 +43,8 @@ struct DeviceModule {
   void load() {
     std::call_once(loaded, [&] {
       std::string arch = cuda::requireDevice();
-      module = cuda::loadModule(nvrtcCompile(source, arch, /*cubin=*/true, codegen));
+      module =
+          cuda::loadModule(nvrtcCompile(source, arch, /*cubin=*/true, codegen));
       int64_t cleared[3] = {0, 0, 0};
       errorInfo = cuda::allocate(sizeof cleared);
       cuda::copyToDevice(errorInfo, cleared, sizeof cleared);

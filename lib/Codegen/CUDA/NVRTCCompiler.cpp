@@ -243,8 +243,7 @@ std::string compileCUDAToCubin(const std::string &source,
   return nvrtcCompile(source, arch, /*cubin=*/true, codegen);
 }
 
-std::string compileCUDAToPTX(const std::string &source,
-                             const std::string &arch,
+std::string compileCUDAToPTX(const std::string &source, const std::string &arch,
                              const CodegenOptions &codegen) {
   return nvrtcCompile(source, arch, /*cubin=*/false, codegen);
 }

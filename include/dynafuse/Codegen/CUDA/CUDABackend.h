@@ -73,9 +73,9 @@ std::string compileCUDAToPTX(const std::string &source,
 /// A cubin for `arch` ("sm_90"), cached like PTX. Where NVRTC is missing,
 /// a cubin prepared on another machine for the same source and arch is
 /// taken from the disk cache.
-std::string compileCUDAToCubin(const std::string &source,
-                               const std::string &arch = "sm_90",
-                               const CodegenOptions &codegen = CodegenOptions());
+std::string
+compileCUDAToCubin(const std::string &source, const std::string &arch = "sm_90",
+                   const CodegenOptions &codegen = CodegenOptions());
 
 /// A new CUDA backend; compile() works without a device (NVRTC only),
 /// running a kernel needs the driver and a device.
@@ -113,11 +113,9 @@ struct CUDAKernelBandwidth {
 /// Runs every kernel of `module` (compiled by the cuda backend) on device
 /// buffers of random data sized by `bindings` (every size symbol bound),
 /// `iterations` timed launches after a warm-up. Needs a device.
-std::vector<CUDAKernelBandwidth>
-benchmarkCUDAKernels(const LoopModule &module,
-                     const std::map<std::string, int64_t> &bindings,
-                     int iterations,
-                     const CodegenOptions &codegen = CodegenOptions());
+std::vector<CUDAKernelBandwidth> benchmarkCUDAKernels(
+    const LoopModule &module, const std::map<std::string, int64_t> &bindings,
+    int iterations, const CodegenOptions &codegen = CodegenOptions());
 
 /// Registers createCUDABackend under the name "cuda". Idempotent.
 void registerCUDABackend();

@@ -5,8 +5,8 @@
 // kernel becomes one function `void(char *const *buffers, const int64_t
 // *symbols)` following the kernel ABI of Runtime/Backend.h (splittable
 // kernels also `NAME.range(buffers, symbols, begin, end)`). Object code is
-// cached on disk (Runtime/DiskCache.h, in CompileOptions::codegen's folder). Only this library
-// includes LLVM headers; this interface exposes none.
+// cached on disk (Runtime/DiskCache.h, in CompileOptions::codegen's folder).
+// Only this library includes LLVM headers; this interface exposes none.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CODEGEN_LLVM_LLVMBACKEND_H

@@ -1,14 +1,14 @@
-//===- InterpreterBinding.cpp ===//
+//===- TracerBinding.cpp ===//
 // Binding call arguments to graph operands and attributes (the op table)
-#include "InterpreterState.h"
+#include "BytecodeTracer.h"
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 
-VarPtr SymbolicInterpreter::bindAndEmit(
-    const OpBinding &binding, const std::string &what,
-    const std::vector<VarPtr> &args,
-    const std::map<std::string, VarPtr> &keywords) {
+VarPtr
+BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
+                            const std::vector<VarPtr> &args,
+                            const std::map<std::string, VarPtr> &keywords) {
   Binding bound{binding.graphOp, {}, {}};
   size_t positional = 0;
   for (const ParamSpec &param : binding.params) {
@@ -59,19 +59,19 @@ VarPtr SymbolicInterpreter::bindAndEmit(
   return updateInPlace(bound.self, result);
 }
 
-bool SymbolicInterpreter::isNoneVar(const VarPtr &var) {
+bool BytecodeTracer::isNoneVar(const VarPtr &var) {
   return var->kind == Var::Kind::Constant && var->object.get() == Py_None;
 }
 
-bool SymbolicInterpreter::opAccepts(const std::string &op,
-                                    const std::string &attribute) {
+bool BytecodeTracer::opAccepts(const std::string &op,
+                               const std::string &attribute) {
   const OpInfo *info = lookupOp(op);
   return info && std::find(info->attributes.begin(), info->attributes.end(),
                            attribute) != info->attributes.end();
 }
 
-void SymbolicInterpreter::bindParam(const ParamSpec &param, const VarPtr &arg,
-                                    const std::string &what, Binding &bound) {
+void BytecodeTracer::bindParam(const ParamSpec &param, const VarPtr &arg,
+                               const std::string &what, Binding &bound) {
   switch (param.kind) {
   case ParamSpec::Kind::Operand:
     bound.operands.push_back(
@@ -115,10 +115,8 @@ void SymbolicInterpreter::bindParam(const ParamSpec &param, const VarPtr &arg,
   }
 }
 
-void SymbolicInterpreter::bindAttribute(const ParamSpec &param,
-                                        const VarPtr &arg,
-                                        const std::string &what,
-                                        Binding &bound) {
+void BytecodeTracer::bindAttribute(const ParamSpec &param, const VarPtr &arg,
+                                   const std::string &what, Binding &bound) {
   if (!arg && param.defaultValue.get() == Py_None)
     return;
   if (arg && isNoneVar(arg))
@@ -131,8 +129,8 @@ void SymbolicInterpreter::bindAttribute(const ParamSpec &param,
   bound.attributes[name] = value;
 }
 
-void SymbolicInterpreter::checkFixed(const ParamSpec &param, const VarPtr &arg,
-                                     const std::string &what) {
+void BytecodeTracer::checkFixed(const ParamSpec &param, const VarPtr &arg,
+                                const std::string &what) {
   if (!arg)
     return;
   PyObject *object = concreteOf(arg, what, param.name);
@@ -143,9 +141,9 @@ void SymbolicInterpreter::checkFixed(const ParamSpec &param, const VarPtr &arg,
   }
 }
 
-std::vector<int64_t>
-SymbolicInterpreter::intsOf(const std::vector<VarPtr> &args,
-                            const std::string &what, const std::string &param) {
+std::vector<int64_t> BytecodeTracer::intsOf(const std::vector<VarPtr> &args,
+                                            const std::string &what,
+                                            const std::string &param) {
   std::vector<VarPtr> items = args;
   if (args.size() == 1 && args[0]->kind != Var::Kind::Constant)
     items = itemsOf(args[0]);
@@ -161,24 +159,23 @@ SymbolicInterpreter::intsOf(const std::vector<VarPtr> &args,
   return values;
 }
 
-Attribute SymbolicInterpreter::attributeOfVar(const VarPtr &arg,
-                                              const std::string &what,
-                                              const std::string &param) {
+Attribute BytecodeTracer::attributeOfVar(const VarPtr &arg,
+                                         const std::string &what,
+                                         const std::string &param) {
   if (arg->kind == Var::Kind::Tuple)
     return intsOf({arg}, what, param);
   return attributeOf(concreteOf(arg, what, param), what);
 }
 
-PyObject *SymbolicInterpreter::concreteOf(const VarPtr &arg,
-                                          const std::string &what,
-                                          const std::string &param) {
+PyObject *BytecodeTracer::concreteOf(const VarPtr &arg, const std::string &what,
+                                     const std::string &param) {
   if (arg->kind != Var::Kind::Constant && arg->kind != Var::Kind::Object)
     unsupported(what + " with a non-constant '" + param + "'");
   return arg->object.get();
 }
 
-Attribute SymbolicInterpreter::attributeOf(PyObject *object,
-                                           const std::string &what) {
+Attribute BytecodeTracer::attributeOf(PyObject *object,
+                                      const std::string &what) {
   if (std::optional<DType> type = dtypeFromObject(object))
     return *type;
   if (PyBool_Check(object))
@@ -203,5 +200,5 @@ Attribute SymbolicInterpreter::attributeOf(PyObject *object,
   unsupported(what + " with an argument of type " + Py_TYPE(object)->tp_name);
 }
 
-} // namespace interp
+} // namespace capture
 } // namespace dynafuse

@@ -1,12 +1,12 @@
-//===- InterpreterCore.cpp - The bytecode loop: stack, jumps, return values
+//===- TracerLoop.cpp - The bytecode loop: stack, jumps, return values
 //-===//
-#include "InterpreterState.h"
+#include "BytecodeTracer.h"
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 
-SymbolicInterpreter::SymbolicInterpreter(DynafuseFrame *frame,
-                                         const std::string &graphName)
+BytecodeTracer::BytecodeTracer(DynafuseFrame *frame,
+                               const std::string &graphName)
     : frame(frame), code(frame->code), globals(frame->globals) {
   result.graph = std::make_unique<Graph>(graphName);
   fileName = PyUnicode_AsUTF8(code->co_filename);
@@ -14,7 +14,7 @@ SymbolicInterpreter::SymbolicInterpreter(DynafuseFrame *frame,
   closure = frame->function ? PyFunction_GetClosure(frame->function) : nullptr;
 }
 
-CapturedFrame SymbolicInterpreter::run() {
+CapturedFrame BytecodeTracer::run() {
   if (!defaultDtypeIsFloat32())
     unsupported("torch.get_default_dtype() other than float32", firstLine());
   if (autocastEnabled())
@@ -23,6 +23,7 @@ CapturedFrame SymbolicInterpreter::run() {
   gradMode = result.gradMode;
   result.result = outputOf(runBody());
   addWriteBacks();
+  guardBuilder.moveInto(result.sources, result.guards);
   return std::move(result);
 }
 
@@ -30,7 +31,7 @@ CapturedFrame SymbolicInterpreter::run() {
 /// grad mode and re-raise) do not change what a run computes: an exception
 /// from the graph propagates as it would from eager's block. Handlers of
 /// try/except/finally would run user code on errors: refused.
-void SymbolicInterpreter::requireOnlyWithCleanup() {
+void BytecodeTracer::requireOnlyWithCleanup() {
   for (const ExceptionTableEntry &entry : parseExceptionTable(code)) {
     auto found = indexOfOffset.find(entry.target);
     if (found == indexOfOffset.end())
@@ -48,7 +49,7 @@ void SymbolicInterpreter::requireOnlyWithCleanup() {
   }
 }
 
-VarPtr SymbolicInterpreter::runBody() {
+VarPtr BytecodeTracer::runBody() {
   instructions = decodeInstructions(code);
   indexOfOffset.clear();
   for (size_t i = 0; i < instructions.size(); ++i)
@@ -67,15 +68,15 @@ VarPtr SymbolicInterpreter::runBody() {
   unsupported("fell off the end of the bytecode", currentLine);
 }
 
-void SymbolicInterpreter::unsupported(const std::string &what, int line) const {
+void BytecodeTracer::unsupported(const std::string &what, int line) const {
   throw Unsupported(what, here(line));
 }
 
-void SymbolicInterpreter::unsupported(const std::string &what) const {
+void BytecodeTracer::unsupported(const std::string &what) const {
   unsupported(what, currentLine);
 }
 
-VarPtr SymbolicInterpreter::pop() {
+VarPtr BytecodeTracer::pop() {
   if (stack.empty())
     unsupported("stack underflow in bytecode");
   VarPtr top = stack.back();
@@ -83,13 +84,13 @@ VarPtr SymbolicInterpreter::pop() {
   return top;
 }
 
-VarPtr SymbolicInterpreter::peek(size_t depth) {
+VarPtr BytecodeTracer::peek(size_t depth) {
   if (depth == 0 || depth > stack.size())
     unsupported("stack underflow in bytecode");
   return stack[stack.size() - depth];
 }
 
-int SymbolicInterpreter::step(const Instruction &in) {
+int BytecodeTracer::step(const Instruction &in) {
   switch (in.opcode) {
   case NOP:
   case RESUME:
@@ -340,14 +341,14 @@ int SymbolicInterpreter::step(const Instruction &in) {
   }
 }
 
-int SymbolicInterpreter::jumpTarget(int offset) {
+int BytecodeTracer::jumpTarget(int offset) {
   auto found = indexOfOffset.find(offset);
   if (found == indexOfOffset.end())
     unsupported("jump to an unknown offset");
   return found->second;
 }
 
-bool SymbolicInterpreter::truthOf(const VarPtr &condition, bool noneTest) {
+bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
   if (condition->kind == Var::Kind::Tensor) {
     if (noneTest)
       return true; // A tensor is not None.
@@ -385,7 +386,7 @@ bool SymbolicInterpreter::truthOf(const VarPtr &condition, bool noneTest) {
   return truth != 0;
 }
 
-int SymbolicInterpreter::conditionalJump(const Instruction &in) {
+int BytecodeTracer::conditionalJump(const Instruction &in) {
   int op = in.opcode;
   bool backward =
       op == POP_JUMP_BACKWARD_IF_FALSE || op == POP_JUMP_BACKWARD_IF_TRUE ||
@@ -410,7 +411,7 @@ int SymbolicInterpreter::conditionalJump(const Instruction &in) {
   return value == jumpWhen ? jumpTarget(target) : -1;
 }
 
-OutputSpec SymbolicInterpreter::outputOf(const VarPtr &var) {
+OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
   OutputSpec spec;
   switch (var->kind) {
   case Var::Kind::Tensor:
@@ -436,7 +437,7 @@ OutputSpec SymbolicInterpreter::outputOf(const VarPtr &var) {
   }
 }
 
-OutputSpec SymbolicInterpreter::tensorOutput(Value *value) {
+OutputSpec BytecodeTracer::tensorOutput(Value *value) {
   OutputSpec spec;
   Graph &graph = *result.graph;
   // An input updated in place is returned as the input object itself (the
@@ -462,7 +463,7 @@ OutputSpec SymbolicInterpreter::tensorOutput(Value *value) {
   return spec;
 }
 
-} // namespace interp
+} // namespace capture
 
 bool globalStateMatches(const CapturedFrame &captured) {
   return gradModeEnabled() == captured.gradMode && defaultDtypeIsFloat32() &&
@@ -470,7 +471,7 @@ bool globalStateMatches(const CapturedFrame &captured) {
 }
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName) {
-  return interp::SymbolicInterpreter(frame, graphName).run();
+  return capture::BytecodeTracer(frame, graphName).run();
 }
 
 } // namespace dynafuse

@@ -1,9 +1,12 @@
-//===- FrameCompiler.h - Guarded cache of compiled frames -------*- C++ -*-===//
+//===- FrameCompiler.h - Capture's public interface -------------*- C++ -*-===//
 //
-// The C++ side of the frame hook: for each intercepted frame, check the
-// cache entries on its code object (co_extra) against their guards, run a
-// hit, or capture, lower, compile and cache a new entry. Every failure falls
-// back to running the frame eagerly, with the reason logged once.
+// What the Python module (python/src) sees of the capture layer: running a
+// function with the frame hook active, the compiler's configuration, the op
+// tables, and what was compiled. Behind it (lib/Capture): for each
+// intercepted frame, check the cache entries on its code object (co_extra)
+// against their guards, run a hit, or capture, lower, compile and cache a
+// new entry. Every failure falls back to running the frame eagerly, with the
+// reason logged once.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_FRAMECOMPILER_H
@@ -72,6 +75,17 @@ void resetCompiledCaches();
 /// import.
 void initializeFrameCompiler(PyObject *unsupportedError,
                              const Options &options);
+
+/// What backend "auto" asks (resolveBackend): whether a tensor argument of
+/// the call (or one inside a list, tuple or dict argument) is on a CUDA
+/// device; with no tensor argument, `firstTensor()` (a module's first
+/// parameter or buffer; may be null; called only then) decides.
+bool callUsesCuda(PyObject *args, PyObject *kwargs, PyObject *firstTensor);
+
+/// Hands over the op tables of python/dynafuse/ops (see lib/Capture/
+/// OpTable.h); stateQueries may be null. Throws Error on a malformed table.
+void setOpTables(PyObject *functions, PyObject *methods,
+                 PyObject *stateQueries);
 
 /// Calls fn(*args, **kwargs) with the hook active for this thread; frames
 /// it runs are compiled with `options` (and options.config).
