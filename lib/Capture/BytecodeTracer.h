@@ -15,6 +15,7 @@
 
 #include "CapturedFrame.h"
 #include "GuardBuilder.h"
+#include "OpBinder.h"
 #include "Var.h"
 
 #include "Bytecode.h"
@@ -36,6 +37,10 @@ namespace capture {
 
 class BytecodeTracer {
 public:
+  /// Binds call arguments for the tracer (its operands, constants and
+  /// refusals).
+  friend class OpBinder;
+
   BytecodeTracer(DynafuseFrame *frame, const std::string &graphName);
 
   CapturedFrame run();
@@ -394,42 +399,6 @@ private:
   VarPtr bindAndEmit(const OpBinding &binding, const std::string &what,
                      const std::vector<VarPtr> &args,
                      const std::map<std::string, VarPtr> &keywords);
-
-  /// What the arguments of one call bind to.
-  struct Binding {
-    std::string op;
-    std::vector<Operand> operands;
-    std::map<std::string, Attribute> attributes;
-    /// The first tensor argument, and whether the call updates it in place.
-    VarPtr self;
-    bool inPlace = false;
-  };
-
-  static bool isNoneVar(const VarPtr &var);
-
-  bool opAccepts(const std::string &op, const std::string &attribute);
-
-  void bindParam(const ParamSpec &param, const VarPtr &arg,
-                 const std::string &what, Binding &bound);
-
-  void bindAttribute(const ParamSpec &param, const VarPtr &arg,
-                     const std::string &what, Binding &bound);
-
-  void checkFixed(const ParamSpec &param, const VarPtr &arg,
-                  const std::string &what);
-
-  /// Integer list from vararg ints or one tuple/list of ints.
-  std::vector<int64_t> intsOf(const std::vector<VarPtr> &args,
-                              const std::string &what,
-                              const std::string &param);
-
-  Attribute attributeOfVar(const VarPtr &arg, const std::string &what,
-                           const std::string &param);
-
-  PyObject *concreteOf(const VarPtr &arg, const std::string &what,
-                       const std::string &param);
-
-  Attribute attributeOf(PyObject *object, const std::string &what);
 
   //===--------------------------------------------------------------------===//
   // Return value

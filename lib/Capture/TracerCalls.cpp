@@ -450,5 +450,25 @@ void BytecodeTracer::requireNoAutograd(const std::vector<Operand> &operands) {
                   "on (training is not supported yet; runs eagerly)");
 }
 
+VarPtr
+BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
+                            const std::vector<VarPtr> &args,
+                            const std::map<std::string, VarPtr> &keywords) {
+  OpBinder::Binding bound = OpBinder(*this).bind(binding, what, args, keywords);
+  if (binding.graphOp == "cast" && bound.operands[0].isValue() &&
+      std::get<DType>(bound.attributes["dtype"]) ==
+          bound.operands[0].value->type.dtype) {
+    VarPtr same = makeVar(Var::Kind::Tensor);
+    same->tensor = bound.operands[0].value;
+    return same;
+  }
+  VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
+  if (!bound.inPlace)
+    return result;
+  if (!bound.self)
+    unsupported(what + " in place without a tensor to update");
+  return updateInPlace(bound.self, result);
+}
+
 } // namespace capture
 } // namespace dynafuse

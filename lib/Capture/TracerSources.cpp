@@ -109,14 +109,19 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   TensorMeta meta = describeTensor(object);
   if (!meta.dtype)
     unsupported("tensor of unsupported dtype " + meta.dtypeName);
-  if (meta.device != "cpu")
+  // CPU and CUDA tensors are captured; the device is part of the tensor
+  // guard, and CompileFrame refuses a graph whose devices the call's
+  // backend cannot run (CPU backends: cpu; "cuda": cuda:0).
+  bool cuda = meta.device.rfind("cuda", 0) == 0;
+  if (meta.device != "cpu" && !cuda)
     unsupported("tensor on device " + meta.device +
-                " (the cpu backend needs cpu tensors)");
+                " (backends run cpu and cuda tensors)");
   if (meta.requiresGrad && gradMode)
     unsupported("an input requires grad while grad mode is on (training "
                 "is not supported yet; runs eagerly)");
   TensorType type;
   type.dtype = *meta.dtype;
+  type.device = meta.device;
   for (int64_t size : meta.sizes)
     type.sizes.push_back(SymExpr(size));
   std::vector<SymExpr> strides;
