@@ -35,6 +35,29 @@
 namespace dynafuse {
 namespace capture {
 
+/// The state of the code being traced (the frame's, or an inlined
+/// function's): inlining a call swaps in a fresh one and restores the
+/// caller's afterwards.
+struct TracedCode {
+  PyCodeObject *code = nullptr;
+  std::string fileName;
+  /// The globals and closure of the code, and its function's source (-1
+  /// for the frame).
+  PyObject *globals = nullptr;
+  PyObject *closure = nullptr;
+  int functionSource = -1;
+  std::vector<Instruction> instructions;
+  std::map<int, int> indexOfOffset;
+  std::vector<VarPtr> stack;
+  std::vector<VarPtr> locals;
+  /// Closure cells of an inlined function made during capture, and where
+  /// an inlined generator's yielded values go.
+  std::vector<VarPtr> symbolicClosure;
+  std::vector<VarPtr> *yielded = nullptr;
+  PyRef kwNames;
+  int currentLine = 0;
+};
+
 class BytecodeTracer {
 public:
   /// Binds call arguments for the tracer (its operands, constants and
@@ -49,18 +72,10 @@ private:
   static constexpr int kReturned = -2;
   static constexpr int kMaxInlineDepth = 24;
   DynafuseFrame *frame;
-  PyCodeObject *code;
-  /// The globals and closure of the code being interpreted (the frame's, or
-  /// an inlined function's), and that function's source (-1 for the frame).
-  PyObject *globals;
-  PyObject *closure = nullptr;
-  int functionSource = -1;
+  /// The code being traced: the frame's, or an inlined callee's.
+  TracedCode current;
   int inlineDepth = 0;
   VarPtr returned;
-  /// Closure cells of an inlined function made during capture, and where
-  /// an inlined generator's yielded values go.
-  std::vector<VarPtr> symbolicClosure;
-  std::vector<VarPtr> *yielded = nullptr;
   /// Values that are views or have views: in-place updates of them would
   /// need aliasing the graph does not model.
   std::set<const Value *> aliased;
@@ -71,14 +86,7 @@ private:
   std::set<const Value *> requiresGrad;
   /// Inputs updated in place: the latest value of each, by input.
   std::map<const Value *, Value *> latestOfInput;
-  std::string fileName;
   CapturedFrame result;
-  std::vector<Instruction> instructions;
-  std::map<int, int> indexOfOffset;
-  std::vector<VarPtr> stack;
-  std::vector<VarPtr> locals;
-  PyRef kwNames;
-  int currentLine = 0;
   int steps = 0;
   /// Sources and guards (the captured frame takes them at the end).
   GuardBuilder guardBuilder;
@@ -87,18 +95,18 @@ private:
   std::map<PyObject *, std::pair<int, Value *>> inputOfObject;
   std::map<const Value *, int> sourceOfInput;
 
-  int firstLine() const { return code->co_firstlineno; }
+  int firstLine() const { return current.code->co_firstlineno; }
 
   /// Interprets the current code to its RETURN_VALUE.
   VarPtr runBody();
   void requireOnlyWithCleanup();
-  Location here(int line) const { return Location{fileName, line, 0}; }
+  Location here(int line) const { return Location{current.fileName, line, 0}; }
 
   [[noreturn]] void unsupported(const std::string &what, int line) const;
   [[noreturn]] void unsupported(const std::string &what) const;
 
   VarPtr pop();
-  void push(VarPtr var) { stack.push_back(std::move(var)); }
+  void push(VarPtr var) { current.stack.push_back(std::move(var)); }
   VarPtr peek(size_t depth);
 
   //===--------------------------------------------------------------------===//

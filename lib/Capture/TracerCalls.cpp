@@ -2,6 +2,8 @@
 // Calls: torch ops, builtins, inlined functions, methods and modules
 #include "BytecodeTracer.h"
 
+#include <utility>
+
 namespace dynafuse {
 namespace capture {
 
@@ -38,13 +40,14 @@ void BytecodeTracer::call(int argc) {
     callee = first;
     args.insert(args.begin(), second);
   }
-  size_t keywordCount = kwNames ? size_t(PyTuple_GET_SIZE(kwNames.get())) : 0;
+  size_t keywordCount =
+      current.kwNames ? size_t(PyTuple_GET_SIZE(current.kwNames.get())) : 0;
   std::map<std::string, VarPtr> keywords;
   for (size_t k = 0; k < keywordCount; ++k)
-    keywords[PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwNames.get(), k))] =
+    keywords[PyUnicode_AsUTF8(PyTuple_GET_ITEM(current.kwNames.get(), k))] =
         args[args.size() - keywordCount + k];
   args.resize(args.size() - keywordCount);
-  kwNames = PyRef();
+  current.kwNames = PyRef();
   if (callee->kind == Var::Kind::BoundMethod) {
     args.insert(args.begin(), callee->self);
     callee = callee->function;
@@ -65,8 +68,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
         (body->co_flags & (CO_VARARGS | CO_VARKEYWORDS)))
       unsupported(
           "call of a function made during capture with these arguments");
-    return inlineCode(body, args, globals, nullptr, functionSource,
-                      callee->items);
+    return inlineCode(body, args, current.globals, nullptr,
+                      current.functionSource, callee->items);
   }
   if (callee->kind == Var::Kind::Object &&
       callee->method.rfind("dict.", 0) == 0) {
@@ -316,48 +319,25 @@ VarPtr BytecodeTracer::inlineCode(PyCodeObject *callee,
                                   std::vector<VarPtr> cells) {
   if (inlineDepth >= kMaxInlineDepth)
     unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth));
-  // Save this frame's interpretation state, run the callee, restore.
-  PyCodeObject *savedCode = code;
-  std::string savedFile = fileName;
-  std::vector<Instruction> savedInstructions = std::move(instructions);
-  std::map<int, int> savedOffsets = std::move(indexOfOffset);
-  std::vector<VarPtr> savedStack = std::move(stack);
-  std::vector<VarPtr> savedLocals = std::move(locals);
-  std::vector<VarPtr> savedCells = std::move(symbolicClosure);
-  std::vector<VarPtr> *savedYielded = yielded;
-  PyRef savedKwNames = kwNames;
-  int savedLine = currentLine;
-  PyObject *savedGlobals = globals, *savedClosure = closure;
-  int savedSource = functionSource;
+  // Trace the callee in a fresh state; the caller's comes back after.
   std::vector<VarPtr> collected;
   bool generator = callee->co_flags & CO_GENERATOR;
-  code = callee;
-  fileName = PyUnicode_AsUTF8(callee->co_filename);
-  stack.clear();
-  locals = std::move(initialLocals);
-  locals.resize(size_t(callee->co_nlocalsplus));
-  symbolicClosure = std::move(cells);
-  yielded = generator ? &collected : nullptr;
-  kwNames = PyRef();
-  globals = calleeGlobals;
-  closure = calleeClosure;
-  functionSource = calleeSource;
+  TracedCode calleeState;
+  calleeState.code = callee;
+  calleeState.fileName = PyUnicode_AsUTF8(callee->co_filename);
+  calleeState.locals = std::move(initialLocals);
+  calleeState.locals.resize(size_t(callee->co_nlocalsplus));
+  calleeState.symbolicClosure = std::move(cells);
+  calleeState.yielded = generator ? &collected : nullptr;
+  calleeState.globals = calleeGlobals;
+  calleeState.closure = calleeClosure;
+  calleeState.functionSource = calleeSource;
+  calleeState.currentLine = current.currentLine;
+  TracedCode caller = std::exchange(current, std::move(calleeState));
   ++inlineDepth;
   VarPtr result = runBody();
   --inlineDepth;
-  code = savedCode;
-  fileName = savedFile;
-  instructions = std::move(savedInstructions);
-  indexOfOffset = std::move(savedOffsets);
-  stack = std::move(savedStack);
-  locals = std::move(savedLocals);
-  symbolicClosure = std::move(savedCells);
-  yielded = savedYielded;
-  kwNames = savedKwNames;
-  currentLine = savedLine;
-  globals = savedGlobals;
-  closure = savedClosure;
-  functionSource = savedSource;
+  current = std::move(caller);
   if (!generator)
     return result;
   VarPtr iterator = makeVar(Var::Kind::Iterator);

@@ -7,11 +7,14 @@ namespace capture {
 
 BytecodeTracer::BytecodeTracer(DynafuseFrame *frame,
                                const std::string &graphName)
-    : frame(frame), code(frame->code), globals(frame->globals) {
+    : frame(frame) {
+  current.code = frame->code;
+  current.globals = frame->globals;
   result.graph = std::make_unique<Graph>(graphName);
-  fileName = PyUnicode_AsUTF8(code->co_filename);
-  locals.resize(code->co_nlocalsplus);
-  closure = frame->function ? PyFunction_GetClosure(frame->function) : nullptr;
+  current.fileName = PyUnicode_AsUTF8(current.code->co_filename);
+  current.locals.resize(current.code->co_nlocalsplus);
+  current.closure =
+      frame->function ? PyFunction_GetClosure(frame->function) : nullptr;
 }
 
 CapturedFrame BytecodeTracer::run() {
@@ -32,40 +35,41 @@ CapturedFrame BytecodeTracer::run() {
 /// from the graph propagates as it would from eager's block. Handlers of
 /// try/except/finally would run user code on errors: refused.
 void BytecodeTracer::requireOnlyWithCleanup() {
-  for (const ExceptionTableEntry &entry : parseExceptionTable(code)) {
-    auto found = indexOfOffset.find(entry.target);
-    if (found == indexOfOffset.end())
+  for (const ExceptionTableEntry &entry : parseExceptionTable(current.code)) {
+    auto found = current.indexOfOffset.find(entry.target);
+    if (found == current.indexOfOffset.end())
       unsupported("exception handler at an unknown offset", firstLine());
     size_t at = size_t(found->second);
     auto opcodeAt = [&](size_t i) {
-      return i < instructions.size() ? instructions[i].opcode : -1;
+      return i < current.instructions.size() ? current.instructions[i].opcode
+                                             : -1;
     };
     bool withCleanup =
         opcodeAt(at) == PUSH_EXC_INFO && opcodeAt(at + 1) == WITH_EXCEPT_START;
     bool reraise = opcodeAt(at) == COPY && opcodeAt(at + 1) == POP_EXCEPT &&
                    opcodeAt(at + 2) == RERAISE;
     if (!withCleanup && !reraise)
-      unsupported("try/except/finally blocks", instructions[at].line);
+      unsupported("try/except/finally blocks", current.instructions[at].line);
   }
 }
 
 VarPtr BytecodeTracer::runBody() {
-  instructions = decodeInstructions(code);
-  indexOfOffset.clear();
-  for (size_t i = 0; i < instructions.size(); ++i)
-    indexOfOffset[instructions[i].start] = int(i);
+  current.instructions = decodeInstructions(current.code);
+  current.indexOfOffset.clear();
+  for (size_t i = 0; i < current.instructions.size(); ++i)
+    current.indexOfOffset[current.instructions[i].start] = int(i);
   requireOnlyWithCleanup();
-  for (size_t pc = 0; pc < instructions.size();) {
+  for (size_t pc = 0; pc < current.instructions.size();) {
     if (++steps > 100000)
-      unsupported("more than 100000 bytecode steps", currentLine);
-    const Instruction &instruction = instructions[pc];
-    currentLine = instruction.line;
+      unsupported("more than 100000 bytecode steps", current.currentLine);
+    const Instruction &instruction = current.instructions[pc];
+    current.currentLine = instruction.line;
     int next = step(instruction);
     if (next == kReturned)
       return returned;
     pc = next < 0 ? pc + 1 : size_t(next);
   }
-  unsupported("fell off the end of the bytecode", currentLine);
+  unsupported("fell off the end of the bytecode", current.currentLine);
 }
 
 void BytecodeTracer::unsupported(const std::string &what, int line) const {
@@ -73,21 +77,21 @@ void BytecodeTracer::unsupported(const std::string &what, int line) const {
 }
 
 void BytecodeTracer::unsupported(const std::string &what) const {
-  unsupported(what, currentLine);
+  unsupported(what, current.currentLine);
 }
 
 VarPtr BytecodeTracer::pop() {
-  if (stack.empty())
+  if (current.stack.empty())
     unsupported("stack underflow in bytecode");
-  VarPtr top = stack.back();
-  stack.pop_back();
+  VarPtr top = current.stack.back();
+  current.stack.pop_back();
   return top;
 }
 
 VarPtr BytecodeTracer::peek(size_t depth) {
-  if (depth == 0 || depth > stack.size())
+  if (depth == 0 || depth > current.stack.size())
     unsupported("stack underflow in bytecode");
-  return stack[stack.size() - depth];
+  return current.stack[current.stack.size() - depth];
 }
 
 int BytecodeTracer::step(const Instruction &in) {
@@ -107,31 +111,32 @@ int BytecodeTracer::step(const Instruction &in) {
     push(peek(size_t(in.arg)));
     return -1;
   case SWAP:
-    std::swap(stack[stack.size() - 1], stack[stack.size() - size_t(in.arg)]);
+    std::swap(current.stack[current.stack.size() - 1],
+              current.stack[current.stack.size() - size_t(in.arg)]);
     return -1;
   case LOAD_FAST:
     push(loadLocal(in.arg));
     return -1;
   case STORE_FAST:
-    locals.at(size_t(in.arg)) = pop();
+    current.locals.at(size_t(in.arg)) = pop();
     return -1;
   case DELETE_FAST:
     // A Null var marks it deleted (an empty slot means "not read yet").
-    locals.at(size_t(in.arg)) = makeVar(Var::Kind::Null);
+    current.locals.at(size_t(in.arg)) = makeVar(Var::Kind::Null);
     return -1;
   case LOAD_CONST:
-    push(constant(PyTuple_GET_ITEM(code->co_consts, in.arg)));
+    push(constant(PyTuple_GET_ITEM(current.code->co_consts, in.arg)));
     return -1;
   case LOAD_GLOBAL:
     if (in.arg & 1)
       push(makeVar(Var::Kind::Null));
-    push(loadGlobal(PyTuple_GET_ITEM(code->co_names, in.arg >> 1)));
+    push(loadGlobal(PyTuple_GET_ITEM(current.code->co_names, in.arg >> 1)));
     return -1;
   case LOAD_DEREF:
     push(loadDeref(in.arg));
     return -1;
   case MAKE_CELL:
-    locals.at(size_t(in.arg)) = makeCell(in.arg);
+    current.locals.at(size_t(in.arg)) = makeCell(in.arg);
     return -1;
   case LOAD_CLOSURE: {
     VarPtr cell = cellAt(in.arg);
@@ -169,16 +174,17 @@ int BytecodeTracer::step(const Instruction &in) {
     push(constant(Py_None));
     return -1;
   case YIELD_VALUE:
-    if (!yielded)
+    if (!current.yielded)
       unsupported("yield outside an inlined generator expression");
-    yielded->push_back(pop());
+    current.yielded->push_back(pop());
     push(constant(Py_None));
     return -1;
   case LOAD_ATTR:
-    push(loadAttr(pop(), PyTuple_GET_ITEM(code->co_names, in.arg)));
+    push(loadAttr(pop(), PyTuple_GET_ITEM(current.code->co_names, in.arg)));
     return -1;
   case LOAD_METHOD: {
-    VarPtr attr = loadAttr(pop(), PyTuple_GET_ITEM(code->co_names, in.arg));
+    VarPtr attr =
+        loadAttr(pop(), PyTuple_GET_ITEM(current.code->co_names, in.arg));
     if (attr->kind == Var::Kind::BoundMethod) {
       push(attr->function);
       push(attr->self);
@@ -189,7 +195,8 @@ int BytecodeTracer::step(const Instruction &in) {
     return -1;
   }
   case KW_NAMES:
-    kwNames = PyRef::borrow(PyTuple_GET_ITEM(code->co_consts, in.arg));
+    current.kwNames =
+        PyRef::borrow(PyTuple_GET_ITEM(current.code->co_consts, in.arg));
     return -1;
   case CALL:
     call(in.arg);
@@ -288,7 +295,8 @@ int BytecodeTracer::step(const Instruction &in) {
     return -1;
   case STORE_ATTR: {
     VarPtr owner = pop();
-    storeAttribute(owner, PyTuple_GET_ITEM(code->co_names, in.arg), pop());
+    storeAttribute(owner, PyTuple_GET_ITEM(current.code->co_names, in.arg),
+                   pop());
     return -1;
   }
   case BEFORE_WITH:
@@ -342,8 +350,8 @@ int BytecodeTracer::step(const Instruction &in) {
 }
 
 int BytecodeTracer::jumpTarget(int offset) {
-  auto found = indexOfOffset.find(offset);
-  if (found == indexOfOffset.end())
+  auto found = current.indexOfOffset.find(offset);
+  if (found == current.indexOfOffset.end())
     unsupported("jump to an unknown offset");
   return found->second;
 }

@@ -32,7 +32,7 @@ VarPtr BytecodeTracer::emit(const std::string &op,
   Node *node;
   try {
     node = result.graph->addNode(op, std::move(operands), std::move(attributes),
-                                 here(currentLine));
+                                 here(current.currentLine));
   } catch (const Unsupported &) {
     throw;
   } catch (const Error &error) {

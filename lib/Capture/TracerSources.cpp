@@ -160,26 +160,26 @@ VarPtr BytecodeTracer::constant(PyObject *object) {
 }
 
 VarPtr BytecodeTracer::loadLocal(int index) {
-  if (locals.at(size_t(index))) {
-    if (locals[size_t(index)]->kind == Var::Kind::Null)
+  if (current.locals.at(size_t(index))) {
+    if (current.locals[size_t(index)]->kind == Var::Kind::Null)
       unsupported("read of a deleted local variable");
-    return locals[size_t(index)];
+    return current.locals[size_t(index)];
   }
-  if (functionSource >= 0 || inlineDepth > 0)
+  if (current.functionSource >= 0 || inlineDepth > 0)
     unsupported("read of an unbound local variable");
   PyObject *object = frame->localsplus[index];
   if (!object)
     unsupported("read of an unbound local variable");
-  if (index >= code->co_nlocalsplus - code->co_nfreevars)
+  if (index >= current.code->co_nlocalsplus - current.code->co_nfreevars)
     unsupported("closure cell read through LOAD_FAST");
   VarPtr var = classify(
       object, guardBuilder.indexedSource(Source::Kind::Local, -1, index));
-  locals[size_t(index)] = var;
+  current.locals[size_t(index)] = var;
   return var;
 }
 
 VarPtr BytecodeTracer::loadGlobal(PyObject *name) {
-  PyObject *object = PyDict_GetItemWithError(globals, name);
+  PyObject *object = PyDict_GetItemWithError(current.globals, name);
   if (!object && !PyErr_Occurred() && PyDict_Check(frame->builtins))
     object = PyDict_GetItemWithError(frame->builtins, name);
   if (!object) {
@@ -189,10 +189,10 @@ VarPtr BytecodeTracer::loadGlobal(PyObject *name) {
   }
   // Code inlined from the frame itself (comprehensions) reads the frame's
   // globals: functionSource is -1 there.
-  if (inlineDepth > 0 && functionSource >= 0)
+  if (inlineDepth > 0 && current.functionSource >= 0)
     return classify(object,
                     guardBuilder.namedSource(Source::Kind::FunctionGlobal,
-                                             functionSource, name));
+                                             current.functionSource, name));
   return classify(object,
                   guardBuilder.namedSource(Source::Kind::Global, -1, name));
 }
@@ -200,23 +200,24 @@ VarPtr BytecodeTracer::loadGlobal(PyObject *name) {
 /// The symbolic cell at localsplus index: a cell variable of this code or,
 /// in code made during capture, one of its closure cells. Null otherwise.
 VarPtr BytecodeTracer::cellAt(int index) {
-  int firstFree = code->co_nlocalsplus - code->co_nfreevars;
+  int firstFree = current.code->co_nlocalsplus - current.code->co_nfreevars;
   if (index < firstFree) {
-    VarPtr cell = locals.at(size_t(index));
+    VarPtr cell = current.locals.at(size_t(index));
     if (!cell || cell->kind != Var::Kind::Cell)
       unsupported("a cell variable used before MAKE_CELL");
     return cell;
   }
-  if (size_t(index - firstFree) < symbolicClosure.size())
-    return symbolicClosure[size_t(index - firstFree)];
+  if (size_t(index - firstFree) < current.symbolicClosure.size())
+    return current.symbolicClosure[size_t(index - firstFree)];
   return nullptr;
 }
 
 /// MAKE_CELL: the local becomes a cell holding its current value (an
 /// argument's value is read from the frame first).
 VarPtr BytecodeTracer::makeCell(int index) {
-  VarPtr content = locals.at(size_t(index));
-  bool argument = index < code->co_argcount + code->co_kwonlyargcount;
+  VarPtr content = current.locals.at(size_t(index));
+  bool argument =
+      index < current.code->co_argcount + current.code->co_kwonlyargcount;
   if (!content && inlineDepth == 0 && argument && frame->localsplus[index])
     content = loadLocal(index);
   VarPtr cell = makeVar(Var::Kind::Cell);
@@ -231,17 +232,17 @@ VarPtr BytecodeTracer::loadDeref(int index) {
       unsupported("read of an empty cell");
     return symbolic->items[0];
   }
-  int firstFree = code->co_nlocalsplus - code->co_nfreevars;
+  int firstFree = current.code->co_nlocalsplus - current.code->co_nfreevars;
   int cell = index - firstFree;
-  if (!closure || cell >= PyTuple_GET_SIZE(closure))
+  if (!current.closure || cell >= PyTuple_GET_SIZE(current.closure))
     unsupported("closure variable without a closure");
-  PyObject *object = PyCell_GET(PyTuple_GET_ITEM(closure, cell));
+  PyObject *object = PyCell_GET(PyTuple_GET_ITEM(current.closure, cell));
   if (!object)
     unsupported("read of an empty closure cell");
   if (inlineDepth > 0)
     return classify(object,
                     guardBuilder.indexedSource(Source::Kind::FunctionClosure,
-                                               functionSource, cell));
+                                               current.functionSource, cell));
   return classify(object,
                   guardBuilder.indexedSource(Source::Kind::Closure, -1, cell));
 }

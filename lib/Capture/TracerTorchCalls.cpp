@@ -74,9 +74,9 @@ PyObject *BytecodeTracer::tensorMethodObject(const std::string &name,
 }
 
 VarPtr BytecodeTracer::superOfTensor(const std::vector<VarPtr> &args) {
-  VarPtr self = locals.empty() ? nullptr : locals[0];
+  VarPtr self = current.locals.empty() ? nullptr : current.locals[0];
   if (!args.empty() || !self || self->kind != Var::Kind::Tensor ||
-      code->co_argcount == 0)
+      current.code->co_argcount == 0)
     return nullptr;
   VarPtr base = std::make_shared<Var>(*self);
   base->baseMethods = true;
