@@ -2,6 +2,7 @@
 #include "dynafuse/Support/Options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 namespace dynafuse {
@@ -60,8 +61,16 @@ Options readOptions(const EnvironmentLookup &lookup) {
     options.logChannels = log;
   if (const char *dir = lookup("DYNAFUSE_DUMP_DIR"))
     options.dumpDir = dir;
-  if (const char *limit = nonEmpty(lookup, "DYNAFUSE_RECOMPILE_LIMIT"))
-    options.recompileLimit = std::atoi(limit);
+  if (const char *limit = nonEmpty(lookup, "DYNAFUSE_RECOMPILE_LIMIT")) {
+    // Like Python's int(): surrounding spaces allowed, nothing else; a
+    // malformed value keeps the default.
+    char *end = nullptr;
+    long parsed = std::strtol(limit, &end, 10);
+    while (end && std::isspace(static_cast<unsigned char>(*end)))
+      ++end;
+    if (end != limit && end && *end == 0)
+      options.recompileLimit = int(parsed);
+  }
   options.codegen.diskCacheDir = diskCacheDirectory(lookup);
   if (const char *width = nonEmpty(lookup, "DYNAFUSE_VECTOR_WIDTH"))
     options.codegen.vectorWidth = width;

@@ -36,6 +36,12 @@ def test_defaults_without_variables():
     assert result.stdout.split() == ["''", "8", "''"]
 
 
+def test_malformed_recompile_limit_keeps_the_default():
+    result = run_python("import dynafuse; print(dynafuse.config.recompile_limit)",
+                        DYNAFUSE_RECOMPILE_LIMIT="many")
+    assert result.stdout.split() == ["8"]
+
+
 def test_log_variable_reaches_the_core():
     result = run_python(
         "import torch, dynafuse\n"
