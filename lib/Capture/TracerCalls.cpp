@@ -1,5 +1,10 @@
-//===- TracerCalls.cpp ===//
-// Calls: torch ops, builtins, inlined functions, methods and modules
+//===- TracerCalls.cpp - Calls: op-table ops, inlined functions, modules --===//
+//
+// Calls: torch callables bound through the op table (OpBinder), inlined
+// user functions, methods and nn.Module calls (each traced in a fresh
+// TracedCode), and the arguments they bind.
+//
+//===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
 #include <utility>

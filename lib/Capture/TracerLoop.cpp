@@ -1,5 +1,4 @@
-//===- TracerLoop.cpp - The bytecode loop: stack, jumps, return values
-//-===//
+//===- TracerLoop.cpp - The bytecode loop: stack, jumps, return values ----===//
 #include "BytecodeTracer.h"
 
 namespace dynafuse {

@@ -1,5 +1,4 @@
-//===- TracerOperators.cpp ===//
-// Python operators on tensors and constants, and graph emission
+//===- TracerOperators.cpp - Python operators, and emitting graph nodes ---===//
 #include "BytecodeTracer.h"
 
 namespace dynafuse {

@@ -1,5 +1,9 @@
-//===- TracerSources.cpp ===//
-// Where values come from: sources, guards, locals, globals, attributes
+//===- TracerSources.cpp - Where values come from: locals, globals, attrs -===//
+//
+// Reading locals, globals, closure cells and attributes, each through a
+// source of the GuardBuilder, with the guards that protect what was read.
+//
+//===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
 namespace dynafuse {

@@ -1,5 +1,9 @@
-//===- TracerTorchCalls.cpp ===//
+//===- TracerTorchCalls.cpp - Torch callables kept as call_torch ----------===//
+//
 // Torch callables outside the op table, kept in the graph as call_torch
+// steps (their result types found by a run on meta tensors).
+//
+//===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
 namespace dynafuse {

@@ -1,5 +1,4 @@
-//===- TracerValues.cpp ===//
-// Containers, strings, indexing, iteration and tensor metadata
+//===- TracerValues.cpp - Containers, indexing, iteration, metadata -------===//
 #include "BytecodeTracer.h"
 
 namespace dynafuse {
