@@ -1,6 +1,8 @@
 //===- OpTable.cpp - Torch callables and their graph ops ------------------===//
 #include "OpTable.h"
 
+#include "dynafuse/Capture/FrameCompiler.h"
+
 #include "dynafuse/Support/Error.h"
 
 namespace dynafuse {
@@ -133,6 +135,18 @@ const OpBinding *OpTable::method(const std::string &name) const {
 OpTable &opTable() {
   static OpTable *table = new OpTable(); // Leaked: lives until exit.
   return *table;
+}
+
+} // namespace dynafuse
+
+namespace dynafuse {
+
+void setOpTables(PyObject *functions, PyObject *methods,
+                 PyObject *stateQueries) {
+  opTable().setFunctions(functions);
+  opTable().setMethods(methods);
+  if (stateQueries)
+    opTable().setStateQueries(stateQueries);
 }
 
 } // namespace dynafuse

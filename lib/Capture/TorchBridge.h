@@ -1,8 +1,11 @@
 //===- TorchBridge.h - What capture needs from PyTorch ----------*- C++ -*-===//
 //
-// The only interface to PyTorch's C++ API; TorchBridge.cpp is the only file
-// that includes torch headers. Tensor metadata for guards and kernel
-// arguments, allocation of outputs as torch tensors, and global torch state.
+// The only interface to PyTorch's C++ API (this header includes no torch
+// header). Implemented by the only files compiled against torch's headers:
+// TorchTensors.cpp (tensor metadata for guards and kernel arguments, views,
+// global torch state), TorchAllocators.cpp (tensors from the caching
+// allocator), TorchExternOps.cpp (extern ops through ATen), and
+// TorchStreams.cpp (torch's current CUDA stream, read through Python).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_TORCHBRIDGE_H
@@ -10,6 +13,7 @@
 
 #include "dynafuse/Graph/Graph.h"
 #include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Support/Options.h"
 
 #include <Python.h>
 
@@ -58,7 +62,7 @@ PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
 
 /// For the duration of a compiled graph's run, torch's CPU allocations on
 /// this thread come from the runtime's caching allocator (unless
-/// DYNAFUSE_CACHING_ALLOCATOR=0 or under guard pages).
+/// Options::cachingAllocator is off or under guard pages).
 class PooledTorchAllocations {
 public:
   PooledTorchAllocations();
@@ -75,12 +79,13 @@ private:
 /// they order with torch's own work. Throws Error when unavailable.
 void *currentTorchCudaStream();
 
-/// Torch's CPU allocator for the process: with DYNAFUSE_GUARD_PAGES=all the
+/// Torch's CPU allocator for the process: with GuardPages::All the
 /// guard-page allocator (inputs, parameters and ATen's results guarded
 /// too); otherwise one that pools allocations made during compiled runs
 /// (PooledTorchAllocations) and forwards the rest to the allocator it
-/// replaced. Called once, when the extension loads.
-void installTorchAllocators();
+/// replaced. Called once, when the extension loads, after
+/// CachingAllocator::configureGlobal(options).
+void installTorchAllocators(const Options &options);
 
 /// Runs extern op `op` with ATen on non-owning views of args; returns the
 /// result (a new reference), made contiguous with expected's sizes, and its

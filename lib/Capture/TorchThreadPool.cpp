@@ -5,7 +5,8 @@
 // pools on the same cores fight: after an ATen op, torch's OpenMP workers
 // spin for a while, and a kernel split over Dynafuse's own workers then
 // waits for a core (a 20 us relu took 50-70 us right after an eager op).
-// So, unless DYNAFUSE_NUM_THREADS asks for a pool of a given size, kernels
+// So, unless Options::numThreads (DYNAFUSE_NUM_THREADS) asks for a pool of
+// a given size, kernels
 // run on torch's intra-op threads through at::parallel_for: the same
 // threads, sized by torch.set_num_threads.
 //
@@ -16,8 +17,6 @@
 
 #include <ATen/Parallel.h>
 #include <omp.h>
-
-#include <cstdlib>
 
 namespace dynafuse {
 namespace {
@@ -42,9 +41,8 @@ public:
 
 } // namespace
 
-void useTorchThreadPool() {
-  const char *explicitSize = std::getenv("DYNAFUSE_NUM_THREADS");
-  if (explicitSize && std::atoi(explicitSize) >= 1)
+void useTorchThreadPool(int numThreads) {
+  if (numThreads >= 1)
     return;
   // Only when the OpenMP runtime this file was built against is torch's
   // (the same libgomp.so.1): then both see torch.set_num_threads. Another

@@ -5,9 +5,9 @@
 namespace dynafuse {
 
 /// Makes torch's intra-op thread pool the one parallel kernels run on,
-/// unless DYNAFUSE_NUM_THREADS is set (then Dynafuse's own pool of that
-/// size stays).
-void useTorchThreadPool();
+/// unless `numThreads` (Options::numThreads) is at least 1: then Dynafuse's
+/// own pool (configureThreadPool) is used.
+void useTorchThreadPool(int numThreads);
 
 } // namespace dynafuse
 

@@ -3,6 +3,7 @@
 
 #include "dynafuse/Support/Error.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -44,15 +45,36 @@ std::unique_ptr<Backend> createBackend(const std::string &name) {
   fail("unknown backend '" + name + "' (available: " + known + ")");
 }
 
-static thread_local void *threadDeviceStream = nullptr;
-
-void *deviceStream() { return threadDeviceStream; }
-
-DeviceStreamScope::DeviceStreamScope(void *stream)
-    : previous(threadDeviceStream) {
-  threadDeviceStream = stream;
+const std::vector<std::string> &backendChoices() {
+  static const std::vector<std::string> choices = {"auto", "cpu", "llvm",
+                                                   "interp", "cuda"};
+  return choices;
 }
 
-DeviceStreamScope::~DeviceStreamScope() { threadDeviceStream = previous; }
+BackendResolution resolveBackend(const std::string &requested,
+                                 const std::function<bool()> &callUsesCuda) {
+  const std::vector<std::string> &choices = backendChoices();
+  if (std::find(choices.begin(), choices.end(), requested) == choices.end())
+    fail("unknown backend '" + requested + "'");
+  BackendResolution resolved;
+  resolved.choice = requested;
+  if (requested == "auto")
+    resolved.choice = callUsesCuda && callUsesCuda() ? "cuda" : "cpu";
+  resolved.registered = resolved.choice;
+  if (resolved.choice == "cpu") {
+    std::vector<std::string> known = backendNames();
+    bool haveLLVM =
+        std::find(known.begin(), known.end(), "llvm") != known.end();
+    resolved.registered = haveLLVM ? "llvm" : "interp";
+  }
+  return resolved;
+}
+
+CompileOptions compileOptionsFrom(const Options &options) {
+  CompileOptions compileOptions;
+  compileOptions.codegen = options.codegen;
+  compileOptions.parallelThreshold = options.parallelThreshold;
+  return compileOptions;
+}
 
 } // namespace dynafuse

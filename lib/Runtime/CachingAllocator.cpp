@@ -41,31 +41,6 @@ double now() {
       .count();
 }
 
-enum class HugePages { Reserved, Transparent, Off };
-
-/// DYNAFUSE_HUGE_PAGES: "off" (the default, also "auto"): normal pages;
-/// "hugetlb": the reserved 2 MiB hugetlb pool when the administrator set
-/// pages aside (vm.nr_hugepages), else normal pages; "thp": transparent
-/// huge pages (madvise). Neither is the default. Private hugetlb pages are
-/// reserved for this process only: a forked child (a DataLoader worker)
-/// writing to one needs a copy the pool may not have, and dies of SIGBUS.
-/// Transparent huge pages under the kernel's usual defrag=madvise may
-/// compact memory synchronously on a fault: every other first call of the
-/// GPT-2 block took 0.22 s instead of 0.08 s, and no steady-state gain was
-/// measurable on the memory-bound workloads.
-HugePages hugePageMode() {
-  static const HugePages mode = [] {
-    const char *value = std::getenv("DYNAFUSE_HUGE_PAGES");
-    std::string text = value ? value : "off";
-    if (text == "thp")
-      return HugePages::Transparent;
-    if (text == "hugetlb")
-      return HugePages::Reserved;
-    return HugePages::Off;
-  }();
-  return mode;
-}
-
 #ifndef MAP_HUGE_2MB
 #define MAP_HUGE_2MB (21 << 26)
 #endif
@@ -78,8 +53,18 @@ void *mapReservedHugePages(size_t size) {
   return raw == MAP_FAILED ? nullptr : raw;
 }
 
-void *mapLarge(size_t size) {
-  if (hugePageMode() == HugePages::Reserved)
+/// Options::hugePages (DYNAFUSE_HUGE_PAGES): "off" (the default, also "auto"):
+/// normal pages; "hugetlb": the reserved 2 MiB hugetlb pool when the
+/// administrator set pages aside (vm.nr_hugepages), else normal pages; "thp":
+/// transparent huge pages (madvise). Neither is the default. Private hugetlb
+/// pages are reserved for this process only: a forked child (a DataLoader
+/// worker) writing to one needs a copy the pool may not have, and dies of
+/// SIGBUS. Transparent huge pages under the kernel's usual defrag=madvise may
+/// compact memory synchronously on a fault: every other first call of the
+/// GPT-2 block took 0.22 s instead of 0.08 s, and no steady-state gain was
+/// measurable on the memory-bound workloads.
+void *mapLarge(size_t size, HugePages hugePages) {
+  if (hugePages == HugePages::Reserved)
     if (void *block = mapReservedHugePages(size))
       return block;
   // Map one huge page more and cut the ends off to align the block.
@@ -96,7 +81,7 @@ void *mapLarge(size_t size) {
   if (tail)
     munmap(reinterpret_cast<void *>(aligned + size), tail);
   void *block = reinterpret_cast<void *>(aligned);
-  if (hugePageMode() == HugePages::Transparent)
+  if (hugePages == HugePages::Transparent)
     madvise(block, size, MADV_HUGEPAGE);
   // Fault the pages in now, in the kernel, rather than one by one on first
   // touch (ignored where unsupported).
@@ -107,15 +92,6 @@ void *mapLarge(size_t size) {
 size_t pageSize() {
   static const size_t size = size_t(sysconf(_SC_PAGESIZE));
   return size;
-}
-
-double envNumber(const char *name, double fallback) {
-  const char *value = std::getenv(name);
-  if (!value || !*value)
-    return fallback;
-  char *end = nullptr;
-  double parsed = std::strtod(value, &end);
-  return end && *end == 0 && parsed >= 0 ? parsed : fallback;
 }
 
 } // namespace
@@ -149,12 +125,13 @@ void *CachingAllocator::allocate(size_t bytes) {
       return entry.block;
     }
   }
-  void *block =
-      size < kLargeBlock ? std::aligned_alloc(64, size) : mapLarge(size);
+  void *block = size < kLargeBlock ? std::aligned_alloc(64, size)
+                                   : mapLarge(size, options.hugePages);
   if (!block) {
     // Give the cache back to the system and try once more.
     trim(0);
-    block = size < kLargeBlock ? std::aligned_alloc(64, size) : mapLarge(size);
+    block = size < kLargeBlock ? std::aligned_alloc(64, size)
+                               : mapLarge(size, options.hugePages);
     if (!block)
       fail("out of memory allocating " + std::to_string(bytes) + " bytes");
   }
@@ -278,13 +255,29 @@ size_t CachingAllocator::blockSize(void *block) const {
   return found == live.end() ? 0 : found->second;
 }
 
+namespace {
+/// What configureGlobal set; read once, when global() creates the allocator.
+CachingAllocator::Options &globalOptions() {
+  static CachingAllocator::Options options;
+  return options;
+}
+} // namespace
+
+void CachingAllocator::configureGlobal(const dynafuse::Options &options) {
+  Options &global = globalOptions();
+  global.cacheLimit = size_t(options.allocatorCacheMB * (1 << 20));
+  global.idleSeconds = options.allocatorIdleSeconds;
+  global.guardPages = options.guardPages != GuardPages::Off;
+  global.hugePages = options.hugePages;
+}
+
+bool CachingAllocator::globalUsesGuardPages() {
+  return globalOptions().guardPages;
+}
+
 CachingAllocator &CachingAllocator::global() {
   static CachingAllocator *allocator = [] {
-    Options options;
-    options.cacheLimit =
-        size_t(envNumber("DYNAFUSE_ALLOCATOR_CACHE_MB", 2048) * (1 << 20));
-    options.idleSeconds = envNumber("DYNAFUSE_ALLOCATOR_IDLE_S", 10);
-    options.guardPages = guardPagesRequested();
+    Options options = globalOptions();
     // Leaked with its trimming thread: both live as long as the process.
     auto *created = new CachingAllocator(options);
     double period = std::max(0.05, options.idleSeconds / 2);
@@ -297,14 +290,6 @@ CachingAllocator &CachingAllocator::global() {
     return created;
   }();
   return *allocator;
-}
-
-bool CachingAllocator::guardPagesRequested() {
-  static const bool requested = [] {
-    const char *value = std::getenv("DYNAFUSE_GUARD_PAGES");
-    return value && *value && std::string(value) != "0";
-  }();
-  return requested;
 }
 
 } // namespace dynafuse

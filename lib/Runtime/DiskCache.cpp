@@ -61,19 +61,6 @@ std::string hex(uint64_t value) {
 
 } // namespace
 
-std::string DiskCache::defaultDirectory() {
-  const char *off = std::getenv("DYNAFUSE_DISK_CACHE");
-  if (off && std::string(off) == "0")
-    return "";
-  if (const char *dir = std::getenv("DYNAFUSE_CACHE_DIR"); dir && *dir)
-    return dir;
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::string(xdg) + "/dynafuse";
-  if (const char *home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.cache/dynafuse";
-  return "";
-}
-
 std::string DiskCache::pathFor(const std::string &key) const {
   // Two independent 64-bit hashes: a 128-bit name.
   std::string name = hex(fnv1a(key, 0xcbf29ce484222325ULL)) +

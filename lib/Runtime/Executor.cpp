@@ -66,7 +66,8 @@ int64_t byteSize(const TensorType &type,
 
 CompiledModule::CompiledModule(LoopModule module, Backend &backend,
                                const CompileOptions &options)
-    : loopModule(std::move(module)) {
+    : loopModule(std::move(module)),
+      parallelThreshold(options.parallelThreshold) {
   if (!loopModule.hasProgram)
     fail("cannot run a .loop file without a module");
   executables = backend.compile(loopModule, options);
@@ -122,6 +123,9 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
     buffers[loopModule.inputs[i].name] = inputs[i];
     buffers[loopModule.inputs[i].name].dtype = loopModule.inputs[i].type.dtype;
   }
+  KernelLaunch launch;
+  launch.parallelThreshold = parallelThreshold;
+  launch.deviceStream = context.deviceStream();
   bool traceSteps = logEnabled("steps");
   bool profile = logEnabled("profile");
   for (const ProgramStep &step : loopModule.steps) {
@@ -165,8 +169,9 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
       std::vector<int64_t> symbols;
       for (const std::string &symbol : kernel.symbols)
         symbols.push_back(env.at(symbol));
-      std::string indexError = runKernel(kernel, *executables[k],
-                                         pointers.data(), symbols.data(), env);
+      std::string indexError =
+          runKernel(kernel, *executables[k], pointers.data(), symbols.data(),
+                    env, launch);
       if (!indexError.empty())
         fail("kernel @" + kernel.name + ": " + indexError);
       break;
@@ -220,7 +225,7 @@ char *HostContext::allocate(const ProgramStep &step,
   for (int64_t size : sizes)
     count *= size;
   size_t bytes = size_t(count) * dtypeSize(step.type.dtype);
-  if (CachingAllocator::guardPagesRequested()) {
+  if (CachingAllocator::globalUsesGuardPages()) {
     // Fresh mappings are zeroed, like the buffers below.
     auto &block = guarded[step.result];
     block.reset(

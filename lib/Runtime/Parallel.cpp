@@ -52,20 +52,12 @@ int64_t estimateWork(const Kernel &kernel,
   return blockWork(kernel.body, bindings);
 }
 
-int64_t parallelThreshold() {
-  static const int64_t threshold = [] {
-    const char *value = std::getenv("DYNAFUSE_PARALLEL_THRESHOLD");
-    int64_t parsed = value ? std::atoll(value) : 0;
-    return parsed > 0 ? parsed : int64_t(32768);
-  }();
-  return threshold;
-}
-
 std::string runKernel(const Kernel &kernel, const KernelExecutable &executable,
                       char *const *buffers, const int64_t *symbols,
-                      const std::map<std::string, int64_t> &bindings) {
+                      const std::map<std::string, int64_t> &bindings,
+                      const KernelLaunch &launch) {
   auto runSerially = [&] {
-    executable.run(buffers, symbols);
+    executable.runOnStream(buffers, symbols, launch.deviceStream);
     std::string error;
     takeIndexError(error);
     return error;
@@ -77,7 +69,7 @@ std::string runKernel(const Kernel &kernel, const KernelExecutable &executable,
     return runSerially();
   int64_t extent = loop->extent.evaluate(bindings);
   int64_t work = estimateWork(kernel, bindings);
-  int64_t threshold = parallelThreshold();
+  int64_t threshold = std::max<int64_t>(1, launch.parallelThreshold);
   if (extent < 2 || work < 2 * threshold)
     return runSerially();
   // A few chunks per thread (claimed dynamically by Dynafuse's own pool,

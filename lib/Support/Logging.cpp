@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -12,10 +11,9 @@ namespace dynafuse {
 namespace {
 
 std::mutex topicsMutex;
-/// How many topics are enabled, -1 until DYNAFUSE_LOG has been read: with
-/// none, logEnabled answers without the lock (it runs on every compiled
-/// call).
-std::atomic<int> topicCount{-1};
+/// How many topics are enabled: with none, logEnabled answers without the
+/// lock (it runs on every compiled call).
+std::atomic<int> topicCount{0};
 
 std::set<std::string> parseTopics(const std::string &text) {
   std::set<std::string> topics;
@@ -27,11 +25,9 @@ std::set<std::string> parseTopics(const std::string &text) {
   return topics;
 }
 
+/// Process-wide, set by the boundary from Options::logChannels.
 std::set<std::string> &topics() {
-  static std::set<std::string> enabled = [] {
-    const char *env = std::getenv("DYNAFUSE_LOG");
-    return parseTopics(env ? env : "");
-  }();
+  static std::set<std::string> enabled;
   return enabled;
 }
 
@@ -41,7 +37,6 @@ bool logEnabled(const std::string &topic) {
   if (topicCount.load(std::memory_order_acquire) == 0)
     return false;
   std::lock_guard<std::mutex> lock(topicsMutex);
-  topicCount.store(int(topics().size()), std::memory_order_release);
   return topics().count(topic) || topics().count("all");
 }
 

@@ -133,12 +133,19 @@ private:
 
 } // namespace
 
+namespace {
+/// Options::numThreads as the boundary configured it (0: the hardware's).
+std::atomic<int> requestedThreads{0};
+} // namespace
+
+void configureThreadPool(int threads) {
+  requestedThreads.store(threads, std::memory_order_release);
+}
+
 int configuredThreadCount() {
-  if (const char *value = std::getenv("DYNAFUSE_NUM_THREADS")) {
-    int threads = std::atoi(value);
-    if (threads >= 1)
-      return threads;
-  }
+  int threads = requestedThreads.load(std::memory_order_acquire);
+  if (threads >= 1)
+    return threads;
   return std::max(1u, std::thread::hardware_concurrency());
 }
 

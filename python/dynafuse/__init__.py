@@ -49,7 +49,7 @@ _SKIP_PREFIXES = _skip_prefixes()
 _C.set_op_tables(ops.FUNCTIONS, ops.METHODS, ops.STATE_QUERIES)
 config._apply(_C, _SKIP_PREFIXES)
 
-_BACKENDS = ("auto", "cpu", "llvm", "interp", "cuda")
+_BACKENDS = _C.backend_choices()
 
 
 def compile(fn=None, *, backend="auto", fullgraph=False):

@@ -1,15 +1,73 @@
-"""Dynafuse settings. Each starts from an environment variable and can be
-changed at run time; changes apply to the next compiled call."""
-import os
+"""Dynafuse settings.
+
+Every setting comes from one environment variable, read once, by the
+compiler core, when dynafuse is imported (README.md has the same table):
+
+=============================  ==========  ====================================
+Variable                       Default     Meaning
+=============================  ==========  ====================================
+DYNAFUSE_LOG                   (none)      comma-separated log channels on
+                                           stderr: graph_breaks, guards,
+                                           recompiles, compile, steps,
+                                           profile, or all
+DYNAFUSE_DUMP_DIR              (none)      folder that receives, per compiled
+                                           graph, the text of every stage
+DYNAFUSE_RECOMPILE_LIMIT       8           compilations per code object before
+                                           it runs eagerly for good
+DYNAFUSE_DISK_CACHE            1           0 turns the on-disk kernel cache off
+DYNAFUSE_CACHE_DIR             $XDG_CACHE_HOME/dynafuse or ~/.cache/dynafuse
+                                           folder of the on-disk kernel cache
+DYNAFUSE_NUM_THREADS           (none)      threads of Dynafuse's own pool;
+                                           unset: torch's intra-op threads
+                                           (outside Python: the hardware's
+                                           count)
+DYNAFUSE_PARALLEL_THRESHOLD    32768       innermost iterations below which a
+                                           kernel runs on one thread
+DYNAFUSE_VECTOR_WIDTH          (none)      LLVM prefer-vector-width for
+                                           kernels; unset: 512 on AVX-512,
+                                           else LLVM's choice
+DYNAFUSE_HUGE_PAGES            off         large blocks on huge pages: off,
+                                           hugetlb (the reserved pool), thp
+DYNAFUSE_GUARD_PAGES           0           1: every block Dynafuse allocates is
+                                           fenced by guard pages and never
+                                           reused; all: torch's CPU
+                                           allocations too
+DYNAFUSE_CACHING_ALLOCATOR     1           0: tensors Dynafuse creates come
+                                           from at::empty, not the pool
+DYNAFUSE_ALLOCATOR_CACHE_MB    2048        most megabytes of freed blocks the
+                                           pool keeps
+DYNAFUSE_ALLOCATOR_IDLE_S      10          seconds after which an unused
+                                           cached block is unmapped
+DYNAFUSE_NVRTC                 (none)      path of libnvrtc, the only one
+                                           tried; unset: the build's, then
+                                           libnvrtc.so.13
+DYNAFUSE_CUDA_INCLUDE          (none)      include folders NVRTC searches
+                                           first (;-separated)
+=============================  ==========  ====================================
+
+The three attributes below start from their variables and can be changed at
+run time; changes apply to the next compiled call. The others are fixed for
+the process once dynafuse is imported. ``variables()`` lists them all as the
+core knows them (name, default, meaning).
+"""
+from . import _C
+
+_from_environment = _C.environment_options()
 
 #: Folder that receives, per compiled graph, the text of every stage.
-dump_dir = os.environ.get("DYNAFUSE_DUMP_DIR", "")
+dump_dir = _from_environment["dump_dir"]
 #: Compilations per code object before it runs eagerly for good.
-recompile_limit = int(os.environ.get("DYNAFUSE_RECOMPILE_LIMIT", "8"))
-#: Comma-separated log topics: graph_breaks, guards, recompiles, compile, all.
-log = os.environ.get("DYNAFUSE_LOG", "")
+recompile_limit = _from_environment["recompile_limit"]
+#: Comma-separated log topics: graph_breaks, guards, recompiles, compile,
+#: steps, profile, all.
+log = _from_environment["log"]
 
 _applied = None
+
+
+def variables():
+    """Every DYNAFUSE_* variable as (name, default, meaning)."""
+    return _C.option_variables()
 
 
 def _apply(core, skip_prefixes):

@@ -6,10 +6,7 @@
 // the hook path must not pay for a binding layer.
 //
 //===----------------------------------------------------------------------===//
-#include "../../lib/Capture/FrameCompiler.h"
-#include "../../lib/Capture/OpTable.h"
-#include "../../lib/Capture/PyRef.h"
-#include "../../lib/Capture/TorchBridge.h"
+#include "dynafuse/Capture/FrameCompiler.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Runtime/CachingAllocator.h"
@@ -17,8 +14,9 @@
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/Logging.h"
+#include "dynafuse/Support/Options.h"
 
-#include <cstring>
+#include <cstdlib>
 
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
@@ -34,58 +32,13 @@ namespace {
 PyObject *unsupportedError = nullptr;
 PyObject *irError = nullptr;
 
-/// What "auto" looks at: the tensors among a call's arguments, directly or
-/// inside a list, tuple or dict argument.
-struct ArgumentDevices {
-  bool anyTensor = false, anyCuda = false;
-
-  void see(PyObject *object) {
-    if (!isAnyTensor(object))
-      return;
-    anyTensor = true;
-    anyCuda = anyCuda || isCudaTensor(object);
-  }
-  void seeArgument(PyObject *object) {
-    see(object);
-    if (PyList_Check(object) || PyTuple_Check(object)) {
-      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(object); ++i)
-        see(PySequence_Fast_GET_ITEM(object, i));
-    } else if (PyDict_Check(object)) {
-      PyObject *key, *value;
-      Py_ssize_t position = 0;
-      while (PyDict_Next(object, &position, &key, &value))
-        see(value);
-    }
-  }
-};
-
-/// "auto": "cuda" when a tensor argument (or one inside a list, tuple or
-/// dict argument) is on a CUDA device, "cpu" when the tensor arguments are
-/// not; with no tensor argument, `firstTensor()` (a module's first
-/// parameter or buffer; called only then) decides.
-std::string resolveBackend(const char *backend, PyObject *callArgs,
-                           PyObject *callKwargs, PyObject *firstTensor) {
-  if (std::strcmp(backend, "auto") != 0)
-    return backend;
-  ArgumentDevices devices;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs); ++i)
-    devices.seeArgument(PyTuple_GET_ITEM(callArgs, i));
-  if (callKwargs) {
-    PyObject *key, *value;
-    Py_ssize_t position = 0;
-    while (PyDict_Next(callKwargs, &position, &key, &value))
-      devices.seeArgument(value);
-  }
-  if (devices.anyCuda)
-    return "cuda";
-  if (devices.anyTensor || !firstTensor)
-    return "cpu";
-  PyRef first = PyRef::steal(PyObject_CallNoArgs(firstTensor));
-  if (!first) {
-    PyErr_Clear();
-    return "cpu";
-  }
-  return isCudaTensor(first.get()) ? "cuda" : "cpu";
+/// The compiler's configuration: the Options this module read from the
+/// environment when it was loaded (the only place the extension reads the
+/// environment), updated by dynafuse.config through configure(). Every
+/// compiled call is handed a pointer to it.
+CompilerConfig &moduleConfig() {
+  static auto *config = new CompilerConfig(); // Leaked: frames may outlive us.
+  return *config;
 }
 
 PyObject *pyCall(PyObject *, PyObject *args) {
@@ -98,10 +51,20 @@ PyObject *pyCall(PyObject *, PyObject *args) {
   if (callKwargs == Py_None)
     callKwargs = nullptr;
   CallOptions options;
-  options.backend = resolveBackend(backend, callArgs, callKwargs,
-                                   probe == Py_None ? nullptr : probe);
+  try {
+    BackendResolution resolved = resolveBackend(backend, [&] {
+      return callUsesCuda(callArgs, callKwargs,
+                          probe == Py_None ? nullptr : probe);
+    });
+    options.backend = resolved.choice;
+    options.registeredBackend = resolved.registered;
+  } catch (const Error &error) {
+    PyErr_SetString(PyExc_ValueError, error.what());
+    return nullptr;
+  }
   options.fullgraph = fullgraph;
   options.target = target == Py_None ? nullptr : target;
+  options.config = &moduleConfig();
   return callCompiled(fn, callArgs, callKwargs, options);
 }
 
@@ -112,9 +75,10 @@ PyObject *pyConfigure(PyObject *, PyObject *args) {
   if (!PyArg_ParseTuple(args, "siO!s", &dumpDir, &recompileLimit, &PyList_Type,
                         &skipPrefixes, &logTopics))
     return nullptr;
-  CompilerConfig &config = compilerConfig();
-  config.dumpDir = dumpDir;
-  config.recompileLimit = recompileLimit;
+  CompilerConfig &config = moduleConfig();
+  config.options.dumpDir = dumpDir;
+  config.options.recompileLimit = recompileLimit;
+  config.options.logChannels = logTopics;
   config.skipPrefixes.clear();
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(skipPrefixes); ++i) {
     PyObject *item = PyList_GET_ITEM(skipPrefixes, i);
@@ -134,10 +98,7 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
                         &methods, &PyDict_Type, &stateQueries))
     return nullptr;
   try {
-    opTable().setFunctions(functions);
-    opTable().setMethods(methods);
-    if (stateQueries)
-      opTable().setStateQueries(stateQueries);
+    setOpTables(functions, methods, stateQueries);
   } catch (const Error &error) {
     PyErr_SetString(PyExc_ValueError, error.what());
     return nullptr;
@@ -219,6 +180,35 @@ PyObject *pyLowerGraph(PyObject *, PyObject *args) {
   });
 }
 
+/// The settings dynafuse.config starts from: what the environment set when
+/// the module was loaded.
+PyObject *pyEnvironmentOptions(PyObject *, PyObject *) {
+  const Options &options = moduleConfig().options;
+  return Py_BuildValue("{s:s,s:i,s:s}", "dump_dir", options.dumpDir.c_str(),
+                       "recompile_limit", options.recompileLimit, "log",
+                       options.logChannels.c_str());
+}
+
+/// Every DYNAFUSE_* variable as (name, default, meaning).
+PyObject *pyOptionVariables(PyObject *, PyObject *) {
+  PyObject *list = PyList_New(0);
+  for (const OptionVariable &variable : optionVariables()) {
+    PyObject *item = Py_BuildValue("(sss)", variable.name,
+                                   variable.defaultValue, variable.meaning);
+    PyList_Append(list, item);
+    Py_DECREF(item);
+  }
+  return list;
+}
+
+PyObject *pyBackendChoices(PyObject *, PyObject *) {
+  const std::vector<std::string> &choices = backendChoices();
+  PyObject *tuple = PyTuple_New(Py_ssize_t(choices.size()));
+  for (size_t i = 0; i < choices.size(); ++i)
+    PyTuple_SET_ITEM(tuple, i, PyUnicode_FromString(choices[i].c_str()));
+  return tuple;
+}
+
 PyObject *pyBackends(PyObject *, PyObject *) {
   std::vector<std::string> names = backendNames();
   PyObject *list = PyList_New(0);
@@ -249,6 +239,12 @@ PyMethodDef methods[] = {
     {"lower_graph", pyLowerGraph, METH_VARARGS,
      "graph IR text -> loop IR text"},
     {"backends", pyBackends, METH_NOARGS, "registered backend names"},
+    {"backend_choices", pyBackendChoices, METH_NOARGS,
+     "what compile(backend=...) accepts"},
+    {"environment_options", pyEnvironmentOptions, METH_NOARGS,
+     "dump_dir, recompile_limit and log as the environment set them"},
+    {"option_variables", pyOptionVariables, METH_NOARGS,
+     "every DYNAFUSE_* variable as (name, default, meaning)"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -281,6 +277,10 @@ PyMODINIT_FUNC PyInit__C() {
 #ifdef DYNAFUSE_HAVE_CUDA
   registerCUDABackend();
 #endif
-  initializeFrameCompiler(unsupportedError);
+  // The extension's boundary: the one place it reads the environment.
+  Options &options = moduleConfig().options;
+  options = readOptions([](const char *name) { return std::getenv(name); });
+  setLogTopics(options.logChannels);
+  initializeFrameCompiler(unsupportedError, options);
   return module;
 }

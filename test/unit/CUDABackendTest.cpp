@@ -13,10 +13,12 @@
 #include "dynafuse/Loop/ScalarSemantics.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/HalfFloat.h"
+#include "dynafuse/Support/Options.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -24,6 +26,21 @@
 using namespace dynafuse;
 
 namespace {
+
+/// The test's boundary, as a tool's main(): the disk cache (cubins prepared
+/// for a GPU machine without NVRTC, benchmarks/gpu/check.sh) and the NVRTC
+/// path come from the environment.
+const CodegenOptions &environmentCodegen() {
+  static const CodegenOptions codegen =
+      readOptions([](const char *name) { return std::getenv(name); }).codegen;
+  return codegen;
+}
+
+CompileOptions environmentCompileOptions() {
+  CompileOptions options;
+  options.codegen = environmentCodegen();
+  return options;
+}
 
 const char *softmaxText = R"(
 kernel @softmax[s0](%x: f32[s0, 300], %out: f32[s0, 300]) {
@@ -161,7 +178,7 @@ class NVRTCTest : public ::testing::Test {
 protected:
   void SetUp() override {
     std::string why;
-    if (!nvrtcAvailable(&why))
+    if (!nvrtcAvailable(&why, environmentCodegen()))
       GTEST_SKIP() << why;
   }
 };
@@ -170,7 +187,8 @@ TEST_F(NVRTCTest, CompilesKernelsToPTX) {
   for (const char *text : {softmaxText, argmaxText, pointwiseText, nestedText,
                            allText, gatherText}) {
     LoopModule module = parseLoopModule(text, "test.loop");
-    std::string ptx = compileCUDAToPTX(emitCUDA(module));
+    std::string ptx =
+        compileCUDAToPTX(emitCUDA(module), "compute_90", environmentCodegen());
     EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);
     EXPECT_NE(ptx.find(".entry " + module.kernels[0].name + "("),
               std::string::npos)
@@ -180,13 +198,15 @@ TEST_F(NVRTCTest, CompilesKernelsToPTX) {
 
 TEST_F(NVRTCTest, BlockReductionsUseShuffles) {
   std::string ptx =
-      compileCUDAToPTX(emitCUDA(parseLoopModule(softmaxText, "t.loop")));
+      compileCUDAToPTX(emitCUDA(parseLoopModule(softmaxText, "t.loop")),
+                       "compute_90", environmentCodegen());
   EXPECT_NE(ptx.find("shfl.sync.down"), std::string::npos);
 }
 
 TEST_F(NVRTCTest, CompileErrorsCarryTheLog) {
   try {
-    compileCUDAToPTX("__global__ void broken( { }");
+    compileCUDAToPTX("__global__ void broken( { }", "compute_90",
+                     environmentCodegen());
     FAIL() << "expected an Error";
   } catch (const Error &error) {
     EXPECT_NE(std::string(error.what()).find("NVRTC failed"), std::string::npos)
@@ -209,13 +229,14 @@ kernel @gelu[s0](%x: f32[s0, 1000]@cuda:0, %w: f32[1000]@cuda:0, %out: f32[s0, 1
 )";
 
 /// sm_90 cubins of the kernels the device tests run: checks cubin output
-/// and, with DYNAFUSE_CACHE_DIR set, prepares them for a GPU machine
-/// without NVRTC (benchmarks/gpu/check.sh --prepare).
+/// and, with DYNAFUSE_CACHE_DIR set (environmentCodegen), prepares them for a
+/// GPU machine without NVRTC (benchmarks/gpu/check.sh --prepare).
 TEST_F(NVRTCTest, CubinsForTheDeviceTests) {
   for (const char *text : {softmaxText, argmaxText, pointwiseText, nestedText,
                            allText, deviceResidentText}) {
     std::string cubin =
-        compileCUDAToCubin(emitCUDA(parseLoopModule(text, "test.loop")));
+        compileCUDAToCubin(emitCUDA(parseLoopModule(text, "test.loop")),
+                           "sm_90", environmentCodegen());
     ASSERT_GT(cubin.size(), 4u);
     EXPECT_EQ(cubin.substr(0, 4), "\x7f"
                                   "ELF");
@@ -297,7 +318,7 @@ void checkOnDevice(const char *text, std::vector<int64_t> symbols = {}) {
   std::unique_ptr<Backend> backend = createCUDABackend();
   std::vector<std::unique_ptr<KernelExecutable>> executables;
   try {
-    executables = backend->compile(module, CompileOptions());
+    executables = backend->compile(module, environmentCompileOptions());
     executables[0]->run(actualPointers.data(), symbols.data());
   } catch (const Error &error) {
     // Only a missing device, driver or NVRTC skips; any other Error fails.
@@ -350,7 +371,8 @@ TEST(CUDABackend, DeviceResidentRunMatchesInterpreter) {
   std::vector<char *> addresses;
   std::vector<std::unique_ptr<KernelExecutable>> executables;
   try {
-    executables = createCUDABackend()->compile(module, CompileOptions());
+    executables =
+        createCUDABackend()->compile(module, environmentCompileOptions());
     for (std::vector<char> &bytes : host) {
       device.push_back(std::make_unique<CUDADeviceBuffer>(bytes.size()));
       device.back()->copyFrom(bytes.data());
@@ -379,7 +401,7 @@ TEST(CUDABackend, BandwidthBenchmark) {
   LoopModule module = parseLoopModule(deviceResidentText, "test.loop");
   std::vector<CUDAKernelBandwidth> rows;
   try {
-    rows = benchmarkCUDAKernels(module, {{"s0", 33}}, 5);
+    rows = benchmarkCUDAKernels(module, {{"s0", 33}}, 5, environmentCodegen());
   } catch (const Error &error) {
     ASSERT_TRUE(deviceUnavailable(error)) << error.what();
     GTEST_SKIP() << error.what();

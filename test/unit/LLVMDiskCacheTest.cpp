@@ -1,8 +1,8 @@
 //===- LLVMDiskCacheTest.cpp - Object code cached on disk -----------------===//
 //
 // The LLVM backend stores each module's object code under
-// DYNAFUSE_CACHE_DIR and loads it on the next compile of the same IR; a
-// corrupt or truncated entry is never loaded: it is recompiled and
+// CompileOptions::codegen.diskCacheDir and loads it on the next compile of the
+// same IR; a corrupt or truncated entry is never loaded: it is recompiled and
 // rewritten. DiskCache itself: sizes, checksum and key are verified.
 //
 //===----------------------------------------------------------------------===//
@@ -28,12 +28,8 @@ public:
       : path(std::filesystem::temp_directory_path() /
              ("dynafuse-cache-test-" + std::to_string(getpid()))) {
     std::filesystem::remove_all(path);
-    setenv("DYNAFUSE_CACHE_DIR", path.c_str(), 1);
   }
-  ~TemporaryCacheDir() {
-    unsetenv("DYNAFUSE_CACHE_DIR");
-    std::filesystem::remove_all(path);
-  }
+  ~TemporaryCacheDir() { std::filesystem::remove_all(path); }
   std::vector<std::filesystem::path> entries() const {
     std::vector<std::filesystem::path> found;
     for (auto &entry : std::filesystem::directory_iterator(path))
@@ -64,10 +60,13 @@ kernel @k0[s0](%x: f32[s0], %out: f32[s0]) {
 }
 )";
 
-/// Compiles kKernel and checks that it computes 3x.
-void compileAndRun() {
+/// Compiles kKernel with the disk cache in `cacheDir` and checks that it
+/// computes 3x.
+void compileAndRun(const TemporaryCacheDir &cacheDir) {
   LoopModule module = parseLoopModule(kKernel);
-  auto kernels = createLLVMBackend()->compile(module, CompileOptions());
+  CompileOptions options;
+  options.codegen.diskCacheDir = cacheDir.path.string();
+  auto kernels = createLLVMBackend()->compile(module, options);
   std::vector<float> x = {1, 2, 3}, out(3);
   char *buffers[] = {reinterpret_cast<char *>(x.data()),
                      reinterpret_cast<char *>(out.data())};
@@ -109,14 +108,14 @@ TEST(DiskCache, RoundTripAndRejections) {
 TEST(DiskCache, LLVMBackendStoresLoadsAndRecompilesCorruptEntries) {
   TemporaryCacheDir dir;
   DiskCacheStats start = DiskCache::stats();
-  compileAndRun();
+  compileAndRun(dir);
   ASSERT_EQ(dir.entries().size(), 1u);
   EXPECT_EQ(DiskCache::stats().stores - start.stores, 1);
   std::filesystem::path entry = dir.entries()[0];
   std::string good = readAll(entry);
 
   DiskCacheStats warm = DiskCache::stats();
-  compileAndRun();
+  compileAndRun(dir);
   EXPECT_EQ(DiskCache::stats().hits - warm.hits, 1);
   EXPECT_EQ(DiskCache::stats().stores - warm.stores, 0);
 
@@ -129,7 +128,7 @@ TEST(DiskCache, LLVMBackendStoresLoadsAndRecompilesCorruptEntries) {
       bad[bad.size() - 100] ^= 0x40;
     writeAll(entry, bad);
     DiskCacheStats before = DiskCache::stats();
-    compileAndRun();
+    compileAndRun(dir);
     DiskCacheStats after = DiskCache::stats();
     EXPECT_EQ(after.rejected - before.rejected, 1) << variant;
     EXPECT_EQ(after.stores - before.stores, 1) << variant;

@@ -29,6 +29,7 @@
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Error.h"
+#include "dynafuse/Support/Options.h"
 
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
@@ -38,6 +39,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -52,6 +54,8 @@ struct Options {
   std::string emit;
   bool printAfterAll = false;
   bool splitInputFile = false;
+  /// Disk cache, vector width, NVRTC: read from the environment in main().
+  CodegenOptions codegen;
 };
 
 [[noreturn]] void usage(const std::string &problem) {
@@ -141,23 +145,25 @@ std::string readInput(const std::string &path) {
   return *text;
 }
 
-std::string emitFromLoop(const LoopModule &module, const std::string &emit) {
+std::string emitFromLoop(const LoopModule &module, const std::string &emit,
+                         const CodegenOptions &codegen) {
   if (emit.empty() || emit == "loop")
     return printLoopModule(module);
   if (emit == "cuda" || emit == "ptx") {
 #ifdef DYNAFUSE_HAVE_CUDA
     std::string source = emitCUDA(module);
-    return emit == "cuda" ? source : compileCUDAToPTX(source);
+    return emit == "cuda" ? source
+                          : compileCUDAToPTX(source, "compute_90", codegen);
 #else
     fail("--emit=" + emit + " needs a build with the CUDA backend");
 #endif
   }
 #ifdef DYNAFUSE_HAVE_LLVM
   if (emit == "llvm")
-    return emitLLVMIR(module, /*optimized=*/false);
+    return emitLLVMIR(module, /*optimized=*/false, codegen);
   if (emit == "llvm-opt")
-    return emitLLVMIR(module, /*optimized=*/true);
-  return emitAssembly(module);
+    return emitLLVMIR(module, /*optimized=*/true, codegen);
+  return emitAssembly(module, codegen);
 #else
   fail("--emit=" + emit + " needs a build with the LLVM backend");
 #endif
@@ -179,7 +185,7 @@ std::string processGraph(const std::string &text, const Options &options) {
   if (options.printAfterAll)
     compileOptions.observer = printAfter;
   CompiledGraph lowered = compileGraph(*graph, compileOptions);
-  return emitFromLoop(lowered.module(), options.emit);
+  return emitFromLoop(lowered.module(), options.emit, options.codegen);
 }
 
 std::string process(const std::string &text, const Options &options) {
@@ -200,13 +206,16 @@ std::string process(const std::string &text, const Options &options) {
     if (options.printAfterAll)
       printAfter(pass, printLoopModule(module));
   }
-  return emitFromLoop(module, options.emit);
+  return emitFromLoop(module, options.emit, options.codegen);
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  Options options = parseOptions(argc, argv);
+  auto options = parseOptions(argc, argv);
+  // The tool's boundary: the only place it reads the environment.
+  options.codegen =
+      readOptions([](const char *name) { return std::getenv(name); }).codegen;
   std::string text = readInput(options.input);
   std::vector<std::string> chunks = options.splitInputFile
                                         ? tools::splitInputChunks(text)

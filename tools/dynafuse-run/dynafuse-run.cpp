@@ -26,6 +26,9 @@
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/IndexErrors.h"
+#include "dynafuse/Support/Logging.h"
+#include "dynafuse/Support/Options.h"
+#include "dynafuse/Support/ThreadPool.h"
 
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
@@ -36,6 +39,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -58,6 +62,8 @@ struct Options {
   std::string prepareArch;
   /// --bench=N: time N launches of each kernel on the device.
   int benchIterations = 0;
+  /// Everything the environment sets, read once in main().
+  dynafuse::Options settings;
 };
 
 [[noreturn]] void usage(const std::string &problem) {
@@ -157,7 +163,7 @@ Inputs makeInputs(const LoopModule &module, const Options &options) {
   }
   for (size_t i = 0; i < inputs.args.size(); ++i) {
     inputs.args[i].data = inputs.storage[i].data();
-    if (!CachingAllocator::guardPagesRequested())
+    if (!CachingAllocator::globalUsesGuardPages())
       continue;
     // The byte of slack goes: reading past the end must fault.
     size_t bytes = inputs.storage[i].size() - 1;
@@ -176,6 +182,7 @@ std::vector<std::vector<ScalarValue>> runWith(const LoopModule &module,
                                               const Options &options) {
   GraphCompileOptions compileOptions;
   compileOptions.backendName = backendName;
+  compileOptions.backendOptions = compileOptionsFrom(options.settings);
   CompiledGraph compiled = compileLoopModule(module, compileOptions);
   Inputs inputs = makeInputs(module, options);
   HostContext context;
@@ -224,7 +231,8 @@ int benchModule(const LoopModule &module, const std::string &where,
   for (const std::string &symbol : module.symbols)
     bindings.emplace(symbol, 17);
   for (const CUDAKernelBandwidth &row :
-       benchmarkCUDAKernels(module, bindings, options.benchIterations)) {
+       benchmarkCUDAKernels(module, bindings, options.benchIterations,
+                            options.settings.codegen)) {
     double gbs = double(row.bytes) / row.seconds / 1e9;
     double copyGbs = double(row.bytes) / row.copySeconds / 1e9;
     char line[256];
@@ -247,7 +255,8 @@ int runModule(const LoopModule &module, const std::string &where,
     return benchModule(module, where, options);
   if (!options.prepareArch.empty()) {
 #ifdef DYNAFUSE_HAVE_CUDA
-    compileCUDAToCubin(emitCUDA(module), options.prepareArch);
+    compileCUDAToCubin(emitCUDA(module), options.prepareArch,
+                       options.settings.codegen);
     std::cout << "PREPARED " << where << " (" << options.prepareArch << ")\n";
     return 0;
 #else
@@ -310,7 +319,14 @@ int run(const Options &options) {
 } // namespace
 
 int main(int argc, char **argv) {
-  Options options = parseOptions(argc, argv);
+  auto options = parseOptions(argc, argv);
+  // The tool's boundary: the only place it reads the environment; the
+  // process-wide pieces are configured from it before their first use.
+  options.settings =
+      readOptions([](const char *name) { return std::getenv(name); });
+  setLogTopics(options.settings.logChannels);
+  configureThreadPool(options.settings.numThreads);
+  CachingAllocator::configureGlobal(options.settings);
   try {
     return run(options);
   } catch (const Error &error) {

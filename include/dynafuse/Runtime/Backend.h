@@ -17,6 +17,7 @@
 #define DYNAFUSE_RUNTIME_BACKEND_H
 
 #include "dynafuse/Loop/Kernel.h"
+#include "dynafuse/Support/Options.h"
 
 #include <cstdint>
 #include <functional>
@@ -31,12 +32,28 @@ struct CompileOptions {
   std::string dumpDir;
   /// Base name of dumped files.
   std::string dumpName = "kernels";
+  /// Disk cache, vector width, NVRTC: from the caller's Options (the
+  /// defaults use no disk cache).
+  CodegenOptions codegen;
+  /// Innermost iterations below which a kernel runs on one thread
+  /// (Options::parallelThreshold; used by CompiledModule).
+  int64_t parallelThreshold = 32768;
 };
+
+/// CompileOptions carrying what `options` says about code generation.
+CompileOptions compileOptionsFrom(const Options &options);
 
 class KernelExecutable {
 public:
   virtual ~KernelExecutable() = default;
   virtual void run(char *const *buffers, const int64_t *symbols) const = 0;
+  /// As run(), queued on `deviceStream` by device backends (a CUstream for
+  /// the cuda backend; null is the device's default stream); host backends
+  /// ignore it.
+  virtual void runOnStream(char *const *buffers, const int64_t *symbols,
+                           void *deviceStream) const {
+    run(buffers, symbols);
+  }
   /// Whether runRange runs part of the outer loop (else it runs it all).
   virtual bool supportsRange() const { return false; }
   /// Iterations [begin, end) of a splittable kernel's outer loop.
@@ -56,26 +73,27 @@ public:
   compile(const LoopModule &module, const CompileOptions &options) = 0;
 };
 
-/// The stream device-resident kernels are queued on by the calling thread
-/// (a CUstream for the cuda backend; null is the device's default stream).
-/// The torch bridge sets torch's current stream around a graph's run.
-void *deviceStream();
-class DeviceStreamScope {
-public:
-  explicit DeviceStreamScope(void *stream);
-  ~DeviceStreamScope();
-  DeviceStreamScope(const DeviceStreamScope &) = delete;
-  DeviceStreamScope &operator=(const DeviceStreamScope &) = delete;
-
-private:
-  void *previous;
-};
-
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 void registerBackend(const std::string &name, BackendFactory factory);
 /// Throws Error naming the known backends when name is not registered.
 std::unique_ptr<Backend> createBackend(const std::string &name);
 std::vector<std::string> backendNames();
+
+/// What a user may ask for: "auto", "cpu", "llvm", "interp", "cuda".
+const std::vector<std::string> &backendChoices();
+
+/// Backend resolution, the one place it happens. `requested` is one of
+/// backendChoices(); "auto" becomes "cuda" when `callUsesCuda()` (asked
+/// only then) says the call's tensors live on a CUDA device, else "cpu".
+/// The result's `choice` is that name (what compiled entries are keyed
+/// by), `registered` the backend that implements it: "cpu" is "llvm" when
+/// it is registered, else "interp". Throws Error for an unknown name.
+struct BackendResolution {
+  std::string choice;
+  std::string registered;
+};
+BackendResolution resolveBackend(const std::string &requested,
+                                 const std::function<bool()> &callUsesCuda);
 
 } // namespace dynafuse
 

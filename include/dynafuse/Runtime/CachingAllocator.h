@@ -5,9 +5,9 @@
 // This allocator keeps freed blocks mapped and hands them out again:
 // - blocks of 1 MiB and more are mmap'd, 2 MiB aligned, normal pages
 //   pre-faulted with MADV_POPULATE_WRITE; huge pages on request
-//   (DYNAFUSE_HUGE_PAGES=hugetlb: the reserved pool where the system set
-//   pages aside; =thp: transparent ones; see CachingAllocator.cpp for why
-//   neither is the default);
+//   (Options::hugePages, DYNAFUSE_HUGE_PAGES=hugetlb: the reserved pool
+//   where the system set pages aside; =thp: transparent ones; see
+//   CachingAllocator.cpp for why neither is the default);
 //   a request reuses a cached block of at least its size and at most 1/4
 //   more (of the smallest such size, the one freed last: still in cache);
 // - smaller blocks come from aligned_alloc (64 bytes) and are reused by
@@ -18,18 +18,20 @@
 //   thread);
 // - every method is thread-safe.
 // Guard-page mode (Options::guardPages; DYNAFUSE_GUARD_PAGES=1 for the global
-// allocator) is a debugging aid for JIT code, which ASan cannot see: every
-// block gets its own mapping, placed so that its last byte is immediately
-// followed by an inaccessible page (and the mapping starts with one), and is
-// never reused. A read or write past the end then faults at once. Releasing
-// a block makes its pages inaccessible and keeps them reserved for a while
-// (a bounded quarantine), so a use after release faults as well.
+// allocator, through dynafuse::Options) is a debugging aid for JIT code, which
+// ASan cannot see: every block gets its own mapping, placed so that its last
+// byte is immediately followed by an inaccessible page (and the mapping starts
+// with one), and is never reused. A read or write past the end then faults at
+// once. Releasing a block makes its pages inaccessible and keeps them reserved
+// for a while (a bounded quarantine), so a use after release faults as well.
 // The torch bridge hands these blocks to torch with a deleter that calls
 // release() when torch frees the tensor's storage.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_RUNTIME_CACHINGALLOCATOR_H
 #define DYNAFUSE_RUNTIME_CACHINGALLOCATOR_H
+
+#include "dynafuse/Support/Options.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -61,6 +63,8 @@ public:
     double idleSeconds = 10;
     /// Guard-page mode (see above); nothing is cached.
     bool guardPages = false;
+    /// Which pages large blocks are mapped with.
+    HugePages hugePages = HugePages::Off;
   };
 
   explicit CachingAllocator(Options options);
@@ -85,12 +89,15 @@ public:
   /// The usable size of a block from allocate().
   size_t blockSize(void *block) const;
 
-  /// The process-wide allocator (leaked), configured by
-  /// DYNAFUSE_ALLOCATOR_CACHE_MB, DYNAFUSE_ALLOCATOR_IDLE_S and
-  /// DYNAFUSE_GUARD_PAGES; a background thread trims it when idle.
+  /// Sets what the process-wide allocator is created with (cache limit,
+  /// idle time, guard and huge pages of `options`). Call before its first
+  /// use (the boundary does, at start): it is created once.
+  static void configureGlobal(const dynafuse::Options &options);
+  /// The process-wide allocator (leaked), created at first use from what
+  /// configureGlobal set; a background thread trims it when idle.
   static CachingAllocator &global();
-  /// Whether DYNAFUSE_GUARD_PAGES is set to a value other than 0 (read once).
-  static bool guardPagesRequested();
+  /// Whether the process-wide allocator is (or will be) in guard-page mode.
+  static bool globalUsesGuardPages();
   bool guardPages() const { return options.guardPages; }
 
 private:

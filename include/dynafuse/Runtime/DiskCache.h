@@ -1,12 +1,12 @@
 //===- DiskCache.h - Compiled code cached on disk ---------------*- C++ -*-===//
 //
-// One file per key under the cache directory ($DYNAFUSE_CACHE_DIR, else
-// $XDG_CACHE_HOME/dynafuse, else ~/.cache/dynafuse; DYNAFUSE_DISK_CACHE=0
-// turns it off). A backend's key holds everything the payload depends on
-// (for LLVM: the module's IR text, the target CPU and features, the
-// Dynafuse version and a code generation revision); the file name is a
-// 128-bit hash of it and the file repeats the key, so a hash collision is
-// a miss, not wrong code.
+// One file per key under the cache directory (CodegenOptions::diskCacheDir:
+// $DYNAFUSE_CACHE_DIR, else $XDG_CACHE_HOME/dynafuse, else
+// ~/.cache/dynafuse; DYNAFUSE_DISK_CACHE=0 turns it off). A backend's key holds
+// everything the payload depends on (for LLVM: the module's IR text, the target
+// CPU and features, the Dynafuse version and a code generation revision); the
+// file name is a 128-bit hash of it and the file repeats the key, so a hash
+// collision is a miss, not wrong code.
 //
 // File: "DYNAFUSE-CACHE-1\n", key size, payload size and a 64-bit checksum
 // of key and payload (little-endian u64 each), then the key and payload.
@@ -37,8 +37,8 @@ struct DiskCacheStats {
 class DiskCache {
 public:
   explicit DiskCache(std::string directory) : directory(std::move(directory)) {}
-  /// The configured directory; "" when the cache is off or no home exists.
-  static std::string defaultDirectory();
+  /// `directory` is CodegenOptions::diskCacheDir ("" turns the cache off:
+  /// every load misses, stores do nothing).
 
   std::optional<std::string> load(const std::string &key) const;
   void store(const std::string &key, const std::string &payload) const;

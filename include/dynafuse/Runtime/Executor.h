@@ -39,6 +39,9 @@ public:
   virtual void runExtern(const ProgramStep &step,
                          const std::vector<TensorArg> &args,
                          std::vector<TensorArg> &results) = 0;
+  /// The stream device kernels of this run are queued on (a CUstream for
+  /// the cuda backend; null: the device's default stream).
+  virtual void *deviceStream() const { return nullptr; }
 };
 
 class CompiledModule {
@@ -62,6 +65,7 @@ private:
   LoopModule loopModule;
   std::vector<std::unique_ptr<KernelExecutable>> executables;
   std::map<std::string, int> kernelIndex;
+  int64_t parallelThreshold;
 };
 
 /// Host-memory context that owns its buffers and runs no extern ops (for
@@ -76,7 +80,7 @@ public:
 
 private:
   std::map<std::string, std::vector<char>> storage;
-  /// Guard-page mode (DYNAFUSE_GUARD_PAGES): exactly sized blocks of the
+  /// Guard-page mode (Options::guardPages): exactly sized blocks of the
   /// global allocator instead of `storage`.
   std::map<std::string, std::unique_ptr<char, ReleaseToGlobalAllocator>>
       guarded;

@@ -27,16 +27,22 @@ const Stmt *splittableLoop(const Kernel &kernel);
 /// Innermost loop iterations the kernel runs (about its element count).
 int64_t estimateWork(const Kernel &kernel,
                      const std::map<std::string, int64_t> &bindings);
-/// Work below which a kernel runs on one thread: DYNAFUSE_PARALLEL_THRESHOLD
-/// or 32768.
-int64_t parallelThreshold();
+/// How one kernel call runs, from the caller's options and context.
+struct KernelLaunch {
+  /// Work below which a kernel runs on one thread
+  /// (Options::parallelThreshold).
+  int64_t parallelThreshold = 32768;
+  /// Where device kernels are queued (KernelExecutable::runOnStream).
+  void *deviceStream = nullptr;
+};
 
 /// Runs `executable` on all of `kernel`, splitting its outer loop over the
 /// pool when it is splittable, supports ranges and does enough work.
 /// Returns the first index error any thread reported ("" when none).
 std::string runKernel(const Kernel &kernel, const KernelExecutable &executable,
                       char *const *buffers, const int64_t *symbols,
-                      const std::map<std::string, int64_t> &bindings);
+                      const std::map<std::string, int64_t> &bindings,
+                      const KernelLaunch &launch);
 
 } // namespace dynafuse
 

@@ -3,11 +3,13 @@
 //
 // One pool per process, created on first use and intentionally leaked (it
 // must outlive kernels freed at interpreter shutdown). Its size is
-// DYNAFUSE_NUM_THREADS, or the machine's hardware concurrency; the calling
-// thread is one of the workers. Inside Python, torch's intra-op threads
-// replace it (lib/Capture/TorchThreadPool.cpp) unless DYNAFUSE_NUM_THREADS
-// is set. A call made while the pool is busy (from
-// another thread, or nested inside a chunk) runs serially in the caller.
+// Options::numThreads (DYNAFUSE_NUM_THREADS), handed over by the boundary
+// through configureThreadPool before the first kernel runs, or the
+// machine's hardware concurrency; the calling thread is one of the workers.
+// Inside Python, torch's intra-op threads replace it
+// (lib/Capture/TorchThreadPool.cpp) unless Options::numThreads is set. A call
+// made while the pool is busy (from another thread, or nested inside a chunk)
+// runs serially in the caller.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_SUPPORT_THREADPOOL_H
@@ -35,6 +37,10 @@ ThreadPool &threadPool();
 /// Makes `pool` (which must outlive every kernel run) the process-wide
 /// pool; the Python module installs torch's intra-op threads here.
 void installThreadPool(ThreadPool *pool);
+/// Sets the size Dynafuse's own pool is created with (Options::numThreads;
+/// 0: the hardware's count). Call before the pool's first use: the pool is
+/// created once.
+void configureThreadPool(int threads);
 /// The thread count the pool was (or will be) created with.
 int configuredThreadCount();
 

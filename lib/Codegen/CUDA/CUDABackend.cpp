@@ -6,7 +6,8 @@
 // loads it. Two ways to run:
 // - device-resident (parameters typed on a cuda device, as captured from
 //   CUDA tensors): the buffers are device addresses; the kernel is queued
-//   on the thread's device stream (Runtime/Backend.h, DeviceStreamScope)
+//   on the run's device stream (KernelExecutable::runOnStream, from the
+//   ExecutionContext)
 //   and run() returns without waiting, except for kernels that index
 //   indirectly, whose bad-index flag is read back (a stream sync);
 // - staged (host-typed parameters, as in dynafuse-run and the tests): run()
@@ -33,6 +34,8 @@ namespace {
 /// The device module of one compiled LoopModule, loaded on first use.
 struct DeviceModule {
   std::string source;
+  /// The compile's disk cache and NVRTC settings.
+  CodegenOptions codegen;
   std::once_flag loaded;
   void *module = nullptr;
   uint64_t errorInfo = 0;
@@ -40,7 +43,8 @@ struct DeviceModule {
   void load() {
     std::call_once(loaded, [&] {
       std::string arch = cuda::requireDevice();
-      module = cuda::loadModule(nvrtcCompile(source, arch, /*cubin=*/true));
+      module =
+          cuda::loadModule(nvrtcCompile(source, arch, /*cubin=*/true, codegen));
       int64_t cleared[3] = {0, 0, 0};
       errorInfo = cuda::allocate(sizeof cleared);
       cuda::copyToDevice(errorInfo, cleared, sizeof cleared);
@@ -76,6 +80,11 @@ public:
         checksIndices(indexesIndirectly(kernel)) {}
 
   void run(char *const *buffers, const int64_t *symbols) const override {
+    runOnStream(buffers, symbols, nullptr);
+  }
+
+  void runOnStream(char *const *buffers, const int64_t *symbols,
+                   void *stream) const override {
     if (!deviceResident) {
       runStaged(buffers, symbols);
       return;
@@ -83,9 +92,9 @@ public:
     std::vector<uint64_t> pointers(kernel.params.size());
     for (size_t i = 0; i < pointers.size(); ++i)
       pointers[i] = uint64_t(reinterpret_cast<uintptr_t>(buffers[i]));
-    launch(pointers.data(), symbols, deviceStream());
+    launch(pointers.data(), symbols, stream);
     if (checksIndices)
-      reportIndexError(deviceStream());
+      reportIndexError(stream);
   }
 
   /// Queues the kernel on `stream` over device buffers.
@@ -183,9 +192,10 @@ public:
     auto device = std::make_shared<DeviceModule>();
     std::vector<CUDAKernelInfo> infos;
     device->source = emitCUDA(module, &infos);
+    device->codegen = options.codegen;
     // Reports NVRTC errors now (skipped where only prepared cubins exist).
-    if (nvrtcAvailable())
-      compileCUDAToPTX(device->source);
+    if (nvrtcAvailable(nullptr, options.codegen))
+      compileCUDAToPTX(device->source, "compute_90", options.codegen);
     std::vector<std::unique_ptr<KernelExecutable>> executables;
     for (size_t i = 0; i < module.kernels.size(); ++i)
       executables.push_back(

@@ -89,10 +89,12 @@ benchmarkKernel(const CUDALaunchable &executable,
 std::vector<CUDAKernelBandwidth>
 benchmarkCUDAKernels(const LoopModule &module,
                      const std::map<std::string, int64_t> &bindings,
-                     int iterations) {
+                     int iterations, const CodegenOptions &codegen) {
   cuda::requireDevice();
+  CompileOptions compileOptions;
+  compileOptions.codegen = codegen;
   std::vector<std::unique_ptr<KernelExecutable>> executables =
-      createCUDABackend()->compile(module, CompileOptions());
+      createCUDABackend()->compile(module, compileOptions);
   std::mt19937 rng(1);
   std::vector<CUDAKernelBandwidth> results;
   for (const auto &executable : executables) {

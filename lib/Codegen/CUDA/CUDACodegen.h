@@ -50,12 +50,12 @@ const char *cudaPrelude();
 std::string emitCUDAKernel(const Kernel &kernel, CUDAKernelInfo &info);
 
 /// NVRTC's version as "MAJOR.MINOR"; throws Error when not loadable.
-std::string nvrtcVersionString();
+std::string nvrtcVersionString(const CodegenOptions &codegen);
 
 /// Compiles with NVRTC; cubin when `cubin` (arch "sm_XY"), else PTX
 /// (arch "compute_XY"). Cached on disk.
 std::string nvrtcCompile(const std::string &source, const std::string &arch,
-                         bool cubin);
+                         bool cubin, const CodegenOptions &codegen);
 
 } // namespace dynafuse
 

@@ -1,6 +1,7 @@
 //===- NVRTCCompiler.cpp - CUDA C to PTX or cubin with NVRTC --------------===//
 //
-// NVRTC is loaded at run time (dlopen): $DYNAFUSE_NVRTC when set, else the
+// NVRTC is loaded at run time (dlopen), once per process, from the first
+// caller's CodegenOptions: nvrtcPath ($DYNAFUSE_NVRTC) when set, else the
 // library CMake found (DYNAFUSE_NVRTC_PATH), then the soname libnvrtc.so.13,
 // so the build links no CUDA library. Only the few entry points used here
 // are declared. Results are cached on disk (Runtime/DiskCache.h) under a
@@ -13,7 +14,6 @@
 #include "dynafuse/Runtime/DiskCache.h"
 #include "dynafuse/Support/Error.h"
 
-#include <cstdlib>
 #include <dlfcn.h>
 #include <filesystem>
 #include <mutex>
@@ -77,13 +77,13 @@ void preloadBuiltins(void *nvrtcSymbol) {
   }
 }
 
-NVRTC loadNVRTC() {
+NVRTC loadNVRTC(const std::optional<std::string> &nvrtcPath) {
   NVRTC api;
   std::vector<std::string> candidates;
-  // An explicit $DYNAFUSE_NVRTC is the only candidate (a path that does
-  // not exist turns NVRTC off).
-  if (const char *env = std::getenv("DYNAFUSE_NVRTC")) {
-    candidates.push_back(env);
+  // An explicit path ($DYNAFUSE_NVRTC) is the only candidate (a path that
+  // does not exist turns NVRTC off).
+  if (nvrtcPath) {
+    candidates.push_back(*nvrtcPath);
   } else {
     if (std::string(DYNAFUSE_NVRTC_PATH) != "")
       candidates.push_back(DYNAFUSE_NVRTC_PATH);
@@ -122,24 +122,26 @@ NVRTC loadNVRTC() {
   return api;
 }
 
-const NVRTC &nvrtc() {
-  static NVRTC api = loadNVRTC();
+/// Loaded once, by the first caller (a process-lifetime library).
+const NVRTC &nvrtc(const CodegenOptions &codegen) {
+  static NVRTC api = loadNVRTC(codegen.nvrtcPath);
   return api;
 }
 
-const NVRTC &requireNVRTC() {
-  const NVRTC &api = nvrtc();
+const NVRTC &requireNVRTC(const CodegenOptions &codegen) {
+  const NVRTC &api = nvrtc(codegen);
   if (!api.handle)
     fail("CUDA backend: " + api.error);
   return api;
 }
 
-std::vector<std::string> compileOptions(const std::string &arch) {
+std::vector<std::string> compileOptions(const std::string &arch,
+                                        const CodegenOptions &codegen) {
   std::vector<std::string> options = {"--gpu-architecture=" + arch,
                                       "--std=c++17", "-default-device"};
   std::string dirs = DYNAFUSE_CUDA_INCLUDE_DIRS;
-  if (const char *env = std::getenv("DYNAFUSE_CUDA_INCLUDE"))
-    dirs = std::string(env) + ";" + dirs;
+  if (!codegen.cudaIncludeDirs.empty())
+    dirs = codegen.cudaIncludeDirs + ";" + dirs;
   size_t start = 0;
   while (start <= dirs.size()) {
     size_t end = dirs.find(';', start);
@@ -191,20 +193,20 @@ std::string runNVRTC(const NVRTC &api, const std::string &source,
 
 } // namespace
 
-bool nvrtcAvailable(std::string *why) {
-  const NVRTC &api = nvrtc();
+bool nvrtcAvailable(std::string *why, const CodegenOptions &codegen) {
+  const NVRTC &api = nvrtc(codegen);
   if (!api.handle && why)
     *why = api.error;
   return api.handle != nullptr;
 }
 
-std::string nvrtcVersionString() {
-  const NVRTC &api = requireNVRTC();
+std::string nvrtcVersionString(const CodegenOptions &codegen) {
+  const NVRTC &api = requireNVRTC(codegen);
   return std::to_string(api.major) + "." + std::to_string(api.minor);
 }
 
 std::string nvrtcCompile(const std::string &source, const std::string &arch,
-                         bool cubin) {
+                         bool cubin, const CodegenOptions &codegen) {
   // Every result is stored twice: under the exact key (NVRTC version and
   // all options) and under a "prepared" key of only the output kind, arch
   // and source. Without NVRTC (a GPU machine without the toolkit), a
@@ -212,15 +214,15 @@ std::string nvrtcCompile(const std::string &source, const std::string &arch,
   // --prepare); with NVRTC only exact entries are.
   std::string prepared = std::string("dynafuse-cuda-prepared-1\n") +
                          (cubin ? "cubin " : "ptx ") + arch + "\n" + source;
-  DiskCache cache(DiskCache::defaultDirectory());
-  if (!nvrtcAvailable()) {
+  DiskCache cache(codegen.diskCacheDir);
+  if (!nvrtcAvailable(nullptr, codegen)) {
     if (std::optional<std::string> hit = cache.load(prepared))
       return *hit;
-    requireNVRTC();
+    requireNVRTC(codegen);
   }
-  const NVRTC &api = requireNVRTC();
-  std::vector<std::string> options = compileOptions(arch);
-  std::string key = "dynafuse-cuda-1\nnvrtc " + nvrtcVersionString() +
+  const NVRTC &api = requireNVRTC(codegen);
+  std::vector<std::string> options = compileOptions(arch, codegen);
+  std::string key = "dynafuse-cuda-1\nnvrtc " + nvrtcVersionString(codegen) +
                     (cubin ? "\ncubin" : "\nptx");
   for (const std::string &option : options)
     key += "\n" + option;
@@ -236,13 +238,14 @@ std::string nvrtcCompile(const std::string &source, const std::string &arch,
 }
 
 std::string compileCUDAToCubin(const std::string &source,
-                               const std::string &arch) {
-  return nvrtcCompile(source, arch, /*cubin=*/true);
+                               const std::string &arch,
+                               const CodegenOptions &codegen) {
+  return nvrtcCompile(source, arch, /*cubin=*/true, codegen);
 }
 
-std::string compileCUDAToPTX(const std::string &source,
-                             const std::string &arch) {
-  return nvrtcCompile(source, arch, /*cubin=*/false);
+std::string compileCUDAToPTX(const std::string &source, const std::string &arch,
+                             const CodegenOptions &codegen) {
+  return nvrtcCompile(source, arch, /*cubin=*/false, codegen);
 }
 
 } // namespace dynafuse

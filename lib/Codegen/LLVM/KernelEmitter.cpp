@@ -28,9 +28,10 @@ namespace llvmcg {
 using llvm::Value;
 
 KernelEmitter::KernelEmitter(const Kernel &kernel, llvm::Module &module,
-                             llvm::TargetMachine &machine)
+                             llvm::TargetMachine &machine,
+                             std::string vectorWidth)
     : kernel(kernel), module(module), context(module.getContext()),
-      builder(context), machine(machine) {
+      builder(context), machine(machine), vectorWidth(std::move(vectorWidth)) {
   for (size_t i = 0; i < kernel.instrs.size(); ++i)
     if (!kernel.instrs[i].name.empty())
       idByName[kernel.instrs[i].name] = int(i);
@@ -94,10 +95,11 @@ void KernelEmitter::setAttributes() {
   // LLVM prefers 256-bit vectors on AVX-512 CPUs; kernels here are
   // compute-bound on polynomial math (erf, exp) often enough that 512 wins:
   // gelu 4096^2 19.8 -> 13.3 ms, causal softmax 8.5 -> 2.5 ms, layer_norm
-  // within noise (docs/performance.md). DYNAFUSE_VECTOR_WIDTH overrides;
-  // the disk cache key holds the attribute through the IR text.
-  if (const char *width = std::getenv("DYNAFUSE_VECTOR_WIDTH"))
-    function->addFnAttr("prefer-vector-width", width);
+  // within noise (docs/performance.md). CodegenOptions::vectorWidth
+  // (DYNAFUSE_VECTOR_WIDTH) overrides; the disk cache key holds the
+  // attribute through the IR text.
+  if (!vectorWidth.empty())
+    function->addFnAttr("prefer-vector-width", vectorWidth);
   else if (machine.getTargetFeatureString().contains("+avx512f"))
     function->addFnAttr("prefer-vector-width", "512");
   for (unsigned i = 0; i < 2; ++i) {
@@ -295,12 +297,13 @@ std::string llvmFunctionName(const Kernel &kernel) {
 
 std::unique_ptr<llvm::Module> emitLoopModule(const LoopModule &loops,
                                              llvm::LLVMContext &context,
-                                             llvm::TargetMachine &machine) {
+                                             llvm::TargetMachine &machine,
+                                             const std::string &vectorWidth) {
   auto module = std::make_unique<llvm::Module>(loops.name, context);
   module->setTargetTriple(machine.getTargetTriple().str());
   module->setDataLayout(machine.createDataLayout());
   for (const Kernel &kernel : loops.kernels)
-    KernelEmitter(kernel, *module, machine).emit();
+    KernelEmitter(kernel, *module, machine, vectorWidth).emit();
   std::string problems;
   llvm::raw_string_ostream stream(problems);
   if (llvm::verifyModule(*module, &stream))

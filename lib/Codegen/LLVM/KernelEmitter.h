@@ -25,7 +25,7 @@ namespace llvmcg {
 class KernelEmitter {
 public:
   KernelEmitter(const Kernel &kernel, llvm::Module &module,
-                llvm::TargetMachine &machine);
+                llvm::TargetMachine &machine, std::string vectorWidth);
   void emit();
 
 private:
@@ -40,6 +40,8 @@ private:
   llvm::LLVMContext &context;
   llvm::IRBuilder<> builder;
   llvm::TargetMachine &machine;
+  /// CodegenOptions::vectorWidth ("": the host decides).
+  std::string vectorWidth;
   llvm::Function *function = nullptr;
   /// Kernel symbols and the induction variables of enclosing loops.
   std::map<std::string, Value *> symbols;

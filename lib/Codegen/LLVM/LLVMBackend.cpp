@@ -70,11 +70,11 @@ public:
     std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine();
     llvm::LLVMContext context;
     std::unique_ptr<llvm::Module> ir =
-        emitLoopModule(module, context, *machine);
+        emitLoopModule(module, context, *machine, options.codegen.vectorWidth);
     if (module.kernels.empty() && options.dumpDir.empty())
       return {};
     // Dumps need the optimized IR and assembly: they bypass the cache.
-    DiskCache cache(options.dumpDir.empty() ? DiskCache::defaultDirectory()
+    DiskCache cache(options.dumpDir.empty() ? options.codegen.diskCacheDir
                                             : "");
     std::string key = cacheKey(*ir, *machine);
     if (std::optional<std::string> cached = cache.load(key)) {
@@ -138,19 +138,23 @@ void registerLLVMBackend() {
   registerBackend("llvm", [] { return createLLVMBackend(); });
 }
 
-std::string emitLLVMIR(const LoopModule &module, bool optimized) {
+std::string emitLLVMIR(const LoopModule &module, bool optimized,
+                       const CodegenOptions &codegen) {
   std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine();
   llvm::LLVMContext context;
-  std::unique_ptr<llvm::Module> ir = emitLoopModule(module, context, *machine);
+  std::unique_ptr<llvm::Module> ir =
+      emitLoopModule(module, context, *machine, codegen.vectorWidth);
   if (optimized)
     optimizeModule(*ir, *machine);
   return printModule(*ir);
 }
 
-std::string emitAssembly(const LoopModule &module) {
+std::string emitAssembly(const LoopModule &module,
+                         const CodegenOptions &codegen) {
   std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine();
   llvm::LLVMContext context;
-  std::unique_ptr<llvm::Module> ir = emitLoopModule(module, context, *machine);
+  std::unique_ptr<llvm::Module> ir =
+      emitLoopModule(module, context, *machine, codegen.vectorWidth);
   optimizeModule(*ir, *machine);
   return emitAssemblyText(*ir, *machine);
 }

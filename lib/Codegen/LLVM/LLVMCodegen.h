@@ -103,9 +103,11 @@ std::string llvmFunctionName(const Kernel &kernel);
 std::string rangeFunctionName(const Kernel &kernel);
 /// One function per kernel, in a module targeting `machine`. Verifies the
 /// module and throws Error when it is broken.
+/// `vectorWidth` is CodegenOptions::vectorWidth ("": the host decides).
 std::unique_ptr<llvm::Module> emitLoopModule(const LoopModule &loops,
                                              llvm::LLVMContext &context,
-                                             llvm::TargetMachine &machine);
+                                             llvm::TargetMachine &machine,
+                                             const std::string &vectorWidth);
 
 //===- JITCompiler.cpp ----------------------------------------------------===//
 

@@ -1,7 +1,8 @@
 //===- CUDABackend.h - The CUDA code generator ------------------*- C++ -*-===//
 //
 // Emits CUDA C for the kernels of a LoopModule, compiles it with NVRTC
-// (loaded at run time with dlopen: $DYNAFUSE_NVRTC, then the library CMake
+// (loaded at run time with dlopen: CodegenOptions::nvrtcPath
+// ($DYNAFUSE_NVRTC), then the library CMake
 // found, then libnvrtc.so.13) and launches it through the CUDA driver API
 // (libcuda.so.1, also dlopen'ed). Nothing here links CUDA: a build without
 // a GPU, the driver or NVRTC still builds, and using the missing piece
@@ -57,19 +58,24 @@ std::string emitCUDA(const LoopModule &module,
                      std::vector<CUDAKernelInfo> *infos = nullptr);
 
 /// Whether NVRTC can be loaded; `why` says why not.
-bool nvrtcAvailable(std::string *why = nullptr);
+/// NVRTC is loaded once, from the first caller's `codegen.nvrtcPath`.
+bool nvrtcAvailable(std::string *why = nullptr,
+                    const CodegenOptions &codegen = CodegenOptions());
 
 /// PTX for `source` (compute_90 unless `arch` says otherwise, e.g.
-/// "compute_80"), from the disk cache when present. Throws Error with
+/// "compute_80"), from the disk cache (codegen.diskCacheDir) when present;
+/// codegen.cudaIncludeDirs are searched first. Throws Error with
 /// NVRTC's log when compilation fails or NVRTC cannot be loaded.
 std::string compileCUDAToPTX(const std::string &source,
-                             const std::string &arch = "compute_90");
+                             const std::string &arch = "compute_90",
+                             const CodegenOptions &codegen = CodegenOptions());
 
 /// A cubin for `arch` ("sm_90"), cached like PTX. Where NVRTC is missing,
 /// a cubin prepared on another machine for the same source and arch is
 /// taken from the disk cache.
-std::string compileCUDAToCubin(const std::string &source,
-                               const std::string &arch = "sm_90");
+std::string
+compileCUDAToCubin(const std::string &source, const std::string &arch = "sm_90",
+                   const CodegenOptions &codegen = CodegenOptions());
 
 /// A new CUDA backend; compile() works without a device (NVRTC only),
 /// running a kernel needs the driver and a device.
@@ -107,10 +113,9 @@ struct CUDAKernelBandwidth {
 /// Runs every kernel of `module` (compiled by the cuda backend) on device
 /// buffers of random data sized by `bindings` (every size symbol bound),
 /// `iterations` timed launches after a warm-up. Needs a device.
-std::vector<CUDAKernelBandwidth>
-benchmarkCUDAKernels(const LoopModule &module,
-                     const std::map<std::string, int64_t> &bindings,
-                     int iterations);
+std::vector<CUDAKernelBandwidth> benchmarkCUDAKernels(
+    const LoopModule &module, const std::map<std::string, int64_t> &bindings,
+    int iterations, const CodegenOptions &codegen = CodegenOptions());
 
 /// Registers createCUDABackend under the name "cuda". Idempotent.
 void registerCUDABackend();

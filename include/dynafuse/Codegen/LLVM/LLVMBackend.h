@@ -5,8 +5,8 @@
 // kernel becomes one function `void(char *const *buffers, const int64_t
 // *symbols)` following the kernel ABI of Runtime/Backend.h (splittable
 // kernels also `NAME.range(buffers, symbols, begin, end)`). Object code is
-// cached on disk (Runtime/DiskCache.h). Only this library
-// includes LLVM headers; this interface exposes none.
+// cached on disk (Runtime/DiskCache.h, in CompileOptions::codegen's folder).
+// Only this library includes LLVM headers; this interface exposes none.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CODEGEN_LLVM_LLVMBACKEND_H
@@ -28,10 +28,12 @@ void registerLLVMBackend();
 
 /// The LLVM IR text of one module holding every kernel of `module`, before
 /// or after the O2 pipeline. Throws Error when the IR does not verify.
-std::string emitLLVMIR(const LoopModule &module, bool optimized);
+std::string emitLLVMIR(const LoopModule &module, bool optimized,
+                       const CodegenOptions &codegen = CodegenOptions());
 
 /// The host assembly of the optimized module.
-std::string emitAssembly(const LoopModule &module);
+std::string emitAssembly(const LoopModule &module,
+                         const CodegenOptions &codegen = CodegenOptions());
 
 } // namespace dynafuse
 

@@ -1,20 +1,22 @@
-//===- InterpreterCore.cpp - The bytecode loop: stack, jumps, return values
-//-===//
-#include "InterpreterState.h"
+//===- TracerLoop.cpp - The bytecode loop: stack, jumps, return values ----===//
+#include "BytecodeTracer.h"
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 
-SymbolicInterpreter::SymbolicInterpreter(DynafuseFrame *frame,
-                                         const std::string &graphName)
-    : frame(frame), code(frame->code), globals(frame->globals) {
+BytecodeTracer::BytecodeTracer(DynafuseFrame *frame,
+                               const std::string &graphName)
+    : frame(frame) {
+  current.code = frame->code;
+  current.globals = frame->globals;
   result.graph = std::make_unique<Graph>(graphName);
-  fileName = PyUnicode_AsUTF8(code->co_filename);
-  locals.resize(code->co_nlocalsplus);
-  closure = frame->function ? PyFunction_GetClosure(frame->function) : nullptr;
+  current.fileName = PyUnicode_AsUTF8(current.code->co_filename);
+  current.locals.resize(current.code->co_nlocalsplus);
+  current.closure =
+      frame->function ? PyFunction_GetClosure(frame->function) : nullptr;
 }
 
-CapturedFrame SymbolicInterpreter::run() {
+CapturedFrame BytecodeTracer::run() {
   if (!defaultDtypeIsFloat32())
     unsupported("torch.get_default_dtype() other than float32", firstLine());
   if (autocastEnabled())
@@ -23,6 +25,7 @@ CapturedFrame SymbolicInterpreter::run() {
   gradMode = result.gradMode;
   result.result = outputOf(runBody());
   addWriteBacks();
+  guardBuilder.moveInto(result.sources, result.guards);
   return std::move(result);
 }
 
@@ -30,66 +33,67 @@ CapturedFrame SymbolicInterpreter::run() {
 /// grad mode and re-raise) do not change what a run computes: an exception
 /// from the graph propagates as it would from eager's block. Handlers of
 /// try/except/finally would run user code on errors: refused.
-void SymbolicInterpreter::requireOnlyWithCleanup() {
-  for (const ExceptionTableEntry &entry : parseExceptionTable(code)) {
-    auto found = indexOfOffset.find(entry.target);
-    if (found == indexOfOffset.end())
+void BytecodeTracer::requireOnlyWithCleanup() {
+  for (const ExceptionTableEntry &entry : parseExceptionTable(current.code)) {
+    auto found = current.indexOfOffset.find(entry.target);
+    if (found == current.indexOfOffset.end())
       unsupported("exception handler at an unknown offset", firstLine());
     size_t at = size_t(found->second);
     auto opcodeAt = [&](size_t i) {
-      return i < instructions.size() ? instructions[i].opcode : -1;
+      return i < current.instructions.size() ? current.instructions[i].opcode
+                                             : -1;
     };
     bool withCleanup =
         opcodeAt(at) == PUSH_EXC_INFO && opcodeAt(at + 1) == WITH_EXCEPT_START;
     bool reraise = opcodeAt(at) == COPY && opcodeAt(at + 1) == POP_EXCEPT &&
                    opcodeAt(at + 2) == RERAISE;
     if (!withCleanup && !reraise)
-      unsupported("try/except/finally blocks", instructions[at].line);
+      unsupported("try/except/finally blocks", current.instructions[at].line);
   }
 }
 
-VarPtr SymbolicInterpreter::runBody() {
-  instructions = decodeInstructions(code);
-  indexOfOffset.clear();
-  for (size_t i = 0; i < instructions.size(); ++i)
-    indexOfOffset[instructions[i].start] = int(i);
+VarPtr BytecodeTracer::runBody() {
+  current.instructions = decodeInstructions(current.code);
+  current.indexOfOffset.clear();
+  for (size_t i = 0; i < current.instructions.size(); ++i)
+    current.indexOfOffset[current.instructions[i].start] = int(i);
   requireOnlyWithCleanup();
-  for (size_t pc = 0; pc < instructions.size();) {
+  for (size_t pc = 0; pc < current.instructions.size();) {
     if (++steps > 100000)
-      unsupported("more than 100000 bytecode steps", currentLine);
-    const Instruction &instruction = instructions[pc];
-    currentLine = instruction.line;
+      unsupported("more than 100000 bytecode steps", current.currentLine);
+    const Instruction &instruction = current.instructions[pc];
+    current.currentLine = instruction.line;
     int next = step(instruction);
     if (next == kReturned)
       return returned;
     pc = next < 0 ? pc + 1 : size_t(next);
   }
-  unsupported("fell off the end of the bytecode", currentLine);
+  unsupported("fell off the end of the bytecode", current.currentLine);
 }
 
-void SymbolicInterpreter::unsupported(const std::string &what, int line) const {
+void BytecodeTracer::unsupported(const std::string &what, int line) const {
   throw Unsupported(what, here(line));
 }
 
-void SymbolicInterpreter::unsupported(const std::string &what) const {
-  unsupported(what, currentLine);
+void BytecodeTracer::unsupported(const std::string &what) const {
+  unsupported(what, current.currentLine);
 }
 
-VarPtr SymbolicInterpreter::pop() {
-  if (stack.empty())
+VarPtr BytecodeTracer::pop() {
+  if (current.stack.empty())
     unsupported("stack underflow in bytecode");
-  VarPtr top = stack.back();
-  stack.pop_back();
+  VarPtr top = current.stack.back();
+  current.stack.pop_back();
   return top;
 }
 
-VarPtr SymbolicInterpreter::peek(size_t depth) {
-  if (depth == 0 || depth > stack.size())
+VarPtr BytecodeTracer::peek(size_t depth) {
+  if (depth == 0 || depth > current.stack.size())
     unsupported("stack underflow in bytecode");
-  return stack[stack.size() - depth];
+  return current.stack[current.stack.size() - depth];
 }
 
-int SymbolicInterpreter::step(const Instruction &in) {
+int BytecodeTracer::step(const Instruction &in) {
   switch (in.opcode) {
   case NOP:
   case RESUME:
@@ -106,31 +110,32 @@ int SymbolicInterpreter::step(const Instruction &in) {
     push(peek(size_t(in.arg)));
     return -1;
   case SWAP:
-    std::swap(stack[stack.size() - 1], stack[stack.size() - size_t(in.arg)]);
+    std::swap(current.stack[current.stack.size() - 1],
+              current.stack[current.stack.size() - size_t(in.arg)]);
     return -1;
   case LOAD_FAST:
     push(loadLocal(in.arg));
     return -1;
   case STORE_FAST:
-    locals.at(size_t(in.arg)) = pop();
+    current.locals.at(size_t(in.arg)) = pop();
     return -1;
   case DELETE_FAST:
     // A Null var marks it deleted (an empty slot means "not read yet").
-    locals.at(size_t(in.arg)) = makeVar(Var::Kind::Null);
+    current.locals.at(size_t(in.arg)) = makeVar(Var::Kind::Null);
     return -1;
   case LOAD_CONST:
-    push(constant(PyTuple_GET_ITEM(code->co_consts, in.arg)));
+    push(constant(PyTuple_GET_ITEM(current.code->co_consts, in.arg)));
     return -1;
   case LOAD_GLOBAL:
     if (in.arg & 1)
       push(makeVar(Var::Kind::Null));
-    push(loadGlobal(PyTuple_GET_ITEM(code->co_names, in.arg >> 1)));
+    push(loadGlobal(PyTuple_GET_ITEM(current.code->co_names, in.arg >> 1)));
     return -1;
   case LOAD_DEREF:
     push(loadDeref(in.arg));
     return -1;
   case MAKE_CELL:
-    locals.at(size_t(in.arg)) = makeCell(in.arg);
+    current.locals.at(size_t(in.arg)) = makeCell(in.arg);
     return -1;
   case LOAD_CLOSURE: {
     VarPtr cell = cellAt(in.arg);
@@ -168,16 +173,17 @@ int SymbolicInterpreter::step(const Instruction &in) {
     push(constant(Py_None));
     return -1;
   case YIELD_VALUE:
-    if (!yielded)
+    if (!current.yielded)
       unsupported("yield outside an inlined generator expression");
-    yielded->push_back(pop());
+    current.yielded->push_back(pop());
     push(constant(Py_None));
     return -1;
   case LOAD_ATTR:
-    push(loadAttr(pop(), PyTuple_GET_ITEM(code->co_names, in.arg)));
+    push(loadAttr(pop(), PyTuple_GET_ITEM(current.code->co_names, in.arg)));
     return -1;
   case LOAD_METHOD: {
-    VarPtr attr = loadAttr(pop(), PyTuple_GET_ITEM(code->co_names, in.arg));
+    VarPtr attr =
+        loadAttr(pop(), PyTuple_GET_ITEM(current.code->co_names, in.arg));
     if (attr->kind == Var::Kind::BoundMethod) {
       push(attr->function);
       push(attr->self);
@@ -188,7 +194,8 @@ int SymbolicInterpreter::step(const Instruction &in) {
     return -1;
   }
   case KW_NAMES:
-    kwNames = PyRef::borrow(PyTuple_GET_ITEM(code->co_consts, in.arg));
+    current.kwNames =
+        PyRef::borrow(PyTuple_GET_ITEM(current.code->co_consts, in.arg));
     return -1;
   case CALL:
     call(in.arg);
@@ -287,7 +294,8 @@ int SymbolicInterpreter::step(const Instruction &in) {
     return -1;
   case STORE_ATTR: {
     VarPtr owner = pop();
-    storeAttribute(owner, PyTuple_GET_ITEM(code->co_names, in.arg), pop());
+    storeAttribute(owner, PyTuple_GET_ITEM(current.code->co_names, in.arg),
+                   pop());
     return -1;
   }
   case BEFORE_WITH:
@@ -340,14 +348,14 @@ int SymbolicInterpreter::step(const Instruction &in) {
   }
 }
 
-int SymbolicInterpreter::jumpTarget(int offset) {
-  auto found = indexOfOffset.find(offset);
-  if (found == indexOfOffset.end())
+int BytecodeTracer::jumpTarget(int offset) {
+  auto found = current.indexOfOffset.find(offset);
+  if (found == current.indexOfOffset.end())
     unsupported("jump to an unknown offset");
   return found->second;
 }
 
-bool SymbolicInterpreter::truthOf(const VarPtr &condition, bool noneTest) {
+bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
   if (condition->kind == Var::Kind::Tensor) {
     if (noneTest)
       return true; // A tensor is not None.
@@ -385,7 +393,7 @@ bool SymbolicInterpreter::truthOf(const VarPtr &condition, bool noneTest) {
   return truth != 0;
 }
 
-int SymbolicInterpreter::conditionalJump(const Instruction &in) {
+int BytecodeTracer::conditionalJump(const Instruction &in) {
   int op = in.opcode;
   bool backward =
       op == POP_JUMP_BACKWARD_IF_FALSE || op == POP_JUMP_BACKWARD_IF_TRUE ||
@@ -410,7 +418,7 @@ int SymbolicInterpreter::conditionalJump(const Instruction &in) {
   return value == jumpWhen ? jumpTarget(target) : -1;
 }
 
-OutputSpec SymbolicInterpreter::outputOf(const VarPtr &var) {
+OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
   OutputSpec spec;
   switch (var->kind) {
   case Var::Kind::Tensor:
@@ -436,7 +444,7 @@ OutputSpec SymbolicInterpreter::outputOf(const VarPtr &var) {
   }
 }
 
-OutputSpec SymbolicInterpreter::tensorOutput(Value *value) {
+OutputSpec BytecodeTracer::tensorOutput(Value *value) {
   OutputSpec spec;
   Graph &graph = *result.graph;
   // An input updated in place is returned as the input object itself (the
@@ -462,7 +470,7 @@ OutputSpec SymbolicInterpreter::tensorOutput(Value *value) {
   return spec;
 }
 
-} // namespace interp
+} // namespace capture
 
 bool globalStateMatches(const CapturedFrame &captured) {
   return gradModeEnabled() == captured.gradMode && defaultDtypeIsFloat32() &&
@@ -470,7 +478,7 @@ bool globalStateMatches(const CapturedFrame &captured) {
 }
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName) {
-  return interp::SymbolicInterpreter(frame, graphName).run();
+  return capture::BytecodeTracer(frame, graphName).run();
 }
 
 } // namespace dynafuse

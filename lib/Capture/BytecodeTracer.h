@@ -1,15 +1,22 @@
-//===- InterpreterState.h - The symbolic interpreter's class ----*- C++ -*-===//
+//===- BytecodeTracer.h - Symbolic execution of a frame's bytecode -*- C++
+//-*-===//
 //
-// Internal to the capture layer: the symbolic values (Var) and the
-// interpreter class whose members are split by concern across the
-// Interpreter*.cpp files (core loop, sources, values, operators, calls,
-// argument binding). SymbolicInterpreter.h is the public entry point.
+// Internal to the capture layer: the tracer walks a frame's bytecode with
+// its real arguments (the bytecode loop and the frame's symbolic stack and
+// locals), records tensor operations into a graph, and hands sources and
+// guards to its GuardBuilder. Values are Vars (Var.h). Its members are
+// split by concern across the Tracer*.cpp files (loop, sources, values,
+// module containers, operators, calls, builtins, torch calls, argument
+// binding). CapturedFrame.h is the entry point (captureFrame).
 //
 //===----------------------------------------------------------------------===//
-#ifndef DYNAFUSE_CAPTURE_INTERPRETERSTATE_H
-#define DYNAFUSE_CAPTURE_INTERPRETERSTATE_H
+#ifndef DYNAFUSE_CAPTURE_BYTECODETRACER_H
+#define DYNAFUSE_CAPTURE_BYTECODETRACER_H
 
-#include "SymbolicInterpreter.h"
+#include "CapturedFrame.h"
+#include "GuardBuilder.h"
+#include "OpBinder.h"
+#include "Var.h"
 
 #include "Bytecode.h"
 #include "OpTable.h"
@@ -26,80 +33,38 @@
 #include <set>
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 
-/// A value on the symbolic stack or in a symbolic local.
-struct Var;
-using VarPtr = std::shared_ptr<Var>;
-struct Var {
-  /// BoundMethod: `function` (an Object var) bound to `self`; Iterator:
-  /// `items` consumed from `position`.
-  enum class Kind {
-    Null,
-    Tensor,
-    Constant,
-    Object,
-    Tuple,
-    TensorMethod,
-    BoundMethod,
-    Iterator,
-    Dict,
-    Cell,
-    Function
-  };
-  Kind kind = Kind::Null;
-  Value *tensor = nullptr;
-  PyRef object;
-  std::vector<VarPtr> items;
-  size_t position = 0;
-  std::string method;
-  VarPtr self;
-  VarPtr function;
-  /// Where a concrete object came from (-1: made during capture).
-  int source = -1;
-  /// A Tuple var built as a list (rebuilt as a list when returned).
-  bool isList = false;
-  /// Dict: string keys, parallel to items (a Tuple from a named tuple: its
-  /// field names). Cell: items holds the content
-  /// (empty: unbound). Function: object is the code, items its closure
-  /// cells (a comprehension or generator expression made during capture).
-  std::vector<std::string> keys;
-  /// Object: a grad-mode context manager (no_grad, enable_grad,
-  /// inference_mode) and the grad mode it sets; or, with `method`
-  /// "__exit__", the exit of one that was entered.
-  int setsGradMode = -1;
-  /// Tensor (and its TensorMethod): methods resolve on torch._C.TensorBase,
-  /// as after super() inside a torch.Tensor method.
-  bool baseMethods = false;
+/// The state of the code being traced (the frame's, or an inlined
+/// function's): inlining a call swaps in a fresh one and restores the
+/// caller's afterwards.
+struct TracedCode {
+  PyCodeObject *code = nullptr;
+  std::string fileName;
+  /// The globals and closure of the code, and its function's source (-1
+  /// for the frame).
+  PyObject *globals = nullptr;
+  PyObject *closure = nullptr;
+  int functionSource = -1;
+  std::vector<Instruction> instructions;
+  std::map<int, int> indexOfOffset;
+  std::vector<VarPtr> stack;
+  std::vector<VarPtr> locals;
+  /// Closure cells of an inlined function made during capture, and where
+  /// an inlined generator's yielded values go.
+  std::vector<VarPtr> symbolicClosure;
+  std::vector<VarPtr> *yielded = nullptr;
+  PyRef kwNames;
+  int currentLine = 0;
 };
 
-inline VarPtr makeVar(Var::Kind kind) {
-  auto var = std::make_shared<Var>();
-  var->kind = kind;
-  return var;
-}
-
-inline bool isConstantObject(PyObject *object) {
-  if (object == Py_None || object == Py_Ellipsis || PyBool_Check(object) ||
-      PyLong_CheckExact(object) || PyFloat_CheckExact(object) ||
-      PyUnicode_CheckExact(object) || PyRange_Check(object))
-    return true;
-  if (!PyTuple_CheckExact(object))
-    return false;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(object); ++i)
-    if (!isConstantObject(PyTuple_GET_ITEM(object, i)))
-      return false;
-  return true;
-}
-
-inline bool isNumber(PyObject *object) {
-  return PyBool_Check(object) || PyLong_CheckExact(object) ||
-         PyFloat_CheckExact(object);
-}
-
-class SymbolicInterpreter {
+class BytecodeTracer {
 public:
-  SymbolicInterpreter(DynafuseFrame *frame, const std::string &graphName);
+  /// Binds call arguments for the tracer (its operands, constants and
+  /// refusals).
+  friend class OpBinder;
+
+  BytecodeTracer(DynafuseFrame *frame, const std::string &graphName);
 
   CapturedFrame run();
 
@@ -107,18 +72,10 @@ private:
   static constexpr int kReturned = -2;
   static constexpr int kMaxInlineDepth = 24;
   DynafuseFrame *frame;
-  PyCodeObject *code;
-  /// The globals and closure of the code being interpreted (the frame's, or
-  /// an inlined function's), and that function's source (-1 for the frame).
-  PyObject *globals;
-  PyObject *closure = nullptr;
-  int functionSource = -1;
+  /// The code being traced: the frame's, or an inlined callee's.
+  TracedCode current;
   int inlineDepth = 0;
   VarPtr returned;
-  /// Closure cells of an inlined function made during capture, and where
-  /// an inlined generator's yielded values go.
-  std::vector<VarPtr> symbolicClosure;
-  std::vector<VarPtr> *yielded = nullptr;
   /// Values that are views or have views: in-place updates of them would
   /// need aliasing the graph does not model.
   std::set<const Value *> aliased;
@@ -129,47 +86,32 @@ private:
   std::set<const Value *> requiresGrad;
   /// Inputs updated in place: the latest value of each, by input.
   std::map<const Value *, Value *> latestOfInput;
-  std::string fileName;
   CapturedFrame result;
-  std::vector<Instruction> instructions;
-  std::map<int, int> indexOfOffset;
-  std::vector<VarPtr> stack;
-  std::vector<VarPtr> locals;
-  PyRef kwNames;
-  int currentLine = 0;
   int steps = 0;
-  std::map<std::string, int> sourceIds;
+  /// Sources and guards (the captured frame takes them at the end).
+  GuardBuilder guardBuilder;
   std::map<int, Value *> inputOfSource;
   /// Tensor inputs by the object seen (and its first source), and back.
   std::map<PyObject *, std::pair<int, Value *>> inputOfObject;
   std::map<const Value *, int> sourceOfInput;
 
-  int firstLine() const { return code->co_firstlineno; }
+  int firstLine() const { return current.code->co_firstlineno; }
 
   /// Interprets the current code to its RETURN_VALUE.
   VarPtr runBody();
   void requireOnlyWithCleanup();
-  Location here(int line) const { return Location{fileName, line, 0}; }
+  Location here(int line) const { return Location{current.fileName, line, 0}; }
 
   [[noreturn]] void unsupported(const std::string &what, int line) const;
   [[noreturn]] void unsupported(const std::string &what) const;
 
   VarPtr pop();
-  void push(VarPtr var) { stack.push_back(std::move(var)); }
+  void push(VarPtr var) { current.stack.push_back(std::move(var)); }
   VarPtr peek(size_t depth);
 
   //===--------------------------------------------------------------------===//
   // Sources and guards
   //===--------------------------------------------------------------------===//
-
-  int addSource(Source source);
-
-  int namedSource(Source::Kind kind, int parent, PyObject *name);
-
-  int indexedSource(Source::Kind kind, int parent, int index);
-
-  /// Adds a guard unless an identical one is already there.
-  void addGuard(Guard guard);
 
   /// Turns a concrete object read from a source into a symbolic value,
   /// guarding what the capture assumes about it.
@@ -466,42 +408,6 @@ private:
                      const std::vector<VarPtr> &args,
                      const std::map<std::string, VarPtr> &keywords);
 
-  /// What the arguments of one call bind to.
-  struct Binding {
-    std::string op;
-    std::vector<Operand> operands;
-    std::map<std::string, Attribute> attributes;
-    /// The first tensor argument, and whether the call updates it in place.
-    VarPtr self;
-    bool inPlace = false;
-  };
-
-  static bool isNoneVar(const VarPtr &var);
-
-  bool opAccepts(const std::string &op, const std::string &attribute);
-
-  void bindParam(const ParamSpec &param, const VarPtr &arg,
-                 const std::string &what, Binding &bound);
-
-  void bindAttribute(const ParamSpec &param, const VarPtr &arg,
-                     const std::string &what, Binding &bound);
-
-  void checkFixed(const ParamSpec &param, const VarPtr &arg,
-                  const std::string &what);
-
-  /// Integer list from vararg ints or one tuple/list of ints.
-  std::vector<int64_t> intsOf(const std::vector<VarPtr> &args,
-                              const std::string &what,
-                              const std::string &param);
-
-  Attribute attributeOfVar(const VarPtr &arg, const std::string &what,
-                           const std::string &param);
-
-  PyObject *concreteOf(const VarPtr &arg, const std::string &what,
-                       const std::string &param);
-
-  Attribute attributeOf(PyObject *object, const std::string &what);
-
   //===--------------------------------------------------------------------===//
   // Return value
   //===--------------------------------------------------------------------===//
@@ -511,7 +417,7 @@ private:
   OutputSpec tensorOutput(Value *value);
 };
 
-} // namespace interp
+} // namespace capture
 } // namespace dynafuse
 
 #endif

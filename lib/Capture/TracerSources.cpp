@@ -1,59 +1,21 @@
-//===- InterpreterSources.cpp ===//
-// Where values come from: sources, guards, locals, globals, attributes
-#include "InterpreterState.h"
+//===- TracerSources.cpp - Where values come from: locals, globals, attrs -===//
+//
+// Reading locals, globals, closure cells and attributes, each through a
+// source of the GuardBuilder, with the guards that protect what was read.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 
-int SymbolicInterpreter::addSource(Source source) {
-  std::string key = std::to_string(int(source.kind)) + ":" +
-                    std::to_string(source.parent) + ":" +
-                    std::to_string(source.index) + ":" +
-                    (source.name ? PyUnicode_AsUTF8(source.name.get()) : "");
-  auto found = sourceIds.find(key);
-  if (found != sourceIds.end())
-    return found->second;
-  result.sources.push_back(std::move(source));
-  int id = int(result.sources.size()) - 1;
-  sourceIds[key] = id;
-  return id;
-}
-
-void SymbolicInterpreter::addGuard(Guard guard) {
-  for (const Guard &existing : result.guards)
-    if (existing.kind == guard.kind && existing.source == guard.source &&
-        existing.other == guard.other &&
-        existing.expected.get() == guard.expected.get() &&
-        existing.length == guard.length && guard.kind != Guard::Kind::Tensor)
-      return;
-  result.guards.push_back(std::move(guard));
-}
-
-int SymbolicInterpreter::namedSource(Source::Kind kind, int parent,
-                                     PyObject *name) {
-  Source source;
-  source.kind = kind;
-  source.parent = parent;
-  source.name = PyRef::borrow(name);
-  return addSource(std::move(source));
-}
-
-int SymbolicInterpreter::indexedSource(Source::Kind kind, int parent,
-                                       int index) {
-  Source source;
-  source.kind = kind;
-  source.parent = parent;
-  source.index = index;
-  return addSource(std::move(source));
-}
-
-VarPtr SymbolicInterpreter::classify(PyObject *object, int source) {
+VarPtr BytecodeTracer::classify(PyObject *object, int source) {
   VarPtr var = classifyObject(object, source);
   var->source = source;
   return var;
 }
 
-VarPtr SymbolicInterpreter::classifyObject(PyObject *object, int source) {
+VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   if (isAnyTensor(object))
     return tensorInput(object, source);
   if (isConstantObject(object)) {
@@ -61,7 +23,7 @@ VarPtr SymbolicInterpreter::classifyObject(PyObject *object, int source) {
     guard.kind = Guard::Kind::Equals;
     guard.source = source;
     guard.expected = PyRef::borrow(object);
-    addGuard(std::move(guard));
+    guardBuilder.addGuard(std::move(guard));
     VarPtr var = makeVar(Var::Kind::Constant);
     var->object = PyRef::borrow(object);
     return var;
@@ -81,13 +43,13 @@ VarPtr SymbolicInterpreter::classifyObject(PyObject *object, int source) {
       guard.kind == Guard::Kind::TypeIs
           ? PyRef::borrow(reinterpret_cast<PyObject *>(Py_TYPE(object)))
           : PyRef::borrow(object);
-  addGuard(std::move(guard));
+  guardBuilder.addGuard(std::move(guard));
   VarPtr var = makeVar(Var::Kind::Object);
   var->object = PyRef::borrow(object);
   return var;
 }
 
-VarPtr SymbolicInterpreter::tupleOfSource(PyObject *sequence, int source) {
+VarPtr BytecodeTracer::tupleOfSource(PyObject *sequence, int source) {
   PyRef items = PyRef::steal(PySequence_Tuple(sequence));
   Guard guard;
   guard.kind = Guard::Kind::TupleLength;
@@ -95,17 +57,17 @@ VarPtr SymbolicInterpreter::tupleOfSource(PyObject *sequence, int source) {
   guard.length = size_t(PyTuple_GET_SIZE(items.get()));
   guard.expected =
       PyRef::borrow(reinterpret_cast<PyObject *>(Py_TYPE(sequence)));
-  addGuard(std::move(guard));
+  guardBuilder.addGuard(std::move(guard));
   VarPtr var = makeVar(Var::Kind::Tuple);
   var->isList = PyList_CheckExact(sequence);
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i)
-    var->items.push_back(
-        classify(PyTuple_GET_ITEM(items.get(), i),
-                 indexedSource(Source::Kind::Item, source, int(i))));
+    var->items.push_back(classify(
+        PyTuple_GET_ITEM(items.get(), i),
+        guardBuilder.indexedSource(Source::Kind::Item, source, int(i))));
   return var;
 }
 
-VarPtr SymbolicInterpreter::dictOfSource(PyObject *dict, int source) {
+VarPtr BytecodeTracer::dictOfSource(PyObject *dict, int source) {
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(dict, &pos, &key, &value))
@@ -115,18 +77,18 @@ VarPtr SymbolicInterpreter::dictOfSource(PyObject *dict, int source) {
   length.kind = Guard::Kind::DictLength;
   length.source = source;
   length.length = size_t(PyDict_Size(dict));
-  addGuard(std::move(length));
+  guardBuilder.addGuard(std::move(length));
   VarPtr var = makeVar(Var::Kind::Dict);
   pos = 0;
   while (PyDict_Next(dict, &pos, &key, &value)) {
     var->keys.push_back(PyUnicode_AsUTF8(key));
-    var->items.push_back(
-        classify(value, namedSource(Source::Kind::DictItem, source, key)));
+    var->items.push_back(classify(
+        value, guardBuilder.namedSource(Source::Kind::DictItem, source, key)));
   }
   return var;
 }
 
-VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
+VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   if (!isPlainTensor(object))
     unsupported(std::string("tensor subclass ") + Py_TYPE(object)->tp_name);
   VarPtr var = makeVar(Var::Kind::Tensor);
@@ -143,7 +105,7 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
     guard.kind = Guard::Kind::SameObject;
     guard.source = source;
     guard.other = seen->second.first;
-    addGuard(std::move(guard));
+    guardBuilder.addGuard(std::move(guard));
     var->tensor = seen->second.second;
     inputOfSource[source] = var->tensor;
     return var;
@@ -151,14 +113,19 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
   TensorMeta meta = describeTensor(object);
   if (!meta.dtype)
     unsupported("tensor of unsupported dtype " + meta.dtypeName);
-  if (meta.device != "cpu")
+  // CPU and CUDA tensors are captured; the device is part of the tensor
+  // guard, and CompileFrame refuses a graph whose devices the call's
+  // backend cannot run (CPU backends: cpu; "cuda": cuda:0).
+  bool cuda = meta.device.rfind("cuda", 0) == 0;
+  if (meta.device != "cpu" && !cuda)
     unsupported("tensor on device " + meta.device +
-                " (the cpu backend needs cpu tensors)");
+                " (backends run cpu and cuda tensors)");
   if (meta.requiresGrad && gradMode)
     unsupported("an input requires grad while grad mode is on (training "
                 "is not supported yet; runs eagerly)");
   TensorType type;
   type.dtype = *meta.dtype;
+  type.device = meta.device;
   for (int64_t size : meta.sizes)
     type.sizes.push_back(SymExpr(size));
   std::vector<SymExpr> strides;
@@ -171,7 +138,7 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
   guard.source = source;
   guard.tensor = meta;
   guard.tensor.data = nullptr;
-  addGuard(std::move(guard));
+  guardBuilder.addGuard(std::move(guard));
   std::string name = "arg" + std::to_string(result.graph->inputs.size());
   var->tensor = result.graph->addInput(name, type);
   inputOfSource[source] = var->tensor;
@@ -183,7 +150,7 @@ VarPtr SymbolicInterpreter::tensorInput(PyObject *object, int source) {
   return var;
 }
 
-VarPtr SymbolicInterpreter::constant(PyObject *object) {
+VarPtr BytecodeTracer::constant(PyObject *object) {
   if (PyCode_Check(object)) {
     VarPtr code = makeVar(Var::Kind::Object);
     code->object = PyRef::borrow(object);
@@ -196,26 +163,27 @@ VarPtr SymbolicInterpreter::constant(PyObject *object) {
   return var;
 }
 
-VarPtr SymbolicInterpreter::loadLocal(int index) {
-  if (locals.at(size_t(index))) {
-    if (locals[size_t(index)]->kind == Var::Kind::Null)
+VarPtr BytecodeTracer::loadLocal(int index) {
+  if (current.locals.at(size_t(index))) {
+    if (current.locals[size_t(index)]->kind == Var::Kind::Null)
       unsupported("read of a deleted local variable");
-    return locals[size_t(index)];
+    return current.locals[size_t(index)];
   }
-  if (functionSource >= 0 || inlineDepth > 0)
+  if (current.functionSource >= 0 || inlineDepth > 0)
     unsupported("read of an unbound local variable");
   PyObject *object = frame->localsplus[index];
   if (!object)
     unsupported("read of an unbound local variable");
-  if (index >= code->co_nlocalsplus - code->co_nfreevars)
+  if (index >= current.code->co_nlocalsplus - current.code->co_nfreevars)
     unsupported("closure cell read through LOAD_FAST");
-  VarPtr var = classify(object, indexedSource(Source::Kind::Local, -1, index));
-  locals[size_t(index)] = var;
+  VarPtr var = classify(
+      object, guardBuilder.indexedSource(Source::Kind::Local, -1, index));
+  current.locals[size_t(index)] = var;
   return var;
 }
 
-VarPtr SymbolicInterpreter::loadGlobal(PyObject *name) {
-  PyObject *object = PyDict_GetItemWithError(globals, name);
+VarPtr BytecodeTracer::loadGlobal(PyObject *name) {
+  PyObject *object = PyDict_GetItemWithError(current.globals, name);
   if (!object && !PyErr_Occurred() && PyDict_Check(frame->builtins))
     object = PyDict_GetItemWithError(frame->builtins, name);
   if (!object) {
@@ -225,32 +193,35 @@ VarPtr SymbolicInterpreter::loadGlobal(PyObject *name) {
   }
   // Code inlined from the frame itself (comprehensions) reads the frame's
   // globals: functionSource is -1 there.
-  if (inlineDepth > 0 && functionSource >= 0)
-    return classify(object, namedSource(Source::Kind::FunctionGlobal,
-                                        functionSource, name));
-  return classify(object, namedSource(Source::Kind::Global, -1, name));
+  if (inlineDepth > 0 && current.functionSource >= 0)
+    return classify(object,
+                    guardBuilder.namedSource(Source::Kind::FunctionGlobal,
+                                             current.functionSource, name));
+  return classify(object,
+                  guardBuilder.namedSource(Source::Kind::Global, -1, name));
 }
 
 /// The symbolic cell at localsplus index: a cell variable of this code or,
 /// in code made during capture, one of its closure cells. Null otherwise.
-VarPtr SymbolicInterpreter::cellAt(int index) {
-  int firstFree = code->co_nlocalsplus - code->co_nfreevars;
+VarPtr BytecodeTracer::cellAt(int index) {
+  int firstFree = current.code->co_nlocalsplus - current.code->co_nfreevars;
   if (index < firstFree) {
-    VarPtr cell = locals.at(size_t(index));
+    VarPtr cell = current.locals.at(size_t(index));
     if (!cell || cell->kind != Var::Kind::Cell)
       unsupported("a cell variable used before MAKE_CELL");
     return cell;
   }
-  if (size_t(index - firstFree) < symbolicClosure.size())
-    return symbolicClosure[size_t(index - firstFree)];
+  if (size_t(index - firstFree) < current.symbolicClosure.size())
+    return current.symbolicClosure[size_t(index - firstFree)];
   return nullptr;
 }
 
 /// MAKE_CELL: the local becomes a cell holding its current value (an
 /// argument's value is read from the frame first).
-VarPtr SymbolicInterpreter::makeCell(int index) {
-  VarPtr content = locals.at(size_t(index));
-  bool argument = index < code->co_argcount + code->co_kwonlyargcount;
+VarPtr BytecodeTracer::makeCell(int index) {
+  VarPtr content = current.locals.at(size_t(index));
+  bool argument =
+      index < current.code->co_argcount + current.code->co_kwonlyargcount;
   if (!content && inlineDepth == 0 && argument && frame->localsplus[index])
     content = loadLocal(index);
   VarPtr cell = makeVar(Var::Kind::Cell);
@@ -259,26 +230,28 @@ VarPtr SymbolicInterpreter::makeCell(int index) {
   return cell;
 }
 
-VarPtr SymbolicInterpreter::loadDeref(int index) {
+VarPtr BytecodeTracer::loadDeref(int index) {
   if (VarPtr symbolic = cellAt(index)) {
     if (symbolic->items.empty())
       unsupported("read of an empty cell");
     return symbolic->items[0];
   }
-  int firstFree = code->co_nlocalsplus - code->co_nfreevars;
+  int firstFree = current.code->co_nlocalsplus - current.code->co_nfreevars;
   int cell = index - firstFree;
-  if (!closure || cell >= PyTuple_GET_SIZE(closure))
+  if (!current.closure || cell >= PyTuple_GET_SIZE(current.closure))
     unsupported("closure variable without a closure");
-  PyObject *object = PyCell_GET(PyTuple_GET_ITEM(closure, cell));
+  PyObject *object = PyCell_GET(PyTuple_GET_ITEM(current.closure, cell));
   if (!object)
     unsupported("read of an empty closure cell");
   if (inlineDepth > 0)
-    return classify(object, indexedSource(Source::Kind::FunctionClosure,
-                                          functionSource, cell));
-  return classify(object, indexedSource(Source::Kind::Closure, -1, cell));
+    return classify(object,
+                    guardBuilder.indexedSource(Source::Kind::FunctionClosure,
+                                               current.functionSource, cell));
+  return classify(object,
+                  guardBuilder.indexedSource(Source::Kind::Closure, -1, cell));
 }
 
-VarPtr SymbolicInterpreter::loadAttr(const VarPtr &base, PyObject *name) {
+VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
   std::string attribute = PyUnicode_AsUTF8(name);
   if (base->kind == Var::Kind::Tensor)
     return tensorAttribute(base, attribute);
@@ -324,38 +297,40 @@ VarPtr SymbolicInterpreter::loadAttr(const VarPtr &base, PyObject *name) {
     unsupported("attribute '" + attribute + "' raised");
   }
   int parent = sourceOfObject(base);
-  return classify(value.get(), namedSource(Source::Kind::Attr, parent, name));
+  return classify(value.get(),
+                  guardBuilder.namedSource(Source::Kind::Attr, parent, name));
 }
 
-int SymbolicInterpreter::sourceOfObject(const VarPtr &var) {
+int BytecodeTracer::sourceOfObject(const VarPtr &var) {
   if (var->source >= 0)
     return var->source;
-  for (const Guard &guard : result.guards)
+  for (const Guard &guard : guardBuilder.guards())
     if (guard.kind == Guard::Kind::Identity &&
         guard.expected.get() == var->object.get())
       return guard.source;
   unsupported("attribute of an object with no known source");
 }
 
-bool SymbolicInterpreter::inputRequiresGrad(const Value *value) const {
+bool BytecodeTracer::inputRequiresGrad(const Value *value) const {
   for (const auto &entry : inputOfSource) {
     if (entry.second != value)
       continue;
-    for (const Guard &guard : result.guards)
+    for (const Guard &guard : guardBuilder.guards())
       if (guard.kind == Guard::Kind::Tensor && guard.source == entry.first)
         return guard.tensor.requiresGrad;
   }
   return false;
 }
 
-void SymbolicInterpreter::storeAttribute(const VarPtr &owner, PyObject *name,
-                                         const VarPtr &value) {
+void BytecodeTracer::storeAttribute(const VarPtr &owner, PyObject *name,
+                                    const VarPtr &value) {
   // `self.buffer += 1` updates the buffer in place and stores the same
   // tensor back: the in-place update is written back, the store changes
   // nothing. Other attribute stores would change objects: refused.
   if (owner->kind == Var::Kind::Object && value->kind == Var::Kind::Tensor &&
       sourceOfObject(owner) >= 0) {
-    int source = namedSource(Source::Kind::Attr, sourceOfObject(owner), name);
+    int source = guardBuilder.namedSource(Source::Kind::Attr,
+                                          sourceOfObject(owner), name);
     auto known = inputOfSource.find(source);
     if (known != inputOfSource.end() && known->second == value->tensor)
       return;
@@ -364,5 +339,5 @@ void SymbolicInterpreter::storeAttribute(const VarPtr &owner, PyObject *name,
               PyUnicode_AsUTF8(name) + "'");
 }
 
-} // namespace interp
+} // namespace capture
 } // namespace dynafuse

@@ -1,15 +1,17 @@
-//===- InterpreterBinding.cpp ===//
-// Binding call arguments to graph operands and attributes (the op table)
-#include "InterpreterState.h"
+//===- OpBinder.cpp - Call arguments to graph operands and attributes -----===//
+#include "OpBinder.h"
+
+#include "BytecodeTracer.h"
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 
-VarPtr SymbolicInterpreter::bindAndEmit(
-    const OpBinding &binding, const std::string &what,
-    const std::vector<VarPtr> &args,
-    const std::map<std::string, VarPtr> &keywords) {
-  Binding bound{binding.graphOp, {}, {}};
+OpBinder::Binding
+OpBinder::bind(const OpBinding &binding, const std::string &what,
+               const std::vector<VarPtr> &args,
+               const std::map<std::string, VarPtr> &keywords) {
+  Binding bound;
+  bound.op = binding.graphOp;
   size_t positional = 0;
   for (const ParamSpec &param : binding.params) {
     if (param.kind == ParamSpec::Kind::IntsVararg && !param.keywordOnly &&
@@ -25,17 +27,17 @@ VarPtr SymbolicInterpreter::bindAndEmit(
     else if (keywords.count(param.name))
       arg = keywords.at(param.name);
     if (!arg && !param.hasDefault)
-      unsupported(what + " without argument '" + param.name + "'");
+      tracer.unsupported(what + " without argument '" + param.name + "'");
     bindParam(param, arg, what, bound);
   }
   if (positional < args.size())
-    unsupported(what + " with too many positional arguments");
+    tracer.unsupported(what + " with too many positional arguments");
   for (auto &keyword : keywords) {
     bool known = false;
     for (const ParamSpec &param : binding.params)
       known |= param.name == keyword.first;
     if (!known)
-      unsupported(what + " with keyword '" + keyword.first + "'");
+      tracer.unsupported(what + " with keyword '" + keyword.first + "'");
   }
   for (auto &extra : binding.extraAttributes) {
     if (extra.first == "__inplace__") {
@@ -44,39 +46,27 @@ VarPtr SymbolicInterpreter::bindAndEmit(
     }
     bound.attributes[extra.first] = attributeOf(extra.second.get(), what);
   }
-  if (binding.graphOp == "cast" && bound.operands[0].isValue() &&
-      std::get<DType>(bound.attributes["dtype"]) ==
-          bound.operands[0].value->type.dtype) {
-    VarPtr same = makeVar(Var::Kind::Tensor);
-    same->tensor = bound.operands[0].value;
-    return same;
-  }
-  VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
-  if (!bound.inPlace)
-    return result;
-  if (!bound.self)
-    unsupported(what + " in place without a tensor to update");
-  return updateInPlace(bound.self, result);
+  return bound;
 }
 
-bool SymbolicInterpreter::isNoneVar(const VarPtr &var) {
+bool OpBinder::isNoneVar(const VarPtr &var) {
   return var->kind == Var::Kind::Constant && var->object.get() == Py_None;
 }
 
-bool SymbolicInterpreter::opAccepts(const std::string &op,
-                                    const std::string &attribute) {
+bool OpBinder::opAccepts(const std::string &op, const std::string &attribute) {
   const OpInfo *info = lookupOp(op);
   return info && std::find(info->attributes.begin(), info->attributes.end(),
                            attribute) != info->attributes.end();
 }
 
-void SymbolicInterpreter::bindParam(const ParamSpec &param, const VarPtr &arg,
-                                    const std::string &what, Binding &bound) {
+void OpBinder::bindParam(const ParamSpec &param, const VarPtr &arg,
+                         const std::string &what, Binding &bound) {
   switch (param.kind) {
   case ParamSpec::Kind::Operand:
     bound.operands.push_back(
-        arg ? operandOf(arg, what)
-            : operandOf(constant(param.defaultValue.get()), what));
+        arg ? tracer.operandOf(arg, what)
+            : tracer.operandOf(tracer.constant(param.defaultValue.get()),
+                               what));
     if (arg && !bound.self && arg->kind == Var::Kind::Tensor)
       bound.self = arg;
     return;
@@ -85,20 +75,20 @@ void SymbolicInterpreter::bindParam(const ParamSpec &param, const VarPtr &arg,
       return;
     PyObject *flag = concreteOf(arg, what, param.name);
     if (!PyBool_Check(flag))
-      unsupported(what + " with a non-bool '" + param.name + "'");
+      tracer.unsupported(what + " with a non-bool '" + param.name + "'");
     bound.inPlace = flag == Py_True;
     return;
   }
   case ParamSpec::Kind::Operands:
     if (!arg)
-      unsupported(what + " without '" + param.name + "'");
-    for (const VarPtr &item : itemsOf(arg))
-      bound.operands.push_back(operandOf(item, what));
+      tracer.unsupported(what + " without '" + param.name + "'");
+    for (const VarPtr &item : tracer.itemsOf(arg))
+      bound.operands.push_back(tracer.operandOf(item, what));
     return;
   case ParamSpec::Kind::OptionalOperand: {
     bool present = arg && !isNoneVar(arg);
     if (present)
-      bound.operands.push_back(operandOf(arg, what));
+      bound.operands.push_back(tracer.operandOf(arg, what));
     if (opAccepts(bound.op, "has_" + param.name))
       bound.attributes["has_" + param.name] = present;
     return;
@@ -115,10 +105,8 @@ void SymbolicInterpreter::bindParam(const ParamSpec &param, const VarPtr &arg,
   }
 }
 
-void SymbolicInterpreter::bindAttribute(const ParamSpec &param,
-                                        const VarPtr &arg,
-                                        const std::string &what,
-                                        Binding &bound) {
+void OpBinder::bindAttribute(const ParamSpec &param, const VarPtr &arg,
+                             const std::string &what, Binding &bound) {
   if (!arg && param.defaultValue.get() == Py_None)
     return;
   if (arg && isNoneVar(arg))
@@ -131,54 +119,52 @@ void SymbolicInterpreter::bindAttribute(const ParamSpec &param,
   bound.attributes[name] = value;
 }
 
-void SymbolicInterpreter::checkFixed(const ParamSpec &param, const VarPtr &arg,
-                                     const std::string &what) {
+void OpBinder::checkFixed(const ParamSpec &param, const VarPtr &arg,
+                          const std::string &what) {
   if (!arg)
     return;
   PyObject *object = concreteOf(arg, what, param.name);
   int equal = PyObject_RichCompareBool(object, param.defaultValue.get(), Py_EQ);
   if (equal != 1 || Py_TYPE(object) != Py_TYPE(param.defaultValue.get())) {
     PyErr_Clear();
-    unsupported(what + " with " + param.name + " other than its default");
+    tracer.unsupported(what + " with " + param.name +
+                       " other than its default");
   }
 }
 
-std::vector<int64_t>
-SymbolicInterpreter::intsOf(const std::vector<VarPtr> &args,
-                            const std::string &what, const std::string &param) {
+std::vector<int64_t> OpBinder::intsOf(const std::vector<VarPtr> &args,
+                                      const std::string &what,
+                                      const std::string &param) {
   std::vector<VarPtr> items = args;
   if (args.size() == 1 && args[0]->kind != Var::Kind::Constant)
-    items = itemsOf(args[0]);
+    items = tracer.itemsOf(args[0]);
   else if (args.size() == 1 && PyTuple_Check(args[0]->object.get()))
-    items = itemsOf(args[0]);
+    items = tracer.itemsOf(args[0]);
   std::vector<int64_t> values;
   for (const VarPtr &item : items) {
     if (item->kind != Var::Kind::Constant ||
         !PyLong_CheckExact(item->object.get()))
-      unsupported(what + " with a non-constant '" + param + "'");
+      tracer.unsupported(what + " with a non-constant '" + param + "'");
     values.push_back(PyLong_AsLongLong(item->object.get()));
   }
   return values;
 }
 
-Attribute SymbolicInterpreter::attributeOfVar(const VarPtr &arg,
-                                              const std::string &what,
-                                              const std::string &param) {
+Attribute OpBinder::attributeOfVar(const VarPtr &arg, const std::string &what,
+                                   const std::string &param) {
   if (arg->kind == Var::Kind::Tuple)
     return intsOf({arg}, what, param);
   return attributeOf(concreteOf(arg, what, param), what);
 }
 
-PyObject *SymbolicInterpreter::concreteOf(const VarPtr &arg,
-                                          const std::string &what,
-                                          const std::string &param) {
+PyObject *OpBinder::concreteOf(const VarPtr &arg, const std::string &what,
+                               const std::string &param) {
   if (arg->kind != Var::Kind::Constant && arg->kind != Var::Kind::Object)
-    unsupported(what + " with a non-constant '" + param + "'");
+    tracer.unsupported(what + " with a non-constant '" + param + "'");
   return arg->object.get();
 }
 
-Attribute SymbolicInterpreter::attributeOf(PyObject *object,
-                                           const std::string &what) {
+Attribute OpBinder::attributeOf(PyObject *object, const std::string &what) {
   if (std::optional<DType> type = dtypeFromObject(object))
     return *type;
   if (PyBool_Check(object))
@@ -195,13 +181,14 @@ Attribute SymbolicInterpreter::attributeOf(PyObject *object,
     for (Py_ssize_t i = 0; items && i < PyTuple_GET_SIZE(items.get()); ++i) {
       PyObject *item = PyTuple_GET_ITEM(items.get(), i);
       if (!PyLong_CheckExact(item))
-        unsupported(what + " with a sequence of non-integers");
+        tracer.unsupported(what + " with a sequence of non-integers");
       values.push_back(PyLong_AsLongLong(item));
     }
     return values;
   }
-  unsupported(what + " with an argument of type " + Py_TYPE(object)->tp_name);
+  tracer.unsupported(what + " with an argument of type " +
+                     Py_TYPE(object)->tp_name);
 }
 
-} // namespace interp
+} // namespace capture
 } // namespace dynafuse

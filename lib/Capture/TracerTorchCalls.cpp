@@ -1,9 +1,13 @@
-//===- InterpreterTorchCalls.cpp ===//
+//===- TracerTorchCalls.cpp - Torch callables kept as call_torch ----------===//
+//
 // Torch callables outside the op table, kept in the graph as call_torch
-#include "InterpreterState.h"
+// steps (their result types found by a run on meta tensors).
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 namespace {
 
 /// Objects that pass through a call unchanged and compare by value: dtypes,
@@ -61,8 +65,8 @@ bool isInPlaceName(const std::string &name) {
 
 } // namespace
 
-PyObject *SymbolicInterpreter::tensorMethodObject(const std::string &name,
-                                                  bool base) {
+PyObject *BytecodeTracer::tensorMethodObject(const std::string &name,
+                                             bool base) {
   PyObject *owner =
       base ? reinterpret_cast<PyObject *>(
                  reinterpret_cast<PyTypeObject *>(tensorClass())->tp_base)
@@ -73,19 +77,19 @@ PyObject *SymbolicInterpreter::tensorMethodObject(const std::string &name,
   return object;
 }
 
-VarPtr SymbolicInterpreter::superOfTensor(const std::vector<VarPtr> &args) {
-  VarPtr self = locals.empty() ? nullptr : locals[0];
+VarPtr BytecodeTracer::superOfTensor(const std::vector<VarPtr> &args) {
+  VarPtr self = current.locals.empty() ? nullptr : current.locals[0];
   if (!args.empty() || !self || self->kind != Var::Kind::Tensor ||
-      code->co_argcount == 0)
+      current.code->co_argcount == 0)
     return nullptr;
   VarPtr base = std::make_shared<Var>(*self);
   base->baseMethods = true;
   return base;
 }
 
-CallArg SymbolicInterpreter::callArgOf(const VarPtr &var,
-                                       std::vector<Operand> &operands,
-                                       const std::string &what) {
+CallArg BytecodeTracer::callArgOf(const VarPtr &var,
+                                  std::vector<Operand> &operands,
+                                  const std::string &what) {
   CallArg arg;
   switch (var->kind) {
   case Var::Kind::Tensor:
@@ -114,9 +118,9 @@ CallArg SymbolicInterpreter::callArgOf(const VarPtr &var,
               " is not a tensor, a constant or a sequence of them");
 }
 
-VarPtr SymbolicInterpreter::resultVar(PyObject *output,
-                                      const std::vector<Value *> &results,
-                                      size_t &next) {
+VarPtr BytecodeTracer::resultVar(PyObject *output,
+                                 const std::vector<Value *> &results,
+                                 size_t &next) {
   if (output == Py_None)
     return constant(Py_None);
   if (isAnyTensor(output)) {
@@ -143,10 +147,10 @@ VarPtr SymbolicInterpreter::resultVar(PyObject *output,
   return tuple;
 }
 
-VarPtr SymbolicInterpreter::torchExtern(
-    PyObject *callable, const std::string &what,
-    const std::vector<VarPtr> &args,
-    const std::map<std::string, VarPtr> &keywords) {
+VarPtr
+BytecodeTracer::torchExtern(PyObject *callable, const std::string &what,
+                            const std::vector<VarPtr> &args,
+                            const std::map<std::string, VarPtr> &keywords) {
   if (!isTorchBuiltin(callable))
     unsupported("call to " + what + " (not in the op table)");
   if (isInPlaceName(nameOf(callable)) || keywords.count("out"))
@@ -170,8 +174,8 @@ VarPtr SymbolicInterpreter::torchExtern(
   return emitTorchCall(std::move(call), std::move(operands));
 }
 
-VarPtr SymbolicInterpreter::emitTorchCall(TorchCall call,
-                                          std::vector<Operand> operands) {
+VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
+                                     std::vector<Operand> operands) {
   const std::string what = call.target;
   std::vector<PyRef> metas;
   std::vector<PyObject *> metaArgs;
@@ -240,5 +244,5 @@ VarPtr SymbolicInterpreter::emitTorchCall(TorchCall call,
   return resultVar(output.get(), results, next);
 }
 
-} // namespace interp
+} // namespace capture
 } // namespace dynafuse

@@ -1,12 +1,10 @@
-//===- InterpreterOperators.cpp ===//
-// Python operators on tensors and constants, and graph emission
-#include "InterpreterState.h"
+//===- TracerOperators.cpp - Python operators, and emitting graph nodes ---===//
+#include "BytecodeTracer.h"
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 
-Operand SymbolicInterpreter::operandOf(const VarPtr &var,
-                                       const std::string &what) {
+Operand BytecodeTracer::operandOf(const VarPtr &var, const std::string &what) {
   if (var->kind == Var::Kind::Tensor)
     return var->tensor;
   if (var->kind == Var::Kind::Constant) {
@@ -26,14 +24,14 @@ Operand SymbolicInterpreter::operandOf(const VarPtr &var,
   unsupported("argument of " + what + " is neither a tensor nor a number");
 }
 
-VarPtr SymbolicInterpreter::emit(const std::string &op,
-                                 std::vector<Operand> operands,
-                                 std::map<std::string, Attribute> attributes) {
+VarPtr BytecodeTracer::emit(const std::string &op,
+                            std::vector<Operand> operands,
+                            std::map<std::string, Attribute> attributes) {
   requireNoAutograd(operands);
   Node *node;
   try {
     node = result.graph->addNode(op, std::move(operands), std::move(attributes),
-                                 here(currentLine));
+                                 here(current.currentLine));
   } catch (const Unsupported &) {
     throw;
   } catch (const Error &error) {
@@ -61,12 +59,11 @@ VarPtr SymbolicInterpreter::emit(const std::string &op,
   return tuple;
 }
 
-bool SymbolicInterpreter::bothConstantNumbers(const VarPtr &lhs,
-                                              const VarPtr &rhs) {
+bool BytecodeTracer::bothConstantNumbers(const VarPtr &lhs, const VarPtr &rhs) {
   return lhs->kind == Var::Kind::Constant && rhs->kind == Var::Kind::Constant;
 }
 
-VarPtr SymbolicInterpreter::foldPython(PyObject *value) {
+VarPtr BytecodeTracer::foldPython(PyObject *value) {
   if (!value) {
     PyErr_Clear();
     unsupported("constant expression raised");
@@ -75,8 +72,8 @@ VarPtr SymbolicInterpreter::foldPython(PyObject *value) {
   return constant(owned.get());
 }
 
-VarPtr SymbolicInterpreter::binaryOp(int kind, const VarPtr &lhs,
-                                     const VarPtr &rhs) {
+VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
+                                const VarPtr &rhs) {
   if (bothConstantNumbers(lhs, rhs))
     return foldPython(foldBinary(kind, lhs, rhs));
   static const std::map<int, std::string> ops = {{NB_ADD, "add"},
@@ -100,8 +97,8 @@ VarPtr SymbolicInterpreter::binaryOp(int kind, const VarPtr &lhs,
   return value;
 }
 
-VarPtr SymbolicInterpreter::updateInPlace(const VarPtr &target,
-                                          const VarPtr &value) {
+VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
+                                     const VarPtr &value) {
   if (target->kind != Var::Kind::Tensor || value->kind != Var::Kind::Tensor)
     unsupported("in-place update of a non-tensor");
   Value *old = target->tensor;
@@ -121,14 +118,14 @@ VarPtr SymbolicInterpreter::updateInPlace(const VarPtr &target,
   return target;
 }
 
-const Value *SymbolicInterpreter::inputUpdatedTo(const Value *value) const {
+const Value *BytecodeTracer::inputUpdatedTo(const Value *value) const {
   for (const auto &[input, latest] : latestOfInput)
     if (latest == value)
       return input;
   return nullptr;
 }
 
-void SymbolicInterpreter::updateInput(const Value *input, Value *value) {
+void BytecodeTracer::updateInput(const Value *input, Value *value) {
   auto known = latestOfInput.find(input);
   const Value *previous = known == latestOfInput.end() ? input : known->second;
   latestOfInput[input] = value;
@@ -140,7 +137,7 @@ void SymbolicInterpreter::updateInput(const Value *input, Value *value) {
       entry.second.second = value;
 }
 
-void SymbolicInterpreter::addWriteBacks() {
+void BytecodeTracer::addWriteBacks() {
   Graph &graph = *result.graph;
   for (const auto &[input, latest] : latestOfInput) {
     if (latest == input)
@@ -162,7 +159,7 @@ void SymbolicInterpreter::addWriteBacks() {
   }
 }
 
-void SymbolicInterpreter::guardDisjointFromOtherInputs(const Value *input) {
+void BytecodeTracer::guardDisjointFromOtherInputs(const Value *input) {
   int source = sourceOfInput.at(input);
   PyObject *object = nullptr;
   for (const auto &[candidate, entry] : inputOfObject)
@@ -178,12 +175,12 @@ void SymbolicInterpreter::guardDisjointFromOtherInputs(const Value *input) {
     guard.kind = Guard::Kind::OtherStorage;
     guard.source = source;
     guard.other = entry.first;
-    addGuard(std::move(guard));
+    guardBuilder.addGuard(std::move(guard));
   }
 }
 
-PyObject *SymbolicInterpreter::foldBinary(int kind, const VarPtr &lhs,
-                                          const VarPtr &rhs) {
+PyObject *BytecodeTracer::foldBinary(int kind, const VarPtr &lhs,
+                                     const VarPtr &rhs) {
   PyObject *a = lhs->object.get(), *b = rhs->object.get();
   switch (kind) {
   case NB_ADD:
@@ -205,7 +202,7 @@ PyObject *SymbolicInterpreter::foldBinary(int kind, const VarPtr &lhs,
   }
 }
 
-bool SymbolicInterpreter::comparableAtCapture(const VarPtr &var) {
+bool BytecodeTracer::comparableAtCapture(const VarPtr &var) {
   if (var->kind == Var::Kind::Constant)
     return true;
   if (var->kind != Var::Kind::Object)
@@ -214,8 +211,8 @@ bool SymbolicInterpreter::comparableAtCapture(const VarPtr &var) {
   return type == "torch.dtype" || type == "torch.device";
 }
 
-VarPtr SymbolicInterpreter::compareOp(int kind, const VarPtr &lhs,
-                                      const VarPtr &rhs) {
+VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
+                                 const VarPtr &rhs) {
   if (comparableAtCapture(lhs) && comparableAtCapture(rhs))
     return foldPython(
         PyObject_RichCompare(lhs->object.get(), rhs->object.get(), kind));
@@ -226,13 +223,13 @@ VarPtr SymbolicInterpreter::compareOp(int kind, const VarPtr &lhs,
               {operandOf(lhs, ops[kind]), operandOf(rhs, ops[kind])});
 }
 
-VarPtr SymbolicInterpreter::negate(const VarPtr &var) {
+VarPtr BytecodeTracer::negate(const VarPtr &var) {
   if (var->kind == Var::Kind::Constant)
     return foldPython(PyNumber_Negative(var->object.get()));
   return emit("neg", {operandOf(var, "neg")});
 }
 
-VarPtr SymbolicInterpreter::logicalNot(const VarPtr &var) {
+VarPtr BytecodeTracer::logicalNot(const VarPtr &var) {
   if (var->kind != Var::Kind::Constant)
     unsupported("'not' on a tensor (data-dependent)");
   int truth = PyObject_IsTrue(var->object.get());
@@ -243,14 +240,13 @@ VarPtr SymbolicInterpreter::logicalNot(const VarPtr &var) {
   return constant(truth ? Py_False : Py_True);
 }
 
-const Value *SymbolicInterpreter::originalInput(const Value *value) const {
+const Value *BytecodeTracer::originalInput(const Value *value) const {
   if (sourceOfInput.count(value))
     return value;
   return inputUpdatedTo(value);
 }
 
-bool SymbolicInterpreter::sameTensorObject(const VarPtr &lhs,
-                                           const VarPtr &rhs) {
+bool BytecodeTracer::sameTensorObject(const VarPtr &lhs, const VarPtr &rhs) {
   if (lhs == rhs)
     return true;
   const Value *leftInput = originalInput(lhs->tensor);
@@ -271,13 +267,13 @@ bool SymbolicInterpreter::sameTensorObject(const VarPtr &lhs,
     guard.kind = Guard::Kind::OtherObject;
     guard.source = left->second;
     guard.other = right->second;
-    addGuard(std::move(guard));
+    guardBuilder.addGuard(std::move(guard));
   }
   return false;
 }
 
-VarPtr SymbolicInterpreter::isOp(const VarPtr &lhs, const VarPtr &rhs,
-                                 bool inverted) {
+VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
+                            bool inverted) {
   auto concrete = [](const VarPtr &var) {
     return var->kind == Var::Kind::Constant || var->kind == Var::Kind::Object;
   };
@@ -295,8 +291,8 @@ VarPtr SymbolicInterpreter::isOp(const VarPtr &lhs, const VarPtr &rhs,
 }
 
 /// `item in container` for constants in tuples, lists and dict keys.
-VarPtr SymbolicInterpreter::containsOp(const VarPtr &item,
-                                       const VarPtr &container, bool negated) {
+VarPtr BytecodeTracer::containsOp(const VarPtr &item, const VarPtr &container,
+                                  bool negated) {
   if (item->kind != Var::Kind::Constant)
     unsupported("'in' with a value not known at capture");
   bool found = false;
@@ -314,5 +310,5 @@ VarPtr SymbolicInterpreter::containsOp(const VarPtr &item,
   return constant(found != negated ? Py_True : Py_False);
 }
 
-} // namespace interp
+} // namespace capture
 } // namespace dynafuse

@@ -1,14 +1,14 @@
-//===- SymbolicInterpreter.h - Bytecode to graph ----------------*- C++ -*-===//
+//===- CapturedFrame.h - What capturing a frame produces --------*- C++ -*-===//
 //
-// Walks a frame's bytecode with its real arguments, recording tensor
-// operations into a Graph and the facts it relied on as guards. It has no
-// side effects: nothing the user wrote runs, so a fallback can run the frame
-// eagerly afterwards. What it cannot handle raises Unsupported, naming the
-// construct and the user's file:line.
+// captureFrame() runs the BytecodeTracer: it walks a frame's bytecode with its
+// real arguments, recording tensor operations into a Graph and the facts it
+// relied on as guards. It has no side effects: nothing the user wrote runs, so
+// a fallback can run the frame eagerly afterwards. What it cannot handle raises
+// Unsupported, naming the construct and the user's file:line.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DYNAFUSE_CAPTURE_SYMBOLICINTERPRETER_H
-#define DYNAFUSE_CAPTURE_SYMBOLICINTERPRETER_H
+#ifndef DYNAFUSE_CAPTURE_CAPTUREDFRAME_H
+#define DYNAFUSE_CAPTURE_CAPTUREDFRAME_H
 
 #include "Guards.h"
 #include "TorchCall.h"

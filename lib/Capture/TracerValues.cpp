@@ -1,11 +1,10 @@
-//===- InterpreterValues.cpp ===//
-// Containers, strings, indexing, iteration and tensor metadata
-#include "InterpreterState.h"
+//===- TracerValues.cpp - Containers, indexing, iteration, metadata -------===//
+#include "BytecodeTracer.h"
 
 namespace dynafuse {
-namespace interp {
+namespace capture {
 
-VarPtr SymbolicInterpreter::formatValue(int flags) {
+VarPtr BytecodeTracer::formatValue(int flags) {
   VarPtr spec = (flags & 0x04) ? pop() : nullptr;
   VarPtr value = pop();
   if (value->kind != Var::Kind::Constant ||
@@ -32,7 +31,7 @@ VarPtr SymbolicInterpreter::formatValue(int flags) {
       PyObject_Format(converted.get(), spec ? spec->object.get() : nullptr));
 }
 
-VarPtr SymbolicInterpreter::buildString(int count) {
+VarPtr BytecodeTracer::buildString(int count) {
   std::vector<VarPtr> parts(static_cast<size_t>(count));
   for (int i = count - 1; i >= 0; --i)
     parts[size_t(i)] = pop();
@@ -48,7 +47,7 @@ VarPtr SymbolicInterpreter::buildString(int count) {
   return constant(joined.get());
 }
 
-VarPtr SymbolicInterpreter::buildMap(int count) {
+VarPtr BytecodeTracer::buildMap(int count) {
   VarPtr dict = makeVar(Var::Kind::Dict);
   std::vector<std::pair<VarPtr, VarPtr>> pairs(static_cast<size_t>(count));
   for (int i = count - 1; i >= 0; --i) {
@@ -60,7 +59,7 @@ VarPtr SymbolicInterpreter::buildMap(int count) {
   return dict;
 }
 
-VarPtr SymbolicInterpreter::buildConstKeyMap(int count) {
+VarPtr BytecodeTracer::buildConstKeyMap(int count) {
   VarPtr keys = pop();
   std::vector<VarPtr> names = itemsOf(keys);
   VarPtr dict = makeVar(Var::Kind::Dict);
@@ -72,8 +71,8 @@ VarPtr SymbolicInterpreter::buildConstKeyMap(int count) {
   return dict;
 }
 
-void SymbolicInterpreter::setDictItem(const VarPtr &dict, const VarPtr &key,
-                                      const VarPtr &value) {
+void BytecodeTracer::setDictItem(const VarPtr &dict, const VarPtr &key,
+                                 const VarPtr &value) {
   if (key->kind != Var::Kind::Constant ||
       !PyUnicode_CheckExact(key->object.get()))
     unsupported("dict with a key that is not a constant string");
@@ -88,7 +87,7 @@ void SymbolicInterpreter::setDictItem(const VarPtr &dict, const VarPtr &key,
   dict->items.push_back(value);
 }
 
-void SymbolicInterpreter::mergeInto(const VarPtr &dict, const VarPtr &other) {
+void BytecodeTracer::mergeInto(const VarPtr &dict, const VarPtr &other) {
   if (dict->kind != Var::Kind::Dict || other->kind != Var::Kind::Dict)
     unsupported("** unpacking of a value that is not a dict");
   for (size_t i = 0; i < other->keys.size(); ++i) {
@@ -97,7 +96,7 @@ void SymbolicInterpreter::mergeInto(const VarPtr &dict, const VarPtr &other) {
   }
 }
 
-VarPtr SymbolicInterpreter::buildTuple(int count) {
+VarPtr BytecodeTracer::buildTuple(int count) {
   VarPtr tuple = makeVar(Var::Kind::Tuple);
   tuple->items.resize(size_t(count));
   for (int i = count - 1; i >= 0; --i)
@@ -105,7 +104,7 @@ VarPtr SymbolicInterpreter::buildTuple(int count) {
   return tuple;
 }
 
-std::vector<VarPtr> SymbolicInterpreter::itemsOf(const VarPtr &var) {
+std::vector<VarPtr> BytecodeTracer::itemsOf(const VarPtr &var) {
   if (var->kind == Var::Kind::Tuple)
     return var->items;
   if (var->kind == Var::Kind::Iterator)
@@ -129,7 +128,7 @@ std::vector<VarPtr> SymbolicInterpreter::itemsOf(const VarPtr &var) {
   unsupported("unpacking or indexing a value that is not a tuple");
 }
 
-void SymbolicInterpreter::unpack(const VarPtr &var, int count) {
+void BytecodeTracer::unpack(const VarPtr &var, int count) {
   std::vector<VarPtr> items = itemsOf(var);
   if (int(items.size()) != count)
     unsupported("unpacking a tuple of the wrong length");
@@ -137,8 +136,7 @@ void SymbolicInterpreter::unpack(const VarPtr &var, int count) {
     push(items[size_t(i)]);
 }
 
-VarPtr SymbolicInterpreter::subscript(const VarPtr &container,
-                                      const VarPtr &index) {
+VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
   if (container->kind == Var::Kind::Tensor)
     return indexTensor(container, index);
   if (container->kind == Var::Kind::Object && isModule(container->object.get()))
@@ -158,8 +156,7 @@ VarPtr SymbolicInterpreter::subscript(const VarPtr &container,
 }
 
 /// seq[a:b:c] of a tuple or list with constant bounds.
-VarPtr SymbolicInterpreter::sliceItems(const VarPtr &container,
-                                       PyObject *slice) {
+VarPtr BytecodeTracer::sliceItems(const VarPtr &container, PyObject *slice) {
   std::vector<VarPtr> items = itemsOf(container);
   Py_ssize_t start, stop, step, length;
   if (PySlice_GetIndicesEx(slice, Py_ssize_t(items.size()), &start, &stop,
@@ -174,7 +171,7 @@ VarPtr SymbolicInterpreter::sliceItems(const VarPtr &container,
   return result;
 }
 
-VarPtr SymbolicInterpreter::buildSlice(int count) {
+VarPtr BytecodeTracer::buildSlice(int count) {
   VarPtr step = count == 3 ? pop() : nullptr;
   VarPtr stop = pop();
   VarPtr start = pop();
@@ -193,7 +190,7 @@ VarPtr SymbolicInterpreter::buildSlice(int count) {
   return var;
 }
 
-VarPtr SymbolicInterpreter::indexTensor(VarPtr tensor, const VarPtr &index) {
+VarPtr BytecodeTracer::indexTensor(VarPtr tensor, const VarPtr &index) {
   std::vector<VarPtr> items =
       index->kind == Var::Kind::Tuple || (index->kind == Var::Kind::Constant &&
                                           PyTuple_Check(index->object.get()))
@@ -233,8 +230,8 @@ VarPtr SymbolicInterpreter::indexTensor(VarPtr tensor, const VarPtr &index) {
   return tensor;
 }
 
-VarPtr SymbolicInterpreter::sliceTensor(const VarPtr &tensor, PyObject *slice,
-                                        int64_t dim) {
+VarPtr BytecodeTracer::sliceTensor(const VarPtr &tensor, PyObject *slice,
+                                   int64_t dim) {
   auto *parts = reinterpret_cast<PySliceObject *>(slice);
   auto bound = [&](PyObject *value, int64_t fallback) {
     if (value == Py_None)
@@ -252,12 +249,12 @@ VarPtr SymbolicInterpreter::sliceTensor(const VarPtr &tensor, PyObject *slice,
               {{"dim", dim}, {"start", start}, {"end", stop}, {"step", step}});
 }
 
-bool SymbolicInterpreter::isMetadataMethod(const std::string &name) {
+bool BytecodeTracer::isMetadataMethod(const std::string &name) {
   return name == "size" || name == "dim" || name == "numel" ||
          name == "ndimension" || name == "nelement";
 }
 
-VarPtr SymbolicInterpreter::sizesTuple(const TensorType &type) {
+VarPtr BytecodeTracer::sizesTuple(const TensorType &type) {
   PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(type.rank())));
   for (size_t k = 0; k < type.rank(); ++k) {
     if (!type.sizes[k].isConstant())
@@ -268,13 +265,13 @@ VarPtr SymbolicInterpreter::sizesTuple(const TensorType &type) {
   return constant(tuple.get());
 }
 
-VarPtr SymbolicInterpreter::integerConstant(int64_t value) {
+VarPtr BytecodeTracer::integerConstant(int64_t value) {
   PyRef number = PyRef::steal(PyLong_FromLongLong(value));
   return constant(number.get());
 }
 
-VarPtr SymbolicInterpreter::tensorAttribute(const VarPtr &base,
-                                            const std::string &attribute) {
+VarPtr BytecodeTracer::tensorAttribute(const VarPtr &base,
+                                       const std::string &attribute) {
   const TensorType &type = base->tensor->type;
   if (attribute == "shape")
     return sizesTuple(type);
@@ -310,7 +307,7 @@ VarPtr SymbolicInterpreter::tensorAttribute(const VarPtr &base,
   return method;
 }
 
-VarPtr SymbolicInterpreter::unguardedObject(PyRef object) {
+VarPtr BytecodeTracer::unguardedObject(PyRef object) {
   if (!object) {
     PyErr_Clear();
     unsupported("tensor metadata object");
@@ -320,7 +317,7 @@ VarPtr SymbolicInterpreter::unguardedObject(PyRef object) {
   return var;
 }
 
-PyRef SymbolicInterpreter::dtypeObject(DType dtype) {
+PyRef BytecodeTracer::dtypeObject(DType dtype) {
   static const char *names[] = {"bool",     "int32",   "int64",  "float16",
                                 "bfloat16", "float32", "float64"};
   PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
@@ -329,16 +326,16 @@ PyRef SymbolicInterpreter::dtypeObject(DType dtype) {
                             : nullptr);
 }
 
-PyRef SymbolicInterpreter::deviceObject(const std::string &device) {
+PyRef BytecodeTracer::deviceObject(const std::string &device) {
   PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
   return PyRef::steal(
       torch ? PyObject_CallMethod(torch.get(), "device", "s", device.c_str())
             : nullptr);
 }
 
-VarPtr SymbolicInterpreter::tensorMetadata(const VarPtr &tensor,
-                                           const std::string &method,
-                                           const std::vector<VarPtr> &args) {
+VarPtr BytecodeTracer::tensorMetadata(const VarPtr &tensor,
+                                      const std::string &method,
+                                      const std::vector<VarPtr> &args) {
   const TensorType &type = tensor->tensor->type;
   if (method == "dim" || method == "ndimension")
     return integerConstant(int64_t(type.rank()));
@@ -362,7 +359,7 @@ VarPtr SymbolicInterpreter::tensorMetadata(const VarPtr &tensor,
   return integerConstant(size.constant());
 }
 
-VarPtr SymbolicInterpreter::iterate(const VarPtr &iterable) {
+VarPtr BytecodeTracer::iterate(const VarPtr &iterable) {
   if (iterable->kind == Var::Kind::Iterator)
     return iterable;
   VarPtr iterator = makeVar(Var::Kind::Iterator);
@@ -391,105 +388,16 @@ VarPtr SymbolicInterpreter::iterate(const VarPtr &iterable) {
   unsupported("iteration over this value");
 }
 
-VarPtr SymbolicInterpreter::iterateModules(const VarPtr &container,
-                                           VarPtr iterator) {
-  const char *type = Py_TYPE(container->object.get())->tp_name;
-  bool dict = isInstanceOf(container->object.get(), "ModuleDict");
-  if (!dict && !isInstanceOf(container->object.get(), "Sequential") &&
-      !isInstanceOf(container->object.get(), "ModuleList"))
-    unsupported(std::string("iteration over a ") + type);
-  VarPtr children = modulesOf(container);
-  for (size_t i = 0; i < children->items.size(); ++i) {
-    // A ModuleDict iterates over its keys, the others over their modules.
-    PyRef key = PyRef::steal(PyUnicode_FromString(children->keys[i].c_str()));
-    iterator->items.push_back(dict ? constant(key.get()) : children->items[i]);
-  }
-  return iterator;
-}
-
-VarPtr SymbolicInterpreter::walkModules(PyObject *method, const VarPtr &self,
-                                        size_t argCount) {
-  static const char *names[] = {"modules", "named_modules", "children",
-                                "named_children"};
-  int which = -1;
-  for (int i = 0; i < 4; ++i) {
-    PyRef candidate =
-        PyRef::steal(PyObject_GetAttrString(moduleClass(), names[i]));
-    if (!candidate)
-      PyErr_Clear();
-    else if (candidate.get() == method)
-      which = i;
-  }
-  if (which < 0 || argCount != 1 || self->kind != Var::Kind::Object ||
-      !isModule(self->object.get()))
-    return nullptr;
-  bool named = which % 2 == 1, recurse = which < 2;
-  VarPtr iterator = makeVar(Var::Kind::Iterator);
-  std::set<PyObject *> seen;
-  if (recurse) {
-    seen.insert(self->object.get());
-    iterator->items.push_back(named ? pairVar("", self) : self);
-  }
-  collectSubmodules(self, "", named, recurse, seen, iterator->items);
-  return iterator;
-}
-
-VarPtr SymbolicInterpreter::pairVar(const std::string &name,
-                                    const VarPtr &module) {
-  VarPtr pair = makeVar(Var::Kind::Tuple);
-  PyRef text = PyRef::steal(PyUnicode_FromString(name.c_str()));
-  pair->items = {constant(text.get()), module};
-  return pair;
-}
-
-VarPtr SymbolicInterpreter::modulesOf(const VarPtr &module) {
-  PyRef key = PyRef::steal(PyUnicode_InternFromString("_modules"));
-  PyRef dict = PyRef::steal(PyObject_GetAttr(module->object.get(), key.get()));
-  if (!dict || !PyDict_CheckExact(dict.get())) {
-    PyErr_Clear();
-    unsupported("module without a _modules dict");
-  }
-  VarPtr children =
-      dictOfSource(dict.get(), namedSource(Source::Kind::Attr,
-                                           sourceOfObject(module), key.get()));
-  if (!children)
-    unsupported("module whose _modules has keys that are not strings");
-  return children;
-}
-
-void SymbolicInterpreter::collectSubmodules(const VarPtr &module,
-                                            const std::string &prefix,
-                                            bool named, bool recurse,
-                                            std::set<PyObject *> &seen,
-                                            std::vector<VarPtr> &out) {
-  VarPtr children = modulesOf(module);
-  for (size_t i = 0; i < children->items.size(); ++i) {
-    const VarPtr &child = children->items[i];
-    if (child->kind == Var::Kind::Constant) // None
-      continue;
-    if (child->kind != Var::Kind::Object || !isModule(child->object.get()))
-      unsupported("a _modules entry that is not a module");
-    if (!seen.insert(child->object.get()).second)
-      continue;
-    std::string name = prefix + (prefix.empty() ? "" : ".") + children->keys[i];
-    out.push_back(named ? pairVar(recurse ? name : children->keys[i], child)
-                        : child);
-    if (recurse)
-      collectSubmodules(child, name, named, recurse, seen, out);
-  }
-}
-
-VarPtr SymbolicInterpreter::advancedIndex(const VarPtr &tensor,
-                                          const VarPtr &index) {
+VarPtr BytecodeTracer::advancedIndex(const VarPtr &tensor,
+                                     const VarPtr &index) {
   PyRef getitem = PyRef::steal(tensorMethodObject("__getitem__"));
   if (!getitem)
     unsupported("Tensor.__getitem__");
   return torchExtern(getitem.get(), "Tensor.__getitem__", {tensor, index}, {});
 }
 
-void SymbolicInterpreter::storeSubscript(const VarPtr &container,
-                                         const VarPtr &index,
-                                         const VarPtr &value) {
+void BytecodeTracer::storeSubscript(const VarPtr &container,
+                                    const VarPtr &index, const VarPtr &value) {
   if (container->kind == Var::Kind::Dict) {
     setDictItem(container, index, value);
     return;
@@ -510,80 +418,8 @@ void SymbolicInterpreter::storeSubscript(const VarPtr &container,
   updateInPlace(container, updated);
 }
 
-VarPtr SymbolicInterpreter::moduleItem(const VarPtr &container,
-                                       const VarPtr &index) {
-  PyObject *object = container->object.get();
-  if (isInstanceOf(object, "ParameterList") ||
-      isInstanceOf(object, "ParameterDict"))
-    return parameterItem(container, index);
-  bool dict = isInstanceOf(object, "ModuleDict");
-  if (!dict && !isInstanceOf(object, "ModuleList") &&
-      !isInstanceOf(object, "Sequential"))
-    unsupported(std::string("indexing a ") + Py_TYPE(object)->tp_name);
-  if (index->kind != Var::Kind::Constant)
-    unsupported("module container index not known at capture");
-  VarPtr children = modulesOf(container);
-  PyObject *wanted = index->object.get();
-  if (dict && PyUnicode_Check(wanted)) {
-    std::string name = PyUnicode_AsUTF8(wanted);
-    for (size_t i = 0; i < children->keys.size(); ++i)
-      if (children->keys[i] == name)
-        return children->items[i];
-    unsupported("ModuleDict has no key '" + name + "'");
-  }
-  if (dict || !PyLong_CheckExact(wanted))
-    unsupported("module container index of the wrong type");
-  long position = PyLong_AsLong(wanted);
-  long count = long(children->items.size());
-  if (position < 0)
-    position += count;
-  if (position < 0 || position >= count)
-    unsupported("module container index out of range");
-  return children->items[size_t(position)];
-}
-
-VarPtr SymbolicInterpreter::parameterItem(const VarPtr &container,
-                                          const VarPtr &index) {
-  // ParameterList holds its entries as attributes "0", "1", ...;
-  // ParameterDict under their keys: read them as attributes (guarded).
-  if (index->kind != Var::Kind::Constant)
-    unsupported("parameter container index not known at capture");
-  PyObject *wanted = index->object.get();
-  PyRef name;
-  if (PyUnicode_Check(wanted)) {
-    name = PyRef::borrow(wanted);
-  } else if (PyLong_CheckExact(wanted)) {
-    Py_ssize_t length = PyObject_Length(container->object.get());
-    long position = PyLong_AsLong(wanted);
-    if (position < 0)
-      position += long(length);
-    if (length < 0 || position < 0 || position >= long(length)) {
-      PyErr_Clear();
-      unsupported("parameter container index out of range");
-    }
-    // The position depends on the length: guard _parameters' size.
-    PyRef key = PyRef::steal(PyUnicode_InternFromString("_parameters"));
-    PyRef parameters =
-        PyRef::steal(PyObject_GetAttr(container->object.get(), key.get()));
-    if (!parameters || !PyDict_Check(parameters.get())) {
-      PyErr_Clear();
-      unsupported("ParameterList without _parameters");
-    }
-    Guard size;
-    size.kind = Guard::Kind::DictLength;
-    size.source =
-        namedSource(Source::Kind::Attr, sourceOfObject(container), key.get());
-    size.length = size_t(PyDict_Size(parameters.get()));
-    addGuard(std::move(size));
-    name = PyRef::steal(PyUnicode_FromFormat("%ld", position));
-  } else {
-    unsupported("parameter container index of the wrong type");
-  }
-  return loadAttr(container, name.get());
-}
-
-VarPtr SymbolicInterpreter::dictMethod(const std::string &method,
-                                       const VarPtr &dict) {
+VarPtr BytecodeTracer::dictMethod(const std::string &method,
+                                  const VarPtr &dict) {
   VarPtr list = makeVar(Var::Kind::Tuple);
   list->isList = true;
   for (size_t i = 0; i < dict->items.size(); ++i) {
@@ -601,5 +437,5 @@ VarPtr SymbolicInterpreter::dictMethod(const std::string &method,
   return list;
 }
 
-} // namespace interp
+} // namespace capture
 } // namespace dynafuse

@@ -1,0 +1,83 @@
+//===- CodeObjectCache.cpp - Compiled entries kept on code objects --------===//
+#include "CodeObjectCache.h"
+
+#include <algorithm>
+
+namespace dynafuse {
+namespace {
+
+/// The co_extra slot holding each code object's CodeCache.
+Py_ssize_t extraIndex = -1;
+
+/// Every cache made, for resetCodeCaches().
+std::vector<CodeCache *> &allCaches() {
+  static auto *caches = new std::vector<CodeCache *>(); // Leaked on purpose.
+  return *caches;
+}
+
+void freeCodeCache(void *pointer) {
+  // At interpreter shutdown compiled code may already be unusable: leak.
+  if (!pointer || _Py_IsFinalizing())
+    return;
+  auto *cache = static_cast<CodeCache *>(pointer);
+  auto &caches = allCaches();
+  caches.erase(std::remove(caches.begin(), caches.end(), cache), caches.end());
+  delete cache;
+}
+
+bool isSkippedFile(PyCodeObject *code, const CompilerConfig &config) {
+  std::string file = PyUnicode_AsUTF8(code->co_filename);
+  if (file.rfind("<frozen", 0) == 0)
+    return true;
+  for (const std::string &prefix : config.skipPrefixes)
+    if (file.rfind(prefix, 0) == 0)
+      return true;
+  return false;
+}
+
+} // namespace
+
+void initializeCodeObjectCache() {
+  extraIndex = _PyEval_RequestCodeExtraIndex(freeCodeCache);
+}
+
+CodeCache *cacheOf(PyCodeObject *code, const CompilerConfig &config) {
+  void *extra = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject *>(code), extraIndex, &extra) <
+      0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (extra)
+    return static_cast<CodeCache *>(extra);
+  auto *cache = new CodeCache();
+  cache->skippedFile = isSkippedFile(code, config);
+  cache->skip = cache->skippedFile;
+  if (_PyCode_SetExtra(reinterpret_cast<PyObject *>(code), extraIndex, cache) <
+      0) {
+    PyErr_Clear();
+    delete cache;
+    return nullptr;
+  }
+  allCaches().push_back(cache);
+  return cache;
+}
+
+void resetCodeCaches() {
+  for (CodeCache *cache : allCaches()) {
+    cache->entries.clear();
+    cache->skip = cache->skippedFile;
+    cache->compiles = 0;
+  }
+}
+
+std::string codeName(PyCodeObject *code) {
+  return PyUnicode_AsUTF8(code->co_qualname);
+}
+
+std::string codeWhere(PyCodeObject *code) {
+  return std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" +
+         std::to_string(code->co_firstlineno);
+}
+
+} // namespace dynafuse

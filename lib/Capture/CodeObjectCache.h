@@ -1,0 +1,67 @@
+//===- CodeObjectCache.h - Compiled entries kept on code objects -*- C++
+//-*-===//
+//
+// DESIGN decision 2: each code object carries (in co_extra) a list of
+// compiled entries, most recently hit first, plus a skip flag. An entry is
+// a captured frame (guards, sources, how to rebuild the result) and the
+// module compiled from its graph.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_CODEOBJECTCACHE_H
+#define DYNAFUSE_CAPTURE_CODEOBJECTCACHE_H
+
+#include "CapturedFrame.h"
+#include "dynafuse/Capture/FrameCompiler.h"
+#include "dynafuse/Runtime/Executor.h"
+
+#include <Python.h>
+
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+struct CacheEntry {
+  CapturedFrame captured;
+  /// The backend the entry was compiled for (part of its key).
+  std::string backend;
+  std::unique_ptr<CompiledModule> module;
+  /// Per module output: the graph input it is (index), or -1 when computed.
+  std::vector<int> outputInput;
+  /// Per module output: when it is a view step of an input, the input and
+  /// the view (returned sharing the input's memory, as eager does).
+  struct InputView {
+    int input = -1;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+  };
+  std::vector<InputView> outputViews;
+};
+
+struct CodeCache {
+  /// Shared: a run keeps its entry alive even if another thread resets the
+  /// cache while the run's call_torch steps execute Python code (which may
+  /// switch threads).
+  std::list<std::shared_ptr<CacheEntry>> entries;
+  /// Set for code the skip policy excludes, and after a graph break.
+  bool skip = false;
+  bool skippedFile = false;
+  int compiles = 0;
+};
+
+/// Requests the co_extra slot; call once at module import.
+void initializeCodeObjectCache();
+/// The cache of `code`, created on first sight (the skip policy of
+/// `config` decides whether it starts skipped); null when co_extra fails.
+CodeCache *cacheOf(PyCodeObject *code, const CompilerConfig &config);
+/// Empties every code object's cache (skipped files stay skipped).
+void resetCodeCaches();
+/// The code's qualified name, and its file:first-line.
+std::string codeName(PyCodeObject *code);
+std::string codeWhere(PyCodeObject *code);
+
+} // namespace dynafuse
+
+#endif

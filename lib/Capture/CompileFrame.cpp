@@ -1,0 +1,141 @@
+//===- CompileFrame.cpp - Capture and compile a frame into an entry -------===//
+#include "CompileFrame.h"
+
+#include "Dumps.h"
+#include "dynafuse/Runtime/CompileGraph.h"
+#include "dynafuse/Support/Logging.h"
+
+#include <map>
+
+namespace dynafuse {
+namespace {
+
+/// One instance per registered backend, for the process (leaked).
+Backend &backendNamed(const std::string &name) {
+  static auto *backends = new std::map<std::string, std::unique_ptr<Backend>>();
+  auto &slot = (*backends)[name];
+  if (!slot)
+    slot = createBackend(name);
+  return *slot;
+}
+
+std::string sanitize(const std::string &name) {
+  std::string clean;
+  for (char c : name)
+    clean += std::isalnum((unsigned char)c) ? c : '_';
+  return clean;
+}
+
+/// The code's name and how many graphs this code object compiled before:
+/// the same in every process that compiles the same code in the same
+/// order, so kernel names, and with them the disk cache's keys (the IR
+/// text), do not depend on what else the process compiled first.
+std::string graphName(PyCodeObject *code, int compileIndex) {
+  return sanitize(codeName(code)) + "_" + std::to_string(compileIndex);
+}
+
+CacheEntry::InputView inputViewOf(const LoopModule &module,
+                                  const std::string &output) {
+  CacheEntry::InputView view;
+  const ProgramStep *step = module.definingStep(output);
+  if (!step || step->kind != ProgramStep::Kind::View)
+    return view;
+  for (size_t i = 0; i < module.inputs.size(); ++i)
+    if (module.inputs[i].name == step->source)
+      view.input = int(i);
+  if (view.input < 0)
+    return view;
+  for (const SymExpr &size : step->type.sizes)
+    view.sizes.push_back(size.constant());
+  for (const SymExpr &stride : step->type.effectiveStrides())
+    view.strides.push_back(stride.constant());
+  view.offset = step->offset.constant();
+  return view;
+}
+
+/// CPU backends run host memory, the cuda backend device memory of
+/// cuda:0: a graph whose buffers live elsewhere cannot be compiled for the
+/// requested backend (the frame then runs eagerly, with this reason).
+void requireDevicesOf(const LoopModule &module, const std::string &backend) {
+  bool cuda = backend == "cuda";
+  auto check = [&](const TensorType &type, const std::string &name) {
+    bool ok = cuda ? type.device == "cuda:0" || type.device == "cuda"
+                   : type.device == "cpu";
+    if (!ok)
+      throw Unsupported(
+          "backend '" + backend + "' cannot run %" + name + " on " +
+              type.device +
+              (cuda ? " (it runs tensors on cuda:0)"
+                    : " (CPU backends run CPU tensors; use backend='cuda' "
+                      "or 'auto')"),
+          Location{});
+  };
+  for (const LoopBuffer &input : module.inputs)
+    check(input.type, input.name);
+  for (const ProgramStep &step : module.steps) {
+    if (step.kind == ProgramStep::Kind::Alloc)
+      check(step.type, step.result);
+    for (size_t i = 0; i < step.types.size(); ++i)
+      check(step.types[i], step.results.at(i));
+  }
+}
+
+} // namespace
+
+std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
+                                         const CallOptions &options,
+                                         int compileIndex) {
+  auto entry = std::make_unique<CacheEntry>();
+  entry->backend = options.backend;
+  entry->captured = captureFrame(frame, graphName(frame->code, compileIndex));
+  ++compilerStats().captures;
+  const Graph &graph = *entry->captured.graph;
+  if (graph.nodes.empty())
+    throw Unsupported("the frame computes nothing on tensors",
+                      Location{PyUnicode_AsUTF8(frame->code->co_filename),
+                               frame->code->co_firstlineno, 0});
+  CompileOptions compileOptions = compileOptionsFrom(options.config->options);
+  compileOptions.dumpDir =
+      dumpFolder(entry->captured, options.config->options.dumpDir);
+  // The chain's two halves (CompileGraph.h), with the loop IR dumped and
+  // its devices checked in between, so a backend failure still leaves
+  // kernels.loop to replay.
+  GraphCompileOptions chain;
+  LoopModule module = std::move(compileGraph(graph, chain).loopModule);
+  dumpLoopModule(compileOptions.dumpDir, module);
+  logLine("compile", "compiled " + graph.name + " (" +
+                         std::to_string(module.kernels.size()) +
+                         " kernels) from " + codeWhere(frame->code));
+  for (const std::string &output : module.outputs) {
+    int input = -1;
+    for (size_t i = 0; i < module.inputs.size(); ++i)
+      if (module.inputs[i].name == output)
+        input = int(i);
+    entry->outputInput.push_back(input);
+    entry->outputViews.push_back(inputViewOf(module, output));
+  }
+  CompiledGraphInfo info;
+  info.name = graph.name;
+  info.where = codeWhere(frame->code);
+  info.kernels = int(module.kernels.size());
+  info.ops = int(graph.nodes.size());
+  for (const Guard &guard : entry->captured.guards)
+    info.guards.push_back(guard.describe(entry->captured.sources));
+  if (logEnabled("guards")) {
+    std::string text = "guards of " + graph.name + ":";
+    for (const std::string &guard : info.guards)
+      text += "\n  " + guard;
+    logLine("guards", text);
+  }
+  for (const ProgramStep &step : module.steps)
+    info.externCalls += step.kind == ProgramStep::Kind::Extern;
+  requireDevicesOf(module, options.backend);
+  chain.backend = &backendNamed(options.registeredBackend);
+  chain.backendOptions = compileOptions;
+  entry->module = compileLoopModule(std::move(module), chain).compiled;
+  info.peakIntermediateBytes = entry->module->peakIntermediateBytes({});
+  compiledGraphs().push_back(info);
+  return entry;
+}
+
+} // namespace dynafuse

@@ -1,0 +1,26 @@
+//===- CompileFrame.h - Capture and compile a frame into an entry -*- C++
+//-*-===//
+//
+// The compile pipeline of one frame: capture its bytecode into a graph
+// (BytecodeTracer, CapturedFrame.h), lower it, check its devices against the
+// backend, compile it with the call's backend, and record what was compiled.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_COMPILEFRAME_H
+#define DYNAFUSE_CAPTURE_COMPILEFRAME_H
+
+#include "CodeObjectCache.h"
+
+#include <memory>
+
+namespace dynafuse {
+
+/// A new entry for `frame`, the `compileIndex`-th compiled from its code
+/// object. Throws Unsupported on graph breaks, Error on compile failures.
+std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
+                                         const CallOptions &options,
+                                         int compileIndex);
+
+} // namespace dynafuse
+
+#endif

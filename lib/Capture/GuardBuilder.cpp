@@ -1,0 +1,57 @@
+//===- GuardBuilder.cpp - Sources and guards of one capture ---------------===//
+#include "GuardBuilder.h"
+
+namespace dynafuse {
+namespace capture {
+
+int GuardBuilder::addSource(Source source) {
+  std::string key = std::to_string(int(source.kind)) + ":" +
+                    std::to_string(source.parent) + ":" +
+                    std::to_string(source.index) + ":" +
+                    (source.name ? PyUnicode_AsUTF8(source.name.get()) : "");
+  auto found = sourceIds.find(key);
+  if (found != sourceIds.end())
+    return found->second;
+  sources.push_back(std::move(source));
+  int id = int(sources.size()) - 1;
+  sourceIds[key] = id;
+  return id;
+}
+
+void GuardBuilder::addGuard(Guard guard) {
+  for (const Guard &existing : guardList)
+    if (existing.kind == guard.kind && existing.source == guard.source &&
+        existing.other == guard.other &&
+        existing.expected.get() == guard.expected.get() &&
+        existing.length == guard.length && guard.kind != Guard::Kind::Tensor)
+      return;
+  guardList.push_back(std::move(guard));
+}
+
+int GuardBuilder::namedSource(Source::Kind kind, int parent, PyObject *name) {
+  Source source;
+  source.kind = kind;
+  source.parent = parent;
+  source.name = PyRef::borrow(name);
+  return addSource(std::move(source));
+}
+
+int GuardBuilder::indexedSource(Source::Kind kind, int parent, int index) {
+  Source source;
+  source.kind = kind;
+  source.parent = parent;
+  source.index = index;
+  return addSource(std::move(source));
+}
+
+void GuardBuilder::moveInto(std::vector<Source> &sourcesOut,
+                            std::vector<Guard> &guardsOut) {
+  sourcesOut = std::move(sources);
+  guardsOut = std::move(guardList);
+  sources.clear();
+  guardList.clear();
+  sourceIds.clear();
+}
+
+} // namespace capture
+} // namespace dynafuse

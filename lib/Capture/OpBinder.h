@@ -1,0 +1,77 @@
+//===- OpBinder.h - Call arguments to graph operands and attributes -*- C++
+//-*-===//
+//
+// Op binding: how the arguments of one call of a torch callable bind to a
+// graph op's operands and attributes, as the op table says (OpTable.h):
+// positional and keyword arguments, defaults, fixed parameters, integer
+// varargs, in-place flags. What does not bind is refused (Unsupported,
+// through the tracer, which also provides operands for tensor arguments).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_OPBINDER_H
+#define DYNAFUSE_CAPTURE_OPBINDER_H
+
+#include "OpTable.h"
+#include "Var.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+namespace capture {
+
+class BytecodeTracer;
+
+class OpBinder {
+public:
+  /// What the arguments of one call bind to.
+  struct Binding {
+    std::string op;
+    std::vector<Operand> operands;
+    std::map<std::string, Attribute> attributes;
+    /// The first tensor argument, and whether the call updates it in place.
+    VarPtr self;
+    bool inPlace = false;
+  };
+
+  explicit OpBinder(BytecodeTracer &tracer) : tracer(tracer) {}
+
+  Binding bind(const OpBinding &binding, const std::string &what,
+               const std::vector<VarPtr> &args,
+               const std::map<std::string, VarPtr> &keywords);
+
+private:
+  static bool isNoneVar(const VarPtr &var);
+
+  bool opAccepts(const std::string &op, const std::string &attribute);
+
+  void bindParam(const ParamSpec &param, const VarPtr &arg,
+                 const std::string &what, Binding &bound);
+
+  void bindAttribute(const ParamSpec &param, const VarPtr &arg,
+                     const std::string &what, Binding &bound);
+
+  void checkFixed(const ParamSpec &param, const VarPtr &arg,
+                  const std::string &what);
+
+  /// Integer list from vararg ints or one tuple/list of ints.
+  std::vector<int64_t> intsOf(const std::vector<VarPtr> &args,
+                              const std::string &what,
+                              const std::string &param);
+
+  Attribute attributeOfVar(const VarPtr &arg, const std::string &what,
+                           const std::string &param);
+
+  PyObject *concreteOf(const VarPtr &arg, const std::string &what,
+                       const std::string &param);
+
+  Attribute attributeOf(PyObject *object, const std::string &what);
+
+  BytecodeTracer &tracer;
+};
+
+} // namespace capture
+} // namespace dynafuse
+
+#endif

@@ -1,0 +1,237 @@
+//===- TracerBuiltins.cpp - Python builtins and grad-mode contexts --------===//
+//
+// Builtins the tracer runs at capture time (pure ones on constants,
+// containers, isinstance, getattr/hasattr) and torch's grad-mode context
+// managers.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+
+bool BytecodeTracer::isBuiltin(PyObject *callable, const char *name) const {
+  PyObject *builtins = frame->builtins;
+  return PyDict_Check(builtins) &&
+         PyDict_GetItemString(builtins, name) == callable;
+}
+
+/// math.sqrt, math.log, ...: pure functions of numbers.
+bool BytecodeTracer::isMathFunction(PyObject *callable) {
+  static PyObject *slot = nullptr;
+  PyObject *math = lookupOnce(slot, "math", nullptr);
+  if (!math || !PyCFunction_Check(callable))
+    return false;
+  PyObject *self = PyCFunction_GET_SELF(callable);
+  return self == math;
+}
+
+VarPtr
+BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
+                            const std::map<std::string, VarPtr> &keywords) {
+  static const char *pure[] = {"float", "int",   "bool", "abs", "min",
+                               "max",   "round", "len",  "pow", "range"};
+  bool isPure = isMathFunction(callable);
+  for (const char *name : pure)
+    isPure |= isBuiltin(callable, name);
+  if (!isPure || !keywords.empty())
+    return nullptr;
+  PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != Var::Kind::Constant)
+      return nullptr;
+    PyTuple_SET_ITEM(tuple.get(), i, PyRef(args[i]->object).release());
+  }
+  return foldPython(PyObject_Call(callable, tuple.get(), nullptr));
+}
+
+VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
+                                        const std::vector<VarPtr> &args) {
+  auto is = [&](const char *name) { return isBuiltin(callable, name); };
+  bool container = !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
+                                     args[0]->kind == Var::Kind::Iterator ||
+                                     args[0]->kind == Var::Kind::Dict);
+  if (is("len") && args.size() == 1 && container)
+    return integerConstant(int64_t(itemsOf(args[0]).size()));
+  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
+      PyDict_Check(args[0]->object.get())) {
+    // A dict read from a source (a module's hook OrderedDict): its length,
+    // guarded.
+    Guard length;
+    length.kind = Guard::Kind::DictLength;
+    length.source = sourceOfObject(args[0]);
+    length.length = size_t(PyDict_Size(args[0]->object.get()));
+    guardBuilder.addGuard(std::move(length));
+    return integerConstant(int64_t(length.length));
+  }
+  if (!container)
+    return nullptr;
+  std::vector<VarPtr> items = itemsOf(args[0]);
+  if ((is("tuple") || is("list")) && args.size() == 1) {
+    VarPtr result = makeVar(Var::Kind::Tuple);
+    result->items = items;
+    result->isList = is("list");
+    return result;
+  }
+  if ((is("all") || is("any")) && args.size() == 1) {
+    bool all = is("all");
+    for (const VarPtr &item : items)
+      if (truthOf(item, false) != all)
+        return constant(all ? Py_False : Py_True);
+    return constant(all ? Py_True : Py_False);
+  }
+  if (is("sum") && args.size() <= 2) {
+    VarPtr total = args.size() == 2 ? args[1] : integerConstant(0);
+    for (const VarPtr &item : items)
+      total = binaryOp(NB_ADD, total, item);
+    return total;
+  }
+  if (is("enumerate")) {
+    VarPtr iterator = makeVar(Var::Kind::Iterator);
+    for (size_t i = 0; i < items.size(); ++i) {
+      VarPtr pair = makeVar(Var::Kind::Tuple);
+      pair->items = {integerConstant(int64_t(i)), items[i]};
+      iterator->items.push_back(pair);
+    }
+    return iterator;
+  }
+  if (is("zip")) {
+    std::vector<std::vector<VarPtr>> columns;
+    size_t length = items.size();
+    for (const VarPtr &arg : args) {
+      columns.push_back(itemsOf(arg));
+      length = std::min(length, columns.back().size());
+    }
+    VarPtr iterator = makeVar(Var::Kind::Iterator);
+    for (size_t i = 0; i < length; ++i) {
+      VarPtr row = makeVar(Var::Kind::Tuple);
+      for (const auto &column : columns)
+        row->items.push_back(column[i]);
+      iterator->items.push_back(row);
+    }
+    return iterator;
+  }
+  return nullptr;
+}
+
+/// isinstance(x, cls) where the answer is known at capture: constants and
+/// guarded objects, and computed tensors (exactly torch.Tensor).
+VarPtr BytecodeTracer::isInstance(PyObject *callable,
+                                  const std::vector<VarPtr> &args) {
+  PyObject *builtins = frame->builtins;
+  bool knownClass = args.size() == 2 && (args[1]->kind == Var::Kind::Object ||
+                                         args[1]->kind == Var::Kind::Constant);
+  if (!PyDict_Check(builtins) ||
+      PyDict_GetItemString(builtins, "isinstance") != callable || !knownClass)
+    return nullptr;
+  PyObject *cls = args[1]->object.get();
+  PyRef tensorType;
+  if (args[0]->kind == Var::Kind::Tensor) {
+    if (!args[0]->tensor->producer)
+      unsupported("isinstance of an input tensor (Tensor or Parameter)");
+    PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+    tensorType = PyRef::steal(
+        torch ? PyObject_GetAttrString(torch.get(), "Tensor") : nullptr);
+    if (!tensorType) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    int sub = PyObject_IsSubclass(tensorType.get(), cls);
+    if (sub < 0) {
+      PyErr_Clear();
+      unsupported("isinstance raised");
+    }
+    return constant(sub ? Py_True : Py_False);
+  }
+  if (args[0]->kind != Var::Kind::Constant &&
+      args[0]->kind != Var::Kind::Object)
+    return nullptr;
+  int result = PyObject_IsInstance(args[0]->object.get(), cls);
+  if (result < 0) {
+    PyErr_Clear();
+    unsupported("isinstance raised");
+  }
+  return constant(result ? Py_True : Py_False);
+}
+
+VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,
+                                        const std::vector<VarPtr> &args) {
+  auto is = [&](const char *name) { return isBuiltin(callable, name); };
+  bool get = is("getattr"), has = is("hasattr");
+  if ((!get && !has) || args.size() < 2 || args.size() > (get ? 3u : 2u) ||
+      args[1]->kind != Var::Kind::Constant ||
+      !PyUnicode_Check(args[1]->object.get()))
+    return nullptr;
+  PyObject *name = args[1]->object.get();
+  const VarPtr &base = args[0];
+  bool present = base->kind == Var::Kind::Tensor ||
+                 (base->object && PyObject_HasAttr(base->object.get(), name));
+  if (base->kind == Var::Kind::Object && !present)
+    guardMissingAttribute(base, name);
+  if (has)
+    return constant(present ? Py_True : Py_False);
+  if (present)
+    return loadAttr(base, name);
+  if (args.size() == 3)
+    return args[2];
+  unsupported(std::string("getattr of a missing attribute '") +
+              PyUnicode_AsUTF8(name) + "'");
+}
+
+void BytecodeTracer::guardMissingAttribute(const VarPtr &object,
+                                           PyObject *name) {
+  Guard guard;
+  guard.kind = Guard::Kind::NoAttribute;
+  guard.source = sourceOfObject(object);
+  guard.expected = PyRef::borrow(name);
+  guardBuilder.addGuard(std::move(guard));
+}
+
+VarPtr
+BytecodeTracer::gradModeContext(PyObject *callable,
+                                const std::vector<VarPtr> &args,
+                                const std::map<std::string, VarPtr> &keywords) {
+  static PyObject *slot = nullptr;
+  PyObject *torch = lookupOnce(slot, "torch", nullptr);
+  if (!torch || !PyType_Check(callable))
+    return nullptr;
+  int mode = -1;
+  for (const char *name : {"no_grad", "enable_grad", "inference_mode"}) {
+    PyRef type = PyRef::steal(PyObject_GetAttrString(torch, name));
+    if (!type)
+      PyErr_Clear();
+    else if (type.get() == callable)
+      mode = std::string(name) == "enable_grad";
+  }
+  if (mode < 0)
+    return nullptr;
+  bool inference = !args.empty() || !keywords.empty();
+  if (inference) {
+    // inference_mode(False) keeps grad mode as it is: not modelled.
+    const VarPtr &flag = args.empty() ? keywords.begin()->second : args[0];
+    if (args.size() + keywords.size() != 1 ||
+        flag->kind != Var::Kind::Constant || flag->object.get() != Py_True)
+      unsupported("grad-mode context with arguments other than mode=True");
+  }
+  VarPtr context = makeVar(Var::Kind::Object);
+  context->object = PyRef::borrow(callable);
+  context->setsGradMode = mode;
+  return context;
+}
+
+void BytecodeTracer::enterWith(const VarPtr &context) {
+  if (context->kind != Var::Kind::Object || context->setsGradMode < 0)
+    unsupported("with block over a context manager other than no_grad, "
+                "enable_grad or inference_mode");
+  VarPtr exit = makeVar(Var::Kind::Object);
+  exit->object = context->object;
+  exit->method = "__exit__";
+  exit->setsGradMode = context->setsGradMode;
+  gradModeStack.push_back(gradMode);
+  gradMode = context->setsGradMode == 1;
+  push(exit);
+  push(constant(Py_None));
+}
+
+} // namespace capture
+} // namespace dynafuse

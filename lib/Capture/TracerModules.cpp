@@ -1,0 +1,172 @@
+//===- TracerModules.cpp - nn.Module containers read through guards -------===//
+//
+// Iteration over and indexing of nn.Sequential, nn.ModuleList,
+// nn.ModuleDict, ParameterList/ParameterDict, and module tree walks, all
+// read through guarded _modules dicts.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+
+VarPtr BytecodeTracer::iterateModules(const VarPtr &container,
+                                      VarPtr iterator) {
+  const char *type = Py_TYPE(container->object.get())->tp_name;
+  bool dict = isInstanceOf(container->object.get(), "ModuleDict");
+  if (!dict && !isInstanceOf(container->object.get(), "Sequential") &&
+      !isInstanceOf(container->object.get(), "ModuleList"))
+    unsupported(std::string("iteration over a ") + type);
+  VarPtr children = modulesOf(container);
+  for (size_t i = 0; i < children->items.size(); ++i) {
+    // A ModuleDict iterates over its keys, the others over their modules.
+    PyRef key = PyRef::steal(PyUnicode_FromString(children->keys[i].c_str()));
+    iterator->items.push_back(dict ? constant(key.get()) : children->items[i]);
+  }
+  return iterator;
+}
+
+VarPtr BytecodeTracer::walkModules(PyObject *method, const VarPtr &self,
+                                   size_t argCount) {
+  static const char *names[] = {"modules", "named_modules", "children",
+                                "named_children"};
+  int which = -1;
+  for (int i = 0; i < 4; ++i) {
+    PyRef candidate =
+        PyRef::steal(PyObject_GetAttrString(moduleClass(), names[i]));
+    if (!candidate)
+      PyErr_Clear();
+    else if (candidate.get() == method)
+      which = i;
+  }
+  if (which < 0 || argCount != 1 || self->kind != Var::Kind::Object ||
+      !isModule(self->object.get()))
+    return nullptr;
+  bool named = which % 2 == 1, recurse = which < 2;
+  VarPtr iterator = makeVar(Var::Kind::Iterator);
+  std::set<PyObject *> seen;
+  if (recurse) {
+    seen.insert(self->object.get());
+    iterator->items.push_back(named ? pairVar("", self) : self);
+  }
+  collectSubmodules(self, "", named, recurse, seen, iterator->items);
+  return iterator;
+}
+
+VarPtr BytecodeTracer::pairVar(const std::string &name, const VarPtr &module) {
+  VarPtr pair = makeVar(Var::Kind::Tuple);
+  PyRef text = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  pair->items = {constant(text.get()), module};
+  return pair;
+}
+
+VarPtr BytecodeTracer::modulesOf(const VarPtr &module) {
+  PyRef key = PyRef::steal(PyUnicode_InternFromString("_modules"));
+  PyRef dict = PyRef::steal(PyObject_GetAttr(module->object.get(), key.get()));
+  if (!dict || !PyDict_CheckExact(dict.get())) {
+    PyErr_Clear();
+    unsupported("module without a _modules dict");
+  }
+  VarPtr children = dictOfSource(
+      dict.get(), guardBuilder.namedSource(Source::Kind::Attr,
+                                           sourceOfObject(module), key.get()));
+  if (!children)
+    unsupported("module whose _modules has keys that are not strings");
+  return children;
+}
+
+void BytecodeTracer::collectSubmodules(const VarPtr &module,
+                                       const std::string &prefix, bool named,
+                                       bool recurse, std::set<PyObject *> &seen,
+                                       std::vector<VarPtr> &out) {
+  VarPtr children = modulesOf(module);
+  for (size_t i = 0; i < children->items.size(); ++i) {
+    const VarPtr &child = children->items[i];
+    if (child->kind == Var::Kind::Constant) // None
+      continue;
+    if (child->kind != Var::Kind::Object || !isModule(child->object.get()))
+      unsupported("a _modules entry that is not a module");
+    if (!seen.insert(child->object.get()).second)
+      continue;
+    std::string name = prefix + (prefix.empty() ? "" : ".") + children->keys[i];
+    out.push_back(named ? pairVar(recurse ? name : children->keys[i], child)
+                        : child);
+    if (recurse)
+      collectSubmodules(child, name, named, recurse, seen, out);
+  }
+}
+
+VarPtr BytecodeTracer::moduleItem(const VarPtr &container,
+                                  const VarPtr &index) {
+  PyObject *object = container->object.get();
+  if (isInstanceOf(object, "ParameterList") ||
+      isInstanceOf(object, "ParameterDict"))
+    return parameterItem(container, index);
+  bool dict = isInstanceOf(object, "ModuleDict");
+  if (!dict && !isInstanceOf(object, "ModuleList") &&
+      !isInstanceOf(object, "Sequential"))
+    unsupported(std::string("indexing a ") + Py_TYPE(object)->tp_name);
+  if (index->kind != Var::Kind::Constant)
+    unsupported("module container index not known at capture");
+  VarPtr children = modulesOf(container);
+  PyObject *wanted = index->object.get();
+  if (dict && PyUnicode_Check(wanted)) {
+    std::string name = PyUnicode_AsUTF8(wanted);
+    for (size_t i = 0; i < children->keys.size(); ++i)
+      if (children->keys[i] == name)
+        return children->items[i];
+    unsupported("ModuleDict has no key '" + name + "'");
+  }
+  if (dict || !PyLong_CheckExact(wanted))
+    unsupported("module container index of the wrong type");
+  long position = PyLong_AsLong(wanted);
+  long count = long(children->items.size());
+  if (position < 0)
+    position += count;
+  if (position < 0 || position >= count)
+    unsupported("module container index out of range");
+  return children->items[size_t(position)];
+}
+
+VarPtr BytecodeTracer::parameterItem(const VarPtr &container,
+                                     const VarPtr &index) {
+  // ParameterList holds its entries as attributes "0", "1", ...;
+  // ParameterDict under their keys: read them as attributes (guarded).
+  if (index->kind != Var::Kind::Constant)
+    unsupported("parameter container index not known at capture");
+  PyObject *wanted = index->object.get();
+  PyRef name;
+  if (PyUnicode_Check(wanted)) {
+    name = PyRef::borrow(wanted);
+  } else if (PyLong_CheckExact(wanted)) {
+    Py_ssize_t length = PyObject_Length(container->object.get());
+    long position = PyLong_AsLong(wanted);
+    if (position < 0)
+      position += long(length);
+    if (length < 0 || position < 0 || position >= long(length)) {
+      PyErr_Clear();
+      unsupported("parameter container index out of range");
+    }
+    // The position depends on the length: guard _parameters' size.
+    PyRef key = PyRef::steal(PyUnicode_InternFromString("_parameters"));
+    PyRef parameters =
+        PyRef::steal(PyObject_GetAttr(container->object.get(), key.get()));
+    if (!parameters || !PyDict_Check(parameters.get())) {
+      PyErr_Clear();
+      unsupported("ParameterList without _parameters");
+    }
+    Guard size;
+    size.kind = Guard::Kind::DictLength;
+    size.source = guardBuilder.namedSource(
+        Source::Kind::Attr, sourceOfObject(container), key.get());
+    size.length = size_t(PyDict_Size(parameters.get()));
+    guardBuilder.addGuard(std::move(size));
+    name = PyRef::steal(PyUnicode_FromFormat("%ld", position));
+  } else {
+    unsupported("parameter container index of the wrong type");
+  }
+  return loadAttr(container, name.get());
+}
+
+} // namespace capture
+} // namespace dynafuse

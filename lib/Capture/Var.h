@@ -1,0 +1,93 @@
+//===- Var.h - The tracer's symbolic values ---------------------*- C++ -*-===//
+//
+// What sits on the tracer's symbolic stack and in its symbolic locals: a
+// graph value (Tensor), a constant or concrete object read from a source,
+// or a container, method, iterator, cell or function made during capture.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_VAR_H
+#define DYNAFUSE_CAPTURE_VAR_H
+
+#include "PyRef.h"
+#include "dynafuse/Graph/Graph.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+namespace capture {
+
+/// A value on the symbolic stack or in a symbolic local.
+struct Var;
+using VarPtr = std::shared_ptr<Var>;
+struct Var {
+  /// BoundMethod: `function` (an Object var) bound to `self`; Iterator:
+  /// `items` consumed from `position`.
+  enum class Kind {
+    Null,
+    Tensor,
+    Constant,
+    Object,
+    Tuple,
+    TensorMethod,
+    BoundMethod,
+    Iterator,
+    Dict,
+    Cell,
+    Function
+  };
+  Kind kind = Kind::Null;
+  Value *tensor = nullptr;
+  PyRef object;
+  std::vector<VarPtr> items;
+  size_t position = 0;
+  std::string method;
+  VarPtr self;
+  VarPtr function;
+  /// Where a concrete object came from (-1: made during capture).
+  int source = -1;
+  /// A Tuple var built as a list (rebuilt as a list when returned).
+  bool isList = false;
+  /// Dict: string keys, parallel to items (a Tuple from a named tuple: its
+  /// field names). Cell: items holds the content
+  /// (empty: unbound). Function: object is the code, items its closure
+  /// cells (a comprehension or generator expression made during capture).
+  std::vector<std::string> keys;
+  /// Object: a grad-mode context manager (no_grad, enable_grad,
+  /// inference_mode) and the grad mode it sets; or, with `method`
+  /// "__exit__", the exit of one that was entered.
+  int setsGradMode = -1;
+  /// Tensor (and its TensorMethod): methods resolve on torch._C.TensorBase,
+  /// as after super() inside a torch.Tensor method.
+  bool baseMethods = false;
+};
+
+inline VarPtr makeVar(Var::Kind kind) {
+  auto var = std::make_shared<Var>();
+  var->kind = kind;
+  return var;
+}
+
+inline bool isConstantObject(PyObject *object) {
+  if (object == Py_None || object == Py_Ellipsis || PyBool_Check(object) ||
+      PyLong_CheckExact(object) || PyFloat_CheckExact(object) ||
+      PyUnicode_CheckExact(object) || PyRange_Check(object))
+    return true;
+  if (!PyTuple_CheckExact(object))
+    return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(object); ++i)
+    if (!isConstantObject(PyTuple_GET_ITEM(object, i)))
+      return false;
+  return true;
+}
+
+inline bool isNumber(PyObject *object) {
+  return PyBool_Check(object) || PyLong_CheckExact(object) ||
+         PyFloat_CheckExact(object);
+}
+
+} // namespace capture
+} // namespace dynafuse
+
+#endif
