@@ -54,6 +54,7 @@ LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
   LoweringState state(*graph);
   realizeValues(state);
   placeValues(state);
+  // The converged state: what realize decided plus what emission asked for.
   if (observer) {
     observer("realize", printRealized(state));
     observer("layout", printLayouts(state));
