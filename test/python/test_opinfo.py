@@ -46,9 +46,6 @@ SAMPLES_PER_DTYPE = 8
 EMPTY_MODULO = "lowering an empty tensor's {} divides a symbolic index by a zero size " \
                "('symbolic integer modulo by zero')"
 COMPILER_BUGS = {
-    **{("index_select", dtype, 0): "index_select of a 0-d input: the kernel indexes the "
-       "rank-1 index buffer with no indices ('buffer %arg1 has rank 1 but 0 indices are "
-       "given')" for dtype in DTYPES},
     **{("repeat", dtype, index): EMPTY_MODULO.format("repeat")
        for dtype in DTYPES for index in (2, 5)},
     **{("roll", dtype, index): EMPTY_MODULO.format("roll")
