@@ -482,17 +482,21 @@ Index remapRoll(const Node &node, size_t, const Index &index) {
   Index in = index;
   std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
   std::vector<int64_t> dims = intListAttr(node, "dims", {});
-  if (dims.empty()) {
+  // An empty tensor has no element to roll: its index stays as it is (in
+  // the loops, which run no iteration), with no modulo by its zero size.
+  if (dims.empty() && input.numel() != SymExpr(0)) {
     SymExpr flat = linearizeIndex(index, input.sizes);
     SymExpr count = input.numel();
     int64_t total = count.isConstant() ? count.constant() : 1;
-    int64_t shift = total ? modInt(shifts.at(0), total) : 0;
+    int64_t shift = modInt(shifts.at(0), total);
     in = delinearizeIndex(mod(flat + (count - shift), count), input.sizes);
   }
   for (size_t s = 0; s < dims.size(); ++s) {
     int64_t d = normalizeDim(node, dims[s], input.rank());
     int64_t size = input.sizes[d].constant();
-    int64_t shift = size ? modInt(shifts.at(s), size) : 0;
+    if (size == 0)
+      continue;
+    int64_t shift = modInt(shifts.at(s), size);
     in[d] = mod(index[d] + (size - shift), SymExpr(size));
   }
   return in;
@@ -518,8 +522,11 @@ Index remapRepeat(const Node &node, size_t, const Index &index) {
   const TensorType &input = operandType(node, 0);
   size_t lead = index.size() - input.rank();
   Index in;
+  // A zero size leaves no element to repeat: the index stays (no modulo).
   for (size_t k = 0; k < input.rank(); ++k)
-    in.push_back(mod(index[lead + k], input.sizes[k]));
+    in.push_back(input.sizes[k] == SymExpr(0)
+                     ? index[lead + k]
+                     : mod(index[lead + k], input.sizes[k]));
   return in;
 }
 
