@@ -220,11 +220,12 @@ Strided stridedExpand(const Node &node, size_t result, StridedView view) {
   return view;
 }
 
-/// Whether squeeze drops input dim k (listed, or no dims listed, and 1).
+/// Whether squeeze drops input dim k: a size-1 dim that "dims" lists, or
+/// any size-1 dim when "dims" is absent (an empty list drops none, as
+/// squeeze(x, ()) does).
 bool squeezeDrops(const Node &node, const TensorType &input, size_t k) {
-  std::vector<int64_t> dims = intListAttr(node, "dims", {});
-  bool listed = dims.empty();
-  for (int64_t dim : dims)
+  bool listed = !node.attribute("dims");
+  for (int64_t dim : intListAttr(node, "dims", {}))
     listed |= normalizeDim(node, dim, input.rank()) == int64_t(k);
   return listed && input.sizes[k] == SymExpr(1);
 }

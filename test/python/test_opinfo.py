@@ -46,8 +46,6 @@ SAMPLES_PER_DTYPE = 8
 COMPILER_BUGS = {
     **{("split", dtype, 1): "torch.split into a single chunk returns a tensor instead of "
        "a 1-tuple" for dtype in DTYPES},
-    **{("squeeze.multiple", dtype, 0): "squeeze(x, ()) squeezes every size-1 dim instead "
-       "of none" for dtype in DTYPES},
 }
 
 

@@ -134,4 +134,19 @@ TEST(ViewRules, ZeroSizesNeedNoModulo) {
             (std::vector<SymExpr>{i, j}));
 }
 
+TEST(ViewRules, SqueezeDropsListedSizeOneDims) {
+  Graph graph("g");
+  Value *x = graph.addInput("x", tensor({1, 3, 1}));
+  auto squeezed = [&](std::map<std::string, Attribute> attributes) {
+    return graph.addNode("squeeze", {x}, std::move(attributes))
+        ->result()
+        ->type.sizes;
+  };
+  EXPECT_EQ(squeezed({}), exprs({3}));
+  EXPECT_EQ(squeezed({{"dims", int64_t(-1)}}), exprs({1, 3}));
+  EXPECT_EQ(squeezed({{"dims", std::vector<int64_t>{0, 1}}}), exprs({3, 1}));
+  // squeeze(x, ()): no dims listed, none dropped.
+  EXPECT_EQ(squeezed({{"dims", std::vector<int64_t>{}}}), exprs({1, 3, 1}));
+}
+
 } // namespace
