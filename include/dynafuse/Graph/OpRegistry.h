@@ -88,6 +88,11 @@ struct OpInfo {
   int indexedOperand = -1;
   /// Further checks of operands and attributes; throws via opError.
   std::function<void(const Node &)> verify;
+  /// Rewrites attributes that torch accepts in several spellings into the
+  /// one the op's consumers read (adaptive_avg_pool2d's int output_size
+  /// into a pair); the graph applies it to every node it adds. Null for
+  /// ops with one spelling.
+  std::function<void(std::map<std::string, Attribute> &)> canonicalAttributes;
   /// Non-pointwise ops: computes result types (pointwise ops use `rule`).
   ShapeRule infer;
   /// Composite ops: their rewrite into other ops.
