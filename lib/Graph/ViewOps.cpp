@@ -546,6 +546,12 @@ OpInfo remapView(const std::string &name, std::vector<std::string> attributes,
   return info;
 }
 
+/// split, chunk, unbind: torch returns their results as one tuple.
+OpInfo pieces(OpInfo info) {
+  info.resultsAreSequence = true;
+  return info;
+}
+
 } // namespace
 
 std::vector<int64_t> splitLengths(const Node &node, int64_t total) {
@@ -612,12 +618,12 @@ void addViewOps(std::vector<OpInfo> &table) {
                             remapRoll, noStridedForm));
   table.push_back(remapView("repeat", {"repeats"}, inferRepeat, remapRepeat,
                             noStridedForm));
-  table.push_back(remapView("split", {"dim", "size", "sizes"}, inferSplit,
-                            remapSplit, stridedSplit));
-  table.push_back(remapView("chunk", {"dim", "chunks"}, inferSplit,
-                            remapSplit, stridedSplit));
-  table.push_back(remapView("unbind", {"dim"}, inferUnbind, remapUnbind,
-                            stridedUnbind));
+  table.push_back(pieces(remapView("split", {"dim", "size", "sizes"},
+                                   inferSplit, remapSplit, stridedSplit)));
+  table.push_back(pieces(remapView("chunk", {"dim", "chunks"}, inferSplit,
+                                   remapSplit, stridedSplit)));
+  table.push_back(pieces(remapView("unbind", {"dim"}, inferUnbind,
+                                   remapUnbind, stridedUnbind)));
   addDataMovementOps(table);
 }
 

@@ -149,4 +149,11 @@ TEST(ViewRules, SqueezeDropsListedSizeOneDims) {
   EXPECT_EQ(squeezed({{"dims", std::vector<int64_t>{}}}), exprs({1, 3, 1}));
 }
 
+TEST(ViewRules, PiecesAreSequences) {
+  for (const char *name : {"split", "chunk", "unbind"})
+    EXPECT_TRUE(lookupOp(name)->resultsAreSequence) << name;
+  for (const char *name : {"select", "max_dim", "reshape"})
+    EXPECT_FALSE(lookupOp(name)->resultsAreSequence) << name;
+}
+
 } // namespace

@@ -86,6 +86,9 @@ struct OpInfo {
   /// index_select, embedding): the position of the operand read that way,
   /// which lowering keeps in a buffer; -1 for other ops.
   int indexedOperand = -1;
+  /// Ops whose results are the items of one sequence (split, chunk,
+  /// unbind): torch returns a tuple of them, even of one tensor.
+  bool resultsAreSequence = false;
   /// Further checks of operands and attributes; throws via opError.
   std::function<void(const Node &)> verify;
   /// Rewrites attributes that torch accepts in several spellings into the
