@@ -197,6 +197,21 @@ std::vector<TensorType> inferAdaptivePool(const Node &node) {
   return {keepChannelsLast(node, likeFirstOperand(node, sizes))};
 }
 
+/// adaptive_avg_pool2d(x, 7) means output_size (7, 7), which is what ATen
+/// takes.
+void pairOutputSize(std::map<std::string, Attribute> &attributes) {
+  auto found = attributes.find("output_size");
+  if (found == attributes.end())
+    return;
+  if (auto *size = std::get_if<int64_t>(&found->second)) {
+    found->second = std::vector<int64_t>{*size, *size};
+    return;
+  }
+  auto *sizes = std::get_if<std::vector<int64_t>>(&found->second);
+  if (sizes && sizes->size() == 1)
+    found->second = std::vector<int64_t>{sizes->front(), sizes->front()};
+}
+
 /// call_torch: a torch callable run as is; capture declares its result
 /// types (found by running it on meta tensors) in the attribute "results",
 /// e.g. "f32[2, 10, 16], f32[2, 10, 10]".
@@ -254,6 +269,7 @@ void addExternOps(std::vector<OpInfo> &table) {
                inferPool));
   layoutKeeping.push_back(
       externOp("adaptive_avg_pool2d", 1, {"output_size"}, inferAdaptivePool));
+  layoutKeeping.back().canonicalAttributes = pairOutputSize;
   for (OpInfo &info : layoutKeeping) {
     info.keepsChannelsLast = true;
     table.push_back(std::move(info));

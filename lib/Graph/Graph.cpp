@@ -102,6 +102,18 @@ int64_t Node::intAttr(const std::string &name, int64_t fallback) const {
   fail("attribute '" + name + "' of '" + op + "' must be an integer", location);
 }
 
+namespace {
+
+/// Applies op's canonical attribute spelling, where it has one.
+void canonicalizeAttributes(const std::string &op,
+                            std::map<std::string, Attribute> &attributes) {
+  const OpInfo *info = lookupOp(op);
+  if (info && info->canonicalAttributes)
+    info->canonicalAttributes(attributes);
+}
+
+} // namespace
+
 Value *Graph::addInput(const std::string &name, TensorType type) {
   if (valuesByName.count(name))
     fail("duplicate value name '%" + name + "'");
@@ -115,6 +127,7 @@ Value *Graph::addInput(const std::string &name, TensorType type) {
 Node *Graph::addNode(const std::string &op, std::vector<Operand> operands,
                      std::map<std::string, Attribute> attributes,
                      Location location) {
+  canonicalizeAttributes(op, attributes);
   Node probe;
   probe.op = op;
   probe.info = lookupOp(op);
@@ -135,6 +148,7 @@ Node *Graph::addNodeWithTypes(const std::string &op,
                               const std::vector<TensorType> &resultTypes,
                               const std::vector<std::string> &resultNames,
                               Location location) {
+  canonicalizeAttributes(op, attributes);
   auto node = std::make_unique<Node>();
   node->op = op;
   node->info = lookupOp(op);

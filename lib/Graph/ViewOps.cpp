@@ -220,11 +220,12 @@ Strided stridedExpand(const Node &node, size_t result, StridedView view) {
   return view;
 }
 
-/// Whether squeeze drops input dim k (listed, or no dims listed, and 1).
+/// Whether squeeze drops input dim k: a size-1 dim that "dims" lists, or
+/// any size-1 dim when "dims" is absent (an empty list drops none, as
+/// squeeze(x, ()) does).
 bool squeezeDrops(const Node &node, const TensorType &input, size_t k) {
-  std::vector<int64_t> dims = intListAttr(node, "dims", {});
-  bool listed = dims.empty();
-  for (int64_t dim : dims)
+  bool listed = !node.attribute("dims");
+  for (int64_t dim : intListAttr(node, "dims", {}))
     listed |= normalizeDim(node, dim, input.rank()) == int64_t(k);
   return listed && input.sizes[k] == SymExpr(1);
 }
@@ -482,17 +483,21 @@ Index remapRoll(const Node &node, size_t, const Index &index) {
   Index in = index;
   std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
   std::vector<int64_t> dims = intListAttr(node, "dims", {});
-  if (dims.empty()) {
+  // An empty tensor has no element to roll: its index stays as it is (in
+  // the loops, which run no iteration), with no modulo by its zero size.
+  if (dims.empty() && input.numel() != SymExpr(0)) {
     SymExpr flat = linearizeIndex(index, input.sizes);
     SymExpr count = input.numel();
     int64_t total = count.isConstant() ? count.constant() : 1;
-    int64_t shift = total ? modInt(shifts.at(0), total) : 0;
+    int64_t shift = modInt(shifts.at(0), total);
     in = delinearizeIndex(mod(flat + (count - shift), count), input.sizes);
   }
   for (size_t s = 0; s < dims.size(); ++s) {
     int64_t d = normalizeDim(node, dims[s], input.rank());
     int64_t size = input.sizes[d].constant();
-    int64_t shift = size ? modInt(shifts.at(s), size) : 0;
+    if (size == 0)
+      continue;
+    int64_t shift = modInt(shifts.at(s), size);
     in[d] = mod(index[d] + (size - shift), SymExpr(size));
   }
   return in;
@@ -518,8 +523,11 @@ Index remapRepeat(const Node &node, size_t, const Index &index) {
   const TensorType &input = operandType(node, 0);
   size_t lead = index.size() - input.rank();
   Index in;
+  // A zero size leaves no element to repeat: the index stays (no modulo).
   for (size_t k = 0; k < input.rank(); ++k)
-    in.push_back(mod(index[lead + k], input.sizes[k]));
+    in.push_back(input.sizes[k] == SymExpr(0)
+                     ? index[lead + k]
+                     : mod(index[lead + k], input.sizes[k]));
   return in;
 }
 
@@ -535,6 +543,12 @@ OpInfo remapView(const std::string &name, std::vector<std::string> attributes,
   rule.remap = std::move(remap);
   rule.strided = std::move(strided);
   info.view = std::make_shared<const ViewRule>(std::move(rule));
+  return info;
+}
+
+/// split, chunk, unbind: torch returns their results as one tuple.
+OpInfo pieces(OpInfo info) {
+  info.resultsAreSequence = true;
   return info;
 }
 
@@ -604,12 +618,12 @@ void addViewOps(std::vector<OpInfo> &table) {
                             remapRoll, noStridedForm));
   table.push_back(remapView("repeat", {"repeats"}, inferRepeat, remapRepeat,
                             noStridedForm));
-  table.push_back(remapView("split", {"dim", "size", "sizes"}, inferSplit,
-                            remapSplit, stridedSplit));
-  table.push_back(remapView("chunk", {"dim", "chunks"}, inferSplit,
-                            remapSplit, stridedSplit));
-  table.push_back(remapView("unbind", {"dim"}, inferUnbind, remapUnbind,
-                            stridedUnbind));
+  table.push_back(pieces(remapView("split", {"dim", "size", "sizes"},
+                                   inferSplit, remapSplit, stridedSplit)));
+  table.push_back(pieces(remapView("chunk", {"dim", "chunks"}, inferSplit,
+                                   remapSplit, stridedSplit)));
+  table.push_back(pieces(remapView("unbind", {"dim"}, inferUnbind,
+                                   remapUnbind, stridedUnbind)));
   addDataMovementOps(table);
 }
 

@@ -344,10 +344,11 @@ int ElementEmitter::emitIndexed(const Node &node,
     where.assign(index.begin(), index.end() - 1);
   } else if (form == ViewForm::Gather) {
     where = index;
-  } else {
+  } else if (indices->type.rank() == 1) {
+    // index_select: a 0-d input reads the index's only element; a 0-d
+    // index has no dims to index.
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), data->type.rank());
-    if (data->type.rank() > 0)
-      where = {index[dim]};
+    where = {data->type.rank() > 0 ? index[dim] : SymExpr(0)};
   }
   int position = cast(emit(indices, where), DType::I64);
   SymExpr indirect = SymExpr::symbol("%" + kernel.instrs[position].name);

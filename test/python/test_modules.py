@@ -374,9 +374,6 @@ def test_channels_last_convolution_outputs_keep_eager_strides():
     assert_compiled(captures=4)
 
 
-@pytest.mark.xfail(strict=True, reason="compiler bug: adaptive_avg_pool2d with an int "
-                   "output_size fails to compile (the extern hands ATen a 1-element "
-                   "output_size: 'output_size must be 2'); the tests above use pairs")
 @pytest.mark.parametrize("functional", [False, True])
 def test_adaptive_avg_pool2d_with_an_int_output_size(functional):
     conv = nn.Conv2d(3, 4, 1).eval()

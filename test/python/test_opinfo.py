@@ -43,20 +43,9 @@ SAMPLES_PER_DTYPE = 8
 # Samples that are captured and then fail in the compiler: (op, dtype,
 # sample index) -> the bug. Each is a strict expected failure: it fails the
 # suite once the bug is fixed, so the entry gets removed.
-EMPTY_MODULO = "lowering an empty tensor's {} divides a symbolic index by a zero size " \
-               "('symbolic integer modulo by zero')"
 COMPILER_BUGS = {
-    **{("index_select", dtype, 0): "index_select of a 0-d input: the kernel indexes the "
-       "rank-1 index buffer with no indices ('buffer %arg1 has rank 1 but 0 indices are "
-       "given')" for dtype in DTYPES},
-    **{("repeat", dtype, index): EMPTY_MODULO.format("repeat")
-       for dtype in DTYPES for index in (2, 5)},
-    **{("roll", dtype, index): EMPTY_MODULO.format("roll")
-       for dtype in DTYPES for index in (0, 2, 4, 6)},
     **{("split", dtype, 1): "torch.split into a single chunk returns a tensor instead of "
        "a 1-tuple" for dtype in DTYPES},
-    **{("squeeze.multiple", dtype, 0): "squeeze(x, ()) squeezes every size-1 dim instead "
-       "of none" for dtype in DTYPES},
 }
 
 

@@ -113,4 +113,47 @@ TEST(ViewRules, IndexRemaps) {
             (std::vector<SymExpr>{i, SymExpr(2)}));
 }
 
+TEST(ViewRules, ZeroSizesNeedNoModulo) {
+  // repeat and roll take the index modulo the input's sizes; along a zero
+  // size there is no element to read, and the index stays as it is.
+  Graph graph("g");
+  Value *x = graph.addInput("x", tensor({0, 3}));
+  SymExpr i = SymExpr::symbol("i"), j = SymExpr::symbol("j");
+  Node *repeat = graph.addNode("repeat", {x},
+                               {{"repeats", std::vector<int64_t>{2, 2, 2}}});
+  EXPECT_EQ(repeat->result()->type.sizes, exprs({2, 0, 6}));
+  EXPECT_EQ(remapViewIndex(*repeat, 0, {SymExpr(0), i, j}),
+            (std::vector<SymExpr>{i, mod(j, SymExpr(3))}));
+  Node *roll = graph.addNode("roll", {x},
+                             {{"shifts", std::vector<int64_t>{1, 2}},
+                              {"dims", std::vector<int64_t>{0, 1}}});
+  EXPECT_EQ(remapViewIndex(*roll, 0, {i, j}),
+            (std::vector<SymExpr>{i, mod(j + 1, SymExpr(3))}));
+  Node *flatRoll = graph.addNode("roll", {x}, {{"shifts", int64_t(1)}});
+  EXPECT_EQ(remapViewIndex(*flatRoll, 0, {i, j}),
+            (std::vector<SymExpr>{i, j}));
+}
+
+TEST(ViewRules, SqueezeDropsListedSizeOneDims) {
+  Graph graph("g");
+  Value *x = graph.addInput("x", tensor({1, 3, 1}));
+  auto squeezed = [&](std::map<std::string, Attribute> attributes) {
+    return graph.addNode("squeeze", {x}, std::move(attributes))
+        ->result()
+        ->type.sizes;
+  };
+  EXPECT_EQ(squeezed({}), exprs({3}));
+  EXPECT_EQ(squeezed({{"dims", int64_t(-1)}}), exprs({1, 3}));
+  EXPECT_EQ(squeezed({{"dims", std::vector<int64_t>{0, 1}}}), exprs({3, 1}));
+  // squeeze(x, ()): no dims listed, none dropped.
+  EXPECT_EQ(squeezed({{"dims", std::vector<int64_t>{}}}), exprs({1, 3, 1}));
+}
+
+TEST(ViewRules, PiecesAreSequences) {
+  for (const char *name : {"split", "chunk", "unbind"})
+    EXPECT_TRUE(lookupOp(name)->resultsAreSequence) << name;
+  for (const char *name : {"select", "max_dim", "reshape"})
+    EXPECT_FALSE(lookupOp(name)->resultsAreSequence) << name;
+}
+
 } // namespace

@@ -86,8 +86,16 @@ struct OpInfo {
   /// index_select, embedding): the position of the operand read that way,
   /// which lowering keeps in a buffer; -1 for other ops.
   int indexedOperand = -1;
+  /// Ops whose results are the items of one sequence (split, chunk,
+  /// unbind): torch returns a tuple of them, even of one tensor.
+  bool resultsAreSequence = false;
   /// Further checks of operands and attributes; throws via opError.
   std::function<void(const Node &)> verify;
+  /// Rewrites attributes that torch accepts in several spellings into the
+  /// one the op's consumers read (adaptive_avg_pool2d's int output_size
+  /// into a pair); the graph applies it to every node it adds. Null for
+  /// ops with one spelling.
+  std::function<void(std::map<std::string, Attribute> &)> canonicalAttributes;
   /// Non-pointwise ops: computes result types (pointwise ops use `rule`).
   ShapeRule infer;
   /// Composite ops: their rewrite into other ops.
