@@ -37,7 +37,7 @@ VarPtr BytecodeTracer::emit(const std::string &op,
   } catch (const Error &error) {
     unsupported(error.bareMessage());
   }
-  const OpInfo *info = lookupOp(op);
+  const OpInfo *info = opInfoOf(*node);
   if (info && info->kind == OpKind::View) {
     for (const Operand &operand : node->operands)
       if (operand.isValue())
@@ -45,7 +45,8 @@ VarPtr BytecodeTracer::emit(const std::string &op,
     for (Value *result : node->results)
       aliased.insert(result);
   }
-  if (node->results.size() == 1) {
+  // split/chunk/unbind give a tuple even of one piece, as torch does.
+  if (node->results.size() == 1 && !(info && info->resultsAreSequence)) {
     VarPtr var = makeVar(Var::Kind::Tensor);
     var->tensor = node->result();
     return var;

@@ -144,6 +144,10 @@ VIEWS = {
     "split_sizes": lambda x: x.split([1, 4], 2),
     "chunk": lambda x: x.chunk(2, 1),
     "unbind": lambda x: x.unbind(0),
+    # One piece is still a tuple of one, as in torch.
+    "split_one_piece": lambda x: torch.split(x, 5, dim=2),
+    "chunk_one_piece": lambda x: x.chunk(1, 1),
+    "unbind_size_one": lambda x: x[:1].unbind(0),
     "cat": lambda x: torch.cat([x, x * 2, x[:, :1]], dim=1),
     "stack": lambda x: torch.stack([x, -x], dim=1),
     "pad": lambda x: F.pad(x, (1, 2, 0, 1), value=-1.5),

@@ -43,10 +43,7 @@ SAMPLES_PER_DTYPE = 8
 # Samples that are captured and then fail in the compiler: (op, dtype,
 # sample index) -> the bug. Each is a strict expected failure: it fails the
 # suite once the bug is fixed, so the entry gets removed.
-COMPILER_BUGS = {
-    **{("split", dtype, 1): "torch.split into a single chunk returns a tensor instead of "
-       "a 1-tuple" for dtype in DTYPES},
-}
+COMPILER_BUGS = {}
 
 
 def test_every_op_has_an_opinfo():
