@@ -15,6 +15,7 @@
 
 #include "CapturedFrame.h"
 #include "GuardBuilder.h"
+#include "InputTable.h"
 #include "OpBinder.h"
 #include "Var.h"
 
@@ -76,24 +77,17 @@ private:
   TracedCode current;
   int inlineDepth = 0;
   VarPtr returned;
-  /// Values that are views or have views: in-place updates of them would
-  /// need aliasing the graph does not model.
-  std::set<const Value *> aliased;
-  /// Grad mode as the interpreted code sees it (with blocks change it), the
-  /// modes to restore on leaving them, and inputs that require grad.
+  /// Grad mode as the interpreted code sees it (with blocks change it), and
+  /// the modes to restore on leaving them.
   bool gradMode = false;
   std::vector<bool> gradModeStack;
-  std::set<const Value *> requiresGrad;
-  /// Inputs updated in place: the latest value of each, by input.
-  std::map<const Value *, Value *> latestOfInput;
   CapturedFrame result;
   int steps = 0;
   /// Sources and guards (the captured frame takes them at the end).
   GuardBuilder guardBuilder;
-  std::map<int, Value *> inputOfSource;
-  /// Tensor inputs by the object seen (and its first source), and back.
-  std::map<PyObject *, std::pair<int, Value *>> inputOfObject;
-  std::map<const Value *, int> sourceOfInput;
+  /// Tensor inputs by source and object, their in-place updates, and the
+  /// values that are views or have views.
+  InputTable inputs;
 
   int firstLine() const { return current.code->co_firstlineno; }
 
@@ -228,18 +222,11 @@ private:
   /// to x's Var sees it. Refused where the graph would have to write into
   /// memory it does not own (inputs) or into aliases (views).
   VarPtr updateInPlace(const VarPtr &target, const VarPtr &value);
-  /// An in-place update of a graph input (or of its latest value): later
-  /// reads of its source see the new value, and the run writes it back.
-  void updateInput(const Value *input, Value *value);
-  /// The input a value is the latest value of (after in-place updates).
-  const Value *inputUpdatedTo(const Value *value) const;
   /// Adds the write-back outputs once the frame has returned.
   void addWriteBacks();
   /// Refuses, or guards against, other inputs sharing the memory of an
   /// input updated in place (eager would see the update through them).
   void guardDisjointFromOtherInputs(const Value *input);
-  /// The graph input a value is, or is the latest in-place value of.
-  const Value *originalInput(const Value *value) const;
 
   PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs);
 

@@ -430,7 +430,7 @@ void BytecodeTracer::requireNoAutograd(const std::vector<Operand> &operands) {
   if (!gradMode)
     return;
   for (const Operand &operand : operands)
-    if (operand.isValue() && requiresGrad.count(operand.value))
+    if (operand.isValue() && inputs.requiresGrad(operand.value))
       unsupported("an op on a tensor that requires grad while grad mode is "
                   "on (training is not supported yet; runs eagerly)");
 }

@@ -92,22 +92,20 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   if (!isPlainTensor(object))
     unsupported(std::string("tensor subclass ") + Py_TYPE(object)->tp_name);
   VarPtr var = makeVar(Var::Kind::Tensor);
-  auto known = inputOfSource.find(source);
-  if (known != inputOfSource.end()) {
-    var->tensor = known->second;
+  if (Value *known = inputs.ofSource(source)) {
+    var->tensor = known;
     return var;
   }
-  auto seen = inputOfObject.find(object);
-  if (seen != inputOfObject.end()) {
+  if (const std::pair<int, Value *> *seen = inputs.ofObject(object)) {
     // The same tensor reached through another source: one graph input, as
     // long as both sources keep holding one object.
     Guard guard;
     guard.kind = Guard::Kind::SameObject;
     guard.source = source;
-    guard.other = seen->second.first;
+    guard.other = seen->first;
     guardBuilder.addGuard(std::move(guard));
-    var->tensor = seen->second.second;
-    inputOfSource[source] = var->tensor;
+    var->tensor = seen->second;
+    inputs.addSource(source, var->tensor);
     return var;
   }
   TensorMeta meta = describeTensor(object);
@@ -141,11 +139,7 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   guardBuilder.addGuard(std::move(guard));
   std::string name = "arg" + std::to_string(result.graph->inputs.size());
   var->tensor = result.graph->addInput(name, type);
-  inputOfSource[source] = var->tensor;
-  inputOfObject[object] = {source, var->tensor};
-  if (meta.requiresGrad)
-    requiresGrad.insert(var->tensor);
-  sourceOfInput[var->tensor] = source;
+  inputs.addInput(object, source, var->tensor, meta.requiresGrad);
   result.inputSources.push_back(source);
   return var;
 }
@@ -312,7 +306,7 @@ int BytecodeTracer::sourceOfObject(const VarPtr &var) {
 }
 
 bool BytecodeTracer::inputRequiresGrad(const Value *value) const {
-  for (const auto &entry : inputOfSource) {
+  for (const auto &entry : inputs.bySource()) {
     if (entry.second != value)
       continue;
     for (const Guard &guard : guardBuilder.guards())
@@ -331,8 +325,8 @@ void BytecodeTracer::storeAttribute(const VarPtr &owner, PyObject *name,
       sourceOfObject(owner) >= 0) {
     int source = guardBuilder.namedSource(Source::Kind::Attr,
                                           sourceOfObject(owner), name);
-    auto known = inputOfSource.find(source);
-    if (known != inputOfSource.end() && known->second == value->tensor)
+    Value *known = inputs.ofSource(source);
+    if (known && known == value->tensor)
       return;
   }
   unsupported(std::string("assignment to attribute '") +
