@@ -4,15 +4,19 @@
 // Internal to the capture layer: the tracer walks a frame's bytecode with
 // its real arguments (the bytecode loop and the frame's symbolic stack and
 // locals), records tensor operations into a graph, and hands sources and
-// guards to its GuardBuilder. Values are Vars (Var.h). Its members are
+// guards to its GuardBuilder. Values are Vars (Var.h). Its pieces: the
+// GuardBuilder, the InputTable (tensor inputs, their in-place updates and
+// aliasing), the OpBinder (call arguments to op operands) and the
+// CallInliner (inlined calls, which re-enter the loop); its own members are
 // split by concern across the Tracer*.cpp files (loop, sources, values,
-// module containers, operators, calls, builtins, torch calls, argument
-// binding). CapturedFrame.h is the entry point (captureFrame).
+// module containers, operators, calls, builtins, torch calls).
+// CapturedFrame.h is the entry point (captureFrame).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_BYTECODETRACER_H
 #define DYNAFUSE_CAPTURE_BYTECODETRACER_H
 
+#include "CallInliner.h"
 #include "CapturedFrame.h"
 #include "GuardBuilder.h"
 #include "InputTable.h"
@@ -64,6 +68,8 @@ public:
   /// Binds call arguments for the tracer (its operands, constants and
   /// refusals).
   friend class OpBinder;
+  /// Inlines calls, re-entering the bytecode loop with the callee's code.
+  friend class CallInliner;
 
   BytecodeTracer(DynafuseFrame *frame, const std::string &graphName);
 
@@ -71,11 +77,11 @@ public:
 
 private:
   static constexpr int kReturned = -2;
-  static constexpr int kMaxInlineDepth = 24;
   DynafuseFrame *frame;
   /// The code being traced: the frame's, or an inlined callee's.
   TracedCode current;
-  int inlineDepth = 0;
+  /// Inlines calls (and knows how deeply they nest).
+  CallInliner inliner{*this};
   VarPtr returned;
   /// Grad mode as the interpreted code sees it (with blocks change it), and
   /// the modes to restore on leaving them.
@@ -278,7 +284,8 @@ private:
   VarPtr checkedAssert(const std::vector<VarPtr> &args);
 
   //===--------------------------------------------------------------------===//
-  // Inlining user functions, methods and nn.Module calls
+  // Functions, methods, cells and nn.Module calls (the CallInliner inlines
+  // them)
   //===--------------------------------------------------------------------===//
 
   static PyObject *moduleClass();
@@ -292,25 +299,6 @@ private:
   /// a method bound to obj, its function guarded through type(obj).
   VarPtr boundMethod(const VarPtr &base, PyObject *name);
 
-  /// The hook dictionaries a module call would run; all must be empty (and
-  /// stay empty: guarded).
-  void requireNoHooks(const VarPtr &module);
-
-  void guardEmpty(PyObject *dict, int source, const char *what);
-
-  VarPtr inlineModule(const VarPtr &module, std::vector<VarPtr> args,
-                      const std::map<std::string, VarPtr> &keywords);
-
-  /// Runs a Python function's bytecode symbolically in place of the call.
-  VarPtr inlineFunction(const VarPtr &function, const std::vector<VarPtr> &args,
-                        const std::map<std::string, VarPtr> &keywords);
-
-  /// Runs code (a function's or a comprehension's) in place of a call with
-  /// the given initial locals; returns its result, or for generator code an
-  /// iterator over what it yielded.
-  VarPtr inlineCode(PyCodeObject *callee, std::vector<VarPtr> initialLocals,
-                    PyObject *calleeGlobals, PyObject *calleeClosure,
-                    int calleeSource, std::vector<VarPtr> cells);
   VarPtr makeFunction(int flags);
   VarPtr makeCell(int index);
   VarPtr cellAt(int index);
@@ -329,13 +317,6 @@ private:
   void requireNoAutograd(const std::vector<Operand> &operands);
   /// Guards that obj (read from a source) still lacks attribute name.
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
-
-  /// The callee's initial locals: parameters bound like CPython binds them
-  /// (positional, keyword, defaults, *args, **kwargs).
-  std::vector<VarPtr>
-  bindArguments(PyObject *function, PyCodeObject *callee,
-                const std::vector<VarPtr> &args,
-                const std::map<std::string, VarPtr> &keywords);
 
   //===--------------------------------------------------------------------===//
   // Tensor metadata (static under the tensor guards)

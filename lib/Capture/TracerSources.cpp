@@ -163,7 +163,7 @@ VarPtr BytecodeTracer::loadLocal(int index) {
       unsupported("read of a deleted local variable");
     return current.locals[size_t(index)];
   }
-  if (current.functionSource >= 0 || inlineDepth > 0)
+  if (current.functionSource >= 0 || inliner.inlining())
     unsupported("read of an unbound local variable");
   PyObject *object = frame->localsplus[index];
   if (!object)
@@ -187,7 +187,7 @@ VarPtr BytecodeTracer::loadGlobal(PyObject *name) {
   }
   // Code inlined from the frame itself (comprehensions) reads the frame's
   // globals: functionSource is -1 there.
-  if (inlineDepth > 0 && current.functionSource >= 0)
+  if (inliner.inlining() && current.functionSource >= 0)
     return classify(object,
                     guardBuilder.namedSource(Source::Kind::FunctionGlobal,
                                              current.functionSource, name));
@@ -216,7 +216,7 @@ VarPtr BytecodeTracer::makeCell(int index) {
   VarPtr content = current.locals.at(size_t(index));
   bool argument =
       index < current.code->co_argcount + current.code->co_kwonlyargcount;
-  if (!content && inlineDepth == 0 && argument && frame->localsplus[index])
+  if (!content && !inliner.inlining() && argument && frame->localsplus[index])
     content = loadLocal(index);
   VarPtr cell = makeVar(Var::Kind::Cell);
   if (content)
@@ -237,7 +237,7 @@ VarPtr BytecodeTracer::loadDeref(int index) {
   PyObject *object = PyCell_GET(PyTuple_GET_ITEM(current.closure, cell));
   if (!object)
     unsupported("read of an empty closure cell");
-  if (inlineDepth > 0)
+  if (inliner.inlining())
     return classify(object,
                     guardBuilder.indexedSource(Source::Kind::FunctionClosure,
                                                current.functionSource, cell));
