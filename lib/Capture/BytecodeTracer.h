@@ -4,17 +4,22 @@
 // Internal to the capture layer: the tracer walks a frame's bytecode with
 // its real arguments (the bytecode loop and the frame's symbolic stack and
 // locals), records tensor operations into a graph, and hands sources and
-// guards to its GuardBuilder. Values are Vars (Var.h). Its members are
+// guards to its GuardBuilder. Values are Vars (Var.h). Its pieces: the
+// GuardBuilder, the InputTable (tensor inputs, their in-place updates and
+// aliasing), the OpBinder (call arguments to op operands) and the
+// CallInliner (inlined calls, which re-enter the loop); its own members are
 // split by concern across the Tracer*.cpp files (loop, sources, values,
-// module containers, operators, calls, builtins, torch calls, argument
-// binding). CapturedFrame.h is the entry point (captureFrame).
+// module containers, operators, calls, builtins, torch calls).
+// CapturedFrame.h is the entry point (captureFrame).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_BYTECODETRACER_H
 #define DYNAFUSE_CAPTURE_BYTECODETRACER_H
 
+#include "CallInliner.h"
 #include "CapturedFrame.h"
 #include "GuardBuilder.h"
+#include "InputTable.h"
 #include "OpBinder.h"
 #include "Var.h"
 
@@ -63,6 +68,8 @@ public:
   /// Binds call arguments for the tracer (its operands, constants and
   /// refusals).
   friend class OpBinder;
+  /// Inlines calls, re-entering the bytecode loop with the callee's code.
+  friend class CallInliner;
 
   BytecodeTracer(DynafuseFrame *frame, const std::string &graphName);
 
@@ -70,30 +77,23 @@ public:
 
 private:
   static constexpr int kReturned = -2;
-  static constexpr int kMaxInlineDepth = 24;
   DynafuseFrame *frame;
   /// The code being traced: the frame's, or an inlined callee's.
   TracedCode current;
-  int inlineDepth = 0;
+  /// Inlines calls (and knows how deeply they nest).
+  CallInliner inliner{*this};
   VarPtr returned;
-  /// Values that are views or have views: in-place updates of them would
-  /// need aliasing the graph does not model.
-  std::set<const Value *> aliased;
-  /// Grad mode as the interpreted code sees it (with blocks change it), the
-  /// modes to restore on leaving them, and inputs that require grad.
+  /// Grad mode as the interpreted code sees it (with blocks change it), and
+  /// the modes to restore on leaving them.
   bool gradMode = false;
   std::vector<bool> gradModeStack;
-  std::set<const Value *> requiresGrad;
-  /// Inputs updated in place: the latest value of each, by input.
-  std::map<const Value *, Value *> latestOfInput;
   CapturedFrame result;
   int steps = 0;
   /// Sources and guards (the captured frame takes them at the end).
   GuardBuilder guardBuilder;
-  std::map<int, Value *> inputOfSource;
-  /// Tensor inputs by the object seen (and its first source), and back.
-  std::map<PyObject *, std::pair<int, Value *>> inputOfObject;
-  std::map<const Value *, int> sourceOfInput;
+  /// Tensor inputs by source and object, their in-place updates, and the
+  /// values that are views or have views.
+  InputTable inputs;
 
   int firstLine() const { return current.code->co_firstlineno; }
 
@@ -228,18 +228,11 @@ private:
   /// to x's Var sees it. Refused where the graph would have to write into
   /// memory it does not own (inputs) or into aliases (views).
   VarPtr updateInPlace(const VarPtr &target, const VarPtr &value);
-  /// An in-place update of a graph input (or of its latest value): later
-  /// reads of its source see the new value, and the run writes it back.
-  void updateInput(const Value *input, Value *value);
-  /// The input a value is the latest value of (after in-place updates).
-  const Value *inputUpdatedTo(const Value *value) const;
   /// Adds the write-back outputs once the frame has returned.
   void addWriteBacks();
   /// Refuses, or guards against, other inputs sharing the memory of an
   /// input updated in place (eager would see the update through them).
   void guardDisjointFromOtherInputs(const Value *input);
-  /// The graph input a value is, or is the latest in-place value of.
-  const Value *originalInput(const Value *value) const;
 
   PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs);
 
@@ -291,7 +284,8 @@ private:
   VarPtr checkedAssert(const std::vector<VarPtr> &args);
 
   //===--------------------------------------------------------------------===//
-  // Inlining user functions, methods and nn.Module calls
+  // Functions, methods, cells and nn.Module calls (the CallInliner inlines
+  // them)
   //===--------------------------------------------------------------------===//
 
   static PyObject *moduleClass();
@@ -305,25 +299,6 @@ private:
   /// a method bound to obj, its function guarded through type(obj).
   VarPtr boundMethod(const VarPtr &base, PyObject *name);
 
-  /// The hook dictionaries a module call would run; all must be empty (and
-  /// stay empty: guarded).
-  void requireNoHooks(const VarPtr &module);
-
-  void guardEmpty(PyObject *dict, int source, const char *what);
-
-  VarPtr inlineModule(const VarPtr &module, std::vector<VarPtr> args,
-                      const std::map<std::string, VarPtr> &keywords);
-
-  /// Runs a Python function's bytecode symbolically in place of the call.
-  VarPtr inlineFunction(const VarPtr &function, const std::vector<VarPtr> &args,
-                        const std::map<std::string, VarPtr> &keywords);
-
-  /// Runs code (a function's or a comprehension's) in place of a call with
-  /// the given initial locals; returns its result, or for generator code an
-  /// iterator over what it yielded.
-  VarPtr inlineCode(PyCodeObject *callee, std::vector<VarPtr> initialLocals,
-                    PyObject *calleeGlobals, PyObject *calleeClosure,
-                    int calleeSource, std::vector<VarPtr> cells);
   VarPtr makeFunction(int flags);
   VarPtr makeCell(int index);
   VarPtr cellAt(int index);
@@ -342,13 +317,6 @@ private:
   void requireNoAutograd(const std::vector<Operand> &operands);
   /// Guards that obj (read from a source) still lacks attribute name.
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
-
-  /// The callee's initial locals: parameters bound like CPython binds them
-  /// (positional, keyword, defaults, *args, **kwargs).
-  std::vector<VarPtr>
-  bindArguments(PyObject *function, PyCodeObject *callee,
-                const std::vector<VarPtr> &args,
-                const std::map<std::string, VarPtr> &keywords);
 
   //===--------------------------------------------------------------------===//
   // Tensor metadata (static under the tensor guards)

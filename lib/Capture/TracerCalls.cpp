@@ -1,8 +1,9 @@
-//===- TracerCalls.cpp - Calls: op-table ops, inlined functions, modules --===//
+//===- TracerCalls.cpp - Calls: dispatch, op-table ops, module helpers ----===//
 //
-// Calls: torch callables bound through the op table (OpBinder), inlined
-// user functions, methods and nn.Module calls (each traced in a fresh
-// TracedCode), and the arguments they bind.
+// Calls: CALL and CALL_FUNCTION_EX dispatched by callee kind, torch
+// callables bound through the op table (OpBinder), and the module helpers
+// (bound methods, isinstance of torch.nn classes). User functions, methods
+// and nn.Module calls are inlined by the CallInliner (CallInliner.h).
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
@@ -73,8 +74,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
         (body->co_flags & (CO_VARARGS | CO_VARKEYWORDS)))
       unsupported(
           "call of a function made during capture with these arguments");
-    return inlineCode(body, args, current.globals, nullptr,
-                      current.functionSource, callee->items);
+    return inliner.inlineCode(body, args, current.globals, nullptr,
+                              current.functionSource, callee->items);
   }
   if (callee->kind == Var::Kind::Object &&
       callee->method.rfind("dict.", 0) == 0) {
@@ -102,7 +103,7 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       if (VarPtr walked = walkModules(object, args[0], args.size()))
         return walked;
     if (!opTable().function(object) && PyFunction_Check(object))
-      return inlineFunction(callee, args, keywords);
+      return inliner.inlineFunction(callee, args, keywords);
     if (VarPtr result = containerBuiltin(object, args))
       return result;
     if (VarPtr result = isInstance(object, args))
@@ -117,7 +118,7 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     if (VarPtr context = gradModeContext(object, args, keywords))
       return context;
     if (isModule(object))
-      return inlineModule(callee, args, keywords);
+      return inliner.inlineModule(callee, args, keywords);
   }
   return callTorch(callee, args, keywords);
 }
@@ -136,7 +137,8 @@ BytecodeTracer::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
       callable = PyRef::steal(
           tensorMethodObject(callee->method, callee->self->baseMethods));
     if (callable && PyFunction_Check(callable.get()))
-      return inlineFunction(fixedObject(callable, what), args, keywords);
+      return inliner.inlineFunction(fixedObject(callable, what), args,
+                                    keywords);
   } else if (callee->kind == Var::Kind::Object) {
     if (VarPtr folded = foldBuiltin(callee->object.get(), args, keywords))
       return folded;
@@ -233,123 +235,6 @@ VarPtr BytecodeTracer::boundMethod(const VarPtr &base, PyObject *name) {
   return method;
 }
 
-void BytecodeTracer::requireNoHooks(const VarPtr &module) {
-  static const char *perModule[] = {"_forward_hooks",
-                                    "_forward_pre_hooks",
-                                    "_backward_hooks",
-                                    "_backward_pre_hooks",
-                                    "_forward_hooks_with_kwargs",
-                                    "_forward_pre_hooks_with_kwargs"};
-  int source = sourceOfObject(module);
-  for (const char *name : perModule) {
-    PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
-    PyRef dict =
-        PyRef::steal(PyObject_GetAttr(module->object.get(), key.get()));
-    if (!dict) {
-      PyErr_Clear();
-      continue;
-    }
-    guardEmpty(dict.get(),
-               guardBuilder.namedSource(Source::Kind::Attr, source, key.get()),
-               name);
-  }
-  static const char *global[] = {
-      "_global_forward_hooks", "_global_forward_pre_hooks",
-      "_global_backward_hooks", "_global_backward_pre_hooks"};
-  PyRef torchModule =
-      PyRef::steal(PyImport_ImportModule("torch.nn.modules.module"));
-  for (const char *name : global) {
-    PyRef dict = PyRef::steal(
-        torchModule ? PyObject_GetAttrString(torchModule.get(), name)
-                    : nullptr);
-    if (!dict) {
-      PyErr_Clear();
-      continue;
-    }
-    Source fixed;
-    fixed.kind = Source::Kind::Fixed;
-    fixed.fixed = dict;
-    fixed.name = PyRef::steal(PyUnicode_InternFromString(name));
-    guardEmpty(dict.get(), guardBuilder.addSource(std::move(fixed)), name);
-  }
-}
-
-void BytecodeTracer::guardEmpty(PyObject *dict, int source, const char *what) {
-  if (!PyDict_Check(dict) || PyDict_Size(dict) != 0)
-    unsupported(std::string("module call with ") + what + " registered");
-  Guard guard;
-  guard.kind = Guard::Kind::EmptyDict;
-  guard.source = source;
-  guardBuilder.addGuard(std::move(guard));
-}
-
-VarPtr
-BytecodeTracer::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
-                             const std::map<std::string, VarPtr> &keywords) {
-  requireNoHooks(module);
-  PyRef name = PyRef::steal(PyUnicode_InternFromString("forward"));
-  VarPtr forward = boundMethod(module, name.get());
-  if (!forward)
-    unsupported(std::string("call of ") +
-                Py_TYPE(module->object.get())->tp_name +
-                " whose forward is not a Python function");
-  args.insert(args.begin(), module);
-  return callAny(forward->function, args, keywords);
-}
-
-VarPtr
-BytecodeTracer::inlineFunction(const VarPtr &function,
-                               const std::vector<VarPtr> &args,
-                               const std::map<std::string, VarPtr> &keywords) {
-  PyObject *object = function->object.get();
-  auto *callee = reinterpret_cast<PyCodeObject *>(PyFunction_GET_CODE(object));
-  const int skipped = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
-  if (callee->co_flags & skipped)
-    unsupported("call of a generator or coroutine function");
-  if (inlineDepth >= kMaxInlineDepth)
-    unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth));
-  if (function->source < 0)
-    unsupported("call of a function created during capture");
-  std::vector<VarPtr> calleeLocals =
-      bindArguments(object, callee, args, keywords);
-  return inlineCode(callee, std::move(calleeLocals),
-                    PyFunction_GET_GLOBALS(object),
-                    PyFunction_GET_CLOSURE(object), function->source, {});
-}
-
-VarPtr BytecodeTracer::inlineCode(PyCodeObject *callee,
-                                  std::vector<VarPtr> initialLocals,
-                                  PyObject *calleeGlobals,
-                                  PyObject *calleeClosure, int calleeSource,
-                                  std::vector<VarPtr> cells) {
-  if (inlineDepth >= kMaxInlineDepth)
-    unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth));
-  // Trace the callee in a fresh state; the caller's comes back after.
-  std::vector<VarPtr> collected;
-  bool generator = callee->co_flags & CO_GENERATOR;
-  TracedCode calleeState;
-  calleeState.code = callee;
-  calleeState.fileName = PyUnicode_AsUTF8(callee->co_filename);
-  calleeState.locals = std::move(initialLocals);
-  calleeState.locals.resize(size_t(callee->co_nlocalsplus));
-  calleeState.symbolicClosure = std::move(cells);
-  calleeState.yielded = generator ? &collected : nullptr;
-  calleeState.globals = calleeGlobals;
-  calleeState.closure = calleeClosure;
-  calleeState.functionSource = calleeSource;
-  calleeState.currentLine = current.currentLine;
-  TracedCode caller = std::exchange(current, std::move(calleeState));
-  ++inlineDepth;
-  VarPtr result = runBody();
-  --inlineDepth;
-  current = std::move(caller);
-  if (!generator)
-    return result;
-  VarPtr iterator = makeVar(Var::Kind::Iterator);
-  iterator->items = std::move(collected);
-  return iterator;
-}
-
 /// MAKE_FUNCTION of a code constant (comprehensions, generator
 /// expressions, lambdas without defaults), with its closure cells.
 VarPtr BytecodeTracer::makeFunction(int flags) {
@@ -363,74 +248,11 @@ VarPtr BytecodeTracer::makeFunction(int flags) {
   return function;
 }
 
-std::vector<VarPtr>
-BytecodeTracer::bindArguments(PyObject *function, PyCodeObject *callee,
-                              const std::vector<VarPtr> &args,
-                              const std::map<std::string, VarPtr> &keywords) {
-  std::vector<VarPtr> slots(size_t(callee->co_nlocalsplus));
-  int positional = callee->co_argcount, keywordOnly = callee->co_kwonlyargcount;
-  bool varargs = callee->co_flags & CO_VARARGS;
-  bool varkw = callee->co_flags & CO_VARKEYWORDS;
-  VarPtr extra = makeVar(Var::Kind::Dict);
-  PyRef names = PyRef::steal(PyCode_GetVarnames(callee));
-  auto nameOf = [&](int i) {
-    return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names.get(), i)));
-  };
-  if (!varargs && int(args.size()) > positional)
-    unsupported("call with too many positional arguments");
-  for (int i = 0; i < positional && i < int(args.size()); ++i)
-    slots[i] = args[i];
-  if (varargs) {
-    VarPtr rest = makeVar(Var::Kind::Tuple);
-    for (size_t i = size_t(positional); i < args.size(); ++i)
-      rest->items.push_back(args[i]);
-    slots[positional + keywordOnly] = rest;
-  }
-  for (auto &keyword : keywords) {
-    int slot = -1;
-    for (int i = 0; i < positional + keywordOnly; ++i)
-      if (nameOf(i) == keyword.first)
-        slot = i;
-    if (slot < 0 && varkw) {
-      extra->keys.push_back(keyword.first);
-      extra->items.push_back(keyword.second);
-      continue;
-    }
-    if (slot < 0 || slots[slot])
-      unsupported("call with an unexpected keyword '" + keyword.first + "'");
-    slots[slot] = keyword.second;
-  }
-  if (varkw)
-    slots[positional + keywordOnly + (varargs ? 1 : 0)] = extra;
-  PyObject *defaults = PyFunction_GET_DEFAULTS(function);
-  int defaultCount = defaults ? int(PyTuple_GET_SIZE(defaults)) : 0;
-  for (int i = 0; i < positional; ++i) {
-    if (slots[i])
-      continue;
-    int d = i - (positional - defaultCount);
-    if (d < 0)
-      unsupported("call without argument '" + nameOf(i) + "'");
-    slots[i] = constant(PyTuple_GET_ITEM(defaults, d));
-  }
-  PyObject *kwDefaults = PyFunction_GET_KW_DEFAULTS(function);
-  for (int i = positional; i < positional + keywordOnly; ++i) {
-    if (slots[i])
-      continue;
-    PyObject *value = kwDefaults
-                          ? PyDict_GetItemString(kwDefaults, nameOf(i).c_str())
-                          : nullptr;
-    if (!value)
-      unsupported("call without argument '" + nameOf(i) + "'");
-    slots[i] = constant(value);
-  }
-  return slots;
-}
-
 void BytecodeTracer::requireNoAutograd(const std::vector<Operand> &operands) {
   if (!gradMode)
     return;
   for (const Operand &operand : operands)
-    if (operand.isValue() && requiresGrad.count(operand.value))
+    if (operand.isValue() && inputs.requiresGrad(operand.value))
       unsupported("an op on a tensor that requires grad while grad mode is "
                   "on (training is not supported yet; runs eagerly)");
 }

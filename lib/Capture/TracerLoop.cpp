@@ -449,7 +449,7 @@ OutputSpec BytecodeTracer::tensorOutput(Value *value) {
   Graph &graph = *result.graph;
   // An input updated in place is returned as the input object itself (the
   // run writes the new value back into it first).
-  if (const Value *input = inputUpdatedTo(value))
+  if (const Value *input = inputs.inputUpdatedTo(value))
     value = const_cast<Value *>(input);
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
     if (graph.inputs[i] == value) {

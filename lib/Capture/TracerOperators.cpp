@@ -41,9 +41,9 @@ VarPtr BytecodeTracer::emit(const std::string &op,
   if (info && info->kind == OpKind::View) {
     for (const Operand &operand : node->operands)
       if (operand.isValue())
-        aliased.insert(operand.value);
+        inputs.markAliased(operand.value);
     for (Value *result : node->results)
-      aliased.insert(result);
+      inputs.markAliased(result);
   }
   // split/chunk/unbind give a tuple even of one piece, as torch does.
   if (node->results.size() == 1 && !(info && info->resultsAreSequence)) {
@@ -103,44 +103,25 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
   if (target->kind != Var::Kind::Tensor || value->kind != Var::Kind::Tensor)
     unsupported("in-place update of a non-tensor");
   Value *old = target->tensor;
-  if (aliased.count(old))
+  if (inputs.isAliased(old))
     unsupported("in-place update of a tensor that has views");
   if (value->tensor->type.dtype != old->type.dtype ||
       value->tensor->type.sizes != old->type.sizes)
     unsupported("in-place update that changes dtype or shape");
-  const Value *input = old->producer ? inputUpdatedTo(old) : old;
+  const Value *input = old->producer ? inputs.inputUpdatedTo(old) : old;
   if (input) {
     if (inputRequiresGrad(input) && gradMode)
       unsupported("in-place update of a tensor that requires grad while "
                   "grad mode is on");
-    updateInput(input, value->tensor);
+    inputs.updateInput(input, value->tensor);
   }
   target->tensor = value->tensor;
   return target;
 }
 
-const Value *BytecodeTracer::inputUpdatedTo(const Value *value) const {
-  for (const auto &[input, latest] : latestOfInput)
-    if (latest == value)
-      return input;
-  return nullptr;
-}
-
-void BytecodeTracer::updateInput(const Value *input, Value *value) {
-  auto known = latestOfInput.find(input);
-  const Value *previous = known == latestOfInput.end() ? input : known->second;
-  latestOfInput[input] = value;
-  for (auto &entry : inputOfSource)
-    if (entry.second == previous)
-      entry.second = value;
-  for (auto &entry : inputOfObject)
-    if (entry.second.second == previous)
-      entry.second.second = value;
-}
-
 void BytecodeTracer::addWriteBacks() {
   Graph &graph = *result.graph;
-  for (const auto &[input, latest] : latestOfInput) {
+  for (const auto &[input, latest] : inputs.latestValues()) {
     if (latest == input)
       continue;
     int inputIndex = -1;
@@ -161,12 +142,12 @@ void BytecodeTracer::addWriteBacks() {
 }
 
 void BytecodeTracer::guardDisjointFromOtherInputs(const Value *input) {
-  int source = sourceOfInput.at(input);
+  int source = inputs.sourceOf(input);
   PyObject *object = nullptr;
-  for (const auto &[candidate, entry] : inputOfObject)
+  for (const auto &[candidate, entry] : inputs.byObject())
     if (entry.first == source)
       object = candidate;
-  for (const auto &[other, entry] : inputOfObject) {
+  for (const auto &[other, entry] : inputs.byObject()) {
     if (entry.first == source || !object)
       continue;
     if (tensorsShareStorage(object, other))
@@ -241,33 +222,27 @@ VarPtr BytecodeTracer::logicalNot(const VarPtr &var) {
   return constant(truth ? Py_False : Py_True);
 }
 
-const Value *BytecodeTracer::originalInput(const Value *value) const {
-  if (sourceOfInput.count(value))
-    return value;
-  return inputUpdatedTo(value);
-}
-
 bool BytecodeTracer::sameTensorObject(const VarPtr &lhs, const VarPtr &rhs) {
   if (lhs == rhs)
     return true;
-  const Value *leftInput = originalInput(lhs->tensor);
-  const Value *rightInput = originalInput(rhs->tensor);
+  const Value *leftInput = inputs.originalInput(lhs->tensor);
+  const Value *rightInput = inputs.originalInput(rhs->tensor);
   if (leftInput && leftInput == rightInput)
     return true;
   if (lhs->tensor == rhs->tensor) {
     // One graph value: the same input object (guarded when it was read
     // through two sources), or one computed value behind two references.
-    if (sourceOfInput.count(lhs->tensor))
+    if (inputs.isInput(lhs->tensor))
       return true;
     unsupported("'is' on two references to one computed tensor value");
   }
-  auto left = sourceOfInput.find(leftInput);
-  auto right = sourceOfInput.find(rightInput);
-  if (left != sourceOfInput.end() && right != sourceOfInput.end()) {
+  int left = inputs.sourceOf(leftInput);
+  int right = inputs.sourceOf(rightInput);
+  if (left >= 0 && right >= 0) {
     Guard guard;
     guard.kind = Guard::Kind::OtherObject;
-    guard.source = left->second;
-    guard.other = right->second;
+    guard.source = left;
+    guard.other = right;
     guardBuilder.addGuard(std::move(guard));
   }
   return false;

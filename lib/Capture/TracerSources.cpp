@@ -92,22 +92,20 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   if (!isPlainTensor(object))
     unsupported(std::string("tensor subclass ") + Py_TYPE(object)->tp_name);
   VarPtr var = makeVar(Var::Kind::Tensor);
-  auto known = inputOfSource.find(source);
-  if (known != inputOfSource.end()) {
-    var->tensor = known->second;
+  if (Value *known = inputs.ofSource(source)) {
+    var->tensor = known;
     return var;
   }
-  auto seen = inputOfObject.find(object);
-  if (seen != inputOfObject.end()) {
+  if (const std::pair<int, Value *> *seen = inputs.ofObject(object)) {
     // The same tensor reached through another source: one graph input, as
     // long as both sources keep holding one object.
     Guard guard;
     guard.kind = Guard::Kind::SameObject;
     guard.source = source;
-    guard.other = seen->second.first;
+    guard.other = seen->first;
     guardBuilder.addGuard(std::move(guard));
-    var->tensor = seen->second.second;
-    inputOfSource[source] = var->tensor;
+    var->tensor = seen->second;
+    inputs.addSource(source, var->tensor);
     return var;
   }
   TensorMeta meta = describeTensor(object);
@@ -141,11 +139,7 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   guardBuilder.addGuard(std::move(guard));
   std::string name = "arg" + std::to_string(result.graph->inputs.size());
   var->tensor = result.graph->addInput(name, type);
-  inputOfSource[source] = var->tensor;
-  inputOfObject[object] = {source, var->tensor};
-  if (meta.requiresGrad)
-    requiresGrad.insert(var->tensor);
-  sourceOfInput[var->tensor] = source;
+  inputs.addInput(object, source, var->tensor, meta.requiresGrad);
   result.inputSources.push_back(source);
   return var;
 }
@@ -169,7 +163,7 @@ VarPtr BytecodeTracer::loadLocal(int index) {
       unsupported("read of a deleted local variable");
     return current.locals[size_t(index)];
   }
-  if (current.functionSource >= 0 || inlineDepth > 0)
+  if (current.functionSource >= 0 || inliner.inlining())
     unsupported("read of an unbound local variable");
   PyObject *object = frame->localsplus[index];
   if (!object)
@@ -193,7 +187,7 @@ VarPtr BytecodeTracer::loadGlobal(PyObject *name) {
   }
   // Code inlined from the frame itself (comprehensions) reads the frame's
   // globals: functionSource is -1 there.
-  if (inlineDepth > 0 && current.functionSource >= 0)
+  if (inliner.inlining() && current.functionSource >= 0)
     return classify(object,
                     guardBuilder.namedSource(Source::Kind::FunctionGlobal,
                                              current.functionSource, name));
@@ -222,7 +216,7 @@ VarPtr BytecodeTracer::makeCell(int index) {
   VarPtr content = current.locals.at(size_t(index));
   bool argument =
       index < current.code->co_argcount + current.code->co_kwonlyargcount;
-  if (!content && inlineDepth == 0 && argument && frame->localsplus[index])
+  if (!content && !inliner.inlining() && argument && frame->localsplus[index])
     content = loadLocal(index);
   VarPtr cell = makeVar(Var::Kind::Cell);
   if (content)
@@ -243,7 +237,7 @@ VarPtr BytecodeTracer::loadDeref(int index) {
   PyObject *object = PyCell_GET(PyTuple_GET_ITEM(current.closure, cell));
   if (!object)
     unsupported("read of an empty closure cell");
-  if (inlineDepth > 0)
+  if (inliner.inlining())
     return classify(object,
                     guardBuilder.indexedSource(Source::Kind::FunctionClosure,
                                                current.functionSource, cell));
@@ -312,7 +306,7 @@ int BytecodeTracer::sourceOfObject(const VarPtr &var) {
 }
 
 bool BytecodeTracer::inputRequiresGrad(const Value *value) const {
-  for (const auto &entry : inputOfSource) {
+  for (const auto &entry : inputs.bySource()) {
     if (entry.second != value)
       continue;
     for (const Guard &guard : guardBuilder.guards())
@@ -331,8 +325,8 @@ void BytecodeTracer::storeAttribute(const VarPtr &owner, PyObject *name,
       sourceOfObject(owner) >= 0) {
     int source = guardBuilder.namedSource(Source::Kind::Attr,
                                           sourceOfObject(owner), name);
-    auto known = inputOfSource.find(source);
-    if (known != inputOfSource.end() && known->second == value->tensor)
+    Value *known = inputs.ofSource(source);
+    if (known && known == value->tensor)
       return;
   }
   unsupported(std::string("assignment to attribute '") +

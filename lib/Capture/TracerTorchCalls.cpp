@@ -237,8 +237,9 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
     // The graph copies views; refuse in-place updates that would need the
     // alias (same rule as view ops).
     for (const Operand &operand : operands)
-      aliased.insert(operand.value);
-    aliased.insert(results.begin(), results.end());
+      inputs.markAliased(operand.value);
+    for (Value *result : results)
+      inputs.markAliased(result);
   }
   size_t next = 0;
   return resultVar(output.get(), results, next);

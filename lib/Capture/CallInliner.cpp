@@ -1,0 +1,203 @@
+//===- CallInliner.cpp - Inlining calls of Python functions and modules ---===//
+//
+// Module calls (hooks guarded empty, then forward), Python function calls
+// (arguments bound like CPython binds them) and code run in place of a call
+// in a fresh TracedCode, through the tracer's bytecode loop.
+//
+//===----------------------------------------------------------------------===//
+#include "CallInliner.h"
+
+#include "BytecodeTracer.h"
+
+#include <utility>
+
+namespace dynafuse {
+namespace capture {
+
+void CallInliner::requireNoHooks(const VarPtr &module) {
+  static const char *perModule[] = {"_forward_hooks",
+                                    "_forward_pre_hooks",
+                                    "_backward_hooks",
+                                    "_backward_pre_hooks",
+                                    "_forward_hooks_with_kwargs",
+                                    "_forward_pre_hooks_with_kwargs"};
+  int source = tracer.sourceOfObject(module);
+  for (const char *name : perModule) {
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+    PyRef dict =
+        PyRef::steal(PyObject_GetAttr(module->object.get(), key.get()));
+    if (!dict) {
+      PyErr_Clear();
+      continue;
+    }
+    guardEmpty(dict.get(),
+               tracer.guardBuilder.namedSource(Source::Kind::Attr, source,
+                                               key.get()),
+               name);
+  }
+  static const char *global[] = {
+      "_global_forward_hooks", "_global_forward_pre_hooks",
+      "_global_backward_hooks", "_global_backward_pre_hooks"};
+  PyRef torchModule =
+      PyRef::steal(PyImport_ImportModule("torch.nn.modules.module"));
+  for (const char *name : global) {
+    PyRef dict = PyRef::steal(
+        torchModule ? PyObject_GetAttrString(torchModule.get(), name)
+                    : nullptr);
+    if (!dict) {
+      PyErr_Clear();
+      continue;
+    }
+    Source fixed;
+    fixed.kind = Source::Kind::Fixed;
+    fixed.fixed = dict;
+    fixed.name = PyRef::steal(PyUnicode_InternFromString(name));
+    guardEmpty(dict.get(), tracer.guardBuilder.addSource(std::move(fixed)),
+               name);
+  }
+}
+
+void CallInliner::guardEmpty(PyObject *dict, int source, const char *what) {
+  if (!PyDict_Check(dict) || PyDict_Size(dict) != 0)
+    tracer.unsupported(std::string("module call with ") + what + " registered");
+  Guard guard;
+  guard.kind = Guard::Kind::EmptyDict;
+  guard.source = source;
+  tracer.guardBuilder.addGuard(std::move(guard));
+}
+
+VarPtr
+CallInliner::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
+                          const std::map<std::string, VarPtr> &keywords) {
+  requireNoHooks(module);
+  PyRef name = PyRef::steal(PyUnicode_InternFromString("forward"));
+  VarPtr forward = tracer.boundMethod(module, name.get());
+  if (!forward)
+    tracer.unsupported(std::string("call of ") +
+                       Py_TYPE(module->object.get())->tp_name +
+                       " whose forward is not a Python function");
+  args.insert(args.begin(), module);
+  return tracer.callAny(forward->function, args, keywords);
+}
+
+VarPtr
+CallInliner::inlineFunction(const VarPtr &function,
+                            const std::vector<VarPtr> &args,
+                            const std::map<std::string, VarPtr> &keywords) {
+  PyObject *object = function->object.get();
+  auto *callee = reinterpret_cast<PyCodeObject *>(PyFunction_GET_CODE(object));
+  const int skipped = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
+  if (callee->co_flags & skipped)
+    tracer.unsupported("call of a generator or coroutine function");
+  if (depth >= kMaxInlineDepth)
+    tracer.unsupported("calls nested deeper than " +
+                       std::to_string(kMaxInlineDepth));
+  if (function->source < 0)
+    tracer.unsupported("call of a function created during capture");
+  std::vector<VarPtr> calleeLocals =
+      bindArguments(object, callee, args, keywords);
+  return inlineCode(callee, std::move(calleeLocals),
+                    PyFunction_GET_GLOBALS(object),
+                    PyFunction_GET_CLOSURE(object), function->source, {});
+}
+
+VarPtr CallInliner::inlineCode(PyCodeObject *callee,
+                               std::vector<VarPtr> initialLocals,
+                               PyObject *calleeGlobals,
+                               PyObject *calleeClosure, int calleeSource,
+                               std::vector<VarPtr> cells) {
+  if (depth >= kMaxInlineDepth)
+    tracer.unsupported("calls nested deeper than " +
+                       std::to_string(kMaxInlineDepth));
+  // Trace the callee in a fresh state; the caller's comes back after.
+  std::vector<VarPtr> collected;
+  bool generator = callee->co_flags & CO_GENERATOR;
+  TracedCode calleeState;
+  calleeState.code = callee;
+  calleeState.fileName = PyUnicode_AsUTF8(callee->co_filename);
+  calleeState.locals = std::move(initialLocals);
+  calleeState.locals.resize(size_t(callee->co_nlocalsplus));
+  calleeState.symbolicClosure = std::move(cells);
+  calleeState.yielded = generator ? &collected : nullptr;
+  calleeState.globals = calleeGlobals;
+  calleeState.closure = calleeClosure;
+  calleeState.functionSource = calleeSource;
+  calleeState.currentLine = tracer.current.currentLine;
+  TracedCode caller = std::exchange(tracer.current, std::move(calleeState));
+  ++depth;
+  VarPtr result = tracer.runBody();
+  --depth;
+  tracer.current = std::move(caller);
+  if (!generator)
+    return result;
+  VarPtr iterator = makeVar(Var::Kind::Iterator);
+  iterator->items = std::move(collected);
+  return iterator;
+}
+
+std::vector<VarPtr>
+CallInliner::bindArguments(PyObject *function, PyCodeObject *callee,
+                           const std::vector<VarPtr> &args,
+                           const std::map<std::string, VarPtr> &keywords) {
+  std::vector<VarPtr> slots(size_t(callee->co_nlocalsplus));
+  int positional = callee->co_argcount, keywordOnly = callee->co_kwonlyargcount;
+  bool varargs = callee->co_flags & CO_VARARGS;
+  bool varkw = callee->co_flags & CO_VARKEYWORDS;
+  VarPtr extra = makeVar(Var::Kind::Dict);
+  PyRef names = PyRef::steal(PyCode_GetVarnames(callee));
+  auto nameOf = [&](int i) {
+    return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names.get(), i)));
+  };
+  if (!varargs && int(args.size()) > positional)
+    tracer.unsupported("call with too many positional arguments");
+  for (int i = 0; i < positional && i < int(args.size()); ++i)
+    slots[i] = args[i];
+  if (varargs) {
+    VarPtr rest = makeVar(Var::Kind::Tuple);
+    for (size_t i = size_t(positional); i < args.size(); ++i)
+      rest->items.push_back(args[i]);
+    slots[positional + keywordOnly] = rest;
+  }
+  for (auto &keyword : keywords) {
+    int slot = -1;
+    for (int i = 0; i < positional + keywordOnly; ++i)
+      if (nameOf(i) == keyword.first)
+        slot = i;
+    if (slot < 0 && varkw) {
+      extra->keys.push_back(keyword.first);
+      extra->items.push_back(keyword.second);
+      continue;
+    }
+    if (slot < 0 || slots[slot])
+      tracer.unsupported("call with an unexpected keyword '" + keyword.first +
+                         "'");
+    slots[slot] = keyword.second;
+  }
+  if (varkw)
+    slots[positional + keywordOnly + (varargs ? 1 : 0)] = extra;
+  PyObject *defaults = PyFunction_GET_DEFAULTS(function);
+  int defaultCount = defaults ? int(PyTuple_GET_SIZE(defaults)) : 0;
+  for (int i = 0; i < positional; ++i) {
+    if (slots[i])
+      continue;
+    int d = i - (positional - defaultCount);
+    if (d < 0)
+      tracer.unsupported("call without argument '" + nameOf(i) + "'");
+    slots[i] = tracer.constant(PyTuple_GET_ITEM(defaults, d));
+  }
+  PyObject *kwDefaults = PyFunction_GET_KW_DEFAULTS(function);
+  for (int i = positional; i < positional + keywordOnly; ++i) {
+    if (slots[i])
+      continue;
+    PyObject *value = kwDefaults
+                          ? PyDict_GetItemString(kwDefaults, nameOf(i).c_str())
+                          : nullptr;
+    if (!value)
+      tracer.unsupported("call without argument '" + nameOf(i) + "'");
+    slots[i] = tracer.constant(value);
+  }
+  return slots;
+}
+
+} // namespace capture
+} // namespace dynafuse
