@@ -15,6 +15,8 @@
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Lowering/LoweringPasses.h"
 
+#include <algorithm>
+
 namespace dynafuse {
 namespace {
 
@@ -36,6 +38,17 @@ void placeValues(LoweringState &state) {
 }
 
 } // namespace
+
+const std::vector<std::string> &loweringPassNames() {
+  static const std::vector<std::string> names = {"realize", "layout",
+                                                 "schedule", "emit"};
+  return names;
+}
+
+bool isLoweringPass(const std::string &name) {
+  const std::vector<std::string> &names = loweringPassNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
   std::unique_ptr<Graph> graph = input.clone();

@@ -9,9 +9,12 @@
 // that works on text runs alone by name: graph passes (decompose, cse, dce)
 // on .graph input, loop passes (column-reductions,
 // reuse-reduction-elements, plan-memory) on .loop input. Lowering's own
-// passes (realize, layout, schedule, emit) work on in-memory state: they
-// run inside --emit=loop (or later stages), and --print-ir-after-all shows
-// each of them by name. --print-ir-after-all prints, to stderr, the IR
+// passes (realize, layout, schedule, emit) work on in-memory state that
+// has a printed form but no parser: `--passes=...,NAME` with one of them
+// last lowers the graph and prints lowering's state after NAME (the
+// converged realized set, buffer layouts, kernel grouping, or the loop
+// module before the loop passes); --print-ir-after-all shows each of them
+// by name too. --print-ir-after-all prints, to stderr, the IR
 // after every pass, one "// -----// IR after NAME //----- //" section each:
 // those given to --passes, then lowering's pipeline (decompose, cse, dce,
 // realize, layout, schedule, emit, column-reductions,
@@ -122,11 +125,13 @@ bool isGraphPass(const std::string &name) {
                               " pass"
       : isLoopPass(pass) ? "'" + pass + "' is a loop pass, not a " + input +
                                " pass"
-                         : "unknown pass '" + pass + "'";
+      : isLoweringPass(pass)
+          ? "'" + pass + "' is a lowering pass, run on .graph input"
+          : "unknown pass '" + pass + "'";
   fail(problem + " (graph passes, on .graph: " + joined(graphPassNames()) +
        "; loop passes, on .loop: " + joined(loopPassNames()) +
-       "; lowering's realize, layout, schedule and emit run only inside "
-       "--emit=loop, shown by --print-ir-after-all)");
+       "; lowering's, on .graph and last in the list: " +
+       joined(loweringPassNames()) + ")");
 }
 
 void printAfter(const std::string &pass, const std::string &text) {
@@ -169,9 +174,32 @@ std::string emitFromLoop(const LoopModule &module, const std::string &emit,
 #endif
 }
 
+/// Lowers graph and returns lowering's state after its pass `pass`.
+std::string lowerThrough(const Graph &graph, const std::string &pass,
+                         const Options &options) {
+  std::string after;
+  GraphCompileOptions compileOptions;
+  compileOptions.observer = [&](const std::string &name,
+                                const std::string &text) {
+    if (options.printAfterAll)
+      printAfter(name, text);
+    if (name == pass)
+      after = text;
+  };
+  compileGraph(graph, compileOptions);
+  return after;
+}
+
 std::string processGraph(const std::string &text, const Options &options) {
   std::unique_ptr<Graph> graph = parseGraph(text, options.input);
-  for (const std::string &pass : options.passes) {
+  for (size_t i = 0; i < options.passes.size(); ++i) {
+    const std::string &pass = options.passes[i];
+    if (isLoweringPass(pass)) {
+      if (i + 1 != options.passes.size() || !options.emit.empty())
+        fail("'" + pass + "' prints lowering's state: it must be the last "
+             "pass, without --emit");
+      return lowerThrough(*graph, pass, options);
+    }
     if (!isGraphPass(pass))
       cannotRun(pass, "graph");
     runGraphPass(pass, *graph);

@@ -23,6 +23,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace dynafuse {
 
@@ -30,6 +31,12 @@ namespace dynafuse {
 /// text (for --print-ir-after-all and dumps); may be empty.
 using LoweringObserver =
     std::function<void(const std::string &step, const std::string &text)>;
+
+/// Lowering's own passes in pipeline order (realize, layout, schedule,
+/// emit): they work on in-memory state, reported to the observer under
+/// these names.
+const std::vector<std::string> &loweringPassNames();
+bool isLoweringPass(const std::string &name);
 
 /// Throws Error naming the node when an op cannot be lowered.
 LoopModule lowerGraph(const Graph &graph,
