@@ -11,6 +11,13 @@ import statistics
 import tempfile
 import time
 
+import sys
+
+# Dynafuse reads its settings once, at import: a cold run's empty cache
+# folder must be set before.
+if "--no-disk-cache" in sys.argv:
+    os.environ["DYNAFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynafuse-cold-")
+
 import torch
 import torch.nn as nn
 
@@ -86,8 +93,6 @@ def main():
                         help="point DYNAFUSE_CACHE_DIR at an empty folder (cold compiles)")
     parser.add_argument("--only", nargs="*", help="model names to capture")
     args = parser.parse_args()
-    if args.no_disk_cache:
-        os.environ["DYNAFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynafuse-cold-")
     torch.set_num_threads(2)
     print(f"{'model':26}{'dynafuse first call s':>23}{'graphs':>8}{'breaks':>8}"
           f"{'kernels':>9}{'externs':>9}{'guards':>8}{'eager call s':>14}"

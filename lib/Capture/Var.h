@@ -82,11 +82,6 @@ inline bool isConstantObject(PyObject *object) {
   return true;
 }
 
-inline bool isNumber(PyObject *object) {
-  return PyBool_Check(object) || PyLong_CheckExact(object) ||
-         PyFloat_CheckExact(object);
-}
-
 } // namespace capture
 } // namespace dynafuse
 

@@ -15,10 +15,6 @@
 namespace dynafuse {
 namespace {
 
-std::vector<TensorType> inferSameShape(const Node &node) {
-  return {likeFirstOperand(node, operandType(node, 0).sizes)};
-}
-
 std::vector<TensorType> inferTriangle(const Node &node) {
   if (operandType(node, 0).rank() < 2)
     opError(node, "needs a tensor of at least 2 dims");

@@ -204,6 +204,10 @@ const TensorType &operandType(const Node &node, size_t i) {
   return node.operands[i].value->type;
 }
 
+std::vector<TensorType> inferSameShape(const Node &node) {
+  return {likeFirstOperand(node, operandType(node, 0).sizes)};
+}
+
 TensorType likeFirstOperand(const Node &node, std::vector<SymExpr> sizes) {
   TensorType result;
   result.dtype = operandType(node, 0).dtype;

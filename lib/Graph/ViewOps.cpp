@@ -460,10 +460,6 @@ Strided stridedUnbind(const Node &node, size_t result, StridedView view) {
 // contiguous, flip, roll, repeat: remaps that are never strided views
 //===----------------------------------------------------------------------===//
 
-std::vector<TensorType> inferSameShape(const Node &node) {
-  return {likeFirstOperand(node, operandType(node, 0).sizes)};
-}
-
 Index remapIdentity(const Node &, size_t, const Index &index) {
   return index;
 }

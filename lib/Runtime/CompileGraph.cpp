@@ -1,15 +1,12 @@
 //===- CompileGraph.cpp - Graph IR to runnable kernels, one chain ---------===//
 #include "dynafuse/Runtime/CompileGraph.h"
 
-#include "dynafuse/Loop/LoopText.h"
 
 namespace dynafuse {
 
 CompiledGraph compileLoopModule(LoopModule module,
                                 const GraphCompileOptions &options) {
   CompiledGraph result;
-  if (options.keepLoopText)
-    result.loopText = printLoopModule(module);
   Backend *backend = options.backend;
   if (!backend && !options.backendName.empty()) {
     result.ownedBackend = createBackend(options.backendName);

@@ -128,6 +128,8 @@ int64_t normalizeDim(const Node &node, int64_t dim, size_t rank);
 const TensorType &operandType(const Node &node, size_t i);
 /// A contiguous tensor type of `sizes` with operand 0's dtype and device.
 TensorType likeFirstOperand(const Node &node, std::vector<SymExpr> sizes);
+/// The shape rule of ops whose one result is like operand 0 in every way.
+std::vector<TensorType> inferSameShape(const Node &node);
 /// The position among node's operands of the optional operand `name`, or -1
 /// when node leaves it out.
 int optionalOperandIndex(const Node &node, const std::string &name);

@@ -27,17 +27,13 @@ struct GraphCompileOptions {
   std::string backendName;
   /// What the backend is told (the folder its stages are dumped to).
   CompileOptions backendOptions;
-  /// Whether the result keeps the loop module's text (kernels.loop).
-  bool keepLoopText = false;
 };
 
 struct CompiledGraph {
   /// The lowered module while no backend compiled it.
   LoopModule loopModule;
-  /// Its text, when GraphCompileOptions::keepLoopText.
-  std::string loopText;
-  /// The backend created by name (its kernels live as long as it does;
-  /// declared before `compiled`, so it outlives them).
+  /// The backend created by name (declared before `compiled`, so the
+  /// module is destroyed before the backend that compiled it).
   std::unique_ptr<Backend> ownedBackend;
   /// The compiled module (owning the loop module), when a backend ran.
   std::unique_ptr<CompiledModule> compiled;
