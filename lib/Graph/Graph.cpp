@@ -104,12 +104,21 @@ int64_t Node::intAttr(const std::string &name, int64_t fallback) const {
 
 namespace {
 
-/// Applies op's canonical attribute spelling, where it has one.
-void canonicalizeAttributes(const std::string &op,
-                            std::map<std::string, Attribute> &attributes) {
-  const OpInfo *info = lookupOp(op);
-  if (info && info->canonicalAttributes)
-    info->canonicalAttributes(attributes);
+/// A node of op with its op info resolved once and the op's canonical
+/// attribute spelling applied, where it has one; no results yet.
+std::unique_ptr<Node> makeNode(const std::string &op,
+                               std::vector<Operand> operands,
+                               std::map<std::string, Attribute> attributes,
+                               Location location) {
+  auto node = std::make_unique<Node>();
+  node->op = op;
+  node->info = lookupOp(op);
+  if (node->info && node->info->canonicalAttributes)
+    node->info->canonicalAttributes(attributes);
+  node->operands = std::move(operands);
+  node->attributes = std::move(attributes);
+  node->location = location;
+  return node;
 }
 
 } // namespace
@@ -127,19 +136,13 @@ Value *Graph::addInput(const std::string &name, TensorType type) {
 Node *Graph::addNode(const std::string &op, std::vector<Operand> operands,
                      std::map<std::string, Attribute> attributes,
                      Location location) {
-  canonicalizeAttributes(op, attributes);
-  Node probe;
-  probe.op = op;
-  probe.info = lookupOp(op);
-  probe.operands = operands;
-  probe.attributes = attributes;
-  probe.location = location;
-  std::vector<TensorType> types = inferResultTypes(probe);
+  std::unique_ptr<Node> node =
+      makeNode(op, std::move(operands), std::move(attributes), location);
+  std::vector<TensorType> types = inferResultTypes(*node);
   std::vector<std::string> names;
   for (size_t i = 0; i < types.size(); ++i)
     names.push_back(freshName());
-  return addNodeWithTypes(op, std::move(operands), std::move(attributes), types,
-                          names, location);
+  return appendNode(std::move(node), types, names);
 }
 
 Node *Graph::addNodeWithTypes(const std::string &op,
@@ -148,13 +151,15 @@ Node *Graph::addNodeWithTypes(const std::string &op,
                               const std::vector<TensorType> &resultTypes,
                               const std::vector<std::string> &resultNames,
                               Location location) {
-  canonicalizeAttributes(op, attributes);
-  auto node = std::make_unique<Node>();
-  node->op = op;
-  node->info = lookupOp(op);
-  node->operands = std::move(operands);
-  node->attributes = std::move(attributes);
-  node->location = location;
+  return appendNode(
+      makeNode(op, std::move(operands), std::move(attributes), location),
+      resultTypes, resultNames);
+}
+
+Node *Graph::appendNode(std::unique_ptr<Node> node,
+                        const std::vector<TensorType> &resultTypes,
+                        const std::vector<std::string> &resultNames) {
+  const Location &location = node->location;
   for (size_t i = 0; i < resultTypes.size(); ++i) {
     const std::string &name = resultNames.at(i);
     if (valuesByName.count(name))

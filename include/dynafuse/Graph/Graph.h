@@ -114,6 +114,12 @@ public:
   std::unique_ptr<Graph> clone() const;
 
 private:
+  /// Gives node (op resolved, attributes canonical) its results and
+  /// appends it.
+  Node *appendNode(std::unique_ptr<Node> node,
+                   const std::vector<TensorType> &resultTypes,
+                   const std::vector<std::string> &resultNames);
+
   std::vector<std::unique_ptr<Value>> values;
   std::map<std::string, Value *> valuesByName;
   int nextName = 0;
