@@ -1,7 +1,23 @@
-# Finds CPython 3.11 and the PyTorch installed beside it. Torch is linked by
-# explicit library paths: find_package(Torch) from the CUDA wheel goes looking
-# for a CUDA toolkit. Torch must use the C++11 ABI, like Debian's LLVM.
-find_package(Python 3.11 EXACT REQUIRED COMPONENTS Interpreter Development.Module)
+# Finds the CPython being built against (3.11, 3.12 or 3.13, with the GIL)
+# and the PyTorch installed beside it, whatever its release (2.11 on). Torch
+# is linked by explicit library paths: find_package(Torch) from the CUDA wheel
+# goes looking for a CUDA toolkit. Torch must use the C++11 ABI, like
+# Debian's LLVM.
+find_package(Python REQUIRED COMPONENTS Interpreter Development.Module)
+if(Python_VERSION VERSION_LESS 3.11 OR Python_VERSION VERSION_GREATER_EQUAL 3.14)
+  message(FATAL_ERROR "Dynafuse's frame hook and bytecode interpreter support "
+    "CPython 3.11, 3.12 and 3.13; ${Python_EXECUTABLE} is ${Python_VERSION}. "
+    "Build with one of those (for example: python3.12 -m venv .venv-3.12).")
+endif()
+execute_process(
+  COMMAND ${Python_EXECUTABLE} -c
+    "import sysconfig; print(int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))))"
+  OUTPUT_VARIABLE python_free_threaded OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(python_free_threaded STREQUAL "1")
+  message(FATAL_ERROR "${Python_EXECUTABLE} is a free-threaded build "
+    "(Py_GIL_DISABLED); Dynafuse's frame hook needs a CPython with the GIL.")
+endif()
+message(STATUS "CPython ${Python_VERSION} from ${Python_EXECUTABLE}")
 
 execute_process(
   COMMAND ${Python_EXECUTABLE} -c

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# GPU check of the CUDA backend, for a machine with an NVIDIA GPU: builds
-# the CUDA path without LLVM and Python, then
+# GPU check of the CUDA backend, for a machine with an NVIDIA GPU:
+#   0. first, Python end to end: builds the extension (CUDA on, LLVM off)
+#      against the machine's python3 and its torch (any CPython 3.11-3.13,
+#      torch 2.11 on; the lent machine has 3.12 and torch 2.11) and runs the
+#      GPU pytest modules: CUDA tensors captured, guarded by device and run
+#      with backend "auto" and "cuda" (test_backends.py, test_cuda_models.py:
+#      an MLP, a conv net, an attention block, resnet18), and
+#      test_capture_devices.py;
+# then builds the CUDA path without LLVM and Python, and
 #   1. runs the CUDA GoogleTests (device runs compared with the interpreter;
 #      here a missing device is an error, not a skip),
 #   2. runs every module of benchmarks/gpu/suite with dynafuse-run
@@ -12,7 +19,8 @@
 #      torch with CUDA is importable, the same computations in eager torch
 #      and torch.compile (benchmarks/gpu/torch_bandwidth.py). Benchmarks
 #      report; they do not fail the check.
-# Needs cmake, ninja, a C++17 compiler, GoogleTest, cuda.h (CUDA_HOME or
+# Needs cmake, ninja, a C++17 compiler (C++20 for the extension), pytest
+# and torch with CUDA for python3 ($DYNAFUSE_PYTHON), GoogleTest, cuda.h (CUDA_HOME or
 # /usr/local/cuda*) and NVRTC 13 (DYNAFUSE_NVRTC=/path/libnvrtc.so.13, or
 # found by CMake). Exit status 0 only when everything passed.
 #
@@ -44,11 +52,46 @@ echo "== NVRTC: ${DYNAFUSE_NVRTC:-libnvrtc.so.13 from the library path}"
 export DYNAFUSE_CACHE_DIR=${DYNAFUSE_CACHE_DIR:-$root/benchmarks/gpu/prepared-cache}
 mkdir -p "$DYNAFUSE_CACHE_DIR"
 
+if [ $prepare = 0 ]; then
+  python=${DYNAFUSE_PYTHON:-$(command -v python3 || command -v python)}
+  # NVRTC from the pip package torch's CUDA build installs, when no other.
+  if [ -z "${DYNAFUSE_NVRTC:-}" ]; then
+    DYNAFUSE_NVRTC=$("$python" - <<'PY' 2>/dev/null
+import glob, os, sys
+for entry in sys.path:
+    for found in glob.glob(os.path.join(entry, "nvidia", "*", "lib", "libnvrtc.so.1[0-9]")):
+        print(found); raise SystemExit
+PY
+)
+    [ -n "$DYNAFUSE_NVRTC" ] && export DYNAFUSE_NVRTC && echo "== NVRTC: $DYNAFUSE_NVRTC"
+  fi
+  echo "== Python end to end: the extension against $("$python" -c 'import sys, torch; print(f"CPython {sys.version.split()[0]}, torch {torch.__version__}")')"
+  pybuild=$build-python
+  stage=$pybuild/stage
+  if cmake -S "$root" -B "$pybuild" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DDYNAFUSE_ENABLE_LLVM=OFF -DDYNAFUSE_ENABLE_PYTHON=ON \
+        -DDYNAFUSE_ENABLE_CUDA=ON -DDYNAFUSE_BUILD_TESTS=OFF \
+        -DPython_EXECUTABLE="$python" >/dev/null &&
+      cmake --build "$pybuild" -j "$jobs" --target _C; then
+    rm -rf "$stage" && mkdir -p "$stage"
+    cp -r "$root/python/dynafuse" "$stage/"
+    cp "$pybuild"/python/_C*.so "$stage/dynafuse/"
+    # The GPU tests skip without a device: here that is a failure.
+    "$python" -c "import torch; assert torch.cuda.is_available()" ||
+      { echo "check.sh: torch sees no CUDA device"; status=1; }
+    (cd "$root/test/python" && PYTHONPATH="$stage" timeout 400 "$python" -m pytest -q \
+      -p no:cacheprovider test_backends.py test_cuda_models.py \
+      test_capture_devices.py -rs) || status=1
+  else
+    echo "check.sh: building the Python extension failed"; status=1
+  fi
+fi
+
 echo "== configure and build (CUDA on, LLVM and Python off)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DDYNAFUSE_ENABLE_LLVM=OFF -DDYNAFUSE_ENABLE_PYTHON=OFF \
-  -DDYNAFUSE_ENABLE_CUDA=ON >/dev/null || exit 1
-cmake --build "$build" -j "$jobs" || exit 1
+  -DDYNAFUSE_ENABLE_CUDA=ON >/dev/null || { echo "== check.sh: FAILED"; exit 1; }
+cmake --build "$build" -j "$jobs" || { echo "== check.sh: FAILED"; exit 1; }
 
 if [ $prepare = 1 ]; then
   echo "== prepare $arch cubins into $DYNAFUSE_CACHE_DIR"

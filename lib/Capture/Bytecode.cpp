@@ -1,4 +1,4 @@
-//===- Bytecode.cpp - CPython 3.11 bytecode decoding ----------------------===//
+//===- Bytecode.cpp - CPython bytecode decoding, 3.11 to 3.13 -------------===//
 #include "Bytecode.h"
 #include "PyRef.h"
 
@@ -6,31 +6,115 @@
 
 #include <opcode.h>
 
+#include <array>
+#include <cstring>
+
 namespace dynafuse {
 
-int inlineCacheEntries(int opcode) {
-  // Include/internal/pycore_opcode.h, _PyOpcode_Caches, CPython 3.11.
-  switch (opcode) {
-  case BINARY_SUBSCR:
-    return 4;
-  case STORE_SUBSCR:
-  case UNPACK_SEQUENCE:
-  case BINARY_OP:
-  case PRECALL:
-    return 1;
-  case STORE_ATTR:
-  case LOAD_ATTR:
-  case CALL:
-    return 4;
-  case COMPARE_OP:
-    return 2;
-  case LOAD_GLOBAL:
-    return 5;
-  case LOAD_METHOD:
-    return 10;
-  default:
-    return 0;
+namespace {
+
+/// What the decoder needs of the running interpreter's opcode tables, read
+/// once from its `opcode` module: 3.11 and 3.12 list cache sizes by opcode,
+/// 3.13 by name.
+struct OpcodeTables {
+  std::array<int, 256> caches{};
+  std::array<bool, 256> relativeJump{};
+  std::array<bool, 256> backwardJump{};
+};
+
+OpcodeTables readOpcodeTables() {
+  OpcodeTables tables;
+  PyRef module = PyRef::steal(PyImport_ImportModule("opcode"));
+  PyRef caches = PyRef::steal(
+      module ? PyObject_GetAttrString(module.get(), "_inline_cache_entries")
+             : nullptr);
+  PyRef opmap = PyRef::steal(
+      module ? PyObject_GetAttrString(module.get(), "opmap") : nullptr);
+  PyRef hasjrel = PyRef::steal(
+      module ? PyObject_GetAttrString(module.get(), "hasjrel") : nullptr);
+  PyRef opname = PyRef::steal(
+      module ? PyObject_GetAttrString(module.get(), "opname") : nullptr);
+  if (!caches || !opmap || !hasjrel || !opname) {
+    PyErr_Clear();
+    fail("the interpreter's opcode module lacks its opcode tables");
   }
+  auto setCache = [&](PyObject *opcode, PyObject *size) {
+    long index = PyLong_AsLong(opcode);
+    long units = PyLong_AsLong(size);
+    if (index >= 0 && index < 256 && units >= 0)
+      tables.caches[size_t(index)] = int(units);
+  };
+  if (PyDict_Check(caches.get())) {
+    PyObject *name, *size;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(caches.get(), &position, &name, &size))
+      if (PyObject *opcode = PyDict_GetItem(opmap.get(), name))
+        setCache(opcode, size);
+  } else if (PyList_Check(caches.get())) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(caches.get()) && i < 256; ++i) {
+      PyRef index = PyRef::steal(PyLong_FromSsize_t(i));
+      setCache(index.get(), PyList_GET_ITEM(caches.get(), i));
+    }
+  } else {
+    fail("the interpreter's opcode._inline_cache_entries has an unknown form");
+  }
+  PyRef jumps = PyRef::steal(PySequence_List(hasjrel.get()));
+  for (Py_ssize_t i = 0; jumps && i < PyList_GET_SIZE(jumps.get()); ++i) {
+    long opcode = PyLong_AsLong(PyList_GET_ITEM(jumps.get(), i));
+    if (opcode < 0 || opcode >= 256 || opcode >= PyList_Size(opname.get()))
+      continue;
+    tables.relativeJump[size_t(opcode)] = true;
+    const char *name = PyUnicode_AsUTF8(PyList_GetItem(opname.get(), opcode));
+    tables.backwardJump[size_t(opcode)] =
+        name && std::strstr(name, "BACKWARD") != nullptr;
+  }
+  PyErr_Clear();
+  return tables;
+}
+
+const OpcodeTables &opcodeTables() {
+  // Constant for the life of the process (GIL held on first use).
+  static const OpcodeTables tables = readOpcodeTables();
+  return tables;
+}
+
+/// COMPARE_OP's comparison sits above the bits the interpreter uses for
+/// specialization: none in 3.11, 4 in 3.12, 5 in 3.13.
+constexpr int kCompareShift = PY_VERSION_HEX >= 0x030D0000   ? 5
+                              : PY_VERSION_HEX >= 0x030C0000 ? 4
+                                                             : 0;
+
+/// Appends in, or its two halves when it is a 3.13 superinstruction (each
+/// half's argument is one nibble of in's).
+void appendSplit(std::vector<Instruction> &out, Instruction in) {
+  int first = -1, second = -1;
+#ifdef LOAD_FAST_LOAD_FAST
+  if (in.opcode == LOAD_FAST_LOAD_FAST)
+    first = LOAD_FAST, second = LOAD_FAST;
+  else if (in.opcode == STORE_FAST_STORE_FAST)
+    first = STORE_FAST, second = STORE_FAST;
+  else if (in.opcode == STORE_FAST_LOAD_FAST)
+    first = STORE_FAST, second = LOAD_FAST;
+#endif
+  if (first < 0) {
+    out.push_back(in);
+    return;
+  }
+  Instruction low = in;
+  low.opcode = second;
+  low.arg = in.arg & 15;
+  low.start = -1;
+  in.opcode = first;
+  in.arg >>= 4;
+  out.push_back(in);
+  out.push_back(low);
+}
+
+} // namespace
+
+int inlineCacheEntries(int opcode) {
+  return opcode >= 0 && opcode < 256 ? opcodeTables().caches[size_t(opcode)]
+                                     : 0;
 }
 
 const char *opcodeName(int opcode) {
@@ -41,7 +125,12 @@ const char *opcodeName(int opcode) {
   return PyUnicode_AsUTF8(PyList_GetItem(names, opcode));
 }
 
+int stackEffect(int opcode, int arg) {
+  return PyCompile_OpcodeStackEffect(opcode, arg);
+}
+
 std::vector<Instruction> decodeInstructions(PyCodeObject *code) {
+  const OpcodeTables &tables = opcodeTables();
   PyObject *bytes = PyCode_GetCode(code);
   if (!bytes) {
     PyErr_Clear();
@@ -53,7 +142,7 @@ std::vector<Instruction> decodeInstructions(PyCodeObject *code) {
   std::vector<Instruction> instructions;
   int extended = 0;
   int start = 0;
-  for (int offset = 0; offset < size;) {
+  for (int offset = 0; offset + 1 < size;) {
     int opcode = units[offset];
     int arg = units[offset + 1] | extended;
     if (opcode == EXTENDED_ARG) {
@@ -67,9 +156,15 @@ std::vector<Instruction> decodeInstructions(PyCodeObject *code) {
     instruction.opcode = opcode;
     instruction.arg = arg;
     instruction.offset = offset;
-    instruction.nextOffset = offset + 2 + 2 * inlineCacheEntries(opcode);
+    instruction.nextOffset = offset + 2 + 2 * tables.caches[size_t(opcode)];
+    if (tables.relativeJump[size_t(opcode)])
+      instruction.target = tables.backwardJump[size_t(opcode)]
+                               ? instruction.nextOffset - 2 * arg
+                               : instruction.nextOffset + 2 * arg;
+    if (opcode == COMPARE_OP)
+      instruction.arg = arg >> kCompareShift;
     instruction.line = PyCode_Addr2Line(code, offset);
-    instructions.push_back(instruction);
+    appendSplit(instructions, instruction);
     offset = instruction.nextOffset;
     start = offset;
   }
@@ -79,8 +174,8 @@ std::vector<Instruction> decodeInstructions(PyCodeObject *code) {
 
 namespace {
 
-/// 3.11's exception table: varints of 6-bit groups, bit 6 = continuation,
-/// bit 7 marks an entry start. Values are in code units.
+/// The exception table: varints of 6-bit groups, bit 6 = continuation, bit 7
+/// marks an entry start. Values are in code units.
 class TableReader {
 public:
   TableReader(const unsigned char *data, int size) : data(data), size(size) {}

@@ -1,9 +1,17 @@
-//===- Bytecode.h - CPython 3.11 bytecode decoding --------------*- C++ -*-===//
+//===- Bytecode.h - CPython bytecode decoding, 3.11 to 3.13 -----*- C++ -*-===//
 //
-// Decodes a code object's co_code (the unquickened copy from PyCode_GetCode)
-// into instructions with EXTENDED_ARG folded in and inline cache entries
-// skipped, each with its byte offset and source line; and parses the
-// exception table.
+// Decodes a code object's co_code (the unquickened, uninstrumented copy from
+// PyCode_GetCode) into instructions the bytecode tracer reads the same way
+// on every supported interpreter:
+//   - EXTENDED_ARG folded in, inline cache entries skipped (their sizes come
+//     from the running interpreter's opcode tables, not from a copy);
+//   - every relative jump resolved to an absolute byte offset (3.11 encodes
+//     direction in the opcode, 3.12+ in JUMP_BACKWARD; 3.13 counts caches);
+//   - COMPARE_OP's argument reduced to the comparison (3.12 and 3.13 pack
+//     specialization bits below it);
+//   - 3.13's superinstructions (LOAD_FAST_LOAD_FAST, STORE_FAST_STORE_FAST,
+//     STORE_FAST_LOAD_FAST) split into their two halves.
+// And parses the exception table (one format from 3.11 to 3.13).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_BYTECODE_H
@@ -21,10 +29,13 @@ struct Instruction {
   int arg = 0;
   /// Offset in bytes of the instruction itself (after its EXTENDED_ARGs).
   int offset = 0;
-  /// Offset of its first EXTENDED_ARG prefix (jump targets point here).
+  /// Offset of its first EXTENDED_ARG prefix (jump targets point here); -1
+  /// for the second half of a split superinstruction (nothing jumps there).
   int start = 0;
   /// Offset of the next instruction (after the inline caches).
   int nextOffset = 0;
+  /// Absolute byte offset a jump goes to; -1 for other instructions.
+  int target = -1;
   int line = 0;
 };
 
@@ -36,9 +47,12 @@ struct ExceptionTableEntry {
   bool lasti = false;
 };
 
-/// Number of inline cache code units following opcode in 3.11.
+/// Number of inline cache code units following opcode, from the running
+/// interpreter's `opcode` module.
 int inlineCacheEntries(int opcode);
 const char *opcodeName(int opcode);
+/// The stack effect of an instruction, from the running interpreter.
+int stackEffect(int opcode, int arg);
 
 /// Throws Error when the code object cannot be read.
 std::vector<Instruction> decodeInstructions(PyCodeObject *code);

@@ -138,14 +138,33 @@ private:
 
   int jumpTarget(int offset);
 
+  /// The conditional jumps of every supported interpreter, by what they do.
+  enum class Branch {
+    None,
+    PopIfFalse,
+    PopIfTrue,
+    PopIfNone,
+    PopIfNotNone,
+    IfFalseOrPop,
+    IfTrueOrPop
+  };
+  static Branch branchOf(int opcode);
+
   /// Whether a condition var is None / truthy, decided at capture time.
   bool truthOf(const VarPtr &condition, bool noneTest);
 
   int conditionalJump(const Instruction &in);
+  int forIter(const Instruction &in);
 
   VarPtr constant(PyObject *object);
 
   VarPtr loadLocal(int index);
+  /// LOAD_FAST_AND_CLEAR: the local's value (or a Null var when unbound),
+  /// leaving it unbound.
+  VarPtr takeLocal(int index);
+  /// The cell in a cell or free slot (what LOAD_CLOSURE, and 3.13's LOAD_FAST
+  /// of such a slot, push), or null.
+  VarPtr closureSlot(int index);
 
   VarPtr loadGlobal(PyObject *name);
 
@@ -161,8 +180,10 @@ private:
   /// that protects it).
   int sourceOfObject(const VarPtr &var);
 
-  /// f-strings of constants (assert messages) are formatted at capture.
-  VarPtr formatValue(int flags);
+  /// f-strings of constants (assert messages) are formatted at capture:
+  /// conversion (0 none, 1 str, 2 repr, 3 ascii), then format(value, spec).
+  VarPtr convertValue(const VarPtr &value, int conversion);
+  VarPtr formatValue(const VarPtr &value, const VarPtr &spec);
 
   VarPtr buildString(int count);
 
@@ -250,7 +271,25 @@ private:
   /// `a is b` for tensors; guards that two inputs stay distinct objects.
   bool sameTensorObject(const VarPtr &lhs, const VarPtr &rhs);
 
+  /// How the interpreter lays out a callable and its self-or-NULL slot
+  /// under CALL's arguments: 3.11 and 3.12 put NULL (or the method) below
+  /// the callable, 3.13 puts NULL (or self) above it. pushCallable splits a
+  /// bound method into function and self.
+  void pushCallable(const VarPtr &callable);
+  void pushWithNull(const VarPtr &callable);
+  struct CallTarget {
+    VarPtr callee;
+    VarPtr self; ///< null when the slot held NULL
+  };
+  CallTarget popCallTarget();
+
   void call(int argc);
+  /// LOAD_SUPER_ATTR (3.12): super().name, or super(cls, self).name.
+  void loadSuperAttr(int arg);
+  /// CALL_INTRINSIC_1 (3.12): unary plus and list-to-tuple; others refused.
+  VarPtr callIntrinsic(int which, const VarPtr &operand);
+  VarPtr positive(const VarPtr &var);
+  VarPtr listToTuple(const VarPtr &list);
 
   VarPtr callAny(const VarPtr &callee, const std::vector<VarPtr> &args,
                  const std::map<std::string, VarPtr> &keywords);
@@ -275,6 +314,12 @@ private:
                                       bool base = false);
   /// super() with no arguments inside an inlined torch.Tensor method.
   VarPtr superOfTensor(const std::vector<VarPtr> &args);
+  /// super() / super(cls, self) in a method of a Python object (an
+  /// nn.Module's forward calling its base class's): a proxy var (method
+  /// "super") whose attributes are the Python methods found past cls,
+  /// bound to self and guarded as SuperAttr sources. Null otherwise.
+  VarPtr superOfObject(const std::vector<VarPtr> &args);
+  VarPtr superAttr(const VarPtr &proxy, PyObject *name);
   /// An object fixed for the entry's lifetime (torch.Tensor's Python
   /// methods), with a source its inlined code's globals hang off.
   VarPtr fixedObject(const PyRef &object, const std::string &name);
@@ -300,10 +345,14 @@ private:
   VarPtr boundMethod(const VarPtr &base, PyObject *name);
 
   VarPtr makeFunction(int flags);
+  /// MAKE_FUNCTION's flag (3.13's SET_FUNCTION_ATTRIBUTE): only a closure.
+  void setFunctionAttribute(const VarPtr &function, int flag,
+                            const VarPtr &attribute);
   VarPtr makeCell(int index);
   VarPtr cellAt(int index);
   /// all, any, sum, len, tuple, list, zip, enumerate over containers.
   VarPtr isInstance(PyObject *callable, const std::vector<VarPtr> &args);
+  VarPtr containerIsInstance(const VarPtr &var, PyObject *cls);
   VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
   /// getattr(obj, "name"[, default]) and hasattr(obj, "name").
   VarPtr attributeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);

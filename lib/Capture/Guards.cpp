@@ -3,6 +3,26 @@
 
 namespace dynafuse {
 
+PyObject *lookupPastClass(PyObject *object, PyObject *cls, PyObject *name) {
+  PyObject *mro = Py_TYPE(object)->tp_mro;
+  if (!mro || !PyTuple_Check(mro))
+    return nullptr;
+  Py_ssize_t count = PyTuple_GET_SIZE(mro);
+  Py_ssize_t i = 0;
+  while (i < count && PyTuple_GET_ITEM(mro, i) != cls)
+    ++i;
+  for (++i; i < count; ++i) {
+    PyRef dict = PyRef::steal(
+        PyObject_GetAttrString(PyTuple_GET_ITEM(mro, i), "__dict__"));
+    PyRef found = PyRef::steal(dict ? PyObject_GetItem(dict.get(), name)
+                                    : nullptr);
+    if (found)
+      return found.get(); // the class dict keeps it alive
+    PyErr_Clear();
+  }
+  return nullptr;
+}
+
 std::string Source::describe(const std::vector<Source> &all) const {
   switch (kind) {
   case Kind::Local:
@@ -24,6 +44,10 @@ std::string Source::describe(const std::vector<Source> &all) const {
   case Kind::TypeAttr:
     return "type(" + all[parent].describe(all) + ")." +
            PyUnicode_AsUTF8(name.get());
+  case Kind::SuperAttr:
+    return std::string("super(") +
+           reinterpret_cast<PyTypeObject *>(fixed.get())->tp_name + ", " +
+           all[parent].describe(all) + ")." + PyUnicode_AsUTF8(name.get());
   case Kind::Fixed:
     return std::string("<") + Py_TYPE(fixed.get())->tp_name + ">";
   case Kind::DictItem:
@@ -127,6 +151,13 @@ PyRef SourceResolver::fetch(const Source &source) {
       return PyRef();
     return PyRef::steal(PyObject_GetAttr(
         reinterpret_cast<PyObject *>(Py_TYPE(parent)), source.name.get()));
+  }
+  case Source::Kind::SuperAttr: {
+    PyObject *parent = get(source.parent);
+    if (!parent)
+      return PyRef();
+    return PyRef::borrow(
+        lookupPastClass(parent, source.fixed.get(), source.name.get()));
   }
   case Source::Kind::Fixed:
     return source.fixed;

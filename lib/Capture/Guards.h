@@ -23,6 +23,7 @@ struct Source {
   /// Local, Global, Closure: of the frame being compiled. FunctionGlobal,
   /// FunctionClosure: of the function object at parent (an inlined call).
   /// TypeAttr: an attribute of the parent's type (a method's function).
+  /// SuperAttr: what super(fixed, parent).name finds in a class dict.
   /// Fixed: an object held by the entry itself (torch's global hook dicts).
   enum class Kind {
     Local,
@@ -33,6 +34,7 @@ struct Source {
     FunctionGlobal,
     FunctionClosure,
     TypeAttr,
+    SuperAttr,
     Fixed,
     DictItem
   };
@@ -42,10 +44,15 @@ struct Source {
   int index = 0;
   /// Global, Attr, FunctionGlobal, TypeAttr: the name (interned).
   PyRef name;
-  /// Fixed: the object.
+  /// Fixed: the object; SuperAttr: the class super() starts after.
   PyRef fixed;
   std::string describe(const std::vector<Source> &all) const;
 };
+
+/// What super(cls, object).name finds: the entry of the first class after
+/// cls in type(object)'s MRO whose dict has name (borrowed; no descriptor
+/// runs), or null.
+PyObject *lookupPastClass(PyObject *object, PyObject *cls, PyObject *name);
 
 struct Guard {
   enum class Kind {

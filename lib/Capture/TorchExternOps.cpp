@@ -13,6 +13,7 @@
 #include "dynafuse/Runtime/CachingAllocator.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 namespace dynafuse {

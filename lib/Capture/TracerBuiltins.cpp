@@ -116,6 +116,42 @@ VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
 
 /// isinstance(x, cls) where the answer is known at capture: constants and
 /// guarded objects, and computed tensors (exactly torch.Tensor).
+/// isinstance of a tuple, list or dict var. Its concrete type may be a
+/// subclass (torch.Size, a named tuple): the answer is given only where it
+/// holds for every subclass: true when the base type is a subclass of cls,
+/// false when cls derives from a builtin whose layout no subclass of the
+/// base can share; otherwise null (not judged).
+VarPtr BytecodeTracer::containerIsInstance(const VarPtr &var, PyObject *cls) {
+  if (!var->keys.empty() && var->kind == Var::Kind::Tuple)
+    return nullptr; // a named tuple: its class is not known here
+  PyTypeObject *base = var->kind == Var::Kind::Dict ? &PyDict_Type
+                       : var->isList                ? &PyList_Type
+                                                    : &PyTuple_Type;
+  std::vector<PyObject *> classes;
+  if (PyTuple_Check(cls))
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); ++i)
+      classes.push_back(PyTuple_GET_ITEM(cls, i));
+  else
+    classes.push_back(cls);
+  PyTypeObject *layouts[] = {&PyDict_Type,  &PyList_Type,    &PyTuple_Type,
+                             &PyUnicode_Type, &PyLong_Type,  &PyFloat_Type,
+                             &PySet_Type,     &PyBytes_Type};
+  bool allFalse = true;
+  for (PyObject *candidate : classes) {
+    if (!PyType_Check(candidate))
+      return nullptr;
+    auto *type = reinterpret_cast<PyTypeObject *>(candidate);
+    if (PyType_IsSubtype(base, type))
+      return constant(Py_True);
+    bool excluded = false;
+    for (PyTypeObject *layout : layouts)
+      if (layout != base && PyType_IsSubtype(type, layout))
+        excluded = true;
+    allFalse = allFalse && excluded;
+  }
+  return allFalse ? constant(Py_False) : nullptr;
+}
+
 VarPtr BytecodeTracer::isInstance(PyObject *callable,
                                   const std::vector<VarPtr> &args) {
   PyObject *builtins = frame->builtins;
@@ -143,6 +179,8 @@ VarPtr BytecodeTracer::isInstance(PyObject *callable,
     }
     return constant(sub ? Py_True : Py_False);
   }
+  if (args[0]->kind == Var::Kind::Tuple || args[0]->kind == Var::Kind::Dict)
+    return containerIsInstance(args[0], cls);
   if (args[0]->kind != Var::Kind::Constant &&
       args[0]->kind != Var::Kind::Object)
     return nullptr;

@@ -13,13 +13,52 @@
 namespace dynafuse {
 namespace capture {
 
+namespace {
+
+/// 3.13 pushes NULL (or self) above the callable; 3.11 and 3.12 below.
+constexpr bool kNullAboveCallable = PY_VERSION_HEX >= 0x030D0000;
+
+/// CALL_INTRINSIC_1's arguments (Include/internal/pycore_intrinsics.h,
+/// the same in 3.12 and 3.13).
+constexpr int kIntrinsicUnaryPositive = 5;
+constexpr int kIntrinsicListToTuple = 6;
+
+} // namespace
+
+void BytecodeTracer::pushWithNull(const VarPtr &callable) {
+  VarPtr null = makeVar(Var::Kind::Null);
+  push(kNullAboveCallable ? callable : null);
+  push(kNullAboveCallable ? null : callable);
+}
+
+void BytecodeTracer::pushCallable(const VarPtr &callable) {
+  if (callable->kind != Var::Kind::BoundMethod) {
+    pushWithNull(callable);
+    return;
+  }
+  push(callable->function);
+  push(callable->self);
+}
+
+BytecodeTracer::CallTarget BytecodeTracer::popCallTarget() {
+  VarPtr upper = pop();
+  VarPtr lower = pop();
+  bool upperNull = upper->kind == Var::Kind::Null;
+  bool lowerNull = lower->kind == Var::Kind::Null;
+  if (kNullAboveCallable)
+    return {lower, upperNull ? nullptr : upper};
+  if (lowerNull)
+    return {upper, nullptr};
+  return {lower, upper};
+}
+
 void BytecodeTracer::callWithUnpacking(bool hasKeywords) {
   VarPtr keywordsVar = hasKeywords ? pop() : nullptr;
   VarPtr positional = pop();
-  VarPtr callee = pop();
-  VarPtr null = pop();
-  if (null->kind != Var::Kind::Null)
+  CallTarget target = popCallTarget();
+  if (target.self)
     unsupported("CALL_FUNCTION_EX without its NULL");
+  VarPtr callee = target.callee;
   std::vector<VarPtr> args = itemsOf(positional);
   std::map<std::string, VarPtr> keywords;
   if (keywordsVar) {
@@ -35,17 +74,40 @@ void BytecodeTracer::callWithUnpacking(bool hasKeywords) {
   push(callAny(callee, args, keywords));
 }
 
+void BytecodeTracer::loadSuperAttr(int arg) {
+  VarPtr self = pop();
+  VarPtr cls = pop();
+  VarPtr superType = pop();
+  // Bit 1: super(cls, self) spelled out; clear for super() (the
+  // interpreter passes no arguments and super reads the frame).
+  std::vector<VarPtr> args;
+  if (arg & 2)
+    args = {cls, self};
+  VarPtr base = callAny(superType, args, {});
+  VarPtr attr =
+      loadAttr(base, PyTuple_GET_ITEM(current.code->co_names, arg >> 2));
+  if (arg & 1)
+    pushCallable(attr);
+  else
+    push(attr);
+}
+
+VarPtr BytecodeTracer::callIntrinsic(int which, const VarPtr &operand) {
+  if (which == kIntrinsicUnaryPositive)
+    return positive(operand);
+  if (which == kIntrinsicListToTuple)
+    return listToTuple(operand);
+  unsupported("CALL_INTRINSIC_1 " + std::to_string(which));
+}
+
 void BytecodeTracer::call(int argc) {
   std::vector<VarPtr> args(static_cast<size_t>(argc));
   for (int i = argc - 1; i >= 0; --i)
     args[size_t(i)] = pop();
-  VarPtr second = pop();
-  VarPtr first = pop();
-  VarPtr callee = second;
-  if (first->kind != Var::Kind::Null) {
-    callee = first;
-    args.insert(args.begin(), second);
-  }
+  CallTarget target = popCallTarget();
+  VarPtr callee = target.callee;
+  if (target.self)
+    args.insert(args.begin(), target.self);
   size_t keywordCount =
       current.kwNames ? size_t(PyTuple_GET_SIZE(current.kwNames.get())) : 0;
   std::map<std::string, VarPtr> keywords;
@@ -90,6 +152,9 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     if (object == reinterpret_cast<PyObject *>(&PySuper_Type))
       if (VarPtr base = superOfTensor(args))
         return base;
+    if (object == reinterpret_cast<PyObject *>(&PySuper_Type))
+      if (VarPtr proxy = superOfObject(args))
+        return proxy;
     std::string answer = opTable().stateQuery(object);
     if (answer == "false")
       return constant(Py_False);
@@ -170,6 +235,63 @@ BytecodeTracer::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
   unsupported("no overload of " + what + " fits (" + reasons + ")");
 }
 
+VarPtr BytecodeTracer::superOfObject(const std::vector<VarPtr> &args) {
+  VarPtr cls, self;
+  if (args.size() == 2) {
+    cls = args[0];
+    self = args[1];
+  } else if (args.empty() && current.code->co_argcount > 0) {
+    // super() reads the method's __class__ cell and its first argument.
+    PyRef freeNames = PyRef::steal(PyCode_GetFreevars(current.code));
+    int firstFree = current.code->co_nlocalsplus - current.code->co_nfreevars;
+    for (Py_ssize_t i = 0; freeNames && i < PyTuple_GET_SIZE(freeNames.get());
+         ++i)
+      if (PyUnicode_CompareWithASCIIString(
+              PyTuple_GET_ITEM(freeNames.get(), i), "__class__") == 0)
+        cls = loadDeref(firstFree + int(i));
+    PyErr_Clear();
+    self = current.locals[0] ? current.locals[0] : loadLocal(0);
+    if (self->kind == Var::Kind::Cell)
+      self = self->items.empty() ? nullptr : self->items[0];
+  }
+  if (!cls || !self || cls->kind != Var::Kind::Object ||
+      self->kind != Var::Kind::Object || !cls->object ||
+      !PyType_Check(cls->object.get()) || !self->object ||
+      PyObject_IsInstance(self->object.get(), cls->object.get()) != 1) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  VarPtr proxy = makeVar(Var::Kind::Object);
+  proxy->method = "super";
+  proxy->object = PyRef::steal(PyObject_CallFunctionObjArgs(
+      reinterpret_cast<PyObject *>(&PySuper_Type), cls->object.get(),
+      self->object.get(), nullptr));
+  if (!proxy->object) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  proxy->function = cls;
+  proxy->self = self;
+  return proxy;
+}
+
+VarPtr BytecodeTracer::superAttr(const VarPtr &proxy, PyObject *name) {
+  PyObject *cls = proxy->function->object.get();
+  PyObject *found = lookupPastClass(proxy->self->object.get(), cls, name);
+  if (!found || !PyFunction_Check(found))
+    unsupported(std::string("super().") + PyUnicode_AsUTF8(name) +
+                " that is not a method defined in Python");
+  Source source;
+  source.kind = Source::Kind::SuperAttr;
+  source.parent = sourceOfObject(proxy->self);
+  source.fixed = PyRef::borrow(cls);
+  source.name = PyRef::borrow(name);
+  VarPtr method = makeVar(Var::Kind::BoundMethod);
+  method->self = proxy->self;
+  method->function = classify(found, guardBuilder.addSource(std::move(source)));
+  return method;
+}
+
 VarPtr BytecodeTracer::fixedObject(const PyRef &object,
                                    const std::string &name) {
   Source fixed;
@@ -237,6 +359,13 @@ VarPtr BytecodeTracer::boundMethod(const VarPtr &base, PyObject *name) {
 
 /// MAKE_FUNCTION of a code constant (comprehensions, generator
 /// expressions, lambdas without defaults), with its closure cells.
+void BytecodeTracer::setFunctionAttribute(const VarPtr &function, int flag,
+                                          const VarPtr &attribute) {
+  if (flag != 8 || function->kind != Var::Kind::Function)
+    unsupported("a function made with defaults or annotations");
+  function->items = itemsOf(attribute);
+}
+
 VarPtr BytecodeTracer::makeFunction(int flags) {
   VarPtr codeVar = pop();
   if (flags & ~8)

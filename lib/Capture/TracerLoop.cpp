@@ -29,34 +29,12 @@ CapturedFrame BytecodeTracer::run() {
   return std::move(result);
 }
 
-/// Exception handlers that only clean up after a with block (they restore
-/// grad mode and re-raise) do not change what a run computes: an exception
-/// from the graph propagates as it would from eager's block. Handlers of
-/// try/except/finally would run user code on errors: refused.
-void BytecodeTracer::requireOnlyWithCleanup() {
-  for (const ExceptionTableEntry &entry : parseExceptionTable(current.code)) {
-    auto found = current.indexOfOffset.find(entry.target);
-    if (found == current.indexOfOffset.end())
-      unsupported("exception handler at an unknown offset", firstLine());
-    size_t at = size_t(found->second);
-    auto opcodeAt = [&](size_t i) {
-      return i < current.instructions.size() ? current.instructions[i].opcode
-                                             : -1;
-    };
-    bool withCleanup =
-        opcodeAt(at) == PUSH_EXC_INFO && opcodeAt(at + 1) == WITH_EXCEPT_START;
-    bool reraise = opcodeAt(at) == COPY && opcodeAt(at + 1) == POP_EXCEPT &&
-                   opcodeAt(at + 2) == RERAISE;
-    if (!withCleanup && !reraise)
-      unsupported("try/except/finally blocks", current.instructions[at].line);
-  }
-}
-
 VarPtr BytecodeTracer::runBody() {
   current.instructions = decodeInstructions(current.code);
   current.indexOfOffset.clear();
   for (size_t i = 0; i < current.instructions.size(); ++i)
-    current.indexOfOffset[current.instructions[i].start] = int(i);
+    if (current.instructions[i].start >= 0)
+      current.indexOfOffset[current.instructions[i].start] = int(i);
   requireOnlyWithCleanup();
   for (size_t pc = 0; pc < current.instructions.size();) {
     if (++steps > 100000)
@@ -93,12 +71,17 @@ VarPtr BytecodeTracer::peek(size_t depth) {
   return current.stack[current.stack.size() - depth];
 }
 
+/// One instruction. Opcodes that exist only in some interpreters sit under
+/// #ifdef of their name (3.12 or 3.13 in the comment); how the interpreters
+/// lay out a call's callable and NULL is pushCallable/popCallTarget's.
 int BytecodeTracer::step(const Instruction &in) {
   switch (in.opcode) {
   case NOP:
   case RESUME:
-  case PRECALL:
   case COPY_FREE_VARS:
+#ifdef PRECALL // 3.11
+  case PRECALL:
+#endif
     return -1;
   case POP_TOP:
     pop();
@@ -110,12 +93,26 @@ int BytecodeTracer::step(const Instruction &in) {
     push(peek(size_t(in.arg)));
     return -1;
   case SWAP:
+    peek(size_t(in.arg));
     std::swap(current.stack[current.stack.size() - 1],
               current.stack[current.stack.size() - size_t(in.arg)]);
     return -1;
   case LOAD_FAST:
+#ifdef LOAD_FAST_CHECK // 3.12
+  case LOAD_FAST_CHECK:
+#endif
+    // 3.13 loads a closure's cells with LOAD_FAST (LOAD_CLOSURE is gone).
+    if (VarPtr cell = closureSlot(in.arg)) {
+      push(cell);
+      return -1;
+    }
     push(loadLocal(in.arg));
     return -1;
+#ifdef LOAD_FAST_AND_CLEAR // 3.12: inlined comprehensions (PEP 709)
+  case LOAD_FAST_AND_CLEAR:
+    push(takeLocal(in.arg));
+    return -1;
+#endif
   case STORE_FAST:
     current.locals.at(size_t(in.arg)) = pop();
     return -1;
@@ -126,19 +123,23 @@ int BytecodeTracer::step(const Instruction &in) {
   case LOAD_CONST:
     push(constant(PyTuple_GET_ITEM(current.code->co_consts, in.arg)));
     return -1;
-  case LOAD_GLOBAL:
+  case LOAD_GLOBAL: {
+    VarPtr global =
+        loadGlobal(PyTuple_GET_ITEM(current.code->co_names, in.arg >> 1));
     if (in.arg & 1)
-      push(makeVar(Var::Kind::Null));
-    push(loadGlobal(PyTuple_GET_ITEM(current.code->co_names, in.arg >> 1)));
+      pushWithNull(global);
+    else
+      push(global);
     return -1;
+  }
   case LOAD_DEREF:
     push(loadDeref(in.arg));
     return -1;
   case MAKE_CELL:
     current.locals.at(size_t(in.arg)) = makeCell(in.arg);
     return -1;
-  case LOAD_CLOSURE: {
-    VarPtr cell = cellAt(in.arg);
+  case LOAD_CLOSURE: { // 3.11 and 3.12
+    VarPtr cell = closureSlot(in.arg);
     if (!cell)
       unsupported("closure over a variable of an outer compiled function");
     push(cell);
@@ -154,6 +155,15 @@ int BytecodeTracer::step(const Instruction &in) {
   case MAKE_FUNCTION:
     push(makeFunction(in.arg));
     return -1;
+#ifdef SET_FUNCTION_ATTRIBUTE // 3.13: MAKE_FUNCTION's flags, one by one
+  case SET_FUNCTION_ATTRIBUTE: {
+    VarPtr function = pop();
+    VarPtr attribute = pop();
+    setFunctionAttribute(function, in.arg, attribute);
+    push(function);
+    return -1;
+  }
+#endif
   case CONTAINS_OP: {
     VarPtr container = pop();
     VarPtr item = pop();
@@ -178,28 +188,52 @@ int BytecodeTracer::step(const Instruction &in) {
     current.yielded->push_back(pop());
     push(constant(Py_None));
     return -1;
-  case LOAD_ATTR:
-    push(loadAttr(pop(), PyTuple_GET_ITEM(current.code->co_names, in.arg)));
-    return -1;
-  case LOAD_METHOD: {
+  case LOAD_ATTR: {
+    // 3.12 folded LOAD_METHOD into LOAD_ATTR's low bit.
+    constexpr bool methodBit = PY_VERSION_HEX >= 0x030C0000;
+    int name = methodBit ? in.arg >> 1 : in.arg;
     VarPtr attr =
-        loadAttr(pop(), PyTuple_GET_ITEM(current.code->co_names, in.arg));
-    if (attr->kind == Var::Kind::BoundMethod) {
-      push(attr->function);
-      push(attr->self);
-      return -1;
-    }
-    push(makeVar(Var::Kind::Null));
-    push(attr);
+        loadAttr(pop(), PyTuple_GET_ITEM(current.code->co_names, name));
+    if (methodBit && (in.arg & 1))
+      pushCallable(attr);
+    else
+      push(attr);
     return -1;
   }
+  case LOAD_METHOD: // 3.11
+    pushCallable(
+        loadAttr(pop(), PyTuple_GET_ITEM(current.code->co_names, in.arg)));
+    return -1;
+#ifdef LOAD_SUPER_ATTR // 3.12
+  case LOAD_SUPER_ATTR:
+    loadSuperAttr(in.arg);
+    return -1;
+#endif
+#ifdef KW_NAMES // 3.11 and 3.12
   case KW_NAMES:
     current.kwNames =
         PyRef::borrow(PyTuple_GET_ITEM(current.code->co_consts, in.arg));
     return -1;
+#endif
   case CALL:
     call(in.arg);
     return -1;
+#ifdef CALL_KW // 3.13: the keyword names are on the stack
+  case CALL_KW: {
+    VarPtr names = pop();
+    if (names->kind != Var::Kind::Constant ||
+        !PyTuple_Check(names->object.get()))
+      unsupported("CALL_KW without a tuple of keyword names");
+    current.kwNames = names->object;
+    call(in.arg);
+    return -1;
+  }
+#endif
+#ifdef CALL_INTRINSIC_1 // 3.12
+  case CALL_INTRINSIC_1:
+    push(callIntrinsic(in.arg, pop()));
+    return -1;
+#endif
   case BINARY_OP: {
     VarPtr rhs = pop();
     VarPtr lhs = pop();
@@ -215,12 +249,39 @@ int BytecodeTracer::step(const Instruction &in) {
   case UNARY_NEGATIVE:
     push(negate(pop()));
     return -1;
+#ifdef UNARY_POSITIVE // 3.11; later an intrinsic
+  case UNARY_POSITIVE:
+    push(positive(pop()));
+    return -1;
+#endif
   case UNARY_NOT:
     push(logicalNot(pop()));
     return -1;
-  case FORMAT_VALUE:
-    push(formatValue(in.arg));
+#ifdef TO_BOOL // 3.13: before branches and `not`
+  case TO_BOOL:
+    push(constant(truthOf(pop(), false) ? Py_True : Py_False));
     return -1;
+#endif
+#ifdef FORMAT_VALUE // 3.11 and 3.12
+  case FORMAT_VALUE: {
+    VarPtr spec = (in.arg & 0x04) ? pop() : nullptr;
+    push(formatValue(convertValue(pop(), in.arg & 0x03), spec));
+    return -1;
+  }
+#endif
+#ifdef FORMAT_SIMPLE // 3.13: FORMAT_VALUE split in three
+  case CONVERT_VALUE:
+    push(convertValue(pop(), in.arg));
+    return -1;
+  case FORMAT_SIMPLE:
+    push(formatValue(pop(), nullptr));
+    return -1;
+  case FORMAT_WITH_SPEC: {
+    VarPtr spec = pop();
+    push(formatValue(pop(), spec));
+    return -1;
+  }
+#endif
   case BUILD_STRING:
     push(buildString(in.arg));
     return -1;
@@ -241,6 +302,20 @@ int BytecodeTracer::step(const Instruction &in) {
   case BUILD_SLICE:
     push(buildSlice(in.arg));
     return -1;
+#ifdef BINARY_SLICE // 3.12: container[start:stop]
+  case BINARY_SLICE: {
+    VarPtr slice = buildSlice(2);
+    VarPtr container = pop();
+    push(subscript(container, slice));
+    return -1;
+  }
+  case STORE_SLICE: {
+    VarPtr slice = buildSlice(2);
+    VarPtr container = pop();
+    storeSubscript(container, slice, pop());
+    return -1;
+  }
+#endif
   case BUILD_TUPLE:
     push(buildTuple(in.arg));
     return -1;
@@ -259,12 +334,11 @@ int BytecodeTracer::step(const Instruction &in) {
     list->items.push_back(item);
     return -1;
   }
-  case LIST_TO_TUPLE: {
-    VarPtr tuple = makeVar(Var::Kind::Tuple);
-    tuple->items = itemsOf(pop());
-    push(tuple);
+#ifdef LIST_TO_TUPLE // 3.11; later an intrinsic
+  case LIST_TO_TUPLE:
+    push(listToTuple(pop()));
     return -1;
-  }
+#endif
   case BUILD_MAP:
     push(buildMap(in.arg));
     return -1;
@@ -315,107 +389,31 @@ int BytecodeTracer::step(const Instruction &in) {
   case RETURN_VALUE:
     returned = pop();
     return kReturned;
+#ifdef RETURN_CONST // 3.12
+  case RETURN_CONST:
+    returned = constant(PyTuple_GET_ITEM(current.code->co_consts, in.arg));
+    return kReturned;
+#endif
   case GET_ITER:
     push(iterate(pop()));
     return -1;
-  case FOR_ITER: {
-    VarPtr iterator = peek(1);
-    if (iterator->position < iterator->items.size()) {
-      push(iterator->items[iterator->position++]);
-      return -1;
-    }
-    pop();
-    return jumpTarget(in.nextOffset + 2 * in.arg);
-  }
+  case FOR_ITER:
+    return forIter(in);
+#ifdef END_FOR // 3.12: where FOR_ITER's loop exits
+  case END_FOR:
+    for (int effect = stackEffect(END_FOR, 0); effect < 0; ++effect)
+      pop();
+    return -1;
+#endif
+  case JUMP_FORWARD:
   case JUMP_BACKWARD:
   case JUMP_BACKWARD_NO_INTERRUPT:
-    return jumpTarget(in.nextOffset - 2 * in.arg);
-  case JUMP_FORWARD:
-    return jumpTarget(in.nextOffset + 2 * in.arg);
-  case POP_JUMP_FORWARD_IF_FALSE:
-  case POP_JUMP_FORWARD_IF_TRUE:
-  case POP_JUMP_FORWARD_IF_NONE:
-  case POP_JUMP_FORWARD_IF_NOT_NONE:
-  case POP_JUMP_BACKWARD_IF_FALSE:
-  case POP_JUMP_BACKWARD_IF_TRUE:
-  case POP_JUMP_BACKWARD_IF_NONE:
-  case POP_JUMP_BACKWARD_IF_NOT_NONE:
-  case JUMP_IF_FALSE_OR_POP:
-  case JUMP_IF_TRUE_OR_POP:
-    return conditionalJump(in);
+    return jumpTarget(in.target);
   default:
+    if (branchOf(in.opcode) != Branch::None)
+      return conditionalJump(in);
     unsupported(std::string("bytecode ") + opcodeName(in.opcode));
   }
-}
-
-int BytecodeTracer::jumpTarget(int offset) {
-  auto found = current.indexOfOffset.find(offset);
-  if (found == current.indexOfOffset.end())
-    unsupported("jump to an unknown offset");
-  return found->second;
-}
-
-bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
-  if (condition->kind == Var::Kind::Tensor) {
-    if (noneTest)
-      return true; // A tensor is not None.
-    unsupported("data-dependent branch on a tensor value");
-  }
-  if (condition->kind == Var::Kind::Tuple || condition->kind == Var::Kind::Dict)
-    return noneTest || !condition->items.empty();
-  if (condition->kind == Var::Kind::TensorMethod ||
-      condition->kind == Var::Kind::BoundMethod ||
-      condition->kind == Var::Kind::Function)
-    return true;
-  if (condition->kind == Var::Kind::Object && noneTest)
-    return true;
-  if (condition->kind != Var::Kind::Constant) {
-    if (!condition->object)
-      unsupported("branch on the truth value of a value the interpreter "
-                  "cannot judge");
-    PyTypeObject *type = Py_TYPE(condition->object.get());
-    bool customTruth =
-        (type->tp_as_number && type->tp_as_number->nb_bool) ||
-        (type->tp_as_mapping && type->tp_as_mapping->mp_length) ||
-        (type->tp_as_sequence && type->tp_as_sequence->sq_length);
-    if (condition->kind == Var::Kind::Object && !customTruth)
-      return true; // Plain objects (modules, functions) are truthy.
-    unsupported("branch on the truth value of an object");
-  }
-  PyObject *object = condition->object.get();
-  if (noneTest)
-    return object != Py_None;
-  int truth = PyObject_IsTrue(object);
-  if (truth < 0) {
-    PyErr_Clear();
-    unsupported("truth value raised");
-  }
-  return truth != 0;
-}
-
-int BytecodeTracer::conditionalJump(const Instruction &in) {
-  int op = in.opcode;
-  bool backward =
-      op == POP_JUMP_BACKWARD_IF_FALSE || op == POP_JUMP_BACKWARD_IF_TRUE ||
-      op == POP_JUMP_BACKWARD_IF_NONE || op == POP_JUMP_BACKWARD_IF_NOT_NONE;
-  int target =
-      backward ? in.nextOffset - 2 * in.arg : in.nextOffset + 2 * in.arg;
-  if (op == JUMP_IF_FALSE_OR_POP || op == JUMP_IF_TRUE_OR_POP) {
-    bool truth = truthOf(peek(1), false);
-    if (truth == (op == JUMP_IF_TRUE_OR_POP))
-      return jumpTarget(target);
-    pop();
-    return -1;
-  }
-  VarPtr condition = pop();
-  bool noneTest =
-      op == POP_JUMP_FORWARD_IF_NONE || op == POP_JUMP_FORWARD_IF_NOT_NONE ||
-      op == POP_JUMP_BACKWARD_IF_NONE || op == POP_JUMP_BACKWARD_IF_NOT_NONE;
-  bool value = truthOf(condition, noneTest);
-  bool jumpWhen =
-      op == POP_JUMP_FORWARD_IF_TRUE || op == POP_JUMP_BACKWARD_IF_TRUE ||
-      op == POP_JUMP_FORWARD_IF_NOT_NONE || op == POP_JUMP_BACKWARD_IF_NOT_NONE;
-  return value == jumpWhen ? jumpTarget(target) : -1;
 }
 
 OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {

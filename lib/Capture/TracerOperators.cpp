@@ -211,6 +211,14 @@ VarPtr BytecodeTracer::negate(const VarPtr &var) {
   return emit("neg", {operandOf(var, "neg")});
 }
 
+VarPtr BytecodeTracer::positive(const VarPtr &var) {
+  if (var->kind == Var::Kind::Constant)
+    return foldPython(PyNumber_Positive(var->object.get()));
+  if (var->kind != Var::Kind::Tensor)
+    unsupported("unary + of a value that is not a number or a tensor");
+  return var; // +tensor is the tensor's value (a new tensor in eager)
+}
+
 VarPtr BytecodeTracer::logicalNot(const VarPtr &var) {
   if (var->kind != Var::Kind::Constant)
     unsupported("'not' on a tensor (data-dependent)");

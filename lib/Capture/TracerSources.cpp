@@ -176,6 +176,29 @@ VarPtr BytecodeTracer::loadLocal(int index) {
   return var;
 }
 
+VarPtr BytecodeTracer::takeLocal(int index) {
+  VarPtr &slot = current.locals.at(size_t(index));
+  VarPtr value = slot;
+  if (!value && current.functionSource < 0 && !inliner.inlining() &&
+      frame->localsplus[index])
+    value = loadLocal(index);
+  if (!value)
+    value = makeVar(Var::Kind::Null);
+  slot = makeVar(Var::Kind::Null);
+  return value;
+}
+
+VarPtr BytecodeTracer::closureSlot(int index) {
+  int firstFree = current.code->co_nlocalsplus - current.code->co_nfreevars;
+  if (index < firstFree) {
+    VarPtr local = current.locals.at(size_t(index));
+    return local && local->kind == Var::Kind::Cell ? local : nullptr;
+  }
+  if (size_t(index - firstFree) < current.symbolicClosure.size())
+    return current.symbolicClosure[size_t(index - firstFree)];
+  return nullptr;
+}
+
 VarPtr BytecodeTracer::loadGlobal(PyObject *name) {
   PyObject *object = PyDict_GetItemWithError(current.globals, name);
   if (!object && !PyErr_Occurred() && PyDict_Check(frame->builtins))
@@ -263,6 +286,8 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
   }
   if (base->kind != Var::Kind::Object)
     unsupported("attribute '" + attribute + "' of a non-object");
+  if (base->method == "super")
+    return superAttr(base, name);
   PyObject *object = base->object.get();
   if (comparableAtCapture(base)) {
     // torch.dtype / torch.device: immutable, their attributes are data.

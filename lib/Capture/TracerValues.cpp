@@ -4,31 +4,36 @@
 namespace dynafuse {
 namespace capture {
 
-VarPtr BytecodeTracer::formatValue(int flags) {
-  VarPtr spec = (flags & 0x04) ? pop() : nullptr;
-  VarPtr value = pop();
+VarPtr BytecodeTracer::convertValue(const VarPtr &value, int conversion) {
+  if (conversion == 0)
+    return value;
+  if (value->kind != Var::Kind::Constant)
+    unsupported("f-string of a value that is not a constant");
+  PyObject *object = value->object.get();
+  switch (conversion) {
+  case 1:
+    return foldPython(PyObject_Str(object));
+  case 2:
+    return foldPython(PyObject_Repr(object));
+  case 3:
+    return foldPython(PyObject_ASCII(object));
+  default:
+    unsupported("f-string conversion " + std::to_string(conversion));
+  }
+}
+
+VarPtr BytecodeTracer::formatValue(const VarPtr &value, const VarPtr &spec) {
   if (value->kind != Var::Kind::Constant ||
       (spec && spec->kind != Var::Kind::Constant))
     unsupported("f-string of a value that is not a constant");
-  PyObject *object = value->object.get();
-  PyRef converted;
-  switch (flags & 0x03) {
-  case 1:
-    converted = PyRef::steal(PyObject_Str(object));
-    break;
-  case 2:
-    converted = PyRef::steal(PyObject_Repr(object));
-    break;
-  case 3:
-    converted = PyRef::steal(PyObject_ASCII(object));
-    break;
-  default:
-    converted = PyRef::borrow(object);
-  }
-  if (!converted)
-    return foldPython(nullptr);
-  return foldPython(
-      PyObject_Format(converted.get(), spec ? spec->object.get() : nullptr));
+  return foldPython(PyObject_Format(value->object.get(),
+                                    spec ? spec->object.get() : nullptr));
+}
+
+VarPtr BytecodeTracer::listToTuple(const VarPtr &list) {
+  VarPtr tuple = makeVar(Var::Kind::Tuple);
+  tuple->items = itemsOf(list);
+  return tuple;
 }
 
 VarPtr BytecodeTracer::buildString(int count) {

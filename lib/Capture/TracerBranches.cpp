@@ -1,0 +1,190 @@
+//===- TracerBranches.cpp - Jumps, branches, loops and exception handlers -===//
+//
+// Control flow of the bytecode tracer. Branches are decided at capture time
+// (their conditions are constants, or facts guarded about the inputs);
+// loops unroll. The decoder has already resolved every jump to an absolute
+// offset (Bytecode.h), so what differs between interpreters here is only
+// which opcodes branch, and how FOR_ITER leaves its loop.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+
+namespace {
+
+/// CALL_INTRINSIC_1's argument turning StopIteration into RuntimeError in
+/// generators (3.12 and 3.13: Include/internal/pycore_intrinsics.h).
+constexpr int kIntrinsicStopIterationError = 3;
+
+} // namespace
+
+/// Exception handlers that only restore state and re-raise do not change
+/// what a run computes (an exception from the graph propagates as it would
+/// from eager's code):
+///  - a with block's cleanup (PUSH_EXC_INFO, WITH_EXCEPT_START: it restores
+///    grad mode and re-raises);
+///  - a straight run of stack and local shuffles ending in RERAISE: the
+///    exception-state restore after every handler (COPY, POP_EXCEPT), 3.12's
+///    inlined comprehensions restoring their hidden locals (SWAP, POP_TOP,
+///    STORE_FAST) and generator expressions turning StopIteration into
+///    RuntimeError (CALL_INTRINSIC_1).
+/// Handlers of try/except/finally would run user code on errors: refused.
+void BytecodeTracer::requireOnlyWithCleanup() {
+  auto opcodeAt = [&](size_t i) {
+    return i < current.instructions.size() ? current.instructions[i].opcode
+                                           : -1;
+  };
+  auto restoresAndReraises = [&](size_t at) {
+    for (size_t i = at; i < current.instructions.size(); ++i) {
+      const Instruction &in = current.instructions[i];
+      switch (in.opcode) {
+      case RERAISE:
+        return true;
+      case COPY:
+      case POP_EXCEPT:
+      case SWAP:
+      case POP_TOP:
+      case STORE_FAST:
+        continue;
+#ifdef CALL_INTRINSIC_1
+      case CALL_INTRINSIC_1:
+        if (in.arg == kIntrinsicStopIterationError)
+          continue;
+        return false;
+#endif
+      default:
+        return false;
+      }
+    }
+    return false;
+  };
+  for (const ExceptionTableEntry &entry : parseExceptionTable(current.code)) {
+    auto found = current.indexOfOffset.find(entry.target);
+    if (found == current.indexOfOffset.end())
+      unsupported("exception handler at an unknown offset", firstLine());
+    size_t at = size_t(found->second);
+    bool withCleanup =
+        opcodeAt(at) == PUSH_EXC_INFO && opcodeAt(at + 1) == WITH_EXCEPT_START;
+    if (!withCleanup && !restoresAndReraises(at))
+      unsupported("try/except/finally blocks", current.instructions[at].line);
+  }
+}
+
+int BytecodeTracer::jumpTarget(int offset) {
+  auto found = current.indexOfOffset.find(offset);
+  if (found == current.indexOfOffset.end())
+    unsupported("jump to an unknown offset");
+  return found->second;
+}
+
+/// FOR_ITER over an unrolled iterator. When it is exhausted, 3.11 pops it
+/// and jumps past the loop; 3.12 and 3.13 jump to the END_FOR that closes
+/// the loop, which (with 3.13's POP_TOP after it) pops the iterator and the
+/// value FOR_ITER would have pushed: a placeholder stands in for it.
+int BytecodeTracer::forIter(const Instruction &in) {
+  VarPtr iterator = peek(1);
+  if (iterator->position < iterator->items.size()) {
+    push(iterator->items[iterator->position++]);
+    return -1;
+  }
+#ifdef END_FOR
+  push(makeVar(Var::Kind::Null));
+#else
+  pop();
+#endif
+  return jumpTarget(in.target);
+}
+
+BytecodeTracer::Branch BytecodeTracer::branchOf(int opcode) {
+  switch (opcode) {
+#ifdef POP_JUMP_IF_FALSE // 3.12: forward only
+  case POP_JUMP_IF_FALSE:
+    return Branch::PopIfFalse;
+  case POP_JUMP_IF_TRUE:
+    return Branch::PopIfTrue;
+  case POP_JUMP_IF_NONE:
+    return Branch::PopIfNone;
+  case POP_JUMP_IF_NOT_NONE:
+    return Branch::PopIfNotNone;
+#endif
+#ifdef POP_JUMP_FORWARD_IF_FALSE // 3.11: a direction in each opcode
+  case POP_JUMP_FORWARD_IF_FALSE:
+  case POP_JUMP_BACKWARD_IF_FALSE:
+    return Branch::PopIfFalse;
+  case POP_JUMP_FORWARD_IF_TRUE:
+  case POP_JUMP_BACKWARD_IF_TRUE:
+    return Branch::PopIfTrue;
+  case POP_JUMP_FORWARD_IF_NONE:
+  case POP_JUMP_BACKWARD_IF_NONE:
+    return Branch::PopIfNone;
+  case POP_JUMP_FORWARD_IF_NOT_NONE:
+  case POP_JUMP_BACKWARD_IF_NOT_NONE:
+    return Branch::PopIfNotNone;
+  case JUMP_IF_FALSE_OR_POP:
+    return Branch::IfFalseOrPop;
+  case JUMP_IF_TRUE_OR_POP:
+    return Branch::IfTrueOrPop;
+#endif
+  default:
+    return Branch::None;
+  }
+}
+
+bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
+  if (condition->kind == Var::Kind::Tensor) {
+    if (noneTest)
+      return true; // A tensor is not None.
+    unsupported("data-dependent branch on a tensor value");
+  }
+  if (condition->kind == Var::Kind::Tuple || condition->kind == Var::Kind::Dict)
+    return noneTest || !condition->items.empty();
+  if (condition->kind == Var::Kind::TensorMethod ||
+      condition->kind == Var::Kind::BoundMethod ||
+      condition->kind == Var::Kind::Function)
+    return true;
+  if (condition->kind == Var::Kind::Object && noneTest)
+    return true;
+  if (condition->kind != Var::Kind::Constant) {
+    if (!condition->object)
+      unsupported("branch on the truth value of a value the interpreter "
+                  "cannot judge");
+    PyTypeObject *type = Py_TYPE(condition->object.get());
+    bool customTruth =
+        (type->tp_as_number && type->tp_as_number->nb_bool) ||
+        (type->tp_as_mapping && type->tp_as_mapping->mp_length) ||
+        (type->tp_as_sequence && type->tp_as_sequence->sq_length);
+    if (condition->kind == Var::Kind::Object && !customTruth)
+      return true; // Plain objects (modules, functions) are truthy.
+    unsupported("branch on the truth value of an object");
+  }
+  PyObject *object = condition->object.get();
+  if (noneTest)
+    return object != Py_None;
+  int truth = PyObject_IsTrue(object);
+  if (truth < 0) {
+    PyErr_Clear();
+    unsupported("truth value raised");
+  }
+  return truth != 0;
+}
+
+int BytecodeTracer::conditionalJump(const Instruction &in) {
+  Branch branch = branchOf(in.opcode);
+  if (branch == Branch::IfFalseOrPop || branch == Branch::IfTrueOrPop) {
+    bool truth = truthOf(peek(1), false);
+    if (truth == (branch == Branch::IfTrueOrPop))
+      return jumpTarget(in.target);
+    pop();
+    return -1;
+  }
+  VarPtr condition = pop();
+  bool noneTest = branch == Branch::PopIfNone || branch == Branch::PopIfNotNone;
+  bool value = truthOf(condition, noneTest);
+  bool jumpWhen = branch == Branch::PopIfTrue || branch == Branch::PopIfNotNone;
+  return value == jumpWhen ? jumpTarget(in.target) : -1;
+}
+
+} // namespace capture
+} // namespace dynafuse
