@@ -31,11 +31,14 @@
 #                                       # benchmarks/gpu/prepared-cache
 #   benchmarks/gpu/check.sh             # there, with that directory carried
 #
-#   benchmarks/gpu/check.sh [--prepare] [BUILD_DIR]   (default: build-gpu)
+#   benchmarks/gpu/check.sh [--prepare | --python] [BUILD_DIR]   (default: build-gpu)
+#   (--python: only step 0, the Python end-to-end part)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 prepare=0
+python_only=0
 if [ "${1:-}" = "--prepare" ]; then prepare=1; shift; fi
+if [ "${1:-}" = "--python" ]; then python_only=1; shift; fi
 build=${1:-$root/build-gpu}
 arch=${DYNAFUSE_CUDA_ARCH:-sm_90}
 jobs=${DYNAFUSE_JOBS:-$(nproc)}
@@ -84,6 +87,10 @@ PY
       test_capture_devices.py -rs) || status=1
   else
     echo "check.sh: building the Python extension failed"; status=1
+  fi
+  if [ $python_only = 1 ]; then
+    echo "== check.sh (Python part): $([ $status = 0 ] && echo PASSED || echo FAILED)"
+    exit $status
   fi
 fi
 

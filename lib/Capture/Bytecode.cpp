@@ -2,6 +2,7 @@
 #include "Bytecode.h"
 #include "PyRef.h"
 
+#include "dynafuse/Capture/FrameCompiler.h"
 #include "dynafuse/Support/Error.h"
 
 #include <opcode.h>
@@ -217,6 +218,32 @@ std::vector<ExceptionTableEntry> parseExceptionTable(PyCodeObject *code) {
     entries.push_back(entry);
   }
   return entries;
+}
+
+PyObject *decodedInstructions(PyObject *code) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "decode_instructions needs a code object");
+    return nullptr;
+  }
+  std::vector<Instruction> instructions;
+  try {
+    instructions = decodeInstructions(reinterpret_cast<PyCodeObject *>(code));
+  } catch (const Error &error) {
+    PyErr_SetString(PyExc_ValueError, error.what());
+    return nullptr;
+  }
+  PyObject *list = PyList_New(0);
+  for (const Instruction &in : instructions) {
+    PyObject *item = Py_BuildValue("(isii)", in.offset, opcodeName(in.opcode),
+                                   in.arg, in.target);
+    if (!item || PyList_Append(list, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(item);
+  }
+  return list;
 }
 
 } // namespace dynafuse

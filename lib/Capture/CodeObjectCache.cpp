@@ -15,9 +15,17 @@ std::vector<CodeCache *> &allCaches() {
   return *caches;
 }
 
+bool interpreterIsFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing(); // public from 3.13
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 void freeCodeCache(void *pointer) {
   // At interpreter shutdown compiled code may already be unusable: leak.
-  if (!pointer || _Py_IsFinalizing())
+  if (!pointer || interpreterIsFinalizing())
     return;
   auto *cache = static_cast<CodeCache *>(pointer);
   auto &caches = allCaches();

@@ -18,7 +18,15 @@ import sysconfig
 import torch  # Loads torch's shared libraries before the extension.
 
 from . import config, functional, ops  # noqa: F401 - functional: see storeSubscript
-from . import _C
+
+_REBUILD = "rebuild it in this environment: pip install --no-build-isolation -e <dynafuse checkout>"
+try:
+    from . import _C
+except ImportError as error:
+    raise ImportError(
+        f"dynafuse's extension does not load beside torch {torch.__version__} "
+        f"on CPython {sys.version.split()[0]} ({error}); it must be built against "
+        f"the torch and CPython it runs with: {_REBUILD}") from error
 
 __all__ = ["compile", "compiled_graphs", "config", "explain", "memory_stats",
            "reset", "stats", "Unsupported", "IRError"]
@@ -27,7 +35,7 @@ __version__ = _C.version
 if torch.__version__ != _C.torch_version:
     raise ImportError(
         f"dynafuse was built against torch {_C.torch_version} but torch "
-        f"{torch.__version__} is installed; rebuild dynafuse (pip install -e .)")
+        f"{torch.__version__} is installed; {_REBUILD}")
 
 Unsupported = _C.Unsupported
 IRError = _C.IRError

@@ -201,6 +201,10 @@ PyObject *pyOptionVariables(PyObject *, PyObject *) {
   return list;
 }
 
+PyObject *pyDecodeInstructions(PyObject *, PyObject *code) {
+  return decodedInstructions(code);
+}
+
 PyObject *pyBackendChoices(PyObject *, PyObject *) {
   const std::vector<std::string> &choices = backendChoices();
   PyObject *tuple = PyTuple_New(Py_ssize_t(choices.size()));
@@ -239,6 +243,8 @@ PyMethodDef methods[] = {
     {"lower_graph", pyLowerGraph, METH_VARARGS,
      "graph IR text -> loop IR text"},
     {"backends", pyBackends, METH_NOARGS, "registered backend names"},
+    {"decode_instructions", pyDecodeInstructions, METH_O,
+     "code -> the capture decoder's [(offset, opname, arg, jump target)]"},
     {"backend_choices", pyBackendChoices, METH_NOARGS,
      "what compile(backend=...) accepts"},
     {"environment_options", pyEnvironmentOptions, METH_NOARGS,

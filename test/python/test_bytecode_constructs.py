@@ -5,7 +5,9 @@ fullgraph=True, so the compiled path must run, and matches eager on random
 inputs of several layouts. Run on every interpreter by
 scripts/test-matrix.sh; the frame hook's own contract (traced frames left
 alone, frames disposed of without leaks) is checked at the end."""
+import dis
 import sys
+import types
 
 import pytest
 import torch
@@ -296,6 +298,81 @@ def test_loops_unpacking_and_containers(layout):
     x = layout()
     ys = [torch.randn(x.shape[1]) for _ in range(3)]
     check(loops_and_unpacking, x, ys)
+
+
+# ---- the decoder against the interpreter's own dis ------------------------------
+
+SUPERINSTRUCTIONS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+                     "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+                     "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST")}
+
+
+def code_objects(fn):
+    """fn's code and every code object nested in its constants."""
+    pending = [fn.__code__]
+    while pending:
+        code = pending.pop()
+        yield code
+        pending.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def decoded_by_dis(code):
+    """What the capture decoder must produce, from dis: EXTENDED_ARG folded,
+    caches skipped, jumps as absolute offsets, COMPARE_OP's argument as the
+    comparison, 3.13's superinstructions as their two halves."""
+    out = []
+    for instruction in dis.get_instructions(code):
+        name, arg = instruction.opname, instruction.arg or 0
+        if name == "EXTENDED_ARG":
+            continue
+        if name in SUPERINSTRUCTIONS:
+            first, second = SUPERINSTRUCTIONS[name]
+            out += [(instruction.offset, first, arg >> 4, -1),
+                    (instruction.offset, second, arg & 15, -1)]
+            continue
+        if name == "COMPARE_OP":
+            arg = dis.cmp_op.index(instruction.argval)
+        target = instruction.argval if instruction.opcode in dis.hasjrel else -1
+        out.append((instruction.offset, name, arg, target))
+    return out
+
+
+def long_function(x):
+    # Enough code for jumps with EXTENDED_ARG (targets past 512 bytes).
+    y = x
+    for k in range(3):
+        if k > 1:
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
+    return y
+
+
+DECODED = [list_comprehension, dict_comprehension, nested_comprehension,
+           comprehension_shadowing_argument, comprehension_with_condition,
+           generator_expressions, fstrings, slices, slice_of_a_list, store_slice,
+           Derived.forward, DerivedExplicit.forward, closures, closure_assigned_in_inner,
+           keyword_calls, with_blocks, walrus, match_constant, branches_and_unary,
+           loops_and_unpacking, long_function]
+
+
+@pytest.mark.parametrize("fn", DECODED, ids=lambda f: f.__qualname__)
+def test_decoder_agrees_with_dis(fn):
+    for code in code_objects(fn):
+        assert dynafuse._C.decode_instructions(code) == decoded_by_dis(code), code
+
+
+def test_long_function_with_extended_jumps_compiles():
+    check(long_function, torch.randn(4, 4))
 
 
 # ---- the frame hook's contract -------------------------------------------------

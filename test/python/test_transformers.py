@@ -27,6 +27,29 @@ def graph():
     return info
 
 
+def encoder_layer_kernel_runs_on_meta():
+    """Whether this torch has a meta kernel for the encoder layer's native
+    fast path (2.11 has none): capture runs torch calls outside the op table
+    on meta tensors for their shapes, so without one the call breaks the
+    graph, by design."""
+    def m(*shape):
+        return torch.empty(*shape, device="meta")
+    e = 8
+    try:
+        torch._transformer_encoder_layer_fwd(
+            m(2, 3, e), e, 2, m(3 * e, e), m(3 * e), m(e, e), m(e), False, False, 1e-5,
+            m(e), m(e), m(e), m(e), m(16, e), m(16), m(e, 16), m(e))
+        return True
+    except NotImplementedError:
+        return False
+
+
+def require_native_encoder_meta_kernel(fast_path):
+    if fast_path and not encoder_layer_kernel_runs_on_meta():
+        pytest.xfail(f"torch {torch.__version__} has no meta kernel for "
+                     "aten::_transformer_encoder_layer_fwd: the native path breaks the graph")
+
+
 def assert_outputs_close(actual, expected):
     if isinstance(expected, tuple):
         assert isinstance(actual, tuple) and len(actual) == len(expected)
@@ -76,6 +99,8 @@ def test_cross_attention_guards_that_query_and_key_differ():
 def test_transformer_encoder_layer(fast_path, norm_first, batch_first):
     layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=batch_first, norm_first=norm_first).eval()
     x = torch.randn(3, 6, 32)
+    if batch_first:
+        require_native_encoder_meta_kernel(fast_path)
     with torch.no_grad():
         expected = layer(x)
         actual = dynafuse.compile(layer, fullgraph=True)(x)
@@ -86,6 +111,7 @@ def test_transformer_encoder_layer(fast_path, norm_first, batch_first):
 def test_transformer_encoder_layer_with_activation_function_and_gelu():
     layer = nn.TransformerEncoderLayer(32, 4, 64, activation="gelu", batch_first=True).eval()
     x = torch.randn(2, 6, 32)[:, ::2]  # non-contiguous input
+    require_native_encoder_meta_kernel(torch.backends.mha.get_fastpath_enabled())
     with torch.no_grad():
         assert_close(dynafuse.compile(layer, fullgraph=True)(x), layer(x), **TOLERANCE)
     assert_compiled()

@@ -87,6 +87,12 @@ bool callUsesCuda(PyObject *args, PyObject *kwargs, PyObject *firstTensor);
 void setOpTables(PyObject *functions, PyObject *methods,
                  PyObject *stateQueries);
 
+/// The bytecode decoder's view of a code object, for tests that compare it
+/// with the interpreter's own `dis`: a list of (offset, opname, arg, jump
+/// target or -1) tuples. New reference; null with an exception set when
+/// `code` is not a code object or cannot be decoded.
+PyObject *decodedInstructions(PyObject *code);
+
 /// Calls fn(*args, **kwargs) with the hook active for this thread; frames
 /// it runs are compiled with `options` (and options.config).
 PyObject *callCompiled(PyObject *fn, PyObject *args, PyObject *kwargs,
