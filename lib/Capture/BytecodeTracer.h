@@ -8,8 +8,9 @@
 // GuardBuilder, the InputTable (tensor inputs, their in-place updates and
 // aliasing), the OpBinder (call arguments to op operands) and the
 // CallInliner (inlined calls, which re-enter the loop); its own members are
-// split by concern across the Tracer*.cpp files (loop, sources, values,
-// module containers, operators, calls, builtins, torch calls).
+// split by concern across the Tracer*.cpp files (loop, branches, sources,
+// values, module containers, operators, calls, super, builtins, torch
+// calls).
 // CapturedFrame.h is the entry point (captureFrame).
 //
 //===----------------------------------------------------------------------===//

@@ -155,12 +155,31 @@ VarPtr BytecodeTracer::containerIsInstance(const VarPtr &var, PyObject *cls) {
 VarPtr BytecodeTracer::isInstance(PyObject *callable,
                                   const std::vector<VarPtr> &args) {
   PyObject *builtins = frame->builtins;
-  bool knownClass = args.size() == 2 && (args[1]->kind == Var::Kind::Object ||
-                                         args[1]->kind == Var::Kind::Constant);
   if (!PyDict_Check(builtins) ||
-      PyDict_GetItemString(builtins, "isinstance") != callable || !knownClass)
+      PyDict_GetItemString(builtins, "isinstance") != callable ||
+      args.size() != 2)
     return nullptr;
-  PyObject *cls = args[1]->object.get();
+  // The class, or a tuple of classes built in the code (isinstance(x, (A,
+  // B))): known objects either way.
+  PyRef classes;
+  if (args[1]->kind == Var::Kind::Object ||
+      args[1]->kind == Var::Kind::Constant) {
+    classes = args[1]->object;
+  } else if (args[1]->kind == Var::Kind::Tuple && args[1]->keys.empty()) {
+    classes = PyRef::steal(PyTuple_New(Py_ssize_t(args[1]->items.size())));
+    for (size_t i = 0; i < args[1]->items.size(); ++i) {
+      const VarPtr &item = args[1]->items[i];
+      if ((item->kind != Var::Kind::Object &&
+           item->kind != Var::Kind::Constant) ||
+          !item->object)
+        return nullptr;
+      PyTuple_SET_ITEM(classes.get(), Py_ssize_t(i),
+                       Py_NewRef(item->object.get()));
+    }
+  }
+  if (!classes)
+    return nullptr;
+  PyObject *cls = classes.get();
   PyRef tensorType;
   if (args[0]->kind == Var::Kind::Tensor) {
     if (!args[0]->tensor->producer)

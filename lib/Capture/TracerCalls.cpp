@@ -74,24 +74,6 @@ void BytecodeTracer::callWithUnpacking(bool hasKeywords) {
   push(callAny(callee, args, keywords));
 }
 
-void BytecodeTracer::loadSuperAttr(int arg) {
-  VarPtr self = pop();
-  VarPtr cls = pop();
-  VarPtr superType = pop();
-  // Bit 1: super(cls, self) spelled out; clear for super() (the
-  // interpreter passes no arguments and super reads the frame).
-  std::vector<VarPtr> args;
-  if (arg & 2)
-    args = {cls, self};
-  VarPtr base = callAny(superType, args, {});
-  VarPtr attr =
-      loadAttr(base, PyTuple_GET_ITEM(current.code->co_names, arg >> 2));
-  if (arg & 1)
-    pushCallable(attr);
-  else
-    push(attr);
-}
-
 VarPtr BytecodeTracer::callIntrinsic(int which, const VarPtr &operand) {
   if (which == kIntrinsicUnaryPositive)
     return positive(operand);
@@ -233,63 +215,6 @@ BytecodeTracer::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
     }
   }
   unsupported("no overload of " + what + " fits (" + reasons + ")");
-}
-
-VarPtr BytecodeTracer::superOfObject(const std::vector<VarPtr> &args) {
-  VarPtr cls, self;
-  if (args.size() == 2) {
-    cls = args[0];
-    self = args[1];
-  } else if (args.empty() && current.code->co_argcount > 0) {
-    // super() reads the method's __class__ cell and its first argument.
-    PyRef freeNames = PyRef::steal(PyCode_GetFreevars(current.code));
-    int firstFree = current.code->co_nlocalsplus - current.code->co_nfreevars;
-    for (Py_ssize_t i = 0; freeNames && i < PyTuple_GET_SIZE(freeNames.get());
-         ++i)
-      if (PyUnicode_CompareWithASCIIString(
-              PyTuple_GET_ITEM(freeNames.get(), i), "__class__") == 0)
-        cls = loadDeref(firstFree + int(i));
-    PyErr_Clear();
-    self = current.locals[0] ? current.locals[0] : loadLocal(0);
-    if (self->kind == Var::Kind::Cell)
-      self = self->items.empty() ? nullptr : self->items[0];
-  }
-  if (!cls || !self || cls->kind != Var::Kind::Object ||
-      self->kind != Var::Kind::Object || !cls->object ||
-      !PyType_Check(cls->object.get()) || !self->object ||
-      PyObject_IsInstance(self->object.get(), cls->object.get()) != 1) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  VarPtr proxy = makeVar(Var::Kind::Object);
-  proxy->method = "super";
-  proxy->object = PyRef::steal(PyObject_CallFunctionObjArgs(
-      reinterpret_cast<PyObject *>(&PySuper_Type), cls->object.get(),
-      self->object.get(), nullptr));
-  if (!proxy->object) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  proxy->function = cls;
-  proxy->self = self;
-  return proxy;
-}
-
-VarPtr BytecodeTracer::superAttr(const VarPtr &proxy, PyObject *name) {
-  PyObject *cls = proxy->function->object.get();
-  PyObject *found = lookupPastClass(proxy->self->object.get(), cls, name);
-  if (!found || !PyFunction_Check(found))
-    unsupported(std::string("super().") + PyUnicode_AsUTF8(name) +
-                " that is not a method defined in Python");
-  Source source;
-  source.kind = Source::Kind::SuperAttr;
-  source.parent = sourceOfObject(proxy->self);
-  source.fixed = PyRef::borrow(cls);
-  source.name = PyRef::borrow(name);
-  VarPtr method = makeVar(Var::Kind::BoundMethod);
-  method->self = proxy->self;
-  method->function = classify(found, guardBuilder.addSource(std::move(source)));
-  return method;
 }
 
 VarPtr BytecodeTracer::fixedObject(const PyRef &object,

@@ -300,6 +300,19 @@ def test_loops_unpacking_and_containers(layout):
     check(loops_and_unpacking, x, ys)
 
 
+def isinstance_of_containers(x, pair):
+    dims = (x.shape[0], x.shape[1])
+    flags = (isinstance(dims, (tuple, list)), isinstance(pair, list),
+             isinstance(pair, (dict, str)), isinstance({"x": x}, dict),
+             isinstance(dims, tuple))
+    return x * (1 + sum(flags)), flags
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda f: f.__name__)
+def test_isinstance_of_containers(layout):
+    check(isinstance_of_containers, layout(), [1, 2])
+
+
 # ---- the decoder against the interpreter's own dis ------------------------------
 
 SUPERINSTRUCTIONS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
@@ -362,7 +375,7 @@ DECODED = [list_comprehension, dict_comprehension, nested_comprehension,
            generator_expressions, fstrings, slices, slice_of_a_list, store_slice,
            Derived.forward, DerivedExplicit.forward, closures, closure_assigned_in_inner,
            keyword_calls, with_blocks, walrus, match_constant, branches_and_unary,
-           loops_and_unpacking, long_function]
+           loops_and_unpacking, isinstance_of_containers, long_function]
 
 
 @pytest.mark.parametrize("fn", DECODED, ids=lambda f: f.__qualname__)
