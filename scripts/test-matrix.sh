@@ -78,7 +78,7 @@ PY
   pytest_status=${PIPESTATUS[0]}
   result=$(grep -E "^[0-9]+ (passed|failed)|^=+ .*(passed|failed)" "$log" | tail -1)
   if [ "$pytest_status" != 0 ] || ! grep -qE "passed" <<<"$result" ||
-      grep -qE "failed|error" <<<"$result"; then
+      grep -qE "[0-9]+ (failed|errors?)\b" <<<"$result"; then
     status=1
     summary+=("$version (torch $torch_version): FAILED: ${result:-no summary}")
   else
