@@ -350,24 +350,19 @@ def decoded_by_dis(code):
     return out
 
 
-def long_function(x):
-    # Enough code for jumps with EXTENDED_ARG (targets past 512 bytes).
-    y = x
-    for k in range(3):
-        if k > 1:
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-            y = y + 1; y = y * 2; y = y - 3; y = y / 4; y = y + 5; y = y * 6  # noqa: E702
-    return y
+def make_long_function(statements=150):
+    """A loop whose body is long enough for its jumps to need EXTENDED_ARG
+    (targets more than 255 code units away) on every interpreter."""
+    body = "\n".join(f"            y = y * 0.5 + {k}" for k in range(statements))
+    source = (f"def long_function(x):\n    y = x\n    for k in range(3):\n"
+              f"        if k > 1:\n{body}\n    return y\n")
+    namespace = {}
+    exec(compile(source, "<long_function>", "exec"), namespace)
+    return namespace["long_function"]
+
+
+long_function = make_long_function()
+assert any(i.opname == "EXTENDED_ARG" for i in dis.get_instructions(long_function))
 
 
 DECODED = [list_comprehension, dict_comprehension, nested_comprehension,
