@@ -4,6 +4,8 @@
 #
 #   scripts/test-matrix.sh               # 3.12 and 3.13
 #   scripts/test-matrix.sh 3.12 3.13 3.11
+#   scripts/test-matrix.sh 3.13+torch2.15  # another torch release, in its own
+#                                          # .venv-3.13-torch2.15 (no torchvision)
 #
 # Interpreter: pyenv's (/root/.pyenv/versions/X.Y.*) or pythonX.Y on PATH.
 # Virtual environment: .venv-X.Y (created, then reused; a fast no-op when
@@ -38,17 +40,22 @@ find_python() {
 
 summary=()
 status=0
-for version in "${versions[@]}"; do
-  echo "== CPython $version"
+for entry in "${versions[@]}"; do
+  version=${entry%%+*}
+  echo "== CPython $entry"
   python=$(find_python "$version")
   if [ -z "$python" ]; then
-    summary+=("$version: no python$version found"); status=1; continue
+    summary+=("$entry: no python$version found"); status=1; continue
   fi
   venv=$root/.venv-$version
   key=DYNAFUSE_TORCH_${version//./_}
   torch_spec=${!key:-$(default_torch "$version")}
+  if [ "$entry" != "$version" ]; then # X.Y+torchA.B
+    venv=$root/.venv-$version-${entry#*+}
+    torch_spec="torch==${entry#*+torch}.*"
+  fi
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv" || {
-    summary+=("$version: cannot create $venv"); status=1; continue; }
+    summary+=("$entry: cannot create $venv"); status=1; continue; }
   # Installs only what is missing or does not match the requested torch.
   if ! "$venv/bin/python" - "$torch_spec" <<'PY' 2>/dev/null; then
 import sys, importlib.metadata as m
@@ -63,16 +70,16 @@ PY
     # shellcheck disable=SC2086 # the spec is a list of requirements
     "$venv/bin/pip" install -q $torch_spec pytest lit scikit-build-core cmake \
       ninja expecttest matplotlib pybind11 packaging || {
-      summary+=("$version: installing $torch_spec failed"); status=1; continue; }
+      summary+=("$entry: installing $torch_spec failed"); status=1; continue; }
   fi
   torch_version=$("$venv/bin/python" -c "import torch; print(torch.__version__)")
   echo "test-matrix: CPython $version, torch $torch_version: pip install -e ."
   if ! PATH="$venv/bin:$PATH" "$venv/bin/pip" install -q --no-build-isolation \
-      --no-deps -e "$root" -Cbuild-dir="$root/build-py$version" \
+      --no-deps -e "$root" -Cbuild-dir="$root/build-py${entry/+/-}" \
       -Ccmake.define.DYNAFUSE_BUILD_TESTS=OFF; then
-    summary+=("$version (torch $torch_version): build FAILED"); status=1; continue
+    summary+=("$entry (torch $torch_version): build FAILED"); status=1; continue
   fi
-  log=$root/build-py$version/pytest.log
+  log=$root/build-py${entry/+/-}/pytest.log
   (cd "$root/test/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider) 2>&1 |
     tee "$log" | tail -3
   pytest_status=${PIPESTATUS[0]}
@@ -80,9 +87,9 @@ PY
   if [ "$pytest_status" != 0 ] || ! grep -qE "passed" <<<"$result" ||
       grep -qE "[0-9]+ (failed|errors?)\b" <<<"$result"; then
     status=1
-    summary+=("$version (torch $torch_version): FAILED: ${result:-no summary}")
+    summary+=("$entry (torch $torch_version): FAILED: ${result:-no summary}")
   else
-    summary+=("$version (torch $torch_version): ${result}")
+    summary+=("$entry (torch $torch_version): ${result}")
   fi
 done
 
