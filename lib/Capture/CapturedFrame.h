@@ -18,10 +18,37 @@
 
 namespace dynafuse {
 
+/// The global state a capture reads: grad mode, whether the default dtype
+/// is float32 (capture needs it), whether autocast is on (capture refuses
+/// it).
+struct GlobalState {
+  bool gradMode = false;
+  bool defaultFloat32 = true;
+  bool autocast = false;
+  static GlobalState current();
+  bool operator==(const GlobalState &other) const {
+    return gradMode == other.gradMode &&
+           defaultFloat32 == other.defaultFloat32 &&
+           autocast == other.autocast;
+  }
+};
+
+/// What a capture relied on up to the point where it stopped: the same
+/// facts (guards holding, the same global state) lead to the same stop, so
+/// they key the negative cache entry that runs such calls eagerly.
+struct BreakGuards {
+  std::vector<Source> sources;
+  std::vector<Guard> guards;
+  GlobalState state;
+};
+
 /// A graph break: the frame runs eagerly (or fullgraph=True raises).
 class Unsupported : public Error {
 public:
   using Error::Error;
+  /// Attached as the break leaves the tracer (null for a refusal made
+  /// before capture relied on anything).
+  std::shared_ptr<const BreakGuards> guards;
 };
 
 /// How to rebuild the frame's return value from the graph's results.

@@ -2,9 +2,12 @@
 //-*-===//
 //
 // DESIGN decision 2: each code object carries (in co_extra) a list of
-// compiled entries, most recently hit first, plus a skip flag. An entry is
-// a captured frame (guards, sources, how to rebuild the result) and the
-// module compiled from its graph.
+// entries, most recently hit first, plus a skip flag (set only by the skip
+// policy and the recompile limit). An entry is a captured frame (guards,
+// sources, how to rebuild the result) and the module compiled from its
+// graph; or a negative entry: the guards and global state under which
+// capture or compilation stopped, and why, so that calls like it run
+// eagerly without another capture while other calls still compile.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_CODEOBJECTCACHE_H
@@ -24,7 +27,15 @@
 namespace dynafuse {
 
 struct CacheEntry {
+  /// A compiled entry's capture; a negative entry's guards and sources.
   CapturedFrame captured;
+  /// Negative entries: why calls under these guards run eagerly (empty for
+  /// a compiled entry), and the global state the stop happened under.
+  std::string eagerReason;
+  GlobalState eagerState;
+  bool isNegative() const { return !eagerReason.empty(); }
+  /// A failed run is logged once per entry.
+  bool loggedRunFailure = false;
   /// The backend the entry was compiled for (part of its key).
   std::string backend;
   std::unique_ptr<CompiledModule> module;
@@ -45,7 +56,7 @@ struct CodeCache {
   /// cache while the run's call_torch steps execute Python code (which may
   /// switch threads).
   std::list<std::shared_ptr<CacheEntry>> entries;
-  /// Set for code the skip policy excludes, and after a graph break.
+  /// Set for code the skip policy excludes, and at the recompile limit.
   bool skip = false;
   bool skippedFile = false;
   int compiles = 0;

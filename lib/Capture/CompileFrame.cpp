@@ -80,23 +80,18 @@ void requireDevicesOf(const LoopModule &module, const std::string &backend) {
   }
 }
 
-} // namespace
-
-std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
-                                         const CallOptions &options,
-                                         int compileIndex) {
-  auto entry = std::make_unique<CacheEntry>();
-  entry->backend = options.backend;
-  entry->captured = captureFrame(frame, graphName(frame->code, compileIndex));
-  ++compilerStats().captures;
-  const Graph &graph = *entry->captured.graph;
+/// Lowers, checks devices and compiles entry's captured graph into its
+/// module, and records what was compiled.
+void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
+                     const CallOptions &options) {
+  const Graph &graph = *entry.captured.graph;
   if (graph.nodes.empty())
     throw Unsupported("the frame computes nothing on tensors",
                       Location{PyUnicode_AsUTF8(frame->code->co_filename),
                                frame->code->co_firstlineno, 0});
   CompileOptions compileOptions = compileOptionsFrom(options.config->options);
   compileOptions.dumpDir =
-      dumpFolder(entry->captured, options.config->options.dumpDir);
+      dumpFolder(entry.captured, options.config->options.dumpDir);
   // The chain's two halves (CompileGraph.h), with the loop IR dumped and
   // its devices checked in between, so a backend failure still leaves
   // kernels.loop to replay.
@@ -111,16 +106,16 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     for (size_t i = 0; i < module.inputs.size(); ++i)
       if (module.inputs[i].name == output)
         input = int(i);
-    entry->outputInput.push_back(input);
-    entry->outputViews.push_back(inputViewOf(module, output));
+    entry.outputInput.push_back(input);
+    entry.outputViews.push_back(inputViewOf(module, output));
   }
   CompiledGraphInfo info;
   info.name = graph.name;
   info.where = codeWhere(frame->code);
   info.kernels = int(module.kernels.size());
   info.ops = int(graph.nodes.size());
-  for (const Guard &guard : entry->captured.guards)
-    info.guards.push_back(guard.describe(entry->captured.sources));
+  for (const Guard &guard : entry.captured.guards)
+    info.guards.push_back(guard.describe(entry.captured.sources));
   if (logEnabled("guards")) {
     std::string text = "guards of " + graph.name + ":";
     for (const std::string &guard : info.guards)
@@ -132,9 +127,38 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
   requireDevicesOf(module, options.backend);
   chain.backend = &backendNamed(options.registeredBackend);
   chain.backendOptions = compileOptions;
-  entry->module = compileLoopModule(std::move(module), chain).compiled;
-  info.peakIntermediateBytes = entry->module->peakIntermediateBytes({});
+  entry.module = compileLoopModule(std::move(module), chain).compiled;
+  info.peakIntermediateBytes = entry.module->peakIntermediateBytes({});
   compiledGraphs().push_back(info);
+}
+
+} // namespace
+
+std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
+                                         const CallOptions &options,
+                                         int compileIndex) {
+  auto entry = std::make_unique<CacheEntry>();
+  entry->backend = options.backend;
+  GlobalState state = GlobalState::current();
+  entry->captured = captureFrame(frame, graphName(frame->code, compileIndex));
+  ++compilerStats().captures;
+  // Past capture, every stop happens under the capture's full guards.
+  auto guardsOfCapture = [&] {
+    auto guards = std::make_shared<BreakGuards>();
+    guards->sources = entry->captured.sources;
+    guards->guards = entry->captured.guards;
+    guards->state = state;
+    return guards;
+  };
+  try {
+    compileCaptured(*entry, frame, options);
+  } catch (Unsupported &error) {
+    if (!error.guards)
+      error.guards = guardsOfCapture();
+    throw;
+  } catch (const std::exception &error) {
+    throw CompileFailure(error.what(), guardsOfCapture());
+  }
   return entry;
 }
 

@@ -15,8 +15,20 @@
 
 namespace dynafuse {
 
+/// A compile failure after capture (a lowering or backend error), with the
+/// capture's guards: calls under them run eagerly, others still compile.
+class CompileFailure : public Error {
+public:
+  CompileFailure(const std::string &message,
+                 std::shared_ptr<const BreakGuards> guards)
+      : Error(message), guards(std::move(guards)) {}
+  std::shared_ptr<const BreakGuards> guards;
+};
+
 /// A new entry for `frame`, the `compileIndex`-th compiled from its code
-/// object. Throws Unsupported on graph breaks, Error on compile failures.
+/// object. Throws Unsupported on graph breaks and CompileFailure on compile
+/// failures, each carrying the guards it happened under when capture got
+/// that far.
 std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
                                          const CallOptions &options,
                                          int compileIndex);

@@ -55,14 +55,41 @@ PyObject *raiseUnsupported(const std::string &message) {
   return nullptr;
 }
 
-/// Runs the most recently hit entry whose guards hold; *hit says whether
-/// one did.
+/// Runs a compiled entry. A failure while it runs (an extern raising, an
+/// index out of range) leaves the entry in place for the inputs that work:
+/// this call runs eagerly, which raises eager's own error.
+PyObject *runCompiledEntry(CacheEntry &entry, SourceResolver &resolver,
+                           int *handled) {
+  try {
+    PyObject *result = runEntry(entry, resolver);
+    *handled = 1;
+    return result;
+  } catch (const std::exception &error) {
+    if (PyErr_Occurred())
+      PyErr_Clear();
+    ++compilerStats().runFailures;
+    if (!entry.loggedRunFailure)
+      logLine("graph_breaks", "running " + entry.captured.graph->name +
+                                  " failed: " + error.what() +
+                                  "; the call runs eagerly");
+    entry.loggedRunFailure = true;
+    *handled = 0;
+    return nullptr;
+  }
+}
+
+/// What the cache had for a call: nothing, a compiled entry (run), or a
+/// negative entry (the call runs eagerly).
+enum class Lookup { Miss, Compiled, Eager };
+
+/// Finds the most recently hit entry whose guards hold and acts on it.
 PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
-                         const std::string &backend, bool *hit) {
+                         const CallOptions &options, Lookup *lookup,
+                         int *handled) {
   std::string firstFailure;
   for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
     std::shared_ptr<CacheEntry> entry = *it;
-    if (entry->backend != backend)
+    if (entry->backend != options.backend)
       continue;
     SourceResolver resolver(entry->captured.sources, frame);
     std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
@@ -77,9 +104,18 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
     auto still = std::find(cache.entries.begin(), cache.entries.end(), entry);
     if (still != cache.entries.end())
       cache.entries.splice(cache.entries.begin(), cache.entries, still);
-    *hit = true;
+    if (entry->isNegative()) {
+      *lookup = Lookup::Eager;
+      if (options.fullgraph) {
+        *handled = 1;
+        return raiseUnsupported("fullgraph=True: " + entry->eagerReason);
+      }
+      ++compilerStats().eagerFrames;
+      return nullptr;
+    }
+    *lookup = Lookup::Compiled;
     ++compilerStats().cacheHits;
-    return runEntry(*entry, resolver);
+    return runCompiledEntry(*entry, resolver, handled);
   }
   if (!cache.entries.empty())
     logLine("recompiles", "recompiling " + codeName(frame->code) + " at " +
@@ -104,12 +140,10 @@ bool reachedRecompileLimit(CodeCache &cache, PyCodeObject *code,
 /// compile failures.
 PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
                        const CallOptions &options, int *handled) {
-  bool hit = false;
-  PyObject *result = runCachedEntry(cache, frame, options.backend, &hit);
-  if (hit) {
-    *handled = 1;
+  Lookup lookup = Lookup::Miss;
+  PyObject *result = runCachedEntry(cache, frame, options, &lookup, handled);
+  if (lookup != Lookup::Miss)
     return result;
-  }
   if (reachedRecompileLimit(cache, frame->code,
                             options.config->options.recompileLimit))
     return nullptr;
@@ -117,21 +151,36 @@ PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
       compileFrame(frame, options, cache.compiles++);
   cache.entries.push_front(entry);
   SourceResolver resolver(entry->captured.sources, frame);
-  result = runEntry(*entry, resolver);
-  *handled = 1;
-  return result;
+  return runCompiledEntry(*entry, resolver, handled);
+}
+
+/// A negative entry: calls under `guards` run eagerly (or raise with
+/// fullgraph=True) without another capture; other calls still compile.
+void addNegativeEntry(CodeCache &cache, const CallOptions &options,
+                      const std::string &reason, const BreakGuards &guards) {
+  auto entry = std::make_shared<CacheEntry>();
+  entry->backend = options.backend;
+  entry->eagerReason = reason;
+  entry->eagerState = guards.state;
+  entry->captured.sources = guards.sources;
+  entry->captured.guards = guards.guards;
+  cache.entries.push_front(std::move(entry));
 }
 
 /// Logs a failure, or raises it when fullgraph=True. Returns the frame
-/// callback's result.
+/// callback's result. With the guards it happened under, later calls under
+/// them skip capture (a negative entry); without, the next call tries again
+/// (bounded by the recompile limit).
 PyObject *fallBack(CodeCache &cache, DynafuseFrame *frame,
                    const CallOptions &options, const std::string &message,
+                   const std::shared_ptr<const BreakGuards> &guards,
                    int *handled) {
+  if (guards)
+    addNegativeEntry(cache, options, message, *guards);
   if (options.fullgraph) {
     *handled = 1;
     return raiseUnsupported("fullgraph=True: " + message);
   }
-  cache.skip = true;
   graphBreakReasons().push_back(message);
   logLine("graph_breaks", message + "; the frame runs eagerly");
   ++compilerStats().eagerFrames;
@@ -157,16 +206,17 @@ PyObject *onFrame(DynafuseFrame *frame, int *handled) {
     return fallBack(*cache, frame, options,
                     "graph break in " + codeName(frame->code) + ": " +
                         error.what(),
-                    handled);
+                    error.guards, handled);
   } catch (const std::exception &error) {
     ++compilerStats().compileFailures;
     if (PyErr_Occurred())
       PyErr_Clear();
     *handled = 0;
+    auto *failure = dynamic_cast<const CompileFailure *>(&error);
     return fallBack(*cache, frame, options,
                     "compiling " + codeName(frame->code) + " at " +
                         codeWhere(frame->code) + " failed: " + error.what(),
-                    handled);
+                    failure ? failure->guards : nullptr, handled);
   }
 }
 

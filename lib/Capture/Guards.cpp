@@ -1,7 +1,37 @@
 //===- Guards.cpp - Where captured values come from and what was assumed -===//
 #include "Guards.h"
 
+#include <cstring>
+
 namespace dynafuse {
+
+/// Whether two constants (isConstantObject) are the same value: of one
+/// type, floats with the same bit pattern (-0.0 is not 0.0, a NaN matches
+/// the same NaN), tuples item by item, the rest by ==.
+bool sameConstant(PyObject *value, PyObject *expected) {
+  if (Py_TYPE(value) != Py_TYPE(expected))
+    return false;
+  if (PyFloat_CheckExact(value)) {
+    double a = PyFloat_AS_DOUBLE(value), b = PyFloat_AS_DOUBLE(expected);
+    return std::memcmp(&a, &b, sizeof a) == 0;
+  }
+  if (PyTuple_CheckExact(value)) {
+    Py_ssize_t size = PyTuple_GET_SIZE(value);
+    if (size != PyTuple_GET_SIZE(expected))
+      return false;
+    for (Py_ssize_t i = 0; i < size; ++i)
+      if (!sameConstant(PyTuple_GET_ITEM(value, i),
+                        PyTuple_GET_ITEM(expected, i)))
+        return false;
+    return true;
+  }
+  int equal = PyObject_RichCompareBool(value, expected, Py_EQ);
+  if (equal < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  return equal == 1;
+}
 
 PyObject *lookupPastClass(PyObject *object, PyObject *cls, PyObject *name) {
   PyObject *mro = Py_TYPE(object)->tp_mro;
@@ -228,16 +258,8 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     return PyDict_Check(value) && PyDict_Size(value) == 0;
   case Guard::Kind::DictLength:
     return PyDict_Check(value) && size_t(PyDict_Size(value)) == guard.length;
-  case Guard::Kind::Equals: {
-    if (Py_TYPE(value) != Py_TYPE(guard.expected.get()))
-      return false;
-    int equal = PyObject_RichCompareBool(value, guard.expected.get(), Py_EQ);
-    if (equal < 0) {
-      PyErr_Clear();
-      return false;
-    }
-    return equal == 1;
-  }
+  case Guard::Kind::Equals:
+    return sameConstant(value, guard.expected.get());
   }
   return false;
 }

@@ -49,6 +49,11 @@ struct Source {
   std::string describe(const std::vector<Source> &all) const;
 };
 
+/// Whether two constants are the same value for a guard: floats by bit
+/// pattern (so -0.0 and 0.0 differ and a NaN matches itself), tuples item
+/// by item, the rest by ==.
+bool sameConstant(PyObject *value, PyObject *expected);
+
 /// What super(cls, object).name finds: the entry of the first class after
 /// cls in type(object)'s MRO whose dict has name (borrowed; no descriptor
 /// runs), or null.

@@ -111,7 +111,10 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
 
 bool guardsHold(const CacheEntry &entry, SourceResolver &resolver,
                 std::string *failed) {
-  if (!globalStateMatches(entry.captured)) {
+  bool stateMatches = entry.isNegative()
+                          ? entry.eagerState == GlobalState::current()
+                          : globalStateMatches(entry.captured);
+  if (!stateMatches) {
     if (failed)
       *failed = "grad mode or default dtype changed";
     return false;

@@ -17,14 +17,25 @@ BytecodeTracer::BytecodeTracer(DynafuseFrame *frame,
 }
 
 CapturedFrame BytecodeTracer::run() {
-  if (!defaultDtypeIsFloat32())
-    unsupported("torch.get_default_dtype() other than float32", firstLine());
-  if (autocastEnabled())
-    unsupported("autocast is enabled", firstLine());
-  result.gradMode = gradModeEnabled();
-  gradMode = result.gradMode;
-  result.result = outputOf(runBody());
-  addWriteBacks();
+  GlobalState state = GlobalState::current();
+  try {
+    if (!state.defaultFloat32)
+      unsupported("torch.get_default_dtype() other than float32",
+                  firstLine());
+    if (state.autocast)
+      unsupported("autocast is enabled", firstLine());
+    result.gradMode = state.gradMode;
+    gradMode = result.gradMode;
+    result.result = outputOf(runBody());
+    addWriteBacks();
+  } catch (Unsupported &error) {
+    // What the trace relied on so far keys the negative entry.
+    auto guards = std::make_shared<BreakGuards>();
+    guardBuilder.moveInto(guards->sources, guards->guards);
+    guards->state = state;
+    error.guards = std::move(guards);
+    throw;
+  }
   guardBuilder.moveInto(result.sources, result.guards);
   return std::move(result);
 }
@@ -469,6 +480,14 @@ OutputSpec BytecodeTracer::tensorOutput(Value *value) {
 }
 
 } // namespace capture
+
+GlobalState GlobalState::current() {
+  GlobalState state;
+  state.gradMode = gradModeEnabled();
+  state.defaultFloat32 = defaultDtypeIsFloat32();
+  state.autocast = autocastEnabled();
+  return state;
+}
 
 bool globalStateMatches(const CapturedFrame &captured) {
   return gradModeEnabled() == captured.gradMode && defaultDtypeIsFloat32() &&

@@ -164,8 +164,11 @@ def explain(fn, *, backend="auto"):
 
 
 def stats():
-    """Counters: captures, cache_hits, graph_breaks, compile_failures,
-    eager_frames, recompile_limit_hits."""
+    """Counters: captures (successful), cache_hits (compiled entries run),
+    graph_breaks, compile_failures, eager_frames (frames run eagerly: at a
+    break or failure, and each later call its negative entry sends to eager),
+    recompile_limit_hits, run_failures (compiled runs that failed; those
+    calls reran eagerly)."""
     return _C.stats()
 
 

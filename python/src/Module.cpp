@@ -108,11 +108,12 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
-  return Py_BuildValue("{s:l,s:l,s:l,s:l,s:l,s:l}", "captures", stats.captures,
-                       "cache_hits", stats.cacheHits, "graph_breaks",
-                       stats.graphBreaks, "compile_failures",
-                       stats.compileFailures, "eager_frames", stats.eagerFrames,
-                       "recompile_limit_hits", stats.recompileLimitHits);
+  return Py_BuildValue(
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures", stats.captures,
+      "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
+      "compile_failures", stats.compileFailures, "eager_frames",
+      stats.eagerFrames, "recompile_limit_hits", stats.recompileLimitHits,
+      "run_failures", stats.runFailures);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

@@ -97,3 +97,80 @@ def test_inplace_operator_on_an_input_has_eager_semantics():
     assert_close(x, expected)
     assert_close(out, expected * 2)
     assert_compiled()
+
+
+# ---- never eager for good: a break or failure keys on the call's guards ----
+
+def test_a_break_under_grad_mode_does_not_stop_capture_without_it():
+    weight = torch.randn(6, requires_grad=True)
+
+    def f(x):
+        return torch.tanh(x * weight) + 1
+
+    compiled = dynafuse.compile(f)
+    x = torch.randn(4, 6)
+    for _ in range(2):  # grad mode on and weight requires grad: eager
+        out = compiled(x)
+        assert out.requires_grad
+        assert_close(out, f(x))
+    stats = dynafuse.stats()
+    # One break: the second call met the negative entry, not a new capture.
+    assert stats["graph_breaks"] == 1 and stats["eager_frames"] == 2, stats
+    with torch.no_grad():
+        assert_close(compiled(x), f(x))
+        assert_close(compiled(x), f(x))
+    stats = dynafuse.stats()
+    assert stats["captures"] == 1 and stats["cache_hits"] == 1, stats
+    assert stats["graph_breaks"] == 1, stats
+    assert len(dynafuse.compiled_graphs()) == 1
+
+
+def shape_dependent(x):
+    if x.dim() == 3:
+        return x[x > 0].sum() * x  # a mask: data-dependent shape, a break
+    return torch.sigmoid(x) * 2
+
+
+def test_a_break_for_one_kind_of_input_leaves_the_others_compiled():
+    f = dynafuse.compile(shape_dependent)
+    x3, x2 = torch.randn(2, 3, 4), torch.randn(5, 4)
+    assert_close(f(x3), shape_dependent(x3))
+    assert_close(f(x2), shape_dependent(x2))
+    assert_close(f(x3), shape_dependent(x3))
+    assert_close(f(x2), shape_dependent(x2))
+    stats = dynafuse.stats()
+    assert stats["captures"] == 1 and stats["graph_breaks"] == 1, stats
+    assert stats["cache_hits"] == 1 and stats["eager_frames"] == 2, stats
+    (graph,) = dynafuse.compiled_graphs()
+    assert any("size [5, 4]" in guard for guard in graph["guards"]), graph["guards"]
+
+
+def test_fullgraph_raises_from_a_negative_entry_too():
+    body = lambda x: x if x.sum() > 0 else -x  # noqa: E731
+    x = torch.randn(5)
+    assert_close(dynafuse.compile(body)(x), body(x))
+    with pytest.raises(dynafuse.Unsupported, match="data-dependent branch"):
+        dynafuse.compile(body, fullgraph=True)(x)
+    stats = dynafuse.stats()
+    assert stats["graph_breaks"] == 1 and stats["eager_frames"] == 1, stats  # no recapture
+
+
+def test_a_failing_run_raises_eagers_error_and_keeps_the_entry():
+    def f(t, i):
+        return torch.gather(t, 1, i) + 1
+
+    compiled = dynafuse.compile(f)
+    x = torch.randn(3, 4)
+    good, bad = torch.tensor([[0, 3], [1, 2], [3, 3]]), torch.tensor([[0, 9], [1, 2], [3, 3]])
+    assert_close(compiled(x, good), f(x, good))
+    assert_compiled()
+    with pytest.raises(RuntimeError) as compiled_error:
+        compiled(x, bad)
+    with pytest.raises(RuntimeError) as eager_error:
+        f(x, bad)
+    assert str(compiled_error.value) == str(eager_error.value)
+    assert dynafuse.stats()["run_failures"] == 1
+    # The entry stays for inputs that work.
+    assert_close(compiled(x, good), f(x, good))
+    stats = dynafuse.stats()
+    assert stats["captures"] == 1 and stats["cache_hits"] == 2, stats

@@ -1,5 +1,6 @@
 """Guards, the cache on the code object, recompiles and the recompile limit."""
 import ctypes
+import math
 
 import pytest
 import torch
@@ -203,3 +204,25 @@ def test_globals_read_in_a_comprehension_of_the_frame_are_guarded():
         assert dynafuse.stats()["captures"] == 2
     finally:
         OFFSET = 2.0
+
+
+def signed_by(x, scale):
+    return x * math.copysign(1.0, scale) if not math.isnan(scale) else x * 2
+
+
+def test_float_arguments_are_guarded_by_bit_pattern():
+    f = dynafuse.compile(signed_by)
+    x = torch.randn(4)
+    # -0.0 == 0.0 in Python, but they pick different branches here: an entry
+    # compiled for 0.0 must not run for -0.0.
+    assert_close(f(x, 0.0), x)
+    assert_close(f(x, -0.0), -x)
+    assert dynafuse.stats()["captures"] == 2
+    # NaN != NaN in Python, yet a NaN argument must hit its entry (here a
+    # NaN made anew each call, with the same bits).
+    assert_close(f(x, float("nan")), x * 2)
+    assert_close(f(x, float("nan")), x * 2)
+    stats = dynafuse.stats()
+    assert stats["captures"] == 3 and stats["cache_hits"] == 1, stats
+    assert_close(f(x, -0.0), -x)
+    assert dynafuse.stats()["cache_hits"] == 2

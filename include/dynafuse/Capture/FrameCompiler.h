@@ -49,8 +49,12 @@ struct CompilerStats {
   long cacheHits = 0;
   long graphBreaks = 0;
   long compileFailures = 0;
+  /// Frames run eagerly: at a graph break or compile failure, and each
+  /// later call a negative entry sends to eager.
   long eagerFrames = 0;
   long recompileLimitHits = 0;
+  /// Runs of compiled entries that failed (the call then ran eagerly).
+  long runFailures = 0;
 };
 
 /// What was compiled, for dynafuse.compiled_graphs().
