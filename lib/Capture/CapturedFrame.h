@@ -19,17 +19,18 @@
 namespace dynafuse {
 
 /// The global state a capture reads: grad mode, whether the default dtype
-/// is float32 (capture needs it), whether autocast is on (capture refuses
-/// it).
+/// is float32 (capture needs it), whether autocast or a torch function or
+/// dispatch mode is active (capture refuses them).
 struct GlobalState {
   bool gradMode = false;
   bool defaultFloat32 = true;
   bool autocast = false;
+  bool torchModes = false;
   static GlobalState current();
   bool operator==(const GlobalState &other) const {
     return gradMode == other.gradMode &&
            defaultFloat32 == other.defaultFloat32 &&
-           autocast == other.autocast;
+           autocast == other.autocast && torchModes == other.torchModes;
   }
 };
 

@@ -116,7 +116,8 @@ bool guardsHold(const CacheEntry &entry, SourceResolver &resolver,
                           : globalStateMatches(entry.captured);
   if (!stateMatches) {
     if (failed)
-      *failed = "grad mode or default dtype changed";
+      *failed = "the global state changed (grad mode, default dtype, "
+                "autocast, torch function or dispatch modes)";
     return false;
   }
   for (const Guard &guard : entry.captured.guards) {

@@ -133,6 +133,10 @@ bool gradModeEnabled();
 /// Autocast on for CPU or CUDA (capture then refuses: dtypes would change).
 bool autocastEnabled();
 bool defaultDtypeIsFloat32();
+/// A TorchFunctionMode (torch.set_default_device installs one) or a
+/// TorchDispatchMode is active: compiled code would bypass it, so capture
+/// refuses and entries do not run.
+bool torchModesActive();
 /// Converts a torch.dtype object; nullopt for other objects or dtypes.
 std::optional<DType> dtypeFromObject(PyObject *object);
 

@@ -10,7 +10,9 @@
 #include "PyRef.h"
 #include "TorchTypes.h"
 
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -81,6 +83,11 @@ bool gradModeEnabled() { return at::GradMode::is_enabled(); }
 bool autocastEnabled() {
   return at::autocast::is_autocast_enabled(at::kCPU) ||
          at::autocast::is_autocast_enabled(at::kCUDA);
+}
+
+bool torchModesActive() {
+  return at::impl::PythonTorchFunctionTLS::stack_len() > 0 ||
+         c10::impl::TorchDispatchModeTLS::stack_len() > 0;
 }
 
 bool defaultDtypeIsFloat32() {

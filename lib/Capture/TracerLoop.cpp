@@ -24,6 +24,10 @@ CapturedFrame BytecodeTracer::run() {
                   firstLine());
     if (state.autocast)
       unsupported("autocast is enabled", firstLine());
+    if (state.torchModes)
+      unsupported("a TorchFunctionMode or TorchDispatchMode is active "
+                  "(torch.set_default_device installs one)",
+                  firstLine());
     result.gradMode = state.gradMode;
     gradMode = result.gradMode;
     result.result = outputOf(runBody());
@@ -486,12 +490,13 @@ GlobalState GlobalState::current() {
   state.gradMode = gradModeEnabled();
   state.defaultFloat32 = defaultDtypeIsFloat32();
   state.autocast = autocastEnabled();
+  state.torchModes = torchModesActive();
   return state;
 }
 
 bool globalStateMatches(const CapturedFrame &captured) {
   return gradModeEnabled() == captured.gradMode && defaultDtypeIsFloat32() &&
-         !autocastEnabled();
+         !autocastEnabled() && !torchModesActive();
 }
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName) {

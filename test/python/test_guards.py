@@ -226,3 +226,57 @@ def test_float_arguments_are_guarded_by_bit_pattern():
     assert stats["captures"] == 3 and stats["cache_hits"] == 1, stats
     assert_close(f(x, -0.0), -x)
     assert dynafuse.stats()["cache_hits"] == 2
+
+
+class DoubleSigmoid(torch.overrides.TorchFunctionMode):
+    """Changes what torch.sigmoid returns: compiled code must not bypass it."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        return out * 2 if func is torch.sigmoid else out
+
+
+class AddOneToSigmoid(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        return out + 1 if func is torch.ops.aten.sigmoid.default else out
+
+
+def sigmoid_plus_one(x):
+    return torch.sigmoid(x) + 1
+
+
+@pytest.mark.parametrize("mode", [DoubleSigmoid, AddOneToSigmoid])
+def test_torch_function_and_dispatch_modes_are_not_bypassed(mode):
+    f = dynafuse.compile(sigmoid_plus_one)
+    x = torch.randn(5)
+    assert_close(f(x), sigmoid_plus_one(x))  # compiled, no mode
+    assert_compiled()
+    with mode():
+        expected = sigmoid_plus_one(x)
+        assert_close(f(x), expected)  # the entry must not run under the mode
+        assert_close(f(x), expected)
+    assert not torch.allclose(expected, sigmoid_plus_one(x))
+    reasons = [r for r in dynafuse._C.break_reasons() if "sigmoid_plus_one" in r]
+    assert len(reasons) == 1 and "Mode is active" in reasons[0], reasons
+    # (The mode's own handler runs with the mode off; the hook may compile it.)
+    before = dynafuse.stats()
+    assert_close(f(x), sigmoid_plus_one(x))  # without the mode: the entry runs
+    after = dynafuse.stats()
+    assert after["cache_hits"] == before["cache_hits"] + 1
+    assert after["captures"] == before["captures"]
+
+
+def test_factory_functions_follow_set_default_device():
+    def ones_like_rows(x):
+        return torch.ones(x.shape[1]) * 2
+
+    f = dynafuse.compile(ones_like_rows)
+    x = torch.randn(3, 4)
+    assert f(x).device.type == "cpu"
+    torch.set_default_device("meta")
+    try:
+        out = f(x)
+    finally:
+        torch.set_default_device(None)
+    assert out.device.type == "meta" and out.shape == (4,)
