@@ -180,6 +180,11 @@ private:
   /// The source a concrete object var was read from (recorded in the guard
   /// that protects it).
   int sourceOfObject(const VarPtr &var);
+  /// The same, or -1 when the object has none.
+  int knownSourceOf(const VarPtr &var);
+  /// Modules are guarded by type; where capture relies on which instance
+  /// one is (it is returned), this pins the instance.
+  void guardObjectIdentity(const VarPtr &var);
 
   /// f-strings of constants (assert messages) are formatted at capture:
   /// conversion (0 none, 1 str, 2 repr, 3 ascii), then format(value, spec).
@@ -269,6 +274,7 @@ private:
 
   VarPtr containsOp(const VarPtr &item, const VarPtr &container, bool negated);
   VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted);
+  void guardSameness(const VarPtr &lhs, const VarPtr &rhs, bool same);
   /// `a is b` for tensors; guards that two inputs stay distinct objects.
   bool sameTensorObject(const VarPtr &lhs, const VarPtr &rhs);
 
@@ -410,8 +416,12 @@ private:
   /// is none of these (or has arguments).
   VarPtr walkModules(PyObject *method, const VarPtr &self, size_t argCount);
   VarPtr pairVar(const std::string &name, const VarPtr &module);
+  /// Appends module's submodules (recursively when asked) not yet in
+  /// visited (objects with their sources), each once, as nn.Module's
+  /// walks do.
   void collectSubmodules(const VarPtr &module, const std::string &prefix,
-                         bool named, bool recurse, std::set<PyObject *> &seen,
+                         bool named, bool recurse,
+                         std::vector<std::pair<PyObject *, int>> &visited,
                          std::vector<VarPtr> &out);
 
   static bool isMathFunction(PyObject *callable);

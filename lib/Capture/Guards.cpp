@@ -1,6 +1,7 @@
 //===- Guards.cpp - Where captured values come from and what was assumed -===//
 #include "Guards.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dynafuse {
@@ -115,6 +116,15 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
   case Kind::NoAttribute:
     return where + " has no attribute '" + PyUnicode_AsUTF8(expected.get()) +
            "'";
+  case Kind::NoInstanceAttribute:
+    return where + " has no instance attribute '" +
+           PyUnicode_AsUTF8(expected.get()) + "'";
+  case Kind::Distinct: {
+    std::string text = where;
+    for (int member : group)
+      text += ", " + sources[size_t(member)].describe(sources);
+    return text + " are distinct objects";
+  }
   case Kind::SameObject:
     return where + " is " + sources[size_t(other)].describe(sources);
   case Kind::OtherObject:
@@ -235,6 +245,26 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
   case Guard::Kind::NoAttribute: {
     int present = PyObject_HasAttr(value, guard.expected.get());
     return present == 0;
+  }
+  case Guard::Kind::NoInstanceAttribute: {
+    PyObject **dict = _PyObject_GetDictPtr(value);
+    PyObject *found = dict && *dict
+                          ? PyDict_GetItemWithError(*dict, guard.expected.get())
+                          : nullptr;
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    return found == nullptr;
+  }
+  case Guard::Kind::Distinct: {
+    std::vector<PyObject *> objects{value};
+    for (int member : guard.group)
+      objects.push_back(resolver.get(member));
+    std::sort(objects.begin(), objects.end());
+    return std::adjacent_find(objects.begin(), objects.end()) ==
+               objects.end() &&
+           objects.front() != nullptr;
   }
   case Guard::Kind::SameObject:
     return value == resolver.get(guard.other);

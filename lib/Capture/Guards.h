@@ -71,16 +71,23 @@ struct Guard {
     SameObject,
     OtherObject,
     OtherStorage,
-    NoAttribute
+    NoAttribute,
+    NoInstanceAttribute,
+    Distinct
   };
   Kind kind = Kind::Tensor;
   int source = -1;
   /// SameObject / OtherObject: the source compared with (`is`);
   /// OtherStorage: the tensor whose memory must not be shared.
   int other = -1;
+  /// Distinct: the sources that (with `source`) hold pairwise different
+  /// objects.
+  std::vector<int> group;
   TensorMeta tensor;
   /// Equals: the value (compared with exact type); Identity: the object;
   /// NoAttribute: the attribute name the object must lack;
+  /// NoInstanceAttribute: the name its instance __dict__ must lack (a
+  /// per-instance override of a method);
   /// TypeIs: the exact type; TupleLength: the exact type (tuple or list).
   PyRef expected;
   size_t length = 0;

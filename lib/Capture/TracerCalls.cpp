@@ -274,6 +274,16 @@ VarPtr BytecodeTracer::boundMethod(const VarPtr &base, PyObject *name) {
   if (dict && *dict && PyDict_GetItemWithError(*dict, name))
     return nullptr;
   PyErr_Clear();
+  // A per-instance override (obj.name = ...) would win over the type's
+  // function: guard that the instance still has none.
+  int source = knownSourceOf(base);
+  if (source >= 0) {
+    Guard guard;
+    guard.kind = Guard::Kind::NoInstanceAttribute;
+    guard.source = source;
+    guard.expected = PyRef::borrow(name);
+    guardBuilder.addGuard(std::move(guard));
+  }
   VarPtr method = makeVar(Var::Kind::BoundMethod);
   method->self = base;
   method->function =

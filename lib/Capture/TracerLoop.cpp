@@ -438,6 +438,7 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
     return tensorOutput(var->tensor);
   case Var::Kind::Constant:
   case Var::Kind::Object:
+    guardObjectIdentity(var); // a returned module is this instance
     spec.kind = OutputSpec::Kind::Constant;
     spec.constant = var->object;
     return spec;

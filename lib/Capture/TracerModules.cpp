@@ -44,12 +44,22 @@ VarPtr BytecodeTracer::walkModules(PyObject *method, const VarPtr &self,
     return nullptr;
   bool named = which % 2 == 1, recurse = which < 2;
   VarPtr iterator = makeVar(Var::Kind::Iterator);
-  std::set<PyObject *> seen;
+  std::vector<std::pair<PyObject *, int>> visited;
   if (recurse) {
-    seen.insert(self->object.get());
+    visited.emplace_back(self->object.get(), sourceOfObject(self));
     iterator->items.push_back(named ? pairVar("", self) : self);
   }
-  collectSubmodules(self, "", named, recurse, seen, iterator->items);
+  collectSubmodules(self, "", named, recurse, visited, iterator->items);
+  // The walk visits each module once: the modules it visited must stay
+  // distinct objects (a shared one is guarded as shared where it was met).
+  if (visited.size() > 1) {
+    Guard distinct;
+    distinct.kind = Guard::Kind::Distinct;
+    distinct.source = visited[0].second;
+    for (size_t i = 1; i < visited.size(); ++i)
+      distinct.group.push_back(visited[i].second);
+    guardBuilder.addGuard(std::move(distinct));
+  }
   return iterator;
 }
 
@@ -75,10 +85,10 @@ VarPtr BytecodeTracer::modulesOf(const VarPtr &module) {
   return children;
 }
 
-void BytecodeTracer::collectSubmodules(const VarPtr &module,
-                                       const std::string &prefix, bool named,
-                                       bool recurse, std::set<PyObject *> &seen,
-                                       std::vector<VarPtr> &out) {
+void BytecodeTracer::collectSubmodules(
+    const VarPtr &module, const std::string &prefix, bool named, bool recurse,
+    std::vector<std::pair<PyObject *, int>> &visited,
+    std::vector<VarPtr> &out) {
   VarPtr children = modulesOf(module);
   for (size_t i = 0; i < children->items.size(); ++i) {
     const VarPtr &child = children->items[i];
@@ -86,13 +96,25 @@ void BytecodeTracer::collectSubmodules(const VarPtr &module,
       continue;
     if (child->kind != Var::Kind::Object || !isModule(child->object.get()))
       unsupported("a _modules entry that is not a module");
-    if (!seen.insert(child->object.get()).second)
+    auto first = std::find_if(
+        visited.begin(), visited.end(),
+        [&](const auto &seen) { return seen.first == child->object.get(); });
+    if (first != visited.end()) {
+      // A submodule shared by two parents is visited once: guard that the
+      // two entries stay one object.
+      Guard same;
+      same.kind = Guard::Kind::SameObject;
+      same.source = sourceOfObject(child);
+      same.other = first->second;
+      guardBuilder.addGuard(std::move(same));
       continue;
+    }
+    visited.emplace_back(child->object.get(), sourceOfObject(child));
     std::string name = prefix + (prefix.empty() ? "" : ".") + children->keys[i];
     out.push_back(named ? pairVar(recurse ? name : children->keys[i], child)
                         : child);
     if (recurse)
-      collectSubmodules(child, name, named, recurse, seen, out);
+      collectSubmodules(child, name, named, recurse, visited, out);
   }
 }
 

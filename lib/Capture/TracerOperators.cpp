@@ -256,14 +256,32 @@ bool BytecodeTracer::sameTensorObject(const VarPtr &lhs, const VarPtr &rhs) {
   return false;
 }
 
+/// `a is b` on objects read from sources: modules are guarded by type only,
+/// so the answer is guarded as a relation between the two sources.
+void BytecodeTracer::guardSameness(const VarPtr &lhs, const VarPtr &rhs,
+                                   bool same) {
+  if (lhs->kind != Var::Kind::Object || rhs->kind != Var::Kind::Object)
+    return;
+  int left = knownSourceOf(lhs), right = knownSourceOf(rhs);
+  if (left < 0 || right < 0 || left == right)
+    return;
+  Guard guard;
+  guard.kind = same ? Guard::Kind::SameObject : Guard::Kind::OtherObject;
+  guard.source = left;
+  guard.other = right;
+  guardBuilder.addGuard(std::move(guard));
+}
+
 VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
                             bool inverted) {
   auto concrete = [](const VarPtr &var) {
     return var->kind == Var::Kind::Constant || var->kind == Var::Kind::Object;
   };
   bool same;
-  if (concrete(lhs) && concrete(rhs))
+  if (concrete(lhs) && concrete(rhs)) {
     same = lhs->object.get() == rhs->object.get();
+    guardSameness(lhs, rhs, same);
+  }
   else if (lhs->kind == Var::Kind::Tensor && rhs->kind == Var::Kind::Tensor)
     same = sameTensorObject(lhs, rhs);
   else if ((lhs->kind == Var::Kind::Tensor && concrete(rhs)) ||

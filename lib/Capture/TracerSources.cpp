@@ -320,14 +320,35 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
                   guardBuilder.namedSource(Source::Kind::Attr, parent, name));
 }
 
-int BytecodeTracer::sourceOfObject(const VarPtr &var) {
+int BytecodeTracer::knownSourceOf(const VarPtr &var) {
   if (var->source >= 0)
     return var->source;
   for (const Guard &guard : guardBuilder.guards())
     if (guard.kind == Guard::Kind::Identity &&
         guard.expected.get() == var->object.get())
       return guard.source;
-  unsupported("attribute of an object with no known source");
+  return -1;
+}
+
+int BytecodeTracer::sourceOfObject(const VarPtr &var) {
+  int source = knownSourceOf(var);
+  if (source < 0)
+    unsupported("attribute of an object with no known source");
+  return source;
+}
+
+void BytecodeTracer::guardObjectIdentity(const VarPtr &var) {
+  int source = var->kind == Var::Kind::Object && var->object &&
+                       isModule(var->object.get())
+                   ? knownSourceOf(var)
+                   : -1;
+  if (source < 0)
+    return;
+  Guard guard;
+  guard.kind = Guard::Kind::Identity;
+  guard.source = source;
+  guard.expected = var->object;
+  guardBuilder.addGuard(std::move(guard));
 }
 
 bool BytecodeTracer::inputRequiresGrad(const Value *value) const {

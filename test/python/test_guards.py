@@ -280,3 +280,75 @@ def test_factory_functions_follow_set_default_device():
     finally:
         torch.set_default_device(None)
     assert out.device.type == "meta" and out.shape == (4,)
+
+
+# ---- modules are guarded by type: where identity matters, it is guarded ----
+
+class ReturnsItsLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.layer(x), self.layer
+
+
+def test_a_returned_module_is_the_callers_instance():
+    first, second = ReturnsItsLayer(), ReturnsItsLayer()
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        for model in (first, second, first):
+            out, layer = dynafuse.compile(model)(x)
+            assert layer is model.layer
+            assert_close(out, model.layer(x))
+
+
+class MaybeTied(torch.nn.Module):
+    def __init__(self, tied):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = self.a if tied else torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        if self.a is self.b:
+            return self.a(x) * 2
+        return self.a(x) + self.b(x)
+
+
+class WalksItsModules(MaybeTied):
+    def forward(self, x):
+        for module in self.modules():  # a shared submodule is visited once
+            if isinstance(module, torch.nn.Linear):
+                x = module(x)
+        return x
+
+
+@pytest.mark.parametrize("cls", [MaybeTied, WalksItsModules])
+@pytest.mark.parametrize("order", [(False, True), (True, False)], ids=["untied_first", "tied_first"])
+def test_shared_submodules_are_guarded_as_shared(cls, order):
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        for tied in order + order:
+            model = cls(tied)
+            assert_close(dynafuse.compile(model)(x), model(x))
+    stats = dynafuse.stats()
+    assert stats["captures"] == 2 and stats["cache_hits"] == 2, stats
+
+
+class CallsInner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.inner(x) + 1
+
+
+def test_a_per_instance_forward_override_is_guarded():
+    plain, overridden = CallsInner(), CallsInner()
+    overridden.inner.forward = lambda t: t * 100  # an instance attribute
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert_close(dynafuse.compile(plain)(x), plain(x))
+        assert_close(dynafuse.compile(overridden)(x), overridden(x))
+        assert_close(dynafuse.compile(plain)(x), plain(x))
