@@ -162,6 +162,9 @@ VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
 
 /// seq[a:b:c] of a tuple or list with constant bounds.
 VarPtr BytecodeTracer::sliceItems(const VarPtr &container, PyObject *slice) {
+  // A constant slices as Python does (a torch.Size stays a torch.Size).
+  if (container->kind == Var::Kind::Constant)
+    return foldPython(PyObject_GetItem(container->object.get(), slice));
   std::vector<VarPtr> items = itemsOf(container);
   Py_ssize_t start, stop, step, length;
   if (PySlice_GetIndicesEx(slice, Py_ssize_t(items.size()), &start, &stop,
@@ -267,7 +270,16 @@ VarPtr BytecodeTracer::sizesTuple(const TensorType &type) {
     PyTuple_SET_ITEM(tuple.get(), k,
                      PyLong_FromLongLong(type.sizes[k].constant()));
   }
-  return constant(tuple.get());
+  // A torch.Size, as eager's x.shape and x.size() are.
+  static PyObject *sizeType = nullptr;
+  PyObject *size = lookupOnce(sizeType, "torch", "Size");
+  PyRef shape = PyRef::steal(size ? PyObject_CallOneArg(size, tuple.get())
+                                  : nullptr);
+  if (!shape) {
+    PyErr_Clear();
+    return constant(tuple.get());
+  }
+  return constant(shape.get());
 }
 
 VarPtr BytecodeTracer::integerConstant(int64_t value) {

@@ -12,6 +12,7 @@
 #include "dynafuse/Graph/Graph.h"
 
 #include <memory>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -74,7 +75,10 @@ inline bool isConstantObject(PyObject *object) {
       PyLong_CheckExact(object) || PyFloat_CheckExact(object) ||
       PyUnicode_CheckExact(object) || PyRange_Check(object))
     return true;
-  if (!PyTuple_CheckExact(object))
+  // Tuples of constants, and torch.Size (a tuple of ints: tensor shapes).
+  if (!PyTuple_CheckExact(object) &&
+      !(PyTuple_Check(object) &&
+        std::strcmp(Py_TYPE(object)->tp_name, "torch.Size") == 0))
     return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(object); ++i)
     if (!isConstantObject(PyTuple_GET_ITEM(object, i)))

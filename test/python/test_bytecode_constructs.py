@@ -462,3 +462,17 @@ def test_monitored_frames_are_left_alone():
         monitoring.free_tool_id(tool)
     assert_outputs_close(f(x), plain(x))
     assert_compiled()
+
+
+def shapes_are_sizes(x):
+    shape = x.shape
+    flags = (isinstance(shape, torch.Size), isinstance(x.size(), tuple),
+             isinstance(shape[1:], torch.Size))
+    return x * (1 + sum(flags)), shape, x.size()[1:], shape + (1,)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda f: f.__name__)
+def test_shapes_are_torch_sizes(layout):
+    actual = check(shapes_are_sizes, layout())
+    expected = shapes_are_sizes(layout())
+    assert [type(item) for item in actual[1:]] == [type(item) for item in expected[1:]]
