@@ -77,13 +77,10 @@ struct CapturedFrame {
   std::vector<std::pair<int, int>> writeBacks;
   /// The callables of the graph's call_torch nodes (attribute "call").
   std::vector<TorchCall> torchCalls;
-  /// Global state the graph depends on: grad mode (the default dtype must
-  /// be float32 for capture at all).
-  bool gradMode = false;
+  /// The global state capture ran under (and the graph depends on): an
+  /// entry runs only when the current state is the same.
+  GlobalState state;
 };
-
-/// True when the global state matches what captured relied on.
-bool globalStateMatches(const CapturedFrame &captured);
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName);
 

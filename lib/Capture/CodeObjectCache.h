@@ -29,10 +29,9 @@ namespace dynafuse {
 struct CacheEntry {
   /// A compiled entry's capture; a negative entry's guards and sources.
   CapturedFrame captured;
-  /// Negative entries: why calls under these guards run eagerly (empty for
-  /// a compiled entry), and the global state the stop happened under.
+  /// Negative entries: why calls under these guards (and the captured
+  /// global state) run eagerly; empty for a compiled entry.
   std::string eagerReason;
-  GlobalState eagerState;
   bool isNegative() const { return !eagerReason.empty(); }
   /// A failed run is logged once per entry.
   bool loggedRunFailure = false;

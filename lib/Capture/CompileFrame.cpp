@@ -139,7 +139,6 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
                                          int compileIndex) {
   auto entry = std::make_unique<CacheEntry>();
   entry->backend = options.backend;
-  GlobalState state = GlobalState::current();
   entry->captured = captureFrame(frame, graphName(frame->code, compileIndex));
   ++compilerStats().captures;
   // Past capture, every stop happens under the capture's full guards.
@@ -147,7 +146,7 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     auto guards = std::make_shared<BreakGuards>();
     guards->sources = entry->captured.sources;
     guards->guards = entry->captured.guards;
-    guards->state = state;
+    guards->state = entry->captured.state;
     return guards;
   };
   try {

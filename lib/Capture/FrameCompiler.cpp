@@ -87,13 +87,14 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
                          const CallOptions &options, Lookup *lookup,
                          int *handled) {
   std::string firstFailure;
+  const GlobalState now = GlobalState::current(); // once per call
   for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
     std::shared_ptr<CacheEntry> entry = *it;
     if (entry->backend != options.backend)
       continue;
     SourceResolver resolver(entry->captured.sources, frame);
     std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
-    if (!guardsHold(*entry, resolver, failure)) {
+    if (!guardsHold(*entry, now, resolver, failure)) {
       // A guard may run Python (__eq__), and another thread may have reset
       // the cache meanwhile: stop when this entry left it.
       if (std::find(cache.entries.begin(), cache.entries.end(), entry) ==
@@ -161,7 +162,7 @@ void addNegativeEntry(CodeCache &cache, const CallOptions &options,
   auto entry = std::make_shared<CacheEntry>();
   entry->backend = options.backend;
   entry->eagerReason = reason;
-  entry->eagerState = guards.state;
+  entry->captured.state = guards.state;
   entry->captured.sources = guards.sources;
   entry->captured.guards = guards.guards;
   cache.entries.push_front(std::move(entry));

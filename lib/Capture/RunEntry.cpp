@@ -109,12 +109,9 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
 
 } // namespace
 
-bool guardsHold(const CacheEntry &entry, SourceResolver &resolver,
-                std::string *failed) {
-  bool stateMatches = entry.isNegative()
-                          ? entry.eagerState == GlobalState::current()
-                          : globalStateMatches(entry.captured);
-  if (!stateMatches) {
+bool guardsHold(const CacheEntry &entry, const GlobalState &now,
+                SourceResolver &resolver, std::string *failed) {
+  if (!(entry.captured.state == now)) {
     if (failed)
       *failed = "the global state changed (grad mode, default dtype, "
                 "autocast, torch function or dispatch modes)";

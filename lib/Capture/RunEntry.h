@@ -15,10 +15,11 @@
 
 namespace dynafuse {
 
-/// Whether every guard of `entry` holds; *failed (when given) describes
-/// the first that does not.
-bool guardsHold(const CacheEntry &entry, SourceResolver &resolver,
-                std::string *failed);
+/// Whether `entry` was captured under the global state `now` and every
+/// guard of it holds; *failed (when given) describes the first that does
+/// not.
+bool guardsHold(const CacheEntry &entry, const GlobalState &now,
+                SourceResolver &resolver, std::string *failed);
 /// Runs `entry` on the frame `resolver` fetches from; returns the frame's
 /// result (a new reference).
 PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver);

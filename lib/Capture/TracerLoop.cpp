@@ -28,8 +28,8 @@ CapturedFrame BytecodeTracer::run() {
       unsupported("a TorchFunctionMode or TorchDispatchMode is active "
                   "(torch.set_default_device installs one)",
                   firstLine());
-    result.gradMode = state.gradMode;
-    gradMode = result.gradMode;
+    result.state = state;
+    gradMode = state.gradMode;
     result.result = outputOf(runBody());
     addWriteBacks();
   } catch (Unsupported &error) {
@@ -493,11 +493,6 @@ GlobalState GlobalState::current() {
   state.autocast = autocastEnabled();
   state.torchModes = torchModesActive();
   return state;
-}
-
-bool globalStateMatches(const CapturedFrame &captured) {
-  return gradModeEnabled() == captured.gradMode && defaultDtypeIsFloat32() &&
-         !autocastEnabled() && !torchModesActive();
 }
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName) {
