@@ -39,8 +39,7 @@ OpcodeTables readOpcodeTables() {
     PyErr_Clear();
     fail("the interpreter's opcode module lacks its opcode tables");
   }
-  auto setCache = [&](PyObject *opcode, PyObject *size) {
-    long index = PyLong_AsLong(opcode);
+  auto setCache = [&](long index, PyObject *size) {
     long units = PyLong_AsLong(size);
     if (index >= 0 && index < 256 && units >= 0)
       tables.caches[size_t(index)] = int(units);
@@ -50,12 +49,10 @@ OpcodeTables readOpcodeTables() {
     Py_ssize_t position = 0;
     while (PyDict_Next(caches.get(), &position, &name, &size))
       if (PyObject *opcode = PyDict_GetItem(opmap.get(), name))
-        setCache(opcode, size);
+        setCache(PyLong_AsLong(opcode), size);
   } else if (PyList_Check(caches.get())) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(caches.get()) && i < 256; ++i) {
-      PyRef index = PyRef::steal(PyLong_FromSsize_t(i));
-      setCache(index.get(), PyList_GET_ITEM(caches.get(), i));
-    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(caches.get()) && i < 256; ++i)
+      setCache(long(i), PyList_GET_ITEM(caches.get(), i));
   } else {
     fail("the interpreter's opcode._inline_cache_entries has an unknown form");
   }

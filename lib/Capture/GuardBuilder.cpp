@@ -23,9 +23,27 @@ void GuardBuilder::addGuard(Guard guard) {
     if (existing.kind == guard.kind && existing.source == guard.source &&
         existing.other == guard.other &&
         existing.expected.get() == guard.expected.get() &&
-        existing.length == guard.length && guard.kind != Guard::Kind::Tensor)
+        existing.length == guard.length && existing.group == guard.group &&
+        guard.kind != Guard::Kind::Tensor)
       return;
   guardList.push_back(std::move(guard));
+}
+
+void GuardBuilder::guardObject(Guard::Kind kind, int source,
+                               PyObject *expected) {
+  Guard guard;
+  guard.kind = kind;
+  guard.source = source;
+  guard.expected = PyRef::borrow(expected);
+  addGuard(std::move(guard));
+}
+
+void GuardBuilder::guardRelation(Guard::Kind kind, int source, int other) {
+  Guard guard;
+  guard.kind = kind;
+  guard.source = source;
+  guard.other = other;
+  addGuard(std::move(guard));
 }
 
 int GuardBuilder::namedSource(Source::Kind kind, int parent, PyObject *name) {

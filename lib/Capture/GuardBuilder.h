@@ -26,6 +26,13 @@ public:
   int indexedSource(Source::Kind kind, int parent, int index);
   /// Adds a guard unless an identical one is already there.
   void addGuard(Guard guard);
+  /// A guard on the object at `source`: Equals, Identity or TypeIs (expected:
+  /// the value, the object or its type), NoAttribute or NoInstanceAttribute
+  /// (expected: the name).
+  void guardObject(Guard::Kind kind, int source, PyObject *expected);
+  /// A guard relating the objects at two sources: SameObject, OtherObject,
+  /// OtherStorage.
+  void guardRelation(Guard::Kind kind, int source, int other);
   const std::vector<Guard> &guards() const { return guardList; }
   /// Moves the sources and guards out (the builder is empty afterwards).
   void moveInto(std::vector<Source> &sources, std::vector<Guard> &guards);

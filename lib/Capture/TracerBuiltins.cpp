@@ -237,11 +237,8 @@ VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,
 
 void BytecodeTracer::guardMissingAttribute(const VarPtr &object,
                                            PyObject *name) {
-  Guard guard;
-  guard.kind = Guard::Kind::NoAttribute;
-  guard.source = sourceOfObject(object);
-  guard.expected = PyRef::borrow(name);
-  guardBuilder.addGuard(std::move(guard));
+  guardBuilder.guardObject(Guard::Kind::NoAttribute, sourceOfObject(object),
+                           name);
 }
 
 VarPtr

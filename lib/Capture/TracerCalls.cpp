@@ -277,13 +277,8 @@ VarPtr BytecodeTracer::boundMethod(const VarPtr &base, PyObject *name) {
   // A per-instance override (obj.name = ...) would win over the type's
   // function: guard that the instance still has none.
   int source = knownSourceOf(base);
-  if (source >= 0) {
-    Guard guard;
-    guard.kind = Guard::Kind::NoInstanceAttribute;
-    guard.source = source;
-    guard.expected = PyRef::borrow(name);
-    guardBuilder.addGuard(std::move(guard));
-  }
+  if (source >= 0)
+    guardBuilder.guardObject(Guard::Kind::NoInstanceAttribute, source, name);
   VarPtr method = makeVar(Var::Kind::BoundMethod);
   method->self = base;
   method->function =

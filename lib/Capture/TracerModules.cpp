@@ -102,11 +102,8 @@ void BytecodeTracer::collectSubmodules(
     if (first != visited.end()) {
       // A submodule shared by two parents is visited once: guard that the
       // two entries stay one object.
-      Guard same;
-      same.kind = Guard::Kind::SameObject;
-      same.source = sourceOfObject(child);
-      same.other = first->second;
-      guardBuilder.addGuard(std::move(same));
+      guardBuilder.guardRelation(Guard::Kind::SameObject,
+                                 sourceOfObject(child), first->second);
       continue;
     }
     visited.emplace_back(child->object.get(), sourceOfObject(child));

@@ -153,11 +153,8 @@ void BytecodeTracer::guardDisjointFromOtherInputs(const Value *input) {
     if (tensorsShareStorage(object, other))
       unsupported("an input updated in place shares memory with another "
                   "input");
-    Guard guard;
-    guard.kind = Guard::Kind::OtherStorage;
-    guard.source = source;
-    guard.other = entry.first;
-    guardBuilder.addGuard(std::move(guard));
+    guardBuilder.guardRelation(Guard::Kind::OtherStorage, source,
+                               entry.first);
   }
 }
 
@@ -246,13 +243,8 @@ bool BytecodeTracer::sameTensorObject(const VarPtr &lhs, const VarPtr &rhs) {
   }
   int left = inputs.sourceOf(leftInput);
   int right = inputs.sourceOf(rightInput);
-  if (left >= 0 && right >= 0) {
-    Guard guard;
-    guard.kind = Guard::Kind::OtherObject;
-    guard.source = left;
-    guard.other = right;
-    guardBuilder.addGuard(std::move(guard));
-  }
+  if (left >= 0 && right >= 0)
+    guardBuilder.guardRelation(Guard::Kind::OtherObject, left, right);
   return false;
 }
 
@@ -265,11 +257,8 @@ void BytecodeTracer::guardSameness(const VarPtr &lhs, const VarPtr &rhs,
   int left = knownSourceOf(lhs), right = knownSourceOf(rhs);
   if (left < 0 || right < 0 || left == right)
     return;
-  Guard guard;
-  guard.kind = same ? Guard::Kind::SameObject : Guard::Kind::OtherObject;
-  guard.source = left;
-  guard.other = right;
-  guardBuilder.addGuard(std::move(guard));
+  guardBuilder.guardRelation(
+      same ? Guard::Kind::SameObject : Guard::Kind::OtherObject, left, right);
 }
 
 VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,

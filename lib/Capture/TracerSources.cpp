@@ -19,11 +19,7 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   if (isAnyTensor(object))
     return tensorInput(object, source);
   if (isConstantObject(object)) {
-    Guard guard;
-    guard.kind = Guard::Kind::Equals;
-    guard.source = source;
-    guard.expected = PyRef::borrow(object);
-    guardBuilder.addGuard(std::move(guard));
+    guardBuilder.guardObject(Guard::Kind::Equals, source, object);
     VarPtr var = makeVar(Var::Kind::Constant);
     var->object = PyRef::borrow(object);
     return var;
@@ -36,14 +32,11 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   // Modules are guarded by type: everything capture reads from them goes
   // through attribute sources with guards of their own, so many instances of
   // one block share one compiled entry.
-  Guard guard;
-  guard.kind = isModule(object) ? Guard::Kind::TypeIs : Guard::Kind::Identity;
-  guard.source = source;
-  guard.expected =
-      guard.kind == Guard::Kind::TypeIs
-          ? PyRef::borrow(reinterpret_cast<PyObject *>(Py_TYPE(object)))
-          : PyRef::borrow(object);
-  guardBuilder.addGuard(std::move(guard));
+  if (isModule(object))
+    guardBuilder.guardObject(Guard::Kind::TypeIs, source,
+                             reinterpret_cast<PyObject *>(Py_TYPE(object)));
+  else
+    guardBuilder.guardObject(Guard::Kind::Identity, source, object);
   VarPtr var = makeVar(Var::Kind::Object);
   var->object = PyRef::borrow(object);
   return var;
@@ -99,11 +92,7 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   if (const std::pair<int, Value *> *seen = inputs.ofObject(object)) {
     // The same tensor reached through another source: one graph input, as
     // long as both sources keep holding one object.
-    Guard guard;
-    guard.kind = Guard::Kind::SameObject;
-    guard.source = source;
-    guard.other = seen->first;
-    guardBuilder.addGuard(std::move(guard));
+    guardBuilder.guardRelation(Guard::Kind::SameObject, source, seen->first);
     var->tensor = seen->second;
     inputs.addSource(source, var->tensor);
     return var;
@@ -344,11 +333,7 @@ void BytecodeTracer::guardObjectIdentity(const VarPtr &var) {
                    : -1;
   if (source < 0)
     return;
-  Guard guard;
-  guard.kind = Guard::Kind::Identity;
-  guard.source = source;
-  guard.expected = var->object;
-  guardBuilder.addGuard(std::move(guard));
+  guardBuilder.guardObject(Guard::Kind::Identity, source, var->object.get());
 }
 
 bool BytecodeTracer::inputRequiresGrad(const Value *value) const {

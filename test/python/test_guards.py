@@ -352,3 +352,4 @@ def test_a_per_instance_forward_override_is_guarded():
         assert_close(dynafuse.compile(plain)(x), plain(x))
         assert_close(dynafuse.compile(overridden)(x), overridden(x))
         assert_close(dynafuse.compile(plain)(x), plain(x))
+
