@@ -21,6 +21,7 @@ struct OpcodeTables {
   std::array<int, 256> caches{};
   std::array<bool, 256> relativeJump{};
   std::array<bool, 256> backwardJump{};
+  std::array<bool, 256> localSlots{};
 };
 
 OpcodeTables readOpcodeTables() {
@@ -65,6 +66,16 @@ OpcodeTables readOpcodeTables() {
     const char *name = PyUnicode_AsUTF8(PyList_GetItem(opname.get(), opcode));
     tables.backwardJump[size_t(opcode)] =
         name && std::strstr(name, "BACKWARD") != nullptr;
+  }
+  for (const char *list : {"haslocal", "hasfree"}) {
+    PyRef indexes = PyRef::steal(
+        module ? PyObject_GetAttrString(module.get(), list) : nullptr);
+    PyRef items = PyRef::steal(indexes ? PySequence_List(indexes.get()) : nullptr);
+    for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items.get()); ++i) {
+      long opcode = PyLong_AsLong(PyList_GET_ITEM(items.get(), i));
+      if (opcode >= 0 && opcode < 256)
+        tables.localSlots[size_t(opcode)] = true;
+    }
   }
   PyErr_Clear();
   return tables;
@@ -115,6 +126,10 @@ int inlineCacheEntries(int opcode) {
                                      : 0;
 }
 
+bool indexesLocalSlots(int opcode) {
+  return opcode >= 0 && opcode < 256 && opcodeTables().localSlots[size_t(opcode)];
+}
+
 const char *opcodeName(int opcode) {
   static PyObject *slot = nullptr;
   PyObject *names = lookupOnce(slot, "opcode", "opname");
@@ -153,6 +168,7 @@ std::vector<Instruction> decodeInstructions(PyCodeObject *code) {
     instruction.start = start;
     instruction.opcode = opcode;
     instruction.arg = arg;
+    instruction.rawArg = arg;
     instruction.offset = offset;
     instruction.nextOffset = offset + 2 + 2 * tables.caches[size_t(opcode)];
     if (tables.relativeJump[size_t(opcode)])
@@ -215,6 +231,39 @@ std::vector<ExceptionTableEntry> parseExceptionTable(PyCodeObject *code) {
     entries.push_back(entry);
   }
   return entries;
+}
+
+namespace {
+
+void appendVarint(std::string &out, int value, bool entryStart) {
+  // Big-endian groups of 6 bits; bit 6 marks that another group follows.
+  int shift = 0;
+  while ((value >> shift) >= 64)
+    shift += 6;
+  bool first = true;
+  for (; shift >= 0; shift -= 6) {
+    unsigned char byte = (value >> shift) & 63;
+    if (shift > 0)
+      byte |= 64;
+    if (first && entryStart)
+      byte |= 128;
+    first = false;
+    out.push_back(char(byte));
+  }
+}
+
+} // namespace
+
+std::string
+encodeExceptionTable(const std::vector<ExceptionTableEntry> &entries) {
+  std::string out;
+  for (const ExceptionTableEntry &entry : entries) {
+    appendVarint(out, entry.start / 2, true);
+    appendVarint(out, (entry.end - entry.start) / 2, false);
+    appendVarint(out, entry.target / 2, false);
+    appendVarint(out, entry.depth * 2 + (entry.lasti ? 1 : 0), false);
+  }
+  return out;
 }
 
 PyObject *decodedInstructions(PyObject *code) {

@@ -27,6 +27,8 @@ namespace dynafuse {
 struct Instruction {
   int opcode = 0;
   int arg = 0;
+  /// The argument as encoded (COMPARE_OP's keeps its specialization bits).
+  int rawArg = 0;
   /// Offset in bytes of the instruction itself (after its EXTENDED_ARGs).
   int offset = 0;
   /// Offset of its first EXTENDED_ARG prefix (jump targets point here); -1
@@ -57,6 +59,11 @@ int stackEffect(int opcode, int arg);
 /// Throws Error when the code object cannot be read.
 std::vector<Instruction> decodeInstructions(PyCodeObject *code);
 std::vector<ExceptionTableEntry> parseExceptionTable(PyCodeObject *code);
+/// The table's encoding (the inverse of parseExceptionTable).
+std::string encodeExceptionTable(const std::vector<ExceptionTableEntry> &entries);
+/// Opcodes whose argument indexes the frame's local, cell or free slots
+/// (the interpreter's opcode.haslocal and hasfree).
+bool indexesLocalSlots(int opcode);
 
 } // namespace dynafuse
 

@@ -72,7 +72,8 @@ public:
   /// Inlines calls, re-entering the bytecode loop with the callee's code.
   friend class CallInliner;
 
-  BytecodeTracer(DynafuseFrame *frame, const std::string &graphName);
+  BytecodeTracer(DynafuseFrame *frame, const std::string &graphName,
+                 bool allowResume);
 
   CapturedFrame run();
 
@@ -100,6 +101,31 @@ private:
 
   /// Interprets the current code to its RETURN_VALUE.
   VarPtr runBody();
+  /// Decodes the current code (instructions, offsets) and checks its
+  /// exception handlers.
+  void loadCode();
+
+  //===--------------------------------------------------------------------===//
+  // Graph breaks the frame resumes after (TracerResume.cpp)
+  //===--------------------------------------------------------------------===//
+
+  bool allowResume;
+  /// The frame's own code, instruction by instruction; at a break it stops
+  /// with result.resume set and returns null.
+  VarPtr runFrame();
+  /// What a frame-level instruction changed before it broke, to undo:
+  /// symbolic values it mutated (their state before), the input table.
+  std::vector<std::pair<VarPtr, Var>> journal;
+  std::unique_ptr<InputTable> inputsBefore;
+  void willMutate(const VarPtr &var);
+  void willUpdateInputs();
+  /// Records the resume point for a break at instruction pc, or rethrows
+  /// error (with why it cannot resume).
+  void breakAt(size_t pc, const Unsupported &error);
+  OutputSpec stateOf(const VarPtr &var);
+  /// The with-block exits a break at `in` sits inside (stack slots,
+  /// innermost first); throws when a handler is not a with block's.
+  std::vector<int> withExitSlots(const Instruction &in);
   void requireOnlyWithCleanup();
   Location here(int line) const { return Location{current.fileName, line, 0}; }
 

@@ -125,7 +125,16 @@ VarPtr CallInliner::inlineCode(PyCodeObject *callee,
   calleeState.currentLine = tracer.current.currentLine;
   TracedCode caller = std::exchange(tracer.current, std::move(calleeState));
   ++depth;
-  VarPtr result = tracer.runBody();
+  VarPtr result;
+  try {
+    result = tracer.runBody();
+  } catch (...) {
+    // A break inside the callee breaks the caller at its call: the
+    // caller's state comes back either way.
+    --depth;
+    tracer.current = std::move(caller);
+    throw;
+  }
   --depth;
   tracer.current = std::move(caller);
   if (!generator)

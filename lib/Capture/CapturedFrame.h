@@ -11,6 +11,7 @@
 #define DYNAFUSE_CAPTURE_CAPTUREDFRAME_H
 
 #include "Guards.h"
+#include "ResumeCode.h"
 #include "TorchCall.h"
 #include "dynafuse/Graph/Graph.h"
 
@@ -50,18 +51,81 @@ public:
   /// Attached as the break leaves the tracer (null for a refusal made
   /// before capture relied on anything).
   std::shared_ptr<const BreakGuards> guards;
+  /// Not a break worth reporting (a resume function with no tensor work
+  /// left): the frame runs eagerly without a log line or a count.
+  bool quiet = false;
 };
 
 /// How to rebuild the frame's return value from the graph's results.
 struct OutputSpec {
-  enum class Kind { GraphOutput, Input, Constant, Tuple, List, Dict };
+  /// Past the return value's kinds, what a graph break hands on (state
+  /// rebuilt for the resume function): Source, an object fetched from its
+  /// source at run time; Null, a NULL stack slot; Attribute, items[0]'s
+  /// attribute keys[0] (a tensor's method); Method, function items[0] bound
+  /// to items[1]; EnteredContext, the __exit__ of a fresh instance of the
+  /// grad-mode context class `constant`, entered.
+  enum class Kind {
+    GraphOutput,
+    Input,
+    Constant,
+    Tuple,
+    List,
+    Dict,
+    Source,
+    Null,
+    Attribute,
+    Method,
+    EnteredContext
+  };
   Kind kind = Kind::Constant;
-  /// GraphOutput: index in graph.outputs; Input: index in graph.inputs.
+  /// GraphOutput: index in graph.outputs; Input: index in graph.inputs;
+  /// Source: the source.
   int index = 0;
   PyRef constant;
   std::vector<OutputSpec> items;
   /// Dict: the keys of items.
   std::vector<std::string> keys;
+};
+
+/// A graph break the frame resumes after (DESIGN decision 11): the graph
+/// computes everything the frame holds at the break instruction; a run
+/// rebuilds that state, runs the instruction natively (in a break stub) or
+/// takes the branch it decides, and returns what the resume function for the
+/// rest of the code returns.
+struct ResumePoint {
+  /// Why capture stopped, and where (the user's file:line).
+  std::string reason;
+  Location where;
+  /// Byte offsets, in the traced code, of the break instruction and of the
+  /// instruction after it.
+  int offset = 0;
+  int next = 0;
+  /// The frame's line at the break instruction.
+  int line = 0;
+  /// The stack below the instruction's inputs, and its inputs, bottom first.
+  std::vector<OutputSpec> stack;
+  std::vector<OutputSpec> inputs;
+  /// How a stub runs the instruction; none for a branch, whose condition
+  /// is inputs[0].
+  std::optional<BreakInstruction> instruction;
+  /// Branches: where the jump goes, on which truth value, and whether the
+  /// jump keeps the condition on the stack (3.11's JUMP_IF_*_OR_POP).
+  int jumpTarget = -1;
+  bool jumpWhenTrue = false;
+  bool keepOnJump = false;
+  /// Live local slots and their values; the others are passed as None.
+  std::vector<std::pair<int, OutputSpec>> locals;
+  /// Stack slots holding with-block exits, innermost first: an exception
+  /// raised by the instruction is passed to them, as the blocks' handlers
+  /// would.
+  std::vector<int> withExits;
+  /// Made by the compile step: the stub, the resume code after the
+  /// instruction (or the branch's fall-through) and at the jump target, and
+  /// how many local slots the resume code's arguments start with.
+  PyRef stub;
+  PyRef resumeNext;
+  PyRef resumeJump;
+  int localCount = 0;
 };
 
 struct CapturedFrame {
@@ -80,9 +144,15 @@ struct CapturedFrame {
   /// The global state capture ran under (and the graph depends on): an
   /// entry runs only when the current state is the same.
   GlobalState state;
+  /// Set when capture stopped at a graph break it can resume after; the
+  /// graph then ends there and `result` is unused.
+  std::shared_ptr<ResumePoint> resume;
 };
 
-CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName);
+/// allowResume: a break resumes after itself (ResumePoint) where it can;
+/// without (fullgraph=True), every break throws Unsupported.
+CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName,
+                           bool allowResume);
 
 } // namespace dynafuse
 

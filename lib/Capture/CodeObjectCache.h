@@ -20,6 +20,7 @@
 #include <Python.h>
 
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct CacheEntry {
   /// global state) run eagerly; empty for a compiled entry.
   std::string eagerReason;
   bool isNegative() const { return !eagerReason.empty(); }
+  /// A negative entry for plain Python (the rest of a frame after a break,
+  /// with no tensor work): its calls are not counted as eager frames.
+  bool quiet = false;
   /// A failed run is logged once per entry.
   bool loggedRunFailure = false;
   /// The backend the entry was compiled for (part of its key).
@@ -59,6 +63,14 @@ struct CodeCache {
   bool skip = false;
   bool skippedFile = false;
   int compiles = 0;
+  /// Code generated for graph breaks in this code (break stubs, resume
+  /// functions), by what it is for. A break in a resume function uses its
+  /// original's: converging paths share one resume function.
+  std::map<std::string, PyRef> generated;
+  /// For a resume function: its original code (a weak reference) and the
+  /// size of its prologue in bytes.
+  PyRef origin;
+  int originShift = 0;
 };
 
 /// Requests the co_extra slot; call once at module import.
@@ -68,6 +80,11 @@ void initializeCodeObjectCache();
 CodeCache *cacheOf(PyCodeObject *code, const CompilerConfig &config);
 /// Empties every code object's cache (skipped files stay skipped).
 void resetCodeCaches();
+/// Makes (or finds) the stub and resume functions a break at `point` in
+/// `code` needs, and the number of local slots resume functions take.
+/// Throws Error when the interpreter refuses one.
+void prepareResumeCode(ResumePoint &point, PyCodeObject *code,
+                       const CompilerConfig &config);
 /// The code's qualified name, and its file:first-line.
 std::string codeName(PyCodeObject *code);
 std::string codeWhere(PyCodeObject *code);

@@ -85,10 +85,17 @@ void requireDevicesOf(const LoopModule &module, const std::string &backend) {
 void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
                      const CallOptions &options) {
   const Graph &graph = *entry.captured.graph;
-  if (graph.nodes.empty())
-    throw Unsupported("the frame computes nothing on tensors",
-                      Location{PyUnicode_AsUTF8(frame->code->co_filename),
-                               frame->code->co_firstlineno, 0});
+  if (graph.nodes.empty() && entry.captured.resume)
+    return; // a break before any tensor operation: nothing to run
+  if (graph.nodes.empty()) {
+    Unsupported nothing("the frame computes nothing on tensors",
+                        Location{PyUnicode_AsUTF8(frame->code->co_filename),
+                                 frame->code->co_firstlineno, 0});
+    // The rest of a frame after a break: plain Python, run as it is.
+    CodeCache *cache = cacheOf(frame->code, *options.config);
+    nothing.quiet = cache && cache->origin;
+    throw nothing;
+  }
   CompileOptions compileOptions = compileOptionsFrom(options.config->options);
   compileOptions.dumpDir =
       dumpFolder(entry.captured, options.config->options.dumpDir);
@@ -139,8 +146,10 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
                                          int compileIndex) {
   auto entry = std::make_unique<CacheEntry>();
   entry->backend = options.backend;
-  entry->captured = captureFrame(frame, graphName(frame->code, compileIndex));
-  ++compilerStats().captures;
+  entry->captured = captureFrame(frame, graphName(frame->code, compileIndex),
+                                 !options.fullgraph);
+  if (!entry->captured.graph->nodes.empty())
+    ++compilerStats().captures;
   // Past capture, every stop happens under the capture's full guards.
   auto guardsOfCapture = [&] {
     auto guards = std::make_shared<BreakGuards>();
@@ -150,6 +159,16 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     return guards;
   };
   try {
+    if (ResumePoint *point = entry->captured.resume.get()) {
+      prepareResumeCode(*point, frame->code, *options.config);
+      std::string message = "graph break in " + codeName(frame->code) +
+                            ": " + point->where.str() + ": " + point->reason;
+      ++compilerStats().graphBreaks;
+      graphBreakReasons().push_back(message);
+      logLine("graph_breaks", message +
+                                  "; the graph ends there and the frame "
+                                  "resumes after it");
+    }
     compileCaptured(*entry, frame, options);
   } catch (Unsupported &error) {
     if (!error.guards)

@@ -58,10 +58,12 @@ PyObject *raiseUnsupported(const std::string &message) {
 /// Runs a compiled entry. A failure while it runs (an extern raising, an
 /// index out of range) leaves the entry in place for the inputs that work:
 /// this call runs eagerly, which raises eager's own error.
-PyObject *runCompiledEntry(CacheEntry &entry, SourceResolver &resolver,
-                           int *handled) {
+PyObject *runCompiledEntry(const std::shared_ptr<CacheEntry> &shared,
+                           SourceResolver &resolver, DynafuseFrame *frame,
+                           BreakState *pending, int *handled) {
+  CacheEntry &entry = *shared;
   try {
-    PyObject *result = runEntry(entry, resolver);
+    PyObject *result = runEntry(shared, resolver, frame, pending);
     *handled = 1;
     return result;
   } catch (const std::exception &error) {
@@ -85,7 +87,7 @@ enum class Lookup { Miss, Compiled, Eager };
 /// Finds the most recently hit entry whose guards hold and acts on it.
 PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
                          const CallOptions &options, Lookup *lookup,
-                         int *handled) {
+                         BreakState *pending, int *handled) {
   std::string firstFailure;
   const GlobalState now = GlobalState::current(); // once per call
   for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
@@ -105,18 +107,27 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
     auto still = std::find(cache.entries.begin(), cache.entries.end(), entry);
     if (still != cache.entries.end())
       cache.entries.splice(cache.entries.begin(), cache.entries, still);
+    if (options.fullgraph && entry->captured.resume) {
+      // Compiled for a call that allowed breaks: fullgraph refuses it.
+      *lookup = Lookup::Eager;
+      *handled = 1;
+      return raiseUnsupported("fullgraph=True: graph break: " +
+                              entry->captured.resume->where.str() + ": " +
+                              entry->captured.resume->reason);
+    }
     if (entry->isNegative()) {
       *lookup = Lookup::Eager;
       if (options.fullgraph) {
         *handled = 1;
         return raiseUnsupported("fullgraph=True: " + entry->eagerReason);
       }
-      ++compilerStats().eagerFrames;
+      if (!entry->quiet)
+        ++compilerStats().eagerFrames;
       return nullptr;
     }
     *lookup = Lookup::Compiled;
     ++compilerStats().cacheHits;
-    return runCompiledEntry(*entry, resolver, handled);
+    return runCompiledEntry(entry, resolver, frame, pending, handled);
   }
   if (!cache.entries.empty())
     logLine("recompiles", "recompiling " + codeName(frame->code) + " at " +
@@ -140,9 +151,11 @@ bool reachedRecompileLimit(CodeCache &cache, PyCodeObject *code,
 /// Cache lookup, then capture and compile; throws on graph breaks and
 /// compile failures.
 PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
-                       const CallOptions &options, int *handled) {
+                       const CallOptions &options, BreakState *pending,
+                       int *handled) {
   Lookup lookup = Lookup::Miss;
-  PyObject *result = runCachedEntry(cache, frame, options, &lookup, handled);
+  PyObject *result =
+      runCachedEntry(cache, frame, options, &lookup, pending, handled);
   if (lookup != Lookup::Miss)
     return result;
   if (reachedRecompileLimit(cache, frame->code,
@@ -152,14 +165,16 @@ PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
       compileFrame(frame, options, cache.compiles++);
   cache.entries.push_front(entry);
   SourceResolver resolver(entry->captured.sources, frame);
-  return runCompiledEntry(*entry, resolver, handled);
+  return runCompiledEntry(entry, resolver, frame, pending, handled);
 }
 
 /// A negative entry: calls under `guards` run eagerly (or raise with
 /// fullgraph=True) without another capture; other calls still compile.
 void addNegativeEntry(CodeCache &cache, const CallOptions &options,
-                      const std::string &reason, const BreakGuards &guards) {
+                      const std::string &reason, const BreakGuards &guards,
+                      bool quiet = false) {
   auto entry = std::make_shared<CacheEntry>();
+  entry->quiet = quiet;
   entry->backend = options.backend;
   entry->eagerReason = reason;
   entry->captured.state = guards.state;
@@ -188,6 +203,36 @@ PyObject *fallBack(CodeCache &cache, DynafuseFrame *frame,
   return nullptr;
 }
 
+/// Cache lookup, capture and compile, with every failure turned into a
+/// fallback (or fullgraph's error).
+PyObject *compiledFrame(CodeCache &cache, DynafuseFrame *frame,
+                        const CallOptions &options, BreakState *pending,
+                        int *handled) {
+  try {
+    return compiledCall(cache, frame, options, pending, handled);
+  } catch (const Unsupported &error) {
+    if (error.quiet && error.guards && !options.fullgraph) {
+      addNegativeEntry(cache, options, error.what(), *error.guards, true);
+      return nullptr;
+    }
+    ++compilerStats().graphBreaks;
+    return fallBack(cache, frame, options,
+                    "graph break in " + codeName(frame->code) + ": " +
+                        error.what(),
+                    error.guards, handled);
+  } catch (const std::exception &error) {
+    ++compilerStats().compileFailures;
+    if (PyErr_Occurred())
+      PyErr_Clear();
+    *handled = 0;
+    auto *failure = dynamic_cast<const CompileFailure *>(&error);
+    return fallBack(cache, frame, options,
+                    "compiling " + codeName(frame->code) + " at " +
+                        codeWhere(frame->code) + " failed: " + error.what(),
+                    failure ? failure->guards : nullptr, handled);
+  }
+}
+
 PyObject *onFrame(DynafuseFrame *frame, int *handled) {
   ActiveCall *call = activeCall;
   if (!call || call->suppressed)
@@ -199,26 +244,18 @@ PyObject *onFrame(DynafuseFrame *frame, int *handled) {
     cache->skippedFile = cache->skip = false;
   if (!cache || cache->skip)
     return nullptr;
-  SuppressHook suppress(*call);
-  try {
-    return compiledCall(*cache, frame, options, handled);
-  } catch (const Unsupported &error) {
-    ++compilerStats().graphBreaks;
-    return fallBack(*cache, frame, options,
-                    "graph break in " + codeName(frame->code) + ": " +
-                        error.what(),
-                    error.guards, handled);
-  } catch (const std::exception &error) {
-    ++compilerStats().compileFailures;
-    if (PyErr_Occurred())
-      PyErr_Clear();
-    *handled = 0;
-    auto *failure = dynamic_cast<const CompileFailure *>(&error);
-    return fallBack(*cache, frame, options,
-                    "compiling " + codeName(frame->code) + " at " +
-                        codeWhere(frame->code) + " failed: " + error.what(),
-                    failure ? failure->guards : nullptr, handled);
+  BreakState pending;
+  PyObject *result = nullptr;
+  {
+    SuppressHook suppress(*call);
+    result = compiledFrame(*cache, frame, options, &pending, handled);
   }
+  if (!pending.point)
+    return result;
+  // The code after a graph break runs with the hook active: what it calls
+  // is compiled, and the resume function is captured in turn.
+  Py_XDECREF(result);
+  return continueAfterBreak(pending);
 }
 
 } // namespace

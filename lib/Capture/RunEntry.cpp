@@ -63,8 +63,45 @@ private:
 
 PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
                       const std::vector<PyObject *> &inputs,
-                      const TorchContext &context) {
+                      const TorchContext &context, SourceResolver &resolver) {
+  auto build = [&](const OutputSpec &item) {
+    return buildResult(item, entry, inputs, context, resolver);
+  };
   switch (spec.kind) {
+  case OutputSpec::Kind::Null:
+    fail("a NULL stack slot outside the stack");
+  case OutputSpec::Kind::Source: {
+    PyObject *object = resolver.get(spec.index);
+    if (!object)
+      fail("a value the frame held at a graph break cannot be fetched");
+    return PyRef::borrow(object).release();
+  }
+  case OutputSpec::Kind::Attribute: {
+    PyRef owner = PyRef::steal(build(spec.items.at(0)));
+    PyObject *attribute =
+        PyObject_GetAttrString(owner.get(), spec.keys.at(0).c_str());
+    if (!attribute)
+      fail("reading ." + spec.keys[0] + " at a graph break failed");
+    return attribute;
+  }
+  case OutputSpec::Kind::Method: {
+    PyRef function = PyRef::steal(build(spec.items.at(0)));
+    PyRef self = PyRef::steal(build(spec.items.at(1)));
+    return PyMethod_New(function.get(), self.get());
+  }
+  case OutputSpec::Kind::EnteredContext: {
+    // A fresh instance of the grad-mode context, entered: the code after
+    // the break runs inside it and leaves it through its __exit__.
+    PyRef context = PyRef::steal(PyObject_CallNoArgs(spec.constant.get()));
+    PyRef entered = PyRef::steal(
+        context ? PyObject_CallMethod(context.get(), "__enter__", nullptr)
+                : nullptr);
+    PyObject *exit =
+        entered ? PyObject_GetAttrString(context.get(), "__exit__") : nullptr;
+    if (!exit)
+      fail("re-entering a with block at a graph break failed");
+    return exit;
+  }
   case OutputSpec::Kind::Constant:
     return PyRef(spec.constant).release();
   case OutputSpec::Kind::Input:
@@ -83,14 +120,13 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
   case OutputSpec::Kind::Tuple: {
     PyObject *tuple = PyTuple_New(Py_ssize_t(spec.items.size()));
     for (size_t i = 0; i < spec.items.size(); ++i)
-      PyTuple_SET_ITEM(tuple, i,
-                       buildResult(spec.items[i], entry, inputs, context));
+      PyTuple_SET_ITEM(tuple, i, build(spec.items[i]));
     return tuple;
   }
   case OutputSpec::Kind::Dict: {
     PyObject *dict = PyDict_New();
     for (size_t i = 0; i < spec.items.size(); ++i) {
-      PyObject *value = buildResult(spec.items[i], entry, inputs, context);
+      PyObject *value = build(spec.items[i]);
       PyDict_SetItemString(dict, spec.keys[i].c_str(), value);
       Py_DECREF(value);
     }
@@ -99,8 +135,7 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
   case OutputSpec::Kind::List: {
     PyObject *list = PyList_New(Py_ssize_t(spec.items.size()));
     for (size_t i = 0; i < spec.items.size(); ++i)
-      PyList_SET_ITEM(list, i,
-                      buildResult(spec.items[i], entry, inputs, context));
+      PyList_SET_ITEM(list, i, build(spec.items[i]));
     return list;
   }
   }
@@ -127,7 +162,10 @@ bool guardsHold(const CacheEntry &entry, const GlobalState &now,
   return true;
 }
 
-PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
+PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
+                   SourceResolver &resolver, DynafuseFrame *frame,
+                   BreakState *pending) {
+  const CacheEntry &entry = *shared;
   std::vector<PyObject *> inputs;
   std::vector<TensorArg> args;
   args.resize(entry.captured.inputSources.size());
@@ -139,7 +177,7 @@ PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
   TorchContext context(entry.captured.torchCalls, entry.backend == "cuda"
                                                       ? currentTorchCudaStream()
                                                       : nullptr);
-  {
+  if (entry.module) { // null: a break before any tensor operation
     PooledTorchAllocations pooled;
     entry.module->run(args, context);
   }
@@ -152,7 +190,116 @@ PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver) {
                   .get();
     copyIntoTensor(inputs[size_t(input)], value);
   }
-  return buildResult(entry.captured.result, entry, inputs, context);
+  const ResumePoint *point = entry.captured.resume.get();
+  if (!point)
+    return buildResult(entry.captured.result, entry, inputs, context,
+                       resolver);
+  auto slotOf = [&](const OutputSpec &spec) {
+    return spec.kind == OutputSpec::Kind::Null
+               ? PyRef()
+               : PyRef::steal(
+                     buildResult(spec, entry, inputs, context, resolver));
+  };
+  BreakState state;
+  state.entry = shared;
+  state.point = point;
+  for (const OutputSpec &spec : point->stack)
+    state.stack.push_back(slotOf(spec));
+  for (const OutputSpec &spec : point->inputs)
+    state.inputs.push_back(slotOf(spec));
+  state.locals.assign(size_t(point->localCount), PyRef::borrow(Py_None));
+  for (const auto &[slot, spec] : point->locals)
+    state.locals.at(size_t(slot)) = slotOf(spec);
+  state.globals = PyRef::borrow(frame->globals);
+  if (frame->function)
+    state.closure = PyRef::borrow(PyFunction_GetClosure(frame->function));
+  *pending = std::move(state);
+  return PyRef::borrow(Py_None).release();
+}
+
+namespace {
+
+/// The break's instruction raised: its with blocks' exits see the
+/// exception, innermost first, as their handlers would have.
+PyObject *leaveWithBlocks(const ResumePoint &point,
+                          const std::vector<PyRef> &stack) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (traceback && value)
+    PyException_SetTraceback(value, traceback);
+  for (int slot : point.withExits) {
+    PyObject *exit = stack.at(size_t(slot)).get();
+    if (!exit)
+      continue;
+    PyRef suppressed = PyRef::steal(PyObject_CallFunctionObjArgs(
+        exit, type ? type : Py_None, value ? value : Py_None,
+        traceback ? traceback : Py_None, nullptr));
+    if (!suppressed || PyObject_IsTrue(suppressed.get()) != 0) {
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(traceback);
+      if (suppressed)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "a context manager suppressed an exception raised "
+                        "at a graph break, which Dynafuse cannot continue "
+                        "after");
+      return nullptr;
+    }
+  }
+  PyErr_Restore(type, value, traceback);
+  return nullptr;
+}
+
+} // namespace
+
+PyObject *continueAfterBreak(BreakState &state) {
+  const ResumePoint &point = *state.point;
+  std::vector<PyRef> stack = std::move(state.stack);
+  PyObject *resumeCode = nullptr;
+  if (point.instruction) {
+    PyRef stub = PyRef::steal(
+        PyFunction_New(point.stub.get(), state.globals.get()));
+    std::vector<PyObject *> args;
+    for (const PyRef &input : state.inputs)
+      if (input)
+        args.push_back(input.get());
+    PyRef outputs = PyRef::steal(
+        stub ? PyObject_Vectorcall(stub.get(), args.data(), args.size(),
+                                   nullptr)
+             : nullptr);
+    if (!outputs)
+      return leaveWithBlocks(point, stack);
+    Py_ssize_t next = 0;
+    for (bool null : point.instruction->outputs)
+      stack.push_back(null ? PyRef()
+                           : PyRef::borrow(PyTuple_GET_ITEM(outputs.get(),
+                                                            next++)));
+    resumeCode = point.resumeNext.get();
+  } else {
+    int truth = PyObject_IsTrue(state.inputs.at(0).get());
+    if (truth < 0)
+      return leaveWithBlocks(point, stack);
+    bool jump = (truth != 0) == point.jumpWhenTrue;
+    if (jump && point.keepOnJump)
+      stack.push_back(state.inputs[0]);
+    resumeCode = jump ? point.resumeJump.get() : point.resumeNext.get();
+  }
+  PyRef function =
+      PyRef::steal(PyFunction_New(resumeCode, state.globals.get()));
+  if (!function)
+    return nullptr;
+  if (state.closure && state.closure.get() != Py_None &&
+      PyFunction_SetClosure(function.get(), state.closure.get()) < 0)
+    return nullptr;
+  std::vector<PyObject *> args;
+  for (const PyRef &local : state.locals)
+    args.push_back(local.get());
+  for (const PyRef &slot : stack)
+    if (slot)
+      args.push_back(slot.get());
+  return PyObject_Vectorcall(function.get(), args.data(), args.size(),
+                             nullptr);
 }
 
 } // namespace dynafuse

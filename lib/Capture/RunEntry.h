@@ -20,9 +20,31 @@ namespace dynafuse {
 /// not.
 bool guardsHold(const CacheEntry &entry, const GlobalState &now,
                 SourceResolver &resolver, std::string *failed);
-/// Runs `entry` on the frame `resolver` fetches from; returns the frame's
-/// result (a new reference).
-PyObject *runEntry(const CacheEntry &entry, SourceResolver &resolver);
+/// What a run of an entry that ends at a graph break hands on: the frame's
+/// state rebuilt as objects (a null PyRef is a NULL stack slot), for
+/// continueAfterBreak to run outside the compiled run (with the frame hook
+/// active again, so the code it calls is compiled in turn).
+struct BreakState {
+  std::shared_ptr<const CacheEntry> entry;
+  const ResumePoint *point = nullptr;
+  std::vector<PyRef> stack;
+  std::vector<PyRef> inputs;
+  std::vector<PyRef> locals;
+  PyRef globals;
+  PyRef closure;
+};
+
+/// Runs `entry` on `frame` (whose sources `resolver` fetches); returns the
+/// frame's result (a new reference), or, for an entry that ends at a graph
+/// break, fills *pending and returns None. Throws on a failure of the
+/// compiled run (which has no effects: the frame can run eagerly).
+PyObject *runEntry(const std::shared_ptr<const CacheEntry> &entry,
+                   SourceResolver &resolver, DynafuseFrame *frame,
+                   BreakState *pending);
+/// Runs the break's instruction (a stub) or takes its branch, then the
+/// resume function; returns its result, or null with the Python error the
+/// code raised (passed to the with blocks the break was inside first).
+PyObject *continueAfterBreak(BreakState &state);
 
 } // namespace dynafuse
 

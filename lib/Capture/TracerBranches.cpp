@@ -86,6 +86,7 @@ int BytecodeTracer::jumpTarget(int offset) {
 int BytecodeTracer::forIter(const Instruction &in) {
   VarPtr iterator = peek(1);
   if (iterator->position < iterator->items.size()) {
+    willMutate(iterator);
     push(iterator->items[iterator->position++]);
     return -1;
   }

@@ -5,8 +5,8 @@ namespace dynafuse {
 namespace capture {
 
 BytecodeTracer::BytecodeTracer(DynafuseFrame *frame,
-                               const std::string &graphName)
-    : frame(frame) {
+                               const std::string &graphName, bool allowResume)
+    : frame(frame), allowResume(allowResume) {
   current.code = frame->code;
   current.globals = frame->globals;
   result.graph = std::make_unique<Graph>(graphName);
@@ -30,7 +30,9 @@ CapturedFrame BytecodeTracer::run() {
                   firstLine());
     result.state = state;
     gradMode = state.gradMode;
-    result.result = outputOf(runBody());
+    VarPtr returnedValue = runFrame();
+    if (!result.resume)
+      result.result = outputOf(returnedValue);
     addWriteBacks();
   } catch (Unsupported &error) {
     // What the trace relied on so far keys the negative entry.
@@ -44,13 +46,17 @@ CapturedFrame BytecodeTracer::run() {
   return std::move(result);
 }
 
-VarPtr BytecodeTracer::runBody() {
+void BytecodeTracer::loadCode() {
   current.instructions = decodeInstructions(current.code);
   current.indexOfOffset.clear();
   for (size_t i = 0; i < current.instructions.size(); ++i)
     if (current.instructions[i].start >= 0)
       current.indexOfOffset[current.instructions[i].start] = int(i);
   requireOnlyWithCleanup();
+}
+
+VarPtr BytecodeTracer::runBody() {
+  loadCode();
   for (size_t pc = 0; pc < current.instructions.size();) {
     if (++steps > 100000)
       unsupported("more than 100000 bytecode steps", current.currentLine);
@@ -164,6 +170,7 @@ int BytecodeTracer::step(const Instruction &in) {
     VarPtr cell = cellAt(in.arg);
     if (!cell)
       unsupported("assignment to a closure variable");
+    willMutate(cell);
     cell->items.assign(1, pop());
     return -1;
   }
@@ -346,6 +353,7 @@ int BytecodeTracer::step(const Instruction &in) {
     VarPtr list = peek(size_t(in.arg));
     if (list->kind != Var::Kind::Tuple)
       unsupported("list.append on a non-list");
+    willMutate(list);
     list->items.push_back(item);
     return -1;
   }
@@ -374,6 +382,7 @@ int BytecodeTracer::step(const Instruction &in) {
     VarPtr list = peek(size_t(in.arg));
     if (list->kind != Var::Kind::Tuple)
       unsupported("list.extend on a non-list");
+    willMutate(list);
     for (const VarPtr &item : itemsOf(extra))
       list->items.push_back(item);
     return -1;
@@ -495,8 +504,9 @@ GlobalState GlobalState::current() {
   return state;
 }
 
-CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName) {
-  return capture::BytecodeTracer(frame, graphName).run();
+CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName,
+                           bool allowResume) {
+  return capture::BytecodeTracer(frame, graphName, allowResume).run();
 }
 
 } // namespace dynafuse

@@ -113,8 +113,10 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
     if (inputRequiresGrad(input) && gradMode)
       unsupported("in-place update of a tensor that requires grad while "
                   "grad mode is on");
+    willUpdateInputs();
     inputs.updateInput(input, value->tensor);
   }
+  willMutate(target);
   target->tensor = value->tensor;
   return target;
 }

@@ -1,5 +1,7 @@
-"""Fallbacks: graph breaks run eagerly (callees still compile), fullgraph
-raises with the user's file:line, user exceptions are eager's own."""
+"""Fallbacks: a graph break compiles what comes before it and resumes after
+it (callees still compile), breaks that cannot resume run the frame eagerly,
+fullgraph raises with the user's file:line, user exceptions are eager's
+own."""
 import subprocess
 import sys
 import traceback
@@ -20,14 +22,16 @@ def outer(x):
     return inner(y)
 
 
-def test_graph_break_runs_eagerly_and_callees_compile():
+def test_graph_break_resumes_and_the_rest_compiles():
     x = torch.randn(4, 4)
     f = dynafuse.compile(outer)
     assert_close(f(x), outer(x))
     stats = dynafuse.stats()
-    assert stats["graph_breaks"] == 1 and stats["captures"] == 1, stats
+    # x > 0 before the break, x[...] and the inlined inner() after it.
+    assert stats["graph_breaks"] == 1 and stats["captures"] == 2, stats
+    assert stats["eager_frames"] == 0, stats
     assert_close(f(x), outer(x))
-    assert dynafuse.stats()["cache_hits"] == 1
+    assert dynafuse.stats()["cache_hits"] == 2
 
 
 def test_fullgraph_names_construct_and_line():
@@ -131,7 +135,7 @@ def shape_dependent(x):
     return torch.sigmoid(x) * 2
 
 
-def test_a_break_for_one_kind_of_input_leaves_the_others_compiled():
+def test_a_break_for_one_kind_of_input_leaves_the_others_whole():
     f = dynafuse.compile(shape_dependent)
     x3, x2 = torch.randn(2, 3, 4), torch.randn(5, 4)
     assert_close(f(x3), shape_dependent(x3))
@@ -139,20 +143,33 @@ def test_a_break_for_one_kind_of_input_leaves_the_others_compiled():
     assert_close(f(x3), shape_dependent(x3))
     assert_close(f(x2), shape_dependent(x2))
     stats = dynafuse.stats()
-    assert stats["captures"] == 1 and stats["graph_breaks"] == 1, stats
-    assert stats["cache_hits"] == 1 and stats["eager_frames"] == 2, stats
-    (graph,) = dynafuse.compiled_graphs()
-    assert any("size [5, 4]" in guard for guard in graph["guards"]), graph["guards"]
+    # 3-d: a graph up to the mask and one after it; 2-d: one whole graph.
+    assert stats["captures"] == 3 and stats["graph_breaks"] == 1, stats
+    assert stats["cache_hits"] == 3 and stats["eager_frames"] == 0, stats
+    before, after, whole = dynafuse.compiled_graphs()
+    assert "resumed" not in whole["name"] and "resumed_at_line" in after["name"]
+    assert any("size [5, 4]" in guard for guard in whole["guards"]), whole["guards"]
 
 
-def test_fullgraph_raises_from_a_negative_entry_too():
+def test_fullgraph_raises_from_an_entry_that_resumes_and_a_negative_one():
     body = lambda x: x if x.sum() > 0 else -x  # noqa: E731
     x = torch.randn(5)
     assert_close(dynafuse.compile(body)(x), body(x))
     with pytest.raises(dynafuse.Unsupported, match="data-dependent branch"):
         dynafuse.compile(body, fullgraph=True)(x)
     stats = dynafuse.stats()
-    assert stats["graph_breaks"] == 1 and stats["eager_frames"] == 1, stats  # no recapture
+    assert stats["graph_breaks"] == 1 and stats["eager_frames"] == 0, stats  # no recapture
+
+    def loops(x):  # a break inside a loop cannot resume: a negative entry
+        for _ in range(2):
+            x = x + 1 if x.sum() > 0 else x - 1
+        return x
+
+    assert_close(dynafuse.compile(loops)(x), loops(x))
+    with pytest.raises(dynafuse.Unsupported, match="data-dependent branch"):
+        dynafuse.compile(loops, fullgraph=True)(x)
+    stats = dynafuse.stats()
+    assert stats["graph_breaks"] == 2 and stats["eager_frames"] == 1, stats
 
 
 def test_a_failing_run_raises_eagers_error_and_keeps_the_entry():

@@ -387,7 +387,8 @@ def test_clamp_without_bounds_runs_eagerly():
 ])
 def test_unsupported_dtypes_break_to_eager(name, fn, x):
     """What torch rejects is rejected by the type rules: the graph breaks and
-    eager raises torch's own error."""
+    eager raises torch's own error (from the break, after any graph before
+    it)."""
     compiled = dynafuse.compile(fn, backend="interp")
     errors = (RuntimeError, NotImplementedError, TypeError, ValueError)
     with pytest.raises(errors):
@@ -395,7 +396,7 @@ def test_unsupported_dtypes_break_to_eager(name, fn, x):
     with pytest.raises(errors):
         compiled(x)
     stats = dynafuse.stats()
-    assert stats["captures"] == 0 and stats["graph_breaks"] >= 1, stats
+    assert stats["graph_breaks"] >= 1 and not stats["compile_failures"], stats
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -1,0 +1,270 @@
+//===- TracerResume.cpp - Graph breaks the frame resumes after ------------===//
+//
+// DESIGN decision 11. The frame's own instructions run one at a time; when
+// one cannot be interpreted (here, or anywhere in a call it makes), what it
+// changed is undone and the capture ends before it: the graph computes the
+// frame's state at that instruction (the live stack and locals), and the
+// ResumePoint says how a run rebuilds that state, runs the instruction
+// natively and continues in a resume function. Breaks that cannot resume
+// (inside a loop over an iterator, in a function that makes closure cells,
+// at an instruction that touches the frame's slots) throw as before: the
+// frame then runs eagerly for calls under the guards seen so far.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
+#include "LocalLiveness.h"
+
+namespace dynafuse {
+namespace capture {
+
+namespace {
+
+/// Why a state cannot be handed on; caught by breakAt.
+struct CannotResume {
+  std::string why;
+};
+
+} // namespace
+
+void BytecodeTracer::willMutate(const VarPtr &var) {
+  journal.emplace_back(var, *var);
+}
+
+void BytecodeTracer::willUpdateInputs() {
+  if (!inputsBefore)
+    inputsBefore = std::make_unique<InputTable>(inputs);
+}
+
+VarPtr BytecodeTracer::runFrame() {
+  loadCode();
+  for (size_t pc = 0; pc < current.instructions.size();) {
+    if (++steps > 100000)
+      unsupported("more than 100000 bytecode steps", current.currentLine);
+    const Instruction &instruction = current.instructions[pc];
+    current.currentLine = instruction.line;
+    std::vector<VarPtr> stackBefore = current.stack;
+    PyRef kwNamesBefore = current.kwNames;
+    bool gradModeBefore = gradMode;
+    std::vector<bool> gradModeStackBefore = gradModeStack;
+    journal.clear();
+    inputsBefore.reset();
+    int next;
+    try {
+      next = step(instruction);
+    } catch (Unsupported &error) {
+      if (!allowResume)
+        throw;
+      for (auto entry = journal.rbegin(); entry != journal.rend(); ++entry)
+        *entry->first = entry->second;
+      journal.clear();
+      if (inputsBefore)
+        inputs = std::move(*inputsBefore);
+      current.stack = std::move(stackBefore);
+      current.kwNames = kwNamesBefore;
+      current.currentLine = instruction.line;
+      gradMode = gradModeBefore;
+      gradModeStack = std::move(gradModeStackBefore);
+      breakAt(pc, error);
+      return nullptr;
+    }
+    if (next == kReturned)
+      return returned;
+    pc = next < 0 ? pc + 1 : size_t(next);
+  }
+  unsupported("fell off the end of the bytecode", current.currentLine);
+}
+
+OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
+  OutputSpec spec;
+  if ((var->kind == Var::Kind::Tuple || var->kind == Var::Kind::Dict) &&
+      var->source >= 0) {
+    // The frame's own list, tuple or dict: the object itself (lists and
+    // dicts are mutable, and code after the break may rely on identity).
+    spec.kind = OutputSpec::Kind::Source;
+    spec.index = var->source;
+    return spec;
+  }
+  switch (var->kind) {
+  case Var::Kind::Null:
+    spec.kind = OutputSpec::Kind::Null;
+    return spec;
+  case Var::Kind::Tensor:
+    // A computed view (or a value with views) would come back as a tensor
+    // of its own: the aliasing eager relies on would be lost.
+    if (inputs.isAliased(var->tensor) && !inputs.originalInput(var->tensor))
+      throw CannotResume{"a live tensor is a view or has views"};
+    return tensorOutput(var->tensor);
+  case Var::Kind::Constant:
+    spec.kind = OutputSpec::Kind::Constant;
+    spec.constant = var->object;
+    return spec;
+  case Var::Kind::Object:
+    if (var->method == "__exit__" && var->setsGradMode >= 0) {
+      spec.kind = OutputSpec::Kind::EnteredContext;
+      spec.constant = var->object;
+      spec.index = var->setsGradMode;
+      return spec;
+    }
+    if (!var->method.empty() || !var->object)
+      throw CannotResume{"a value made during capture (" +
+                         (var->method.empty() ? std::string("object")
+                                              : var->method) +
+                         ")"};
+    if (var->source >= 0) {
+      spec.kind = OutputSpec::Kind::Source;
+      spec.index = var->source;
+      return spec;
+    }
+    // Made during capture from constants and guarded facts: the same object
+    // on every call the guards admit.
+    spec.kind = OutputSpec::Kind::Constant;
+    spec.constant = var->object;
+    return spec;
+  case Var::Kind::Tuple:
+    spec.kind = var->isList ? OutputSpec::Kind::List : OutputSpec::Kind::Tuple;
+    for (const VarPtr &item : var->items)
+      spec.items.push_back(stateOf(item));
+    return spec;
+  case Var::Kind::Dict:
+    spec.kind = OutputSpec::Kind::Dict;
+    spec.keys = var->keys;
+    for (const VarPtr &item : var->items)
+      spec.items.push_back(stateOf(item));
+    return spec;
+  case Var::Kind::TensorMethod:
+    spec.kind = OutputSpec::Kind::Attribute;
+    spec.items.push_back(stateOf(var->self));
+    spec.keys.push_back(var->method);
+    return spec;
+  case Var::Kind::BoundMethod:
+    spec.kind = OutputSpec::Kind::Method;
+    spec.items.push_back(stateOf(var->function));
+    spec.items.push_back(stateOf(var->self));
+    return spec;
+  case Var::Kind::Iterator:
+    throw CannotResume{"an iterator is live (a break inside a loop)"};
+  default:
+    throw CannotResume{"a closure cell or function made during capture is "
+                       "live"};
+  }
+}
+
+std::vector<int> BytecodeTracer::withExitSlots(const Instruction &in) {
+  std::vector<int> exits;
+  std::vector<ExceptionTableEntry> table = parseExceptionTable(current.code);
+  int at = in.start >= 0 ? in.start : in.offset;
+  // The handler of a with block is itself covered by the enclosing
+  // block's entry: follow the chain outwards.
+  for (int hop = 0; hop < 64; ++hop) {
+    const ExceptionTableEntry *covering = nullptr;
+    for (const ExceptionTableEntry &entry : table)
+      if (at >= entry.start && at < entry.end)
+        covering = &entry;
+    if (!covering)
+      return exits;
+    auto found = current.indexOfOffset.find(covering->target);
+    if (found == current.indexOfOffset.end())
+      throw CannotResume{"an exception handler at an unknown offset"};
+    size_t index = size_t(found->second);
+    bool withCleanup = current.instructions[index].opcode == PUSH_EXC_INFO &&
+                       index + 1 < current.instructions.size() &&
+                       current.instructions[index + 1].opcode ==
+                           WITH_EXCEPT_START;
+    if (withCleanup)
+      exits.push_back(covering->depth - 1);
+    at = covering->target;
+  }
+  throw CannotResume{"exception handlers nest too deeply"};
+}
+
+void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
+  const Instruction &in = current.instructions[pc];
+  try {
+    if (auto refusal = resumeRefusal(current.code))
+      throw CannotResume{*refusal};
+    auto point = std::make_shared<ResumePoint>();
+    point->reason = error.bareMessage();
+    point->where = error.location();
+    point->offset = in.start >= 0 ? in.start : in.offset;
+    point->next = in.nextOffset;
+    point->line = in.line;
+    size_t inputCount = 0;
+    Branch branch = branchOf(in.opcode);
+    if (branch != Branch::None) {
+      if (branch == Branch::PopIfNone || branch == Branch::PopIfNotNone)
+        throw CannotResume{"a None test"};
+      inputCount = 1;
+      point->jumpTarget = in.target;
+      point->jumpWhenTrue =
+          branch == Branch::PopIfTrue || branch == Branch::IfTrueOrPop;
+      point->keepOnJump =
+          branch == Branch::IfFalseOrPop || branch == Branch::IfTrueOrPop;
+    } else {
+      point->instruction = breakInstructionOf(in, current.kwNames.get(),
+                                              current.code->co_consts);
+      if (!point->instruction)
+        throw CannotResume{std::string("its instruction ") +
+                           opcodeName(in.opcode) + " cannot run on its own"};
+      inputCount = size_t(point->instruction->inputs);
+    }
+    if (current.stack.size() < inputCount)
+      throw CannotResume{"stack underflow"};
+    size_t deep = current.stack.size() - inputCount;
+    point->withExits = withExitSlots(in);
+    for (int slot : point->withExits)
+      if (slot < 0 || size_t(slot) >= deep)
+        throw CannotResume{"a with block's exit is not on the stack"};
+    bool mode = result.state.gradMode;
+    for (size_t i = 0; i < current.stack.size(); ++i) {
+      OutputSpec spec = stateOf(current.stack[i]);
+      if (spec.kind == OutputSpec::Kind::EnteredContext)
+        mode = spec.index == 1;
+      if (i < deep)
+        point->stack.push_back(std::move(spec));
+      else
+        point->inputs.push_back(std::move(spec));
+    }
+    if (mode != gradMode)
+      throw CannotResume{"grad mode was changed other than by a with block"};
+    if (!point->instruction &&
+        point->inputs[0].kind == OutputSpec::Kind::Null)
+      throw CannotResume{"a branch on NULL"};
+
+    int locals = current.code->co_nlocals;
+    std::vector<bool> live =
+        liveLocals(current.instructions, current.indexOfOffset,
+                   parseExceptionTable(current.code), locals)[pc];
+    PyCodeObject *code = current.code;
+    int arguments = code->co_argcount + code->co_kwonlyargcount +
+                    ((code->co_flags & CO_VARARGS) ? 1 : 0) +
+                    ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+    for (int slot = 0; slot < locals; ++slot) {
+      if (!live[size_t(slot)])
+        continue;
+      const VarPtr &var = current.locals[size_t(slot)];
+      OutputSpec spec;
+      if (!var) {
+        // Never read or written by the capture: the frame's own value.
+        if (slot >= arguments || !frame->localsplus[slot])
+          throw CannotResume{"a local variable is read before it is assigned"};
+        spec.kind = OutputSpec::Kind::Source;
+        spec.index = guardBuilder.indexedSource(Source::Kind::Local, -1, slot);
+      } else if (var->kind == Var::Kind::Null) {
+        throw CannotResume{"a deleted local variable is read"};
+      } else {
+        spec = stateOf(var);
+      }
+      point->locals.emplace_back(slot, std::move(spec));
+    }
+    result.resume = std::move(point);
+  } catch (const CannotResume &refusal) {
+    Unsupported refused(error.bareMessage() +
+                            " (the frame cannot resume after it: " +
+                            refusal.why + ")",
+                        error.location());
+    throw refused;
+  }
+}
+
+} // namespace capture
+} // namespace dynafuse
