@@ -123,6 +123,9 @@ private:
   /// error (with why it cannot resume).
   void breakAt(size_t pc, const Unsupported &error);
   OutputSpec stateOf(const VarPtr &var);
+  /// Whether a call of callee cannot run in a stub (it reads its caller's
+  /// frame: super() without arguments, locals(), eval(), ...).
+  bool needsItsCallersFrame(const VarPtr &callee) const;
   /// The with-block exits a break at `in` sits inside (stack slots,
   /// innermost first); throws when a handler is not a with block's.
   std::vector<int> withExitSlots(const Instruction &in);

@@ -115,6 +115,9 @@ struct ResumePoint {
   bool keepOnJump = false;
   /// Live local slots and their values; the others are passed as None.
   std::vector<std::pair<int, OutputSpec>> locals;
+  /// Local slots unbound at the break that a path may still read (one that
+  /// raises UnboundLocalError in eager): the resume function unbinds them.
+  std::vector<int> unboundLocals;
   /// Stack slots holding with-block exits, innermost first: an exception
   /// raised by the instruction is passed to them, as the blocks' handlers
   /// would.

@@ -255,7 +255,8 @@ std::optional<std::string> resumeRefusal(PyCodeObject *code) {
 }
 
 ResumeCode makeResumeCode(PyCodeObject *original, int target,
-                          const StackLayout &stack, int line) {
+                          const StackLayout &stack,
+                          const std::vector<int> &unbound, int line) {
   if (auto refusal = resumeRefusal(original))
     fail(*refusal);
   int locals = original->co_nlocals;
@@ -264,6 +265,8 @@ ResumeCode makeResumeCode(PyCodeObject *original, int target,
   if (freeVars > 0)
     prologue.emit(COPY_FREE_VARS, freeVars);
   prologue.emit(RESUME, 0);
+  for (int slot : unbound)
+    prologue.emit(DELETE_FAST, slot);
   std::vector<std::string> stackNames;
   for (bool null : stack) {
     if (null) {

@@ -70,8 +70,10 @@ struct ResumeCode {
 /// The resume function continuing `original` at byte offset `target` with
 /// `stack` on the value stack. Throws Unsupported-free Error when the code
 /// cannot be resumed (cells made by the frame itself).
+/// Local slots in `unbound` start unbound (the prologue deletes them).
 ResumeCode makeResumeCode(PyCodeObject *original, int target,
-                          const StackLayout &stack, int line);
+                          const StackLayout &stack,
+                          const std::vector<int> &unbound, int line);
 
 /// Whether a break in `code` can be resumed at all (no cell variables: a
 /// resume function would need the frame's own cells), with the reason.

@@ -60,10 +60,12 @@ void prepareResumeCode(ResumePoint &point, PyCodeObject *code,
   auto resumeAt = [&](int target, const StackLayout &layout) {
     std::string key =
         "resume:" + std::to_string(target - shift) + ":" + layoutKey(layout);
+    for (int unbound : point.unboundLocals)
+      key += ":u" + std::to_string(unbound);
     PyRef &slot = originalCache->generated[key];
     if (!slot) {
       ResumeCode made = makeResumeCode(originalCode, target - shift, layout,
-                                       line);
+                                       point.unboundLocals, line);
       CodeCache *madeCache =
           cacheOf(reinterpret_cast<PyCodeObject *>(made.code.get()), config);
       if (!madeCache)

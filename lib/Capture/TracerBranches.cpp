@@ -68,7 +68,10 @@ void BytecodeTracer::requireOnlyWithCleanup() {
     bool withCleanup =
         opcodeAt(at) == PUSH_EXC_INFO && opcodeAt(at + 1) == WITH_EXCEPT_START;
     if (!withCleanup && !restoresAndReraises(at))
-      unsupported("try/except/finally blocks", current.instructions[at].line);
+      unsupported("try/except/finally blocks",
+                  current.instructions[at].line > 0
+                      ? current.instructions[at].line
+                      : firstLine());
   }
 }
 

@@ -48,9 +48,12 @@ BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
 VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
                                         const std::vector<VarPtr> &args) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
-  bool container = !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
-                                     args[0]->kind == Var::Kind::Iterator ||
-                                     args[0]->kind == Var::Kind::Dict);
+  bool container =
+      !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
+                        args[0]->kind == Var::Kind::Iterator ||
+                        args[0]->kind == Var::Kind::Dict ||
+                        (args[0]->kind == Var::Kind::Constant &&
+                         PyTuple_Check(args[0]->object.get()))); // torch.Size
   if (is("len") && args.size() == 1 && container)
     return integerConstant(int64_t(itemsOf(args[0]).size()));
   if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&

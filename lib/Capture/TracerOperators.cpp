@@ -75,8 +75,10 @@ VarPtr BytecodeTracer::foldPython(PyObject *value) {
 
 VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
                                 const VarPtr &rhs) {
-  if (bothConstantNumbers(lhs, rhs))
-    return foldPython(foldBinary(kind, lhs, rhs));
+  if (bothConstantNumbers(lhs, rhs)) // immutable: `n += 1` is `n + 1`
+    return foldPython(foldBinary(
+        kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind, lhs,
+        rhs));
   static const std::map<int, std::string> ops = {{NB_ADD, "add"},
                                                  {NB_SUBTRACT, "sub"},
                                                  {NB_MULTIPLY, "mul"},

@@ -26,6 +26,33 @@ struct CannotResume {
 
 } // namespace
 
+namespace {
+
+bool usesArgumentlessSuper(PyCodeObject *code) {
+  PyRef names = PyRef::steal(PyCode_GetFreevars(code));
+  for (Py_ssize_t i = 0; names && i < PyTuple_GET_SIZE(names.get()); ++i)
+    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(names.get(), i),
+                                         "__class__") == 0)
+      return true;
+  PyErr_Clear();
+  return false;
+}
+
+} // namespace
+
+bool BytecodeTracer::needsItsCallersFrame(const VarPtr &callee) const {
+  PyObject *object = callee->object.get();
+  if (!object)
+    return false;
+  // super() without arguments, locals(), eval() and friends read the frame
+  // that calls them: a stub's frame is not the user's.
+  for (const char *name :
+       {"super", "locals", "vars", "dir", "eval", "exec", "globals"})
+    if (PyDict_GetItemString(frame->builtins, name) == object)
+      return true;
+  return object == PySys_GetObject("_getframe");
+}
+
 void BytecodeTracer::willMutate(const VarPtr &var) {
   journal.emplace_back(var, *var);
 }
@@ -200,6 +227,10 @@ void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
       point->keepOnJump =
           branch == Branch::IfFalseOrPop || branch == Branch::IfTrueOrPop;
     } else {
+      if (in.opcode == CALL && current.stack.size() >= size_t(in.arg) + 2)
+        for (size_t depth : {size_t(in.arg) + 1, size_t(in.arg) + 2})
+          if (needsItsCallersFrame(peek(depth)))
+            throw CannotResume{"the call needs its caller's frame"};
       point->instruction = breakInstructionOf(in, current.kwNames.get(),
                                               current.code->co_consts);
       if (!point->instruction)
@@ -235,6 +266,8 @@ void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
         liveLocals(current.instructions, current.indexOfOffset,
                    parseExceptionTable(current.code), locals)[pc];
     PyCodeObject *code = current.code;
+    if (usesArgumentlessSuper(code) && locals > 0)
+      live[0] = true; // super() reads the first argument without LOAD_FAST
     int arguments = code->co_argcount + code->co_kwonlyargcount +
                     ((code->co_flags & CO_VARARGS) ? 1 : 0) +
                     ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
@@ -243,14 +276,16 @@ void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
         continue;
       const VarPtr &var = current.locals[size_t(slot)];
       OutputSpec spec;
+      bool unbound = var ? var->kind == Var::Kind::Null
+                         : slot >= arguments || !frame->localsplus[slot];
+      if (unbound) {
+        point->unboundLocals.push_back(slot);
+        continue;
+      }
       if (!var) {
         // Never read or written by the capture: the frame's own value.
-        if (slot >= arguments || !frame->localsplus[slot])
-          throw CannotResume{"a local variable is read before it is assigned"};
         spec.kind = OutputSpec::Kind::Source;
         spec.index = guardBuilder.indexedSource(Source::Kind::Local, -1, slot);
-      } else if (var->kind == Var::Kind::Null) {
-        throw CannotResume{"a deleted local variable is read"};
       } else {
         spec = stateOf(var);
       }
