@@ -182,7 +182,7 @@ std::optional<BreakInstruction> breakInstructionOf(const Instruction &in,
   case LOAD_GLOBAL:
     result.rawArg = in.rawArg & ~1;
     return consumes(0, (in.rawArg & 1) ? valueWithNull() : StackLayout{false});
-#ifdef LOAD_METHOD // 3.11
+#if PY_VERSION_HEX < 0x030C0000 // 3.11 (later a pseudo-instruction)
   case LOAD_METHOD:
     result.opcode = LOAD_ATTR;
     return consumes(1, valueWithNull());
