@@ -19,7 +19,7 @@ import torch
 import dynafuse
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from suite import spread, triad_gbs  # noqa: E402
+from measure import spread, triad_gbs  # noqa: E402
 
 logger = logging.getLogger("dynafuse.benchmarks.graph_breaks")
 

@@ -64,6 +64,7 @@ import dynafuse  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
+from measure import spread, triad_gbs  # noqa: E402,F401
 
 
 def timed(fn, inputs):
@@ -106,25 +107,6 @@ def warm_compile_in_new_process(workload, threads):
         return float(result.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, ValueError, IndexError):
         return None
-
-
-def triad_gbs(runs):
-    n = 16 * 1024 * 1024
-    a, b, c = torch.empty(n), torch.randn(n), torch.randn(n)
-    for _ in range(3):
-        torch.add(b, c, alpha=3.0, out=a)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        torch.add(b, c, alpha=3.0, out=a)
-        times.append(time.perf_counter() - start)
-    return 3 * n * 4 / statistics.median(times) / 1e9
-
-
-def spread(samples):
-    """Half the interquartile range, relative to the median."""
-    q = statistics.quantiles(samples, n=4)
-    return (q[2] - q[0]) / 2 / statistics.median(samples)
 
 
 def dynafuse_compile_times(workload):

@@ -147,7 +147,8 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
   auto entry = std::make_unique<CacheEntry>();
   entry->backend = options.backend;
   entry->captured = captureFrame(frame, graphName(frame->code, compileIndex),
-                                 !options.fullgraph);
+                                 !options.fullgraph &&
+                                     options.config->options.resumeAfterBreaks);
   if (!entry->captured.graph->nodes.empty())
     ++compilerStats().captures;
   // Past capture, every stop happens under the capture's full guards.

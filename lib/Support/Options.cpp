@@ -71,6 +71,8 @@ Options readOptions(const EnvironmentLookup &lookup) {
     if (end != limit && end && *end == 0)
       options.recompileLimit = int(parsed);
   }
+  if (const char *resume = nonEmpty(lookup, "DYNAFUSE_RESUME_AFTER_BREAKS"))
+    options.resumeAfterBreaks = std::string(resume) != "0";
   options.codegen.diskCacheDir = diskCacheDirectory(lookup);
   if (const char *width = nonEmpty(lookup, "DYNAFUSE_VECTOR_WIDTH"))
     options.codegen.vectorWidth = width;
@@ -105,6 +107,9 @@ const std::vector<OptionVariable> &optionVariables() {
        "folder that receives, per compiled graph, the text of every stage"},
       {"DYNAFUSE_RECOMPILE_LIMIT", "8",
        "compilations per code object before it runs eagerly for good"},
+      {"DYNAFUSE_RESUME_AFTER_BREAKS", "1",
+       "0: a graph break runs its frame eagerly instead of compiling the "
+       "graph before it and resuming after it"},
       {"DYNAFUSE_DISK_CACHE", "1", "0 turns the on-disk kernel cache off"},
       {"DYNAFUSE_CACHE_DIR", "$XDG_CACHE_HOME/dynafuse or ~/.cache/dynafuse",
        "folder of the on-disk kernel cache"},

@@ -14,6 +14,10 @@ DYNAFUSE_DUMP_DIR              (none)      folder that receives, per compiled
                                            graph, the text of every stage
 DYNAFUSE_RECOMPILE_LIMIT       8           compilations per code object before
                                            it runs eagerly for good
+DYNAFUSE_RESUME_AFTER_BREAKS   1           0: a graph break runs its frame
+                                           eagerly instead of compiling the
+                                           graph before it and resuming after
+                                           it
 DYNAFUSE_DISK_CACHE            1           0 turns the on-disk kernel cache off
 DYNAFUSE_CACHE_DIR             $XDG_CACHE_HOME/dynafuse or ~/.cache/dynafuse
                                            folder of the on-disk kernel cache
@@ -45,7 +49,7 @@ DYNAFUSE_CUDA_INCLUDE          (none)      include folders NVRTC searches
                                            first (;-separated)
 =============================  ==========  ====================================
 
-The three attributes below start from their variables and can be changed at
+The four attributes below start from their variables and can be changed at
 run time; changes apply to the next compiled call. The others are fixed for
 the process once dynafuse is imported. ``variables()`` lists them all as the
 core knows them (name, default, meaning).
@@ -58,6 +62,8 @@ _from_environment = _C.environment_options()
 dump_dir = _from_environment["dump_dir"]
 #: Compilations per code object before it runs eagerly for good.
 recompile_limit = _from_environment["recompile_limit"]
+#: Whether a graph break resumes after itself (else its frame runs eagerly).
+resume_after_breaks = _from_environment["resume_after_breaks"]
 #: Comma-separated log topics: graph_breaks, guards, recompiles, compile,
 #: steps, profile, all.
 log = _from_environment["log"]
@@ -73,8 +79,9 @@ def variables():
 def _apply(core, skip_prefixes):
     """Hands the settings to the C++ core when they changed."""
     global _applied
-    state = (dump_dir, recompile_limit, log)
+    state = (dump_dir, recompile_limit, log, resume_after_breaks)
     if state == _applied:
         return
-    core.configure(str(dump_dir or ""), int(recompile_limit), skip_prefixes, str(log))
+    core.configure(str(dump_dir or ""), int(recompile_limit), skip_prefixes, str(log),
+                   bool(resume_after_breaks))
     _applied = state

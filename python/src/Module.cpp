@@ -70,12 +70,14 @@ PyObject *pyCall(PyObject *, PyObject *args) {
 
 PyObject *pyConfigure(PyObject *, PyObject *args) {
   const char *dumpDir, *logTopics;
-  int recompileLimit;
+  int recompileLimit, resumeAfterBreaks;
   PyObject *skipPrefixes;
-  if (!PyArg_ParseTuple(args, "siO!s", &dumpDir, &recompileLimit, &PyList_Type,
-                        &skipPrefixes, &logTopics))
+  if (!PyArg_ParseTuple(args, "siO!sp", &dumpDir, &recompileLimit,
+                        &PyList_Type, &skipPrefixes, &logTopics,
+                        &resumeAfterBreaks))
     return nullptr;
   CompilerConfig &config = moduleConfig();
+  config.options.resumeAfterBreaks = resumeAfterBreaks;
   config.options.dumpDir = dumpDir;
   config.options.recompileLimit = recompileLimit;
   config.options.logChannels = logTopics;
@@ -185,9 +187,11 @@ PyObject *pyLowerGraph(PyObject *, PyObject *args) {
 /// the module was loaded.
 PyObject *pyEnvironmentOptions(PyObject *, PyObject *) {
   const Options &options = moduleConfig().options;
-  return Py_BuildValue("{s:s,s:i,s:s}", "dump_dir", options.dumpDir.c_str(),
-                       "recompile_limit", options.recompileLimit, "log",
-                       options.logChannels.c_str());
+  return Py_BuildValue("{s:s,s:i,s:s,s:O}", "dump_dir",
+                       options.dumpDir.c_str(), "recompile_limit",
+                       options.recompileLimit, "log",
+                       options.logChannels.c_str(), "resume_after_breaks",
+                       options.resumeAfterBreaks ? Py_True : Py_False);
 }
 
 /// Every DYNAFUSE_* variable as (name, default, meaning).
@@ -232,7 +236,8 @@ PyMethodDef methods[] = {
      "even inside torch's files; backend 'auto' looks at the tensor "
      "arguments, else calls first_tensor()"},
     {"configure", pyConfigure, METH_VARARGS,
-     "configure(dump_dir, recompile_limit, skip_prefixes, log_topics)"},
+     "configure(dump_dir, recompile_limit, skip_prefixes, log_topics, "
+     "resume_after_breaks)"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
      "set_op_tables(functions, methods[, state_queries])"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},

@@ -11,6 +11,8 @@
 //   DYNAFUSE_LOG                 log channels, comma-separated ("all")
 //   DYNAFUSE_DUMP_DIR            folder for the text of every stage
 //   DYNAFUSE_RECOMPILE_LIMIT     compilations per code object (8)
+//   DYNAFUSE_RESUME_AFTER_BREAKS 0: a graph break runs the frame eagerly
+//                                instead of resuming after it (1)
 //   DYNAFUSE_DISK_CACHE          0 turns the on-disk kernel cache off
 //   DYNAFUSE_CACHE_DIR           its folder (else $XDG_CACHE_HOME/dynafuse,
 //                                else $HOME/.cache/dynafuse)
@@ -72,6 +74,9 @@ struct Options {
   std::string dumpDir;
   /// Compilations per code object before it runs eagerly for good.
   int recompileLimit = 8;
+  /// A graph break compiles the graph before it and resumes after it
+  /// (DESIGN decision 11); off, the frame runs eagerly.
+  bool resumeAfterBreaks = true;
   CodegenOptions codegen;
   /// Threads of Dynafuse's own pool; 0: the hardware's count (and, inside
   /// Python, torch's intra-op threads instead of a pool of our own).
