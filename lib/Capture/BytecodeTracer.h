@@ -397,6 +397,10 @@ private:
                          const std::map<std::string, VarPtr> &keywords);
   /// BEFORE_WITH: enters a grad-mode context.
   void enterWith(const VarPtr &context);
+  /// The __exit__ of a torch.no_grad() / enable_grad() entered before the
+  /// frame resumed (object read from source): it restores the grad mode in
+  /// its `prev`, guarded. Null for other objects.
+  VarPtr gradModeExit(PyObject *object, int source);
   /// Refuses ops that eager would record for autograd: an operand that
   /// requires grad while grad mode is on.
   void requireNoAutograd(const std::vector<Operand> &operands);

@@ -147,6 +147,10 @@ struct CapturedFrame {
   /// The global state capture ran under (and the graph depends on): an
   /// entry runs only when the current state is the same.
   GlobalState state;
+  /// Sources of with-block exits (of grad-mode contexts entered before the
+  /// frame resumed) the frame leaves: a run calls each with (None, None,
+  /// None) after the graph, as the frame's code would have.
+  std::vector<int> exitCalls;
   /// Set when capture stopped at a graph break it can resume after; the
   /// graph then ends there and `result` is unused.
   std::shared_ptr<ResumePoint> resume;

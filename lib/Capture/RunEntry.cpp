@@ -190,6 +190,15 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
                   .get();
     copyIntoTensor(inputs[size_t(input)], value);
   }
+  for (int source : entry.captured.exitCalls) {
+    PyObject *exit = resolver.get(source);
+    PyRef done = PyRef::steal(
+        exit ? PyObject_CallFunctionObjArgs(exit, Py_None, Py_None, Py_None,
+                                            nullptr)
+             : nullptr);
+    if (!done)
+      fail("leaving a with block failed");
+  }
   const ResumePoint *point = entry.captured.resume.get();
   if (!point)
     return buildResult(entry.captured.result, entry, inputs, context,

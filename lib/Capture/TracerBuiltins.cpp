@@ -276,6 +276,51 @@ BytecodeTracer::gradModeContext(PyObject *callable,
   return context;
 }
 
+VarPtr BytecodeTracer::gradModeExit(PyObject *object, int source) {
+  if (!PyMethod_Check(object))
+    return nullptr;
+  PyObject *self = PyMethod_GET_SELF(object);
+  static PyObject *slot = nullptr;
+  PyObject *torch = lookupOnce(slot, "torch", nullptr);
+  int mode = -1;
+  PyObject *cls = nullptr;
+  for (const char *name : {"no_grad", "enable_grad"}) {
+    PyRef type = PyRef::steal(torch ? PyObject_GetAttrString(torch, name)
+                                    : nullptr);
+    if (type && reinterpret_cast<PyObject *>(Py_TYPE(self)) == type.get()) {
+      mode = std::string(name) == "enable_grad";
+      cls = type.get();
+    }
+  }
+  PyErr_Clear();
+  if (mode < 0)
+    return nullptr;
+  PyRef exit = PyRef::steal(PyObject_GetAttrString(cls, "__exit__"));
+  PyRef prev = PyRef::steal(PyObject_GetAttrString(self, "prev"));
+  if (!exit || PyMethod_GET_FUNCTION(object) != exit.get() || !prev ||
+      !PyBool_Check(prev.get())) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  guardBuilder.guardObject(Guard::Kind::TypeIs, source,
+                           reinterpret_cast<PyObject *>(&PyMethod_Type));
+  PyRef selfName = PyRef::steal(PyUnicode_InternFromString("__self__"));
+  PyRef prevName = PyRef::steal(PyUnicode_InternFromString("prev"));
+  int selfSource =
+      guardBuilder.namedSource(Source::Kind::Attr, source, selfName.get());
+  guardBuilder.guardObject(Guard::Kind::TypeIs, selfSource, cls);
+  guardBuilder.guardObject(
+      Guard::Kind::Equals,
+      guardBuilder.namedSource(Source::Kind::Attr, selfSource, prevName.get()),
+      prev.get());
+  VarPtr var = makeVar(Var::Kind::Object);
+  var->object = PyRef::borrow(cls);
+  var->method = "__exit__";
+  var->setsGradMode = mode;
+  var->restoresGradMode = prev.get() == Py_True;
+  return var;
+}
+
 void BytecodeTracer::enterWith(const VarPtr &context) {
   if (context->kind != Var::Kind::Object || context->setsGradMode < 0)
     unsupported("with block over a context manager other than no_grad, "

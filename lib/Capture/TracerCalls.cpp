@@ -158,6 +158,13 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     if (VarPtr result = attributeBuiltin(object, args))
       return result;
     if (callee->method == "__exit__" && callee->setsGradMode >= 0) {
+      if (gradModeStack.empty()) { // entered before the frame resumed
+        if (callee->restoresGradMode < 0)
+          unsupported("leaving a with block entered before the frame");
+        gradMode = callee->restoresGradMode == 1;
+        result.exitCalls.push_back(callee->source);
+        return constant(Py_None);
+      }
       gradMode = gradModeStack.back();
       gradModeStack.pop_back();
       return constant(Py_None);

@@ -126,13 +126,14 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
     spec.constant = var->object;
     return spec;
   case Var::Kind::Object:
-    if (var->method == "__exit__" && var->setsGradMode >= 0) {
+    if (var->method == "__exit__" && var->setsGradMode >= 0 &&
+        var->source < 0) { // entered during capture: enter a fresh one
       spec.kind = OutputSpec::Kind::EnteredContext;
       spec.constant = var->object;
       spec.index = var->setsGradMode;
       return spec;
     }
-    if (!var->method.empty() || !var->object)
+    if ((!var->method.empty() && var->source < 0) || !var->object)
       throw CannotResume{"a value made during capture (" +
                          (var->method.empty() ? std::string("object")
                                               : var->method) +

@@ -26,6 +26,8 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   }
   if (PyTuple_CheckExact(object) || PyList_CheckExact(object))
     return tupleOfSource(object, source);
+  if (VarPtr exit = gradModeExit(object, source))
+    return exit;
   if (PyDict_CheckExact(object) && PyDict_Size(object) <= 64)
     if (VarPtr dict = dictOfSource(object, source))
       return dict;

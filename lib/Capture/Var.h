@@ -59,6 +59,9 @@ struct Var {
   /// inference_mode) and the grad mode it sets; or, with `method`
   /// "__exit__", the exit of one that was entered.
   int setsGradMode = -1;
+  /// An __exit__ of a with block entered before this frame resumed (a
+  /// resume function's argument): the grad mode it restores.
+  int restoresGradMode = -1;
   /// Tensor (and its TensorMethod): methods resolve on torch._C.TensorBase,
   /// as after super() inside a torch.Tensor method.
   bool baseMethods = false;

@@ -197,8 +197,42 @@ def test_a_with_block_is_re_entered_after_the_break():
         assert torch.is_grad_enabled()
     assert_close(actual, expected[0])
     assert (inside, after) == (False, True) == expected[1:]
-    assert dynafuse.stats()["captures"] >= 2
+    # The resume function models leaving the block (no break at __exit__).
+    assert_resumed(graphs=2)
+
+
+def enable_grad_inside(x):
+    with torch.enable_grad():
+        y = x * 2
+        print("inside enable_grad")
+        inside = torch.is_grad_enabled()
+        y = y + 1
+    return y, inside, torch.is_grad_enabled()
+
+
+def test_a_with_block_restores_the_mode_it_found():
+    compiled = dynafuse.compile(enable_grad_inside)
+    x = torch.randn(3)
+    for outer in (False, True):  # prev differs: a guard, a second entry
+        with torch.set_grad_enabled(outer):
+            actual, expected = compiled(x), enable_grad_inside(x)
+            assert torch.is_grad_enabled() == outer
+        assert_close(actual[0], expected[0])
+        assert actual[1:] == expected[1:] == (True, outer)
     assert dynafuse.stats()["eager_frames"] == 0, dynafuse._C.break_reasons()
+    assert dynafuse.stats()["captures"] == 4
+
+
+def test_resumption_can_be_turned_off():
+    dynafuse.config.resume_after_breaks = False
+    try:
+        compiled = dynafuse.compile(prints_in_the_middle)
+        x = torch.randn(3)
+        assert_close(compiled(x), prints_in_the_middle(x))
+        stats = dynafuse.stats()
+        assert stats["captures"] == 0 and stats["eager_frames"] == 1, stats
+    finally:
+        dynafuse.config.resume_after_breaks = True
 
 
 def raises_user_error(t):
