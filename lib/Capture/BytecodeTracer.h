@@ -474,6 +474,19 @@ private:
   //===--------------------------------------------------------------------===//
 
   OutputSpec outputOf(const VarPtr &var);
+  /// A tuple, list or dict var's spec, each item's by itemSpec.
+  template <typename ItemSpec>
+  static OutputSpec containerSpec(const Var &var, ItemSpec itemSpec) {
+    OutputSpec spec;
+    spec.kind = var.kind == Var::Kind::Dict ? OutputSpec::Kind::Dict
+                : var.isList                ? OutputSpec::Kind::List
+                                            : OutputSpec::Kind::Tuple;
+    if (var.kind == Var::Kind::Dict)
+      spec.keys = var.keys;
+    for (const VarPtr &item : var.items)
+      spec.items.push_back(itemSpec(item));
+    return spec;
+  }
 
   OutputSpec tensorOutput(Value *value);
 };

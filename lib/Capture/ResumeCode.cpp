@@ -94,6 +94,21 @@ void setField(PyObject *fields, const char *name, PyObject *value) {
   Py_DECREF(value);
 }
 
+/// The fields every generated code object sets: its bytecode, and local
+/// names that are all positional arguments.
+PyRef positionalCodeFields(const std::string &code,
+                           const std::vector<std::string> &names) {
+  PyRef fields = PyRef::steal(PyDict_New());
+  setField(fields.get(), "co_code",
+           PyBytes_FromStringAndSize(code.data(), Py_ssize_t(code.size())));
+  setField(fields.get(), "co_varnames", tupleOfStrings(names).release());
+  setField(fields.get(), "co_argcount", PyLong_FromSize_t(names.size()));
+  setField(fields.get(), "co_posonlyargcount", PyLong_FromLong(0));
+  setField(fields.get(), "co_kwonlyargcount", PyLong_FromLong(0));
+  setField(fields.get(), "co_nlocals", PyLong_FromSize_t(names.size()));
+  return fields;
+}
+
 std::string qualifiedName(PyCodeObject *code) {
   PyObject *name = code->co_qualname ? code->co_qualname : code->co_name;
   return PyUnicode_AsUTF8(name);
@@ -225,15 +240,8 @@ PyRef makeBreakStub(PyCodeObject *original, const BreakInstruction &instruction,
   writer.emit(BUILD_TUPLE, values);
   writer.emit(RETURN_VALUE, 0);
 
-  PyRef fields = PyRef::steal(PyDict_New());
   const std::string &code = writer.bytes();
-  setField(fields.get(), "co_code",
-           PyBytes_FromStringAndSize(code.data(), Py_ssize_t(code.size())));
-  setField(fields.get(), "co_varnames", tupleOfStrings(names).release());
-  setField(fields.get(), "co_argcount", PyLong_FromSize_t(names.size()));
-  setField(fields.get(), "co_posonlyargcount", PyLong_FromLong(0));
-  setField(fields.get(), "co_kwonlyargcount", PyLong_FromLong(0));
-  setField(fields.get(), "co_nlocals", PyLong_FromSize_t(names.size()));
+  PyRef fields = positionalCodeFields(code, names);
   setField(fields.get(), "co_stacksize",
            PyLong_FromSize_t(std::max(inputs.size(), size_t(values)) + 2));
   setField(fields.get(), "co_flags", PyLong_FromLong(CO_OPTIMIZED | CO_NEWLOCALS));
@@ -349,14 +357,7 @@ ResumeCode makeResumeCode(PyCodeObject *original, int target,
     names.push_back(PyUnicode_AsUTF8(PyTuple_GET_ITEM(varnames.get(), i)));
   names.insert(names.end(), stackNames.begin(), stackNames.end());
 
-  PyRef fields = PyRef::steal(PyDict_New());
-  setField(fields.get(), "co_code",
-           PyBytes_FromStringAndSize(code.data(), Py_ssize_t(code.size())));
-  setField(fields.get(), "co_varnames", tupleOfStrings(names).release());
-  setField(fields.get(), "co_argcount", PyLong_FromSize_t(names.size()));
-  setField(fields.get(), "co_posonlyargcount", PyLong_FromLong(0));
-  setField(fields.get(), "co_kwonlyargcount", PyLong_FromLong(0));
-  setField(fields.get(), "co_nlocals", PyLong_FromSize_t(names.size()));
+  PyRef fields = positionalCodeFields(code, names);
   setField(fields.get(), "co_stacksize",
            PyLong_FromLong(original->co_stacksize + 1));
   setField(fields.get(), "co_flags",

@@ -452,16 +452,8 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
     spec.constant = var->object;
     return spec;
   case Var::Kind::Dict:
-    spec.kind = OutputSpec::Kind::Dict;
-    spec.keys = var->keys;
-    for (const VarPtr &item : var->items)
-      spec.items.push_back(outputOf(item));
-    return spec;
   case Var::Kind::Tuple:
-    spec.kind = var->isList ? OutputSpec::Kind::List : OutputSpec::Kind::Tuple;
-    for (const VarPtr &item : var->items)
-      spec.items.push_back(outputOf(item));
-    return spec;
+    return containerSpec(*var, [&](const VarPtr &item) { return outputOf(item); });
   default:
     unsupported("returning a value the interpreter cannot rebuild");
   }

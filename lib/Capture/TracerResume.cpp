@@ -149,16 +149,8 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
     spec.constant = var->object;
     return spec;
   case Var::Kind::Tuple:
-    spec.kind = var->isList ? OutputSpec::Kind::List : OutputSpec::Kind::Tuple;
-    for (const VarPtr &item : var->items)
-      spec.items.push_back(stateOf(item));
-    return spec;
   case Var::Kind::Dict:
-    spec.kind = OutputSpec::Kind::Dict;
-    spec.keys = var->keys;
-    for (const VarPtr &item : var->items)
-      spec.items.push_back(stateOf(item));
-    return spec;
+    return containerSpec(*var, [&](const VarPtr &item) { return stateOf(item); });
   case Var::Kind::TensorMethod:
     spec.kind = OutputSpec::Kind::Attribute;
     spec.items.push_back(stateOf(var->self));
