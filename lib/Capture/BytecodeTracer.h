@@ -360,6 +360,8 @@ private:
   /// methods), with a source its inlined code's globals hang off.
   VarPtr fixedObject(const PyRef &object, const std::string &name);
   static bool isTorchAssert(PyObject *object);
+  /// torchvision's and torch's _log_api_usage_once: calls skipped.
+  static bool onlyLogsUsage(PyObject *callable);
 
   /// torch._assert(condition, message) with a condition known at capture.
   VarPtr checkedAssert(const std::vector<VarPtr> &args);

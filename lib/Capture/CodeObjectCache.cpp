@@ -34,6 +34,11 @@ void freeCodeCache(void *pointer) {
 }
 
 bool isSkippedFile(PyCodeObject *code, const CompilerConfig &config) {
+  // torchvision's API-usage logging: no tensor work, and its attribute reads
+  // would break (calls to it inside captured code are skipped too).
+  if (PyUnicode_CompareWithASCIIString(code->co_name,
+                                       "_log_api_usage_once") == 0)
+    return true;
   std::string file = PyUnicode_AsUTF8(code->co_filename);
   if (file.rfind("<frozen", 0) == 0)
     return true;

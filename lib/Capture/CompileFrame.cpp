@@ -91,9 +91,9 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
     Unsupported nothing("the frame computes nothing on tensors",
                         Location{PyUnicode_AsUTF8(frame->code->co_filename),
                                  frame->code->co_firstlineno, 0});
-    // The rest of a frame after a break: plain Python, run as it is.
-    CodeCache *cache = cacheOf(frame->code, *options.config);
-    nothing.quiet = cache && cache->origin;
+    // Plain Python (often the rest of a frame after a break): it runs as it
+    // is, not counted as a break or an eager frame.
+    nothing.quiet = true;
     throw nothing;
   }
   CompileOptions compileOptions = compileOptionsFrom(options.config->options);

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
+#include <functional>
+
 namespace dynafuse {
 namespace capture {
 
@@ -34,15 +36,59 @@ BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
   bool isPure = isMathFunction(callable);
   for (const char *name : pure)
     isPure |= isBuiltin(callable, name);
-  if (!isPure || !keywords.empty())
+  // A method of a string, number or tuple (str.startswith, str.format).
+  bool constantMethod = PyCFunction_Check(callable) &&
+                        PyCFunction_GET_SELF(callable) &&
+                        isConstantObject(PyCFunction_GET_SELF(callable));
+  if (!isPure && !constantMethod)
     return nullptr;
+  if (!keywords.empty() && !constantMethod)
+    return nullptr;
+  // Constants, and lists or tuples of constants ("-".join(parts)).
+  std::function<PyRef(const VarPtr &)> valueOf = [&](const VarPtr &var) {
+    if (var->kind == Var::Kind::Constant)
+      return var->object;
+    if (var->kind != Var::Kind::Tuple || !var->keys.empty())
+      return PyRef();
+    PyRef items = PyRef::steal(PyList_New(0));
+    for (const VarPtr &item : var->items) {
+      PyRef value = valueOf(item);
+      if (!value)
+        return PyRef();
+      PyList_Append(items.get(), value.get());
+    }
+    return var->isList ? items : PyRef::steal(PyList_AsTuple(items.get()));
+  };
   PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i]->kind != Var::Kind::Constant)
+    PyRef value = valueOf(args[i]);
+    if (!value || (!constantMethod && args[i]->kind != Var::Kind::Constant))
       return nullptr;
-    PyTuple_SET_ITEM(tuple.get(), i, PyRef(args[i]->object).release());
+    PyTuple_SET_ITEM(tuple.get(), i, value.release());
   }
-  return foldPython(PyObject_Call(callable, tuple.get(), nullptr));
+  PyRef named = PyRef::steal(PyDict_New());
+  for (const auto &[key, value] : keywords) {
+    PyRef object = valueOf(value);
+    if (!object)
+      return nullptr;
+    PyDict_SetItemString(named.get(), key.c_str(), object.get());
+  }
+  PyRef folded = PyRef::steal(PyObject_Call(
+      callable, tuple.get(), keywords.empty() ? nullptr : named.get()));
+  if (folded && PyList_CheckExact(folded.get())) { // str.split
+    VarPtr list = makeVar(Var::Kind::Tuple);
+    list->isList = true;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(folded.get()); ++i) {
+      PyObject *item = PyList_GET_ITEM(folded.get(), i);
+      if (!isConstantObject(item))
+        unsupported("a constant's method returned a list of objects");
+      list->items.push_back(constant(item));
+    }
+    return list;
+  }
+  if (folded && !isConstantObject(folded.get()))
+    unsupported("a constant's method returned an object");
+  return foldPython(folded.release());
 }
 
 VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
@@ -127,32 +173,18 @@ VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
 VarPtr BytecodeTracer::containerIsInstance(const VarPtr &var, PyObject *cls) {
   if (!var->keys.empty() && var->kind == Var::Kind::Tuple)
     return nullptr; // a named tuple: its class is not known here
+  // Exactly a dict, list or tuple: built during capture, or read from a
+  // source whose exact type is guarded. issubclass honours ABCs
+  // (collections.abc.Sequence).
   PyTypeObject *base = var->kind == Var::Kind::Dict ? &PyDict_Type
                        : var->isList                ? &PyList_Type
                                                     : &PyTuple_Type;
-  std::vector<PyObject *> classes;
-  if (PyTuple_Check(cls))
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); ++i)
-      classes.push_back(PyTuple_GET_ITEM(cls, i));
-  else
-    classes.push_back(cls);
-  PyTypeObject *layouts[] = {&PyDict_Type,  &PyList_Type,    &PyTuple_Type,
-                             &PyUnicode_Type, &PyLong_Type,  &PyFloat_Type,
-                             &PySet_Type,     &PyBytes_Type};
-  bool allFalse = true;
-  for (PyObject *candidate : classes) {
-    if (!PyType_Check(candidate))
-      return nullptr;
-    auto *type = reinterpret_cast<PyTypeObject *>(candidate);
-    if (PyType_IsSubtype(base, type))
-      return constant(Py_True);
-    bool excluded = false;
-    for (PyTypeObject *layout : layouts)
-      if (layout != base && PyType_IsSubtype(type, layout))
-        excluded = true;
-    allFalse = allFalse && excluded;
+  int result = PyObject_IsSubclass(reinterpret_cast<PyObject *>(base), cls);
+  if (result < 0) {
+    PyErr_Clear();
+    unsupported("isinstance raised");
   }
-  return allFalse ? constant(Py_False) : nullptr;
+  return constant(result ? Py_True : Py_False);
 }
 
 VarPtr BytecodeTracer::isInstance(PyObject *callable,
@@ -185,21 +217,38 @@ VarPtr BytecodeTracer::isInstance(PyObject *callable,
   PyObject *cls = classes.get();
   PyRef tensorType;
   if (args[0]->kind == Var::Kind::Tensor) {
-    if (!args[0]->tensor->producer)
-      unsupported("isinstance of an input tensor (Tensor or Parameter)");
     PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
     tensorType = PyRef::steal(
         torch ? PyObject_GetAttrString(torch.get(), "Tensor") : nullptr);
-    if (!tensorType) {
+    PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
+    PyRef parameterType = PyRef::steal(
+        nn ? PyObject_GetAttrString(nn.get(), "Parameter") : nullptr);
+    if (!tensorType || !parameterType) {
       PyErr_Clear();
       return nullptr;
     }
     int sub = PyObject_IsSubclass(tensorType.get(), cls);
-    if (sub < 0) {
+    int parameterSub = PyObject_IsSubclass(parameterType.get(), cls);
+    if (sub < 0 || parameterSub < 0) {
       PyErr_Clear();
       unsupported("isinstance raised");
     }
-    return constant(sub ? Py_True : Py_False);
+    const Value *input = inputs.originalInput(args[0]->tensor);
+    if (sub != parameterSub && input) {
+      // An input is a Tensor or a Parameter (its guard admits both): the
+      // answer depends on which, so its type is guarded.
+      int source = inputs.sourceOf(input);
+      PyObject *object = nullptr;
+      for (const auto &[candidate, entry] : inputs.byObject())
+        if (entry.first == source)
+          object = candidate;
+      if (!object || source < 0)
+        unsupported("isinstance of an input tensor (Tensor or Parameter)");
+      guardBuilder.guardObject(Guard::Kind::TypeIs, source,
+                               reinterpret_cast<PyObject *>(Py_TYPE(object)));
+      sub = PyObject_IsInstance(object, cls);
+    }
+    return constant(sub > 0 ? Py_True : Py_False);
   }
   if (args[0]->kind == Var::Kind::Tuple || args[0]->kind == Var::Kind::Dict)
     return containerIsInstance(args[0], cls);

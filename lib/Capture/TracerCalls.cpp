@@ -122,9 +122,28 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
                               current.functionSource, callee->items);
   }
   if (callee->kind == Var::Kind::Object &&
-      callee->method.rfind("dict.", 0) == 0) {
+      (callee->method.rfind("dict.", 0) == 0 ||
+       callee->method.rfind("list.", 0) == 0)) {
+    if (callee->method == "list.append" && args.size() == 2 &&
+        keywords.empty()) {
+      // A list made during capture is a value of the trace; the frame's
+      // own lists are the caller's objects: not changed symbolically.
+      if (args[0]->source >= 0)
+        unsupported("list.append on a list the frame did not create");
+      willMutate(args[0]);
+      args[0]->items.push_back(args[1]);
+      return constant(Py_None);
+    }
     if (args.size() != 1 || !keywords.empty())
       unsupported(callee->method + " with arguments");
+    if (callee->method == "dict.copy" || callee->method == "list.copy") {
+      // A shallow copy: a new container var holding the same values.
+      VarPtr copy = makeVar(args[0]->kind);
+      copy->items = args[0]->items;
+      copy->keys = args[0]->keys;
+      copy->isList = args[0]->isList;
+      return copy;
+    }
     return dictMethod(callee->method.substr(5), args[0]);
   }
   if (callee->kind == Var::Kind::Object) {
@@ -149,6 +168,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     if (!args.empty() && keywords.empty())
       if (VarPtr walked = walkModules(object, args[0], args.size()))
         return walked;
+    if (onlyLogsUsage(object))
+      return constant(Py_None);
     if (!opTable().function(object) && PyFunction_Check(object))
       return inliner.inlineFunction(callee, args, keywords);
     if (VarPtr result = containerBuiltin(object, args))
@@ -175,6 +196,21 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return inliner.inlineModule(callee, args, keywords);
   }
   return callTorch(callee, args, keywords);
+}
+
+bool BytecodeTracer::onlyLogsUsage(PyObject *callable) {
+  // torchvision's and torch's API-usage logging: no effect on what a model
+  // computes (TorchDynamo skips them too).
+  PyRef module = PyRef::steal(PyObject_GetAttrString(callable, "__module__"));
+  PyRef name = PyRef::steal(PyObject_GetAttrString(callable, "__qualname__"));
+  PyErr_Clear();
+  if (!module || !name || !PyUnicode_Check(module.get()) ||
+      !PyUnicode_Check(name.get()))
+    return false;
+  std::string qualified = std::string(PyUnicode_AsUTF8(module.get())) + "." +
+                          PyUnicode_AsUTF8(name.get());
+  return qualified == "torchvision.utils._log_api_usage_once" ||
+         qualified == "torch._C._log_api_usage_once";
 }
 
 VarPtr
@@ -331,6 +367,18 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
   if (binding.graphOp == "cast" && bound.operands[0].isValue() &&
       std::get<DType>(bound.attributes["dtype"]) ==
           bound.operands[0].value->type.dtype) {
+    VarPtr same = makeVar(Var::Kind::Tensor);
+    same->tensor = bound.operands[0].value;
+    return same;
+  }
+  auto training = bound.attributes.find("training");
+  if (binding.graphOp == "dropout" && bound.operands[0].isValue() &&
+      training != bound.attributes.end() &&
+      std::get_if<bool>(&training->second) &&
+      !std::get<bool>(training->second)) {
+    // Dropout outside training is the identity (in place or not).
+    if (bound.inPlace && bound.self)
+      return bound.self;
     VarPtr same = makeVar(Var::Kind::Tensor);
     same->tensor = bound.operands[0].value;
     return same;

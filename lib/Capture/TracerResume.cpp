@@ -14,6 +14,8 @@
 #include "BytecodeTracer.h"
 #include "LocalLiveness.h"
 
+#include <functional>
+
 namespace dynafuse {
 namespace capture {
 
@@ -133,6 +135,21 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
       spec.index = var->setsGradMode;
       return spec;
     }
+    if (!var->object && (var->method.rfind("list.", 0) == 0 ||
+                         var->method.rfind("dict.", 0) == 0)) {
+      // The function half of a container method on the stack: the type's
+      // own (unbound) method, called with the container as self.
+      PyObject *type = reinterpret_cast<PyObject *>(
+          var->method[0] == 'l' ? &PyList_Type : &PyDict_Type);
+      spec.kind = OutputSpec::Kind::Constant;
+      spec.constant = PyRef::steal(PyObject_GetAttrString(
+          type, var->method.substr(5).c_str()));
+      if (!spec.constant) {
+        PyErr_Clear();
+        throw CannotResume{"an unknown container method " + var->method};
+      }
+      return spec;
+    }
     if ((!var->method.empty() && var->source < 0) || !var->object)
       throw CannotResume{"a value made during capture (" +
                          (var->method.empty() ? std::string("object")
@@ -157,6 +174,13 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
     spec.keys.push_back(var->method);
     return spec;
   case Var::Kind::BoundMethod:
+    if (!var->function->object) { // dict.items, list.append, ...: by name
+      const std::string &method = var->function->method;
+      spec.kind = OutputSpec::Kind::Attribute;
+      spec.items.push_back(stateOf(var->self));
+      spec.keys.push_back(method.substr(method.find('.') + 1));
+      return spec;
+    }
     spec.kind = OutputSpec::Kind::Method;
     spec.items.push_back(stateOf(var->function));
     spec.items.push_back(stateOf(var->self));
@@ -261,6 +285,26 @@ void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
     PyCodeObject *code = current.code;
     if (usesArgumentlessSuper(code) && locals > 0)
       live[0] = true; // super() reads the first argument without LOAD_FAST
+    // A list or dict made during capture is rebuilt once per reference:
+    // two references would become two objects.
+    std::map<const Var *, int> references;
+    std::function<void(const VarPtr &)> count = [&](const VarPtr &var) {
+      if (!var || var->source >= 0)
+        return;
+      bool mutableContainer = (var->kind == Var::Kind::Tuple && var->isList) ||
+                              var->kind == Var::Kind::Dict;
+      if (mutableContainer && ++references[var.get()] > 1)
+        throw CannotResume{"a list or dict made during capture is held "
+                           "twice"};
+      if (var->kind == Var::Kind::Tuple || var->kind == Var::Kind::Dict)
+        for (const VarPtr &item : var->items)
+          count(item);
+    };
+    for (const VarPtr &var : current.stack)
+      count(var);
+    for (int slot = 0; slot < locals; ++slot)
+      if (live[size_t(slot)])
+        count(current.locals[size_t(slot)]);
     int arguments = code->co_argcount + code->co_kwonlyargcount +
                     ((code->co_flags & CO_VARARGS) ? 1 : 0) +
                     ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);

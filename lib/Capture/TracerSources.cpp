@@ -267,13 +267,34 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
     for (size_t i = 0; i < base->keys.size() && i < base->items.size(); ++i)
       if (base->keys[i] == attribute)
         return base->items[i];
-  if (base->kind == Var::Kind::Dict &&
-      (attribute == "items" || attribute == "keys" || attribute == "values")) {
+  bool listCopy = base->kind == Var::Kind::Tuple && base->isList &&
+                  base->keys.empty() &&
+                  (attribute == "copy" || attribute == "append");
+  if (listCopy || (base->kind == Var::Kind::Dict &&
+                   (attribute == "items" || attribute == "keys" ||
+                    attribute == "values" || attribute == "copy"))) {
     VarPtr method = makeVar(Var::Kind::BoundMethod);
     method->self = base;
     method->function = makeVar(Var::Kind::Object);
-    method->function->method = "dict." + attribute;
+    method->function->method = (listCopy ? "list." : "dict.") + attribute;
     return method;
+  }
+  if (base->kind == Var::Kind::Constant && base->object) {
+    // Immutable values (strings, numbers, tuples): their attributes are
+    // data, their methods pure (folded when called on constants).
+    PyRef value = PyRef::steal(PyObject_GetAttr(base->object.get(), name));
+    if (!value)
+      PyErr_Clear();
+    else if (isConstantObject(value.get()))
+      return constant(value.get());
+    else if (PyCFunction_Check(value.get()) &&
+             PyCFunction_GET_SELF(value.get()) == base->object.get()) {
+      VarPtr method = makeVar(Var::Kind::Object);
+      method->object = value;
+      return method;
+    }
+    unsupported("attribute '" + attribute + "' of a " +
+                Py_TYPE(base->object.get())->tp_name + " constant");
   }
   if (base->kind != Var::Kind::Object)
     unsupported("attribute '" + attribute + "' of a non-object");

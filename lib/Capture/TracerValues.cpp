@@ -422,8 +422,22 @@ void BytecodeTracer::storeSubscript(const VarPtr &container,
     setDictItem(container, index, value);
     return;
   }
+  if (container->kind == Var::Kind::Tuple && container->isList &&
+      container->keys.empty() && container->source < 0 &&
+      index->kind == Var::Kind::Constant &&
+      PyLong_CheckExact(index->object.get())) {
+    // A list made during capture (lst[i] = v): a value of the trace.
+    long position = PyLong_AsLong(index->object.get());
+    long size = long(container->items.size());
+    if (position < -size || position >= size)
+      unsupported("list assignment index out of range");
+    willMutate(container);
+    container->items[size_t(position < 0 ? position + size : position)] = value;
+    return;
+  }
   if (container->kind != Var::Kind::Tensor)
-    unsupported("item assignment into a value that is not a tensor or dict");
+    unsupported("item assignment into a value that is not a tensor, dict "
+                "or list made by the frame");
   static PyObject *slot = nullptr;
   PyObject *setitem = lookupOnce(slot, "dynafuse.functional", "setitem");
   if (!setitem)

@@ -1,0 +1,128 @@
+"""Constructs library code (torchvision, transformers) uses that capture
+interprets in the graph instead of breaking: isinstance on tensors and
+containers, methods of constant strings, list and dict copies and updates of
+containers the frame made, dropout outside training, API-usage logging.
+Each runs with fullgraph=True (so the compiled path ran) against eager."""
+import collections.abc
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import dynafuse
+from conftest import assert_close, assert_compiled, assert_outputs_close
+
+INPUTS = [torch.randn(4, 6), torch.randn(6, 4).t(), torch.randn(1, 6), torch.randn(0, 6)]
+
+
+def isinstance_checks(x):
+    features = [x, x * 2]
+    flags = (isinstance(features, Tensor), isinstance(x, Tensor),
+             isinstance(features, list), isinstance(features, collections.abc.Sequence),
+             isinstance((x,), (list, tuple)), isinstance({"a": x}, dict))
+    return x + 1, flags
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_isinstance_of_tensors_and_containers(x):
+    actual = dynafuse.compile(isinstance_checks, fullgraph=True)(x)
+    assert_outputs_close(actual, isinstance_checks(x))
+    assert actual[1] == (False, True, True, True, True, True)
+    assert_compiled()
+
+
+def parameter_or_tensor(t):
+    return t * 2, isinstance(t, nn.Parameter)
+
+
+def test_isinstance_parameter_guards_the_input_type():
+    compiled = dynafuse.compile(parameter_or_tensor, fullgraph=True)
+    plain = torch.randn(3)
+    parameter = nn.Parameter(torch.randn(3), requires_grad=False)
+    assert compiled(plain)[1] is False
+    assert compiled(parameter)[1] is True
+    assert compiled(plain)[1] is False
+    assert dynafuse.stats()["captures"] == 2
+
+
+def string_methods(x, name):
+    scale = 2.0 if name.startswith("enc") else 3.0
+    parts = name.split(".")
+    label = "{}-{}".format(parts[0], len(parts)).upper()
+    return x * scale + len(label), label, name.endswith("layer"), "-".join(parts)
+
+
+@pytest.mark.parametrize("name", ["encoder.block.layer", "decoder.mlp"])
+def test_methods_of_constant_strings_fold(name):
+    x = torch.randn(3)
+    actual = dynafuse.compile(string_methods, fullgraph=True)(x, name)
+    assert_outputs_close(actual, string_methods(x, name))
+
+
+def container_updates(x, sizes):
+    shift = list(sizes).copy()
+    if shift[0] > 1:
+        shift[0] = 0
+    shift[-1] = shift[-1] * 2
+    collected = [x]
+    for i in range(2):
+        collected.append(collected[-1] * (i + 2))
+    options = {"a": 1}.copy()
+    options["b"] = 2
+    return torch.cat(collected), shift, options
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_lists_and_dicts_the_frame_made_are_updated_in_the_trace(x):
+    actual = dynafuse.compile(container_updates, fullgraph=True)(x, (3, 4))
+    assert_outputs_close(actual, container_updates(x, (3, 4)))
+    assert_compiled()
+
+
+def appends_to_an_argument(x, out):
+    out.append(x * 2)
+    return x + 1
+
+
+def test_appending_to_a_callers_list_breaks_and_appends_once():
+    out = []
+    compiled = dynafuse.compile(appends_to_an_argument)
+    x = torch.randn(3)
+    assert_close(compiled(x, out), x + 1)
+    assert len(out) == 1 and torch.equal(out[0], x * 2)
+    assert dynafuse.stats()["graph_breaks"] == 1
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(0.3, inplace=True)
+        self.linear = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.linear(self.dropout(torch.flatten(x, 1)))
+
+
+def test_in_place_dropout_outside_training_is_the_identity():
+    model = Head().eval()
+    x = torch.randn(2, 3, 2)
+    with torch.no_grad():
+        actual = dynafuse.compile(model, fullgraph=True)(x)
+        assert_close(actual, model(x))
+        assert_close(dynafuse.compile(lambda t: F.dropout(t, 0.5, False, True) * 2,
+                                      fullgraph=True)(x), x * 2)
+
+
+torchvision = pytest.importorskip("torchvision")
+
+
+def logs_api_usage(x):
+    torchvision.utils._log_api_usage_once(logs_api_usage)
+    return x.relu()
+
+
+def test_api_usage_logging_is_skipped():
+    x = torch.randn(5)
+    assert_close(dynafuse.compile(logs_api_usage, fullgraph=True)(x), x.relu())
+    assert_compiled()
