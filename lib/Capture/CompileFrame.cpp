@@ -85,8 +85,8 @@ void requireDevicesOf(const LoopModule &module, const std::string &backend) {
 void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
                      const CallOptions &options) {
   const Graph &graph = *entry.captured.graph;
-  if (graph.nodes.empty() && entry.captured.resume)
-    return; // a break before any tensor operation: nothing to run
+  if (graph.outputs.empty() && entry.captured.resume)
+    return; // a break before any tensor work it hands on: nothing to run
   if (graph.nodes.empty()) {
     Unsupported nothing("the frame computes nothing on tensors",
                         Location{PyUnicode_AsUTF8(frame->code->co_filename),
@@ -149,7 +149,8 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
   entry->captured = captureFrame(frame, graphName(frame->code, compileIndex),
                                  !options.fullgraph &&
                                      options.config->options.resumeAfterBreaks);
-  if (!entry->captured.graph->nodes.empty())
+  if (!entry->captured.graph->outputs.empty() ||
+      (!entry->captured.resume && !entry->captured.graph->nodes.empty()))
     ++compilerStats().captures;
   // Past capture, every stop happens under the capture's full guards.
   auto guardsOfCapture = [&] {

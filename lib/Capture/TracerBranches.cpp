@@ -88,6 +88,10 @@ int BytecodeTracer::jumpTarget(int offset) {
 /// value FOR_ITER would have pushed: a placeholder stands in for it.
 int BytecodeTracer::forIter(const Instruction &in) {
   VarPtr iterator = peek(1);
+  if (iterator->kind != Var::Kind::Iterator)
+    // A real iterator (a resume function's argument): its items are not
+    // known to the capture.
+    unsupported("a loop over an iterator made before the frame resumed");
   if (iterator->position < iterator->items.size()) {
     willMutate(iterator);
     push(iterator->items[iterator->position++]);

@@ -344,6 +344,26 @@ def test_two_breaks_make_three_graphs(capsys):
         assert f"test_resume.py:{line}" in reason and "print" in reason, reason
 
 
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, h, scale=None):
+        for i, layer in enumerate(self.layers, start=int(h.sum() > 0)):
+            h = layer(h) * (i + 1)
+        return h
+
+
+def test_a_loop_over_an_iterator_made_before_a_break_runs_every_iteration():
+    """A break at the loop's GET_ITER hands a real iterator to the resume
+    function: its loop must run (eagerly), not be taken as exhausted."""
+    model = Stack().eval()
+    for x in (torch.randn(2, 4) + 1, torch.randn(2, 4) - 1):
+        with torch.no_grad():
+            assert_close(dynafuse.compile(model)(x), model(x))
+
+
 def break_in_a_loop(x):
     for _ in range(3):
         x = x * 2
