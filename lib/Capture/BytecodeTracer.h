@@ -129,7 +129,10 @@ private:
   /// The with-block exits a break at `in` sits inside (stack slots,
   /// innermost first); throws when a handler is not a with block's.
   std::vector<int> withExitSlots(const Instruction &in);
-  void requireOnlyWithCleanup();
+  void checkHandlers();
+  /// What the exception handler at instruction index `at` does.
+  enum class Handler { WithCleanup, Reraise, User };
+  Handler handlerAt(size_t at) const;
   Location here(int line) const { return Location{current.fileName, line, 0}; }
 
   [[noreturn]] void unsupported(const std::string &what, int line) const;

@@ -20,9 +20,20 @@ constexpr int kIntrinsicStopIterationError = 3;
 
 } // namespace
 
-/// Exception handlers that only restore state and re-raise do not change
-/// what a run computes (an exception from the graph propagates as it would
-/// from eager's code):
+/// Exception handlers run only when an exception is raised, and capture
+/// never raises one: it follows the normal path, and what it cannot
+/// interpret is a break. An exception raised by the compiled graph makes
+/// that call rerun eagerly (the handlers run there). A graph break inside a
+/// try block does not resume (its handler would not see an exception the
+/// break instruction raises); handlers that only restore state and
+/// re-raise are transparent (handlerOnlyCleansUp).
+void BytecodeTracer::checkHandlers() {
+  for (const ExceptionTableEntry &entry : parseExceptionTable(current.code))
+    if (!current.indexOfOffset.count(entry.target))
+      unsupported("exception handler at an unknown offset", firstLine());
+}
+
+/// Handlers that only restore state and re-raise:
 ///  - a with block's cleanup (PUSH_EXC_INFO, WITH_EXCEPT_START: it restores
 ///    grad mode and re-raises);
 ///  - a straight run of stack and local shuffles ending in RERAISE: the
@@ -30,49 +41,35 @@ constexpr int kIntrinsicStopIterationError = 3;
 ///    inlined comprehensions restoring their hidden locals (SWAP, POP_TOP,
 ///    STORE_FAST) and generator expressions turning StopIteration into
 ///    RuntimeError (CALL_INTRINSIC_1).
-/// Handlers of try/except/finally would run user code on errors: refused.
-void BytecodeTracer::requireOnlyWithCleanup() {
+BytecodeTracer::Handler BytecodeTracer::handlerAt(size_t at) const {
   auto opcodeAt = [&](size_t i) {
     return i < current.instructions.size() ? current.instructions[i].opcode
                                            : -1;
   };
-  auto restoresAndReraises = [&](size_t at) {
-    for (size_t i = at; i < current.instructions.size(); ++i) {
-      const Instruction &in = current.instructions[i];
-      switch (in.opcode) {
-      case RERAISE:
-        return true;
-      case COPY:
-      case POP_EXCEPT:
-      case SWAP:
-      case POP_TOP:
-      case STORE_FAST:
-        continue;
+  if (opcodeAt(at) == PUSH_EXC_INFO && opcodeAt(at + 1) == WITH_EXCEPT_START)
+    return Handler::WithCleanup;
+  for (size_t i = at; i < current.instructions.size(); ++i) {
+    const Instruction &in = current.instructions[i];
+    switch (in.opcode) {
+    case RERAISE:
+      return Handler::Reraise;
+    case COPY:
+    case POP_EXCEPT:
+    case SWAP:
+    case POP_TOP:
+    case STORE_FAST:
+      continue;
 #ifdef CALL_INTRINSIC_1
-      case CALL_INTRINSIC_1:
-        if (in.arg == kIntrinsicStopIterationError)
-          continue;
-        return false;
+    case CALL_INTRINSIC_1:
+      if (in.arg == kIntrinsicStopIterationError)
+        continue;
+      return Handler::User;
 #endif
-      default:
-        return false;
-      }
+    default:
+      return Handler::User;
     }
-    return false;
-  };
-  for (const ExceptionTableEntry &entry : parseExceptionTable(current.code)) {
-    auto found = current.indexOfOffset.find(entry.target);
-    if (found == current.indexOfOffset.end())
-      unsupported("exception handler at an unknown offset", firstLine());
-    size_t at = size_t(found->second);
-    bool withCleanup =
-        opcodeAt(at) == PUSH_EXC_INFO && opcodeAt(at + 1) == WITH_EXCEPT_START;
-    if (!withCleanup && !restoresAndReraises(at))
-      unsupported("try/except/finally blocks",
-                  current.instructions[at].line > 0
-                      ? current.instructions[at].line
-                      : firstLine());
   }
+  return Handler::User;
 }
 
 int BytecodeTracer::jumpTarget(int offset) {

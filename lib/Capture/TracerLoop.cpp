@@ -52,7 +52,7 @@ void BytecodeTracer::loadCode() {
   for (size_t i = 0; i < current.instructions.size(); ++i)
     if (current.instructions[i].start >= 0)
       current.indexOfOffset[current.instructions[i].start] = int(i);
-  requireOnlyWithCleanup();
+  checkHandlers();
 }
 
 VarPtr BytecodeTracer::runBody() {

@@ -209,12 +209,11 @@ std::vector<int> BytecodeTracer::withExitSlots(const Instruction &in) {
     auto found = current.indexOfOffset.find(covering->target);
     if (found == current.indexOfOffset.end())
       throw CannotResume{"an exception handler at an unknown offset"};
-    size_t index = size_t(found->second);
-    bool withCleanup = current.instructions[index].opcode == PUSH_EXC_INFO &&
-                       index + 1 < current.instructions.size() &&
-                       current.instructions[index + 1].opcode ==
-                           WITH_EXCEPT_START;
-    if (withCleanup)
+    Handler handler = handlerAt(size_t(found->second));
+    if (handler == Handler::User)
+      throw CannotResume{"it is inside a try block (its handler would not "
+                         "see an exception the break raises)"};
+    if (handler == Handler::WithCleanup)
       exits.push_back(covering->depth - 1);
     at = covering->target;
   }

@@ -256,15 +256,45 @@ def test_no_grad_and_inference_mode_blocks():
     assert dynafuse.stats()["captures"] == 1
 
 
-def test_try_except_still_breaks():
+def test_try_blocks_compile_their_normal_path():
     def f(x):
         try:
-            return x + 1
+            y = x + 1
         except RuntimeError:
-            return x
+            y = x
+        finally:
+            y = y * 2
+        return y
 
-    report = dynafuse.explain(f)(torch.randn(3))
-    assert report.graph_break_count == 1 and "try/except" in report.break_reasons[0]
+    x = torch.randn(3)
+    report = dynafuse.explain(f)(x)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert_close(dynafuse.compile(f, fullgraph=True)(x), f(x))
+
+    def raises_at_run_time(t, index):
+        try:
+            return torch.gather(t, 0, index) + 1  # an index out of range raises
+        except RuntimeError:
+            return t * 0
+
+    t = torch.randn(4)
+    good, bad = torch.tensor([0, 3]), torch.tensor([0, 9])
+    compiled = dynafuse.compile(raises_at_run_time)
+    assert_close(compiled(t, good), raises_at_run_time(t, good))
+    assert_close(compiled(t, bad), raises_at_run_time(t, bad))  # the handler ran
+    assert dynafuse.stats()["run_failures"] == 1
+
+    def breaks_inside_try(x):
+        try:
+            y = x + 1
+            print("inside try")
+        except RuntimeError:
+            y = x
+        return y * 2
+
+    report = dynafuse.explain(breaks_inside_try)(x)
+    assert "try block" in report.break_reasons[0], report.break_reasons
+    assert dynafuse.stats()["eager_frames"] == 1
 
 
 def test_module_walks_and_getattr():
