@@ -200,6 +200,10 @@ private:
   VarPtr closureSlot(int index);
 
   VarPtr loadGlobal(PyObject *name);
+  /// IMPORT_NAME of a module already imported (sys.modules has it): the
+  /// module, guarded by identity; importing anew would run module code.
+  VarPtr importModule(PyObject *name, const VarPtr &level,
+                      const VarPtr &fromList);
 
   VarPtr loadDeref(int index);
 
@@ -394,7 +398,8 @@ private:
   /// all, any, sum, len, tuple, list, zip, enumerate over containers.
   VarPtr isInstance(PyObject *callable, const std::vector<VarPtr> &args);
   VarPtr containerIsInstance(const VarPtr &var, PyObject *cls);
-  VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
+  VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
+                          const std::map<std::string, VarPtr> &keywords);
   /// getattr(obj, "name"[, default]) and hasattr(obj, "name").
   VarPtr attributeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
   /// torch.no_grad() / enable_grad() / inference_mode(): a context var.

@@ -36,9 +36,12 @@ void freeCodeCache(void *pointer) {
 bool isSkippedFile(PyCodeObject *code, const CompilerConfig &config) {
   // torchvision's API-usage logging: no tensor work, and its attribute reads
   // would break (calls to it inside captured code are skipped too).
-  if (PyUnicode_CompareWithASCIIString(code->co_name,
-                                       "_log_api_usage_once") == 0)
-    return true;
+  // The attribute protocol's own methods (a config's __getattribute__)
+  // run on every attribute access: plain Python, not worth a capture.
+  for (const char *name : {"_log_api_usage_once", "__getattribute__",
+                           "__getattr__", "__setattr__", "__delattr__"})
+    if (PyUnicode_CompareWithASCIIString(code->co_name, name) == 0)
+      return true;
   std::string file = PyUnicode_AsUTF8(code->co_filename);
   if (file.rfind("<frozen", 0) == 0)
     return true;

@@ -194,6 +194,10 @@ std::optional<BreakInstruction> breakInstructionOf(const Instruction &in,
     return consumes(1, StackLayout(size_t(in.arg), false));
   case BEFORE_WITH:
     return consumes(1, {false, false});
+  case IMPORT_NAME:
+    return consumes(2, {false});
+  case IMPORT_FROM: // leaves the module under the name it imported
+    return consumes(1, {false, false});
   case LOAD_GLOBAL:
     result.rawArg = in.rawArg & ~1;
     return consumes(0, (in.rawArg & 1) ? valueWithNull() : StackLayout{false});

@@ -91,9 +91,24 @@ BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
   return foldPython(folded.release());
 }
 
-VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
-                                        const std::vector<VarPtr> &args) {
+VarPtr BytecodeTracer::containerBuiltin(
+    PyObject *callable, const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
+  // Only enumerate's start is a keyword understood here.
+  VarPtr start = is("enumerate") && args.size() == 2 ? args[1] : nullptr;
+  for (const auto &[key, value] : keywords) {
+    if (key != "start" || !is("enumerate") || start)
+      return nullptr;
+    start = value;
+  }
+  int64_t first = 0;
+  if (start) {
+    if (start->kind != Var::Kind::Constant ||
+        !PyLong_CheckExact(start->object.get()))
+      return nullptr;
+    first = PyLong_AsLongLong(start->object.get());
+  }
   bool container =
       !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
                         args[0]->kind == Var::Kind::Iterator ||
@@ -113,9 +128,15 @@ VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
     guardBuilder.addGuard(std::move(length));
     return integerConstant(int64_t(length.length));
   }
-  if (!container)
+  bool modules = !args.empty() && args[0]->kind == Var::Kind::Object &&
+                 args[0]->object && isModule(args[0]->object.get()) &&
+                 (is("enumerate") || is("zip") || is("list") ||
+                  is("tuple"));
+  if (!container && !modules)
     return nullptr;
-  std::vector<VarPtr> items = itemsOf(args[0]);
+  // nn.Sequential / ModuleList / ModuleDict: their guarded children.
+  std::vector<VarPtr> items =
+      modules ? iterate(args[0])->items : itemsOf(args[0]);
   if ((is("tuple") || is("list")) && args.size() == 1) {
     VarPtr result = makeVar(Var::Kind::Tuple);
     result->items = items;
@@ -135,11 +156,11 @@ VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
       total = binaryOp(NB_ADD, total, item);
     return total;
   }
-  if (is("enumerate")) {
+  if (is("enumerate") && args.size() <= 2) {
     VarPtr iterator = makeVar(Var::Kind::Iterator);
     for (size_t i = 0; i < items.size(); ++i) {
       VarPtr pair = makeVar(Var::Kind::Tuple);
-      pair->items = {integerConstant(int64_t(i)), items[i]};
+      pair->items = {integerConstant(first + int64_t(i)), items[i]};
       iterator->items.push_back(pair);
     }
     return iterator;
@@ -148,7 +169,9 @@ VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
     std::vector<std::vector<VarPtr>> columns;
     size_t length = items.size();
     for (const VarPtr &arg : args) {
-      columns.push_back(itemsOf(arg));
+      bool module = arg->kind == Var::Kind::Object && arg->object &&
+                    isModule(arg->object.get());
+      columns.push_back(module ? iterate(arg)->items : itemsOf(arg));
       length = std::min(length, columns.back().size());
     }
     VarPtr iterator = makeVar(Var::Kind::Iterator);
@@ -173,18 +196,45 @@ VarPtr BytecodeTracer::containerBuiltin(PyObject *callable,
 VarPtr BytecodeTracer::containerIsInstance(const VarPtr &var, PyObject *cls) {
   if (!var->keys.empty() && var->kind == Var::Kind::Tuple)
     return nullptr; // a named tuple: its class is not known here
-  // Exactly a dict, list or tuple: built during capture, or read from a
-  // source whose exact type is guarded. issubclass honours ABCs
-  // (collections.abc.Sequence).
   PyTypeObject *base = var->kind == Var::Kind::Dict ? &PyDict_Type
                        : var->isList                ? &PyList_Type
                                                     : &PyTuple_Type;
-  int result = PyObject_IsSubclass(reinterpret_cast<PyObject *>(base), cls);
-  if (result < 0) {
-    PyErr_Clear();
-    unsupported("isinstance raised");
+  std::vector<PyObject *> classes;
+  if (PyTuple_Check(cls))
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); ++i)
+      classes.push_back(PyTuple_GET_ITEM(cls, i));
+  else
+    classes.push_back(cls);
+  PyTypeObject *layouts[] = {&PyDict_Type,  &PyList_Type,    &PyTuple_Type,
+                             &PyUnicode_Type, &PyLong_Type,  &PyFloat_Type,
+                             &PySet_Type,     &PyBytes_Type};
+  static PyObject *slot = nullptr;
+  PyObject *tensorBase = lookupOnce(slot, "torch._C", "TensorBase");
+  bool allFalse = true;
+  for (PyObject *candidate : classes) {
+    if (!PyType_Check(candidate))
+      return nullptr;
+    // issubclass honours ABCs (collections.abc.Sequence), and what holds
+    // for the base holds for any subclass of it.
+    int sub = PyObject_IsSubclass(reinterpret_cast<PyObject *>(base), candidate);
+    if (sub < 0) {
+      PyErr_Clear();
+      unsupported("isinstance raised");
+    }
+    if (sub)
+      return constant(Py_True);
+    // False only where no subclass of the base can be one: a class with
+    // another builtin layout, or a tensor class.
+    auto *type = reinterpret_cast<PyTypeObject *>(candidate);
+    bool excluded = tensorBase && PyType_Check(tensorBase) &&
+                    PyType_IsSubtype(type, reinterpret_cast<PyTypeObject *>(
+                                               tensorBase));
+    for (PyTypeObject *layout : layouts)
+      if (layout != base && PyType_IsSubtype(type, layout))
+        excluded = true;
+    allFalse = allFalse && excluded;
   }
-  return constant(result ? Py_True : Py_False);
+  return allFalse ? constant(Py_False) : nullptr;
 }
 
 VarPtr BytecodeTracer::isInstance(PyObject *callable,

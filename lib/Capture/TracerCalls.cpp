@@ -172,7 +172,7 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return constant(Py_None);
     if (!opTable().function(object) && PyFunction_Check(object))
       return inliner.inlineFunction(callee, args, keywords);
-    if (VarPtr result = containerBuiltin(object, args))
+    if (VarPtr result = containerBuiltin(object, args, keywords))
       return result;
     if (VarPtr result = isInstance(object, args))
       return result;

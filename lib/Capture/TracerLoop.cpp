@@ -399,6 +399,16 @@ int BytecodeTracer::step(const Instruction &in) {
   case BEFORE_WITH:
     enterWith(pop());
     return -1;
+  case IMPORT_NAME: {
+    VarPtr fromList = pop();
+    VarPtr level = pop();
+    push(importModule(PyTuple_GET_ITEM(current.code->co_names, in.arg), level,
+                      fromList));
+    return -1;
+  }
+  case IMPORT_FROM:
+    push(loadAttr(peek(1), PyTuple_GET_ITEM(current.code->co_names, in.arg)));
+    return -1;
   case STORE_SUBSCR: {
     VarPtr index = pop();
     VarPtr container = pop();

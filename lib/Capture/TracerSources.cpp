@@ -315,9 +315,13 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
     return method;
   if (!PyModule_Check(object)) {
     PyObject *descriptor = _PyType_Lookup(Py_TYPE(object), name);
+    // C-level slots (getset and member descriptors: __name__, __class__,
+    // __dict__, __slots__ members) read data without running Python code.
     if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
         !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
-        Py_TYPE(descriptor) != &PyMethodDescr_Type)
+        Py_TYPE(descriptor) != &PyMethodDescr_Type &&
+        Py_TYPE(descriptor) != &PyGetSetDescr_Type &&
+        Py_TYPE(descriptor) != &PyMemberDescr_Type)
       unsupported("attribute '" + attribute +
                   "' goes through a descriptor "
                   "(property) that may have side effects");
@@ -330,6 +334,47 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
   int parent = sourceOfObject(base);
   return classify(value.get(),
                   guardBuilder.namedSource(Source::Kind::Attr, parent, name));
+}
+
+VarPtr BytecodeTracer::importModule(PyObject *name, const VarPtr &level,
+                                    const VarPtr &fromList) {
+  if (level->kind != Var::Kind::Constant || fromList->kind != Var::Kind::Constant ||
+      !PyLong_CheckExact(level->object.get()) ||
+      PyLong_AsLong(level->object.get()) != 0)
+    unsupported("a relative import");
+  PyObject *modules = PyImport_GetModuleDict();
+  PyObject *module = PyDict_GetItemWithError(modules, name);
+  if (!module) {
+    PyErr_Clear();
+    unsupported(std::string("import of ") + PyUnicode_AsUTF8(name) +
+                " (not imported yet)");
+  }
+  // `import a.b` binds the top package, `from a.b import c` the module.
+  PyObject *bound = module;
+  if (fromList->object.get() == Py_None) {
+    std::string dotted = PyUnicode_AsUTF8(name);
+    PyRef top = PyRef::steal(
+        PyUnicode_FromString(dotted.substr(0, dotted.find('.')).c_str()));
+    bound = PyDict_GetItemWithError(modules, top.get());
+    if (!bound) {
+      PyErr_Clear();
+      unsupported("import of a package not imported yet");
+    }
+  }
+  int modulesSource = fixedObject(PyRef::borrow(modules), "sys.modules")->source;
+  int source =
+      guardBuilder.namedSource(Source::Kind::DictItem, modulesSource, name);
+  if (bound != module) {
+    // The top package, read the way the interpreter binds it.
+    PyRef topName = PyRef::steal(PyObject_GetAttrString(bound, "__name__"));
+    if (!topName) {
+      PyErr_Clear();
+      unsupported("a package without a name");
+    }
+    source = guardBuilder.namedSource(Source::Kind::DictItem, modulesSource,
+                                      topName.get());
+  }
+  return classify(bound, source);
 }
 
 int BytecodeTracer::knownSourceOf(const VarPtr &var) {

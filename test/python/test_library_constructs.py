@@ -126,3 +126,51 @@ def test_api_usage_logging_is_skipped():
     x = torch.randn(5)
     assert_close(dynafuse.compile(logs_api_usage, fullgraph=True)(x), x.relu())
     assert_compiled()
+
+
+def imports_inside(x):
+    import math
+    import torch.nn.functional
+    from torch.nn import functional as F2
+    return F2.relu(x) * math.pi + torch.nn.functional.gelu(x)
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_imports_of_loaded_modules_are_read_from_sys_modules(x):
+    actual = dynafuse.compile(imports_inside, fullgraph=True)(x)
+    assert_close(actual, imports_inside(x))
+    assert_compiled()
+
+
+def imports_a_missing_module(x):
+    y = x + 1
+    import dynafuse_no_such_module  # noqa: F401
+    return y
+
+
+def test_an_import_that_fails_raises_eagers_error_after_the_graph():
+    with pytest.raises(ImportError, match="dynafuse_no_such_module"):
+        dynafuse.compile(imports_a_missing_module)(torch.randn(3))
+    assert dynafuse.stats()["captures"] == 1  # x + 1 ran compiled first
+
+
+class Layers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(6, 6) for _ in range(3))
+
+    def forward(self, h):
+        for i, layer in enumerate(self.layers, start=2):
+            h = layer(h) * i
+        for j, (layer, scale) in enumerate(zip(self.layers, (0.5, 1.0, 2.0)), 1):
+            h = h + layer(h) * scale * j
+        return h, list(self.layers)[0](h), len(tuple(self.layers))
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_enumerate_and_zip_over_module_lists_with_a_start(x):
+    model = Layers().eval()
+    with torch.no_grad():
+        actual = dynafuse.compile(model, fullgraph=True)(x)
+        assert_outputs_close(actual, model(x), rtol=1e-4, atol=1e-5)
+    assert_compiled()
