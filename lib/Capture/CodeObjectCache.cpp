@@ -38,8 +38,11 @@ bool isSkippedFile(PyCodeObject *code, const CompilerConfig &config) {
   // would break (calls to it inside captured code are skipped too).
   // The attribute protocol's own methods (a config's __getattribute__)
   // run on every attribute access: plain Python, not worth a capture.
-  for (const char *name : {"_log_api_usage_once", "__getattribute__",
-                           "__getattr__", "__setattr__", "__delattr__"})
+  // 3.11's comprehension functions take a live iterator as their argument:
+  // they run inside the frame that makes them (inlined there) or eagerly.
+  for (const char *name :
+       {"_log_api_usage_once", "__getattribute__", "__getattr__",
+        "__setattr__", "__delattr__", "<listcomp>", "<dictcomp>", "<setcomp>"})
     if (PyUnicode_CompareWithASCIIString(code->co_name, name) == 0)
       return true;
   std::string file = PyUnicode_AsUTF8(code->co_filename);

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import dynafuse
-from conftest import assert_close
+from conftest import assert_close, assert_outputs_close
 
 
 def graph_names():
@@ -362,6 +362,19 @@ def test_a_loop_over_an_iterator_made_before_a_break_runs_every_iteration():
     for x in (torch.randn(2, 4) + 1, torch.randn(2, 4) - 1):
         with torch.no_grad():
             assert_close(dynafuse.compile(model)(x), model(x))
+
+
+def eager_frame_with_a_comprehension(xs):
+    for _ in range(1):
+        print("a break in a loop: this frame runs eagerly")
+    return [t * 2 for t in xs], {str(i): t + 1 for i, t in enumerate(xs)}
+
+
+def test_a_comprehension_called_by_an_eager_frame_is_not_taken_as_empty():
+    xs = (torch.randn(3), torch.randn(2))
+    compiled = dynafuse.compile(eager_frame_with_a_comprehension)
+    assert_outputs_close(compiled(xs), eager_frame_with_a_comprehension(xs))
+    assert dynafuse.stats()["eager_frames"] == 1
 
 
 def break_in_a_loop(x):
