@@ -398,6 +398,9 @@ private:
   /// all, any, sum, len, tuple, list, zip, enumerate over containers.
   VarPtr isInstance(PyObject *callable, const std::vector<VarPtr> &args);
   VarPtr containerIsInstance(const VarPtr &var, PyObject *cls);
+  /// type(x): the class of a constant, of a guarded object (its type
+  /// guarded), of a container var or of a tensor; null when unknown.
+  VarPtr typeOf(const VarPtr &var);
   VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
                           const std::map<std::string, VarPtr> &keywords);
   /// getattr(obj, "name"[, default]) and hasattr(obj, "name").

@@ -313,6 +313,60 @@ VarPtr BytecodeTracer::isInstance(PyObject *callable,
   return constant(result ? Py_True : Py_False);
 }
 
+VarPtr BytecodeTracer::typeOf(const VarPtr &var) {
+  PyObject *type = nullptr;
+  switch (var->kind) {
+  case Var::Kind::Constant:
+    type = reinterpret_cast<PyObject *>(Py_TYPE(var->object.get()));
+    break;
+  case Var::Kind::Object:
+    if (!var->object || !var->method.empty() || var->source < 0)
+      return nullptr;
+    type = reinterpret_cast<PyObject *>(Py_TYPE(var->object.get()));
+    guardBuilder.guardObject(Guard::Kind::TypeIs, var->source, type);
+    break;
+  case Var::Kind::Tuple:
+    if (!var->keys.empty())
+      return nullptr; // a named tuple's class is not known here
+    type = reinterpret_cast<PyObject *>(var->isList ? &PyList_Type
+                                                    : &PyTuple_Type);
+    if (var->source >= 0) // the frame's own: exactly this type, guarded
+      guardBuilder.guardObject(Guard::Kind::TypeIs, var->source, type);
+    else if (!var->isList)
+      return nullptr; // built tuples may stand for torch.Size
+    break;
+  case Var::Kind::Dict:
+    type = reinterpret_cast<PyObject *>(&PyDict_Type);
+    if (var->source >= 0)
+      guardBuilder.guardObject(Guard::Kind::TypeIs, var->source, type);
+    break;
+  case Var::Kind::Tensor: {
+    const Value *input = inputs.originalInput(var->tensor);
+    PyObject *object = nullptr;
+    int source = input ? inputs.sourceOf(input) : -1;
+    for (const auto &[candidate, entry] : inputs.byObject())
+      if (input && entry.first == source)
+        object = candidate;
+    if (input && !object)
+      return nullptr;
+    static PyObject *slot = nullptr;
+    type = object ? reinterpret_cast<PyObject *>(Py_TYPE(object))
+                  : lookupOnce(slot, "torch", "Tensor");
+    if (object)
+      guardBuilder.guardObject(Guard::Kind::TypeIs, source, type);
+    break;
+  }
+  default:
+    return nullptr;
+  }
+  if (!type)
+    return nullptr;
+  // Fixed for this entry (the guards above pin it): attributes of it are
+  // read through it.
+  return fixedObject(PyRef::borrow(type),
+                     reinterpret_cast<PyTypeObject *>(type)->tp_name);
+}
+
 VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,
                                         const std::vector<VarPtr> &args) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };

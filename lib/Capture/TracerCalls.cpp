@@ -134,6 +134,19 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       args[0]->items.push_back(args[1]);
       return constant(Py_None);
     }
+    if (callee->method == "dict.get" && (args.size() == 2 || args.size() == 3) &&
+        keywords.empty()) {
+      // d.get(key[, default]) on a dict var: its keys are constant strings.
+      const VarPtr &key = args[1];
+      if (key->kind != Var::Kind::Constant ||
+          !PyUnicode_CheckExact(key->object.get()))
+        unsupported("dict.get with a key that is not a constant string");
+      std::string name = PyUnicode_AsUTF8(key->object.get());
+      for (size_t i = 0; i < args[0]->keys.size(); ++i)
+        if (args[0]->keys[i] == name)
+          return args[0]->items[i];
+      return args.size() == 3 ? args[2] : constant(Py_None);
+    }
     if (args.size() != 1 || !keywords.empty())
       unsupported(callee->method + " with arguments");
     if (callee->method == "dict.copy" || callee->method == "list.copy") {
@@ -176,6 +189,9 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return result;
     if (VarPtr result = isInstance(object, args))
       return result;
+    if (isBuiltin(object, "type") && args.size() == 1 && keywords.empty())
+      if (VarPtr result = typeOf(args[0]))
+        return result;
     if (VarPtr result = attributeBuiltin(object, args))
       return result;
     if (callee->method == "__exit__" && callee->setsGradMode >= 0) {

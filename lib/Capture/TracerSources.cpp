@@ -272,7 +272,8 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
                   (attribute == "copy" || attribute == "append");
   if (listCopy || (base->kind == Var::Kind::Dict &&
                    (attribute == "items" || attribute == "keys" ||
-                    attribute == "values" || attribute == "copy"))) {
+                    attribute == "values" || attribute == "copy" ||
+                    attribute == "get"))) {
     VarPtr method = makeVar(Var::Kind::BoundMethod);
     method->self = base;
     method->function = makeVar(Var::Kind::Object);

@@ -174,3 +174,21 @@ def test_enumerate_and_zip_over_module_lists_with_a_start(x):
         actual = dynafuse.compile(model, fullgraph=True)(x)
         assert_outputs_close(actual, model(x), rtol=1e-4, atol=1e-5)
     assert_compiled()
+
+
+def dict_get_and_type(x, options, mode):
+    config = {"scale": 2.0, "name": "block"}
+    scale = config.get("scale", 1.0) * options.get("extra", 1.0)
+    missing = config.get("bias")
+    kind = type(x).__name__, type(mode) is str, type(options) is dict, type([x]) is list
+    return x * scale, missing, kind
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_dict_get_and_type(x):
+    for options in ({"extra": 3.0}, {}):
+        actual = dynafuse.compile(dict_get_and_type, fullgraph=True)(x, options, "m")
+        assert_outputs_close(actual, dict_get_and_type(x, options, "m"))
+    parameter = nn.Parameter(torch.randn(3), requires_grad=False)
+    actual = dynafuse.compile(dict_get_and_type, fullgraph=True)(parameter, {}, "m")
+    assert actual[2][0] == "Parameter"
