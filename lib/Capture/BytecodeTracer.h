@@ -79,6 +79,8 @@ public:
 
 private:
   static constexpr int kReturned = -2;
+  /// A frame-level instruction broke: capture ends before it.
+  static constexpr int kBroke = -3;
   DynafuseFrame *frame;
   /// The code being traced: the frame's, or an inlined callee's.
   TracedCode current;
@@ -99,8 +101,10 @@ private:
 
   int firstLine() const { return current.code->co_firstlineno; }
 
-  /// Interprets the current code to its RETURN_VALUE.
-  VarPtr runBody();
+  /// Interprets the current code to its RETURN_VALUE. At frame level (the
+  /// frame's own code, not an inlined callee) a break may end it early:
+  /// then result.resume is set and it returns null.
+  VarPtr runBody(bool frameLevel = false);
   /// Decodes the current code (instructions, offsets) and checks its
   /// exception handlers.
   void loadCode();
@@ -110,9 +114,9 @@ private:
   //===--------------------------------------------------------------------===//
 
   bool allowResume;
-  /// The frame's own code, instruction by instruction; at a break it stops
-  /// with result.resume set and returns null.
-  VarPtr runFrame();
+  /// One frame-level instruction; when it breaks, what it changed is undone,
+  /// the resume point recorded (breakAt) and kBroke returned.
+  int stepOrBreak(size_t pc);
   /// What a frame-level instruction changed before it broke, to undo:
   /// symbolic values it mutated (their state before), the input table.
   std::vector<std::pair<VarPtr, Var>> journal;

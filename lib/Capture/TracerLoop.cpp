@@ -30,7 +30,7 @@ CapturedFrame BytecodeTracer::run() {
                   firstLine());
     result.state = state;
     gradMode = state.gradMode;
-    VarPtr returnedValue = runFrame();
+    VarPtr returnedValue = runBody(/*frameLevel=*/true);
     if (!result.resume)
       result.result = outputOf(returnedValue);
     addWriteBacks();
@@ -55,14 +55,16 @@ void BytecodeTracer::loadCode() {
   checkHandlers();
 }
 
-VarPtr BytecodeTracer::runBody() {
+VarPtr BytecodeTracer::runBody(bool frameLevel) {
   loadCode();
   for (size_t pc = 0; pc < current.instructions.size();) {
     if (++steps > 100000)
       unsupported("more than 100000 bytecode steps", current.currentLine);
     const Instruction &instruction = current.instructions[pc];
     current.currentLine = instruction.line;
-    int next = step(instruction);
+    int next = frameLevel ? stepOrBreak(pc) : step(instruction);
+    if (next == kBroke)
+      return nullptr;
     if (next == kReturned)
       return returned;
     pc = next < 0 ? pc + 1 : size_t(next);

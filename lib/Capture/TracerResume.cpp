@@ -64,43 +64,32 @@ void BytecodeTracer::willUpdateInputs() {
     inputsBefore = std::make_unique<InputTable>(inputs);
 }
 
-VarPtr BytecodeTracer::runFrame() {
-  loadCode();
-  for (size_t pc = 0; pc < current.instructions.size();) {
-    if (++steps > 100000)
-      unsupported("more than 100000 bytecode steps", current.currentLine);
-    const Instruction &instruction = current.instructions[pc];
-    current.currentLine = instruction.line;
-    std::vector<VarPtr> stackBefore = current.stack;
-    PyRef kwNamesBefore = current.kwNames;
-    bool gradModeBefore = gradMode;
-    std::vector<bool> gradModeStackBefore = gradModeStack;
+int BytecodeTracer::stepOrBreak(size_t pc) {
+  const Instruction &instruction = current.instructions[pc];
+  std::vector<VarPtr> stackBefore = current.stack;
+  PyRef kwNamesBefore = current.kwNames;
+  bool gradModeBefore = gradMode;
+  std::vector<bool> gradModeStackBefore = gradModeStack;
+  journal.clear();
+  inputsBefore.reset();
+  try {
+    return step(instruction);
+  } catch (Unsupported &error) {
+    if (!allowResume)
+      throw;
+    for (auto entry = journal.rbegin(); entry != journal.rend(); ++entry)
+      *entry->first = entry->second;
     journal.clear();
-    inputsBefore.reset();
-    int next;
-    try {
-      next = step(instruction);
-    } catch (Unsupported &error) {
-      if (!allowResume)
-        throw;
-      for (auto entry = journal.rbegin(); entry != journal.rend(); ++entry)
-        *entry->first = entry->second;
-      journal.clear();
-      if (inputsBefore)
-        inputs = std::move(*inputsBefore);
-      current.stack = std::move(stackBefore);
-      current.kwNames = kwNamesBefore;
-      current.currentLine = instruction.line;
-      gradMode = gradModeBefore;
-      gradModeStack = std::move(gradModeStackBefore);
-      breakAt(pc, error);
-      return nullptr;
-    }
-    if (next == kReturned)
-      return returned;
-    pc = next < 0 ? pc + 1 : size_t(next);
+    if (inputsBefore)
+      inputs = std::move(*inputsBefore);
+    current.stack = std::move(stackBefore);
+    current.kwNames = kwNamesBefore;
+    current.currentLine = instruction.line;
+    gradMode = gradModeBefore;
+    gradModeStack = std::move(gradModeStackBefore);
+    breakAt(pc, error);
+    return kBroke;
   }
-  unsupported("fell off the end of the bytecode", current.currentLine);
 }
 
 OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
