@@ -33,6 +33,7 @@
 
 #include <opcode.h>
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -425,6 +426,54 @@ private:
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
 
   //===--------------------------------------------------------------------===//
+  // Instances of Python classes made during capture (TracerObjects.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// cls(...) of a plain Python class (laid out as object, dict or
+  /// OrderedDict, default __new__ and __getattribute__): a NewObject var,
+  /// its __init__ inlined. Null for other classes.
+  VarPtr constructObject(const VarPtr &classVar, const std::vector<VarPtr> &args,
+                         const std::map<std::string, VarPtr> &keywords);
+  /// The raw entry for name in the class's MRO (past `after`), read through
+  /// a guarded ClassEntry source; null when there is none.
+  VarPtr classEntry(const VarPtr &classVar, PyObject *name,
+                    PyObject *after = nullptr);
+  /// The class's own Python function `name`, bound to object; or null.
+  VarPtr pythonMethodOf(const VarPtr &object, const char *name);
+  /// A builtin method of the object's base (object.__setattr__,
+  /// dict.__setitem__, ...), modelled on its state: called by
+  /// callObjectSlot.
+  VarPtr slotMethod(const VarPtr &object, const std::string &name);
+  VarPtr callObjectSlot(const std::string &slot, const std::vector<VarPtr> &args,
+                        const std::map<std::string, VarPtr> &keywords);
+  /// A property's getter (a Python function) inlined on self.
+  VarPtr readProperty(const VarPtr &property, const VarPtr &self,
+                      const std::string &attribute);
+  VarPtr newObjectAttribute(const VarPtr &object, PyObject *name);
+  bool newObjectHas(const VarPtr &object, PyObject *name);
+  /// obj.name = value (direct: object.__setattr__, past a Python
+  /// __setattr__ of the class).
+  void setNewObjectAttribute(const VarPtr &object, PyObject *name,
+                             const VarPtr &value, bool direct);
+  void setDictEntry(const VarPtr &dict, const std::string &key,
+                    const VarPtr &value);
+  VarPtr newObjectItem(const VarPtr &object, const VarPtr &key);
+  void setNewObjectItem(const VarPtr &object, const VarPtr &key,
+                        const VarPtr &value);
+  VarPtr newObjectLength(const VarPtr &object);
+  bool newObjectTruth(const VarPtr &object);
+  /// Lists, dicts and objects made during capture have one id each; an
+  /// output (the return value, or the state at a break) spells each out
+  /// once and refers to it by id after (OutputSpec::Kind::SameObject).
+  std::map<const Var *, std::pair<VarPtr, int>> objectIds;
+  std::set<int> emittedObjects;
+  int objectIdOf(const VarPtr &var);
+  bool seenInThisOutput(const VarPtr &var, OutputSpec &spec);
+  OutputSpec
+  newObjectSpec(const VarPtr &var,
+                const std::function<OutputSpec(const VarPtr &)> &itemSpec);
+
+  //===--------------------------------------------------------------------===//
   // Tensor metadata (static under the tensor guards)
   //===--------------------------------------------------------------------===//
 
@@ -491,10 +540,15 @@ private:
   //===--------------------------------------------------------------------===//
 
   OutputSpec outputOf(const VarPtr &var);
-  /// A tuple, list or dict var's spec, each item's by itemSpec.
+  /// A tuple, list or dict var's spec, each item's by itemSpec (a list or
+  /// dict made during capture spelled out once per output).
   template <typename ItemSpec>
-  static OutputSpec containerSpec(const Var &var, ItemSpec itemSpec) {
+  OutputSpec containerSpec(const VarPtr &pointer, ItemSpec itemSpec) {
+    const Var &var = *pointer;
     OutputSpec spec;
+    if (var.source < 0 && (var.kind == Var::Kind::Dict || var.isList) &&
+        seenInThisOutput(pointer, spec))
+      return spec;
     spec.kind = var.kind == Var::Kind::Dict ? OutputSpec::Kind::Dict
                 : var.isList                ? OutputSpec::Kind::List
                                             : OutputSpec::Kind::Tuple;

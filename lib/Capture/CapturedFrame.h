@@ -63,7 +63,11 @@ struct OutputSpec {
   /// source at run time; Null, a NULL stack slot; Attribute, items[0]'s
   /// attribute keys[0] (a tensor's method); Method, function items[0] bound
   /// to items[1]; EnteredContext, the __exit__ of a fresh instance of the
-  /// grad-mode context class `constant`, entered.
+  /// grad-mode context class `constant`, entered; NewObject, an instance of
+  /// class `constant` made by its builtin base's __new__, its instance dict
+  /// keys[i] = items[i] for i < attributeCount, its dict items (a dict
+  /// subclass) the rest; SameObject, the list, dict or object with
+  /// objectId `index` already built for this run.
   enum class Kind {
     GraphOutput,
     Input,
@@ -75,7 +79,9 @@ struct OutputSpec {
     Null,
     Attribute,
     Method,
-    EnteredContext
+    EnteredContext,
+    NewObject,
+    SameObject
   };
   Kind kind = Kind::Constant;
   /// GraphOutput: index in graph.outputs; Input: index in graph.inputs;
@@ -85,6 +91,10 @@ struct OutputSpec {
   std::vector<OutputSpec> items;
   /// Dict: the keys of items.
   std::vector<std::string> keys;
+  /// List, Dict, NewObject made during capture: one id per object, so that
+  /// an object referenced twice is built once per run (SameObject).
+  int objectId = -1;
+  size_t attributeCount = 0;
 };
 
 /// A graph break the frame resumes after (DESIGN decision 11): the graph

@@ -34,24 +34,33 @@ bool sameConstant(PyObject *value, PyObject *expected) {
   return equal == 1;
 }
 
-PyObject *lookupPastClass(PyObject *object, PyObject *cls, PyObject *name) {
-  PyObject *mro = Py_TYPE(object)->tp_mro;
+PyObject *lookupInClass(PyObject *type, PyObject *after, PyObject *name) {
+  PyObject *mro =
+      PyType_Check(type) ? reinterpret_cast<PyTypeObject *>(type)->tp_mro
+                         : nullptr;
   if (!mro || !PyTuple_Check(mro))
     return nullptr;
   Py_ssize_t count = PyTuple_GET_SIZE(mro);
   Py_ssize_t i = 0;
-  while (i < count && PyTuple_GET_ITEM(mro, i) != cls)
+  if (after) {
+    while (i < count && PyTuple_GET_ITEM(mro, i) != after)
+      ++i;
     ++i;
-  for (++i; i < count; ++i) {
-    PyRef dict = PyRef::steal(
-        PyObject_GetAttrString(PyTuple_GET_ITEM(mro, i), "__dict__"));
-    PyRef found = PyRef::steal(dict ? PyObject_GetItem(dict.get(), name)
-                                    : nullptr);
+  }
+  for (; i < count; ++i) {
+    PyObject *dict =
+        reinterpret_cast<PyTypeObject *>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    PyObject *found = dict ? PyDict_GetItemWithError(dict, name) : nullptr;
     if (found)
-      return found.get(); // the class dict keeps it alive
+      return found; // the class dict keeps it alive
     PyErr_Clear();
   }
   return nullptr;
+}
+
+PyObject *lookupPastClass(PyObject *object, PyObject *cls, PyObject *name) {
+  return lookupInClass(reinterpret_cast<PyObject *>(Py_TYPE(object)), cls,
+                       name);
 }
 
 std::string Source::describe(const std::vector<Source> &all) const {
@@ -84,6 +93,12 @@ std::string Source::describe(const std::vector<Source> &all) const {
   case Kind::DictItem:
     return all[parent].describe(all) + "['" + PyUnicode_AsUTF8(name.get()) +
            "']";
+  case Kind::ClassEntry:
+    return all[parent].describe(all) + ".__mro__ entry '" +
+           PyUnicode_AsUTF8(name.get()) + "'" +
+           (fixed ? std::string(" past ") +
+                        reinterpret_cast<PyTypeObject *>(fixed.get())->tp_name
+                  : "");
   }
   return "?";
 }
@@ -198,6 +213,13 @@ PyRef SourceResolver::fetch(const Source &source) {
       return PyRef();
     return PyRef::borrow(
         lookupPastClass(parent, source.fixed.get(), source.name.get()));
+  }
+  case Source::Kind::ClassEntry: {
+    PyObject *parent = get(source.parent);
+    if (!parent)
+      return PyRef();
+    return PyRef::borrow(
+        lookupInClass(parent, source.fixed.get(), source.name.get()));
   }
   case Source::Kind::Fixed:
     return source.fixed;

@@ -36,7 +36,8 @@ struct Source {
     TypeAttr,
     SuperAttr,
     Fixed,
-    DictItem
+    DictItem,
+    ClassEntry
   };
   Kind kind = Kind::Local;
   int parent = -1;
@@ -44,7 +45,9 @@ struct Source {
   int index = 0;
   /// Global, Attr, FunctionGlobal, TypeAttr: the name (interned).
   PyRef name;
-  /// Fixed: the object; SuperAttr: the class super() starts after.
+  /// Fixed: the object; SuperAttr, ClassEntry: the class the lookup starts
+  /// after (ClassEntry: null for the whole MRO). ClassEntry: the raw entry
+  /// for `name` in the MRO of the class `parent` (no descriptor runs).
   PyRef fixed;
   std::string describe(const std::vector<Source> &all) const;
 };
@@ -58,6 +61,9 @@ bool sameConstant(PyObject *value, PyObject *expected);
 /// cls in type(object)'s MRO whose dict has name (borrowed; no descriptor
 /// runs), or null.
 PyObject *lookupPastClass(PyObject *object, PyObject *cls, PyObject *name);
+/// The entry for name in the MRO of the class `type`, starting after the
+/// class `after` (null: from the start), borrowed; no descriptor runs.
+PyObject *lookupInClass(PyObject *type, PyObject *after, PyObject *name);
 
 struct Guard {
   enum class Kind {

@@ -61,12 +61,35 @@ private:
   void *stream;
 };
 
-PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
-                      const std::vector<PyObject *> &inputs,
-                      const TorchContext &context, SourceResolver &resolver) {
-  auto build = [&](const OutputSpec &item) {
-    return buildResult(item, entry, inputs, context, resolver);
-  };
+/// Builds the Python values a run hands back (its return value, or the
+/// state at a graph break) from their specs. Lists, dicts and objects made
+/// during capture are built once per run: a second reference to one is a
+/// SameObject spec.
+class ResultBuilder {
+public:
+  ResultBuilder(const CacheEntry &entry, const std::vector<PyObject *> &inputs,
+                const TorchContext &context, SourceResolver &resolver)
+      : entry(entry), inputs(inputs), context(context), resolver(resolver) {}
+
+  /// A new reference.
+  PyObject *build(const OutputSpec &spec);
+
+private:
+  PyObject *remember(const OutputSpec &spec, PyObject *object) {
+    if (spec.objectId >= 0)
+      built[spec.objectId] = PyRef::borrow(object);
+    return object;
+  }
+  PyObject *newObject(const OutputSpec &spec);
+
+  const CacheEntry &entry;
+  const std::vector<PyObject *> &inputs;
+  const TorchContext &context;
+  SourceResolver &resolver;
+  std::map<int, PyRef> built;
+};
+
+PyObject *ResultBuilder::build(const OutputSpec &spec) {
   switch (spec.kind) {
   case OutputSpec::Kind::Null:
     fail("a NULL stack slot outside the stack");
@@ -124,7 +147,7 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
     return tuple;
   }
   case OutputSpec::Kind::Dict: {
-    PyObject *dict = PyDict_New();
+    PyObject *dict = remember(spec, PyDict_New());
     for (size_t i = 0; i < spec.items.size(); ++i) {
       PyObject *value = build(spec.items[i]);
       PyDict_SetItemString(dict, spec.keys[i].c_str(), value);
@@ -133,13 +156,62 @@ PyObject *buildResult(const OutputSpec &spec, const CacheEntry &entry,
     return dict;
   }
   case OutputSpec::Kind::List: {
-    PyObject *list = PyList_New(Py_ssize_t(spec.items.size()));
-    for (size_t i = 0; i < spec.items.size(); ++i)
-      PyList_SET_ITEM(list, i, build(spec.items[i]));
+    PyObject *list = remember(spec, PyList_New(0));
+    for (const OutputSpec &item : spec.items) {
+      PyRef value = PyRef::steal(build(item));
+      PyList_Append(list, value.get());
+    }
     return list;
+  }
+  case OutputSpec::Kind::NewObject:
+    return newObject(spec);
+  case OutputSpec::Kind::SameObject: {
+    auto found = built.find(spec.index);
+    if (found == built.end())
+      fail("an object made during capture is referenced before it is built");
+    return PyRef(found->second).release();
   }
   }
   return nullptr;
+}
+
+PyObject *ResultBuilder::newObject(const OutputSpec &spec) {
+  // The instance as its builtin base makes it (object, dict, OrderedDict:
+  // the class's own __new__ is theirs), then the instance dict and the dict
+  // items capture tracked: the state __init__ and the code after it left.
+  auto *cls = reinterpret_cast<PyTypeObject *>(spec.constant.get());
+  PyRef empty = PyRef::steal(PyTuple_New(0));
+  PyRef object = PyRef::steal(cls->tp_new(cls, empty.get(), nullptr));
+  if (!object)
+    fail(std::string("making an instance of ") + cls->tp_name + " failed");
+  remember(spec, object.get());
+  PyRef dict = PyRef::steal(PyObject_GenericGetDict(object.get(), nullptr));
+  if (!dict)
+    fail(std::string("an instance of ") + cls->tp_name + " has no __dict__");
+  PyObject *setItem = nullptr;
+  for (size_t i = 0; i < spec.items.size(); ++i) {
+    PyRef value = PyRef::steal(build(spec.items[i]));
+    PyRef key = PyRef::steal(PyUnicode_FromString(spec.keys[i].c_str()));
+    if (i < spec.attributeCount) {
+      PyDict_SetItem(dict.get(), key.get(), value.get());
+      continue;
+    }
+    // Dict items through the builtin base's own __setitem__ (an
+    // OrderedDict keeps its order list).
+    if (!setItem)
+      for (PyTypeObject *base = cls; base; base = base->tp_base)
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+          setItem = PyDict_GetItemString(base->tp_dict, "__setitem__");
+          break;
+        }
+    PyRef done = PyRef::steal(
+        setItem ? PyObject_CallFunctionObjArgs(setItem, object.get(),
+                                               key.get(), value.get(), nullptr)
+                : nullptr);
+    if (!done)
+      fail(std::string("filling an instance of ") + cls->tp_name + " failed");
+  }
+  return object.release();
 }
 
 } // namespace
@@ -200,14 +272,13 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
       fail("leaving a with block failed");
   }
   const ResumePoint *point = entry.captured.resume.get();
+  ResultBuilder builder(entry, inputs, context, resolver);
   if (!point)
-    return buildResult(entry.captured.result, entry, inputs, context,
-                       resolver);
+    return builder.build(entry.captured.result);
   auto slotOf = [&](const OutputSpec &spec) {
     return spec.kind == OutputSpec::Kind::Null
                ? PyRef()
-               : PyRef::steal(
-                     buildResult(spec, entry, inputs, context, resolver));
+               : PyRef::steal(builder.build(spec));
   };
   BreakState state;
   state.entry = shared;

@@ -145,6 +145,8 @@ bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
   }
   if (condition->kind == Var::Kind::Tuple || condition->kind == Var::Kind::Dict)
     return noneTest || !condition->items.empty();
+  if (condition->kind == Var::Kind::NewObject)
+    return noneTest || newObjectTruth(condition);
   if (condition->kind == Var::Kind::TensorMethod ||
       condition->kind == Var::Kind::BoundMethod ||
       condition->kind == Var::Kind::Function)

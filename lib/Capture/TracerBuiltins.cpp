@@ -95,6 +95,33 @@ VarPtr BytecodeTracer::containerBuiltin(
     PyObject *callable, const std::vector<VarPtr> &args,
     const std::map<std::string, VarPtr> &keywords) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
+  if (is("dict") && args.size() <= 1) {
+    // dict(), dict(pairs), dict(other_dict), dict(name=value): a new dict
+    // var with constant string keys.
+    VarPtr made = makeVar(Var::Kind::Dict);
+    auto add = [&](const VarPtr &key, const VarPtr &value) {
+      if (key->kind != Var::Kind::Constant ||
+          !PyUnicode_CheckExact(key->object.get()))
+        unsupported("dict() with a key that is not a constant string");
+      setDictEntry(made, PyUnicode_AsUTF8(key->object.get()), value);
+    };
+    if (!args.empty() && args[0]->kind == Var::Kind::Dict) {
+      made->keys = args[0]->keys;
+      made->items = args[0]->items;
+    } else if (!args.empty()) {
+      for (const VarPtr &pair : itemsOf(args[0])) {
+        std::vector<VarPtr> both = itemsOf(pair);
+        if (both.size() != 2)
+          unsupported("dict() of items that are not pairs");
+        add(both[0], both[1]);
+      }
+    }
+    if (keywords.size() > 1)
+      unsupported("dict() with several keywords (their order is not kept)");
+    for (const auto &[key, value] : keywords)
+      setDictEntry(made, key, value);
+    return made;
+  }
   // Only enumerate's start is a keyword understood here.
   VarPtr start = is("enumerate") && args.size() == 2 ? args[1] : nullptr;
   for (const auto &[key, value] : keywords) {
@@ -117,6 +144,8 @@ VarPtr BytecodeTracer::containerBuiltin(
                          PyTuple_Check(args[0]->object.get()))); // torch.Size
   if (is("len") && args.size() == 1 && container)
     return integerConstant(int64_t(itemsOf(args[0]).size()));
+  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::NewObject)
+    return newObjectLength(args[0]);
   if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
       PyDict_Check(args[0]->object.get())) {
     // A dict read from a source (a module's hook OrderedDict): its length,
@@ -302,6 +331,15 @@ VarPtr BytecodeTracer::isInstance(PyObject *callable,
   }
   if (args[0]->kind == Var::Kind::Tuple || args[0]->kind == Var::Kind::Dict)
     return containerIsInstance(args[0], cls);
+  if (args[0]->kind == Var::Kind::NewObject) {
+    // Its class is pinned by the guard on the class it was made from.
+    int sub = PyObject_IsSubclass(args[0]->function->object.get(), cls);
+    if (sub < 0) {
+      PyErr_Clear();
+      unsupported("isinstance raised");
+    }
+    return constant(sub ? Py_True : Py_False);
+  }
   if (args[0]->kind != Var::Kind::Constant &&
       args[0]->kind != Var::Kind::Object)
     return nullptr;
@@ -316,6 +354,8 @@ VarPtr BytecodeTracer::isInstance(PyObject *callable,
 VarPtr BytecodeTracer::typeOf(const VarPtr &var) {
   PyObject *type = nullptr;
   switch (var->kind) {
+  case Var::Kind::NewObject:
+    return var->function;
   case Var::Kind::Constant:
     type = reinterpret_cast<PyObject *>(Py_TYPE(var->object.get()));
     break;
@@ -377,6 +417,17 @@ VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,
     return nullptr;
   PyObject *name = args[1]->object.get();
   const VarPtr &base = args[0];
+  if (base->kind == Var::Kind::NewObject) {
+    bool has = newObjectHas(base, name);
+    if (!get)
+      return constant(has ? Py_True : Py_False);
+    if (has)
+      return loadAttr(base, name);
+    if (args.size() == 3)
+      return args[2];
+    unsupported(std::string("getattr of a missing attribute '") +
+                PyUnicode_AsUTF8(name) + "'");
+  }
   bool present = base->kind == Var::Kind::Tensor ||
                  (base->object && PyObject_HasAttr(base->object.get(), name));
   if (base->kind == Var::Kind::Object && !present)

@@ -108,6 +108,14 @@ void BytecodeTracer::call(int argc) {
 VarPtr BytecodeTracer::callAny(const VarPtr &callee,
                                const std::vector<VarPtr> &args,
                                const std::map<std::string, VarPtr> &keywords) {
+  if (callee->kind == Var::Kind::BoundMethod) {
+    std::vector<VarPtr> withSelf{callee->self};
+    withSelf.insert(withSelf.end(), args.begin(), args.end());
+    return callAny(callee->function, withSelf, keywords);
+  }
+  if (callee->kind == Var::Kind::Object && !callee->object &&
+      callee->method.rfind("object.", 0) == 0)
+    return callObjectSlot(callee->method, args, keywords);
   if (callee->kind == Var::Kind::TensorMethod &&
       isMetadataMethod(callee->method))
     return tensorMetadata(callee->self, callee->method, args);
@@ -172,6 +180,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     std::string answer = opTable().stateQuery(object);
     if (answer == "false")
       return constant(Py_False);
+    if (answer == "true")
+      return constant(Py_True);
     if (answer == "none")
       return constant(Py_None);
     if (answer == "zero")
@@ -208,6 +218,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     }
     if (VarPtr context = gradModeContext(object, args, keywords))
       return context;
+    if (VarPtr made = constructObject(callee, args, keywords))
+      return made;
     if (isModule(object))
       return inliner.inlineModule(callee, args, keywords);
   }

@@ -31,8 +31,10 @@ CapturedFrame BytecodeTracer::run() {
     result.state = state;
     gradMode = state.gradMode;
     VarPtr returnedValue = runBody(/*frameLevel=*/true);
-    if (!result.resume)
+    if (!result.resume) {
+      emittedObjects.clear();
       result.result = outputOf(returnedValue);
+    }
     addWriteBacks();
   } catch (Unsupported &error) {
     // What the trace relied on so far keys the negative entry.
@@ -465,7 +467,9 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
     return spec;
   case Var::Kind::Dict:
   case Var::Kind::Tuple:
-    return containerSpec(*var, [&](const VarPtr &item) { return outputOf(item); });
+    return containerSpec(var, [&](const VarPtr &item) { return outputOf(item); });
+  case Var::Kind::NewObject:
+    return newObjectSpec(var, [&](const VarPtr &item) { return outputOf(item); });
   default:
     unsupported("returning a value the interpreter cannot rebuild");
   }

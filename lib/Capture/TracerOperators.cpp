@@ -79,6 +79,23 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
     return foldPython(foldBinary(
         kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind, lhs,
         rhs));
+  int plain = kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind;
+  // Tuples made during capture (sizes) concatenate: `x.size()[:-1] + (n,)`.
+  bool tupleLike[2];
+  int side = 0;
+  for (const VarPtr &operand : {lhs, rhs})
+    tupleLike[side++] =
+        (operand->kind == Var::Kind::Tuple && !operand->isList &&
+         operand->keys.empty()) ||
+        (operand->kind == Var::Kind::Constant &&
+         PyTuple_Check(operand->object.get()));
+  if (plain == NB_ADD && tupleLike[0] && tupleLike[1]) {
+    VarPtr joined = makeVar(Var::Kind::Tuple);
+    joined->items = itemsOf(lhs);
+    for (const VarPtr &item : itemsOf(rhs))
+      joined->items.push_back(item);
+    return joined;
+  }
   static const std::map<int, std::string> ops = {{NB_ADD, "add"},
                                                  {NB_SUBTRACT, "sub"},
                                                  {NB_MULTIPLY, "mul"},
@@ -180,6 +197,16 @@ PyObject *BytecodeTracer::foldBinary(int kind, const VarPtr &lhs,
     return PyNumber_Remainder(a, b);
   case NB_POWER:
     return PyNumber_Power(a, b, Py_None);
+  case NB_AND:
+    return PyNumber_And(a, b);
+  case NB_OR:
+    return PyNumber_Or(a, b);
+  case NB_XOR:
+    return PyNumber_Xor(a, b);
+  case NB_LSHIFT:
+    return PyNumber_Lshift(a, b);
+  case NB_RSHIFT:
+    return PyNumber_Rshift(a, b);
   default:
     unsupported("binary operator " + std::to_string(kind) + " on constants");
   }
@@ -190,8 +217,27 @@ bool BytecodeTracer::comparableAtCapture(const VarPtr &var) {
     return true;
   if (var->kind != Var::Kind::Object)
     return false;
-  std::string type = Py_TYPE(var->object.get())->tp_name;
-  return type == "torch.dtype" || type == "torch.device";
+  PyObject *object = var->object.get();
+  if (!object || !var->method.empty() || isModule(object))
+    return false;
+  std::string type = Py_TYPE(object)->tp_name;
+  if (type == "torch.dtype" || type == "torch.device")
+    return true;
+  // Objects pinned by an identity guard (read from a source) or made from
+  // constants, whose equality is C code that reads nothing mutable: classes
+  // and functions (identity), enum members (their value).
+  static PyObject *enumSlot = nullptr;
+  PyObject *enumType = lookupOnce(enumSlot, "enum", "Enum");
+  if (PyType_Check(object) || PyFunction_Check(object) ||
+      PyCFunction_Check(object))
+    return true;
+  if (!enumType || PyObject_IsInstance(object, enumType) != 1) {
+    PyErr_Clear();
+    return false;
+  }
+  PyRef eq = PyRef::steal(PyUnicode_InternFromString("__eq__"));
+  PyObject *equality = _PyType_Lookup(Py_TYPE(object), eq.get());
+  return equality && !PyFunction_Check(equality);
 }
 
 VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
@@ -199,6 +245,20 @@ VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
   if (comparableAtCapture(lhs) && comparableAtCapture(rhs))
     return foldPython(
         PyObject_RichCompare(lhs->object.get(), rhs->object.get(), kind));
+  // An object made during capture with identity equality: equal only to
+  // itself.
+  for (const VarPtr &side : {lhs, rhs})
+    if (side->kind == Var::Kind::NewObject && (kind == Py_EQ || kind == Py_NE)) {
+      PyRef eq = PyRef::steal(PyUnicode_InternFromString("__eq__"));
+      PyObject *equality =
+          lookupInClass(side->function->object.get(), nullptr, eq.get());
+      PyRef objectEq = PyRef::steal(PyObject_GetAttrString(
+          reinterpret_cast<PyObject *>(&PyBaseObject_Type), "__eq__"));
+      if (equality != objectEq.get())
+        unsupported("== on an object made during capture that defines "
+                    "__eq__");
+      return constant((lhs == rhs) == (kind == Py_EQ) ? Py_True : Py_False);
+    }
   static const char *ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
   if (kind < 0 || kind > 5)
     unsupported("comparison operator");
@@ -288,11 +348,18 @@ VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
 /// `item in container` for constants in tuples, lists and dict keys.
 VarPtr BytecodeTracer::containsOp(const VarPtr &item, const VarPtr &container,
                                   bool negated) {
-  if (item->kind != Var::Kind::Constant)
+  if (container->kind == Var::Kind::NewObject) {
+    VarPtr contains = pythonMethodOf(container, "__contains__");
+    VarPtr answer =
+        contains ? callAny(contains, {item}, {})
+                 : callObjectSlot("object.__contains__", {container, item}, {});
+    return negated ? logicalNot(answer) : answer;
+  }
+  if (!comparableAtCapture(item))
     unsupported("'in' with a value not known at capture");
   bool found = false;
   for (const VarPtr &candidate : itemsOf(container)) {
-    if (candidate->kind != Var::Kind::Constant)
+    if (!comparableAtCapture(candidate))
       unsupported("'in' over values not known at capture");
     int equal = PyObject_RichCompareBool(item->object.get(),
                                          candidate->object.get(), Py_EQ);

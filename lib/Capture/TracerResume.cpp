@@ -156,7 +156,9 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
     return spec;
   case Var::Kind::Tuple:
   case Var::Kind::Dict:
-    return containerSpec(*var, [&](const VarPtr &item) { return stateOf(item); });
+    return containerSpec(var, [&](const VarPtr &item) { return stateOf(item); });
+  case Var::Kind::NewObject:
+    return newObjectSpec(var, [&](const VarPtr &item) { return stateOf(item); });
   case Var::Kind::TensorMethod:
     spec.kind = OutputSpec::Kind::Attribute;
     spec.items.push_back(stateOf(var->self));
@@ -165,6 +167,9 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
   case Var::Kind::BoundMethod:
     if (!var->function->object) { // dict.items, list.append, ...: by name
       const std::string &method = var->function->method;
+      if (method.rfind("object.", 0) == 0) // a base class's, past overrides
+        throw CannotResume{"a builtin method of an object made during "
+                           "capture is live"};
       spec.kind = OutputSpec::Kind::Attribute;
       spec.items.push_back(stateOf(var->self));
       spec.keys.push_back(method.substr(method.find('.') + 1));
@@ -251,6 +256,7 @@ void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
       if (slot < 0 || size_t(slot) >= deep)
         throw CannotResume{"a with block's exit is not on the stack"};
     bool mode = result.state.gradMode;
+    emittedObjects.clear();
     for (size_t i = 0; i < current.stack.size(); ++i) {
       OutputSpec spec = stateOf(current.stack[i]);
       if (spec.kind == OutputSpec::Kind::EnteredContext)
@@ -273,26 +279,6 @@ void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
     PyCodeObject *code = current.code;
     if (usesArgumentlessSuper(code) && locals > 0)
       live[0] = true; // super() reads the first argument without LOAD_FAST
-    // A list or dict made during capture is rebuilt once per reference:
-    // two references would become two objects.
-    std::map<const Var *, int> references;
-    std::function<void(const VarPtr &)> count = [&](const VarPtr &var) {
-      if (!var || var->source >= 0)
-        return;
-      bool mutableContainer = (var->kind == Var::Kind::Tuple && var->isList) ||
-                              var->kind == Var::Kind::Dict;
-      if (mutableContainer && ++references[var.get()] > 1)
-        throw CannotResume{"a list or dict made during capture is held "
-                           "twice"};
-      if (var->kind == Var::Kind::Tuple || var->kind == Var::Kind::Dict)
-        for (const VarPtr &item : var->items)
-          count(item);
-    };
-    for (const VarPtr &var : current.stack)
-      count(var);
-    for (int slot = 0; slot < locals; ++slot)
-      if (live[size_t(slot)])
-        count(current.locals[size_t(slot)]);
     int arguments = code->co_argcount + code->co_kwonlyargcount +
                     ((code->co_flags & CO_VARARGS) ? 1 : 0) +
                     ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);

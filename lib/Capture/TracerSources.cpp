@@ -297,12 +297,15 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
     unsupported("attribute '" + attribute + "' of a " +
                 Py_TYPE(base->object.get())->tp_name + " constant");
   }
+  if (base->kind == Var::Kind::NewObject)
+    return newObjectAttribute(base, name);
   if (base->kind != Var::Kind::Object)
     unsupported("attribute '" + attribute + "' of a non-object");
   if (base->method == "super")
     return superAttr(base, name);
   PyObject *object = base->object.get();
-  if (comparableAtCapture(base)) {
+  std::string typeName = object ? Py_TYPE(object)->tp_name : "";
+  if (typeName == "torch.dtype" || typeName == "torch.device") {
     // torch.dtype / torch.device: immutable, their attributes are data.
     PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
     if (!value || !isConstantObject(value.get())) {
@@ -318,6 +321,15 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
     PyObject *descriptor = _PyType_Lookup(Py_TYPE(object), name);
     // C-level slots (getset and member descriptors: __name__, __class__,
     // __dict__, __slots__ members) read data without running Python code.
+    // A property runs its getter: inlined, so what it reads is guarded
+    // and what it would change breaks.
+    if (descriptor && PyObject_TypeCheck(descriptor, &PyProperty_Type) &&
+        base->source >= 0) {
+      return readProperty(
+          classify(descriptor, guardBuilder.namedSource(Source::Kind::TypeAttr,
+                                                        base->source, name)),
+          base, attribute);
+    }
     if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
         !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
         Py_TYPE(descriptor) != &PyMethodDescr_Type &&
@@ -418,6 +430,10 @@ bool BytecodeTracer::inputRequiresGrad(const Value *value) const {
 
 void BytecodeTracer::storeAttribute(const VarPtr &owner, PyObject *name,
                                     const VarPtr &value) {
+  if (owner->kind == Var::Kind::NewObject) {
+    setNewObjectAttribute(owner, name, value, /*direct=*/false);
+    return;
+  }
   // `self.buffer += 1` updates the buffer in place and stores the same
   // tensor back: the in-place update is written back, the store changes
   // nothing. Other attribute stores would change objects: refused.

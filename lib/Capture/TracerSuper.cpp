@@ -50,6 +50,19 @@ VarPtr BytecodeTracer::superOfObject(const std::vector<VarPtr> &args) {
     if (self->kind == Var::Kind::Cell)
       self = self->items.empty() ? nullptr : self->items[0];
   }
+  if (cls && self && self->kind == Var::Kind::NewObject &&
+      cls->kind == Var::Kind::Object && cls->object &&
+      PyType_Check(cls->object.get()) &&
+      PyObject_IsSubclass(self->function->object.get(), cls->object.get()) ==
+          1) {
+    VarPtr proxy = makeVar(Var::Kind::Object);
+    proxy->method = "super";
+    proxy->object = cls->object;
+    proxy->function = cls;
+    proxy->self = self;
+    return proxy;
+  }
+  PyErr_Clear();
   if (!cls || !self || cls->kind != Var::Kind::Object ||
       self->kind != Var::Kind::Object || !cls->object ||
       !PyType_Check(cls->object.get()) || !self->object ||
@@ -73,6 +86,21 @@ VarPtr BytecodeTracer::superOfObject(const std::vector<VarPtr> &args) {
 
 VarPtr BytecodeTracer::superAttr(const VarPtr &proxy, PyObject *name) {
   PyObject *cls = proxy->function->object.get();
+  if (proxy->self->kind == Var::Kind::NewObject) {
+    const VarPtr &self = proxy->self;
+    PyObject *entry = lookupInClass(self->function->object.get(), cls, name);
+    if (entry && PyFunction_Check(entry)) {
+      VarPtr method = makeVar(Var::Kind::BoundMethod);
+      method->self = self;
+      method->function = classEntry(self->function, name, cls);
+      return method;
+    }
+    if (entry && (Py_TYPE(entry) == &PyMethodDescr_Type ||
+                  Py_TYPE(entry) == &PyWrapperDescr_Type))
+      return slotMethod(self, PyUnicode_AsUTF8(name));
+    unsupported(std::string("super().") + PyUnicode_AsUTF8(name) +
+                " of an object made during capture");
+  }
   PyObject *found = lookupPastClass(proxy->self->object.get(), cls, name);
   if (!found || !PyFunction_Check(found))
     unsupported(std::string("super().") + PyUnicode_AsUTF8(name) +

@@ -149,6 +149,36 @@ VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
     return indexTensor(container, index);
   if (container->kind == Var::Kind::Object && isModule(container->object.get()))
     return moduleItem(container, index);
+  if (container->kind == Var::Kind::NewObject)
+    return newObjectItem(container, index);
+  bool stringKey = index->kind == Var::Kind::Constant &&
+                   PyUnicode_CheckExact(index->object.get());
+  if (container->kind == Var::Kind::Dict && stringKey) {
+    std::string key = PyUnicode_AsUTF8(index->object.get());
+    for (size_t i = 0; i < container->keys.size(); ++i)
+      if (container->keys[i] == key)
+        return container->items[i];
+    unsupported("key '" + key + "' missing (KeyError)");
+  }
+  if (container->kind == Var::Kind::Object && container->object &&
+      container->method.empty()) {
+    PyObject *object = container->object.get();
+    // A dict read from a source that capture keeps whole (large, or with
+    // keys other than strings): the one entry, guarded.
+    if (PyDict_CheckExact(object) && stringKey && container->source >= 0) {
+      PyObject *value = PyDict_GetItemWithError(object, index->object.get());
+      if (!value) {
+        PyErr_Clear();
+        unsupported("key missing from a dict (KeyError)");
+      }
+      return classify(value, guardBuilder.namedSource(Source::Kind::DictItem,
+                                                      container->source,
+                                                      index->object.get()));
+    }
+    PyRef getitem = PyRef::steal(PyUnicode_InternFromString("__getitem__"));
+    if (VarPtr method = boundMethod(container, getitem.get()))
+      return callAny(method, {index}, {});
+  }
   if (index->kind == Var::Kind::Constant && PySlice_Check(index->object.get()))
     return sliceItems(container, index->object.get());
   if (index->kind != Var::Kind::Constant ||
@@ -387,6 +417,11 @@ VarPtr BytecodeTracer::iterate(const VarPtr &iterable) {
     iterator->items = itemsOf(iterable);
     return iterator;
   }
+  if (iterable->kind == Var::Kind::NewObject && iterable->content &&
+      !pythonMethodOf(iterable, "__iter__")) {
+    iterator->items = itemsOf(iterable->content); // a dict iterates its keys
+    return iterator;
+  }
   if (iterable->kind == Var::Kind::Constant &&
       PyRange_Check(iterable->object.get())) {
     PyRef items = PyRef::steal(PySequence_Tuple(iterable->object.get()));
@@ -418,6 +453,10 @@ VarPtr BytecodeTracer::advancedIndex(const VarPtr &tensor,
 
 void BytecodeTracer::storeSubscript(const VarPtr &container,
                                     const VarPtr &index, const VarPtr &value) {
+  if (container->kind == Var::Kind::NewObject) {
+    setNewObjectItem(container, index, value);
+    return;
+  }
   if (container->kind == Var::Kind::Dict) {
     setDictItem(container, index, value);
     return;

@@ -2,7 +2,8 @@
 //
 // What sits on the tracer's symbolic stack and in its symbolic locals: a
 // graph value (Tensor), a constant or concrete object read from a source,
-// or a container, method, iterator, cell or function made during capture.
+// or a container, method, iterator, cell, function or instance of a Python
+// class made during capture.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_VAR_H
@@ -36,7 +37,8 @@ struct Var {
     Iterator,
     Dict,
     Cell,
-    Function
+    Function,
+    NewObject
   };
   Kind kind = Kind::Null;
   Value *tensor = nullptr;
@@ -46,6 +48,12 @@ struct Var {
   std::string method;
   VarPtr self;
   VarPtr function;
+  /// NewObject (an instance of a Python class made during capture): its
+  /// class var is `function`; `attributes` is its instance dict (a Dict var,
+  /// what obj.__dict__ is) and `content`, for instances of dict subclasses,
+  /// the dict's own items (a Dict var).
+  VarPtr attributes;
+  VarPtr content;
   /// Where a concrete object came from (-1: made during capture).
   int source = -1;
   /// A Tuple var built as a list (rebuilt as a list when returned).

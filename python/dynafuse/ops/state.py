@@ -1,9 +1,16 @@
 """State queries: torch calls whose answer capture knows without running
 them, because the captured graph only ever runs where the answer holds
 (plain tensors, no scripting or tracing, grad mode guarded, autocast off).
-Answers: "false", "none", "zero", "grad_enabled" (the guarded grad mode).
+Answers: "false", "true", "none", "zero", "grad_enabled" (the guarded grad
+mode). `torch.compiler.is_compiling()` answers True while capturing, as under
+TorchDynamo: libraries take their compile-friendly paths (no warnings, no
+pytree registration), which compute the same values. Stream capture (CUDA
+graphs) never holds around a captured CPU graph; a CUDA graph recorded
+through a compiled entry is not supported.
 A compiled graph does not run through Python dispatch modes: the dispatch
 stack counts as empty."""
+import sys
+
 import torch
 import torch.overrides
 
@@ -20,6 +27,18 @@ def _tables():
         torch.is_autocast_enabled: "false",
         torch._C._len_torch_dispatch_stack: "zero",
     }
+    for module, name, answer in [
+        ("torch.compiler", "is_compiling", "true"),
+        ("torch.compiler", "is_dynamo_compiling", "true"),
+        ("torch._dynamo", "is_compiling", "true"),
+        ("torch._C", "_cuda_isCurrentStreamCapturing", "false"),
+        ("torch._C", "_xpu_isCurrentStreamCapturing", "false"),
+    ]:
+        # Only modules torch has loaded (importing torch._dynamo would load
+        # the competitor's compiler).
+        function = getattr(sys.modules.get(module), name, None)
+        if function is not None:
+            queries[function] = answer
     return queries
 
 

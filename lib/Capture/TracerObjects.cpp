@@ -1,0 +1,430 @@
+//===- TracerObjects.cpp - Instances of Python classes made during capture ===//
+//
+// `Output(last_hidden_state=h)`, `DynamicCache()`, a dataclass: calling a
+// plain Python class makes a NewObject var. Its __init__ is inlined with the
+// var as self; attribute stores go into its instance dict (a Dict var), and
+// for dict subclasses (transformers' ModelOutput) item stores into its dict
+// content. Reads look at the class first as Python does (data descriptors,
+// then the instance dict, then methods and class attributes), each class
+// entry read through a guarded ClassEntry source. Properties, on these and on
+// objects read from sources, run their getter inlined. A run rebuilds such an
+// object from its state (ResultBuilder::newObject in RunEntry.cpp): the
+// builtin base's __new__, then the instance dict and dict items.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+namespace {
+
+PyObject *orderedDictType() {
+  static PyObject *slot = nullptr;
+  return lookupOnce(slot, "collections", "OrderedDict");
+}
+
+/// The builtin class instances of cls are laid out as (object, dict or
+/// OrderedDict), or null when its MRO has another builtin class.
+PyTypeObject *builtinBaseOf(PyTypeObject *cls) {
+  PyObject *mro = cls->tp_mro;
+  if (!mro || !PyTuple_Check(mro))
+    return nullptr;
+  PyTypeObject *base = nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto *type = reinterpret_cast<PyTypeObject *>(PyTuple_GET_ITEM(mro, i));
+    if ((type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type == &PyBaseObject_Type)
+      continue;
+    if (type != &PyDict_Type &&
+        reinterpret_cast<PyObject *>(type) != orderedDictType())
+      return nullptr;
+    if (!base)
+      base = type;
+  }
+  return base ? base : &PyBaseObject_Type;
+}
+
+PyObject *entryOf(PyTypeObject *type, const char *name) {
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+  return lookupInClass(reinterpret_cast<PyObject *>(type), nullptr, key.get());
+}
+
+PyTypeObject *classOf(const VarPtr &object) {
+  return reinterpret_cast<PyTypeObject *>(object->function->object.get());
+}
+
+bool isProperty(PyObject *descriptor) {
+  return descriptor && PyObject_TypeCheck(descriptor, &PyProperty_Type);
+}
+
+/// Builtin methods of the base class a new object's code may call
+/// (through super() or because the class does not override them).
+bool isModelledSlot(const std::string &name, bool dictBase) {
+  static const char *objectSlots[] = {"__setattr__", "__init__",
+                                      "__getattribute__"};
+  static const char *dictSlots[] = {"__setitem__", "__getitem__",
+                                    "__contains__", "__len__", "keys",
+                                    "values", "items", "get"};
+  for (const char *slot : objectSlots)
+    if (name == slot)
+      return true;
+  if (dictBase)
+    for (const char *slot : dictSlots)
+      if (name == slot)
+        return true;
+  return false;
+}
+
+} // namespace
+
+VarPtr BytecodeTracer::constructObject(
+    const VarPtr &classVar, const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  PyObject *object = classVar->object.get();
+  if (!object || !PyType_Check(object) || classVar->source < 0)
+    return nullptr;
+  auto *cls = reinterpret_cast<PyTypeObject *>(object);
+  // A plain Python class: made by type.__call__, laid out as object or
+  // dict, its instances with a __dict__ and the default attribute lookup.
+  if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+      Py_TYPE(object)->tp_call != PyType_Type.tp_call || isModule(object) ||
+      cls->tp_dictoffset == 0)
+    return nullptr;
+  PyTypeObject *base = builtinBaseOf(cls);
+  if (!base || cls->tp_new != base->tp_new ||
+      entryOf(cls, "__getattribute__") != entryOf(base, "__getattribute__"))
+    return nullptr;
+  PyObject *init = entryOf(cls, "__init__");
+  bool pythonInit = init && PyFunction_Check(init);
+  if (!pythonInit && init != entryOf(base, "__init__"))
+    return nullptr;
+  VarPtr made = makeVar(Var::Kind::NewObject);
+  made->function = classVar;
+  made->attributes = makeVar(Var::Kind::Dict);
+  if (base != &PyBaseObject_Type)
+    made->content = makeVar(Var::Kind::Dict);
+  if (!pythonInit) {
+    if (!args.empty() || (!keywords.empty() && !made->content) ||
+        keywords.size() > 1)
+      unsupported(std::string(cls->tp_name) +
+                  "() with arguments its base's __init__ takes");
+    for (const auto &[key, value] : keywords) {
+      made->content->keys.push_back(key);
+      made->content->items.push_back(value);
+    }
+    return made;
+  }
+  std::vector<VarPtr> withSelf{made};
+  withSelf.insert(withSelf.end(), args.begin(), args.end());
+  PyRef name = PyRef::steal(PyUnicode_InternFromString("__init__"));
+  VarPtr returned = callAny(classEntry(classVar, name.get()), withSelf, keywords);
+  if (returned->kind != Var::Kind::Constant || returned->object.get() != Py_None)
+    unsupported(std::string(cls->tp_name) + ".__init__ returned a value");
+  return made;
+}
+
+VarPtr BytecodeTracer::classEntry(const VarPtr &classVar, PyObject *name,
+                                  PyObject *after) {
+  PyObject *entry = lookupInClass(classVar->object.get(), after, name);
+  if (!entry)
+    return nullptr;
+  Source source;
+  source.kind = Source::Kind::ClassEntry;
+  source.parent = sourceOfObject(classVar);
+  source.name = PyRef::borrow(name);
+  if (after)
+    source.fixed = PyRef::borrow(after);
+  return classify(entry, guardBuilder.addSource(std::move(source)));
+}
+
+VarPtr BytecodeTracer::pythonMethodOf(const VarPtr &object, const char *name) {
+  PyObject *entry = entryOf(classOf(object), name);
+  if (!entry || !PyFunction_Check(entry))
+    return nullptr;
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+  VarPtr method = makeVar(Var::Kind::BoundMethod);
+  method->self = object;
+  method->function = classEntry(object->function, key.get());
+  return method;
+}
+
+VarPtr BytecodeTracer::slotMethod(const VarPtr &object,
+                                  const std::string &name) {
+  if (!isModelledSlot(name, object->content != nullptr))
+    unsupported("builtin method '" + name + "' of a " +
+                classOf(object)->tp_name + " made during capture");
+  VarPtr method = makeVar(Var::Kind::BoundMethod);
+  method->self = object;
+  method->function = makeVar(Var::Kind::Object);
+  method->function->method = "object." + name;
+  return method;
+}
+
+VarPtr BytecodeTracer::readProperty(const VarPtr &property, const VarPtr &self,
+                                    const std::string &attribute) {
+  auto *descriptor =
+      reinterpret_cast<PyObject *>(property->object.get());
+  PyRef getter = PyRef::steal(PyObject_GetAttrString(descriptor, "fget"));
+  if (!getter || !PyFunction_Check(getter.get())) {
+    PyErr_Clear();
+    unsupported("attribute '" + attribute +
+                "' is a property whose getter is not a Python function");
+  }
+  PyRef fget = PyRef::steal(PyUnicode_InternFromString("fget"));
+  VarPtr function = classify(
+      getter.get(), guardBuilder.namedSource(Source::Kind::Attr,
+                                             sourceOfObject(property),
+                                             fget.get()));
+  return callAny(function, {self}, {});
+}
+
+VarPtr BytecodeTracer::newObjectAttribute(const VarPtr &object,
+                                          PyObject *name) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  if (attribute == "__class__")
+    return object->function;
+  if (attribute == "__dict__")
+    return object->attributes;
+  PyObject *entry = lookupInClass(object->function->object.get(), nullptr, name);
+  if (entry && Py_TYPE(entry)->tp_descr_set) { // a data descriptor wins
+    if (!isProperty(entry))
+      unsupported("attribute '" + attribute + "' of a " +
+                  classOf(object)->tp_name + " goes through a " +
+                  Py_TYPE(entry)->tp_name);
+    return readProperty(classEntry(object->function, name), object, attribute);
+  }
+  const Var &dict = *object->attributes;
+  for (size_t i = 0; i < dict.keys.size(); ++i)
+    if (dict.keys[i] == attribute)
+      return dict.items[i];
+  if (entry) {
+    if (PyFunction_Check(entry)) {
+      VarPtr method = makeVar(Var::Kind::BoundMethod);
+      method->self = object;
+      method->function = classEntry(object->function, name);
+      return method;
+    }
+    if (PyObject_TypeCheck(entry, &PyStaticMethod_Type) ||
+        PyObject_TypeCheck(entry, &PyClassMethod_Type)) {
+      VarPtr wrapper = classEntry(object->function, name);
+      PyRef function =
+          PyRef::steal(PyObject_GetAttrString(entry, "__func__"));
+      PyRef func = PyRef::steal(PyUnicode_InternFromString("__func__"));
+      VarPtr inner = classify(
+          function.get(), guardBuilder.namedSource(
+                              Source::Kind::Attr, sourceOfObject(wrapper),
+                              func.get()));
+      if (PyObject_TypeCheck(entry, &PyStaticMethod_Type))
+        return inner;
+      VarPtr method = makeVar(Var::Kind::BoundMethod);
+      method->self = object->function;
+      method->function = inner;
+      return method;
+    }
+    if (Py_TYPE(entry)->tp_descr_get) {
+      // Builtin methods of the base (dict.keys, object.__setattr__).
+      if (Py_TYPE(entry) == &PyMethodDescr_Type ||
+          Py_TYPE(entry) == &PyWrapperDescr_Type)
+        return slotMethod(object, attribute);
+      unsupported("attribute '" + attribute + "' of a " +
+                  classOf(object)->tp_name + " goes through a " +
+                  Py_TYPE(entry)->tp_name);
+    }
+    return classEntry(object->function, name); // a class attribute
+  }
+  if (VarPtr getattr = pythonMethodOf(object, "__getattr__"))
+    return callAny(getattr, {constant(name)}, {});
+  unsupported("attribute '" + attribute + "' missing on a " +
+              classOf(object)->tp_name + " made during capture");
+}
+
+bool BytecodeTracer::newObjectHas(const VarPtr &object, PyObject *name) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  for (const std::string &key : object->attributes->keys)
+    if (key == attribute)
+      return true;
+  if (lookupInClass(object->function->object.get(), nullptr, name))
+    return true;
+  if (entryOf(classOf(object), "__getattr__"))
+    unsupported("hasattr on a " + std::string(classOf(object)->tp_name) +
+                " with __getattr__");
+  return false;
+}
+
+void BytecodeTracer::setNewObjectAttribute(const VarPtr &object,
+                                           PyObject *name, const VarPtr &value,
+                                           bool direct) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  if (!direct) {
+    if (VarPtr setattr = pythonMethodOf(object, "__setattr__")) {
+      callAny(setattr, {constant(name), value}, {});
+      return;
+    }
+  }
+  PyObject *entry = lookupInClass(object->function->object.get(), nullptr, name);
+  if (entry && Py_TYPE(entry)->tp_descr_set) {
+    if (!isProperty(entry))
+      unsupported("assignment to attribute '" + attribute +
+                  "' through a " + Py_TYPE(entry)->tp_name);
+    PyRef setter = PyRef::steal(PyObject_GetAttrString(entry, "fset"));
+    if (!setter || !PyFunction_Check(setter.get())) {
+      PyErr_Clear();
+      unsupported("assignment to property '" + attribute +
+                  "' without a Python setter");
+    }
+    VarPtr property = classEntry(object->function, name);
+    PyRef fset = PyRef::steal(PyUnicode_InternFromString("fset"));
+    VarPtr function = classify(
+        setter.get(), guardBuilder.namedSource(Source::Kind::Attr,
+                                               sourceOfObject(property),
+                                               fset.get()));
+    callAny(function, {object, value}, {});
+    return;
+  }
+  setDictEntry(object->attributes, attribute, value);
+}
+
+void BytecodeTracer::setDictEntry(const VarPtr &dict, const std::string &key,
+                                  const VarPtr &value) {
+  willMutate(dict);
+  for (size_t i = 0; i < dict->keys.size(); ++i)
+    if (dict->keys[i] == key) {
+      dict->items[i] = value;
+      return;
+    }
+  dict->keys.push_back(key);
+  dict->items.push_back(value);
+}
+
+VarPtr BytecodeTracer::callObjectSlot(
+    const std::string &slot, const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  if (args.empty() || args[0]->kind != Var::Kind::NewObject)
+    unsupported(slot + " on a value that is not an object made during capture");
+  const VarPtr &self = args[0];
+  std::string name = slot.substr(std::string("object.").size());
+  auto stringKey = [&](size_t at) {
+    if (args.size() <= at || args[at]->kind != Var::Kind::Constant ||
+        !PyUnicode_CheckExact(args[at]->object.get()))
+      unsupported(name + " with a key that is not a constant string");
+    return std::string(PyUnicode_AsUTF8(args[at]->object.get()));
+  };
+  if (name == "__init__") {
+    if (args.size() != 1 || !keywords.empty())
+      unsupported("a base class __init__ with arguments");
+    return constant(Py_None);
+  }
+  if (!keywords.empty())
+    unsupported(name + " with keyword arguments");
+  if (name == "__setattr__" && args.size() == 3) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(stringKey(1).c_str()));
+    setNewObjectAttribute(self, key.get(), args[2], /*direct=*/true);
+    return constant(Py_None);
+  }
+  if (name == "__getattribute__" && args.size() == 2) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(stringKey(1).c_str()));
+    return newObjectAttribute(self, key.get());
+  }
+  const VarPtr &content = self->content;
+  if (!content)
+    unsupported("dict method " + name + " of an object that is not a dict");
+  auto find = [&](const std::string &key) -> VarPtr {
+    for (size_t i = 0; i < content->keys.size(); ++i)
+      if (content->keys[i] == key)
+        return content->items[i];
+    return nullptr;
+  };
+  if (name == "__setitem__" && args.size() == 3) {
+    setDictEntry(content, stringKey(1), args[2]);
+    return constant(Py_None);
+  }
+  if (name == "__getitem__" && args.size() == 2) {
+    if (VarPtr found = find(stringKey(1)))
+      return found;
+    unsupported("key '" + stringKey(1) + "' missing (KeyError)");
+  }
+  if (name == "get" && (args.size() == 2 || args.size() == 3)) {
+    VarPtr found = find(stringKey(1));
+    return found ? found : args.size() == 3 ? args[2] : constant(Py_None);
+  }
+  if (name == "__contains__" && args.size() == 2)
+    return constant(find(stringKey(1)) ? Py_True : Py_False);
+  if (name == "__len__" && args.size() == 1)
+    return integerConstant(int64_t(content->keys.size()));
+  if ((name == "keys" || name == "values" || name == "items") &&
+      args.size() == 1)
+    return dictMethod(name, content);
+  unsupported("dict method " + name + " with these arguments");
+}
+
+VarPtr BytecodeTracer::newObjectItem(const VarPtr &object, const VarPtr &key) {
+  if (VarPtr getitem = pythonMethodOf(object, "__getitem__"))
+    return callAny(getitem, {key}, {});
+  return callObjectSlot("object.__getitem__", {object, key}, {});
+}
+
+void BytecodeTracer::setNewObjectItem(const VarPtr &object, const VarPtr &key,
+                                      const VarPtr &value) {
+  if (VarPtr setitem = pythonMethodOf(object, "__setitem__")) {
+    callAny(setitem, {key, value}, {});
+    return;
+  }
+  callObjectSlot("object.__setitem__", {object, key, value}, {});
+}
+
+VarPtr BytecodeTracer::newObjectLength(const VarPtr &object) {
+  if (VarPtr len = pythonMethodOf(object, "__len__"))
+    return callAny(len, {}, {});
+  return callObjectSlot("object.__len__", {object}, {});
+}
+
+bool BytecodeTracer::newObjectTruth(const VarPtr &object) {
+  if (entryOf(classOf(object), "__bool__") ||
+      (entryOf(classOf(object), "__len__") && !object->content) ||
+      pythonMethodOf(object, "__len__"))
+    unsupported(std::string("truth of a ") + classOf(object)->tp_name +
+                " that defines __bool__ or __len__");
+  return !object->content || !object->content->keys.empty();
+}
+
+int BytecodeTracer::objectIdOf(const VarPtr &var) {
+  auto found = objectIds.find(var.get());
+  if (found != objectIds.end())
+    return found->second.second;
+  int id = int(objectIds.size());
+  objectIds[var.get()] = {var, id};
+  return id;
+}
+
+bool BytecodeTracer::seenInThisOutput(const VarPtr &var, OutputSpec &spec) {
+  int id = objectIdOf(var);
+  if (!emittedObjects.insert(id).second) {
+    spec.kind = OutputSpec::Kind::SameObject;
+    spec.index = id;
+    return true;
+  }
+  spec.objectId = id;
+  return false;
+}
+
+OutputSpec BytecodeTracer::newObjectSpec(
+    const VarPtr &var, const std::function<OutputSpec(const VarPtr &)> &itemSpec) {
+  OutputSpec spec;
+  if (seenInThisOutput(var, spec))
+    return spec;
+  spec.kind = OutputSpec::Kind::NewObject;
+  spec.constant = var->function->object;
+  spec.keys = var->attributes->keys;
+  spec.attributeCount = spec.keys.size();
+  for (const VarPtr &item : var->attributes->items)
+    spec.items.push_back(itemSpec(item));
+  if (var->content) {
+    spec.keys.insert(spec.keys.end(), var->content->keys.begin(),
+                     var->content->keys.end());
+    for (const VarPtr &item : var->content->items)
+      spec.items.push_back(itemSpec(item));
+  }
+  return spec;
+}
+
+} // namespace capture
+} // namespace dynafuse

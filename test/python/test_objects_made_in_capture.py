@@ -1,0 +1,238 @@
+"""Instances of Python classes made inside a compiled frame (dataclasses,
+transformers-style ModelOutput dicts, caches filled by methods), properties
+read through their getters, and comparisons of enum members and classes:
+all inside one graph (fullgraph=True, so the compiled path ran), rebuilt as
+the same objects eager returns."""
+import dataclasses
+import enum
+from collections import OrderedDict
+from typing import Optional
+
+import pytest
+import torch
+from torch import nn
+
+import dynafuse
+from conftest import assert_close, assert_compiled
+
+INPUTS = [torch.randn(4, 6), torch.randn(6, 4).t(), torch.randn(1, 6), torch.randn(0, 6)]
+
+
+@dataclasses.dataclass
+class Output:
+    hidden: torch.Tensor
+    pooled: Optional[torch.Tensor] = None
+    steps: int = 0
+
+
+def returns_a_dataclass(x):
+    out = Output(hidden=x * 2)
+    out.pooled = out.hidden.sum(-1)
+    out.steps += 1
+    return out
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_a_dataclass_made_in_the_frame_is_returned(x):
+    actual = dynafuse.compile(returns_a_dataclass, fullgraph=True)(x)
+    expected = returns_a_dataclass(x)
+    assert type(actual) is Output
+    assert_close(actual.hidden, expected.hidden)
+    assert_close(actual.pooled, expected.pooled)
+    assert actual.steps == 1 and actual == dataclasses.replace(actual)
+    assert_compiled()
+
+
+class ModelOutputLike(OrderedDict):
+    """A dict whose fields are also attributes, as transformers' ModelOutput:
+    a Python __setattr__ that also stores the item, __getitem__ by name or
+    position, to_tuple."""
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                self[field.name] = value
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __setattr__(self, name, value):
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class EncoderOutput(ModelOutputLike):
+    last_hidden_state: Optional[torch.Tensor] = None
+    attentions: Optional[torch.Tensor] = None
+    pooler_output: Optional[torch.Tensor] = None
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        out = EncoderOutput(last_hidden_state=h, pooler_output=h.mean(0))
+        first = out[0] + out["pooler_output"]
+        return EncoderOutput(last_hidden_state=first + out.last_hidden_state,
+                             pooler_output=out.to_tuple()[1])
+
+
+@pytest.mark.parametrize("x", INPUTS[:3])
+def test_a_model_output_dict_is_built_read_and_returned(x):
+    torch.manual_seed(0)
+    model = Encoder().eval()
+    with torch.no_grad():
+        actual = dynafuse.compile(model, fullgraph=True)(x)
+        expected = model(x)
+    assert type(actual) is EncoderOutput
+    assert list(actual.keys()) == list(expected.keys()) == [
+        "last_hidden_state", "pooler_output"]
+    assert actual.attentions is None
+    for key in expected:
+        assert_close(actual[key], expected[key])
+        assert_close(getattr(actual, key), getattr(expected, key))
+    assert_close(actual.to_tuple()[0], expected.to_tuple()[0])
+    assert_compiled()
+
+
+class Layer:
+    """A cache layer that starts empty and fills itself on first use."""
+
+    def __init__(self):
+        self.keys = None
+        self.initialized = False
+
+    def update(self, keys):
+        if not self.initialized:
+            self.keys = keys[:0]
+            self.initialized = True
+        self.keys = torch.cat([self.keys, keys], dim=0)
+        return self.keys
+
+
+class Cache:
+    def __init__(self, layers):
+        self.layers = [Layer() for _ in range(layers)]
+
+    @property
+    def length(self):
+        return self.layers[0].keys.shape[0] if self.layers[0].initialized else 0
+
+
+def fills_a_cache(x):
+    cache = Cache(2)
+    before = cache.length
+    for layer in cache.layers:
+        layer.update(x)
+        layer.update(x * 2)
+    shared = [cache.layers[0], cache.layers[0]]
+    return cache, before, cache.length, shared
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_objects_filled_by_their_methods_keep_identity(x):
+    cache, before, length, shared = dynafuse.compile(fills_a_cache,
+                                                     fullgraph=True)(x)
+    expected = fills_a_cache(x)
+    assert (before, length) == (expected[1], expected[2]) == (0, 2 * x.shape[0])
+    assert type(cache) is Cache and len(cache.layers) == 2
+    for layer, want in zip(cache.layers, expected[0].layers):
+        assert type(layer) is Layer and layer.initialized
+        assert_close(layer.keys, want.keys)
+    # One object stays one object: the list holds the cache's own layer.
+    assert shared[0] is shared[1] is cache.layers[0]
+    assert_compiled()
+
+
+class Mode(str, enum.Enum):
+    FAST = "fast"
+    EXACT = "exact"
+
+
+class Config:
+    def __init__(self, mode, scale):
+        self._mode = mode
+        self.scale = scale
+
+    @property
+    def mode(self):
+        return self._mode
+
+    @property
+    def doubled(self):
+        return self.scale * 2
+
+
+class Configured(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def forward(self, x):
+        if self.config.mode == Mode.FAST and type(x) is not Config:
+            x = x * self.config.doubled
+        if self.config.mode in (Mode.EXACT,):
+            x = x + 1
+        shape = x.size()[:-1] + (2, -1)
+        return x.reshape(shape) if x.shape[-1] % 2 == 0 else x
+
+
+@pytest.mark.parametrize("mode", [Mode.FAST, Mode.EXACT])
+def test_properties_enums_and_size_concatenation(mode):
+    model = Configured(Config(mode, 3.0))
+    compiled = dynafuse.compile(model, fullgraph=True)
+    x = torch.randn(4, 6)
+    assert_close(compiled(x), model(x))
+    assert_compiled()
+    # The property's result is guarded: a changed config recompiles.
+    model.config.scale = 5.0
+    assert_close(compiled(x), model(x))
+    model.config._mode = Mode.EXACT if mode is Mode.FAST else Mode.FAST
+    assert_close(compiled(x), model(x))
+
+
+class SlottedPoint:
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+
+def makes_a_slotted_object(x):
+    return SlottedPoint(x + 1).x
+
+
+def test_classes_capture_cannot_model_break_and_run_eagerly():
+    x = torch.randn(3)
+    assert_close(dynafuse.compile(makes_a_slotted_object)(x), x + 1)
+    with pytest.raises(dynafuse.Unsupported):
+        dynafuse.compile(makes_a_slotted_object, fullgraph=True)(x)
+
+
+def raises_in_init(x):
+    class Strict:
+        def __init__(self, value):
+            if value.dim() != 3:
+                raise ValueError("expects a 3-d tensor")
+            self.value = value
+    return Strict(x).value
+
+
+def test_an_init_that_raises_raises_eagers_error():
+    with pytest.raises(ValueError, match="expects a 3-d tensor"):
+        dynafuse.compile(raises_in_init)(torch.randn(3))
