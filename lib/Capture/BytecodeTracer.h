@@ -426,6 +426,19 @@ private:
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
 
   //===--------------------------------------------------------------------===//
+  // Torch calls decided at capture (TracerTorchValues.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// torch.finfo / iinfo, torch.tensor of a constant, str() / repr() of
+  /// constants and classes; null for other calls.
+  VarPtr foldTorchValue(PyObject *callable, const std::vector<VarPtr> &args,
+                        const std::map<std::string, VarPtr> &keywords);
+  VarPtr constantTensor(const VarPtr &data,
+                        const std::map<std::string, VarPtr> &keywords);
+  VarPtr tensorTo(const VarPtr &tensor, const std::vector<VarPtr> &args,
+                  const std::map<std::string, VarPtr> &keywords);
+
+  //===--------------------------------------------------------------------===//
   // Instances of Python classes made during capture (TracerObjects.cpp)
   //===--------------------------------------------------------------------===//
 
@@ -472,6 +485,38 @@ private:
   OutputSpec
   newObjectSpec(const VarPtr &var,
                 const std::function<OutputSpec(const VarPtr &)> &itemSpec);
+
+  //===--------------------------------------------------------------------===//
+  // Stores into objects that existed before the frame (TracerStores.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// Stores capture made, in order: later reads see them, and each run
+  /// repeats them (CapturedFrame::stores). A frame-level instruction that
+  /// breaks drops the ones it made.
+  struct PendingStore {
+    bool item = false;
+    PyObject *owner = nullptr; ///< borrowed: the owner's source keeps it
+    int ownerSource = -1;
+    std::string name;
+    VarPtr value;
+  };
+  std::vector<PendingStore> pendingStores;
+  /// obj.name = value on an object read from a source whose type uses the
+  /// default __setattr__; false when capture cannot model the store.
+  bool storeIntoObject(const VarPtr &owner, PyObject *name, const VarPtr &value);
+  /// d[key] = value on a dict read from a source (a Dict var).
+  void storeIntoSourceDict(const VarPtr &dict, const std::string &key,
+                           const VarPtr &value);
+  /// d.pop(key[, default]) on a dict var (made during capture, or the
+  /// frame's own: then the removal is repeated by each run).
+  VarPtr popDictItem(const VarPtr &dict, const VarPtr &key,
+                     const VarPtr &fallback);
+  /// The value capture stored into owner.name, or null.
+  VarPtr storedAttribute(PyObject *owner, const std::string &name) const;
+  /// The stores' specs (after the return value's or the break state's, in
+  /// the same output, so objects keep their identity).
+  std::vector<StoreEffect>
+  storeEffects(const std::function<OutputSpec(const VarPtr &)> &valueSpec);
 
   //===--------------------------------------------------------------------===//
   // Tensor metadata (static under the tensor guards)

@@ -141,6 +141,17 @@ struct ResumePoint {
   int localCount = 0;
 };
 
+/// A store into an object or dict that existed before the frame (an
+/// attribute of a config or registry object, an item of the frame's
+/// **kwargs): each run repeats it after the graph, in capture order, before
+/// the return value is handed back or the code after a break runs.
+struct StoreEffect {
+  bool item = false; ///< dict item (owner is a dict), else attribute
+  int owner = -1;    ///< the owner's source
+  std::string name;
+  OutputSpec value; ///< a dict item removed (dict.pop): Kind::Null
+};
+
 struct CapturedFrame {
   std::unique_ptr<Graph> graph;
   std::vector<Source> sources;
@@ -161,6 +172,7 @@ struct CapturedFrame {
   /// frame resumed) the frame leaves: a run calls each with (None, None,
   /// None) after the graph, as the frame's code would have.
   std::vector<int> exitCalls;
+  std::vector<StoreEffect> stores;
   /// Set when capture stopped at a graph break it can resume after; the
   /// graph then ends there and `result` is unused.
   std::shared_ptr<ResumePoint> resume;

@@ -175,6 +175,13 @@ Attribute OpBinder::attributeOf(PyObject *object, const std::string &what) {
     return PyFloat_AS_DOUBLE(object);
   if (PyUnicode_CheckExact(object))
     return std::string(PyUnicode_AsUTF8(object));
+  if (std::string(Py_TYPE(object)->tp_name) == "torch.device") {
+    // As tensor types spell devices: "cpu", "cuda:0".
+    PyRef text = PyRef::steal(PyObject_Str(object));
+    std::string device = text ? PyUnicode_AsUTF8(text.get()) : "";
+    PyErr_Clear();
+    return device == "cuda" ? std::string("cuda:0") : device;
+  }
   if (PyTuple_Check(object) || PyList_Check(object)) {
     std::vector<int64_t> values;
     PyRef items = PyRef::steal(PySequence_Tuple(object));

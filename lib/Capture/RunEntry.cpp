@@ -273,8 +273,29 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
   }
   const ResumePoint *point = entry.captured.resume.get();
   ResultBuilder builder(entry, inputs, context, resolver);
-  if (!point)
-    return builder.build(entry.captured.result);
+  auto repeatStores = [&] {
+    for (const StoreEffect &store : entry.captured.stores) {
+      PyObject *owner = resolver.get(store.owner);
+      PyRef name = PyRef::steal(PyUnicode_FromString(store.name.c_str()));
+      if (store.value.kind == OutputSpec::Kind::Null) { // dict.pop
+        if (!owner || PyDict_DelItem(owner, name.get()) < 0)
+          fail("repeating the removal of ['" + store.name + "'] failed");
+        continue;
+      }
+      PyRef value = PyRef::steal(builder.build(store.value));
+      int failed = !owner ? -1
+                   : store.item
+                       ? PyDict_SetItem(owner, name.get(), value.get())
+                       : PyObject_GenericSetAttr(owner, name.get(), value.get());
+      if (failed < 0)
+        fail("repeating the store of ." + store.name + " failed");
+    }
+  };
+  if (!point) {
+    PyRef returned = PyRef::steal(builder.build(entry.captured.result));
+    repeatStores();
+    return returned.release();
+  }
   auto slotOf = [&](const OutputSpec &spec) {
     return spec.kind == OutputSpec::Kind::Null
                ? PyRef()
@@ -290,6 +311,7 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
   state.locals.assign(size_t(point->localCount), PyRef::borrow(Py_None));
   for (const auto &[slot, spec] : point->locals)
     state.locals.at(size_t(slot)) = slotOf(spec);
+  repeatStores();
   state.globals = PyRef::borrow(frame->globals);
   if (frame->function)
     state.closure = PyRef::borrow(PyFunction_GetClosure(frame->function));

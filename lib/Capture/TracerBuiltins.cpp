@@ -147,6 +147,12 @@ VarPtr BytecodeTracer::containerBuiltin(
   if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::NewObject)
     return newObjectLength(args[0]);
   if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
+      args[0]->object && args[0]->method.empty()) {
+    PyRef name = PyRef::steal(PyUnicode_InternFromString("__len__"));
+    if (VarPtr method = boundMethod(args[0], name.get()))
+      return callAny(method, {}, {});
+  }
+  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
       PyDict_Check(args[0]->object.get())) {
     // A dict read from a source (a module's hook OrderedDict): its length,
     // guarded.
@@ -428,8 +434,15 @@ VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,
     unsupported(std::string("getattr of a missing attribute '") +
                 PyUnicode_AsUTF8(name) + "'");
   }
-  bool present = base->kind == Var::Kind::Tensor ||
-                 (base->object && PyObject_HasAttr(base->object.get(), name));
+  static PyObject *tensorSlot = nullptr;
+  PyObject *tensorClass = lookupOnce(tensorSlot, "torch", "Tensor");
+  // A tensor has what torch.Tensor has (its instances carry no attributes
+  // of their own in the code capture runs).
+  bool present = (base->kind == Var::Kind::Tensor && tensorClass &&
+                  PyObject_HasAttr(tensorClass, name)) ||
+                 (base->object && PyObject_HasAttr(base->object.get(), name)) ||
+                 (base->object &&
+                  storedAttribute(base->object.get(), PyUnicode_AsUTF8(name)));
   if (base->kind == Var::Kind::Object && !present)
     guardMissingAttribute(base, name);
   if (has)

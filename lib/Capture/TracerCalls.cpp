@@ -116,6 +116,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
   if (callee->kind == Var::Kind::Object && !callee->object &&
       callee->method.rfind("object.", 0) == 0)
     return callObjectSlot(callee->method, args, keywords);
+  if (callee->kind == Var::Kind::TensorMethod && callee->method == "to")
+    return tensorTo(callee->self, args, keywords);
   if (callee->kind == Var::Kind::TensorMethod &&
       isMetadataMethod(callee->method))
     return tensorMetadata(callee->self, callee->method, args);
@@ -155,6 +157,28 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
           return args[0]->items[i];
       return args.size() == 3 ? args[2] : constant(Py_None);
     }
+    if (callee->method == "list.index" && args.size() == 2 && keywords.empty()) {
+      // Position of a constant among constants (classes, enum members).
+      if (!comparableAtCapture(args[1]))
+        unsupported("list.index of a value not known at capture");
+      for (size_t i = 0; i < args[0]->items.size(); ++i) {
+        const VarPtr &item = args[0]->items[i];
+        if (!comparableAtCapture(item))
+          unsupported("list.index over values not known at capture");
+        int equal = PyObject_RichCompareBool(item->object.get(),
+                                             args[1]->object.get(), Py_EQ);
+        if (equal < 0) {
+          PyErr_Clear();
+          unsupported("list.index comparison raised");
+        }
+        if (equal)
+          return integerConstant(int64_t(i));
+      }
+      unsupported("list.index of a missing value (ValueError)");
+    }
+    if (callee->method == "dict.pop" && (args.size() == 2 || args.size() == 3) &&
+        keywords.empty())
+      return popDictItem(args[0], args[1], args.size() == 3 ? args[2] : nullptr);
     if (args.size() != 1 || !keywords.empty())
       unsupported(callee->method + " with arguments");
     if (callee->method == "dict.copy" || callee->method == "list.copy") {
@@ -193,6 +217,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
         return walked;
     if (onlyLogsUsage(object))
       return constant(Py_None);
+    if (VarPtr folded = foldTorchValue(object, args, keywords))
+      return folded;
     if (!opTable().function(object) && PyFunction_Check(object))
       return inliner.inlineFunction(callee, args, keywords);
     if (VarPtr result = containerBuiltin(object, args, keywords))

@@ -34,6 +34,8 @@ CapturedFrame BytecodeTracer::run() {
     if (!result.resume) {
       emittedObjects.clear();
       result.result = outputOf(returnedValue);
+      result.stores =
+          storeEffects([&](const VarPtr &value) { return outputOf(value); });
     }
     addWriteBacks();
   } catch (Unsupported &error) {

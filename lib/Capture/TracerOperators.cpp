@@ -355,6 +355,14 @@ VarPtr BytecodeTracer::containsOp(const VarPtr &item, const VarPtr &container,
                  : callObjectSlot("object.__contains__", {container, item}, {});
     return negated ? logicalNot(answer) : answer;
   }
+  if (container->kind == Var::Kind::Object && container->object &&
+      container->method.empty()) {
+    PyRef name = PyRef::steal(PyUnicode_InternFromString("__contains__"));
+    if (VarPtr method = boundMethod(container, name.get())) {
+      VarPtr answer = callAny(method, {item}, {});
+      return negated ? logicalNot(answer) : answer;
+    }
+  }
   if (!comparableAtCapture(item))
     unsupported("'in' with a value not known at capture");
   bool found = false;

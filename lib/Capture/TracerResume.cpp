@@ -72,11 +72,13 @@ int BytecodeTracer::stepOrBreak(size_t pc) {
   std::vector<bool> gradModeStackBefore = gradModeStack;
   journal.clear();
   inputsBefore.reset();
+  size_t storesBefore = pendingStores.size();
   try {
     return step(instruction);
   } catch (Unsupported &error) {
     if (!allowResume)
       throw;
+    pendingStores.resize(storesBefore);
     for (auto entry = journal.rbegin(); entry != journal.rend(); ++entry)
       *entry->first = entry->second;
     journal.clear();
@@ -302,6 +304,8 @@ void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
       }
       point->locals.emplace_back(slot, std::move(spec));
     }
+    result.stores =
+        storeEffects([&](const VarPtr &value) { return stateOf(value); });
     result.resume = std::move(point);
   } catch (const CannotResume &refusal) {
     Unsupported refused(error.bareMessage() +

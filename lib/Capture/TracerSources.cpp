@@ -267,13 +267,14 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
     for (size_t i = 0; i < base->keys.size() && i < base->items.size(); ++i)
       if (base->keys[i] == attribute)
         return base->items[i];
-  bool listCopy = base->kind == Var::Kind::Tuple && base->isList &&
-                  base->keys.empty() &&
-                  (attribute == "copy" || attribute == "append");
+  bool listCopy = base->kind == Var::Kind::Tuple && base->keys.empty() &&
+                  ((base->isList &&
+                    (attribute == "copy" || attribute == "append")) ||
+                   attribute == "index");
   if (listCopy || (base->kind == Var::Kind::Dict &&
                    (attribute == "items" || attribute == "keys" ||
                     attribute == "values" || attribute == "copy" ||
-                    attribute == "get"))) {
+                    attribute == "get" || attribute == "pop"))) {
     VarPtr method = makeVar(Var::Kind::BoundMethod);
     method->self = base;
     method->function = makeVar(Var::Kind::Object);
@@ -304,8 +305,11 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
   if (base->method == "super")
     return superAttr(base, name);
   PyObject *object = base->object.get();
+  if (VarPtr stored = storedAttribute(object, attribute))
+    return stored;
   std::string typeName = object ? Py_TYPE(object)->tp_name : "";
-  if (typeName == "torch.dtype" || typeName == "torch.device") {
+  if (typeName == "torch.dtype" || typeName == "torch.device" ||
+      typeName == "torch.finfo" || typeName == "torch.iinfo") {
     // torch.dtype / torch.device: immutable, their attributes are data.
     PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
     if (!value || !isConstantObject(value.get())) {
@@ -445,6 +449,8 @@ void BytecodeTracer::storeAttribute(const VarPtr &owner, PyObject *name,
     if (known && known == value->tensor)
       return;
   }
+  if (storeIntoObject(owner, name, value))
+    return;
   unsupported(std::string("assignment to attribute '") +
               PyUnicode_AsUTF8(name) + "'");
 }

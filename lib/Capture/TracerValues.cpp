@@ -82,8 +82,10 @@ void BytecodeTracer::setDictItem(const VarPtr &dict, const VarPtr &key,
       !PyUnicode_CheckExact(key->object.get()))
     unsupported("dict with a key that is not a constant string");
   std::string name = PyUnicode_AsUTF8(key->object.get());
-  if (dict->source >= 0)
-    unsupported("item assignment into a dict the frame did not create");
+  if (dict->source >= 0) {
+    storeIntoSourceDict(dict, name, value);
+    return;
+  }
   willMutate(dict);
   for (size_t i = 0; i < dict->keys.size(); ++i) {
     if (dict->keys[i] == name) {

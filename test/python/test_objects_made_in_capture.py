@@ -236,3 +236,84 @@ def raises_in_init(x):
 def test_an_init_that_raises_raises_eagers_error():
     with pytest.raises(ValueError, match="expects a 3-d tensor"):
         dynafuse.compile(raises_in_init)(torch.randn(3))
+
+
+class Registry:
+    """Long-lived state a forward sets and resets (transformers'
+    CompileableContextVar)."""
+
+    def __init__(self):
+        self.current = None
+        self.active = False
+
+    def set(self, value):
+        self.current = value
+        self.active = True
+
+    def reset(self):
+        self.current = None
+        self.active = False
+
+
+REGISTRY = Registry()
+
+
+def sets_state_on_a_global(x, **kwargs):
+    REGISTRY.set(x * 2)
+    y = REGISTRY.current + 1 if REGISTRY.active else x
+    scale = kwargs.pop("scale", 1.0)
+    kwargs["seen"] = True
+    return y * scale, REGISTRY.current, kwargs
+
+
+@pytest.mark.parametrize("x", INPUTS[:3])
+def test_stores_into_existing_objects_are_repeated_by_each_run(x):
+    compiled = dynafuse.compile(sets_state_on_a_global, fullgraph=True)
+    for scale in (2.0, 2.0):
+        REGISTRY.reset()
+        y, current, kwargs = compiled(x, scale=scale, other=1)
+        assert REGISTRY.active and REGISTRY.current is current
+        assert_close(current, x * 2)
+        assert_close(y, (x * 2 + 1) * scale)
+        assert kwargs == {"other": 1, "seen": True}
+    assert_compiled()
+
+
+def stores_then_breaks(x):
+    REGISTRY.set(x + 1)
+    print("a graph break")  # the store has happened when print runs
+    return REGISTRY.current * 2
+
+
+def test_a_store_before_a_graph_break_has_happened_after_it(capsys):
+    REGISTRY.reset()
+    x = torch.randn(3)
+    out = dynafuse.compile(stores_then_breaks)(x)
+    assert_close(out, (x + 1) * 2)
+    assert "a graph break" in capsys.readouterr().out
+    assert dynafuse.stats()["graph_breaks"] >= 1
+
+
+def masks_and_devices(x):
+    T = x.shape[-1]
+    mask = torch.full((T, T), torch.finfo(x.dtype).min, device=x.device, dtype=x.dtype)
+    mask = torch.triu(mask, diagonal=1)
+    empty = torch.tensor([], dtype=x.dtype, device=x.device)
+    start = torch.zeros(x.shape[:-1] + (0,), device=x.device)
+    cat = torch.cat([start, x], dim=-1)
+    same = x.to(x.device) is x
+    wide = x.to(device=x.device, dtype=torch.float64)
+    return (x @ (mask.exp() + 1)), empty, cat, same, wide, torch.iinfo(torch.int32).max
+
+
+@pytest.mark.parametrize("x", [torch.randn(4, 6), torch.randn(6, 4).t(), torch.randn(1, 1)])
+def test_factories_on_a_tensors_device_finfo_and_to(x):
+    actual = dynafuse.compile(masks_and_devices, fullgraph=True)(x)
+    expected = masks_and_devices(x)
+    for got, want in zip(actual, expected):
+        if isinstance(want, torch.Tensor):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert_close(got, want)
+        else:
+            assert got == want
+    assert_compiled()

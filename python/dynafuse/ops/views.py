@@ -54,17 +54,22 @@ def _tables():
     functions[F.pad] = _spec("pad", [_INPUT, ("pad", "attr"), ("mode", "fixed", "constant"),
                                      ("value", "attr", None)])
     functions[F.embedding] = _spec("embedding", [
-        _INPUT, ("weight", "operand"), ("padding_idx", "fixed", None), ("max_norm", "fixed", None),
+        _INPUT, ("weight", "operand"),
+        # padding_idx only changes the backward (no gradient for that row);
+        # capture runs only where nothing records autograd.
+        ("padding_idx", "attr_ignored", None), ("max_norm", "fixed", None),
         ("norm_type", "fixed", 2.0), ("scale_grad_by_freq", "fixed", False),
         ("sparse", "fixed", False)])
     like = [_INPUT, "*", ("dtype", "attr", None), ("layout", "fixed", None),
             ("device", "fixed", None), ("requires_grad", "fixed", False),
             ("memory_format", "fixed", torch.preserve_format)]
+    # device: a torch.device (x.device) or None; the graph types the result
+    # on it ("cpu", "cuda:0").
     factory = [("size", "ints*", None, "shape"), "*", ("out", "fixed", None),
-               ("dtype", "attr", None), ("layout", "fixed", None), ("device", "fixed", None),
+               ("dtype", "attr", None), ("layout", "fixed", None), ("device", "attr", None),
                ("requires_grad", "fixed", False)]
     options = ["*", ("out", "fixed", None), ("dtype", "attr", None), ("layout", "fixed", None),
-               ("device", "fixed", None), ("requires_grad", "fixed", False)]
+               ("device", "attr", None), ("requires_grad", "fixed", False)]
     functions[torch.arange] = ("overload", [
         _spec("arange", [("end", "attr")] + options),
         _spec("arange", [("start", "attr"), ("end", "attr")] + options),

@@ -1,0 +1,105 @@
+//===- TracerStores.cpp - Stores into objects that existed before the frame ===//
+//
+// Library code keeps state on long-lived objects: transformers'
+// CompileableContextVar sets `self.global_var` while a model runs, a
+// decorator fills in the frame's **kwargs. Capture models such a store as a
+// pending side effect: later reads in the trace see the stored value, and
+// each run of the entry repeats the store after the graph (RunEntry.cpp),
+// in the order capture saw them. Only stores the interpreter can repeat
+// exactly are modelled: attributes of objects with the default __setattr__
+// (no data descriptor for the name) and string-keyed items of plain dicts.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+
+bool BytecodeTracer::storeIntoObject(const VarPtr &owner, PyObject *name,
+                                     const VarPtr &value) {
+  if (owner->kind != Var::Kind::Object || !owner->method.empty() ||
+      !owner->object)
+    return false;
+  PyObject *object = owner->object.get();
+  PyTypeObject *type = Py_TYPE(object);
+  if (isModule(object) || PyType_Check(object) || PyModule_Check(object) ||
+      type->tp_setattro != PyObject_GenericSetAttr ||
+      !_PyObject_GetDictPtr(object))
+    return false;
+  PyObject *descriptor = _PyType_Lookup(type, name);
+  if (descriptor && Py_TYPE(descriptor)->tp_descr_set)
+    return false;
+  int source = knownSourceOf(owner);
+  if (source < 0)
+    return false;
+  // The owner is pinned by its identity guard: the store lands on the same
+  // object every run.
+  guardBuilder.guardObject(Guard::Kind::Identity, source, object);
+  pendingStores.push_back(
+      PendingStore{false, object, source, PyUnicode_AsUTF8(name), value});
+  return true;
+}
+
+void BytecodeTracer::storeIntoSourceDict(const VarPtr &dict,
+                                         const std::string &key,
+                                         const VarPtr &value) {
+  willMutate(dict);
+  bool found = false;
+  for (size_t i = 0; i < dict->keys.size(); ++i)
+    if (dict->keys[i] == key) {
+      dict->items[i] = value;
+      found = true;
+    }
+  if (!found) {
+    dict->keys.push_back(key);
+    dict->items.push_back(value);
+  }
+  pendingStores.push_back(PendingStore{true, nullptr, dict->source, key, value});
+}
+
+VarPtr BytecodeTracer::popDictItem(const VarPtr &dict, const VarPtr &key,
+                                   const VarPtr &fallback) {
+  if (key->kind != Var::Kind::Constant || !PyUnicode_CheckExact(key->object.get()))
+    unsupported("dict.pop with a key that is not a constant string");
+  std::string name = PyUnicode_AsUTF8(key->object.get());
+  for (size_t i = 0; i < dict->keys.size(); ++i) {
+    if (dict->keys[i] != name)
+      continue;
+    VarPtr value = dict->items[i];
+    willMutate(dict);
+    dict->keys.erase(dict->keys.begin() + long(i));
+    dict->items.erase(dict->items.begin() + long(i));
+    if (dict->source >= 0)
+      pendingStores.push_back(
+          PendingStore{true, nullptr, dict->source, name, nullptr});
+    return value;
+  }
+  if (!fallback)
+    unsupported("dict.pop of a missing key (KeyError)");
+  return fallback;
+}
+
+VarPtr BytecodeTracer::storedAttribute(PyObject *owner,
+                                       const std::string &name) const {
+  for (auto store = pendingStores.rbegin(); store != pendingStores.rend();
+       ++store)
+    if (!store->item && store->owner == owner && store->name == name)
+      return store->value;
+  return nullptr;
+}
+
+std::vector<StoreEffect> BytecodeTracer::storeEffects(
+    const std::function<OutputSpec(const VarPtr &)> &valueSpec) {
+  std::vector<StoreEffect> effects;
+  for (const PendingStore &store : pendingStores) {
+    OutputSpec removed;
+    removed.kind = OutputSpec::Kind::Null;
+    effects.push_back(StoreEffect{store.item, store.ownerSource, store.name,
+                                  store.value ? valueSpec(store.value)
+                                              : removed});
+  }
+  return effects;
+}
+
+} // namespace capture
+} // namespace dynafuse

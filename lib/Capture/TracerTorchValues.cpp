@@ -1,0 +1,182 @@
+//===- TracerTorchValues.cpp - Torch calls decided at capture -------------===//
+//
+// Calls whose result capture knows from constants and tensor types:
+// torch.finfo / torch.iinfo of a dtype (their attributes are data),
+// torch.tensor of a constant scalar or an empty list (a `full` node),
+// Tensor.to(...) to the tensor's own device (the tensor itself, or a cast),
+// str() / repr() of constants and classes.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+namespace {
+
+bool isTorchAttribute(PyObject *callable, const char *name) {
+  static PyObject *slot = nullptr;
+  PyObject *torch = lookupOnce(slot, "torch", nullptr);
+  if (!torch)
+    return false;
+  PyRef attribute = PyRef::steal(PyObject_GetAttrString(torch, name));
+  PyErr_Clear();
+  return attribute && attribute.get() == callable;
+}
+
+std::string typeName(const VarPtr &var) {
+  return var->object ? Py_TYPE(var->object.get())->tp_name : "";
+}
+
+} // namespace
+
+VarPtr BytecodeTracer::foldTorchValue(PyObject *callable,
+                                      const std::vector<VarPtr> &args,
+                                      const std::map<std::string, VarPtr> &keywords) {
+  bool finfo = isTorchAttribute(callable, "finfo");
+  if ((finfo || isTorchAttribute(callable, "iinfo")) && args.size() <= 1 &&
+      keywords.empty()) {
+    if (!args.empty() && (args[0]->kind != Var::Kind::Object ||
+                          typeName(args[0]) != "torch.dtype"))
+      return nullptr;
+    PyRef info = PyRef::steal(
+        args.empty() ? PyObject_CallNoArgs(callable)
+                     : PyObject_CallOneArg(callable, args[0]->object.get()));
+    if (!info) {
+      PyErr_Clear();
+      unsupported(std::string(finfo ? "torch.finfo" : "torch.iinfo") +
+                  " raised");
+    }
+    return unguardedObject(info); // immutable: its attributes are data
+  }
+  if (isTorchAttribute(callable, "tensor") && args.size() == 1)
+    return constantTensor(args[0], keywords);
+  if ((isBuiltin(callable, "str") || isBuiltin(callable, "repr")) &&
+      args.size() == 1 && keywords.empty()) {
+    const VarPtr &value = args[0];
+    bool known = value->kind == Var::Kind::Constant ||
+                 (value->kind == Var::Kind::Object && value->object &&
+                  value->method.empty() &&
+                  (PyType_Check(value->object.get()) ||
+                   typeName(value) == "torch.dtype" ||
+                   typeName(value) == "torch.device"));
+    if (!known)
+      return nullptr;
+    PyObject *object = value->object.get();
+    return foldPython(isBuiltin(callable, "str") ? PyObject_Str(object)
+                                                 : PyObject_Repr(object));
+  }
+  return nullptr;
+}
+
+VarPtr BytecodeTracer::constantTensor(
+    const VarPtr &data, const std::map<std::string, VarPtr> &keywords) {
+  // torch.tensor(3.0), torch.tensor([]): a scalar or an empty 1-d tensor,
+  // typed as torch types them.
+  std::optional<DType> dtype;
+  std::string device = "cpu";
+  for (const auto &[name, value] : keywords) {
+    if (name == "dtype" && value->kind == Var::Kind::Object &&
+        typeName(value) == "torch.dtype")
+      dtype = dtypeFromObject(value->object.get());
+    else if (name == "dtype" && value->kind == Var::Kind::Constant &&
+             value->object.get() == Py_None)
+      continue;
+    else if (name == "device" && value->kind == Var::Kind::Object &&
+             typeName(value) == "torch.device") {
+      PyRef text = PyRef::steal(PyObject_Str(value->object.get()));
+      device = text ? PyUnicode_AsUTF8(text.get()) : "";
+      if (device == "cuda")
+        device = "cuda:0";
+    } else if (name == "device" && value->kind == Var::Kind::Constant &&
+               value->object.get() == Py_None)
+      continue;
+    else
+      unsupported("torch.tensor with keyword '" + name + "'");
+  }
+  if (data->kind != Var::Kind::Constant && data->kind != Var::Kind::Tuple)
+    return nullptr;
+  PyObject *object = data->object.get();
+  std::vector<int64_t> shape;
+  PyObject *value = nullptr;
+  if (data->kind == Var::Kind::Tuple || PyTuple_Check(object)) {
+    if (!itemsOf(data).empty())
+      unsupported("torch.tensor of a non-empty list (a constant tensor)");
+    shape.push_back(0);
+  } else if (PyBool_Check(object) || PyLong_CheckExact(object) ||
+             PyFloat_CheckExact(object)) {
+    value = object;
+  } else {
+    return nullptr;
+  }
+  if (!dtype) {
+    if (value && PyBool_Check(value))
+      dtype = DType::Bool;
+    else if (value && PyLong_CheckExact(value))
+      dtype = DType::I64;
+    else
+      dtype = DType::F32; // the default dtype (guarded as float32)
+  }
+  std::map<std::string, Attribute> attributes;
+  attributes["shape"] = shape;
+  attributes["value"] = value && PyFloat_CheckExact(value)
+                            ? Attribute(PyFloat_AS_DOUBLE(value))
+                        : value ? Attribute(int64_t(PyLong_AsLongLong(value)))
+                                : Attribute(int64_t(0));
+  attributes["dtype"] = *dtype;
+  attributes["device"] = device;
+  return emit("full", {}, attributes);
+}
+
+VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
+                                const std::vector<VarPtr> &args,
+                                const std::map<std::string, VarPtr> &keywords) {
+  // x.to(device), x.to(dtype), x.to(device, dtype), x.to(other), with
+  // dtype= / device= / non_blocking= / copy=False keywords.
+  std::optional<DType> dtype;
+  const TensorType &type = tensor->tensor->type;
+  auto take = [&](const VarPtr &arg) {
+    if (arg->kind == Var::Kind::Tensor) {
+      dtype = arg->tensor->type.dtype;
+      if (arg->tensor->type.device != type.device)
+        unsupported("Tensor.to another tensor's device");
+      return;
+    }
+    if (arg->kind == Var::Kind::Constant && arg->object.get() == Py_None)
+      return;
+    std::string name = typeName(arg);
+    if (name == "torch.dtype") {
+      dtype = dtypeFromObject(arg->object.get());
+      return;
+    }
+    std::string device;
+    if (name == "torch.device" || (arg->kind == Var::Kind::Constant &&
+                                   PyUnicode_CheckExact(arg->object.get()))) {
+      PyRef text = PyRef::steal(PyObject_Str(arg->object.get()));
+      device = text ? PyUnicode_AsUTF8(text.get()) : "";
+    }
+    if (device == "cuda")
+      device = "cuda:0";
+    if (device.empty() || device != type.device)
+      unsupported("Tensor.to a device other than the tensor's");
+  };
+  for (const VarPtr &arg : args)
+    take(arg);
+  for (const auto &[name, value] : keywords) {
+    if (name == "dtype" || name == "device") {
+      take(value);
+      continue;
+    }
+    bool isFalse =
+        value->kind == Var::Kind::Constant && value->object.get() == Py_False;
+    if ((name != "non_blocking" && name != "copy") || !isFalse)
+      unsupported("Tensor.to with keyword '" + name + "'");
+  }
+  if (!dtype || *dtype == type.dtype)
+    return tensor; // eager returns the tensor itself
+  std::map<std::string, Attribute> attributes;
+  attributes["dtype"] = *dtype;
+  return emit("cast", {operandOf(tensor, "to")}, attributes);
+}
+
+} // namespace capture
+} // namespace dynafuse
