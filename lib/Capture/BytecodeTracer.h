@@ -245,6 +245,9 @@ private:
   void callWithUnpacking(bool hasKeywords);
 
   VarPtr buildTuple(int count);
+  /// SET_ADD into a set var made during capture: items are constants (or
+  /// objects comparable at capture), kept once.
+  void addToSet(const VarPtr &set, const VarPtr &item);
 
   std::vector<VarPtr> itemsOf(const VarPtr &var);
 
@@ -315,6 +318,9 @@ private:
 
   VarPtr containsOp(const VarPtr &item, const VarPtr &container, bool negated);
   VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted);
+  /// A mutable value the trace made (object, list, dict, set): `is`
+  /// compares it by var.
+  static bool madeDuringCapture(const VarPtr &var);
   void guardSameness(const VarPtr &lhs, const VarPtr &rhs, bool same);
   /// `a is b` for tensors; guards that two inputs stay distinct objects.
   bool sameTensorObject(const VarPtr &lhs, const VarPtr &rhs);
@@ -424,6 +430,20 @@ private:
   void requireNoAutograd(const std::vector<Operand> &operands);
   /// Guards that obj (read from a source) still lacks attribute name.
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
+
+  //===--------------------------------------------------------------------===//
+  // Exceptions raised by traced code (TracerObjects.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// BuiltinError(constants...): the exception, made at capture (null for
+  /// other calls).
+  VarPtr makeException(PyObject *callable, const std::vector<VarPtr> &args,
+                       const std::map<std::string, VarPtr> &keywords);
+  /// RAISE_VARARGS: throws RaisedInCapture.
+  [[noreturn]] void raiseException(const VarPtr &exception);
+  /// Iterating an object made during capture whose class has __getitem__
+  /// but no __iter__: __getitem__(0), (1), ... up to its IndexError.
+  VarPtr iterateBySubscript(const VarPtr &object, VarPtr iterator);
 
   //===--------------------------------------------------------------------===//
   // Torch calls decided at capture (TracerTorchValues.cpp)

@@ -56,6 +56,18 @@ public:
   bool quiet = false;
 };
 
+/// The traced code raised an exception made from constants (`raise
+/// IndexError("...")`): a graph break like any other (eager raises it when
+/// the code runs), which the iteration protocol catches where Python would
+/// (IndexError ends an old-style __getitem__ loop).
+class RaisedInCapture : public Unsupported {
+public:
+  RaisedInCapture(const std::string &message, const Location &where,
+                  PyObject *exceptionType)
+      : Unsupported(message, where), exceptionType(exceptionType) {}
+  PyObject *exceptionType; ///< a builtin exception class (immortal enough)
+};
+
 /// How to rebuild the frame's return value from the graph's results.
 struct OutputSpec {
   /// Past the return value's kinds, what a graph break hands on (state

@@ -225,7 +225,8 @@ PyRef SourceResolver::fetch(const Source &source) {
     return source.fixed;
   case Source::Kind::DictItem: {
     PyObject *parent = get(source.parent);
-    if (!parent || !PyDict_CheckExact(parent))
+    // A dict or a dict subclass (its own storage, as dict.get reads it).
+    if (!parent || !PyDict_Check(parent))
       return PyRef();
     return PyRef::borrow(PyDict_GetItemWithError(parent, source.name.get()));
   }

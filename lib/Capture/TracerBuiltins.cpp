@@ -136,16 +136,20 @@ VarPtr BytecodeTracer::containerBuiltin(
       return nullptr;
     first = PyLong_AsLongLong(start->object.get());
   }
+  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::NewObject)
+    return newObjectLength(args[0]);
   bool container =
       !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
+                        (args[0]->kind == Var::Kind::NewObject &&
+                         (is("tuple") || is("list") || is("enumerate") ||
+                          is("zip") || is("all") || is("any") ||
+                          is("sum"))) ||
                         args[0]->kind == Var::Kind::Iterator ||
                         args[0]->kind == Var::Kind::Dict ||
                         (args[0]->kind == Var::Kind::Constant &&
                          PyTuple_Check(args[0]->object.get()))); // torch.Size
   if (is("len") && args.size() == 1 && container)
     return integerConstant(int64_t(itemsOf(args[0]).size()));
-  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::NewObject)
-    return newObjectLength(args[0]);
   if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
       args[0]->object && args[0]->method.empty()) {
     PyRef name = PyRef::steal(PyUnicode_InternFromString("__len__"));
@@ -372,6 +376,8 @@ VarPtr BytecodeTracer::typeOf(const VarPtr &var) {
     guardBuilder.guardObject(Guard::Kind::TypeIs, var->source, type);
     break;
   case Var::Kind::Tuple:
+    if (var->isSet)
+      return nullptr;
     if (!var->keys.empty())
       return nullptr; // a named tuple's class is not known here
     type = reinterpret_cast<PyObject *>(var->isList ? &PyList_Type

@@ -219,6 +219,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return constant(Py_None);
     if (VarPtr folded = foldTorchValue(object, args, keywords))
       return folded;
+    if (VarPtr exception = makeException(object, args, keywords))
+      return exception;
     if (!opTable().function(object) && PyFunction_Check(object))
       return inliner.inlineFunction(callee, args, keywords);
     if (VarPtr result = containerBuiltin(object, args, keywords))
@@ -436,6 +438,28 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
     VarPtr same = makeVar(Var::Kind::Tensor);
     same->tensor = bound.operands[0].value;
     return same;
+  }
+  if (binding.graphOp == "cat") {
+    // torch.cat skips 1-d empty tensors beside tensors of other ranks (a
+    // cache that starts as torch.tensor([])): so does the graph.
+    auto legacyEmpty = [](const Operand &operand) {
+      return operand.isValue() && operand.value->type.sizes.size() == 1 &&
+             operand.value->type.sizes[0] == SymExpr(int64_t(0));
+    };
+    std::vector<Operand> kept;
+    for (const Operand &operand : bound.operands)
+      if (!legacyEmpty(operand))
+        kept.push_back(operand);
+    bool otherRank = false;
+    for (const Operand &operand : kept)
+      otherRank |= operand.isValue() && operand.value->type.sizes.size() != 1;
+    if (otherRank && !kept.empty() && kept.size() < bound.operands.size()) {
+      bound.operands = std::move(kept);
+      if (bound.operands.size() == 1) {
+        // cat of one tensor is a copy of it.
+        return emit("contiguous", bound.operands, {});
+      }
+    }
   }
   VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
   if (!bound.inPlace)

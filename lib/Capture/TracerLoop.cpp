@@ -354,6 +354,26 @@ int BytecodeTracer::step(const Instruction &in) {
     push(list);
     return -1;
   }
+  case BUILD_SET: {
+    VarPtr set = makeVar(Var::Kind::Tuple);
+    set->isSet = true;
+    for (const VarPtr &item : buildTuple(in.arg)->items)
+      addToSet(set, item);
+    push(set);
+    return -1;
+  }
+  case SET_ADD: {
+    VarPtr item = pop();
+    addToSet(peek(size_t(in.arg)), item);
+    return -1;
+  }
+  case SET_UPDATE: {
+    VarPtr extra = pop();
+    VarPtr set = peek(size_t(in.arg));
+    for (const VarPtr &item : itemsOf(extra))
+      addToSet(set, item);
+    return -1;
+  }
   case LIST_APPEND: {
     VarPtr item = pop();
     VarPtr list = peek(size_t(in.arg));
@@ -426,6 +446,10 @@ int BytecodeTracer::step(const Instruction &in) {
     push(subscript(pop(), index));
     return -1;
   }
+  case RAISE_VARARGS:
+    if (in.arg != 1)
+      unsupported("raise without an exception, or raise ... from ...");
+    raiseException(pop());
   case RETURN_VALUE:
     returned = pop();
     return kReturned;
@@ -469,6 +493,8 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
     return spec;
   case Var::Kind::Dict:
   case Var::Kind::Tuple:
+    if (var->isSet)
+      unsupported("returning a set made during capture");
     return containerSpec(var, [&](const VarPtr &item) { return outputOf(item); });
   case Var::Kind::NewObject:
     return newObjectSpec(var, [&](const VarPtr &item) { return outputOf(item); });

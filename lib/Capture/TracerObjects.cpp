@@ -386,6 +386,74 @@ bool BytecodeTracer::newObjectTruth(const VarPtr &object) {
   return !object->content || !object->content->keys.empty();
 }
 
+VarPtr BytecodeTracer::makeException(
+    PyObject *callable, const std::vector<VarPtr> &args,
+    const std::map<std::string, VarPtr> &keywords) {
+  if (!PyExceptionClass_Check(callable) ||
+      (reinterpret_cast<PyTypeObject *>(callable)->tp_flags &
+       Py_TPFLAGS_HEAPTYPE) ||
+      !keywords.empty())
+    return nullptr;
+  PyRef arguments = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != Var::Kind::Constant)
+      return nullptr;
+    PyTuple_SET_ITEM(arguments.get(), Py_ssize_t(i),
+                     Py_NewRef(args[i]->object.get()));
+  }
+  PyRef exception = PyRef::steal(PyObject_Call(callable, arguments.get(), nullptr));
+  if (!exception) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  VarPtr var = makeVar(Var::Kind::Object);
+  var->object = exception;
+  var->method = "exception"; // made during capture: never rebuilt
+  return var;
+}
+
+void BytecodeTracer::raiseException(const VarPtr &exception) {
+  PyObject *object = exception->object.get();
+  bool instance = exception->kind == Var::Kind::Object &&
+                  exception->method == "exception" && object;
+  bool builtinClass = exception->kind == Var::Kind::Object && object &&
+                      PyExceptionClass_Check(object) &&
+                      !(reinterpret_cast<PyTypeObject *>(object)->tp_flags &
+                        Py_TPFLAGS_HEAPTYPE);
+  if (!instance && !builtinClass)
+    unsupported("raise of an exception capture did not make");
+  PyObject *type =
+      instance ? reinterpret_cast<PyObject *>(Py_TYPE(object)) : object;
+  PyRef text = PyRef::steal(instance ? PyObject_Str(object) : nullptr);
+  PyErr_Clear();
+  std::string message = std::string("the code raises ") +
+                        reinterpret_cast<PyTypeObject *>(type)->tp_name;
+  if (text && PyUnicode_GET_LENGTH(text.get()) > 0)
+    message += std::string(": ") + PyUnicode_AsUTF8(text.get());
+  throw RaisedInCapture(message, here(current.currentLine), type);
+}
+
+VarPtr BytecodeTracer::iterateBySubscript(const VarPtr &object,
+                                          VarPtr iterator) {
+  VarPtr getitem = pythonMethodOf(object, "__getitem__");
+  for (int64_t index = 0; index <= 4096; ++index) {
+    size_t journalBefore = journal.size();
+    size_t storesBefore = pendingStores.size();
+    try {
+      iterator->items.push_back(callAny(getitem, {integerConstant(index)}, {}));
+    } catch (const RaisedInCapture &raised) {
+      // The IndexError that ends the loop, raised before __getitem__
+      // changed anything.
+      if (raised.exceptionType != PyExc_IndexError ||
+          journal.size() != journalBefore ||
+          pendingStores.size() != storesBefore)
+        throw;
+      return iterator;
+    }
+  }
+  unsupported("a __getitem__ loop too long to unroll");
+}
+
 int BytecodeTracer::objectIdOf(const VarPtr &var) {
   auto found = objectIds.find(var.get());
   if (found != objectIds.end())

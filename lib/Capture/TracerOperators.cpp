@@ -325,6 +325,13 @@ void BytecodeTracer::guardSameness(const VarPtr &lhs, const VarPtr &rhs,
       same ? Guard::Kind::SameObject : Guard::Kind::OtherObject, left, right);
 }
 
+bool BytecodeTracer::madeDuringCapture(const VarPtr &var) {
+  return var->kind == Var::Kind::NewObject ||
+         ((var->kind == Var::Kind::Dict ||
+           (var->kind == Var::Kind::Tuple && (var->isList || var->isSet))) &&
+          var->source < 0);
+}
+
 VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
                             bool inverted) {
   auto concrete = [](const VarPtr &var) {
@@ -340,6 +347,10 @@ VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
   else if ((lhs->kind == Var::Kind::Tensor && concrete(rhs)) ||
            (rhs->kind == Var::Kind::Tensor && concrete(lhs)))
     same = false; // A tensor is never None or another constant.
+  else if (madeDuringCapture(lhs) || madeDuringCapture(rhs))
+    // An object, list or dict made during capture is itself and nothing
+    // that existed before.
+    same = lhs == rhs;
   else
     unsupported("'is' on values the interpreter cannot compare");
   return constant(same != inverted ? Py_True : Py_False);

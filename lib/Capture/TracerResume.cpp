@@ -158,6 +158,8 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
     return spec;
   case Var::Kind::Tuple:
   case Var::Kind::Dict:
+    if (var->isSet)
+      throw CannotResume{"a set made during capture is live"};
     return containerSpec(var, [&](const VarPtr &item) { return stateOf(item); });
   case Var::Kind::NewObject:
     return newObjectSpec(var, [&](const VarPtr &item) { return stateOf(item); });

@@ -228,8 +228,10 @@ VarPtr BytecodeTracer::cellAt(int index) {
 /// argument's value is read from the frame first).
 VarPtr BytecodeTracer::makeCell(int index) {
   VarPtr content = current.locals.at(size_t(index));
-  bool argument =
-      index < current.code->co_argcount + current.code->co_kwonlyargcount;
+  PyCodeObject *code = current.code;
+  bool argument = index < code->co_argcount + code->co_kwonlyargcount +
+                              ((code->co_flags & CO_VARARGS) ? 1 : 0) +
+                              ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
   if (!content && !inliner.inlining() && argument && frame->localsplus[index])
     content = loadLocal(index);
   VarPtr cell = makeVar(Var::Kind::Cell);

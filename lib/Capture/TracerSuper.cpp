@@ -102,6 +102,24 @@ VarPtr BytecodeTracer::superAttr(const VarPtr &proxy, PyObject *name) {
                 " of an object made during capture");
   }
   PyObject *found = lookupPastClass(proxy->self->object.get(), cls, name);
+  PyObject *selfObject = proxy->self->object.get();
+  std::string wanted = PyUnicode_AsUTF8(name);
+  if (found && Py_TYPE(found) == &PyMethodDescr_Type &&
+      PyDict_Check(selfObject) && Py_TYPE(selfObject)->tp_base == &PyDict_Type &&
+      (wanted == "get" || wanted == "keys" || wanted == "values" ||
+       wanted == "items")) {
+    // dict's own read methods on a dict subclass read from a source (a
+    // registry): its items, each guarded with the dict's length.
+    int source = sourceOfObject(proxy->self);
+    VarPtr snapshot = PyDict_Size(selfObject) <= 64
+                          ? dictOfSource(selfObject, source)
+                          : nullptr;
+    if (!snapshot)
+      unsupported("super()." + wanted + " of a large dict or one with keys "
+                  "that are not strings");
+    snapshot->source = source;
+    return loadAttr(snapshot, name);
+  }
   if (!found || !PyFunction_Check(found))
     unsupported(std::string("super().") + PyUnicode_AsUTF8(name) +
                 " that is not a method defined in Python");

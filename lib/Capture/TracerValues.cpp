@@ -114,6 +114,25 @@ VarPtr BytecodeTracer::buildTuple(int count) {
   return tuple;
 }
 
+void BytecodeTracer::addToSet(const VarPtr &set, const VarPtr &item) {
+  if (set->kind != Var::Kind::Tuple || !set->isSet)
+    unsupported("set.add on a value that is not a set made by the frame");
+  if (!comparableAtCapture(item))
+    unsupported("a set of values not known at capture");
+  for (const VarPtr &present : set->items) {
+    int equal = PyObject_RichCompareBool(present->object.get(),
+                                         item->object.get(), Py_EQ);
+    if (equal < 0) {
+      PyErr_Clear();
+      unsupported("comparing set items raised");
+    }
+    if (equal)
+      return;
+  }
+  willMutate(set);
+  set->items.push_back(item);
+}
+
 std::vector<VarPtr> BytecodeTracer::itemsOf(const VarPtr &var) {
   if (var->kind == Var::Kind::Tuple)
     return var->items;
@@ -128,6 +147,8 @@ std::vector<VarPtr> BytecodeTracer::itemsOf(const VarPtr &var) {
     }
     return keys;
   }
+  if (var->kind == Var::Kind::NewObject) // through its iteration protocol
+    return iterate(var)->items;
   if (var->kind == Var::Kind::Constant && PyTuple_Check(var->object.get())) {
     std::vector<VarPtr> items;
     PyObject *tuple = var->object.get();
@@ -423,6 +444,19 @@ VarPtr BytecodeTracer::iterate(const VarPtr &iterable) {
       !pythonMethodOf(iterable, "__iter__")) {
     iterator->items = itemsOf(iterable->content); // a dict iterates its keys
     return iterator;
+  }
+  if (iterable->kind == Var::Kind::NewObject && !iterable->content &&
+      pythonMethodOf(iterable, "__getitem__")) {
+    // No __iter__, or collections.abc.Sequence's (which subscripts too).
+    static PyObject *sequenceSlot = nullptr;
+    PyObject *sequence = lookupOnce(sequenceSlot, "collections.abc", "Sequence");
+    PyRef name = PyRef::steal(PyUnicode_InternFromString("__iter__"));
+    PyObject *iter = lookupInClass(iterable->function->object.get(), nullptr,
+                                   name.get());
+    PyObject *sequenceIter =
+        sequence ? lookupInClass(sequence, nullptr, name.get()) : nullptr;
+    if (!iter || iter == sequenceIter)
+      return iterateBySubscript(iterable, iterator);
   }
   if (iterable->kind == Var::Kind::Constant &&
       PyRange_Check(iterable->object.get())) {

@@ -56,8 +56,10 @@ struct Var {
   VarPtr content;
   /// Where a concrete object came from (-1: made during capture).
   int source = -1;
-  /// A Tuple var built as a list (rebuilt as a list when returned).
+  /// A Tuple var built as a list (rebuilt as a list when returned), or as a
+  /// set of constants (BUILD_SET: membership tests; never rebuilt).
   bool isList = false;
+  bool isSet = false;
   /// Dict: string keys, parallel to items (a Tuple from a named tuple: its
   /// field names). Cell: items holds the content
   /// (empty: unbound). Function: object is the code, items its closure

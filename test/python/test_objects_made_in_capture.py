@@ -317,3 +317,62 @@ def test_factories_on_a_tensors_device_finfo_and_to(x):
         else:
             assert got == want
     assert_compiled()
+
+
+class LayerView:
+    """A Sequence without __iter__ of its own (transformers'
+    _PerLayerConfigView): iterating it subscripts until IndexError."""
+
+    def __init__(self, scales):
+        self.scales = scales
+
+    def __len__(self):
+        return len(self.scales)
+
+    def __getitem__(self, index):
+        if index >= len(self):
+            raise IndexError("list index out of range")
+        return self.scales[index]
+
+
+class CallCounter(dict):
+    """A registry dict subclass read through super().get."""
+
+    def get(self, key):
+        return super().get(key) or {}
+
+
+COUNTER = CallCounter(known={"scale": 3.0})
+
+
+def iterates_sets_and_identity(x, **kwargs):
+    view = LayerView((1.0, 2.0, 4.0))
+    for scale in view:
+        x = x * scale
+    names = {name.upper() for name in ("a", "b", "a")}
+    cache = [x]
+    options = {k: kwargs.get(k, 0) for k in ("alpha", "beta")}
+    return (x + len(names), "A" in names, cache is not None, view is view,
+            COUNTER.get("known")["scale"], COUNTER.get("missing"), options)
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_subscript_iteration_sets_identity_and_registry_reads(x):
+    compiled = dynafuse.compile(iterates_sets_and_identity, fullgraph=True)
+    actual = compiled(x, alpha=2)
+    expected = iterates_sets_and_identity(x, alpha=2)
+    assert_close(actual[0], expected[0])
+    assert actual[1:] == expected[1:]
+    assert_compiled()
+
+
+def raises_from_a_helper(x):
+    LayerView((1.0,))[3]
+    return x
+
+
+def test_a_raise_in_traced_code_raises_eagers_error():
+    with pytest.raises(IndexError, match="list index out of range"):
+        dynafuse.compile(raises_from_a_helper)(torch.randn(2))
+    with pytest.raises(dynafuse.Unsupported, match="raises IndexError"):
+        dynafuse.compile(raises_from_a_helper, fullgraph=True)(torch.randn(2))
