@@ -205,6 +205,9 @@ private:
   VarPtr closureSlot(int index);
 
   VarPtr loadGlobal(PyObject *name);
+  static bool isEnvironment(PyObject *object);
+  /// os.environ.get(name[, fallback]) / os.environ[name], guarded.
+  VarPtr environmentVariable(const VarPtr &name, const VarPtr &fallback);
   /// IMPORT_NAME of a module already imported (sys.modules has it): the
   /// module, guarded by identity; importing anew would run module code.
   VarPtr importModule(PyObject *name, const VarPtr &level,

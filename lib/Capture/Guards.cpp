@@ -93,6 +93,8 @@ std::string Source::describe(const std::vector<Source> &all) const {
   case Kind::DictItem:
     return all[parent].describe(all) + "['" + PyUnicode_AsUTF8(name.get()) +
            "']";
+  case Kind::Environ:
+    return std::string("os.environ['") + PyUnicode_AsUTF8(name.get()) + "']";
   case Kind::ClassEntry:
     return all[parent].describe(all) + ".__mro__ entry '" +
            PyUnicode_AsUTF8(name.get()) + "'" +
@@ -220,6 +222,19 @@ PyRef SourceResolver::fetch(const Source &source) {
       return PyRef();
     return PyRef::borrow(
         lookupInClass(parent, source.fixed.get(), source.name.get()));
+  }
+  case Source::Kind::Environ: {
+    PyRef osName = PyRef::steal(PyUnicode_FromString("os"));
+    PyRef module = PyRef::steal(PyImport_GetModule(osName.get()));
+    PyRef environ = PyRef::steal(
+        module ? PyObject_GetAttrString(module.get(), "environ") : nullptr);
+    PyRef value = PyRef::steal(
+        environ ? PyObject_CallMethod(environ.get(), "get", "O",
+                                      source.name.get())
+                : nullptr);
+    if (!value)
+      PyErr_Clear();
+    return value;
   }
   case Source::Kind::Fixed:
     return source.fixed;

@@ -37,13 +37,15 @@ struct Source {
     SuperAttr,
     Fixed,
     DictItem,
-    ClassEntry
+    ClassEntry,
+    Environ
   };
   Kind kind = Kind::Local;
   int parent = -1;
   /// Local: localsplus index; closures: closure tuple index; Item: index.
   int index = 0;
-  /// Global, Attr, FunctionGlobal, TypeAttr: the name (interned).
+  /// Global, Attr, FunctionGlobal, TypeAttr: the name (interned); Environ:
+  /// the environment variable (os.environ.get(name), None when unset).
   PyRef name;
   /// Fixed: the object; SuperAttr, ClassEntry: the class the lookup starts
   /// after (ClassEntry: null for the whole MRO). ClassEntry: the raw entry

@@ -138,6 +138,15 @@ VarPtr BytecodeTracer::containerBuiltin(
   }
   if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::NewObject)
     return newObjectLength(args[0]);
+  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
+      args[0]->method == "derived") {
+    Py_ssize_t length = PyObject_Length(args[0]->object.get());
+    if (length < 0) {
+      PyErr_Clear();
+      unsupported("len of a derived value raised");
+    }
+    return integerConstant(int64_t(length));
+  }
   bool container =
       !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
                         (args[0]->kind == Var::Kind::NewObject &&

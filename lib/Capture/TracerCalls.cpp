@@ -114,6 +114,10 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     return callAny(callee->function, withSelf, keywords);
   }
   if (callee->kind == Var::Kind::Object && !callee->object &&
+      callee->method == "environ.get" && keywords.empty() &&
+      (args.size() == 1 || args.size() == 2))
+    return environmentVariable(args[0], args.size() == 2 ? args[1] : nullptr);
+  if (callee->kind == Var::Kind::Object && !callee->object &&
       callee->method.rfind("object.", 0) == 0)
     return callObjectSlot(callee->method, args, keywords);
   if (callee->kind == Var::Kind::TensorMethod && callee->method == "to")
@@ -142,6 +146,16 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
         unsupported("list.append on a list the frame did not create");
       willMutate(args[0]);
       args[0]->items.push_back(args[1]);
+      return constant(Py_None);
+    }
+    if (callee->method == "list.extend" && args.size() == 2 &&
+        keywords.empty()) {
+      if (args[0]->source >= 0)
+        unsupported("list.extend on a list the frame did not create");
+      std::vector<VarPtr> extra = itemsOf(args[1]);
+      willMutate(args[0]);
+      for (const VarPtr &item : extra)
+        args[0]->items.push_back(item);
       return constant(Py_None);
     }
     if (callee->method == "dict.get" && (args.size() == 2 || args.size() == 3) &&

@@ -136,6 +136,16 @@ VarPtr BytecodeTracer::moduleItem(const VarPtr &container,
         return children->items[i];
     unsupported("ModuleDict has no key '" + name + "'");
   }
+  if (!dict && PySlice_Check(wanted)) {
+    // layers[:n]: eager makes a new ModuleList of those children; capture
+    // iterates them as a sequence of the guarded children.
+    VarPtr values = makeVar(Var::Kind::Tuple);
+    values->items = children->items;
+    VarPtr sliced = sliceItems(values, wanted);
+    if (sliced->kind == Var::Kind::Tuple)
+      sliced->isList = false;
+    return sliced;
+  }
   if (dict || !PyLong_CheckExact(wanted))
     unsupported("module container index of the wrong type");
   long position = PyLong_AsLong(wanted);

@@ -374,6 +374,16 @@ VarPtr BytecodeTracer::containsOp(const VarPtr &item, const VarPtr &container,
       return negated ? logicalNot(answer) : answer;
     }
   }
+  if (item->kind == Var::Kind::Constant &&
+      container->kind == Var::Kind::Constant) {
+    // "dynamic" in rope_type: substrings, tuples of constants.
+    int found = PySequence_Contains(container->object.get(), item->object.get());
+    if (found < 0) {
+      PyErr_Clear();
+      unsupported("'in' on constants raised");
+    }
+    return constant((found == 1) != negated ? Py_True : Py_False);
+  }
   if (!comparableAtCapture(item))
     unsupported("'in' with a value not known at capture");
   bool found = false;

@@ -271,7 +271,8 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
         return base->items[i];
   bool listCopy = base->kind == Var::Kind::Tuple && base->keys.empty() &&
                   ((base->isList &&
-                    (attribute == "copy" || attribute == "append")) ||
+                    (attribute == "copy" || attribute == "append" ||
+                     attribute == "extend")) ||
                    attribute == "index");
   if (listCopy || (base->kind == Var::Kind::Dict &&
                    (attribute == "items" || attribute == "keys" ||
@@ -306,9 +307,29 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
     unsupported("attribute '" + attribute + "' of a non-object");
   if (base->method == "super")
     return superAttr(base, name);
+  if (base->method == "derived") {
+    // Immutable data computed at capture from guarded objects (a
+    // signature): its attributes are data too.
+    PyRef value = PyRef::steal(PyObject_GetAttr(base->object.get(), name));
+    if (!value) {
+      PyErr_Clear();
+      unsupported("attribute '" + attribute + "' of a derived value raised");
+    }
+    if (isConstantObject(value.get()))
+      return constant(value.get());
+    VarPtr derived = makeVar(Var::Kind::Object);
+    derived->object = value;
+    derived->method = "derived";
+    return derived;
+  }
   PyObject *object = base->object.get();
   if (VarPtr stored = storedAttribute(object, attribute))
     return stored;
+  if (isEnvironment(object) && attribute == "get") {
+    VarPtr get = makeVar(Var::Kind::Object);
+    get->method = "environ.get";
+    return get;
+  }
   std::string typeName = object ? Py_TYPE(object)->tp_name : "";
   if (typeName == "torch.dtype" || typeName == "torch.device" ||
       typeName == "torch.finfo" || typeName == "torch.iinfo") {
@@ -353,6 +374,37 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
   int parent = sourceOfObject(base);
   return classify(value.get(),
                   guardBuilder.namedSource(Source::Kind::Attr, parent, name));
+}
+
+bool BytecodeTracer::isEnvironment(PyObject *object) {
+  static PyObject *slot = nullptr;
+  PyObject *environ = lookupOnce(slot, "os", "environ");
+  return environ && object == environ;
+}
+
+VarPtr BytecodeTracer::environmentVariable(const VarPtr &name,
+                                           const VarPtr &fallback) {
+  // os.environ.get("NAME"): the value now, guarded (a change of the
+  // variable recompiles).
+  if (name->kind != Var::Kind::Constant || !PyUnicode_CheckExact(name->object.get()))
+    unsupported("os.environ read with a name that is not a constant string");
+  PyObject *value = nullptr;
+  static PyObject *slot = nullptr;
+  PyObject *mapping = lookupOnce(slot, "os", "environ");
+  PyRef found = PyRef::steal(
+      mapping ? PyObject_CallMethod(mapping, "get", "O", name->object.get())
+              : nullptr);
+  if (!found) {
+    PyErr_Clear();
+    unsupported("reading os.environ raised");
+  }
+  value = found.get();
+  int source = guardBuilder.namedSource(Source::Kind::Environ, -1,
+                                        name->object.get());
+  VarPtr read = classify(value, source);
+  if (value == Py_None && fallback)
+    return fallback;
+  return read;
 }
 
 VarPtr BytecodeTracer::importModule(PyObject *name, const VarPtr &level,

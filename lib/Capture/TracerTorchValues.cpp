@@ -1,10 +1,11 @@
-//===- TracerTorchValues.cpp - Torch calls decided at capture -------------===//
+//===- TracerTorchValues.cpp - Calls decided at capture -------------------===//
 //
-// Calls whose result capture knows from constants and tensor types:
-// torch.finfo / torch.iinfo of a dtype (their attributes are data),
-// torch.tensor of a constant scalar or an empty list (a `full` node),
+// Calls whose result capture knows from constants, guarded objects and
+// tensor types: torch.finfo / torch.iinfo of a dtype (their attributes are
+// data), torch.tensor of a constant scalar or an empty list (a `full` node),
 // Tensor.to(...) to the tensor's own device (the tensor itself, or a cast),
-// str() / repr() of constants and classes.
+// str() / repr() of constants and classes, inspect.signature of a guarded
+// function (a "derived" object: immutable data read at capture).
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
@@ -47,6 +48,35 @@ VarPtr BytecodeTracer::foldTorchValue(PyObject *callable,
                   " raised");
     }
     return unguardedObject(info); // immutable: its attributes are data
+  }
+  static PyObject *signatureSlot = nullptr;
+  PyObject *signature = lookupOnce(signatureSlot, "inspect", "signature");
+  if (signature && callable == signature && args.size() == 1 &&
+      keywords.empty()) {
+    // The signature of a function whose identity is guarded (a method
+    // bound to a module: its function is).
+    const VarPtr &target = args[0];
+    VarPtr function =
+        target->kind == Var::Kind::BoundMethod ? target->function : target;
+    if (function->kind != Var::Kind::Object || !function->object ||
+        !function->method.empty() || knownSourceOf(function) < 0)
+      return nullptr;
+    PyRef subject = function->object;
+    if (target->kind == Var::Kind::BoundMethod) {
+      if (!target->self->object)
+        return nullptr;
+      subject = PyRef::steal(
+          PyMethod_New(function->object.get(), target->self->object.get()));
+    }
+    PyRef result = PyRef::steal(PyObject_CallOneArg(signature, subject.get()));
+    if (!result) {
+      PyErr_Clear();
+      unsupported("inspect.signature raised");
+    }
+    VarPtr derived = makeVar(Var::Kind::Object);
+    derived->object = result;
+    derived->method = "derived";
+    return derived;
   }
   if (isTorchAttribute(callable, "tensor") && args.size() == 1)
     return constantTensor(args[0], keywords);

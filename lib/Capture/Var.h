@@ -86,7 +86,8 @@ inline VarPtr makeVar(Var::Kind kind) {
 inline bool isConstantObject(PyObject *object) {
   if (object == Py_None || object == Py_Ellipsis || PyBool_Check(object) ||
       PyLong_CheckExact(object) || PyFloat_CheckExact(object) ||
-      PyUnicode_CheckExact(object) || PyRange_Check(object))
+      PyUnicode_CheckExact(object) || PyBytes_CheckExact(object) ||
+      PyRange_Check(object))
     return true;
   // Tuples of constants, and torch.Size (a tuple of ints: tensor shapes).
   if (!PyTuple_CheckExact(object) &&

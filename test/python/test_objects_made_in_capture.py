@@ -4,6 +4,8 @@ read through their getters, and comparisons of enum members and classes:
 all inside one graph (fullgraph=True, so the compiled path ran), rebuilt as
 the same objects eager returns."""
 import dataclasses
+import inspect
+import os
 import enum
 from collections import OrderedDict
 from typing import Optional
@@ -376,3 +378,45 @@ def test_a_raise_in_traced_code_raises_eagers_error():
         dynafuse.compile(raises_from_a_helper)(torch.randn(2))
     with pytest.raises(dynafuse.Unsupported, match="raises IndexError"):
         dynafuse.compile(raises_from_a_helper, fullgraph=True)(torch.randn(2))
+
+
+def reads_the_environment(x):
+    scale = 2.0 if os.environ.get("DYNAFUSE_TEST_SCALE", "0") == "1" else 3.0
+    kind = "dynamic" in "dynamic_ntk"
+    return x * scale, kind, len(inspect.signature(helper_with_two).parameters)
+
+
+def helper_with_two(a, b):
+    return a + b
+
+
+def test_environment_reads_signatures_and_substrings(monkeypatch):
+    compiled = dynafuse.compile(reads_the_environment, fullgraph=True)
+    x = torch.randn(3)
+    monkeypatch.delenv("DYNAFUSE_TEST_SCALE", raising=False)
+    assert_close(compiled(x)[0], x * 3.0)
+    assert compiled(x)[1:] == (True, 2)
+    # The variable is guarded: setting it recompiles and takes the branch.
+    monkeypatch.setenv("DYNAFUSE_TEST_SCALE", "1")
+    assert_close(compiled(x)[0], x * 2.0)
+    assert dynafuse.stats()["captures"] == 2
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x, depth):
+        for layer in self.layers[:depth]:
+            x = torch.relu(layer(x))
+        return x
+
+
+@pytest.mark.parametrize("depth", [1, 2, -1])
+def test_slices_of_module_lists(depth):
+    model = Stack()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        assert_close(dynafuse.compile(model, fullgraph=True)(x, depth), model(x, depth))
+    assert_compiled()
