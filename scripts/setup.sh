@@ -3,7 +3,9 @@
 # Debian packages (LLVM 16, lit/FileCheck, GoogleTest and LLVM's static link
 # dependencies), a virtual environment (.venv, or $DYNAFUSE_VENV) with torch
 # 2.14.1, torchvision 0.29.1, pytest, lit, expecttest (which PyTorch's OpInfo
-# test samples import) and matplotlib (benchmark charts), then Dynafuse
+# test samples import), matplotlib (benchmark charts) and transformers 5.24
+# (library-code tests build its models from small configs, no weights),
+# then Dynafuse
 # itself through
 # `pip install -e .` (scikit-build-core driving CMake and Ninja into build/).
 set -euo pipefail
@@ -30,13 +32,14 @@ fi
 if ! "$venv/bin/python" - <<'PY' 2>/dev/null; then
 import importlib.metadata as m
 assert m.version("torch").startswith("2.14.1") and m.version("torchvision").startswith("0.29.1")
+assert m.version("transformers") == "5.24.0"
 for name in ("pytest", "lit", "scikit-build-core", "cmake", "ninja", "expecttest",
              "matplotlib"):
     m.version(name)
 PY
   echo "setup: installing Python packages into $venv"
   "$venv/bin/pip" install -q torch==2.14.1 torchvision==0.29.1 pytest lit \
-    scikit-build-core cmake ninja expecttest matplotlib
+    scikit-build-core cmake ninja expecttest matplotlib transformers==5.24.0
 fi
 
 export PATH="$venv/bin:$PATH"

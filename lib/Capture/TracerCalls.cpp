@@ -127,12 +127,41 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     return tensorMetadata(callee->self, callee->method, args);
   if (callee->kind == Var::Kind::Function) {
     auto *body = reinterpret_cast<PyCodeObject *>(callee->object.get());
-    if (!keywords.empty() || int(args.size()) != body->co_argcount ||
-        body->co_kwonlyargcount ||
-        (body->co_flags & (CO_VARARGS | CO_VARKEYWORDS)))
+    if (body->co_kwonlyargcount ||
+        (body->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) ||
+        int(args.size()) > body->co_argcount)
       unsupported(
           "call of a function made during capture with these arguments");
-    return inliner.inlineCode(body, args, current.globals, nullptr,
+    // Positional, then keywords by name, then the defaults of the tail.
+    std::vector<VarPtr> bound(size_t(body->co_argcount));
+    for (size_t i = 0; i < args.size(); ++i)
+      bound[i] = args[i];
+    PyRef names = PyRef::steal(PyCode_GetVarnames(body));
+    for (const auto &[name, value] : keywords) {
+      bool placed = false;
+      for (int i = 0; names && i < body->co_argcount; ++i)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(names.get(), i),
+                                             name.c_str()) == 0 &&
+            !bound[size_t(i)]) {
+          bound[size_t(i)] = value;
+          placed = true;
+        }
+      if (!placed)
+        unsupported("call of a function made during capture with keyword '" +
+                    name + "'");
+    }
+    std::vector<VarPtr> defaults =
+        callee->self ? itemsOf(callee->self) : std::vector<VarPtr>{};
+    size_t firstDefault = bound.size() - std::min(bound.size(), defaults.size());
+    for (size_t i = 0; i < bound.size(); ++i) {
+      if (bound[i])
+        continue;
+      if (i < firstDefault)
+        unsupported("call of a function made during capture without an "
+                    "argument it needs");
+      bound[i] = defaults[defaults.size() - (bound.size() - i)];
+    }
+    return inliner.inlineCode(body, bound, current.globals, nullptr,
                               current.functionSource, callee->items);
   }
   if (callee->kind == Var::Kind::Object &&
@@ -241,6 +270,27 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return result;
     if (VarPtr result = isInstance(object, args))
       return result;
+    if (isBuiltin(object, "callable") && args.size() == 1 && keywords.empty()) {
+      const VarPtr &arg = args[0];
+      int answer = -1;
+      if (arg->kind == Var::Kind::Function || arg->kind == Var::Kind::BoundMethod ||
+          arg->kind == Var::Kind::TensorMethod)
+        answer = 1;
+      else if (arg->kind == Var::Kind::Tensor || arg->kind == Var::Kind::Tuple ||
+               arg->kind == Var::Kind::Dict)
+        answer = 0;
+      else if ((arg->kind == Var::Kind::Constant ||
+                arg->kind == Var::Kind::Object) && arg->object)
+        answer = PyCallable_Check(arg->object.get()); // guarded by identity
+      else if (arg->kind == Var::Kind::NewObject)
+        answer = lookupInClass(arg->function->object.get(), nullptr,
+                               PyRef::steal(PyUnicode_FromString("__call__"))
+                                   .get())
+                     ? 1
+                     : 0;
+      if (answer >= 0)
+        return constant(answer ? Py_True : Py_False);
+    }
     if (isBuiltin(object, "type") && args.size() == 1 && keywords.empty())
       if (VarPtr result = typeOf(args[0]))
         return result;
@@ -404,19 +454,28 @@ VarPtr BytecodeTracer::boundMethod(const VarPtr &base, PyObject *name) {
 /// expressions, lambdas without defaults), with its closure cells.
 void BytecodeTracer::setFunctionAttribute(const VarPtr &function, int flag,
                                           const VarPtr &attribute) {
-  if (flag != 8 || function->kind != Var::Kind::Function)
-    unsupported("a function made with defaults or annotations");
-  function->items = itemsOf(attribute);
+  if (function->kind != Var::Kind::Function)
+    unsupported("a function attribute on a value that is not a function");
+  if (flag == 8)
+    function->items = itemsOf(attribute);
+  else if (flag == 1)
+    function->self = attribute; // positional defaults (a tuple)
+  else if (flag != 4)         // annotations do not change a call
+    unsupported("a function made with keyword-only defaults");
 }
 
 VarPtr BytecodeTracer::makeFunction(int flags) {
   VarPtr codeVar = pop();
-  if (flags & ~8)
-    unsupported("a function made with defaults or annotations");
+  if (flags & 2)
+    unsupported("a function made with keyword-only defaults");
   VarPtr function = makeVar(Var::Kind::Function);
   function->object = codeVar->object;
   if (flags & 8)
     function->items = itemsOf(pop());
+  if (flags & 4)
+    pop(); // annotations do not change a call
+  if (flags & 1)
+    function->self = pop(); // positional defaults (a tuple)
   return function;
 }
 

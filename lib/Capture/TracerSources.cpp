@@ -357,6 +357,17 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
                                                         base->source, name)),
           base, attribute);
     }
+    // A staticmethod is its function, read through the type (guarded).
+    if (descriptor && PyObject_TypeCheck(descriptor, &PyStaticMethod_Type) &&
+        base->source >= 0) {
+      PyRef function = PyRef::steal(PyObject_GetAttr(
+          reinterpret_cast<PyObject *>(Py_TYPE(object)), name));
+      if (function && PyFunction_Check(function.get()))
+        return classify(function.get(),
+                        guardBuilder.namedSource(Source::Kind::TypeAttr,
+                                                 base->source, name));
+      PyErr_Clear();
+    }
     if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
         !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
         Py_TYPE(descriptor) != &PyMethodDescr_Type &&

@@ -420,3 +420,26 @@ def test_slices_of_module_lists(depth):
     with torch.no_grad():
         assert_close(dynafuse.compile(model, fullgraph=True)(x, depth), model(x, depth))
     assert_compiled()
+
+
+class Bucketed(nn.Module):
+    @staticmethod
+    def bucket(positions, buckets=4):
+        return positions.clamp(max=buckets - 1)
+
+    def forward(self, x):
+        def scaled(value, factor: float = 2.0, offset=0.0):
+            return value * factor + offset
+        chosen = [f for f in (scaled, torch.relu) if callable(f)]
+        return self.bucket(chosen[0](x, offset=1.0)), chosen[0](x, 3.0), len(chosen)
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_static_methods_defaults_and_callable(x):
+    model = Bucketed()
+    actual = dynafuse.compile(model, fullgraph=True)(x)
+    expected = model(x)
+    assert_close(actual[0], expected[0])
+    assert_close(actual[1], expected[1])
+    assert actual[2] == expected[2] == 2
+    assert_compiled()

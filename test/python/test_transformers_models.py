@@ -1,0 +1,94 @@
+"""HuggingFace transformers models, built from small configs with random
+weights (nothing is downloaded), each captured as one graph (fullgraph=True)
+through the library's machinery: decorators with try/finally, kwargs
+shims, config properties, ModelOutput dataclasses, DynamicCache objects,
+attention-mask helpers. Compared with eager on the whole output."""
+import pytest
+import torch
+
+import dynafuse
+from conftest import assert_close, assert_compiled
+
+transformers = pytest.importorskip("transformers", minversion="5.0")
+transformers.logging.set_verbosity_error()
+
+
+def small(name):
+    t = transformers
+    if name == "gpt2":
+        return t.GPT2Model(t.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100,
+                                        n_positions=64, bos_token_id=0, eos_token_id=0))
+    if name == "bert":
+        return t.BertModel(t.BertConfig(num_hidden_layers=2, hidden_size=64,
+                                        num_attention_heads=4, intermediate_size=128,
+                                        vocab_size=100))
+    if name == "llama":
+        return t.LlamaModel(t.LlamaConfig(num_hidden_layers=2, hidden_size=64,
+                                          num_attention_heads=4, num_key_value_heads=2,
+                                          intermediate_size=128, vocab_size=100))
+    if name == "t5":
+        return t.T5EncoderModel(t.T5Config(num_layers=2, d_model=64, num_heads=4, d_ff=128,
+                                           d_kv=16, vocab_size=100))
+    if name == "vit":
+        return t.ViTModel(t.ViTConfig(num_hidden_layers=2, hidden_size=64,
+                                      num_attention_heads=4, intermediate_size=128,
+                                      image_size=32, patch_size=8))
+    raise ValueError(name)
+
+
+def inputs_for(name, batch, length):
+    if name == "vit":
+        return {"pixel_values": torch.randn(batch, 3, 32, 32)}
+    return {"input_ids": torch.randint(0, 100, (batch, length))}
+
+
+def assert_same_output(actual, expected):
+    assert type(actual) is type(expected)
+    assert list(actual.keys()) == list(expected.keys())
+    for key, value in expected.items():
+        if isinstance(value, torch.Tensor):
+            assert_close(actual[key], value, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "t5", "vit"])
+@pytest.mark.parametrize("batch,length", [(1, 16), (2, 7)])
+def test_a_transformers_model_is_one_graph(name, batch, length):
+    torch.manual_seed(0)
+    model = small(name).eval()
+    compiled = dynafuse.compile(model, fullgraph=True)
+    with torch.no_grad():
+        for _ in range(2):  # new values, same shapes: the cached entry runs
+            kwargs = inputs_for(name, batch, length)
+            assert_same_output(compiled(**kwargs), model(**kwargs))
+    assert_compiled()
+
+
+def test_bert_with_a_padding_mask():
+    torch.manual_seed(0)
+    model = small("bert").eval()
+    ids = torch.randint(0, 100, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[1, 8:] = 0
+    with torch.no_grad():
+        actual = dynafuse.compile(model, fullgraph=True)(input_ids=ids, attention_mask=mask)
+        expected = model(input_ids=ids, attention_mask=mask)
+    assert_same_output(actual, expected)
+    assert_compiled()
+
+
+def test_gpt2_returns_its_filled_cache():
+    torch.manual_seed(0)
+    model = small("gpt2").eval()
+    ids = torch.randint(0, 100, (1, 10))
+    with torch.no_grad():
+        actual = dynafuse.compile(model, fullgraph=True)(ids, use_cache=True)
+        expected = model(ids, use_cache=True)
+    assert_same_output(actual, expected)
+    cache, want = actual.cache, expected.cache
+    assert type(cache) is type(want) and len(cache.layers) == len(want.layers)
+    for layer, reference in zip(cache.layers, want.layers):
+        assert type(layer) is type(reference)
+        assert_close(layer.keys, reference.keys)
+        assert_close(layer.values, reference.values)
+    assert cache.get_seq_length() == 10
+    assert_compiled()
