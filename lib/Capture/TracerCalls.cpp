@@ -500,6 +500,22 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
     same->tensor = bound.operands[0].value;
     return same;
   }
+  if (binding.graphOp == "pad" && bound.operands[0].isValue()) {
+    // Padding by zero everywhere keeps the values (swin pads windows that
+    // already fit): the same graph value.
+    auto pad = bound.attributes.find("pad");
+    const auto *amounts =
+        pad == bound.attributes.end()
+            ? nullptr
+            : std::get_if<std::vector<int64_t>>(&pad->second);
+    if (amounts && !bound.inPlace &&
+        std::all_of(amounts->begin(), amounts->end(),
+                    [](int64_t amount) { return amount == 0; })) {
+      VarPtr same = makeVar(Var::Kind::Tensor);
+      same->tensor = bound.operands[0].value;
+      return same;
+    }
+  }
   auto training = bound.attributes.find("training");
   if (binding.graphOp == "dropout" && bound.operands[0].isValue() &&
       training != bound.attributes.end() &&

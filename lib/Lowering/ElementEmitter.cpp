@@ -170,6 +170,21 @@ int ElementEmitter::inRange(const SymExpr &position, const SymExpr &lo,
   return binary(ScalarOp::And, above, below);
 }
 
+void ElementEmitter::symbolsOfInstr(int id, std::set<std::string> &symbols) const {
+  std::vector<int> pending{id};
+  std::set<int> seen;
+  while (!pending.empty()) {
+    int next = pending.back();
+    pending.pop_back();
+    if (next < 0 || !seen.insert(next).second)
+      continue;
+    const Instr &instr = kernel.instrs[size_t(next)];
+    for (const SymExpr &expr : instr.index)
+      expr.collectSymbols(symbols);
+    pending.insert(pending.end(), instr.args.begin(), instr.args.end());
+  }
+}
+
 int ElementEmitter::combinedMask(int extra) {
   if (masks.empty())
     return extra;
@@ -222,10 +237,15 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   std::set<std::string> outer;
   for (const SymExpr &expr : index)
     expr.collectSymbols(outer);
+  // Inside a cat or pad the reduction's loads carry the active mask: the
+  // reduction depends on the loop variables the mask reads too.
+  std::set<std::string> maskSymbols;
+  if (!masks.empty())
+    symbolsOfInstr(masks.back(), maskSymbols);
   std::vector<SymExpr> extents, reduceVars;
   for (int64_t dim : dims)
     extents.push_back(input.sizes[dim]);
-  if (!builder.openReduce(kind, extents, outer, reduceVars)) {
+  if (!builder.openReduce(kind, extents, outer, maskSymbols, reduceVars)) {
     unplaced = node.results[result];
     return constant(resultType, 0);
   }

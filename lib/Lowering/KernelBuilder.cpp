@@ -131,10 +131,13 @@ Instr KernelBuilder::reciprocalMultiply(Instr division) {
 bool KernelBuilder::openReduce(ReduceKind kind,
                                const std::vector<SymExpr> &extents,
                                const std::set<std::string> &outerVars,
+                               const std::set<std::string> &maskSymbols,
                                std::vector<SymExpr> &vars) {
   std::set<int> found;
   for (const std::string &var : outerVars)
     varsOf(SymExpr::symbol(var), found);
+  for (const std::string &symbol : maskSymbols)
+    varsOf(SymExpr::symbol(symbol), found);
   int placement = deepestOnPath(found);
   // Every variable of the scopes down to the placement must be used, or the
   // reduction would be recomputed for each of its values.

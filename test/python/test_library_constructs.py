@@ -192,3 +192,18 @@ def test_dict_get_and_type(x):
     parameter = nn.Parameter(torch.randn(3), requires_grad=False)
     actual = dynafuse.compile(dict_get_and_type, fullgraph=True)(parameter, {}, "m")
     assert actual[2][0] == "Parameter"
+
+
+def normalized_then_padded(x, pad):
+    # swin pads each stage's normalized activations to whole windows (often
+    # by zero); a softmax's rows padded at the end of the row dim.
+    y = F.layer_norm(x, x.shape[-1:])
+    return F.pad(y, pad), F.pad(y.softmax(-1), (1, 2)), torch.cat([y.sum(-1, keepdim=True), x], -1)
+
+
+@pytest.mark.parametrize("pad", [(0, 0, 0, 0), (0, 0, 1, 2), (2, 1)])
+@pytest.mark.parametrize("x", [torch.randn(4, 6), torch.randn(6, 4).t(), torch.randn(1, 6)])
+def test_reductions_under_pad_and_cat(x, pad):
+    actual = dynafuse.compile(normalized_then_padded, fullgraph=True)(x, pad)
+    assert_outputs_close(actual, normalized_then_padded(x, pad))
+    assert_compiled()

@@ -77,6 +77,9 @@ private:
   const std::map<const Value *, TensorType> &bufferTypes;
   const std::set<const Value *> &inlineHere;
   std::map<std::string, int> memo;
+  /// The loop variables (and symbols) instruction id reads, through its
+  /// arguments.
+  void symbolsOfInstr(int id, std::set<std::string> &symbols) const;
   std::vector<int> masks;
   const Value *unplaced = nullptr;
 };

@@ -37,11 +37,13 @@ public:
   int append(Instr instr);
 
   /// Opens a reduction over extents under the scope that defines all of
-  /// `outerVars`; returns its variables. Fails (returns false) when that
-  /// placement would recompute the reduction across an enclosing loop whose
-  /// variable it does not use.
+  /// `outerVars` and `maskSymbols` (what the mask its loads carry reads);
+  /// returns its variables. Fails (returns false) when that placement would
+  /// recompute the reduction across an enclosing loop whose variable its
+  /// index does not use.
   bool openReduce(ReduceKind kind, const std::vector<SymExpr> &extents,
                   const std::set<std::string> &outerVars,
+                  const std::set<std::string> &maskSymbols,
                   std::vector<SymExpr> &vars);
   /// Closes the innermost open reduction; returns its result ids.
   std::vector<int> closeReduce(const std::vector<int> &yields);

@@ -1,0 +1,213 @@
+"""Library code as one graph (issue 14): the torchvision classification zoo and
+HuggingFace transformers models (small configs, random weights, nothing
+downloaded), through Dynafuse and torch.compile side by side in one process.
+
+Per model: Dynafuse's graphs, graph breaks and frames run eagerly, whether its
+result matches eager, its first-call time (capture + compile + run) and its
+steady-state speed against eager (median of --runs calls, with the spread:
+half the interquartile range over the median); torch.compile's graph and
+break counts from torch._dynamo.explain (Dynamo's capture only), and with
+--inductor its first-call time and speed too (slow: Inductor compiles each
+model for tens of seconds on this machine).
+
+    .venv/bin/python benchmarks/library_models.py [--only resnet18 gpt2 ...]
+        [--skip-zoo] [--skip-transformers] [--inductor] [--runs 10]
+        [--markdown docs/library-models.md]
+"""
+import argparse
+import statistics
+import time
+import traceback
+import warnings
+
+import torch
+
+import dynafuse
+from measure import spread
+
+# Too big for this machine's 24 GiB at any input size, or minutes per call.
+TOO_BIG = {"vit_h_14", "regnet_y_128gf", "regnet_y_32gf", "regnet_y_16gf", "vit_l_16",
+           "vit_l_32", "efficientnet_b7", "efficientnet_b6", "maxvit_t"}
+# Models whose architecture fixes the input size.
+FIXED_224 = ("vit_", "swin_", "maxvit")
+
+
+def zoo(selected):
+    import torchvision
+    names = torchvision.models.list_models(module=torchvision.models)
+    for name in names:
+        if name in TOO_BIG or (selected and name not in selected):
+            continue
+        size = 224 if name.startswith(FIXED_224) else 128
+        if name == "inception_v3":
+            size = 299
+
+        def make(name=name):
+            kwargs = {"aux_logits": False, "init_weights": False} \
+                if name in ("inception_v3", "googlenet") else {}
+            return torchvision.models.get_model(name, weights=None, **kwargs).eval()
+        yield name, make, lambda size=size: ((torch.randn(1, 3, size, size),), {})
+
+
+def transformers_models(selected):
+    import transformers
+    transformers.logging.set_verbosity_error()
+    t = transformers
+    ids = lambda: ((), {"input_ids": torch.randint(0, 1000, (1, 64))})  # noqa: E731
+    table = [
+        ("gpt2", lambda: t.GPT2Model(t.GPT2Config(n_layer=4, n_embd=256, n_head=4,
+                                                  vocab_size=1000, n_positions=128,
+                                                  bos_token_id=0, eos_token_id=0)), ids),
+        ("bert", lambda: t.BertModel(t.BertConfig(num_hidden_layers=4, hidden_size=256,
+                                                  num_attention_heads=4,
+                                                  intermediate_size=1024,
+                                                  vocab_size=1000)), ids),
+        ("llama", lambda: t.LlamaModel(t.LlamaConfig(num_hidden_layers=4, hidden_size=256,
+                                                     num_attention_heads=4,
+                                                     num_key_value_heads=2,
+                                                     intermediate_size=1024,
+                                                     vocab_size=1000)), ids),
+        ("t5-encoder", lambda: t.T5EncoderModel(t.T5Config(num_layers=4, d_model=256,
+                                                           num_heads=4, d_ff=1024, d_kv=64,
+                                                           vocab_size=1000)), ids),
+        ("vit (hf)", lambda: t.ViTModel(t.ViTConfig(num_hidden_layers=4, hidden_size=256,
+                                                    num_attention_heads=4,
+                                                    intermediate_size=1024,
+                                                    image_size=224, patch_size=16)),
+         lambda: ((), {"pixel_values": torch.randn(1, 3, 224, 224)})),
+    ]
+    for name, make, inputs in table:
+        if not selected or name in selected:
+            yield name, lambda make=make: make().eval(), inputs
+
+
+def flatten(value):
+    """The tensors of a result (tuples, lists, dicts, ModelOutputs)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in flatten(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flatten(v)]
+    return []
+
+
+def matches(actual, expected):
+    a, e = flatten(actual), flatten(expected)
+    return len(a) == len(e) and all(
+        x.shape == y.shape and torch.allclose(x, y, rtol=1e-3, atol=1e-3)
+        for x, y in zip(a, e))
+
+
+def timed(call, runs):
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def measure(name, make, inputs, args):
+    torch.manual_seed(0)
+    model = make()
+    positional, keywords = inputs()
+    row = {"model": name}
+    with torch.no_grad():
+        expected = model(*positional, **keywords)
+        eager = timed(lambda: model(*positional, **keywords), args.runs)
+        dynafuse.reset()
+        compiled = dynafuse.compile(model)
+        start = time.perf_counter()
+        actual = compiled(*positional, **keywords)
+        row["first"] = time.perf_counter() - start
+        stats = dynafuse.stats()
+        row["graphs"] = len(dynafuse.compiled_graphs())
+        row["breaks"] = stats["graph_breaks"]
+        row["eager_frames"] = stats["eager_frames"]
+        row["correct"] = matches(actual, expected)
+        ours = timed(lambda: compiled(*positional, **keywords), args.runs)
+        row["speedup"] = statistics.median(eager) / statistics.median(ours)
+        row["spread"] = max(spread(eager), spread(ours)) if args.runs >= 4 else 0.0
+        import torch._dynamo as dynamo
+        dynamo.reset()
+        explained = dynamo.explain(model)(*positional, **keywords)
+        row["tc_graphs"] = explained.graph_count
+        row["tc_breaks"] = explained.graph_break_count
+        if args.inductor:
+            dynamo.reset()
+            inductor = torch.compile(model)
+            start = time.perf_counter()
+            inductor(*positional, **keywords)
+            row["tc_first"] = time.perf_counter() - start
+            theirs = timed(lambda: inductor(*positional, **keywords), args.runs)
+            row["tc_speedup"] = statistics.median(eager) / statistics.median(theirs)
+    return row
+
+
+def format_row(row, inductor):
+    if "error" in row:
+        return f"| {row['model']} | error: {row['error']} |"
+    cells = [row["model"], row["graphs"], row["breaks"], row["eager_frames"],
+             "yes" if row["correct"] else "**no**", f"{row['first']:.2f}",
+             f"{row['speedup']:.2f}x ±{row['spread'] * 100:.0f}%",
+             row["tc_graphs"], row["tc_breaks"]]
+    if inductor:
+        cells += [f"{row['tc_first']:.1f}", f"{row['tc_speedup']:.2f}x"]
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*")
+    parser.add_argument("--skip-zoo", action="store_true")
+    parser.add_argument("--skip-transformers", action="store_true")
+    parser.add_argument("--inductor", action="store_true")
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--markdown")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(2)
+    header = ("| model | graphs | breaks | eager frames | correct | first call (s) "
+              "| speed vs eager | torch.compile graphs | torch.compile breaks |")
+    rule = "|---|---|---|---|---|---|---|---|---|"
+    if args.inductor:
+        header += " Inductor first call (s) | Inductor vs eager |"
+        rule += "---|---|"
+    lines = [header, rule]
+    print(header)
+    print(rule)
+    sources = []
+    if not args.skip_zoo:
+        sources.append(zoo(args.only))
+    if not args.skip_transformers:
+        sources.append(transformers_models(args.only))
+    rows = []
+    for source in sources:
+        for name, make, inputs in source:
+            try:
+                row = measure(name, make, inputs, args)
+            except Exception as error:  # report and go on: one model's failure
+                traceback.print_exc()
+                row = {"model": name, "error": f"{type(error).__name__}: {error}"[:120]}
+            rows.append(row)
+            line = format_row(row, args.inductor)
+            lines.append(line)
+            print(line, flush=True)
+    done = [r for r in rows if "error" not in r]
+    one = sum(r["graphs"] == 1 and r["breaks"] == 0 for r in done)
+    tc_one = sum(r["tc_graphs"] == 1 and r["tc_breaks"] == 0 for r in done)
+    summary = (f"\n{len(done)} models: one graph {one} (torch.compile {tc_one}), "
+               f"correct {sum(r['correct'] for r in done)}, frames run eagerly in all "
+               f"{sum(r['eager_frames'] for r in done)}, geomean speed vs eager "
+               f"{statistics.geometric_mean([r['speedup'] for r in done]):.2f}x"
+               if done else "\nno model ran")
+    print(summary)
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write("\n".join(lines) + "\n" + summary + "\n")
+
+
+if __name__ == "__main__":
+    main()
