@@ -495,6 +495,13 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
   case Var::Kind::Tuple:
     if (var->isSet)
       unsupported("returning a set made during capture");
+    if (var->source >= 0 && (var->kind == Var::Kind::Dict || var->isList)) {
+      // The caller's own dict or list (stores into it are repeated by the
+      // run): the object itself, as eager returns it.
+      spec.kind = OutputSpec::Kind::Source;
+      spec.index = var->source;
+      return spec;
+    }
     return containerSpec(var, [&](const VarPtr &item) { return outputOf(item); });
   case Var::Kind::NewObject:
     return newObjectSpec(var, [&](const VarPtr &item) { return outputOf(item); });

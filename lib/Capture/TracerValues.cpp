@@ -360,6 +360,14 @@ VarPtr BytecodeTracer::tensorAttribute(const VarPtr &base,
   if (attribute == "dtype" || attribute == "device")
     return unguardedObject(attribute == "dtype" ? dtypeObject(type.dtype)
                                                 : deviceObject(type.device));
+  if (attribute == "layout") {
+    // Captured tensors are dense (is_sparse is False above).
+    static PyObject *slot = nullptr;
+    PyObject *strided = lookupOnce(slot, "torch", "strided");
+    if (!strided)
+      unsupported("Tensor.layout without torch.strided");
+    return unguardedObject(PyRef::borrow(strided));
+  }
   if (attribute == "T" || attribute == "mT") {
     if (type.rank() < 2)
       return base;

@@ -207,3 +207,32 @@ def test_reductions_under_pad_and_cat(x, pad):
     actual = dynafuse.compile(normalized_then_padded, fullgraph=True)(x, pad)
     assert_outputs_close(actual, normalized_then_padded(x, pad))
     assert_compiled()
+
+
+def builtins_on_sizes(x, options):
+    n = min(x.shape[0], 3) + max(1, x.shape[-1])
+    dense = x.layout == torch.strided
+    names = [k for k, _ in options.items()]
+    fallback = getattr(x, "not_an_attribute", 5)
+    return x * n + fallback, x.shape[1:], dense, names
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_builtins_on_sizes_layout_and_getattr_defaults(x):
+    options = {"a": 1, "b": 2}
+    actual = dynafuse.compile(builtins_on_sizes, fullgraph=True)(x, options)
+    assert_outputs_close(actual, builtins_on_sizes(x, options))
+    assert type(actual[1]) is torch.Size
+    assert_compiled()
+
+
+def returns_its_argument_dict(x, options):
+    options["seen"] = x.sum()
+    return options
+
+
+def test_a_returned_argument_dict_is_the_callers_object():
+    options = {"scale": 2}
+    out = dynafuse.compile(returns_its_argument_dict, fullgraph=True)(torch.ones(3), options)
+    assert out is options and options["seen"].item() == 3.0
+    assert_compiled()
