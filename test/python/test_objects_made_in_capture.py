@@ -443,3 +443,31 @@ def test_static_methods_defaults_and_callable(x):
     assert_close(actual[1], expected[1])
     assert actual[2] == expected[2] == 2
     assert_compiled()
+
+
+class Tally:
+    def __init__(self):
+        self.count = 0
+
+
+TALLY = Tally()
+
+
+def counts_then_breaks(x):
+    TALLY.count = TALLY.count + 1
+    print("a graph break inside the call that stored")
+    return x + 1
+
+
+def calls_a_counting_helper(x):
+    y = x * 2
+    return counts_then_breaks(y)
+
+
+def test_a_store_in_a_call_that_breaks_happens_once():
+    TALLY.count = 0
+    x = torch.randn(3)
+    compiled = dynafuse.compile(calls_a_counting_helper)
+    for calls in (1, 2, 3):
+        assert_close(compiled(x), x * 2 + 1)
+        assert TALLY.count == calls
