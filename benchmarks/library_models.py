@@ -104,9 +104,13 @@ def flatten(value):
 
 
 def matches(actual, expected):
+    """Same tensors up to 1e-3 of each output's own scale: randomly
+    initialized deep networks (resnet101) reach activations of 1e4 and
+    more, where a different summation order moves small entries by 1e-2."""
     a, e = flatten(actual), flatten(expected)
     return len(a) == len(e) and all(
-        x.shape == y.shape and torch.allclose(x, y, rtol=1e-3, atol=1e-3)
+        x.shape == y.shape and torch.allclose(
+            x, y, rtol=1e-3, atol=1e-3 * max(1.0, y.abs().max().item() if y.numel() else 1.0))
         for x, y in zip(a, e))
 
 

@@ -48,8 +48,15 @@ PyObject *lookupInClass(PyObject *type, PyObject *after, PyObject *name) {
     ++i;
   }
   for (; i < count; ++i) {
-    PyObject *dict =
-        reinterpret_cast<PyTypeObject *>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    auto *klass = reinterpret_cast<PyTypeObject *>(PyTuple_GET_ITEM(mro, i));
+#if PY_VERSION_HEX >= 0x030C0000
+    // 3.12 keeps static builtin types' dicts in the interpreter state:
+    // tp_dict is null there. The type keeps its dict alive.
+    PyRef owned = PyRef::steal(PyType_GetDict(klass));
+    PyObject *dict = owned.get();
+#else
+    PyObject *dict = klass->tp_dict;
+#endif
     PyObject *found = dict ? PyDict_GetItemWithError(dict, name) : nullptr;
     if (found)
       return found; // the class dict keeps it alive

@@ -188,7 +188,7 @@ PyObject *ResultBuilder::newObject(const OutputSpec &spec) {
   PyRef dict = PyRef::steal(PyObject_GenericGetDict(object.get(), nullptr));
   if (!dict)
     fail(std::string("an instance of ") + cls->tp_name + " has no __dict__");
-  PyObject *setItem = nullptr;
+  PyRef setItem;
   for (size_t i = 0; i < spec.items.size(); ++i) {
     PyRef value = PyRef::steal(build(spec.items[i]));
     PyRef key = PyRef::steal(PyUnicode_FromString(spec.keys[i].c_str()));
@@ -201,11 +201,12 @@ PyObject *ResultBuilder::newObject(const OutputSpec &spec) {
     if (!setItem)
       for (PyTypeObject *base = cls; base; base = base->tp_base)
         if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
-          setItem = PyDict_GetItemString(base->tp_dict, "__setitem__");
+          setItem = PyRef::steal(PyObject_GetAttrString(
+              reinterpret_cast<PyObject *>(base), "__setitem__"));
           break;
         }
     PyRef done = PyRef::steal(
-        setItem ? PyObject_CallFunctionObjArgs(setItem, object.get(),
+        setItem ? PyObject_CallFunctionObjArgs(setItem.get(), object.get(),
                                                key.get(), value.get(), nullptr)
                 : nullptr);
     if (!done)

@@ -41,7 +41,8 @@ def test_a_dataclass_made_in_the_frame_is_returned(x):
     assert type(actual) is Output
     assert_close(actual.hidden, expected.hidden)
     assert_close(actual.pooled, expected.pooled)
-    assert actual.steps == 1 and actual == dataclasses.replace(actual)
+    assert actual.steps == 1
+    assert [f.name for f in dataclasses.fields(actual)] == ["hidden", "pooled", "steps"]
     assert_compiled()
 
 
