@@ -282,6 +282,12 @@ private:
   /// container sees it.
   void storeSubscript(const VarPtr &container, const VarPtr &index,
                       const VarPtr &value);
+  /// container with container[index] = value (dynafuse.functional.setitem).
+  VarPtr functionalSetItem(const VarPtr &container, const VarPtr &index,
+                           const VarPtr &value);
+  /// An in-place update through the only view of an intermediate: the base
+  /// becomes its functional setitem; null when that is not the case.
+  VarPtr updateThroughView(const VarPtr &target, const VarPtr &value);
 
   //===--------------------------------------------------------------------===//
   // Operators and calls

@@ -357,7 +357,8 @@ int BytecodeTracer::step(const Instruction &in) {
   case BUILD_SET: {
     VarPtr set = makeVar(Var::Kind::Tuple);
     set->isSet = true;
-    for (const VarPtr &item : buildTuple(in.arg)->items)
+    VarPtr items = buildTuple(in.arg); // kept alive through the loop
+    for (const VarPtr &item : items->items)
       addToSet(set, item);
     push(set);
     return -1;

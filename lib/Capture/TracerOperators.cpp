@@ -1,6 +1,8 @@
 //===- TracerOperators.cpp - Python operators, and emitting graph nodes ---===//
 #include "BytecodeTracer.h"
 
+#include "dynafuse/Graph/ViewRules.h"
+
 namespace dynafuse {
 namespace capture {
 
@@ -122,6 +124,9 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
   if (target->kind != Var::Kind::Tensor || value->kind != Var::Kind::Tensor)
     unsupported("in-place update of a non-tensor");
   Value *old = target->tensor;
+  if (target->viewBase)
+    if (VarPtr updated = updateThroughView(target, value))
+      return updated;
   if (inputs.isAliased(old))
     unsupported("in-place update of a tensor that has views");
   if (value->tensor->type.dtype != old->type.dtype ||
@@ -135,6 +140,43 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
     willUpdateInputs();
     inputs.updateInput(input, value->tensor);
   }
+  willMutate(target);
+  target->tensor = value->tensor;
+  return target;
+}
+
+VarPtr BytecodeTracer::updateThroughView(const VarPtr &target,
+                                         const VarPtr &value) {
+  // base[a:b].zero_() on an intermediate the trace computed: safe when
+  // this view is the only view taken of the base and nothing views the
+  // view, so no other value would miss the update.
+  const VarPtr &base = target->viewBase;
+  if (!base || base->kind != Var::Kind::Tensor || !base->tensor->producer ||
+      inputs.originalInput(base->tensor) || base->viewBase ||
+      value->tensor->type.dtype != target->tensor->type.dtype ||
+      value->tensor->type.sizes != target->tensor->type.sizes)
+    return nullptr;
+  int otherViewsOfBase = 0, viewsOfTarget = 0;
+  for (const auto &node : result.graph->nodes) {
+    // Views that alias (slices, reshapes, permutes); cat, pad and fills
+    // copy.
+    const OpInfo *info = opInfoOf(*node);
+    if (!info || info->kind != OpKind::View || !info->view ||
+        info->view->form != ViewForm::Remap)
+      continue;
+    for (const Operand &operand : node->operands) {
+      otherViewsOfBase += operand.isValue() && operand.value == base->tensor &&
+                          node->result() != target->tensor;
+      viewsOfTarget += operand.isValue() && operand.value == target->tensor;
+    }
+  }
+  if (otherViewsOfBase != 0 || viewsOfTarget != 0)
+    return nullptr;
+  VarPtr updated = functionalSetItem(base, target->viewIndex, value);
+  willMutate(base);
+  base->tensor = updated->tensor;
+  // The view holds its new values and stays tied to the base: a second
+  // update through it goes the same way.
   willMutate(target);
   target->tensor = value->tensor;
   return target;

@@ -168,8 +168,15 @@ void BytecodeTracer::unpack(const VarPtr &var, int count) {
 }
 
 VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
-  if (container->kind == Var::Kind::Tensor)
-    return indexTensor(container, index);
+  if (container->kind == Var::Kind::Tensor) {
+    VarPtr view = indexTensor(container, index);
+    if (view->kind == Var::Kind::Tensor && view->tensor != container->tensor &&
+        container->tensor->producer && !inputs.originalInput(container->tensor)) {
+      view->viewBase = container;
+      view->viewIndex = index;
+    }
+    return view;
+  }
   if (container->kind == Var::Kind::Object && isModule(container->object.get()))
     return moduleItem(container, index);
   if (container->kind == Var::Kind::NewObject)
@@ -521,6 +528,12 @@ void BytecodeTracer::storeSubscript(const VarPtr &container,
   if (container->kind != Var::Kind::Tensor)
     unsupported("item assignment into a value that is not a tensor, dict "
                 "or list made by the frame");
+  updateInPlace(container, functionalSetItem(container, index, value));
+}
+
+VarPtr BytecodeTracer::functionalSetItem(const VarPtr &container,
+                                         const VarPtr &index,
+                                         const VarPtr &value) {
   static PyObject *slot = nullptr;
   PyObject *setitem = lookupOnce(slot, "dynafuse.functional", "setitem");
   if (!setitem)
@@ -531,8 +544,7 @@ void BytecodeTracer::storeSubscript(const VarPtr &container,
   std::vector<Operand> operands;
   for (const VarPtr &arg : {container, index, value})
     call.args.push_back(callArgOf(arg, operands, "item assignment"));
-  VarPtr updated = emitTorchCall(std::move(call), std::move(operands));
-  updateInPlace(container, updated);
+  return emitTorchCall(std::move(call), std::move(operands));
 }
 
 VarPtr BytecodeTracer::dictMethod(const std::string &method,

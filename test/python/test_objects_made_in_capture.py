@@ -472,3 +472,63 @@ def test_a_store_in_a_call_that_breaks_happens_once():
     for calls in (1, 2, 3):
         assert_close(compiled(x), x * 2 + 1)
         assert TALLY.count == calls
+
+
+def nesting_levels(g, i):
+    if not isinstance(g, list):
+        return {i - 1}
+    if not g:
+        return {i}
+    levels = set()  # set() itself is a break: the caller resumes after it
+    for child in g:
+        levels |= nesting_levels(child, i + 1)
+    return levels
+
+
+def uses_set_literals(x):
+    levels = nesting_levels([[1], [2, 3]], 0)
+    return x + levels.pop()
+
+
+def test_set_literals_in_a_recursion_that_breaks():
+    # A set literal's items used to be read after the temporary holding them
+    # was freed (a crash in sympy's dmp_validate, reached from a test).
+    x = torch.ones(2)
+    assert_close(dynafuse.compile(uses_set_literals)(x), uses_set_literals(x))
+
+
+def zeroes_part_of_a_copy(bias, x):
+    bias = bias.clone()
+    third = bias.numel() // 3
+    bias[third:2 * third].zero_()
+    window = bias[:third]
+    window.fill_(0.5)
+    window.mul_(2.0)
+    return x @ bias.view(-1, 1), bias
+
+
+@pytest.mark.parametrize("n", [3, 6, 9])
+def test_in_place_updates_through_a_view_of_a_copy(n):
+    bias, x = torch.randn(n), torch.randn(4, n)
+    original = bias.clone()
+    actual = dynafuse.compile(zeroes_part_of_a_copy, fullgraph=True)(bias, x)
+    expected = zeroes_part_of_a_copy(bias, x)
+    assert_close(actual[0], expected[0])
+    assert_close(actual[1], expected[1])
+    assert_close(bias, original)  # the argument itself is untouched
+    assert_compiled()
+
+
+def two_views_then_update(x):
+    y = x * 2
+    a = y[0:2]
+    b = y[1:3]
+    a.zero_()
+    return b + 0
+
+
+def test_an_update_through_one_of_two_views_is_refused_not_wrong():
+    x = torch.randn(4)
+    assert_close(dynafuse.compile(two_views_then_update)(x), two_views_then_update(x))
+    with pytest.raises(dynafuse.Unsupported, match="has views"):
+        dynafuse.compile(two_views_then_update, fullgraph=True)(x)

@@ -82,6 +82,10 @@ def _tables():
     functions[torch.zeros_like] = _spec("full_like", like, {"value": 0})
     functions[torch.ones_like] = _spec("full_like", like, {"value": 1})
     functions[torch.full_like] = _spec("full_like", [like[0], ("fill_value", "attr", None, "value")] + like[1:])
+    # x.zero_() / x.fill_(v): the tensor becomes a fill of itself (through a
+    # view of an intermediate, the base is updated: BytecodeTracer).
+    methods["zero_"] = _spec("full_like", [_INPUT], {"value": 0, "__inplace__": True})
+    methods["fill_"] = _spec("full_like", [_INPUT, ("value", "attr")], {"__inplace__": True})
     return functions, methods
 
 
