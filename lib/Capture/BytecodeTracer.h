@@ -533,7 +533,9 @@ private:
   /// obj.name = value on an object read from a source whose type uses the
   /// default __setattr__; false when capture cannot model the store.
   bool storeIntoObject(const VarPtr &owner, PyObject *name, const VarPtr &value);
-  /// d[key] = value on a dict read from a source (a Dict var).
+  /// A dict read from one of the frame's own locals (its **kwargs).
+  bool isFramesOwnDict(const VarPtr &dict) const;
+  /// d[key] = value on the frame's own dict (a Dict var).
   void storeIntoSourceDict(const VarPtr &dict, const std::string &key,
                            const VarPtr &value);
   /// d.pop(key[, default]) on a dict var (made during capture, or the

@@ -34,6 +34,7 @@ public:
   /// OtherStorage.
   void guardRelation(Guard::Kind kind, int source, int other);
   const std::vector<Guard> &guards() const { return guardList; }
+  const Source &source(int id) const { return sources.at(size_t(id)); }
   /// Moves the sources and guards out (the builder is empty afterwards).
   void moveInto(std::vector<Source> &sources, std::vector<Guard> &guards);
 

@@ -166,7 +166,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
   }
   if (callee->kind == Var::Kind::Object &&
       (callee->method.rfind("dict.", 0) == 0 ||
-       callee->method.rfind("list.", 0) == 0)) {
+       callee->method.rfind("list.", 0) == 0 ||
+       callee->method == "tuple.index")) {
     if (callee->method == "list.append" && args.size() == 2 &&
         keywords.empty()) {
       // A list made during capture is a value of the trace; the frame's
@@ -200,7 +201,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
           return args[0]->items[i];
       return args.size() == 3 ? args[2] : constant(Py_None);
     }
-    if (callee->method == "list.index" && args.size() == 2 && keywords.empty()) {
+    if ((callee->method == "list.index" || callee->method == "tuple.index") &&
+        args.size() == 2 && keywords.empty()) {
       // Position of a constant among constants (classes, enum members).
       if (!comparableAtCapture(args[1]))
         unsupported("list.index of a value not known at capture");

@@ -127,14 +127,18 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
       return spec;
     }
     if (!var->object && (var->method.rfind("list.", 0) == 0 ||
-                         var->method.rfind("dict.", 0) == 0)) {
+                         var->method.rfind("dict.", 0) == 0 ||
+                         var->method.rfind("tuple.", 0) == 0)) {
       // The function half of a container method on the stack: the type's
       // own (unbound) method, called with the container as self.
       PyObject *type = reinterpret_cast<PyObject *>(
-          var->method[0] == 'l' ? &PyList_Type : &PyDict_Type);
+          var->method[0] == 'l'   ? &PyList_Type
+          : var->method[0] == 't' ? &PyTuple_Type
+                                  : &PyDict_Type);
+      size_t dot = var->method.find('.');
       spec.kind = OutputSpec::Kind::Constant;
       spec.constant = PyRef::steal(PyObject_GetAttrString(
-          type, var->method.substr(5).c_str()));
+          type, var->method.substr(dot + 1).c_str()));
       if (!spec.constant) {
         PyErr_Clear();
         throw CannotResume{"an unknown container method " + var->method};

@@ -281,7 +281,11 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
     VarPtr method = makeVar(Var::Kind::BoundMethod);
     method->self = base;
     method->function = makeVar(Var::Kind::Object);
-    method->function->method = (listCopy ? "list." : "dict.") + attribute;
+    method->function->method =
+        (base->kind == Var::Kind::Dict ? "dict."
+         : base->isList               ? "list."
+                                      : "tuple.") +
+        attribute;
     return method;
   }
   if (base->kind == Var::Kind::Constant && base->object) {
@@ -325,6 +329,10 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
   PyObject *object = base->object.get();
   if (VarPtr stored = storedAttribute(object, attribute))
     return stored;
+  if (attribute == "__dict__")
+    for (const PendingStore &store : pendingStores)
+      if (!store.item && store.owner == object)
+        unsupported("__dict__ of an object with attribute stores pending");
   if (isEnvironment(object) && attribute == "get") {
     VarPtr get = makeVar(Var::Kind::Object);
     get->method = "environ.get";

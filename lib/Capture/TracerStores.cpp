@@ -40,9 +40,22 @@ bool BytecodeTracer::storeIntoObject(const VarPtr &owner, PyObject *name,
   return true;
 }
 
+bool BytecodeTracer::isFramesOwnDict(const VarPtr &dict) const {
+  // A dict in one of the frame's own local slots (its **kwargs): read once
+  // (loadLocal keeps the var), so every later read sees the var's updates.
+  // A dict reached another way (a global, an attribute) may be read again
+  // as a fresh snapshot that would miss them.
+  if (dict->source < 0)
+    return false;
+  const Source &source = guardBuilder.source(dict->source);
+  return source.kind == Source::Kind::Local && source.parent < 0;
+}
+
 void BytecodeTracer::storeIntoSourceDict(const VarPtr &dict,
                                          const std::string &key,
                                          const VarPtr &value) {
+  if (!isFramesOwnDict(dict))
+    unsupported("item assignment into a dict the frame did not create");
   willMutate(dict);
   bool found = false;
   for (size_t i = 0; i < dict->keys.size(); ++i)
@@ -66,6 +79,8 @@ VarPtr BytecodeTracer::popDictItem(const VarPtr &dict, const VarPtr &key,
     if (dict->keys[i] != name)
       continue;
     VarPtr value = dict->items[i];
+    if (dict->source >= 0 && !isFramesOwnDict(dict))
+      unsupported("dict.pop on a dict the frame did not create");
     willMutate(dict);
     dict->keys.erase(dict->keys.begin() + long(i));
     dict->items.erase(dict->items.begin() + long(i));

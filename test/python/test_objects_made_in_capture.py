@@ -532,3 +532,19 @@ def test_an_update_through_one_of_two_views_is_refused_not_wrong():
     assert_close(dynafuse.compile(two_views_then_update)(x), two_views_then_update(x))
     with pytest.raises(dynafuse.Unsupported, match="has views"):
         dynafuse.compile(two_views_then_update, fullgraph=True)(x)
+
+
+class Opaque:
+    """An object capture cannot compare: tuple.index over it breaks."""
+
+
+def index_of_an_opaque_object(x, marker):
+    options = (1.0, marker)
+    return x + options.index(marker)
+
+
+def test_a_break_at_tuple_index_runs_the_tuples_own_method():
+    # The break stub used to get list.index for a tuple (TypeError, reached
+    # through typing_extensions while torch imported lazily).
+    marker, x = Opaque(), torch.randn(3)
+    assert_close(dynafuse.compile(index_of_an_opaque_object)(x, marker), x + 1)
