@@ -497,6 +497,8 @@ private:
   /// __setattr__ of the class).
   void setNewObjectAttribute(const VarPtr &object, PyObject *name,
                              const VarPtr &value, bool direct);
+  /// A Dict var's entry for key (null when absent), and its update.
+  VarPtr dictEntry(const VarPtr &dict, const std::string &key);
   void setDictEntry(const VarPtr &dict, const std::string &key,
                     const VarPtr &value);
   VarPtr newObjectItem(const VarPtr &object, const VarPtr &key);

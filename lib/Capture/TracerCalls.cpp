@@ -195,10 +195,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       if (key->kind != Var::Kind::Constant ||
           !PyUnicode_CheckExact(key->object.get()))
         unsupported("dict.get with a key that is not a constant string");
-      std::string name = PyUnicode_AsUTF8(key->object.get());
-      for (size_t i = 0; i < args[0]->keys.size(); ++i)
-        if (args[0]->keys[i] == name)
-          return args[0]->items[i];
+      if (VarPtr value = dictEntry(args[0], PyUnicode_AsUTF8(key->object.get())))
+        return value;
       return args.size() == 3 ? args[2] : constant(Py_None);
     }
     if ((callee->method == "list.index" || callee->method == "tuple.index") &&

@@ -161,8 +161,7 @@ VarPtr BytecodeTracer::slotMethod(const VarPtr &object,
 
 VarPtr BytecodeTracer::readProperty(const VarPtr &property, const VarPtr &self,
                                     const std::string &attribute) {
-  auto *descriptor =
-      reinterpret_cast<PyObject *>(property->object.get());
+  PyObject *descriptor = property->object.get();
   PyRef getter = PyRef::steal(PyObject_GetAttrString(descriptor, "fget"));
   if (!getter || !PyFunction_Check(getter.get())) {
     PyErr_Clear();
@@ -192,10 +191,8 @@ VarPtr BytecodeTracer::newObjectAttribute(const VarPtr &object,
                   Py_TYPE(entry)->tp_name);
     return readProperty(classEntry(object->function, name), object, attribute);
   }
-  const Var &dict = *object->attributes;
-  for (size_t i = 0; i < dict.keys.size(); ++i)
-    if (dict.keys[i] == attribute)
-      return dict.items[i];
+  if (VarPtr value = dictEntry(object->attributes, attribute))
+    return value;
   if (entry) {
     if (PyFunction_Check(entry)) {
       VarPtr method = makeVar(Var::Kind::BoundMethod);
@@ -238,10 +235,8 @@ VarPtr BytecodeTracer::newObjectAttribute(const VarPtr &object,
 }
 
 bool BytecodeTracer::newObjectHas(const VarPtr &object, PyObject *name) {
-  std::string attribute = PyUnicode_AsUTF8(name);
-  for (const std::string &key : object->attributes->keys)
-    if (key == attribute)
-      return true;
+  if (dictEntry(object->attributes, PyUnicode_AsUTF8(name)))
+    return true;
   if (lookupInClass(object->function->object.get(), nullptr, name))
     return true;
   if (entryOf(classOf(object), "__getattr__"))
@@ -281,6 +276,13 @@ void BytecodeTracer::setNewObjectAttribute(const VarPtr &object,
     return;
   }
   setDictEntry(object->attributes, attribute, value);
+}
+
+VarPtr BytecodeTracer::dictEntry(const VarPtr &dict, const std::string &key) {
+  for (size_t i = 0; i < dict->keys.size(); ++i)
+    if (dict->keys[i] == key)
+      return dict->items[i];
+  return nullptr;
 }
 
 void BytecodeTracer::setDictEntry(const VarPtr &dict, const std::string &key,
@@ -327,12 +329,7 @@ VarPtr BytecodeTracer::callObjectSlot(
   const VarPtr &content = self->content;
   if (!content)
     unsupported("dict method " + name + " of an object that is not a dict");
-  auto find = [&](const std::string &key) -> VarPtr {
-    for (size_t i = 0; i < content->keys.size(); ++i)
-      if (content->keys[i] == key)
-        return content->items[i];
-    return nullptr;
-  };
+  auto find = [&](const std::string &key) { return dictEntry(content, key); };
   if (name == "__setitem__" && args.size() == 3) {
     setDictEntry(content, stringKey(1), args[2]);
     return constant(Py_None);

@@ -56,17 +56,7 @@ void BytecodeTracer::storeIntoSourceDict(const VarPtr &dict,
                                          const VarPtr &value) {
   if (!isFramesOwnDict(dict))
     unsupported("item assignment into a dict the frame did not create");
-  willMutate(dict);
-  bool found = false;
-  for (size_t i = 0; i < dict->keys.size(); ++i)
-    if (dict->keys[i] == key) {
-      dict->items[i] = value;
-      found = true;
-    }
-  if (!found) {
-    dict->keys.push_back(key);
-    dict->items.push_back(value);
-  }
+  setDictEntry(dict, key, value);
   pendingStores.push_back(PendingStore{true, nullptr, dict->source, key, value});
 }
 

@@ -86,15 +86,7 @@ void BytecodeTracer::setDictItem(const VarPtr &dict, const VarPtr &key,
     storeIntoSourceDict(dict, name, value);
     return;
   }
-  willMutate(dict);
-  for (size_t i = 0; i < dict->keys.size(); ++i) {
-    if (dict->keys[i] == name) {
-      dict->items[i] = value;
-      return;
-    }
-  }
-  dict->keys.push_back(name);
-  dict->items.push_back(value);
+  setDictEntry(dict, name, value);
 }
 
 void BytecodeTracer::mergeInto(const VarPtr &dict, const VarPtr &other) {
@@ -185,9 +177,8 @@ VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
                    PyUnicode_CheckExact(index->object.get());
   if (container->kind == Var::Kind::Dict && stringKey) {
     std::string key = PyUnicode_AsUTF8(index->object.get());
-    for (size_t i = 0; i < container->keys.size(); ++i)
-      if (container->keys[i] == key)
-        return container->items[i];
+    if (VarPtr value = dictEntry(container, key))
+      return value;
     unsupported("key '" + key + "' missing (KeyError)");
   }
   if (container->kind == Var::Kind::Object && container->object &&
