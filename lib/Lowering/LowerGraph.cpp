@@ -20,14 +20,21 @@
 namespace dynafuse {
 namespace {
 
-/// Runs layout, schedule and emit until emission places every value,
-/// realizing each value it reports. Each round realizes one more value, so
-/// a graph of N nodes converges within N rounds.
+/// Runs layout, schedule, share and emit until share realizes nothing more
+/// and emission places every value, realizing each value emission reports.
+/// Each round realizes at least one more value, so a graph of N nodes
+/// converges within N rounds.
 void placeValues(LoweringState &state) {
   for (size_t attempt = 0;; ++attempt) {
     state.resetPlacement();
     chooseLayouts(state);
     scheduleSteps(state);
+    if (realizeSharedValues(state)) {
+      if (attempt > state.graph.nodes.size())
+        fail("lowering did not converge on graph '@" + state.graph.name +
+             "'");
+      continue;
+    }
     const Value *unplaced = emitProgram(state);
     if (!unplaced)
       return;
@@ -40,8 +47,8 @@ void placeValues(LoweringState &state) {
 } // namespace
 
 const std::vector<std::string> &loweringPassNames() {
-  static const std::vector<std::string> names = {"realize", "layout",
-                                                 "schedule", "emit"};
+  static const std::vector<std::string> names = {
+      "realize", "layout", "schedule", "share", "emit"};
   return names;
 }
 
@@ -72,12 +79,14 @@ LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
     observer("realize", printRealized(state));
     observer("layout", printLayouts(state));
     observer("schedule", printSchedule(state));
+    observer("share", printShared(state));
     observer("emit", printLoopModule(state.module));
   }
 
   LoopModule module = std::move(state.module);
   for (const char *pass :
-       {"column-reductions", "reuse-reduction-elements", "plan-memory"}) {
+       {"drop-unit-loops", "column-reductions", "reuse-reduction-elements",
+        "plan-memory"}) {
     runLoopPass(pass, module);
     if (observer)
       observer(pass, printLoopModule(module));

@@ -90,4 +90,16 @@ std::string printSchedule(const LoweringState &state) {
   return text + "}\n";
 }
 
+std::string printShared(const LoweringState &state) {
+  std::string text = "shared @" + state.graph.name + " {\n";
+  for (const Value *value : realizedInOrder(state)) {
+    auto found = state.shared.find(value);
+    if (found != state.shared.end())
+      text += "  %" + value->name + " = " + value->producer->op + " : " +
+              value->type.str() + " // reached by " +
+              std::to_string(found->second) + " kernels\n";
+  }
+  return text + "}\n";
+}
+
 } // namespace dynafuse

@@ -5,6 +5,8 @@
 //   realize   which values live in buffers (RealizationPolicy.cpp)
 //   layout    the memory order of each buffer (LayoutChoice.cpp)
 //   schedule  realized values grouped into kernels (FusionScheduler.cpp)
+//   share     values several kernels would recompute, realized
+//             (SharedValues.cpp; layout and schedule run again after it)
 //   emit      the loop module: kernels and program (ProgramEmission.cpp)
 //
 // They work on an in-memory LoweringState, not on IR text, so dynafuse-opt
@@ -33,6 +35,12 @@ void chooseLayouts(LoweringState &state);
 /// schedule: groups realized values into kernels over one iteration space
 /// (horizontal fusion, respecting dependencies) and orders extern ops.
 void scheduleSteps(LoweringState &state);
+
+/// share: realizes values that several of the schedule's kernels would
+/// compute inline and whose computation streams two or more full-size
+/// buffers. Returns whether it realized any (layout and schedule must then
+/// run again).
+bool realizeSharedValues(LoweringState &state);
 
 /// emit: builds state.module from the schedule. Returns null when every
 /// value could be placed, else a value that must be realized first (a

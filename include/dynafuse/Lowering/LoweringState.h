@@ -38,6 +38,10 @@ struct LoweringState {
   /// besides graph inputs. Grows until emission can place every value.
   std::set<const Value *> realized;
 
+  /// Share (SharedValues.cpp): the realized values share added, each with
+  /// the number of kernels that would have recomputed it inline.
+  std::map<const Value *, size_t> shared;
+
   /// Layout (LayoutChoice.cpp): whether 2-D convolutions produce
   /// channels-last buffers, and per realized value its dims from outermost
   /// to innermost and its buffer type with matching strides (where it
@@ -74,10 +78,11 @@ struct LoweringState {
 OpKind kindOf(const Node &node);
 
 /// The state's decisions as text, for --print-ir-after-all: the realized
-/// values, the buffer layouts, the program steps.
+/// values, the buffer layouts, the program steps, the values share added.
 std::string printRealized(const LoweringState &state);
 std::string printLayouts(const LoweringState &state);
 std::string printSchedule(const LoweringState &state);
+std::string printShared(const LoweringState &state);
 
 } // namespace dynafuse
 
