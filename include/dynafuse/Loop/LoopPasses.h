@@ -20,6 +20,11 @@ namespace dynafuse {
 /// it (so distinct iterations of var store distinct elements).
 bool injectiveIn(const std::vector<SymExpr> &index, const std::string &var);
 
+/// Loops of one iteration (a batch-1 dim) replaced by their body with the
+/// variable 0, so the outermost loop left is the one worth splitting over
+/// threads (UnitLoops.cpp).
+void dropUnitLoops(Kernel &kernel);
+
 /// Sums over a non-innermost dim accumulate in the output buffer with the
 /// output loop innermost (contiguous, vectorizable) instead of striding
 /// through memory per output element (ColumnReductions.cpp).
@@ -34,8 +39,8 @@ void reuseReductionElements(Kernel &kernel);
 /// allocations no longer needed (same byte size; MemoryPlanner.cpp).
 void planMemory(LoopModule &module);
 
-/// Runs the loop pass called name on module (column-reductions,
-/// reuse-reduction-elements, plan-memory); throws Error naming the known
+/// Runs the loop pass called name on module (drop-unit-loops,
+/// column-reductions, reuse-reduction-elements, plan-memory); throws Error naming the known
 /// passes for an unknown name.
 void runLoopPass(const std::string &name, LoopModule &module);
 /// Whether name is in the loop pass table.
