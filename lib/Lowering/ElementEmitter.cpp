@@ -53,8 +53,45 @@ ElementEmitter::ElementEmitter(
 std::vector<SymExpr>
 ElementEmitter::simplify(std::vector<SymExpr> index) const {
   SymRanges ranges = builder.openRanges();
+  for (const auto &[symbol, position] : maskedPositions)
+    ranges[symbol] = position.extent;
   for (SymExpr &expr : index)
     expr = simplifyInRanges(expr, ranges);
+  return index;
+}
+
+SymExpr ElementEmitter::piecePosition(const SymExpr &position,
+                                      const SymExpr &offset,
+                                      const SymExpr &length) {
+  SymExpr shifted = position - offset;
+  std::set<std::string> symbols;
+  shifted.collectSymbols(symbols);
+  if (symbols.size() != 1 || !length.isConstant() ||
+      !(shifted - SymExpr::symbol(*symbols.begin())).isConstant())
+    return shifted;
+  std::string name = "@m" + std::to_string(maskedPositions.size());
+  maskedPositions[name] = MaskedPosition{resolved(shifted), length.constant()};
+  return SymExpr::symbol(name);
+}
+
+SymExpr ElementEmitter::resolved(const SymExpr &expr) const {
+  if (maskedPositions.empty())
+    return expr;
+  std::set<std::string> symbols;
+  expr.collectSymbols(symbols);
+  std::map<std::string, SymExpr> replacements;
+  for (const std::string &symbol : symbols) {
+    auto found = maskedPositions.find(symbol);
+    if (found != maskedPositions.end())
+      replacements[symbol] = found->second.expr;
+  }
+  return replacements.empty() ? expr : expr.substitute(replacements);
+}
+
+std::vector<SymExpr>
+ElementEmitter::resolved(std::vector<SymExpr> index) const {
+  for (SymExpr &expr : index)
+    expr = resolved(expr);
   return index;
 }
 
@@ -113,7 +150,7 @@ int ElementEmitter::load(const Value *value,
   instr.op = ScalarOp::Load;
   instr.type = computeType(value->type.dtype);
   instr.buffer = param(value);
-  instr.index = index;
+  instr.index = resolved(index);
   if (!masks.empty())
     instr.args.push_back(masks.back());
   return builder.append(instr);
@@ -124,7 +161,7 @@ void ElementEmitter::store(const Value *value,
   Instr instr;
   instr.op = ScalarOp::Store;
   instr.buffer = param(value);
-  instr.index = index;
+  instr.index = resolved(index);
   instr.args = {cast(scalar, computeType(value->type.dtype))};
   builder.append(instr);
 }
@@ -142,7 +179,7 @@ int ElementEmitter::indexValue(const SymExpr &expr) {
   Instr instr;
   instr.op = ScalarOp::Index;
   instr.type = DType::I64;
-  instr.index = {expr};
+  instr.index = {resolved(expr)};
   return builder.append(instr);
 }
 
@@ -236,7 +273,7 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   bool keepdim = boolAttr(node, "keepdim", false);
   std::set<std::string> outer;
   for (const SymExpr &expr : index)
-    expr.collectSymbols(outer);
+    resolved(expr).collectSymbols(outer);
   // Inside a cat or pad the reduction's loads carry the active mask: the
   // reduction depends on the loop variables the mask reads too.
   std::set<std::string> maskSymbols;
@@ -322,7 +359,7 @@ int ElementEmitter::emitCat(const Node &node,
     SymExpr length = piece->type.sizes[dim];
     int mask = inRange(index[dim], offset, offset + length);
     std::vector<SymExpr> at = index;
-    at[dim] = index[dim] - offset;
+    at[dim] = piecePosition(index[dim], offset, length);
     pieces.push_back({mask, cast(emitMasked(piece, at, mask), type)});
     offset = offset + length;
   }
@@ -340,7 +377,7 @@ int ElementEmitter::emitPad(const Node &node,
   int mask = -1;
   for (size_t p = 0; p < pad.size() / 2; ++p) {
     size_t dim = x->type.rank() - 1 - p;
-    at[dim] = index[dim] - pad[2 * p];
+    at[dim] = piecePosition(index[dim], SymExpr(pad[2 * p]), x->type.sizes[dim]);
     int inside = inRange(index[dim], SymExpr(pad[2 * p]),
                          SymExpr(pad[2 * p]) + x->type.sizes[dim]);
     mask = mask < 0 ? inside : binary(ScalarOp::And, mask, inside);

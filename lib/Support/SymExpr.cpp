@@ -471,6 +471,20 @@ SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges) {
   int64_t lo, hi;
   if (symRange(rest, ranges, lo, hi) && lo >= 0 && hi < c)
     return isDiv ? floorDiv(multiple, divisor) : rest;
+  // (m*c + r) // c is m + r // c and (m*c + r) % c is r % c for any r: the
+  // remainder part alone may simplify ((q + 196*i) // 14 with q in [0, 196)
+  // is 14*i + q // 14).
+  if (!multiple.isConstant() || multiple.constant() != 0) {
+    SymExpr restPart = simplifyInRanges(
+        isDiv ? floorDiv(rest, divisor) : mod(rest, divisor), ranges);
+    return isDiv ? floorDiv(multiple, divisor) + restPart : restPart;
+  }
+  // A numerator within one multiple of c: [k*c, (k+1)*c).
+  if (symRange(numerator, ranges, lo, hi) &&
+      floorDivInt(lo, c) == floorDivInt(hi, c)) {
+    int64_t k = floorDivInt(lo, c);
+    return isDiv ? SymExpr(k) : numerator - SymExpr(k * c);
+  }
   return isDiv ? floorDiv(numerator, divisor) : mod(numerator, divisor);
 }
 

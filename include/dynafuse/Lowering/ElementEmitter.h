@@ -70,6 +70,18 @@ private:
   /// AND of the current mask stack and extra (-1: none).
   int combinedMask(int extra);
   std::vector<SymExpr> simplify(std::vector<SymExpr> index) const;
+  /// position - offset for the piece of a cat or pad at [offset, offset +
+  /// length). Where position is one variable plus a constant and the bounds
+  /// are constant, a fresh masked-position symbol: the piece's mask holds
+  /// only where it lies in [0, length), and its loads read only there, so
+  /// the index arithmetic of the views below it simplifies with that range
+  /// (a flatten under a cat needs no floordiv and mod).
+  SymExpr piecePosition(const SymExpr &position, const SymExpr &offset,
+                        const SymExpr &length);
+  /// expr with every masked-position symbol replaced by what it stands for
+  /// (instructions never name those symbols).
+  SymExpr resolved(const SymExpr &expr) const;
+  std::vector<SymExpr> resolved(std::vector<SymExpr> index) const;
 
   Kernel &kernel;
   KernelBuilder &builder;
@@ -81,6 +93,13 @@ private:
   /// arguments.
   void symbolsOfInstr(int id, std::set<std::string> &symbols) const;
   std::vector<int> masks;
+  /// Masked-position symbols (piecePosition): what each stands for, already
+  /// resolved, and its extent.
+  struct MaskedPosition {
+    SymExpr expr;
+    int64_t extent;
+  };
+  std::map<std::string, MaskedPosition> maskedPositions;
   const Value *unplaced = nullptr;
 };
 
