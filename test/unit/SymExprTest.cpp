@@ -101,3 +101,49 @@ TEST(SymExpr, RangesSimplifyReshapeIndices) {
   EXPECT_EQ(hi, 59);
   EXPECT_FALSE(symRange(sym("unknown"), ranges, lo, hi));
 }
+
+TEST(SymExpr, MultiplesOfTheDivisorSplitOff) {
+  // A flatten of 14x14 read at q + 196*i, q in [0, 196): the multiple of
+  // the divisor leaves the floordiv whatever the remainder's range.
+  SymExpr q = sym("q"), i = sym("i");
+  SymRanges ranges = {{"q", 196}, {"i", 256}};
+  SymExpr flat = q + i * 196;
+  EXPECT_EQ(simplifyInRanges(floorDiv(flat, SymExpr(14)), ranges),
+            i * 14 + floorDiv(q, SymExpr(14)));
+  EXPECT_EQ(simplifyInRanges(mod(floorDiv(flat, SymExpr(14)), SymExpr(14)),
+                             ranges),
+            floorDiv(q, SymExpr(14)));
+  EXPECT_EQ(simplifyInRanges(mod(flat, SymExpr(14)), ranges),
+            mod(q, SymExpr(14)));
+  EXPECT_EQ(simplifyInRanges(floorDiv(flat, SymExpr(196)), ranges), i);
+  // Floor semantics hold for negative remainders: (14*i - 1) // 14 is
+  // i - 1, (14*i - 1) % 14 is 13.
+  SymExpr shifted = i * 14 - 1;
+  EXPECT_EQ(simplifyInRanges(floorDiv(shifted, SymExpr(14)), ranges), i - 1);
+  EXPECT_EQ(simplifyInRanges(mod(shifted, SymExpr(14)), ranges), SymExpr(13));
+  // A numerator inside one multiple of the divisor: [28, 41] // 14 is 2.
+  SymRanges small = {{"j", 14}};
+  EXPECT_EQ(simplifyInRanges(floorDiv(sym("j") + 28, SymExpr(14)), small),
+            SymExpr(2));
+  EXPECT_EQ(simplifyInRanges(mod(sym("j") + 28, SymExpr(14)), small),
+            sym("j"));
+  // Checked against the integer definition on every point.
+  for (int64_t qv = 0; qv < 196; qv += 7)
+    for (int64_t iv = 0; iv < 4; ++iv) {
+      std::map<std::string, int64_t> at = {{"q", qv}, {"i", iv}};
+      SymExpr d = simplifyInRanges(floorDiv(flat - 5, SymExpr(14)), ranges);
+      SymExpr m = simplifyInRanges(mod(flat - 5, SymExpr(14)), ranges);
+      EXPECT_EQ(d.evaluate(at), floorDivInt(qv + 196 * iv - 5, 14));
+      EXPECT_EQ(m.evaluate(at), modInt(qv + 196 * iv - 5, 14));
+    }
+}
+
+TEST(SymExpr, RangesOfUnknownSymbols) {
+  SymExpr flat = sym("i0") * 15 + sym("i1") * 5 + sym("i2");
+  SymRanges ranges = {{"i0", 4}, {"i1", 3}, {"i2", 5}};
+  int64_t lo, hi;
+  ASSERT_TRUE(symRange(flat, ranges, lo, hi));
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(hi, 59);
+  EXPECT_FALSE(symRange(sym("unknown"), ranges, lo, hi));
+}
