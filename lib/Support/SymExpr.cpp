@@ -10,6 +10,7 @@
 #include "dynafuse/Support/Error.h"
 
 #include <algorithm>
+#include <set>
 
 namespace dynafuse {
 
@@ -438,6 +439,21 @@ void splitByDivisor(const SymExpr &expr, int64_t divisor, SymExpr &multiple,
   }
 }
 
+/// The coefficients of expr's terms (absolute values above 1) that divide
+/// c, largest first: the candidate block sizes of a nested reshape.
+std::vector<int64_t> coefficientsDividing(const SymExpr &expr, int64_t c) {
+  std::set<int64_t> found;
+  for (auto &entry : SymExprBuilder::toPoly(expr)) {
+    if (entry.second.atoms.empty())
+      continue;
+    int64_t k = entry.second.coefficient < 0 ? -entry.second.coefficient
+                                             : entry.second.coefficient;
+    if (k > 1 && k < c && c % k == 0)
+      found.insert(k);
+  }
+  return std::vector<int64_t>(found.rbegin(), found.rend());
+}
+
 } // namespace
 
 SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges) {
@@ -478,6 +494,21 @@ SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges) {
     SymExpr restPart = simplifyInRanges(
         isDiv ? floorDiv(rest, divisor) : mod(rest, divisor), ranges);
     return isDiv ? floorDiv(multiple, divisor) + restPart : restPart;
+  }
+  // (g*a + r) // c is a // (c/g) and (g*a + r) % c is g*(a % (c/g)) + r
+  // for g dividing c and r in [0, g): the flat position of a reshape read
+  // in blocks of g (swin's window partition: (4704*i + 96*j + k) // 37632
+  // with 96*j + k < 4704 is i // 8, free of the innermost k).
+  for (int64_t g : coefficientsDividing(numerator, c)) {
+    SymExpr blocks, within;
+    splitByDivisor(numerator, g, blocks, within);
+    if (!symRange(within, ranges, lo, hi) || lo < 0 || hi >= g)
+      continue;
+    SymExpr a = floorDiv(blocks, SymExpr(g));
+    SymExpr outer(c / g);
+    if (isDiv)
+      return simplifyInRanges(floorDiv(a, outer), ranges);
+    return SymExpr(g) * simplifyInRanges(mod(a, outer), ranges) + within;
   }
   // A numerator within one multiple of c: [k*c, (k+1)*c).
   if (symRange(numerator, ranges, lo, hi) &&

@@ -138,6 +138,36 @@ TEST(SymExpr, MultiplesOfTheDivisorSplitOff) {
     }
 }
 
+TEST(SymExpr, BlocksOfADivisorSplitOff) {
+  // swin's window partition of a 56x56x96 map into 7x7 windows, read at
+  // (window i, position j, channel k): the flat position 4704*i + 96*j + k
+  // has 96*j + k < 4704, so // 37632 is i // 8, free of j and k.
+  SymExpr i = sym("i"), j = sym("j"), k = sym("k");
+  SymRanges ranges = {{"i", 64}, {"j", 49}, {"k", 96}};
+  SymExpr flat = i * 4704 + j * 96 + k;
+  EXPECT_EQ(simplifyInRanges(floorDiv(flat, SymExpr(37632)), ranges),
+            floorDiv(i, SymExpr(8)));
+  EXPECT_EQ(simplifyInRanges(floorDiv(j * 96 + k, SymExpr(672)), ranges),
+            floorDiv(j, SymExpr(7)));
+  EXPECT_EQ(simplifyInRanges(mod(flat, SymExpr(37632)), ranges),
+            mod(i, SymExpr(8)) * 4704 + j * 96 + k);
+  // Checked against the integer definition on every point.
+  for (int64_t iv = 0; iv < 64; iv += 5)
+    for (int64_t jv = 0; jv < 49; jv += 4)
+      for (int64_t kv = 0; kv < 96; kv += 13) {
+        std::map<std::string, int64_t> at = {{"i", iv}, {"j", jv}, {"k", kv}};
+        int64_t value = 4704 * iv + 96 * jv + kv;
+        for (int64_t c : {96, 672, 4704, 37632, 9408}) {
+          EXPECT_EQ(simplifyInRanges(floorDiv(flat, SymExpr(c)), ranges)
+                        .evaluate(at),
+                    value / c);
+          EXPECT_EQ(
+              simplifyInRanges(mod(flat, SymExpr(c)), ranges).evaluate(at),
+              value % c);
+        }
+      }
+}
+
 TEST(SymExpr, RangesOfUnknownSymbols) {
   SymExpr flat = sym("i0") * 15 + sym("i1") * 5 + sym("i2");
   SymRanges ranges = {{"i0", 4}, {"i1", 3}, {"i2", 5}};
