@@ -420,11 +420,14 @@ def test_conv_net_runs_channels_last_inside_and_matches_eager():
 
 class FlattenedFeatures(nn.Module):
     """A classifier over feature maps larger than 1x1 (VGG's 7x7 pool, a
-    LeNet view): channels-last inside, so the flatten is a copy."""
+    LeNet view): channels-last inside (its depthwise layer), so the
+    flatten is a copy."""
 
     def __init__(self):
         super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(3, 6, 5), nn.ReLU(), nn.MaxPool2d(2))
+        self.features = nn.Sequential(nn.Conv2d(3, 6, 5), nn.ReLU(),
+                                      nn.Conv2d(6, 6, 3, padding=1, groups=6),
+                                      nn.MaxPool2d(2))
         self.pool = nn.AdaptiveAvgPool2d((3, 2))
         self.fc = nn.Linear(6 * 3 * 2, 4)
         self.fc_view = nn.Linear(6 * 6 * 6, 4)
