@@ -4,8 +4,10 @@ downloaded), through Dynafuse and torch.compile side by side in one process.
 
 Per model: Dynafuse's graphs, graph breaks and frames run eagerly, whether its
 result matches eager, its first-call time (capture + compile + run) and its
-steady-state speed against eager (median of --runs calls, with the spread:
-half the interquartile range over the median); torch.compile's graph and
+steady-state speed against eager (the median over --runs rounds of eager's
+time over Dynafuse's, eager and the compiled versions called in turn in each
+round so a noisy stretch of the machine hits all of them; with the spread:
+half the interquartile range of the ratios over their median); torch.compile's graph and
 break counts from torch._dynamo.explain (Dynamo's capture only), and with
 --inductor its first-call time and speed too (slow: Inductor compiles each
 model for tens of seconds on this machine).
@@ -114,13 +116,24 @@ def matches(actual, expected):
         for x, y in zip(a, e))
 
 
-def timed(call, runs):
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
+def seconds(call):
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def interleaved_ratios(eager, others, runs):
+    """Per round, one call of eager and of each compiled version in turn
+    (so a slow stretch of a noisy machine hits all of them): for each
+    compiled version, eager's time over its time, one ratio per round."""
+    for call in [eager] + others:  # warm-up
         call()
-        samples.append(time.perf_counter() - start)
-    return samples
+    ratios = [[] for _ in others]
+    for _ in range(runs):
+        base = seconds(eager)
+        for k, call in enumerate(others):
+            ratios[k].append(base / seconds(call))
+    return ratios
 
 
 def measure(name, make, inputs, args):
@@ -130,7 +143,6 @@ def measure(name, make, inputs, args):
     row = {"model": name}
     with torch.no_grad():
         expected = model(*positional, **keywords)
-        eager = timed(lambda: model(*positional, **keywords), args.runs)
         dynafuse.reset()
         compiled = dynafuse.compile(model)
         start = time.perf_counter()
@@ -141,22 +153,26 @@ def measure(name, make, inputs, args):
         row["breaks"] = stats["graph_breaks"]
         row["eager_frames"] = stats["eager_frames"]
         row["correct"] = matches(actual, expected)
-        ours = timed(lambda: compiled(*positional, **keywords), args.runs)
-        row["speedup"] = statistics.median(eager) / statistics.median(ours)
-        row["spread"] = max(spread(eager), spread(ours)) if args.runs >= 4 else 0.0
         import torch._dynamo as dynamo
         dynamo.reset()
         explained = dynamo.explain(model)(*positional, **keywords)
         row["tc_graphs"] = explained.graph_count
         row["tc_breaks"] = explained.graph_break_count
+        calls = [lambda: compiled(*positional, **keywords)]
         if args.inductor:
             dynamo.reset()
             inductor = torch.compile(model)
             start = time.perf_counter()
             inductor(*positional, **keywords)
             row["tc_first"] = time.perf_counter() - start
-            theirs = timed(lambda: inductor(*positional, **keywords), args.runs)
-            row["tc_speedup"] = statistics.median(eager) / statistics.median(theirs)
+            calls.append(lambda: inductor(*positional, **keywords))
+        ratios = interleaved_ratios(lambda: model(*positional, **keywords), calls,
+                                    args.runs)
+        row["speedup"] = statistics.median(ratios[0])
+        row["spread"] = spread(ratios[0]) if args.runs >= 4 else 0.0
+        if args.inductor:
+            row["tc_speedup"] = statistics.median(ratios[1])
+            row["tc_spread"] = spread(ratios[1]) if args.runs >= 4 else 0.0
     return row
 
 
@@ -168,7 +184,8 @@ def format_row(row, inductor):
              f"{row['speedup']:.2f}x ±{row['spread'] * 100:.0f}%",
              row["tc_graphs"], row["tc_breaks"]]
     if inductor:
-        cells += [f"{row['tc_first']:.1f}", f"{row['tc_speedup']:.2f}x"]
+        cells += [f"{row['tc_first']:.1f}",
+                  f"{row['tc_speedup']:.2f}x ±{row['tc_spread'] * 100:.0f}%"]
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
@@ -219,6 +236,12 @@ def main():
                f"{sum(r['eager_frames'] for r in done)}, geomean speed vs eager "
                f"{statistics.geometric_mean([r['speedup'] for r in done]):.2f}x"
                if done else "\nno model ran")
+    if done and args.inductor:
+        summary += (f", Inductor's {statistics.geometric_mean([r['tc_speedup'] for r in done]):.2f}x"
+                    f" (Dynafuse over Inductor: "
+                    f"{statistics.geometric_mean([r['speedup'] / r['tc_speedup'] for r in done]):.2f}x)"
+                    f"; first calls in all: Dynafuse {sum(r['first'] for r in done):.0f} s, "
+                    f"Inductor {sum(r['tc_first'] for r in done):.0f} s")
     print(summary)
     if args.markdown:
         with open(args.markdown, "w") as out:
