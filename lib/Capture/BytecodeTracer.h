@@ -355,16 +355,16 @@ private:
   VarPtr listToTuple(const VarPtr &list);
 
   VarPtr callAny(const VarPtr &callee, const std::vector<VarPtr> &args,
-                 const std::map<std::string, VarPtr> &keywords);
+                 const Keywords &keywords);
 
   VarPtr callTorch(const VarPtr &callee, std::vector<VarPtr> args,
-                   const std::map<std::string, VarPtr> &keywords);
+                   const Keywords &keywords);
 
   /// A torch builtin outside the op table, kept in the graph as a
   /// call_torch extern (its result types from a run on meta tensors).
   VarPtr torchExtern(PyObject *callable, const std::string &what,
                      const std::vector<VarPtr> &args,
-                     const std::map<std::string, VarPtr> &keywords);
+                     const Keywords &keywords);
   VarPtr emitTorchCall(TorchCall call, std::vector<Operand> operands);
   CallArg callArgOf(const VarPtr &var, std::vector<Operand> &operands,
                     const std::string &what);
@@ -422,12 +422,12 @@ private:
   /// guarded), of a container var or of a tensor; null when unknown.
   VarPtr typeOf(const VarPtr &var);
   VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
-                          const std::map<std::string, VarPtr> &keywords);
+                          const Keywords &keywords);
   /// getattr(obj, "name"[, default]) and hasattr(obj, "name").
   VarPtr attributeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
   /// torch.no_grad() / enable_grad() / inference_mode(): a context var.
   VarPtr gradModeContext(PyObject *callable, const std::vector<VarPtr> &args,
-                         const std::map<std::string, VarPtr> &keywords);
+                         const Keywords &keywords);
   /// BEFORE_WITH: enters a grad-mode context.
   void enterWith(const VarPtr &context);
   /// The __exit__ of a torch.no_grad() / enable_grad() entered before the
@@ -447,7 +447,7 @@ private:
   /// BuiltinError(constants...): the exception, made at capture (null for
   /// other calls).
   VarPtr makeException(PyObject *callable, const std::vector<VarPtr> &args,
-                       const std::map<std::string, VarPtr> &keywords);
+                       const Keywords &keywords);
   /// RAISE_VARARGS: throws RaisedInCapture.
   [[noreturn]] void raiseException(const VarPtr &exception);
   /// Iterating an object made during capture whose class has __getitem__
@@ -461,11 +461,11 @@ private:
   /// torch.finfo / iinfo, torch.tensor of a constant, str() / repr() of
   /// constants and classes; null for other calls.
   VarPtr foldTorchValue(PyObject *callable, const std::vector<VarPtr> &args,
-                        const std::map<std::string, VarPtr> &keywords);
+                        const Keywords &keywords);
   VarPtr constantTensor(const VarPtr &data,
-                        const std::map<std::string, VarPtr> &keywords);
+                        const Keywords &keywords);
   VarPtr tensorTo(const VarPtr &tensor, const std::vector<VarPtr> &args,
-                  const std::map<std::string, VarPtr> &keywords);
+                  const Keywords &keywords);
 
   //===--------------------------------------------------------------------===//
   // Instances of Python classes made during capture (TracerObjects.cpp)
@@ -475,7 +475,7 @@ private:
   /// OrderedDict, default __new__ and __getattribute__): a NewObject var,
   /// its __init__ inlined. Null for other classes.
   VarPtr constructObject(const VarPtr &classVar, const std::vector<VarPtr> &args,
-                         const std::map<std::string, VarPtr> &keywords);
+                         const Keywords &keywords);
   /// The raw entry for name in the class's MRO (past `after`), read through
   /// a guarded ClassEntry source; null when there is none.
   VarPtr classEntry(const VarPtr &classVar, PyObject *name,
@@ -487,7 +487,7 @@ private:
   /// callObjectSlot.
   VarPtr slotMethod(const VarPtr &object, const std::string &name);
   VarPtr callObjectSlot(const std::string &slot, const std::vector<VarPtr> &args,
-                        const std::map<std::string, VarPtr> &keywords);
+                        const Keywords &keywords);
   /// A property's getter (a Python function) inlined on self.
   VarPtr readProperty(const VarPtr &property, const VarPtr &self,
                       const std::string &attribute);
@@ -607,11 +607,11 @@ private:
   /// Pure builtins (float, int, min, ...) and math functions on constants
   /// run at capture time.
   VarPtr foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
-                     const std::map<std::string, VarPtr> &keywords);
+                     const Keywords &keywords);
 
   VarPtr bindAndEmit(const OpBinding &binding, const std::string &what,
                      const std::vector<VarPtr> &args,
-                     const std::map<std::string, VarPtr> &keywords);
+                     const Keywords &keywords);
 
   //===--------------------------------------------------------------------===//
   // Return value

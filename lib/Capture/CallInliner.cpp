@@ -68,7 +68,7 @@ void CallInliner::guardEmpty(PyObject *dict, int source, const char *what) {
 
 VarPtr
 CallInliner::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
-                          const std::map<std::string, VarPtr> &keywords) {
+                          const Keywords &keywords) {
   requireNoHooks(module);
   PyRef name = PyRef::steal(PyUnicode_InternFromString("forward"));
   VarPtr forward = tracer.boundMethod(module, name.get());
@@ -83,7 +83,7 @@ CallInliner::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
 VarPtr
 CallInliner::inlineFunction(const VarPtr &function,
                             const std::vector<VarPtr> &args,
-                            const std::map<std::string, VarPtr> &keywords) {
+                            const Keywords &keywords) {
   PyObject *object = function->object.get();
   auto *callee = reinterpret_cast<PyCodeObject *>(PyFunction_GET_CODE(object));
   const int skipped = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
@@ -147,7 +147,7 @@ VarPtr CallInliner::inlineCode(PyCodeObject *callee,
 std::vector<VarPtr>
 CallInliner::bindArguments(PyObject *function, PyCodeObject *callee,
                            const std::vector<VarPtr> &args,
-                           const std::map<std::string, VarPtr> &keywords) {
+                           const Keywords &keywords) {
   std::vector<VarPtr> slots(size_t(callee->co_nlocalsplus));
   int positional = callee->co_argcount, keywordOnly = callee->co_kwonlyargcount;
   bool varargs = callee->co_flags & CO_VARARGS;

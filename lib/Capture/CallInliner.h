@@ -31,11 +31,11 @@ public:
   bool inlining() const { return depth > 0; }
 
   VarPtr inlineModule(const VarPtr &module, std::vector<VarPtr> args,
-                      const std::map<std::string, VarPtr> &keywords);
+                      const Keywords &keywords);
 
   /// Runs a Python function's bytecode symbolically in place of the call.
   VarPtr inlineFunction(const VarPtr &function, const std::vector<VarPtr> &args,
-                        const std::map<std::string, VarPtr> &keywords);
+                        const Keywords &keywords);
 
   /// Runs code (a function's or a comprehension's) in place of a call with
   /// the given initial locals; returns its result, or for generator code an
@@ -60,7 +60,7 @@ private:
   std::vector<VarPtr>
   bindArguments(PyObject *function, PyCodeObject *callee,
                 const std::vector<VarPtr> &args,
-                const std::map<std::string, VarPtr> &keywords);
+                const Keywords &keywords);
 };
 
 } // namespace capture

@@ -9,7 +9,7 @@ namespace capture {
 OpBinder::Binding
 OpBinder::bind(const OpBinding &binding, const std::string &what,
                const std::vector<VarPtr> &args,
-               const std::map<std::string, VarPtr> &keywords) {
+               const Keywords &keywords) {
   Binding bound;
   bound.op = binding.graphOp;
   size_t positional = 0;
@@ -175,13 +175,8 @@ Attribute OpBinder::attributeOf(PyObject *object, const std::string &what) {
     return PyFloat_AS_DOUBLE(object);
   if (PyUnicode_CheckExact(object))
     return std::string(PyUnicode_AsUTF8(object));
-  if (std::string(Py_TYPE(object)->tp_name) == "torch.device") {
-    // As tensor types spell devices: "cpu", "cuda:0".
-    PyRef text = PyRef::steal(PyObject_Str(object));
-    std::string device = text ? PyUnicode_AsUTF8(text.get()) : "";
-    PyErr_Clear();
-    return device == "cuda" ? std::string("cuda:0") : device;
-  }
+  if (std::string(Py_TYPE(object)->tp_name) == "torch.device")
+    return deviceSpelling(object);
   if (PyTuple_Check(object) || PyList_Check(object)) {
     std::vector<int64_t> values;
     PyRef items = PyRef::steal(PySequence_Tuple(object));

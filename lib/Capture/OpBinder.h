@@ -39,7 +39,7 @@ public:
 
   Binding bind(const OpBinding &binding, const std::string &what,
                const std::vector<VarPtr> &args,
-               const std::map<std::string, VarPtr> &keywords);
+               const Keywords &keywords);
 
 private:
   static bool isNoneVar(const VarPtr &var);

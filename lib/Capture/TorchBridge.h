@@ -48,6 +48,10 @@ PyObject *tensorClass();
 bool isCudaTensor(PyObject *object);
 /// Any torch.Tensor instance, subclasses included.
 bool isAnyTensor(PyObject *object);
+/// How tensor types spell the device a torch.device or a device string
+/// names: "cpu", "cuda:0" ("cuda" alone is device 0); empty for any other
+/// object.
+std::string deviceSpelling(PyObject *deviceOrString);
 /// Requires isPlainTensor(object).
 TensorMeta describeTensor(PyObject *object);
 /// Cheap guard check: same dtype, device, sizes, strides and requires_grad.

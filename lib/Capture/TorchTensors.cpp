@@ -147,4 +147,18 @@ bool isCudaTensor(PyObject *object) {
   return THPVariable_Check(object) && THPVariable_Unpack(object).is_cuda();
 }
 
+std::string deviceSpelling(PyObject *deviceOrString) {
+  if (!PyUnicode_CheckExact(deviceOrString) &&
+      std::string(Py_TYPE(deviceOrString)->tp_name) != "torch.device")
+    return "";
+  PyRef text = PyRef::steal(PyObject_Str(deviceOrString));
+  const char *utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
+  if (!utf8) {
+    PyErr_Clear();
+    return "";
+  }
+  std::string device = utf8;
+  return device == "cuda" ? std::string("cuda:0") : device;
+}
+
 } // namespace dynafuse

@@ -30,7 +30,7 @@ bool BytecodeTracer::isMathFunction(PyObject *callable) {
 
 VarPtr
 BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
-                            const std::map<std::string, VarPtr> &keywords) {
+                            const Keywords &keywords) {
   static const char *pure[] = {"float", "int",   "bool", "abs", "min",
                                "max",   "round", "len",  "pow", "range"};
   bool isPure = isMathFunction(callable);
@@ -93,7 +93,7 @@ BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
 
 VarPtr BytecodeTracer::containerBuiltin(
     PyObject *callable, const std::vector<VarPtr> &args,
-    const std::map<std::string, VarPtr> &keywords) {
+    const Keywords &keywords) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
   if (is("dict") && args.size() <= 1) {
     // dict(), dict(pairs), dict(other_dict), dict(name=value): a new dict
@@ -479,7 +479,7 @@ void BytecodeTracer::guardMissingAttribute(const VarPtr &object,
 VarPtr
 BytecodeTracer::gradModeContext(PyObject *callable,
                                 const std::vector<VarPtr> &args,
-                                const std::map<std::string, VarPtr> &keywords) {
+                                const Keywords &keywords) {
   static PyObject *slot = nullptr;
   PyObject *torch = lookupOnce(slot, "torch", nullptr);
   if (!torch || !PyType_Check(callable))

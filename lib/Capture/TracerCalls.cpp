@@ -60,7 +60,7 @@ void BytecodeTracer::callWithUnpacking(bool hasKeywords) {
     unsupported("CALL_FUNCTION_EX without its NULL");
   VarPtr callee = target.callee;
   std::vector<VarPtr> args = itemsOf(positional);
-  std::map<std::string, VarPtr> keywords;
+  Keywords keywords;
   if (keywordsVar) {
     if (keywordsVar->kind != Var::Kind::Dict)
       unsupported("** unpacking of a value that is not a dict");
@@ -92,7 +92,7 @@ void BytecodeTracer::call(int argc) {
     args.insert(args.begin(), target.self);
   size_t keywordCount =
       current.kwNames ? size_t(PyTuple_GET_SIZE(current.kwNames.get())) : 0;
-  std::map<std::string, VarPtr> keywords;
+  Keywords keywords;
   for (size_t k = 0; k < keywordCount; ++k)
     keywords[PyUnicode_AsUTF8(PyTuple_GET_ITEM(current.kwNames.get(), k))] =
         args[args.size() - keywordCount + k];
@@ -107,7 +107,7 @@ void BytecodeTracer::call(int argc) {
 
 VarPtr BytecodeTracer::callAny(const VarPtr &callee,
                                const std::vector<VarPtr> &args,
-                               const std::map<std::string, VarPtr> &keywords) {
+                               const Keywords &keywords) {
   if (callee->kind == Var::Kind::BoundMethod) {
     std::vector<VarPtr> withSelf{callee->self};
     withSelf.insert(withSelf.end(), args.begin(), args.end());
@@ -335,7 +335,7 @@ bool BytecodeTracer::onlyLogsUsage(PyObject *callable) {
 
 VarPtr
 BytecodeTracer::callTorch(const VarPtr &callee, std::vector<VarPtr> args,
-                          const std::map<std::string, VarPtr> &keywords) {
+                          const Keywords &keywords) {
   const OpBinding *binding = nullptr;
   std::string what;
   PyRef callable;
@@ -491,7 +491,7 @@ void BytecodeTracer::requireNoAutograd(const std::vector<Operand> &operands) {
 VarPtr
 BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
                             const std::vector<VarPtr> &args,
-                            const std::map<std::string, VarPtr> &keywords) {
+                            const Keywords &keywords) {
   OpBinder::Binding bound = OpBinder(*this).bind(binding, what, args, keywords);
   if (binding.graphOp == "cast" && bound.operands[0].isValue() &&
       std::get<DType>(bound.attributes["dtype"]) ==

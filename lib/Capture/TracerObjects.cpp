@@ -78,7 +78,7 @@ bool isModelledSlot(const std::string &name, bool dictBase) {
 
 VarPtr BytecodeTracer::constructObject(
     const VarPtr &classVar, const std::vector<VarPtr> &args,
-    const std::map<std::string, VarPtr> &keywords) {
+    const Keywords &keywords) {
   PyObject *object = classVar->object.get();
   if (!object || !PyType_Check(object) || classVar->source < 0)
     return nullptr;
@@ -299,7 +299,7 @@ void BytecodeTracer::setDictEntry(const VarPtr &dict, const std::string &key,
 
 VarPtr BytecodeTracer::callObjectSlot(
     const std::string &slot, const std::vector<VarPtr> &args,
-    const std::map<std::string, VarPtr> &keywords) {
+    const Keywords &keywords) {
   if (args.empty() || args[0]->kind != Var::Kind::NewObject)
     unsupported(slot + " on a value that is not an object made during capture");
   const VarPtr &self = args[0];
@@ -385,7 +385,7 @@ bool BytecodeTracer::newObjectTruth(const VarPtr &object) {
 
 VarPtr BytecodeTracer::makeException(
     PyObject *callable, const std::vector<VarPtr> &args,
-    const std::map<std::string, VarPtr> &keywords) {
+    const Keywords &keywords) {
   if (!PyExceptionClass_Check(callable) ||
       (reinterpret_cast<PyTypeObject *>(callable)->tp_flags &
        Py_TPFLAGS_HEAPTYPE) ||

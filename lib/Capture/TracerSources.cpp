@@ -395,9 +395,14 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
                   guardBuilder.namedSource(Source::Kind::Attr, parent, name));
 }
 
-bool BytecodeTracer::isEnvironment(PyObject *object) {
+/// os.environ, looked up once (the mapping object lives as long as os).
+static PyObject *osEnviron() {
   static PyObject *slot = nullptr;
-  PyObject *environ = lookupOnce(slot, "os", "environ");
+  return lookupOnce(slot, "os", "environ");
+}
+
+bool BytecodeTracer::isEnvironment(PyObject *object) {
+  PyObject *environ = osEnviron();
   return environ && object == environ;
 }
 
@@ -408,8 +413,7 @@ VarPtr BytecodeTracer::environmentVariable(const VarPtr &name,
   if (name->kind != Var::Kind::Constant || !PyUnicode_CheckExact(name->object.get()))
     unsupported("os.environ read with a name that is not a constant string");
   PyObject *value = nullptr;
-  static PyObject *slot = nullptr;
-  PyObject *mapping = lookupOnce(slot, "os", "environ");
+  PyObject *mapping = osEnviron();
   PyRef found = PyRef::steal(
       mapping ? PyObject_CallMethod(mapping, "get", "O", name->object.get())
               : nullptr);

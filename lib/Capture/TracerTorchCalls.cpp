@@ -150,7 +150,7 @@ VarPtr BytecodeTracer::resultVar(PyObject *output,
 VarPtr
 BytecodeTracer::torchExtern(PyObject *callable, const std::string &what,
                             const std::vector<VarPtr> &args,
-                            const std::map<std::string, VarPtr> &keywords) {
+                            const Keywords &keywords) {
   if (!isTorchBuiltin(callable))
     unsupported("call to " + what + " (not in the op table)");
   if (isInPlaceName(nameOf(callable)) || keywords.count("out"))

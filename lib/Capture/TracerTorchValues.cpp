@@ -32,7 +32,7 @@ std::string typeName(const VarPtr &var) {
 
 VarPtr BytecodeTracer::foldTorchValue(PyObject *callable,
                                       const std::vector<VarPtr> &args,
-                                      const std::map<std::string, VarPtr> &keywords) {
+                                      const Keywords &keywords) {
   bool finfo = isTorchAttribute(callable, "finfo");
   if ((finfo || isTorchAttribute(callable, "iinfo")) && args.size() <= 1 &&
       keywords.empty()) {
@@ -99,7 +99,7 @@ VarPtr BytecodeTracer::foldTorchValue(PyObject *callable,
 }
 
 VarPtr BytecodeTracer::constantTensor(
-    const VarPtr &data, const std::map<std::string, VarPtr> &keywords) {
+    const VarPtr &data, const Keywords &keywords) {
   // torch.tensor(3.0), torch.tensor([]): a scalar or an empty 1-d tensor,
   // typed as torch types them.
   std::optional<DType> dtype;
@@ -112,12 +112,9 @@ VarPtr BytecodeTracer::constantTensor(
              value->object.get() == Py_None)
       continue;
     else if (name == "device" && value->kind == Var::Kind::Object &&
-             typeName(value) == "torch.device") {
-      PyRef text = PyRef::steal(PyObject_Str(value->object.get()));
-      device = text ? PyUnicode_AsUTF8(text.get()) : "";
-      if (device == "cuda")
-        device = "cuda:0";
-    } else if (name == "device" && value->kind == Var::Kind::Constant &&
+             typeName(value) == "torch.device")
+      device = deviceSpelling(value->object.get());
+    else if (name == "device" && value->kind == Var::Kind::Constant &&
                value->object.get() == Py_None)
       continue;
     else
@@ -159,7 +156,7 @@ VarPtr BytecodeTracer::constantTensor(
 
 VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
                                 const std::vector<VarPtr> &args,
-                                const std::map<std::string, VarPtr> &keywords) {
+                                const Keywords &keywords) {
   // x.to(device), x.to(dtype), x.to(device, dtype), x.to(other), with
   // dtype= / device= / non_blocking= / copy=False keywords.
   std::optional<DType> dtype;
@@ -180,12 +177,8 @@ VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
     }
     std::string device;
     if (name == "torch.device" || (arg->kind == Var::Kind::Constant &&
-                                   PyUnicode_CheckExact(arg->object.get()))) {
-      PyRef text = PyRef::steal(PyObject_Str(arg->object.get()));
-      device = text ? PyUnicode_AsUTF8(text.get()) : "";
-    }
-    if (device == "cuda")
-      device = "cuda:0";
+                                   PyUnicode_CheckExact(arg->object.get())))
+      device = deviceSpelling(arg->object.get());
     if (device.empty() || device != type.device)
       unsupported("Tensor.to a device other than the tensor's");
   };

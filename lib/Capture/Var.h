@@ -12,7 +12,9 @@
 #include "PyRef.h"
 #include "dynafuse/Graph/Graph.h"
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -104,6 +106,60 @@ inline bool isConstantObject(PyObject *object) {
       return false;
   return true;
 }
+
+/// The keyword arguments of a call, in the order the call gave them
+/// (Python keeps that order: a callee's **kwargs iterates in it, and
+/// libraries forward kwargs through many layers). A map's interface over
+/// a vector: a call has a handful of keywords.
+class Keywords {
+public:
+  using Entry = std::pair<std::string, VarPtr>;
+  using iterator = std::vector<Entry>::iterator;
+  using const_iterator = std::vector<Entry>::const_iterator;
+
+  iterator begin() { return entries.begin(); }
+  iterator end() { return entries.end(); }
+  const_iterator begin() const { return entries.begin(); }
+  const_iterator end() const { return entries.end(); }
+  bool empty() const { return entries.empty(); }
+  size_t size() const { return entries.size(); }
+
+  iterator find(const std::string &name) {
+    return std::find_if(entries.begin(), entries.end(),
+                        [&](const Entry &entry) { return entry.first == name; });
+  }
+  const_iterator find(const std::string &name) const {
+    return std::find_if(entries.begin(), entries.end(),
+                        [&](const Entry &entry) { return entry.first == name; });
+  }
+  size_t count(const std::string &name) const {
+    return find(name) == end() ? 0 : 1;
+  }
+  const VarPtr &at(const std::string &name) const {
+    const_iterator found = find(name);
+    if (found == end())
+      throw std::out_of_range("no keyword '" + name + "'");
+    return found->second;
+  }
+  /// The value of name, appended (null) when the call had none.
+  VarPtr &operator[](const std::string &name) {
+    iterator found = find(name);
+    if (found != end())
+      return found->second;
+    entries.emplace_back(name, nullptr);
+    return entries.back().second;
+  }
+  size_t erase(const std::string &name) {
+    iterator found = find(name);
+    if (found == end())
+      return 0;
+    entries.erase(found);
+    return 1;
+  }
+
+private:
+  std::vector<Entry> entries;
+};
 
 } // namespace capture
 } // namespace dynafuse

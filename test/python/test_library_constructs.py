@@ -236,3 +236,32 @@ def test_a_returned_argument_dict_is_the_callers_object():
     out = dynafuse.compile(returns_its_argument_dict, fullgraph=True)(torch.ones(3), options)
     assert out is options and options["seen"].item() == 3.0
     assert_compiled()
+
+
+def apply_scales_in_order(x, **scales):
+    for name, scale in scales.items():
+        x = x * scale + len(name)
+    return x, list(scales)
+
+
+def forward_keywords(x, **kwargs):
+    return apply_scales_in_order(x, **kwargs)
+
+
+def keyword_order(x):
+    direct = apply_scales_in_order(x, zeta=2.0, alpha=3.0, mid=0.5)
+    forwarded = forward_keywords(x, mid=0.5, zeta=2.0, alpha=3.0)
+    return direct, forwarded
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_kwargs_keep_the_call_order(x):
+    # (x*2 + 4)*3 + 5 ... differs from the alphabetical order's result: a
+    # callee's **kwargs iterates in the order the call gave them, also
+    # when forwarded through another **kwargs.
+    actual = dynafuse.compile(keyword_order, fullgraph=True)(x)
+    expected = keyword_order(x)
+    assert_outputs_close(actual, expected)
+    assert actual[0][1] == ["zeta", "alpha", "mid"]
+    assert actual[1][1] == ["mid", "zeta", "alpha"]
+    assert_compiled()
