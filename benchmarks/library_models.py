@@ -1,6 +1,8 @@
-"""Library code as one graph (issue 14): the torchvision classification zoo and
-HuggingFace transformers models (small configs, random weights, nothing
-downloaded), through Dynafuse and torch.compile side by side in one process.
+"""Library code as one graph (issue 14): the torchvision classification zoo,
+hand-written transformer blocks in the GPT-2, BERT and T5 styles
+(benchmarks/handwritten_blocks.py) and HuggingFace transformers models (small
+configs, random weights, nothing downloaded), through Dynafuse and
+torch.compile side by side in one process.
 
 Per model: Dynafuse's graphs, graph breaks and frames run eagerly, whether its
 result matches eager, its first-call time (capture + compile + run) and its
@@ -13,7 +15,7 @@ break counts from torch._dynamo.explain (Dynamo's capture only), and with
 model for tens of seconds on this machine).
 
     .venv/bin/python benchmarks/library_models.py [--only resnet18 gpt2 ...]
-        [--skip-zoo] [--skip-transformers] [--inductor] [--runs 10]
+        [--skip-zoo] [--skip-blocks] [--skip-transformers] [--inductor] [--runs 10]
         [--no-disk-cache] [--markdown docs/library-models.md]
 
 --no-disk-cache starts from an empty kernel cache, so first-call times are
@@ -21,6 +23,7 @@ cold compiles; without it, graphs compiled before on this machine load from
 the disk cache.
 """
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -36,6 +39,7 @@ if "--no-disk-cache" in sys.argv:
 import torch  # noqa: E402
 
 import dynafuse  # noqa: E402
+from handwritten_blocks import handwritten_blocks  # noqa: E402
 from measure import spread  # noqa: E402
 
 # Too big for this machine's 24 GiB at any input size, or minutes per call.
@@ -95,9 +99,13 @@ def transformers_models(selected):
 
 
 def flatten(value):
-    """The tensors of a result (tuples, lists, dicts, ModelOutputs)."""
+    """The tensors of a result (tuples, lists, dicts, ModelOutputs,
+    dataclasses)."""
     if isinstance(value, torch.Tensor):
         return [value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [t for field in dataclasses.fields(value)
+                for t in flatten(getattr(value, field.name))]
     if isinstance(value, dict):
         return [t for v in value.values() for t in flatten(v)]
     if isinstance(value, (list, tuple)):
@@ -194,6 +202,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--skip-zoo", action="store_true")
+    parser.add_argument("--skip-blocks", action="store_true")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--inductor", action="store_true")
     parser.add_argument("--runs", type=int, default=10)
@@ -214,6 +223,8 @@ def main():
     sources = []
     if not args.skip_zoo:
         sources.append(zoo(args.only))
+    if not args.skip_blocks:
+        sources.append(handwritten_blocks(args.only))
     if not args.skip_transformers:
         sources.append(transformers_models(args.only))
     rows = []
