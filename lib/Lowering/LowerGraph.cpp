@@ -22,15 +22,18 @@ namespace {
 
 /// Runs layout, schedule, share and emit until share realizes nothing more
 /// and emission places every value, realizing each value emission reports.
-/// Each round realizes at least one more value, so a graph of N nodes
+/// Each round realizes at least one more value, so a graph of N values
 /// converges within N rounds.
 void placeValues(LoweringState &state) {
+  size_t values = 0;
+  for (const auto &node : state.graph.nodes)
+    values += node->results.size();
   for (size_t attempt = 0;; ++attempt) {
     state.resetPlacement();
     chooseLayouts(state);
     scheduleSteps(state);
     if (realizeSharedValues(state)) {
-      if (attempt > state.graph.nodes.size())
+      if (attempt > values)
         fail("lowering did not converge on graph '@" + state.graph.name +
              "'");
       continue;
@@ -38,8 +41,7 @@ void placeValues(LoweringState &state) {
     const Value *unplaced = emitProgram(state);
     if (!unplaced)
       return;
-    if (!state.realized.insert(unplaced).second ||
-        attempt > state.graph.nodes.size())
+    if (!state.realized.insert(unplaced).second || attempt > values)
       fail("lowering could not place '%" + unplaced->name + "'");
   }
 }

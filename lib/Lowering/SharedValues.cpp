@@ -2,12 +2,13 @@
 //
 // The share pass: a value that is not realized is recomputed inline by
 // every kernel whose members reach it. Where several kernels reach it and
-// its inline computation streams at least two full-size buffers, storing
-// it once and loading it in each kernel moves less memory than recomputing
-// it: it is realized. Without this, a residual stream (h1 = h0 + f(h0),
+// its inline computation streams at least two full-size buffers, or
+// gathers, storing it once and loading it in each kernel
+// costs less than recomputing it: it is realized. Without this, a residual stream (h1 = h0 + f(h0),
 // h2 = h1 + g(h1), ...) is inlined into every later layer's kernels, and
 // their work grows with the square of the depth (vit_b_16's last kernel
-// read 41 buffers).
+// read 41 buffers); a T5 relative position bias (a log per element and a
+// gather) was recomputed three times per layer.
 //
 // The decision works on the schedule just made: the kernels reaching each
 // value are counted from the steps' members backwards through the graph,
@@ -32,29 +33,53 @@ bool isStreamed(const SymExpr &read, const SymExpr &computed) {
   return 2 * read.constant() >= computed.constant();
 }
 
-/// The buffers value's inline computation streams, stopping at buffers.
-void collectStreamedReads(const LoweringState &state, const Value *value,
-                          const SymExpr &computed,
-                          std::set<const Value *> &reads,
-                          std::set<const Value *> &seen) {
+/// What recomputing a value inline costs: the distinct buffers it streams,
+/// and whether it gathers (an indirect load, with whatever computes its
+/// index).
+struct InlineCost {
+  std::set<const Value *> streamed;
+  bool gathers = false;
+};
+
+/// value's inline computation, stopping at buffers.
+void collectCost(const LoweringState &state, const Value *value,
+                 const SymExpr &computed, InlineCost &cost,
+                 std::set<const Value *> &seen) {
   if (!seen.insert(value).second)
     return;
+  cost.gathers = cost.gathers || opInfoOf(*value->producer)->indexedOperand >= 0;
   for (const Operand &operand : value->producer->operands) {
     if (!operand.isValue())
       continue;
     if (state.isBuffer(operand.value)) {
       if (isStreamed(operand.value->type.numel(), computed))
-        reads.insert(operand.value);
+        cost.streamed.insert(operand.value);
     } else {
-      collectStreamedReads(state, operand.value, computed, reads, seen);
+      collectCost(state, operand.value, computed, cost, seen);
     }
   }
 }
 
-size_t streamedReads(const LoweringState &state, const Value *value) {
-  std::set<const Value *> reads, seen;
-  collectStreamedReads(state, value, value->type.numel(), reads, seen);
-  return reads.size();
+/// Whether storing value once beats recomputing it in each of several
+/// kernels: it streams two or more full-size buffers (a store and a load
+/// per kernel move less), or it gathers (T5's relative position bias: a
+/// bucket computed with a log, then an embedding row, per element, per
+/// loop of each layer's softmax). Costly math alone is recomputed: exp(x -
+/// max) stored by a kernel of its own would cost softmax a pass.
+bool worthStoring(const LoweringState &state, const Value *value) {
+  InlineCost cost;
+  std::set<const Value *> seen;
+  collectCost(state, value, value->type.numel(), cost, seen);
+  return cost.streamed.size() >= 2 || cost.gathers;
+}
+
+/// Values share may realize: pointwise results and gathers (index_select,
+/// embedding), which compute their elements; other views only remap an
+/// index.
+bool mayRealize(const Node &node) {
+  OpKind kind = kindOf(node);
+  return kind == OpKind::Pointwise ||
+         (kind == OpKind::View && opInfoOf(node)->indexedOperand >= 0);
 }
 
 } // namespace
@@ -107,8 +132,8 @@ bool realizeSharedValues(LoweringState &state) {
       std::set<int> &steps = reaching[value];
       for (const Node *user : users[value])
         stepsOfUse(*user, steps);
-      if (steps.size() < 2 || kindOf(**node) != OpKind::Pointwise ||
-          streamedReads(state, value) < 2)
+      if (steps.size() < 2 || !mayRealize(**node) ||
+          !worthStoring(state, value))
         continue;
       state.realized.insert(value);
       state.shared[value] = steps.size();
