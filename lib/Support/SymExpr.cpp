@@ -454,6 +454,47 @@ std::vector<int64_t> coefficientsDividing(const SymExpr &expr, int64_t c) {
   return std::vector<int64_t>(found.rbegin(), found.rend());
 }
 
+/// numerator // c (isDiv) or numerator % c, for a numerator already
+/// simplified and c > 0; what the rules leave is divided again here, not
+/// simplified from the top (its terms are simplified already).
+SymExpr simplifyDivision(const SymExpr &numerator, int64_t c, bool isDiv,
+                         const SymRanges &ranges) {
+  SymExpr divisor(c);
+  SymExpr multiple, rest;
+  splitByDivisor(numerator, c, multiple, rest);
+  int64_t lo, hi;
+  if (symRange(rest, ranges, lo, hi) && lo >= 0 && hi < c)
+    return isDiv ? floorDiv(multiple, divisor) : rest;
+  // (m*c + r) // c is m + r // c and (m*c + r) % c is r % c for any r: the
+  // remainder part alone may simplify ((q + 196*i) // 14 with q in [0, 196)
+  // is 14*i + q // 14).
+  if (!multiple.isConstant() || multiple.constant() != 0) {
+    SymExpr restPart = simplifyDivision(rest, c, isDiv, ranges);
+    return isDiv ? floorDiv(multiple, divisor) + restPart : restPart;
+  }
+  // (g*a + r) // c is a // (c/g) and (g*a + r) % c is g*(a % (c/g)) + r
+  // for g dividing c and r in [0, g): the flat position of a reshape read
+  // in blocks of g (swin's window partition: (4704*i + 96*j + k) // 37632
+  // with 96*j + k < 4704 is i // 8, free of the innermost k).
+  for (int64_t g : coefficientsDividing(numerator, c)) {
+    SymExpr blocks, within;
+    splitByDivisor(numerator, g, blocks, within);
+    if (!symRange(within, ranges, lo, hi) || lo < 0 || hi >= g)
+      continue;
+    SymExpr a = floorDiv(blocks, SymExpr(g));
+    if (isDiv)
+      return simplifyDivision(a, c / g, true, ranges);
+    return SymExpr(g) * simplifyDivision(a, c / g, false, ranges) + within;
+  }
+  // A numerator within one multiple of c: [k*c, (k+1)*c).
+  if (symRange(numerator, ranges, lo, hi) &&
+      floorDivInt(lo, c) == floorDivInt(hi, c)) {
+    int64_t k = floorDivInt(lo, c);
+    return isDiv ? SymExpr(k) : numerator - SymExpr(k * c);
+  }
+  return isDiv ? floorDiv(numerator, divisor) : mod(numerator, divisor);
+}
+
 } // namespace
 
 SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges) {
@@ -481,42 +522,7 @@ SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges) {
   bool isDiv = expr.kind() == SymExpr::Kind::FloorDiv;
   if (!divisor.isConstant() || divisor.constant() <= 0)
     return isDiv ? floorDiv(numerator, divisor) : mod(numerator, divisor);
-  int64_t c = divisor.constant();
-  SymExpr multiple, rest;
-  splitByDivisor(numerator, c, multiple, rest);
-  int64_t lo, hi;
-  if (symRange(rest, ranges, lo, hi) && lo >= 0 && hi < c)
-    return isDiv ? floorDiv(multiple, divisor) : rest;
-  // (m*c + r) // c is m + r // c and (m*c + r) % c is r % c for any r: the
-  // remainder part alone may simplify ((q + 196*i) // 14 with q in [0, 196)
-  // is 14*i + q // 14).
-  if (!multiple.isConstant() || multiple.constant() != 0) {
-    SymExpr restPart = simplifyInRanges(
-        isDiv ? floorDiv(rest, divisor) : mod(rest, divisor), ranges);
-    return isDiv ? floorDiv(multiple, divisor) + restPart : restPart;
-  }
-  // (g*a + r) // c is a // (c/g) and (g*a + r) % c is g*(a % (c/g)) + r
-  // for g dividing c and r in [0, g): the flat position of a reshape read
-  // in blocks of g (swin's window partition: (4704*i + 96*j + k) // 37632
-  // with 96*j + k < 4704 is i // 8, free of the innermost k).
-  for (int64_t g : coefficientsDividing(numerator, c)) {
-    SymExpr blocks, within;
-    splitByDivisor(numerator, g, blocks, within);
-    if (!symRange(within, ranges, lo, hi) || lo < 0 || hi >= g)
-      continue;
-    SymExpr a = floorDiv(blocks, SymExpr(g));
-    SymExpr outer(c / g);
-    if (isDiv)
-      return simplifyInRanges(floorDiv(a, outer), ranges);
-    return SymExpr(g) * simplifyInRanges(mod(a, outer), ranges) + within;
-  }
-  // A numerator within one multiple of c: [k*c, (k+1)*c).
-  if (symRange(numerator, ranges, lo, hi) &&
-      floorDivInt(lo, c) == floorDivInt(hi, c)) {
-    int64_t k = floorDivInt(lo, c);
-    return isDiv ? SymExpr(k) : numerator - SymExpr(k * c);
-  }
-  return isDiv ? floorDiv(numerator, divisor) : mod(numerator, divisor);
+  return simplifyDivision(numerator, divisor.constant(), isDiv, ranges);
 }
 
 //===----------------------------------------------------------------------===//
