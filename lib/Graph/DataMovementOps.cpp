@@ -100,6 +100,20 @@ DType dtypeAttr(const Node &node, DType fallback) {
 }
 
 std::vector<TensorType> inferArange(const Node &node) {
+  const Attribute *symbolicEnd = node.attribute("end");
+  if (symbolicEnd && std::holds_alternative<SymExpr>(*symbolicEnd)) {
+    // arange(T), arange(a, T, k) with integer start and step: ceil((T -
+    // start) / step) elements, T >= start by capture's guards.
+    int64_t step = node.intAttr("step", 1);
+    if (step <= 0)
+      opError(node, "a symbolic range needs a positive integer step");
+    SymExpr span = std::get<SymExpr>(*symbolicEnd) - node.intAttr("start", 0);
+    TensorType result;
+    result.dtype = dtypeAttr(node, DType::I64);
+    result.sizes = {step == 1 ? span : floorDiv(span + (step - 1), step)};
+    result.device = node.stringAttr("device", "cpu");
+    return {result};
+  }
   double start = floatAttr(node, "start", 0), end = floatAttr(node, "end", 0);
   double step = floatAttr(node, "step", 1);
   if (step == 0 || (end - start) / step < 0)
@@ -119,10 +133,10 @@ std::vector<TensorType> inferArange(const Node &node) {
 std::vector<TensorType> inferFull(const Node &node) {
   TensorType result;
   result.dtype = dtypeAttr(node, DType::F32);
-  for (int64_t size : intListAttr(node, "shape", {})) {
-    if (size < 0)
+  for (const SymExpr &size : symListAttr(node, "shape", {})) {
+    if (size.isConstant() && size.constant() < 0)
       opError(node, "sizes must not be negative");
-    result.sizes.push_back(SymExpr(size));
+    result.sizes.push_back(size);
   }
   result.device = node.stringAttr("device", "cpu");
   return {result};

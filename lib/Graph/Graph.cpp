@@ -71,11 +71,34 @@ std::string attributeStr(const Attribute &attribute) {
   }
   if (auto *type = std::get_if<DType>(&attribute))
     return dtypeName(*type);
-  const auto &list = std::get<std::vector<int64_t>>(attribute);
+  if (auto *expr = std::get_if<SymExpr>(&attribute))
+    return expr->isSymbol() || expr->isConstant() ? expr->str()
+                                                  : "(" + expr->str() + ")";
   std::string out = "[";
+  if (auto *exprs = std::get_if<std::vector<SymExpr>>(&attribute)) {
+    for (size_t i = 0; i < exprs->size(); ++i)
+      out += (i ? ", " : "") + (*exprs)[i].str();
+    return out + "]";
+  }
+  const auto &list = std::get<std::vector<int64_t>>(attribute);
   for (size_t i = 0; i < list.size(); ++i)
     out += (i ? ", " : "") + std::to_string(list[i]);
   return out + "]";
+}
+
+Attribute canonicalAttribute(Attribute attribute) {
+  if (auto *expr = std::get_if<SymExpr>(&attribute))
+    if (expr->isConstant())
+      return expr->constant();
+  if (auto *exprs = std::get_if<std::vector<SymExpr>>(&attribute)) {
+    if (!allConstant(*exprs))
+      return attribute;
+    std::vector<int64_t> values;
+    for (const SymExpr &expr : *exprs)
+      values.push_back(expr.constant());
+    return values;
+  }
+  return attribute;
 }
 
 const Attribute *Node::attribute(const std::string &name) const {
@@ -113,6 +136,8 @@ std::unique_ptr<Node> makeNode(const std::string &op,
   auto node = std::make_unique<Node>();
   node->op = op;
   node->info = lookupOp(op);
+  for (auto &entry : attributes)
+    entry.second = canonicalAttribute(std::move(entry.second));
   if (node->info && node->info->canonicalAttributes)
     node->info->canonicalAttributes(attributes);
   node->operands = std::move(operands);

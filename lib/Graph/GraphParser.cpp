@@ -15,15 +15,19 @@ Attribute parseAttributeValue(TextCursor &cursor) {
   if (cursor.acceptWord("false"))
     return false;
   if (cursor.accept("[")) {
-    std::vector<int64_t> list;
+    // Integers, or symbolic sizes ([s0, -1, 64]); canonical once in a node.
+    std::vector<SymExpr> list;
     if (cursor.accept("]"))
-      return list;
+      return std::vector<int64_t>{};
     do {
-      list.push_back(cursor.integer());
+      list.push_back(cursor.symExpr());
     } while (cursor.accept(","));
     cursor.expect("]");
-    return list;
+    return canonicalAttribute(list);
   }
+  // A symbolic size prints parenthesized ("(s0 - 1)") or as a bare symbol.
+  if (cursor.peek() == '(')
+    return canonicalAttribute(cursor.symExpr());
   if (cursor.peekNumber()) {
     TextCursor::Number number = cursor.number();
     if (number.isFloat)
@@ -34,6 +38,8 @@ Attribute parseAttributeValue(TextCursor &cursor) {
   std::string word = cursor.identifier("an attribute value");
   if (std::optional<DType> type = parseDType(word))
     return *type;
+  if (isSizeSymbolName(word))
+    return SymExpr::symbol(word);
   cursor.errorAt(where, "unknown attribute value '" + word + "'");
 }
 

@@ -189,6 +189,30 @@ std::vector<int64_t> intListAttr(const Node &node, const std::string &name,
   opError(node, "attribute '" + name + "' must be a list of integers");
 }
 
+SymExpr symAttr(const Node &node, const std::string &name, SymExpr fallback) {
+  const Attribute *found = node.attribute(name);
+  if (!found)
+    return fallback;
+  if (auto *integer = std::get_if<int64_t>(found))
+    return SymExpr(*integer);
+  if (auto *expr = std::get_if<SymExpr>(found))
+    return *expr;
+  opError(node, "attribute '" + name + "' must be an integer or a size");
+}
+
+std::vector<SymExpr> symListAttr(const Node &node, const std::string &name,
+                                 std::vector<SymExpr> fallback) {
+  const Attribute *found = node.attribute(name);
+  if (!found)
+    return fallback;
+  if (auto *exprs = std::get_if<std::vector<SymExpr>>(found))
+    return *exprs;
+  if (auto *expr = std::get_if<SymExpr>(found))
+    return {*expr};
+  std::vector<int64_t> values = intListAttr(node, name, {});
+  return std::vector<SymExpr>(values.begin(), values.end());
+}
+
 int64_t normalizeDim(const Node &node, int64_t dim, size_t rank) {
   int64_t extent = std::max<int64_t>(int64_t(rank), 1);
   if (dim < -extent || dim >= extent)

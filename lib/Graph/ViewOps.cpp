@@ -29,10 +29,6 @@ int64_t constantSize(const Node &node, const SymExpr &size) {
   return size.constant();
 }
 
-std::vector<SymExpr> constants(const std::vector<int64_t> &values) {
-  return std::vector<SymExpr>(values.begin(), values.end());
-}
-
 /// The strided form of ops whose result is never a view without a copy.
 const StridedRule noStridedForm = nullptr;
 
@@ -42,28 +38,30 @@ const StridedRule noStridedForm = nullptr;
 
 std::vector<TensorType> inferReshape(const Node &node) {
   const TensorType &input = operandType(node, 0);
-  std::vector<int64_t> shape = intListAttr(node, "shape", {});
+  std::vector<SymExpr> sizes = symListAttr(node, "shape", {});
   SymExpr known(1);
   int inferred = -1;
-  for (size_t k = 0; k < shape.size(); ++k) {
-    if (shape[k] == -1) {
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] == SymExpr(-1)) {
       if (inferred >= 0)
         opError(node, "only one dimension can be -1");
       inferred = int(k);
-    } else if (shape[k] < 0) {
-      opError(node, "invalid size " + std::to_string(shape[k]));
+    } else if (sizes[k].isConstant() && sizes[k].constant() < 0) {
+      opError(node, "invalid size " + sizes[k].str());
     } else {
-      known = known * shape[k];
+      known = known * sizes[k];
     }
   }
-  std::vector<SymExpr> sizes = constants(shape);
   SymExpr numel = input.numel();
   if (inferred >= 0) {
-    if (known == SymExpr(0) || !numel.isConstant() || !known.isConstant() ||
-        numel.constant() % known.constant() != 0)
-      opError(node, "cannot infer the -1 size of shape for " +
-                        std::to_string(0) + " elements");
-    sizes[inferred] = SymExpr(numel.constant() / known.constant());
+    // numel over the known sizes, exactly (symbolic sizes divide as
+    // monomials: (s0*s1*768) // (s0*12) is s1*64).
+    SymExpr quotient =
+        known == SymExpr(0) ? SymExpr(0) : floorDiv(numel, known);
+    if (known == SymExpr(0) || quotient * known != numel)
+      opError(node, "cannot infer the -1 size of shape for " + numel.str() +
+                        " elements");
+    sizes[inferred] = quotient;
     known = numel;
   }
   if (known != numel)
@@ -178,27 +176,28 @@ Strided stridedTranspose(const Node &node, size_t, StridedView view) {
 
 std::vector<TensorType> inferExpand(const Node &node) {
   const TensorType &input = operandType(node, 0);
-  std::vector<int64_t> shape = intListAttr(node, "shape", {});
+  std::vector<SymExpr> shape = symListAttr(node, "shape", {});
   if (shape.size() < input.rank())
     opError(node, "the target shape has fewer dims than the input");
   size_t lead = shape.size() - input.rank();
   std::vector<SymExpr> sizes;
   for (size_t k = 0; k < shape.size(); ++k) {
+    bool keep = shape[k] == SymExpr(-1);
     if (k < lead) {
-      if (shape[k] < 0)
+      if (shape[k].isConstant() && shape[k].constant() < 0)
         opError(node, "-1 is not allowed for new leading dims");
-      sizes.push_back(SymExpr(shape[k]));
+      sizes.push_back(shape[k]);
       continue;
     }
     const SymExpr &current = input.sizes[k - lead];
-    if (shape[k] == -1 || SymExpr(shape[k]) == current) {
+    if (keep || shape[k] == current) {
       sizes.push_back(current);
       continue;
     }
     if (current != SymExpr(1))
       opError(node, "cannot expand size " + current.str() + " to " +
-                        std::to_string(shape[k]));
-    sizes.push_back(SymExpr(shape[k]));
+                        shape[k].str());
+    sizes.push_back(shape[k]);
   }
   return {likeFirstOperand(node, sizes)};
 }
@@ -284,11 +283,13 @@ std::vector<TensorType> inferSelect(const Node &node) {
   if (input.rank() == 0)
     opError(node, "cannot select from a 0-dim tensor");
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
-  int64_t size = constantSize(node, input.sizes[dim]);
   int64_t index = node.intAttr("index", 0);
+  // A symbolic size is at least 2 (capture's guard): indices -2..1 hold.
+  int64_t size = input.sizes[dim].isConstant() ? input.sizes[dim].constant()
+                                               : 2;
   if (index < -size || index >= size)
     opError(node, "index " + std::to_string(index) +
-                      " is out of range for size " + std::to_string(size));
+                      " is out of range for size " + input.sizes[dim].str());
   std::vector<SymExpr> sizes = input.sizes;
   sizes.erase(sizes.begin() + dim);
   return {likeFirstOperand(node, sizes)};
@@ -298,18 +299,18 @@ Index remapSelect(const Node &node, size_t, const Index &index) {
   const TensorType &input = operandType(node, 0);
   Index in = index;
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
-  int64_t at = node.intAttr("index", 0);
-  if (at < 0)
-    at += input.sizes[dim].constant();
-  in.insert(in.begin() + dim, SymExpr(at));
+  SymExpr at = node.intAttr("index", 0);
+  if (at.constant() < 0)
+    at = at + input.sizes[dim];
+  in.insert(in.begin() + dim, at);
   return in;
 }
 
 Strided stridedSelect(const Node &node, size_t, StridedView view) {
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0), view.sizes.size());
-  int64_t at = node.intAttr("index", 0);
-  if (at < 0)
-    at += view.sizes[dim].constant();
+  SymExpr at = node.intAttr("index", 0);
+  if (at.constant() < 0)
+    at = at + view.sizes[dim];
   view.offset = view.offset + view.strides[dim] * at;
   view.sizes.erase(view.sizes.begin() + dim);
   view.strides.erase(view.strides.begin() + dim);
@@ -324,28 +325,53 @@ SliceBounds sliceBounds(const Node &node) {
     opError(node, "cannot slice a 0-dim tensor");
   SliceBounds bounds;
   bounds.dim = normalizeDim(node, node.intAttr("dim", 0), input.rank());
-  int64_t size = constantSize(node, input.sizes[bounds.dim]);
+  const SymExpr &size = input.sizes[bounds.dim];
   bounds.step = node.intAttr("step", 1);
   if (bounds.step <= 0)
     opError(node, "slice step must be positive");
-  int64_t start = node.intAttr("start", 0);
-  int64_t end = node.intAttr("end", std::numeric_limits<int64_t>::max());
+  const int64_t open = std::numeric_limits<int64_t>::max();
+  SymExpr start = symAttr(node, "start", 0);
+  SymExpr end = symAttr(node, "end", open);
   if (node.op == "narrow") {
-    start = start < 0 ? start + size : start;
-    end = start + node.intAttr("length", 0);
-    if (start < 0 || end > size || end < start)
+    if (start.isConstant() && start.constant() < 0)
+      start = start + size;
+    end = start + symAttr(node, "length", 0);
+    if (size.isConstant() && start.isConstant() && end.isConstant() &&
+        (start.constant() < 0 || end.constant() > size.constant() ||
+         end.constant() < start.constant()))
       opError(node, "narrow is out of range");
   }
-  auto clampIndex = [size](int64_t index) {
-    if (index < 0)
-      index += size;
-    return std::min(std::max<int64_t>(index, 0), size);
+  if (size.isConstant() && start.isConstant() && end.isConstant()) {
+    int64_t extent = size.constant();
+    auto clampIndex = [extent](int64_t index) {
+      if (index < 0)
+        index += extent;
+      return std::min(std::max<int64_t>(index, 0), extent);
+    };
+    int64_t first = clampIndex(start.constant());
+    int64_t last = clampIndex(end.constant());
+    bounds.start = first;
+    bounds.length =
+        last > first ? (last - first + bounds.step - 1) / bounds.step : 0;
+    return bounds;
+  }
+  // Symbolic: wrap negative constants and the open end; the rest is in
+  // range by capture's guards.
+  auto wrap = [&](const SymExpr &index) {
+    if (index == SymExpr(open))
+      return size;
+    if (index.isConstant() && index.constant() < 0)
+      return index + size;
+    return index;
   };
-  bounds.start = clampIndex(start);
-  end = clampIndex(end);
-  bounds.length = end > bounds.start
-                      ? (end - bounds.start + bounds.step - 1) / bounds.step
-                      : 0;
+  bounds.start = wrap(start);
+  SymExpr span = wrap(end) - bounds.start;
+  if (span.isConstant() && span.constant() <= 0)
+    bounds.length = 0;
+  else
+    bounds.length = bounds.step == 1
+                        ? span
+                        : floorDiv(span + (bounds.step - 1), bounds.step);
   return bounds;
 }
 
@@ -354,21 +380,21 @@ namespace {
 std::vector<TensorType> inferSlice(const Node &node) {
   SliceBounds bounds = sliceBounds(node);
   std::vector<SymExpr> sizes = operandType(node, 0).sizes;
-  sizes[bounds.dim] = SymExpr(bounds.length);
+  sizes[bounds.dim] = bounds.length;
   return {likeFirstOperand(node, sizes)};
 }
 
 Index remapSlice(const Node &node, size_t, const Index &index) {
   SliceBounds bounds = sliceBounds(node);
   Index in = index;
-  in[bounds.dim] = SymExpr(bounds.start) + index[bounds.dim] * bounds.step;
+  in[bounds.dim] = bounds.start + index[bounds.dim] * bounds.step;
   return in;
 }
 
 Strided stridedSlice(const Node &node, size_t, StridedView view) {
   SliceBounds bounds = sliceBounds(node);
   view.offset = view.offset + view.strides[bounds.dim] * bounds.start;
-  view.sizes[bounds.dim] = SymExpr(bounds.length);
+  view.sizes[bounds.dim] = bounds.length;
   view.strides[bounds.dim] = view.strides[bounds.dim] * bounds.step;
   return view;
 }

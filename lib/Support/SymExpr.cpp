@@ -10,6 +10,7 @@
 #include "dynafuse/Support/Error.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 namespace dynafuse {
@@ -137,6 +138,30 @@ struct SymExprBuilder {
     return true;
   }
 
+  /// poly / divisor when divisor is one term (c * atoms) that divides every
+  /// term of poly: (s0*s1*768) // (s0*s1*12) is 64, as a reshape's -1 needs.
+  static bool divideByMonomial(const Poly &poly, const Poly &divisor,
+                               Poly &quotient) {
+    if (divisor.size() != 1)
+      return false;
+    const Term &by = divisor.begin()->second;
+    if (by.coefficient == 0)
+      return false;
+    for (auto &entry : poly) {
+      if (entry.second.coefficient % by.coefficient != 0)
+        return false;
+      std::vector<SymExpr> atoms = entry.second.atoms;
+      for (const SymExpr &atom : by.atoms) {
+        auto found = std::find(atoms.begin(), atoms.end(), atom);
+        if (found == atoms.end())
+          return false;
+        atoms.erase(found);
+      }
+      addTerm(quotient, entry.second.coefficient / by.coefficient, atoms);
+    }
+    return true;
+  }
+
   static Poly divideExactly(const Poly &poly, int64_t divisor) {
     Poly quotient;
     for (auto &entry : poly)
@@ -211,6 +236,15 @@ const std::string &SymExpr::symbolName() const { return node->name; }
 const std::vector<SymExpr> &SymExpr::operands() const { return node->operands; }
 const std::string &SymExpr::str() const { return node->text; }
 
+bool isSizeSymbolName(const std::string &name) {
+  if (name.size() < 2 || name[0] != 's')
+    return false;
+  for (size_t i = 1; i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i])))
+      return false;
+  return true;
+}
+
 int64_t floorDivInt(int64_t lhs, int64_t rhs) {
   if (rhs == 0)
     fail("symbolic integer division by zero");
@@ -257,6 +291,12 @@ SymExpr floorDiv(const SymExpr &lhs, const SymExpr &rhs) {
     if (SymExprBuilder::allDivisible(poly, divisor))
       return SymExprBuilder::fromPoly(
           SymExprBuilder::divideExactly(poly, divisor));
+  } else {
+    Poly quotient;
+    if (SymExprBuilder::divideByMonomial(SymExprBuilder::toPoly(lhs),
+                                         SymExprBuilder::toPoly(rhs),
+                                         quotient))
+      return SymExprBuilder::fromPoly(quotient);
   }
   return SymExpr::make(SymExpr::Kind::FloorDiv, {lhs, rhs});
 }
@@ -271,6 +311,12 @@ SymExpr mod(const SymExpr &lhs, const SymExpr &rhs) {
     if (divisor == 1 || divisor == -1)
       return SymExpr(int64_t(0));
     if (SymExprBuilder::allDivisible(SymExprBuilder::toPoly(lhs), divisor))
+      return SymExpr(int64_t(0));
+  } else {
+    Poly quotient;
+    if (SymExprBuilder::divideByMonomial(SymExprBuilder::toPoly(lhs),
+                                         SymExprBuilder::toPoly(rhs),
+                                         quotient))
       return SymExpr(int64_t(0));
   }
   return SymExpr::make(SymExpr::Kind::Mod, {lhs, rhs});

@@ -177,3 +177,16 @@ TEST(SymExpr, RangesOfUnknownSymbols) {
   EXPECT_EQ(hi, 59);
   EXPECT_FALSE(symRange(sym("unknown"), ranges, lo, hi));
 }
+
+TEST(SymExpr, MonomialDivisorsDivideExactly) {
+  SymExpr s0 = SymExpr::symbol("s0"), s1 = SymExpr::symbol("s1");
+  EXPECT_EQ(floorDiv(s0 * s1 * 768, s0 * s1 * 12).str(), "64");
+  EXPECT_EQ(floorDiv(s0 * s1 * 768 + s0 * 12, s0 * 12).str(), "64*s1 + 1");
+  EXPECT_EQ(mod(s0 * s1 * 6, s1 * 3).str(), "0");
+  // Not a multiple of every term: stays a division.
+  EXPECT_EQ(floorDiv(s0 * s1 + 1, s1).kind(), SymExpr::Kind::FloorDiv);
+  EXPECT_EQ(floorDiv(s0 * 6, s0 * 4).kind(), SymExpr::Kind::FloorDiv);
+  EXPECT_TRUE(isSizeSymbolName("s12"));
+  EXPECT_FALSE(isSizeSymbolName("i0"));
+  EXPECT_FALSE(isSizeSymbolName("s"));
+}

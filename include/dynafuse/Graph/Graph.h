@@ -58,9 +58,16 @@ struct Operand {
   bool isValue() const { return value != nullptr; }
 };
 
+/// Sizes an op takes (reshape's shape, slice's bounds, full's shape) may be
+/// symbolic: a SymExpr, or a list of them. Nodes keep them canonical: a
+/// symbolic attribute whose values are all constants is an int64_t or a
+/// list of int64_t (so static graphs print and compare as before).
 using Attribute = std::variant<bool, int64_t, double, std::string, DType,
-                               std::vector<int64_t>>;
+                               std::vector<int64_t>, SymExpr,
+                               std::vector<SymExpr>>;
 std::string attributeStr(const Attribute &attribute);
+/// The canonical spelling of attribute (see Attribute).
+Attribute canonicalAttribute(Attribute attribute);
 
 class Node {
 public:

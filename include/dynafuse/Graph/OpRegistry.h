@@ -122,6 +122,11 @@ bool boolAttr(const Node &node, const std::string &name, bool fallback);
 double floatAttr(const Node &node, const std::string &name, double fallback);
 std::vector<int64_t> intListAttr(const Node &node, const std::string &name,
                                  std::vector<int64_t> fallback);
+/// Size attributes that may be symbolic (an integer or a SymExpr; a list of
+/// either).
+SymExpr symAttr(const Node &node, const std::string &name, SymExpr fallback);
+std::vector<SymExpr> symListAttr(const Node &node, const std::string &name,
+                                 std::vector<SymExpr> fallback);
 /// Wraps a possibly negative dim into [0, rank); throws when out of range.
 int64_t normalizeDim(const Node &node, int64_t dim, size_t rank);
 /// The tensor operand i (throws when it is a scalar).
@@ -139,12 +144,15 @@ int optionalOperandIndex(const Node &node, const std::string &name);
 std::vector<int64_t> reducedDims(const Node &node);
 std::vector<SymExpr> reducedShape(const Node &node);
 
-/// A slice or narrow node's resolved bounds on its (static) dim.
+/// A slice or narrow node's resolved bounds on its dim. Constant bounds on
+/// a constant size clamp as Python's do; a bound that is symbolic, or
+/// meets a symbolic size, is taken as already within [0, size] once a
+/// negative constant is wrapped (capture guards that it is).
 struct SliceBounds {
   int64_t dim = 0;
-  int64_t start = 0;
+  SymExpr start = 0;
   int64_t step = 1;
-  int64_t length = 0;
+  SymExpr length = 0;
 };
 SliceBounds sliceBounds(const Node &node);
 /// The lengths of the pieces of a split, chunk or unbind along a dim of

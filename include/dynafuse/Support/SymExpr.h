@@ -84,6 +84,10 @@ bool symRange(const SymExpr &expr, const SymRanges &ranges, int64_t &lo,
 /// (a*K + b) % K is b when b stays in [0, K).
 SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges);
 
+/// Whether name is a size symbol's ("s" and digits: s0, s12), the names
+/// symbolic tensor sizes take (loop variables are "i0", "r1").
+bool isSizeSymbolName(const std::string &name);
+
 /// Parses "s0*4 + i1", "(i0 // 3) % s1", ... Throws Error on bad syntax.
 SymExpr parseSymExpr(const std::string &text);
 
