@@ -190,3 +190,106 @@ TEST(SymExpr, MonomialDivisorsDivideExactly) {
   EXPECT_FALSE(isSizeSymbolName("i0"));
   EXPECT_FALSE(isSizeSymbolName("s"));
 }
+
+TEST(SymExpr, SymbolicDivisorsSplitWithSymbolicExtents) {
+  // A head split of a [s0, s1, 64] slice read through a permute: loops
+  // i0 < s0, i1 < 4, i2 < s1, i3 < 16. The remainder 16*i1 + 64*i2 + i3 is
+  // at most 48 + 64*(s1 - 1) + 15 = 64*s1 - 1.
+  SymExpr i0 = sym("i0"), i1 = sym("i1"), i2 = sym("i2"), i3 = sym("i3");
+  SymExpr s0 = sym("s0"), s1 = sym("s1");
+  SymRanges ranges = {{"i1", 4}, {"i3", 16}};
+  SymExtents extents = {{"i0", s0}, {"i2", s1}};
+  SymExpr flat = i0 * s1 * 64 + i1 * 16 + i2 * 64 + i3;
+  EXPECT_EQ(simplifyInRanges(floorDiv(flat, s1 * 64), ranges, extents), i0);
+  EXPECT_EQ(simplifyInRanges(mod(flat, s1 * 64), ranges, extents),
+            i1 * 16 + i2 * 64 + i3);
+  EXPECT_EQ(simplifyInRanges(mod(i0 * s1 + i2, s1), ranges, extents), i2);
+  EXPECT_EQ(simplifyInRanges(floorDiv(i0 * s1 + i2, s1), ranges, extents), i0);
+  // Nested: the row of a flattened [s0*s1] position, then its column.
+  EXPECT_EQ(simplifyInRanges(mod(floorDiv(flat, SymExpr(64)), s1), ranges,
+                             extents),
+            i2);
+  // The multiple splits off even when the rest does not fit.
+  EXPECT_EQ(simplifyInRanges(floorDiv(i0 * s1 + i2 + 1, s1), ranges, extents),
+            i0 + floorDiv(i2 + 1, s1));
+  // A modulo by the divisor is below it whatever its numerator.
+  SymExpr wrapped = i0 * s1 + mod(sym("%n"), s1);
+  EXPECT_EQ(simplifyInRanges(floorDiv(wrapped, s1), ranges, extents), i0);
+}
+
+TEST(SymExpr, SymbolicDivisionsStayWhenUnproven) {
+  SymExpr i2 = sym("i2"), s0 = sym("s0"), s1 = sym("s1");
+  SymExtents extents = {{"i2", s1}};
+  // i2 + 1 reaches s1; i2 - 1 is -1 at i2 = 0.
+  EXPECT_EQ(simplifyInRanges(floorDiv(i2 + 1, s1), {}, extents).kind(),
+            SymExpr::Kind::FloorDiv);
+  EXPECT_EQ(simplifyInRanges(mod(i2 - 1, s1), {}, extents).kind(),
+            SymExpr::Kind::Mod);
+  // i2 < s1 says nothing of i2 < s0.
+  EXPECT_EQ(simplifyInRanges(mod(i2, s0), {}, extents).kind(),
+            SymExpr::Kind::Mod);
+  // Without its extent, i2 is unbounded.
+  EXPECT_EQ(simplifyInRanges(mod(i2, s1), {}).kind(), SymExpr::Kind::Mod);
+  // A kernel value may be negative; a non-size symbol may be 0.
+  EXPECT_EQ(simplifyInRanges(floorDiv(sym("%n"), s1), {}, extents).kind(),
+            SymExpr::Kind::FloorDiv);
+  EXPECT_EQ(simplifyInRanges(mod(i2, sym("i9")), {}, extents).kind(),
+            SymExpr::Kind::Mod);
+  // s1 - i2 is in [1, s1]: the multiple s1 splits off, -i2 // s1 stays
+  // (-1 but at i2 = 0).
+  EXPECT_EQ(simplifyInRanges(floorDiv(s1 - i2, s1), {}, extents),
+            floorDiv(SymExpr(0) - i2, s1) + 1);
+}
+
+TEST(SymExpr, SymbolicBlocksOfADivisorSplitOff) {
+  // (16*i + j) // (64*s1) with j < 16 is i // (4*s1), free of j.
+  SymExpr i = sym("i"), j = sym("j"), s0 = sym("s0"), s1 = sym("s1");
+  SymRanges ranges = {{"j", 16}};
+  SymExtents extents = {{"i", s0 * s1 * 4}};
+  SymExpr flat = i * 16 + j;
+  EXPECT_EQ(simplifyInRanges(floorDiv(flat, s1 * 64), ranges, extents),
+            floorDiv(i, s1 * 4));
+  EXPECT_EQ(simplifyInRanges(mod(flat, s1 * 64), ranges, extents),
+            mod(i, s1 * 4) * 16 + j);
+  // Symbolic blocks: (s1*a + b) // (4*s1) with b < s1 is a // 4.
+  SymExpr a = sym("a"), b = sym("b");
+  SymExtents blocks = {{"a", s0 * 4}, {"b", s1}};
+  EXPECT_EQ(simplifyInRanges(floorDiv(a * s1 + b, s1 * 4), {}, blocks),
+            floorDiv(a, SymExpr(4)));
+  EXPECT_EQ(simplifyInRanges(mod(a * s1 + b, s1 * 4), {}, blocks),
+            mod(a, SymExpr(4)) * s1 + b);
+}
+
+TEST(SymExpr, SymbolicDivisionsMatchTheDefinition) {
+  // Every rule checked against Python's // and % on every point, for sizes
+  // 2, 3 and a prime (capture specializes 0 and 1).
+  SymExpr i0 = sym("i0"), i1 = sym("i1"), i2 = sym("i2");
+  SymExpr s0 = sym("s0"), s1 = sym("s1");
+  SymRanges ranges = {{"i1", 4}};
+  SymExtents extents = {{"i0", s0}, {"i2", s1}};
+  std::vector<SymExpr> numerators = {
+      i0 * s1 * 4 + i1 * s1 + i2, i0 * s1 + i2,     i1 * s1 + i2 - 1,
+      i0 * s1 * 8 + i2 * 2 + 1,   s1 * 3 - i2 - 1,  i1 * 16 + i2 * 64,
+      i0 * s0 * s1 + i2 * s0 + i1, mod(i0 + i2, s1) + i1 * s1};
+  std::vector<SymExpr> divisors = {s1,     s1 * 4, s1 * 2, s0 * s1,
+                                   s1 * 64, s0,     SymExpr(4)};
+  for (const SymExpr &n : numerators)
+    for (const SymExpr &d : divisors) {
+      SymExpr q = simplifyInRanges(floorDiv(n, d), ranges, extents);
+      SymExpr r = simplifyInRanges(mod(n, d), ranges, extents);
+      for (int64_t s0v : {2, 3, 7})
+        for (int64_t s1v : {2, 3, 13})
+          for (int64_t i0v = 0; i0v < s0v; ++i0v)
+            for (int64_t i1v = 0; i1v < 4; ++i1v)
+              for (int64_t i2v = 0; i2v < s1v; ++i2v) {
+                std::map<std::string, int64_t> at = {
+                    {"s0", s0v}, {"s1", s1v}, {"i0", i0v}, {"i1", i1v},
+                    {"i2", i2v}};
+                int64_t nv = n.evaluate(at), dv = d.evaluate(at);
+                ASSERT_EQ(q.evaluate(at), floorDivInt(nv, dv))
+                    << n.str() << " // " << d.str() << " as " << q.str();
+                ASSERT_EQ(r.evaluate(at), modInt(nv, dv))
+                    << n.str() << " % " << d.str() << " as " << r.str();
+              }
+    }
+}

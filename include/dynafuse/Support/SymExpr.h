@@ -80,9 +80,16 @@ using SymRanges = std::map<std::string, int64_t>;
 /// The closed range [lo, hi] expr can take, when computable from ranges.
 bool symRange(const SymExpr &expr, const SymRanges &ranges, int64_t &lo,
               int64_t &hi);
+/// Symbolic extents of variables whose extent is not a constant (a loop
+/// `for i2 in 0..s1`): name -> extent, values in [0, extent).
+using SymExtents = std::map<std::string, SymExpr>;
+
 /// Simplifies floordiv and mod using variable ranges: (a*K + b) // K is a and
-/// (a*K + b) % K is b when b stays in [0, K).
-SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges);
+/// (a*K + b) % K is b when b stays in [0, K). K may be a constant or a
+/// monomial of size symbols (64*s1); symbolic extents bound the variables
+/// in the proof that b < K (size symbols count as >= 0).
+SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges,
+                         const SymExtents &extents = {});
 
 /// Whether name is a size symbol's ("s" and digits: s0, s12), the names
 /// symbolic tensor sizes take (loop variables are "i0", "r1").
