@@ -55,8 +55,9 @@ ElementEmitter::simplify(std::vector<SymExpr> index) const {
   SymRanges ranges = builder.openRanges();
   for (const auto &[symbol, position] : maskedPositions)
     ranges[symbol] = position.extent;
+  SymExtents extents = builder.openSymbolicExtents();
   for (SymExpr &expr : index)
-    expr = simplifyInRanges(expr, ranges);
+    expr = simplifyInRanges(expr, ranges, extents);
   return index;
 }
 

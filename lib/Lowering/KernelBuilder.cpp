@@ -26,8 +26,7 @@ SymExpr KernelBuilder::openLoop(const SymExpr &extent) {
   scopes.push_back(scope);
   int id = int(scopes.size()) - 1;
   scopeOfVar[scope.vars[0]] = id;
-  if (extent.isConstant())
-    constantExtents[scope.vars[0]] = extent.constant();
+  recordExtent(scope.vars[0], extent);
   path.push_back(id);
   return SymExpr::symbol(scope.vars[0]);
 }
@@ -165,8 +164,7 @@ bool KernelBuilder::openReduce(ReduceKind kind,
   for (size_t k = 0; k < extents.size(); ++k) {
     const std::string &name = scopes[id].vars[k];
     scopeOfVar[name] = id;
-    if (extents[k].isConstant())
-      constantExtents[name] = extents[k].constant();
+    recordExtent(name, extents[k]);
     vars.push_back(SymExpr::symbol(name));
   }
   path.resize(std::find(path.begin(), path.end(), placement) - path.begin() +
@@ -202,7 +200,19 @@ bool KernelBuilder::visible(int id) const {
          std::find(path.begin(), path.end(), found->second) != path.end();
 }
 
+void KernelBuilder::recordExtent(const std::string &var,
+                                 const SymExpr &extent) {
+  if (extent.isConstant())
+    constantExtents[var] = extent.constant();
+  else
+    symbolicExtents[var] = extent;
+}
+
 SymRanges KernelBuilder::openRanges() const { return constantExtents; }
+
+SymExtents KernelBuilder::openSymbolicExtents() const {
+  return symbolicExtents;
+}
 
 void KernelBuilder::finish() {
   if (path.size() != 1)

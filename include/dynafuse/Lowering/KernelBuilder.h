@@ -50,8 +50,10 @@ public:
 
   /// Whether value id may be reused here (its scope is on the current path).
   bool visible(int id) const;
-  /// The extents of the loop and reduction variables open now.
+  /// The constant extents of the loop and reduction variables open now.
   SymRanges openRanges() const;
+  /// Their symbolic extents (`for i2 in 0..s1`), for those not constant.
+  SymExtents openSymbolicExtents() const;
   /// Finishes: the kernel's body.
   void finish();
 
@@ -75,6 +77,7 @@ private:
   int deepestOnPath(const std::set<int> &scopes) const;
   void varsOf(const SymExpr &expr, std::set<int> &scopes) const;
   std::string freshVar(const char *prefix);
+  void recordExtent(const std::string &var, const SymExpr &extent);
 
   Kernel &kernel;
   std::vector<Scope> scopes;
@@ -82,6 +85,7 @@ private:
   std::map<int, int> scopeOfInstr;
   std::map<std::string, int> scopeOfVar;
   std::map<std::string, int64_t> constantExtents;
+  SymExtents symbolicExtents;
   /// Constants are placed at the root once each.
   std::map<std::string, int> constants;
   int varCounter = 0;
