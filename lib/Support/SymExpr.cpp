@@ -60,6 +60,13 @@ std::string parenthesized(const SymExpr &expr) {
   return needsParens(expr) ? "(" + expr.str() + ")" : expr.str();
 }
 
+/// A divisor in parentheses also when a product: x // (64*s1), not
+/// x // 64*s1, which reads back as (x // 64)*s1.
+std::string parenthesizedDivisor(const SymExpr &expr) {
+  return expr.kind() == SymExpr::Kind::Mul ? "(" + expr.str() + ")"
+                                           : parenthesized(expr);
+}
+
 } // namespace
 
 struct SymExprBuilder {
@@ -181,10 +188,10 @@ static std::string renderText(SymExpr::Kind kind, int64_t value,
     return name;
   case SymExpr::Kind::FloorDiv:
     return "(" + parenthesized(operands[0]) + " // " +
-           parenthesized(operands[1]) + ")";
+           parenthesizedDivisor(operands[1]) + ")";
   case SymExpr::Kind::Mod:
     return "(" + parenthesized(operands[0]) + " % " +
-           parenthesized(operands[1]) + ")";
+           parenthesizedDivisor(operands[1]) + ")";
   case SymExpr::Kind::Mul: {
     std::string text;
     for (const SymExpr &factor : operands)

@@ -186,6 +186,10 @@ TEST(SymExpr, MonomialDivisorsDivideExactly) {
   // Not a multiple of every term: stays a division.
   EXPECT_EQ(floorDiv(s0 * s1 + 1, s1).kind(), SymExpr::Kind::FloorDiv);
   EXPECT_EQ(floorDiv(s0 * 6, s0 * 4).kind(), SymExpr::Kind::FloorDiv);
+  // A product divisor prints in parentheses, so the text reads back.
+  SymExpr kept = floorDiv(s0 * s1 + 1, s1 * 64) + mod(s0 + 1, s1 * 2);
+  EXPECT_EQ(kept.str(), "((s0 + 1) % (2*s1)) + ((s0*s1 + 1) // (64*s1))");
+  EXPECT_EQ(parseSymExpr(kept.str()), kept);
   EXPECT_TRUE(isSizeSymbolName("s12"));
   EXPECT_FALSE(isSizeSymbolName("i0"));
   EXPECT_FALSE(isSizeSymbolName("s"));
