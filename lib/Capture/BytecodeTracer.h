@@ -22,6 +22,7 @@
 #include "GuardBuilder.h"
 #include "InputTable.h"
 #include "OpBinder.h"
+#include "ShapeEnv.h"
 #include "Var.h"
 
 #include "Bytecode.h"
@@ -74,7 +75,7 @@ public:
   friend class CallInliner;
 
   BytecodeTracer(DynafuseFrame *frame, const std::string &graphName,
-                 bool allowResume);
+                 bool allowResume, const ShapePolicy &shapePolicy);
 
   CapturedFrame run();
 
@@ -99,6 +100,48 @@ private:
   /// Tensor inputs by source and object, their in-place updates, and the
   /// values that are views or have views.
   InputTable inputs;
+
+  //===--------------------------------------------------------------------===//
+  // Symbolic sizes (TracerSizes.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// Which dims of tensor inputs stay symbolic, and the symbols made.
+  ShapePolicy shapePolicy;
+  ShapeEnv shapes;
+  /// The dims of a tensor input (read from source) to make symbolic.
+  std::vector<bool> symbolicDims(PyObject *object, int source,
+                                 const std::vector<int64_t> &sizes);
+  /// A tensor input's type and guard with the chosen dims symbolic (false
+  /// when its strides are not a dense layout: then it stays static).
+  bool makeSymbolic(const std::vector<bool> &dims, const TensorMeta &meta,
+                    TensorType &type, Guard &guard);
+  /// A size as a Var: a Constant when it is one, else a SymInt.
+  VarPtr sizeVar(const SymExpr &size);
+  static bool isSymInt(const VarPtr &var) {
+    return var->kind == Var::Kind::SymInt;
+  }
+  /// The size a Constant int or SymInt var holds (else unsupported).
+  SymExpr sizeOf(const VarPtr &var, const std::string &what);
+  /// Whether var is a Constant int or a SymInt.
+  static bool isSizeLike(const VarPtr &var);
+  /// lhs <relation> rhs decided at the hints, guarded.
+  bool decideSizes(int relation, const SymExpr &lhs, const SymExpr &rhs);
+  /// +, -, *, //, % with a SymInt operand (null: not such an operation).
+  VarPtr sizeArithmetic(int kind, const VarPtr &lhs, const VarPtr &rhs);
+  /// A slice of a tensor dim with a symbolic bound or on a symbolic dim:
+  /// bounds clamped as Python does, each decision guarded.
+  VarPtr sliceSymbolic(const VarPtr &tensor, const VarPtr &start,
+                       const VarPtr &stop, const VarPtr &step, int64_t dim);
+  /// Before an op combines tensors: sizes it needs equal (broadcast dims,
+  /// matmul's inner dims) that are two symbols of equal hints become one.
+  void unifyOperandSizes(const std::string &op,
+                         const std::vector<Operand> &operands);
+  /// A reshape's -1 on symbolic sizes that does not divide provably:
+  /// numel // (the other sizes), guarded to divide exactly.
+  void resolveInferredSize(const TensorType &input,
+                           std::map<std::string, Attribute> &attributes);
+  /// Rewrites the graph's types after symbols were unified.
+  void applyUnifiedSizes();
 
   int firstLine() const { return current.code->co_firstlineno; }
 

@@ -48,6 +48,9 @@ struct BreakGuards {
 class Unsupported : public Error {
 public:
   using Error::Error;
+  /// Raised by a capture that had made size symbols (it may succeed with
+  /// static sizes).
+  bool withSymbolicSizes = false;
   /// Attached as the break leaves the tracer (null for a refusal made
   /// before capture relied on anything).
   std::shared_ptr<const BreakGuards> guards;
@@ -79,7 +82,8 @@ struct OutputSpec {
   /// class `constant` made by its builtin base's __new__, its instance dict
   /// keys[i] = items[i] for i < attributeCount, its dict items (a dict
   /// subclass) the rest; SameObject, the list, dict or object with
-  /// objectId `index` already built for this run.
+  /// objectId `index` already built for this run; Size, the int `size`
+  /// is in this run (a symbolic size, evaluated with the guards' symbols).
   enum class Kind {
     GraphOutput,
     Input,
@@ -93,7 +97,8 @@ struct OutputSpec {
     Method,
     EnteredContext,
     NewObject,
-    SameObject
+    SameObject,
+    Size
   };
   Kind kind = Kind::Constant;
   /// GraphOutput: index in graph.outputs; Input: index in graph.inputs;
@@ -107,6 +112,7 @@ struct OutputSpec {
   /// an object referenced twice is built once per run (SameObject).
   int objectId = -1;
   size_t attributeCount = 0;
+  SymExpr size;
 };
 
 /// A graph break the frame resumes after (DESIGN decision 11): the graph
@@ -188,12 +194,20 @@ struct CapturedFrame {
   /// Set when capture stopped at a graph break it can resume after; the
   /// graph then ends there and `result` is unused.
   std::shared_ptr<ResumePoint> resume;
+  /// The sizes of each tensor input, by its source's description: what
+  /// automatic dynamic shapes compares later captures with.
+  std::map<std::string, std::vector<int64_t>> inputSizes;
+  /// Whether the graph has size symbols (ShapeEnv.h), and their values in
+  /// the call captured.
+  bool symbolic = false;
+  std::map<std::string, int64_t> sizeHints;
 };
 
 /// allowResume: a break resumes after itself (ResumePoint) where it can;
-/// without (fullgraph=True), every break throws Unsupported.
+/// without (fullgraph=True), every break throws Unsupported. policy: which
+/// tensor dims stay symbolic.
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName,
-                           bool allowResume);
+                           bool allowResume, const ShapePolicy &policy);
 
 } // namespace dynafuse
 

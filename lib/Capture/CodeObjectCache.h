@@ -48,8 +48,9 @@ struct CacheEntry {
   /// the view (returned sharing the input's memory, as eager does).
   struct InputView {
     int input = -1;
-    std::vector<int64_t> sizes, strides;
-    int64_t offset = 0;
+    /// Symbolic with the graph's sizes (evaluated with the guards' symbols).
+    std::vector<SymExpr> sizes, strides;
+    SymExpr offset;
   };
   std::vector<InputView> outputViews;
 };
@@ -63,6 +64,8 @@ struct CodeCache {
   bool skip = false;
   bool skippedFile = false;
   int compiles = 0;
+  /// The sizes its captures saw (automatic dynamic shapes).
+  ShapeHistory shapes;
   /// Code generated for graph breaks in this code (break stubs, resume
   /// functions), by what it is for. A break in a resume function uses its
   /// original's: converging paths share one resume function.

@@ -45,11 +45,9 @@ CacheEntry::InputView inputViewOf(const LoopModule &module,
       view.input = int(i);
   if (view.input < 0)
     return view;
-  for (const SymExpr &size : step->type.sizes)
-    view.sizes.push_back(size.constant());
-  for (const SymExpr &stride : step->type.effectiveStrides())
-    view.strides.push_back(stride.constant());
-  view.offset = step->offset.constant();
+  view.sizes = step->type.sizes;
+  view.strides = step->type.effectiveStrides();
+  view.offset = step->offset;
   return view;
 }
 
@@ -134,21 +132,98 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   requireDevicesOf(module, options.backend);
   chain.backend = &backendNamed(options.registeredBackend);
   chain.backendOptions = compileOptions;
+  ++compilerStats().backendCompiles;
   entry.module = compileLoopModule(std::move(module), chain).compiled;
-  info.peakIntermediateBytes = entry.module->peakIntermediateBytes({});
+  // For the sizes of the call captured.
+  info.peakIntermediateBytes =
+      entry.module->peakIntermediateBytes(entry.captured.sizeHints);
   compiledGraphs().push_back(info);
+}
+
+} // namespace
+
+namespace {
+
+ShapePolicy shapePolicyFor(const CallOptions &options,
+                           const ShapeHistory &history) {
+  ShapePolicy policy;
+  policy.firstSizes = &history.firstSizes;
+  policy.changedDims = &history.changedDims;
+  switch (options.dynamic) {
+  case CallOptions::DynamicShapes::Always:
+    policy.mode = ShapePolicy::Mode::Dynamic;
+    break;
+  case CallOptions::DynamicShapes::Never:
+    policy.mode = ShapePolicy::Mode::Static;
+    break;
+  case CallOptions::DynamicShapes::Automatic:
+    policy.mode = options.config->options.automaticDynamicShapes
+                      ? ShapePolicy::Mode::Automatic
+                      : ShapePolicy::Mode::Static;
+    break;
+  }
+  if (history.symbolicFailed)
+    policy.mode = ShapePolicy::Mode::Static;
+  return policy;
+}
+
+void giveUpSymbolicSizes(ShapeHistory &history, PyCodeObject *code,
+                         const std::string &why) {
+  history.symbolicFailed = true;
+  logLine("recompiles", "dynamic shapes: " + codeName(code) +
+                            " with symbolic sizes: " + why +
+                            "; captured with static sizes from now on");
+}
+
+/// Captures frame under the code's shape policy; a capture with symbolic
+/// sizes that breaks or fails is redone with static ones.
+CapturedFrame captureWithShapes(DynafuseFrame *frame,
+                                const CallOptions &options,
+                                const std::string &name,
+                                ShapeHistory &history) {
+  bool allowResume =
+      !options.fullgraph && options.config->options.resumeAfterBreaks;
+  ShapePolicy policy = shapePolicyFor(options, history);
+  if (policy.mode != ShapePolicy::Mode::Static) {
+    std::string why;
+    try {
+      CapturedFrame captured =
+          captureFrame(frame, name, allowResume, policy);
+      if (!captured.symbolic || !captured.resume) {
+        history.record(captured.inputSizes);
+        return captured;
+      }
+      why = "graph break at " + captured.resume->where.str() + ": " +
+            captured.resume->reason;
+    } catch (Unsupported &error) {
+      if (!error.withSymbolicSizes)
+        throw;
+      why = error.what();
+    }
+    giveUpSymbolicSizes(history, frame->code, why);
+    policy.mode = ShapePolicy::Mode::Static;
+  }
+  CapturedFrame captured = captureFrame(frame, name, allowResume, policy);
+  history.record(captured.inputSizes);
+  return captured;
 }
 
 } // namespace
 
 std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
                                          const CallOptions &options,
-                                         int compileIndex) {
+                                         int compileIndex,
+                                         ShapeHistory &history) {
   auto entry = std::make_unique<CacheEntry>();
   entry->backend = options.backend;
-  entry->captured = captureFrame(frame, graphName(frame->code, compileIndex),
-                                 !options.fullgraph &&
-                                     options.config->options.resumeAfterBreaks);
+  entry->captured = captureWithShapes(
+      frame, options, graphName(frame->code, compileIndex), history);
+  if (entry->captured.symbolic) {
+    ++compilerStats().symbolicCaptures;
+    if (logEnabled("recompiles") || logEnabled("guards"))
+      logLine("recompiles", "dynamic shapes: " + codeName(frame->code) +
+                                " captured with symbolic sizes");
+  }
   if (!entry->captured.graph->outputs.empty() ||
       (!entry->captured.resume && !entry->captured.graph->nodes.empty()))
     ++compilerStats().captures;
@@ -173,10 +248,18 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     }
     compileCaptured(*entry, frame, options);
   } catch (Unsupported &error) {
+    if (entry->captured.symbolic) {
+      giveUpSymbolicSizes(history, frame->code, error.what());
+      return compileFrame(frame, options, compileIndex, history);
+    }
     if (!error.guards)
       error.guards = guardsOfCapture();
     throw;
   } catch (const std::exception &error) {
+    if (entry->captured.symbolic) {
+      giveUpSymbolicSizes(history, frame->code, error.what());
+      return compileFrame(frame, options, compileIndex, history);
+    }
     throw CompileFailure(error.what(), guardsOfCapture());
   }
   return entry;

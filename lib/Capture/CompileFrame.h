@@ -26,12 +26,15 @@ public:
 };
 
 /// A new entry for `frame`, the `compileIndex`-th compiled from its code
-/// object. Throws Unsupported on graph breaks and CompileFailure on compile
-/// failures, each carrying the guards it happened under when capture got
-/// that far.
+/// object, whose captures so far saw `history` (updated). Throws
+/// Unsupported on graph breaks and CompileFailure on compile failures, each
+/// carrying the guards it happened under when capture got that far. A
+/// capture with symbolic sizes that breaks or fails is redone with static
+/// sizes (and the code's later captures are static).
 std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
                                          const CallOptions &options,
-                                         int compileIndex);
+                                         int compileIndex,
+                                         ShapeHistory &history);
 
 } // namespace dynafuse
 

@@ -162,9 +162,19 @@ PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
                             options.config->options.recompileLimit))
     return nullptr;
   std::shared_ptr<CacheEntry> entry =
-      compileFrame(frame, options, cache.compiles++);
+      compileFrame(frame, options, cache.compiles++, cache.shapes);
   cache.entries.push_front(entry);
   SourceResolver resolver(entry->captured.sources, frame);
+  if (entry->captured.symbolic &&
+      !guardsHold(*entry, GlobalState::current(), resolver, nullptr)) {
+    // The guards bind the size symbols the run evaluates; they hold for
+    // the frame just captured unless the capture misjudged it.
+    logLine("graph_breaks", "the guards of " + entry->captured.graph->name +
+                                " fail for the call it was captured from; "
+                                "the call runs eagerly");
+    *handled = 0;
+    return nullptr;
+  }
   return runCompiledEntry(entry, resolver, frame, pending, handled);
 }
 

@@ -35,6 +35,10 @@ public:
   void guardRelation(Guard::Kind kind, int source, int other);
   const std::vector<Guard> &guards() const { return guardList; }
   const Source &source(int id) const { return sources.at(size_t(id)); }
+  /// How the guards describe the source ("L['x'].weight").
+  std::string describe(int id) const {
+    return sources.at(size_t(id)).describe(sources);
+  }
   /// Moves the sources and guards out (the builder is empty afterwards).
   void moveInto(std::vector<Source> &sources, std::vector<Guard> &guards);
 

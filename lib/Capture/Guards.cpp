@@ -1,6 +1,8 @@
 //===- Guards.cpp - Where captured values come from and what was assumed -===//
 #include "Guards.h"
 
+#include "dynafuse/Support/Error.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -113,15 +115,26 @@ std::string Source::describe(const std::vector<Source> &all) const {
 }
 
 std::string Guard::describe(const std::vector<Source> &sources) const {
+  if (kind == Kind::Shape)
+    return shape.str();
   std::string where = sources[source].describe(sources);
   switch (kind) {
   case Kind::Tensor: {
     std::string sizes;
     for (int64_t size : tensor.sizes)
       sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
+    std::string ranges;
+    if (!symbolicSizes.empty()) {
+      sizes.clear();
+      for (const SymExpr &size : symbolicSizes) {
+        sizes += (sizes.empty() ? "" : ", ") + size.str();
+        if (size.isSymbol())
+          ranges += ", " + size.str() + " >= 2";
+      }
+    }
     return where + " is a " + tensor.dtypeName + " tensor of size [" + sizes +
            "] on " + tensor.device +
-           (tensor.requiresGrad ? " requiring grad" : "");
+           (tensor.requiresGrad ? " requiring grad" : "") + ranges;
   }
   case Kind::Equals: {
     PyRef text = PyRef::steal(PyObject_Repr(expected.get()));
@@ -162,6 +175,8 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
     return where + " is empty";
   case Kind::DictLength:
     return where + " has " + std::to_string(length) + " entries";
+  case Kind::Shape:
+    break; // described above
   }
   return where;
 }
@@ -278,13 +293,59 @@ PyObject *SourceResolver::get(int index) {
   return values[index].get();
 }
 
+namespace {
+
+/// A tensor guard with symbolic dims: same dtype, device, rank and
+/// requires_grad; each constant size equal; each symbol bound by its first
+/// dim (to a size >= 2: sizes 0 and 1 are specialized) and equal at the
+/// others; each stride equal where its dim is not 1.
+bool symbolicTensorMatches(PyObject *value, const Guard &guard,
+                           std::map<std::string, int64_t> &symbols) {
+  std::vector<int64_t> sizes, strides;
+  if (!tensorKindMatches(value, guard.tensor, sizes, strides) ||
+      sizes.size() != guard.symbolicSizes.size())
+    return false;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const SymExpr &expected = guard.symbolicSizes[k];
+    if (expected.isConstant()) {
+      if (expected.constant() != sizes[k])
+        return false;
+      continue;
+    }
+    auto bound = symbols.find(expected.symbolName());
+    if (bound == symbols.end()) {
+      if (sizes[k] < 2)
+        return false;
+      symbols[expected.symbolName()] = sizes[k];
+    } else if (bound->second != sizes[k]) {
+      return false;
+    }
+  }
+  for (size_t k = 0; k < strides.size(); ++k)
+    if (sizes[k] != 1 &&
+        guard.symbolicStrides[k].evaluate(symbols) != strides[k])
+      return false;
+  return true;
+}
+
+} // namespace
+
 bool checkGuard(const Guard &guard, SourceResolver &resolver) {
+  if (guard.kind == Guard::Kind::Shape) {
+    try {
+      return guard.shape.holds(resolver.symbols);
+    } catch (const Error &) {
+      return false; // a symbol no tensor guard bound: fail closed
+    }
+  }
   PyObject *value = resolver.get(guard.source);
   if (!value)
     return false;
   switch (guard.kind) {
   case Guard::Kind::Tensor:
-    return tensorMatches(value, guard.tensor);
+    return guard.symbolicSizes.empty()
+               ? tensorMatches(value, guard.tensor)
+               : symbolicTensorMatches(value, guard, resolver.symbols);
   case Guard::Kind::Identity:
     return value == guard.expected.get();
   case Guard::Kind::NoAttribute: {
@@ -335,6 +396,8 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     return PyDict_Check(value) && size_t(PyDict_Size(value)) == guard.length;
   case Guard::Kind::Equals:
     return sameConstant(value, guard.expected.get());
+  case Guard::Kind::Shape:
+    break; // checked above
   }
   return false;
 }

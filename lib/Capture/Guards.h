@@ -12,8 +12,10 @@
 
 #include "EvalFrameHook.h"
 #include "PyRef.h"
+#include "ShapeEnv.h"
 #include "TorchBridge.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,7 +83,8 @@ struct Guard {
     OtherStorage,
     NoAttribute,
     NoInstanceAttribute,
-    Distinct
+    Distinct,
+    Shape
   };
   Kind kind = Kind::Tensor;
   int source = -1;
@@ -92,6 +95,12 @@ struct Guard {
   /// objects.
   std::vector<int> group;
   TensorMeta tensor;
+  /// Tensor with symbolic dims: its sizes and strides as size symbols and
+  /// expressions of them (empty: tensor.sizes and strides exactly). The
+  /// first guard to meet a symbol binds it; later ones compare.
+  std::vector<SymExpr> symbolicSizes, symbolicStrides;
+  /// Shape (source -1): a decision on sizes, over symbols bound before.
+  ShapeGuard shape;
   /// Equals: the value (compared with exact type); Identity: the object;
   /// NoAttribute: the attribute name the object must lack;
   /// NoInstanceAttribute: the name its instance __dict__ must lack (a
@@ -102,7 +111,8 @@ struct Guard {
   std::string describe(const std::vector<Source> &sources) const;
 };
 
-/// Fetches source values for one frame, each at most once.
+/// Fetches source values for one frame, each at most once, and holds the
+/// size symbols the tensor guards bound from them.
 class SourceResolver {
 public:
   SourceResolver(const std::vector<Source> &sources, DynafuseFrame *frame)
@@ -110,6 +120,8 @@ public:
         resolved(sources.size(), false) {}
   /// Borrowed; null (with no Python error set) when unavailable.
   PyObject *get(int source);
+  /// Size symbols bound so far by symbolic tensor guards.
+  std::map<std::string, int64_t> symbols;
 
 private:
   PyRef fetch(const Source &source);

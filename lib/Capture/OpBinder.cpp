@@ -132,28 +132,32 @@ void OpBinder::checkFixed(const ParamSpec &param, const VarPtr &arg,
   }
 }
 
-std::vector<int64_t> OpBinder::intsOf(const std::vector<VarPtr> &args,
-                                      const std::string &what,
-                                      const std::string &param) {
+Attribute OpBinder::intsOf(const std::vector<VarPtr> &args,
+                           const std::string &what, const std::string &param) {
   std::vector<VarPtr> items = args;
-  if (args.size() == 1 && args[0]->kind != Var::Kind::Constant)
+  if (args.size() == 1 && args[0]->kind != Var::Kind::Constant &&
+      args[0]->kind != Var::Kind::SymInt)
     items = tracer.itemsOf(args[0]);
-  else if (args.size() == 1 && PyTuple_Check(args[0]->object.get()))
+  else if (args.size() == 1 && args[0]->kind == Var::Kind::Constant &&
+           PyTuple_Check(args[0]->object.get()))
     items = tracer.itemsOf(args[0]);
-  std::vector<int64_t> values;
+  // Sizes may be symbolic (view(B, T, -1)): canonical as integers when
+  // none is.
+  std::vector<SymExpr> values;
   for (const VarPtr &item : items) {
-    if (item->kind != Var::Kind::Constant ||
-        !PyLong_CheckExact(item->object.get()))
+    if (!BytecodeTracer::isSizeLike(item))
       tracer.unsupported(what + " with a non-constant '" + param + "'");
-    values.push_back(PyLong_AsLongLong(item->object.get()));
+    values.push_back(tracer.sizeOf(item, what));
   }
-  return values;
+  return canonicalAttribute(values);
 }
 
 Attribute OpBinder::attributeOfVar(const VarPtr &arg, const std::string &what,
                                    const std::string &param) {
   if (arg->kind == Var::Kind::Tuple)
     return intsOf({arg}, what, param);
+  if (arg->kind == Var::Kind::SymInt)
+    return canonicalAttribute(tracer.sizeOf(arg, what));
   return attributeOf(concreteOf(arg, what, param), what);
 }
 

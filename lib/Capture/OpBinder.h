@@ -56,7 +56,7 @@ private:
                   const std::string &what);
 
   /// Integer list from vararg ints or one tuple/list of ints.
-  std::vector<int64_t> intsOf(const std::vector<VarPtr> &args,
+  Attribute intsOf(const std::vector<VarPtr> &args,
                               const std::string &what,
                               const std::string &param);
 

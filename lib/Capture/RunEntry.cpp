@@ -127,6 +127,8 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
   }
   case OutputSpec::Kind::Constant:
     return PyRef(spec.constant).release();
+  case OutputSpec::Kind::Size:
+    return PyLong_FromLongLong(spec.size.evaluate(resolver.symbols));
   case OutputSpec::Kind::Input:
     return PyRef::borrow(inputs[spec.index]).release();
   case OutputSpec::Kind::GraphOutput: {
@@ -134,9 +136,17 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
     if (input >= 0)
       return PyRef::borrow(inputs[input]).release();
     const CacheEntry::InputView &view = entry.outputViews[spec.index];
-    if (view.input >= 0)
-      return viewOfTensor(inputs[size_t(view.input)], view.sizes, view.strides,
-                          view.offset);
+    if (view.input >= 0) {
+      const std::map<std::string, int64_t> &symbols = resolver.symbols;
+      auto values = [&](const std::vector<SymExpr> &exprs) {
+        std::vector<int64_t> evaluated;
+        for (const SymExpr &expr : exprs)
+          evaluated.push_back(expr.evaluate(symbols));
+        return evaluated;
+      };
+      return viewOfTensor(inputs[size_t(view.input)], values(view.sizes),
+                          values(view.strides), view.offset.evaluate(symbols));
+    }
     const std::string &name = entry.module->module().outputs[spec.index];
     return PyRef(context.tensors.at(name)).release();
   }

@@ -56,6 +56,12 @@ std::string deviceSpelling(PyObject *deviceOrString);
 TensorMeta describeTensor(PyObject *object);
 /// Cheap guard check: same dtype, device, sizes, strides and requires_grad.
 bool tensorMatches(PyObject *object, const TensorMeta &expected);
+/// The part of tensorMatches that is not about the shape (dtype, device,
+/// requires_grad); the tensor's sizes and strides are returned for a
+/// symbolic check.
+bool tensorKindMatches(PyObject *object, const TensorMeta &expected,
+                       std::vector<int64_t> &sizes,
+                       std::vector<int64_t> &strides);
 /// Data, sizes and strides only (the per-call argument path).
 void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
                 std::vector<int64_t> &strides);

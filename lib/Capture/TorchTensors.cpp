@@ -68,6 +68,23 @@ bool tensorMatches(PyObject *object, const TensorMeta &expected) {
          device.index() == expected.deviceIndex;
 }
 
+bool tensorKindMatches(PyObject *object, const TensorMeta &expected,
+                       std::vector<int64_t> &sizes,
+                       std::vector<int64_t> &strides) {
+  if (!isPlainTensor(object))
+    return false;
+  const at::Tensor &tensor = THPVariable_Unpack(object);
+  c10::Device device = tensor.device();
+  if (static_cast<int>(tensor.scalar_type()) != expected.scalarType ||
+      tensor.requires_grad() != expected.requiresGrad ||
+      static_cast<int>(device.type()) != expected.deviceType ||
+      device.index() != expected.deviceIndex)
+    return false;
+  sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+  strides.assign(tensor.strides().begin(), tensor.strides().end());
+  return true;
+}
+
 void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
                 std::vector<int64_t> &strides) {
   const at::Tensor &tensor = THPVariable_Unpack(object);

@@ -138,6 +138,8 @@ BytecodeTracer::Branch BytecodeTracer::branchOf(int opcode) {
 }
 
 bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
+  if (isSymInt(condition))
+    return noneTest || decideSizes(Py_NE, condition->size, 0);
   if (condition->kind == Var::Kind::Tensor) {
     if (noneTest)
       return true; // A tensor is not None.

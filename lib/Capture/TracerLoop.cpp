@@ -5,8 +5,9 @@ namespace dynafuse {
 namespace capture {
 
 BytecodeTracer::BytecodeTracer(DynafuseFrame *frame,
-                               const std::string &graphName, bool allowResume)
-    : frame(frame), allowResume(allowResume) {
+                               const std::string &graphName, bool allowResume,
+                               const ShapePolicy &shapePolicy)
+    : frame(frame), shapePolicy(shapePolicy), allowResume(allowResume) {
   current.code = frame->code;
   current.globals = frame->globals;
   result.graph = std::make_unique<Graph>(graphName);
@@ -44,9 +45,12 @@ CapturedFrame BytecodeTracer::run() {
     guardBuilder.moveInto(guards->sources, guards->guards);
     guards->state = state;
     error.guards = std::move(guards);
+    error.withSymbolicSizes = !shapes.empty();
     throw;
   }
   guardBuilder.moveInto(result.sources, result.guards);
+  result.symbolic = !shapes.empty();
+  result.sizeHints = shapes.symbolHints();
   return std::move(result);
 }
 
@@ -506,6 +510,10 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
     return containerSpec(var, [&](const VarPtr &item) { return outputOf(item); });
   case Var::Kind::NewObject:
     return newObjectSpec(var, [&](const VarPtr &item) { return outputOf(item); });
+  case Var::Kind::SymInt:
+    spec.kind = OutputSpec::Kind::Size;
+    spec.size = shapes.canonical(var->size);
+    return spec;
   default:
     unsupported("returning a value the interpreter cannot rebuild");
   }
@@ -549,8 +557,8 @@ GlobalState GlobalState::current() {
 }
 
 CapturedFrame captureFrame(DynafuseFrame *frame, const std::string &graphName,
-                           bool allowResume) {
-  return capture::BytecodeTracer(frame, graphName, allowResume).run();
+                           bool allowResume, const ShapePolicy &policy) {
+  return capture::BytecodeTracer(frame, graphName, allowResume, policy).run();
 }
 
 } // namespace dynafuse

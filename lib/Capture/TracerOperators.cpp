@@ -30,6 +30,11 @@ VarPtr BytecodeTracer::emit(const std::string &op,
                             std::vector<Operand> operands,
                             std::map<std::string, Attribute> attributes) {
   requireNoAutograd(operands);
+  if (!shapes.empty()) {
+    unifyOperandSizes(op, operands);
+    if (op == "reshape" && !operands.empty() && operands[0].isValue())
+      resolveInferredSize(operands[0].value->type, attributes);
+  }
   Node *node;
   try {
     node = result.graph->addNode(op, std::move(operands), std::move(attributes),
@@ -81,6 +86,8 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
     return foldPython(foldBinary(
         kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind, lhs,
         rhs));
+  if (VarPtr size = sizeArithmetic(kind, lhs, rhs))
+    return size;
   int plain = kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind;
   // Tuples made during capture (sizes) concatenate: `x.size()[:-1] + (n,)`.
   bool tupleLike[2];
@@ -285,6 +292,11 @@ bool BytecodeTracer::comparableAtCapture(const VarPtr &var) {
 
 VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
                                  const VarPtr &rhs) {
+  if ((isSymInt(lhs) || isSymInt(rhs)) && isSizeLike(lhs) && isSizeLike(rhs))
+    return constant(decideSizes(kind, sizeOf(lhs, "comparison"),
+                                sizeOf(rhs, "comparison"))
+                        ? Py_True
+                        : Py_False);
   if (comparableAtCapture(lhs) && comparableAtCapture(rhs))
     return foldPython(
         PyObject_RichCompare(lhs->object.get(), rhs->object.get(), kind));
@@ -310,6 +322,8 @@ VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
 }
 
 VarPtr BytecodeTracer::negate(const VarPtr &var) {
+  if (isSymInt(var))
+    return sizeVar(SymExpr(0) - sizeOf(var, "negation"));
   if (var->kind == Var::Kind::Constant)
     return foldPython(PyNumber_Negative(var->object.get()));
   return emit("neg", {operandOf(var, "neg")});

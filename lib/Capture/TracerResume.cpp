@@ -189,6 +189,12 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
     return spec;
   case Var::Kind::Iterator:
     throw CannotResume{"an iterator is live (a break inside a loop)"};
+  case Var::Kind::SymInt:
+    spec.kind = OutputSpec::Kind::Size;
+    spec.size = shapes.canonical(var->size);
+    return spec;
+  case Var::Kind::SymSlice:
+    throw CannotResume{"a slice with a symbolic bound is live"};
   default:
     throw CannotResume{"a closure cell or function made during capture is "
                        "live"};

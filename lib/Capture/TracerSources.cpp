@@ -115,18 +115,22 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   TensorType type;
   type.dtype = *meta.dtype;
   type.device = meta.device;
-  for (int64_t size : meta.sizes)
-    type.sizes.push_back(SymExpr(size));
-  std::vector<SymExpr> strides;
-  for (int64_t stride : meta.strides)
-    strides.push_back(SymExpr(stride));
-  if (!meta.sizes.empty() && strides != contiguousStrides(type.sizes))
-    type.strides = strides;
   Guard guard;
   guard.kind = Guard::Kind::Tensor;
   guard.source = source;
   guard.tensor = meta;
   guard.tensor.data = nullptr;
+  std::vector<bool> dims = symbolicDims(object, source, meta.sizes);
+  if (std::find(dims.begin(), dims.end(), true) == dims.end() ||
+      !makeSymbolic(dims, meta, type, guard)) {
+    for (int64_t size : meta.sizes)
+      type.sizes.push_back(SymExpr(size));
+    std::vector<SymExpr> strides;
+    for (int64_t stride : meta.strides)
+      strides.push_back(SymExpr(stride));
+    if (!meta.sizes.empty() && strides != contiguousStrides(type.sizes))
+      type.strides = strides;
+  }
   guardBuilder.addGuard(std::move(guard));
   std::string name = "arg" + std::to_string(result.graph->inputs.size());
   var->tensor = result.graph->addInput(name, type);

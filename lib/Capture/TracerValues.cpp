@@ -237,6 +237,11 @@ VarPtr BytecodeTracer::buildSlice(int count) {
   VarPtr step = count == 3 ? pop() : nullptr;
   VarPtr stop = pop();
   VarPtr start = pop();
+  if (isSymInt(start) || isSymInt(stop) || (step && isSymInt(step))) {
+    VarPtr slice = makeVar(Var::Kind::SymSlice);
+    slice->items = {start, stop, step ? step : constant(Py_None)};
+    return slice;
+  }
   for (const VarPtr &part : {start, stop, step})
     if (part && part->kind != Var::Kind::Constant)
       unsupported("slice with a non-constant bound");
@@ -259,16 +264,28 @@ VarPtr BytecodeTracer::indexTensor(VarPtr tensor, const VarPtr &index) {
           ? itemsOf(index)
           : std::vector<VarPtr>{index};
   for (const VarPtr &item : items)
-    if (item->kind != Var::Kind::Constant)
+    if (item->kind != Var::Kind::Constant &&
+        item->kind != Var::Kind::SymSlice && !isSymInt(item))
       return advancedIndex(tensor, index);
   size_t consumed = 0;
   for (const VarPtr &item : items) {
+    if (item->kind != Var::Kind::Constant) {
+      ++consumed;
+      continue;
+    }
     PyObject *object = item->object.get();
     consumed += PyLong_CheckExact(object) || PySlice_Check(object);
   }
   int64_t rank = int64_t(tensor->tensor->type.rank());
   int64_t dim = 0;
   for (const VarPtr &item : items) {
+    if (item->kind == Var::Kind::SymSlice) {
+      tensor = sliceSymbolic(tensor, item->items[0], item->items[1],
+                             item->items[2], dim++);
+      continue;
+    }
+    if (isSymInt(item))
+      unsupported("tensor index that is a symbolic size");
     PyObject *object = item->object.get();
     if (object == Py_Ellipsis) {
       dim += rank - int64_t(consumed);
@@ -295,6 +312,10 @@ VarPtr BytecodeTracer::indexTensor(VarPtr tensor, const VarPtr &index) {
 VarPtr BytecodeTracer::sliceTensor(const VarPtr &tensor, PyObject *slice,
                                    int64_t dim) {
   auto *parts = reinterpret_cast<PySliceObject *>(slice);
+  if (dim < int64_t(tensor->tensor->type.rank()) &&
+      !tensor->tensor->type.sizes[size_t(dim)].isConstant())
+    return sliceSymbolic(tensor, constant(parts->start), constant(parts->stop),
+                         constant(parts->step), dim);
   auto bound = [&](PyObject *value, int64_t fallback) {
     if (value == Py_None)
       return fallback;
@@ -317,6 +338,14 @@ bool BytecodeTracer::isMetadataMethod(const std::string &name) {
 }
 
 VarPtr BytecodeTracer::sizesTuple(const TensorType &type) {
+  if (!allConstant(type.sizes)) {
+    // A tuple of ints and SymInts (not a torch.Size object: its items are
+    // not all known).
+    VarPtr sizes = makeVar(Var::Kind::Tuple);
+    for (const SymExpr &size : type.sizes)
+      sizes->items.push_back(sizeVar(size));
+    return sizes;
+  }
   PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(type.rank())));
   for (size_t k = 0; k < type.rank(); ++k) {
     if (!type.sizes[k].isConstant())
@@ -418,11 +447,8 @@ VarPtr BytecodeTracer::tensorMetadata(const VarPtr &tensor,
   const TensorType &type = tensor->tensor->type;
   if (method == "dim" || method == "ndimension")
     return integerConstant(int64_t(type.rank()));
-  if (method == "numel" || method == "nelement") {
-    if (!type.numel().isConstant())
-      unsupported("symbolic numel");
-    return integerConstant(type.numel().constant());
-  }
+  if (method == "numel" || method == "nelement")
+    return sizeVar(type.numel());
   if (args.empty())
     return sizesTuple(type);
   if (args[0]->kind != Var::Kind::Constant ||
@@ -432,10 +458,7 @@ VarPtr BytecodeTracer::tensorMetadata(const VarPtr &tensor,
   int64_t rank = int64_t(type.rank());
   if (dim < -rank || dim >= rank)
     unsupported("Tensor.size: dim out of range");
-  const SymExpr &size = type.sizes[size_t(dim < 0 ? dim + rank : dim)];
-  if (!size.isConstant())
-    unsupported("symbolic size");
-  return integerConstant(size.constant());
+  return sizeVar(type.sizes[size_t(dim < 0 ? dim + rank : dim)]);
 }
 
 VarPtr BytecodeTracer::iterate(const VarPtr &iterable) {

@@ -2,8 +2,9 @@
 //
 // What sits on the tracer's symbolic stack and in its symbolic locals: a
 // graph value (Tensor), a constant or concrete object read from a source,
-// or a container, method, iterator, cell, function or instance of a Python
-// class made during capture.
+// a symbolic size (SymInt) or a slice with one, or a container, method,
+// iterator, cell, function or instance of a Python class made during
+// capture.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_VAR_H
@@ -40,9 +41,15 @@ struct Var {
     Dict,
     Cell,
     Function,
-    NewObject
+    NewObject,
+    SymInt,
+    SymSlice
   };
   Kind kind = Kind::Null;
+  /// SymInt: a Python int that is a symbolic size (ShapeEnv.h), never a
+  /// constant. SymSlice: a slice with a SymInt bound; items are start, stop
+  /// and step (each a SymInt or a Constant int or None).
+  SymExpr size;
   Value *tensor = nullptr;
   PyRef object;
   std::vector<VarPtr> items;

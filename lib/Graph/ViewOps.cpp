@@ -64,7 +64,12 @@ std::vector<TensorType> inferReshape(const Node &node) {
     sizes[inferred] = quotient;
     known = numel;
   }
-  if (known != numel)
+  // A size with a floor division is capture's resolved -1 (numel // the
+  // other sizes), which it guards to divide exactly.
+  bool guardedDivision = false;
+  for (const SymExpr &size : sizes)
+    guardedDivision |= size.str().find("//") != std::string::npos;
+  if (known != numel && !guardedDivision)
     opError(node, "shape has " + known.str() + " elements but the input has " +
                       numel.str());
   return {likeFirstOperand(node, sizes)};

@@ -73,6 +73,8 @@ Options readOptions(const EnvironmentLookup &lookup) {
   }
   if (const char *resume = nonEmpty(lookup, "DYNAFUSE_RESUME_AFTER_BREAKS"))
     options.resumeAfterBreaks = std::string(resume) != "0";
+  if (const char *automatic = nonEmpty(lookup, "DYNAFUSE_AUTOMATIC_DYNAMIC"))
+    options.automaticDynamicShapes = std::string(automatic) != "0";
   options.codegen.diskCacheDir = diskCacheDirectory(lookup);
   if (const char *width = nonEmpty(lookup, "DYNAFUSE_VECTOR_WIDTH"))
     options.codegen.vectorWidth = width;
@@ -110,6 +112,9 @@ const std::vector<OptionVariable> &optionVariables() {
       {"DYNAFUSE_RESUME_AFTER_BREAKS", "1",
        "0: a graph break runs its frame eagerly instead of compiling the "
        "graph before it and resuming after it"},
+      {"DYNAFUSE_AUTOMATIC_DYNAMIC", "1",
+       "0: dynamic=None compiles every new size statically instead of "
+       "making the dims whose size changed symbolic"},
       {"DYNAFUSE_DISK_CACHE", "1", "0 turns the on-disk kernel cache off"},
       {"DYNAFUSE_CACHE_DIR", "$XDG_CACHE_HOME/dynafuse or ~/.cache/dynafuse",
        "folder of the on-disk kernel cache"},

@@ -170,6 +170,40 @@ struct SymExprBuilder {
     return true;
   }
 
+  /// The largest monomial (positive gcd of the coefficients times the atoms
+  /// all terms share) dividing every term of a and the one term of b,
+  /// when it is more than 1.
+  static bool commonFactor(const Poly &a, const Poly &b, Poly &common) {
+    if (b.size() != 1 || a.empty())
+      return false;
+    const Term &divisor = b.begin()->second;
+    int64_t gcd = divisor.coefficient < 0 ? -divisor.coefficient
+                                          : divisor.coefficient;
+    std::vector<SymExpr> atoms = divisor.atoms;
+    for (auto &entry : a) {
+      int64_t c = entry.second.coefficient < 0 ? -entry.second.coefficient
+                                               : entry.second.coefficient;
+      while (c != 0) {
+        int64_t r = gcd % c;
+        gcd = c;
+        c = r;
+      }
+      std::vector<SymExpr> kept, rest = entry.second.atoms;
+      for (const SymExpr &atom : atoms) {
+        auto found = std::find(rest.begin(), rest.end(), atom);
+        if (found != rest.end()) {
+          kept.push_back(atom);
+          rest.erase(found);
+        }
+      }
+      atoms = kept;
+    }
+    if (gcd <= 1 && atoms.empty())
+      return false;
+    addTerm(common, gcd <= 0 ? 1 : gcd, atoms);
+    return true;
+  }
+
   static Poly divideExactly(const Poly &poly, int64_t divisor) {
     Poly quotient;
     for (auto &entry : poly)
@@ -300,11 +334,22 @@ SymExpr floorDiv(const SymExpr &lhs, const SymExpr &rhs) {
       return SymExprBuilder::fromPoly(
           SymExprBuilder::divideExactly(poly, divisor));
   } else {
+    Poly numerator = SymExprBuilder::toPoly(lhs);
+    Poly divisor = SymExprBuilder::toPoly(rhs);
     Poly quotient;
-    if (SymExprBuilder::divideByMonomial(SymExprBuilder::toPoly(lhs),
-                                         SymExprBuilder::toPoly(rhs),
-                                         quotient))
+    if (SymExprBuilder::divideByMonomial(numerator, divisor, quotient))
       return SymExprBuilder::fromPoly(quotient);
+    // (a*c) // (b*c) is a // b for any c != 0 (and both divide by zero
+    // when c is 0): a factor common to every term cancels, so a reshape's
+    // (s0*s1*s2) // (4*s0*s1) is s2 // 4.
+    Poly common;
+    if (SymExprBuilder::commonFactor(numerator, divisor, common)) {
+      Poly reducedNumerator, reducedDivisor;
+      SymExprBuilder::divideByMonomial(numerator, common, reducedNumerator);
+      SymExprBuilder::divideByMonomial(divisor, common, reducedDivisor);
+      return floorDiv(SymExprBuilder::fromPoly(reducedNumerator),
+                      SymExprBuilder::fromPoly(reducedDivisor));
+    }
   }
   return SymExpr::make(SymExpr::Kind::FloorDiv, {lhs, rhs});
 }

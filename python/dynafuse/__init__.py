@@ -28,7 +28,7 @@ except ImportError as error:
         f"on CPython {sys.version.split()[0]} ({error}); it must be built against "
         f"the torch and CPython it runs with: {_REBUILD}") from error
 
-__all__ = ["compile", "compiled_graphs", "config", "explain", "memory_stats",
+__all__ = ["compile", "compiled_graphs", "config", "explain", "mark_dynamic", "mark_static", "memory_stats",
            "reset", "stats", "Unsupported", "IRError"]
 __version__ = _C.version
 
@@ -60,7 +60,7 @@ config._apply(_C, _SKIP_PREFIXES)
 _BACKENDS = _C.backend_choices()
 
 
-def compile(fn=None, *, backend="auto", fullgraph=False):
+def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None):
     """Compiles a function or nn.Module; usable as @compile or @compile(...).
 
     backend: "auto" (by device, per call: "cuda" when a tensor argument is
@@ -71,25 +71,34 @@ def compile(fn=None, *, backend="auto", fullgraph=False):
     backend runs eagerly, with the reason logged.
     fullgraph: raise dynafuse.Unsupported instead of falling back to eager
     when the code cannot be captured as one graph.
+    dynamic: None (automatic: sizes are static at the first capture; a dim
+    whose size changed between calls is a symbol at the next one, and one
+    graph then serves every size), True (every dim of the tensor arguments
+    is a symbol from the start; parameters stay static), False (every new
+    size compiles anew). Sizes 0 and 1 are always specialized.
+    mark_dynamic and mark_static decide per tensor.
     """
+    if dynamic not in (None, True, False):
+        raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
     if backend not in _BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {_BACKENDS}")
     if fn is None:
-        return functools.partial(compile, backend=backend, fullgraph=fullgraph)
+        return functools.partial(compile, backend=backend, fullgraph=fullgraph,
+                                 dynamic=dynamic)
     if isinstance(fn, torch.nn.Module):
-        return _CompiledModule(fn, backend, fullgraph)
+        return _CompiledModule(fn, backend, fullgraph, dynamic)
     if not callable(fn):
         raise TypeError(f"dynafuse.compile expects a function or nn.Module, got {type(fn).__name__}")
-    return _compiled_function(fn, backend, fullgraph)
+    return _compiled_function(fn, backend, fullgraph, dynamic)
 
 
-def _compiled_function(fn, backend, fullgraph):
+def _compiled_function(fn, backend, fullgraph, dynamic):
     target = getattr(fn, "__code__", None)
 
     @functools.wraps(fn)
     def compiled(*args, **kwargs):
         config._apply(_C, _SKIP_PREFIXES)
-        return _C.call(fn, args, kwargs or None, backend, fullgraph, target)
+        return _C.call(fn, args, kwargs or None, backend, fullgraph, target, None, dynamic)
 
     compiled._dynafuse_original = fn
     return compiled
@@ -98,24 +107,41 @@ def _compiled_function(fn, backend, fullgraph):
 class _CompiledModule(torch.nn.Module):
     """Wraps a module; calling it runs the module under the frame hook."""
 
-    def __init__(self, module, backend, fullgraph):
+    def __init__(self, module, backend, fullgraph, dynamic=None):
         super().__init__()
         self._orig_mod = module
-        self._dynafuse_options = (backend, fullgraph)
+        self._dynafuse_options = (backend, fullgraph, dynamic)
 
     def forward(self, *args, **kwargs):
         config._apply(_C, _SKIP_PREFIXES)
-        backend, fullgraph = self._dynafuse_options
+        backend, fullgraph, dynamic = self._dynafuse_options
         target = getattr(type(self._orig_mod).forward, "__code__", None)
         first_tensor = self._first_tensor if backend == "auto" else None
         return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph, target,
-                       first_tensor)
+                       first_tensor, dynamic)
 
     def _first_tensor(self):
         """What backend "auto" looks at when no argument is a tensor: the
         module's first parameter or buffer (None when it has neither)."""
         return next(itertools.chain(self._orig_mod.parameters(),
                                     self._orig_mod.buffers()), None)
+
+
+def mark_dynamic(tensor, dim):
+    """Makes dim (an int or a list of ints) of tensor symbolic at the next
+    capture that reads it, whatever compile's dynamic= says (except False).
+    The same mark as torch._dynamo.mark_dynamic."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    marked = set(getattr(tensor, "_dynamo_dynamic_indices", set()))
+    tensor._dynamo_dynamic_indices = marked | set(dims)
+
+
+def mark_static(tensor, dim):
+    """Keeps dim (an int or a list of ints) of tensor static: every new size
+    of it compiles anew. The same mark as torch._dynamo.mark_static."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    marked = set(getattr(tensor, "_dynamo_static_indices", set()))
+    tensor._dynamo_static_indices = marked | set(dims)
 
 
 def reset():
@@ -168,7 +194,9 @@ def stats():
     graph_breaks, compile_failures, eager_frames (frames run eagerly: at a
     break or failure, and each later call its negative entry sends to eager),
     recompile_limit_hits, run_failures (compiled runs that failed; those
-    calls reran eagerly)."""
+    calls reran eagerly), backend_compiles (graphs handed to a code
+    generator: an LLVM or NVRTC compile unless the disk cache had it),
+    symbolic_captures (captures with symbolic sizes)."""
     return _C.stats()
 
 

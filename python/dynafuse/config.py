@@ -18,6 +18,10 @@ DYNAFUSE_RESUME_AFTER_BREAKS   1           0: a graph break runs its frame
                                            eagerly instead of compiling the
                                            graph before it and resuming after
                                            it
+DYNAFUSE_AUTOMATIC_DYNAMIC     1           0: dynamic=None compiles every
+                                           new size statically instead of
+                                           making the dims whose size
+                                           changed symbolic
 DYNAFUSE_DISK_CACHE            1           0 turns the on-disk kernel cache off
 DYNAFUSE_CACHE_DIR             $XDG_CACHE_HOME/dynafuse or ~/.cache/dynafuse
                                            folder of the on-disk kernel cache
@@ -49,7 +53,7 @@ DYNAFUSE_CUDA_INCLUDE          (none)      include folders NVRTC searches
                                            first (;-separated)
 =============================  ==========  ====================================
 
-The four attributes below start from their variables and can be changed at
+The five attributes below start from their variables and can be changed at
 run time; changes apply to the next compiled call. The others are fixed for
 the process once dynafuse is imported. ``variables()`` lists them all as the
 core knows them (name, default, meaning).
@@ -67,6 +71,9 @@ resume_after_breaks = _from_environment["resume_after_breaks"]
 #: Comma-separated log topics: graph_breaks, guards, recompiles, compile,
 #: steps, profile, all.
 log = _from_environment["log"]
+#: dynamic=None's policy: a dim whose size changed between calls becomes
+#: symbolic at the next capture (False: every new size compiles statically).
+automatic_dynamic_shapes = _from_environment["automatic_dynamic_shapes"]
 
 _applied = None
 
@@ -79,9 +86,9 @@ def variables():
 def _apply(core, skip_prefixes):
     """Hands the settings to the C++ core when they changed."""
     global _applied
-    state = (dump_dir, recompile_limit, log, resume_after_breaks)
+    state = (dump_dir, recompile_limit, log, resume_after_breaks, automatic_dynamic_shapes)
     if state == _applied:
         return
     core.configure(str(dump_dir or ""), int(recompile_limit), skip_prefixes, str(log),
-                   bool(resume_after_breaks))
+                   bool(resume_after_breaks), bool(automatic_dynamic_shapes))
     _applied = state

@@ -43,10 +43,12 @@ CompilerConfig &moduleConfig() {
 
 PyObject *pyCall(PyObject *, PyObject *args) {
   PyObject *fn, *callArgs, *callKwargs, *target = Py_None, *probe = Py_None;
+  PyObject *dynamic = Py_None;
   const char *backend;
   int fullgraph;
-  if (!PyArg_ParseTuple(args, "OO!Osp|OO", &fn, &PyTuple_Type, &callArgs,
-                        &callKwargs, &backend, &fullgraph, &target, &probe))
+  if (!PyArg_ParseTuple(args, "OO!Osp|OOO", &fn, &PyTuple_Type, &callArgs,
+                        &callKwargs, &backend, &fullgraph, &target, &probe,
+                        &dynamic))
     return nullptr;
   if (callKwargs == Py_None)
     callKwargs = nullptr;
@@ -63,6 +65,10 @@ PyObject *pyCall(PyObject *, PyObject *args) {
     return nullptr;
   }
   options.fullgraph = fullgraph;
+  options.dynamic = dynamic == Py_None ? CallOptions::DynamicShapes::Automatic
+                    : PyObject_IsTrue(dynamic)
+                        ? CallOptions::DynamicShapes::Always
+                        : CallOptions::DynamicShapes::Never;
   options.target = target == Py_None ? nullptr : target;
   options.config = &moduleConfig();
   return callCompiled(fn, callArgs, callKwargs, options);
@@ -70,14 +76,15 @@ PyObject *pyCall(PyObject *, PyObject *args) {
 
 PyObject *pyConfigure(PyObject *, PyObject *args) {
   const char *dumpDir, *logTopics;
-  int recompileLimit, resumeAfterBreaks;
+  int recompileLimit, resumeAfterBreaks, automaticDynamic = 1;
   PyObject *skipPrefixes;
-  if (!PyArg_ParseTuple(args, "siO!sp", &dumpDir, &recompileLimit,
+  if (!PyArg_ParseTuple(args, "siO!sp|p", &dumpDir, &recompileLimit,
                         &PyList_Type, &skipPrefixes, &logTopics,
-                        &resumeAfterBreaks))
+                        &resumeAfterBreaks, &automaticDynamic))
     return nullptr;
   CompilerConfig &config = moduleConfig();
   config.options.resumeAfterBreaks = resumeAfterBreaks;
+  config.options.automaticDynamicShapes = automaticDynamic;
   config.options.dumpDir = dumpDir;
   config.options.recompileLimit = recompileLimit;
   config.options.logChannels = logTopics;
@@ -111,11 +118,12 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures", stats.captures,
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures", stats.captures,
       "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
       "compile_failures", stats.compileFailures, "eager_frames",
       stats.eagerFrames, "recompile_limit_hits", stats.recompileLimitHits,
-      "run_failures", stats.runFailures);
+      "run_failures", stats.runFailures, "backend_compiles",
+      stats.backendCompiles, "symbolic_captures", stats.symbolicCaptures);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {
@@ -187,11 +195,13 @@ PyObject *pyLowerGraph(PyObject *, PyObject *args) {
 /// the module was loaded.
 PyObject *pyEnvironmentOptions(PyObject *, PyObject *) {
   const Options &options = moduleConfig().options;
-  return Py_BuildValue("{s:s,s:i,s:s,s:O}", "dump_dir",
-                       options.dumpDir.c_str(), "recompile_limit",
-                       options.recompileLimit, "log",
-                       options.logChannels.c_str(), "resume_after_breaks",
-                       options.resumeAfterBreaks ? Py_True : Py_False);
+  return Py_BuildValue(
+      "{s:s,s:i,s:s,s:O,s:O}", "dump_dir", options.dumpDir.c_str(),
+      "recompile_limit", options.recompileLimit, "log",
+      options.logChannels.c_str(), "resume_after_breaks",
+      options.resumeAfterBreaks ? Py_True : Py_False,
+      "automatic_dynamic_shapes",
+      options.automaticDynamicShapes ? Py_True : Py_False);
 }
 
 /// Every DYNAFUSE_* variable as (name, default, meaning).

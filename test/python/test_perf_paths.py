@@ -75,13 +75,19 @@ torch.manual_seed(0)
 torch.set_num_threads(int(os.environ.get("DYNAFUSE_TEST_TORCH_THREADS", "2")))
 fns = [lambda x, w: F.gelu(x * w), lambda x, w: torch.softmax(x * w, -1),
        lambda x, w: (x * w).sum(-1)]
-for fn in fns:
-    for rows in (1, 2, 7, 100):
-        x, w = torch.randn(rows, 131), torch.randn(131)
-        x[0, 3] = float("nan")
-        got = dynafuse.compile(fn, fullgraph=True)(x, w)
-        torch.testing.assert_close(got, fn(x, w), rtol=1e-5, atol=1e-5, equal_nan=True)
-assert dynafuse.stats()["captures"] == 12, dynafuse.stats()
+# Static sizes (a graph per row count), then symbolic rows (the split over
+# threads decided at run time from the bound size).
+for dynamic, captures, symbolic in ((False, 12, 0), (True, 6, 6)):
+    dynafuse.reset()
+    for fn in fns:
+        for rows in (1, 2, 7, 100):
+            x, w = torch.randn(rows, 131), torch.randn(131)
+            x[0, 3] = float("nan")
+            got = dynafuse.compile(fn, fullgraph=True, dynamic=dynamic)(x, w)
+            torch.testing.assert_close(got, fn(x, w), rtol=1e-5, atol=1e-5, equal_nan=True)
+    stats = dynafuse.stats()
+    assert stats["captures"] == captures, stats
+    assert stats["symbolic_captures"] == symbolic, stats
 print("parallel ok")
 """
 

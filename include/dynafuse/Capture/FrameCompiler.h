@@ -37,6 +37,11 @@ struct CallOptions {
   std::string backend = "cpu";
   std::string registeredBackend = "interp";
   bool fullgraph = false;
+  /// dynafuse.compile's dynamic=: None (Automatic: static first, then the
+  /// dims whose size changed), True (Always: every dim of the frame's
+  /// tensor arguments), False (Never).
+  enum class DynamicShapes { Automatic, Always, Never };
+  DynamicShapes dynamic = DynamicShapes::Automatic;
   /// The code the user asked to compile: captured even where the skip policy
   /// would pass it through (an nn.Module from torch itself).
   PyObject *target = nullptr;
@@ -55,6 +60,10 @@ struct CompilerStats {
   long recompileLimitHits = 0;
   /// Runs of compiled entries that failed (the call then ran eagerly).
   long runFailures = 0;
+  /// Modules handed to a code generator (each a compile unless the disk
+  /// cache has it), and captures with symbolic sizes.
+  long backendCompiles = 0;
+  long symbolicCaptures = 0;
 };
 
 /// What was compiled, for dynafuse.compiled_graphs().

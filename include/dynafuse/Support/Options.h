@@ -77,6 +77,9 @@ struct Options {
   /// A graph break compiles the graph before it and resumes after it
   /// (DESIGN decision 11); off, the frame runs eagerly.
   bool resumeAfterBreaks = true;
+  /// dynamic=None: a dim whose size changed between calls is symbolic at
+  /// the next capture (docs/dynamic-shapes.md); off, None is static.
+  bool automaticDynamicShapes = true;
   CodegenOptions codegen;
   /// Threads of Dynafuse's own pool; 0: the hardware's count (and, inside
   /// Python, torch's intra-op threads instead of a pool of our own).
