@@ -94,6 +94,10 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
     std::shared_ptr<CacheEntry> entry = *it;
     if (entry->backend != options.backend)
       continue;
+    // dynamic=False runs only graphs of static sizes.
+    if (entry->captured.symbolic &&
+        options.dynamic == CallOptions::DynamicShapes::Never)
+      continue;
     SourceResolver resolver(entry->captured.sources, frame);
     std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
     if (!guardsHold(*entry, now, resolver, failure)) {

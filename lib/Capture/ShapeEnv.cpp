@@ -72,39 +72,6 @@ bool alwaysHolds(int relation, const SymExpr &lhs, const SymExpr &rhs) {
 
 } // namespace
 
-bool provablyNonNegative(const SymExpr &expr) {
-  if (expr.isConstant())
-    return expr.constant() >= 0;
-  std::set<std::string> symbols;
-  expr.collectSymbols(symbols);
-  std::map<std::string, SymExpr> shifted;
-  for (const std::string &name : symbols) {
-    if (!isSizeSymbolName(name))
-      return false;
-    shifted[name] = SymExpr::symbol(name) + 2;
-  }
-  SymExpr moved = expr.substitute(shifted);
-  // A polynomial in t >= 0 with no negative coefficient (and no division)
-  // is >= 0.
-  std::function<bool(const SymExpr &)> nonNegative = [&](const SymExpr &e) {
-    switch (e.kind()) {
-    case SymExpr::Kind::Constant:
-      return e.constant() >= 0;
-    case SymExpr::Kind::Symbol:
-      return true;
-    case SymExpr::Kind::Add:
-    case SymExpr::Kind::Mul:
-      for (const SymExpr &operand : e.operands())
-        if (!nonNegative(operand))
-          return false;
-      return true;
-    default:
-      return false;
-    }
-  };
-  return nonNegative(moved);
-}
-
 bool ShapeGuard::holds(const std::map<std::string, int64_t> &bindings) const {
   return compare(relation, lhs.evaluate(bindings), rhs.evaluate(bindings));
 }

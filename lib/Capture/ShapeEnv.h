@@ -90,10 +90,6 @@ private:
   std::map<std::string, SymExpr> replacements;
 };
 
-/// Whether expr >= 0 for every value of its symbols >= 2 (all
-/// coefficients non-negative once each symbol is written 2 + t).
-bool provablyNonNegative(const SymExpr &expr);
-
 } // namespace dynafuse
 
 #endif

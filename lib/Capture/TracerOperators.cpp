@@ -9,6 +9,15 @@ namespace capture {
 Operand BytecodeTracer::operandOf(const VarPtr &var, const std::string &what) {
   if (var->kind == Var::Kind::Tensor)
     return var->tensor;
+  if (var->kind == Var::Kind::SymInt) {
+    // A size in tensor arithmetic: a 0-dim i64 tensor of its value (which
+    // promotes as the Python int would: the tensor operand's dtype wins).
+    std::map<std::string, Attribute> attributes;
+    attributes["shape"] = std::vector<int64_t>{};
+    attributes["value"] = shapes.canonical(var->size);
+    attributes["dtype"] = DType::I64;
+    return emit("full", {}, attributes)->tensor;
+  }
   if (var->kind == Var::Kind::Constant) {
     PyObject *object = var->object.get();
     if (PyBool_Check(object))

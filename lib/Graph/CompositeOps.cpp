@@ -26,15 +26,25 @@ Value *input(const Node &node, size_t i) { return node.operands.at(i).value; }
 
 std::vector<int64_t> dimsOf(const Node &node) { return reducedDims(node); }
 
-/// The number of elements a reduction over dims combines (static).
-double reducedCount(const Node &node, const std::vector<int64_t> &dims) {
+/// The number of elements a reduction over dims combines (symbolic when
+/// a reduced dim is).
+SymExpr reducedCount(const Node &node, const std::vector<int64_t> &dims) {
   const TensorType &type = operandType(node, 0);
   SymExpr count(1);
   for (int64_t dim : dims)
     count = count * type.sizes[dim];
-  if (!count.isConstant())
-    opError(node, "needs static sizes over the reduced dims");
-  return double(count.constant());
+  return count;
+}
+
+/// count as a divisor: a float literal, or a 0-dim f32 tensor of a
+/// symbolic count (full with a symbolic value).
+Operand countOperand(Graph &graph, const Node &node, const SymExpr &count) {
+  if (count.isConstant())
+    return Scalar::ofFloat(double(count.constant()));
+  return emit(graph, node, "full", {},
+              {{"shape", std::vector<int64_t>{}},
+               {"value", count},
+               {"dtype", DType::F32}});
 }
 
 Attribute dimsAttr(const std::vector<int64_t> &dims) { return dims; }
@@ -47,15 +57,17 @@ Value *asFloat(Graph &graph, const Node &node, Value *value) {
 }
 
 Value *meanOver(Graph &graph, const Node &node, Value *x,
-                const std::vector<int64_t> &dims, bool keepdim, double count) {
+                const std::vector<int64_t> &dims, bool keepdim,
+                const SymExpr &count) {
   Value *sum = emit(graph, node, "sum", {x},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
-  return emit(graph, node, "div", {sum, Scalar::ofFloat(count)});
+  return emit(graph, node, "div", {sum, countOperand(graph, node, count)});
 }
 
 /// Normalizes x over dims: (x - mean) * rsqrt(var + eps), biased variance.
 Value *normalize(Graph &graph, const Node &node, Value *x,
-                 const std::vector<int64_t> &dims, double count, double eps) {
+                 const std::vector<int64_t> &dims, const SymExpr &count,
+                 double eps) {
   Value *mean = meanOver(graph, node, x, dims, true, count);
   Value *centered = emit(graph, node, "sub", {x, mean});
   Value *square = emit(graph, node, "mul", {centered, centered});
@@ -111,16 +123,26 @@ std::vector<Value *> decomposeVariance(Graph &graph, const Node &node,
                                        bool squareRoot) {
   std::vector<int64_t> dims = dimsOf(node);
   bool keepdim = boolAttr(node, "keepdim", false);
-  double count = reducedCount(node, dims);
+  SymExpr count = reducedCount(node, dims);
   Value *x = input(node, 0);
   Value *mean = meanOver(graph, node, x, dims, true, count);
   Value *centered = emit(graph, node, "sub", {x, mean});
   Value *square = emit(graph, node, "mul", {centered, centered});
   Value *sum = emit(graph, node, "sum", {square},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
-  double divisor = count - floatAttr(node, "correction", 1.0);
-  Value *variance =
-      emit(graph, node, "div", {sum, Scalar::ofFloat(std::max(divisor, 0.0))});
+  double correction = floatAttr(node, "correction", 1.0);
+  Operand divisor = Scalar::ofFloat(0);
+  if (count.isConstant()) {
+    divisor = Scalar::ofFloat(
+        std::max(double(count.constant()) - correction, 0.0));
+  } else {
+    // A symbolic count is at least 2 (capture specializes 0 and 1): an
+    // integral correction of at most 1 keeps it positive.
+    if (correction != std::floor(correction) || correction > 1)
+      opError(node, "needs a static count for this correction");
+    divisor = countOperand(graph, node, count - int64_t(correction));
+  }
+  Value *variance = emit(graph, node, "div", {sum, divisor});
   if (squareRoot)
     return {emit(graph, node, "sqrt", {variance})};
   return {variance};
@@ -143,13 +165,8 @@ std::vector<Value *> decomposeLogSumExp(Graph &graph, const Node &node) {
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
   Value *log = emit(graph, node, "log", {sum});
   if (!keepdim) {
-    std::vector<int64_t> shape;
-    for (const SymExpr &size : log->type.sizes) {
-      if (!size.isConstant())
-        opError(node, "needs static sizes");
-      shape.push_back(size.constant());
-    }
-    shift = emit(graph, node, "reshape", {shift}, {{"shape", shape}});
+    shift = emit(graph, node, "reshape", {shift},
+                 {{"shape", canonicalAttribute(log->type.sizes)}});
   }
   return {emit(graph, node, "add", {log, shift})};
 }
@@ -250,7 +267,7 @@ std::vector<Value *> decomposeGroupNorm(Graph &graph, const Node &node) {
   Value *grouped =
       emit(graph, node, "reshape", {input(node, 0)},
            {{"shape", std::vector<int64_t>{shape[0], groups, perGroup}}});
-  Value *y = normalize(graph, node, grouped, {2}, double(perGroup),
+  Value *y = normalize(graph, node, grouped, {2}, SymExpr(perGroup),
                        floatAttr(node, "eps", 1e-5));
   y = emit(graph, node, "reshape", {y}, {{"shape", shape}});
   size_t next = 1;

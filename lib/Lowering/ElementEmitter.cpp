@@ -425,8 +425,14 @@ int ElementEmitter::emitGenerator(const Node &node,
                                   const std::vector<SymExpr> &index) {
   DType type = computeType(node.results[0]->type.dtype);
   ViewForm form = opInfoOf(node)->view->form;
-  if (form == ViewForm::Fill)
+  if (form == ViewForm::Fill) {
+    // A symbolic size as a value (a Python int of the captured code that
+    // is a size: x * x.size(0)).
+    const Attribute *value = node.attribute("value");
+    if (value && std::holds_alternative<SymExpr>(*value))
+      return cast(indexValue(std::get<SymExpr>(*value)), type);
     return constant(type, floatAttr(node, "value", 0));
+  }
   if (form == ViewForm::Arange) {
     double start = floatAttr(node, "start", 0),
            step = floatAttr(node, "step", 1);

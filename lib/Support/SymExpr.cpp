@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <numeric>
 #include <set>
 
@@ -285,6 +286,39 @@ bool isSizeSymbolName(const std::string &name) {
     if (!std::isdigit(static_cast<unsigned char>(name[i])))
       return false;
   return true;
+}
+
+bool provablyNonNegative(const SymExpr &expr) {
+  if (expr.isConstant())
+    return expr.constant() >= 0;
+  std::set<std::string> symbols;
+  expr.collectSymbols(symbols);
+  std::map<std::string, SymExpr> shifted;
+  for (const std::string &name : symbols) {
+    if (!isSizeSymbolName(name))
+      return false;
+    shifted[name] = SymExpr::symbol(name) + 2;
+  }
+  SymExpr moved = expr.substitute(shifted);
+  // A polynomial in t >= 0 with no negative coefficient (and no division)
+  // is >= 0.
+  std::function<bool(const SymExpr &)> nonNegative = [&](const SymExpr &e) {
+    switch (e.kind()) {
+    case SymExpr::Kind::Constant:
+      return e.constant() >= 0;
+    case SymExpr::Kind::Symbol:
+      return true;
+    case SymExpr::Kind::Add:
+    case SymExpr::Kind::Mul:
+      for (const SymExpr &operand : e.operands())
+        if (!nonNegative(operand))
+          return false;
+      return true;
+    default:
+      return false;
+    }
+  };
+  return nonNegative(moved);
 }
 
 int64_t floorDivInt(int64_t lhs, int64_t rhs) {

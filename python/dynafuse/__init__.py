@@ -196,7 +196,9 @@ def stats():
     recompile_limit_hits, run_failures (compiled runs that failed; those
     calls reran eagerly), backend_compiles (graphs handed to a code
     generator: an LLVM or NVRTC compile unless the disk cache had it),
-    symbolic_captures (captures with symbolic sizes)."""
+    symbolic_captures (captures with symbolic sizes), disk_cache_hits
+    (compiled modules the on-disk kernel cache had: backend_compiles minus
+    these were compiled by LLVM in this process)."""
     return _C.stats()
 
 

@@ -11,6 +11,7 @@
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Runtime/CachingAllocator.h"
 #include "dynafuse/Runtime/CompileGraph.h"
+#include "dynafuse/Runtime/DiskCache.h"
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/Logging.h"
@@ -118,12 +119,13 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures", stats.captures,
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures", stats.captures,
       "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
       "compile_failures", stats.compileFailures, "eager_frames",
       stats.eagerFrames, "recompile_limit_hits", stats.recompileLimitHits,
       "run_failures", stats.runFailures, "backend_compiles",
-      stats.backendCompiles, "symbolic_captures", stats.symbolicCaptures);
+      stats.backendCompiles, "symbolic_captures", stats.symbolicCaptures,
+      "disk_cache_hits", long(DiskCache::stats().hits));
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

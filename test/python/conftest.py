@@ -9,10 +9,13 @@ import dynafuse
 @pytest.fixture(autouse=True)
 def fresh_compiler():
     dynafuse.reset()
-    saved = (dynafuse.config.dump_dir, dynafuse.config.recompile_limit, dynafuse.config.log)
+    config = dynafuse.config
+    saved = (config.dump_dir, config.recompile_limit, config.log,
+             config.automatic_dynamic_shapes)
     torch.manual_seed(0)
     yield
-    dynafuse.config.dump_dir, dynafuse.config.recompile_limit, dynafuse.config.log = saved
+    (config.dump_dir, config.recompile_limit, config.log,
+     config.automatic_dynamic_shapes) = saved
 
 
 def assert_compiled(captures=1):

@@ -300,3 +300,16 @@ TEST(SymExpr, SymbolicDivisionsMatchTheDefinition) {
               }
     }
 }
+
+TEST(SymExpr, NonNegativeForSizesOfAtLeastTwo) {
+  SymExpr s0 = SymExpr::symbol("s0"), s1 = SymExpr::symbol("s1");
+  EXPECT_TRUE(provablyNonNegative(s0 - 2));
+  EXPECT_FALSE(provablyNonNegative(s0 - 3));
+  EXPECT_TRUE(provablyNonNegative(s0 * s1 - s0 - s1));  // (2+a)(2+b)-4-a-b
+  EXPECT_FALSE(provablyNonNegative(s1 - s0));
+  EXPECT_TRUE(provablyNonNegative(SymExpr(0)));
+  EXPECT_FALSE(provablyNonNegative(SymExpr(-1)));
+  // Loop variables and divisions are not sizes: nothing is claimed.
+  EXPECT_FALSE(provablyNonNegative(SymExpr::symbol("i0")));
+  EXPECT_FALSE(provablyNonNegative(floorDiv(s0, 4)));
+}

@@ -95,6 +95,11 @@ SymExpr simplifyInRanges(const SymExpr &expr, const SymRanges &ranges,
 /// symbolic tensor sizes take (loop variables are "i0", "r1").
 bool isSizeSymbolName(const std::string &name);
 
+/// Whether expr >= 0 for every value >= 2 of its size symbols (the sizes
+/// capture keeps symbolic): every coefficient is non-negative once each
+/// symbol is written 2 + t. False for other symbols and for divisions.
+bool provablyNonNegative(const SymExpr &expr);
+
 /// Parses "s0*4 + i1", "(i0 // 3) % s1", ... Throws Error on bad syntax.
 SymExpr parseSymExpr(const std::string &text);
 
