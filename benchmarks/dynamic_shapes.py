@@ -156,7 +156,7 @@ def run_workload(name, args, triad):
               f"({summary['captures']} captures, {summary['compiles']} compiles, "
               f"{symbolic_captures} symbolic)"
               + (f", Inductor {summary['tc_first']:.1f} s ({summary['tc_graphs']} graphs)"
-                 if inductor else ""), flush=True)
+                 if inductor is not None else ""), flush=True)
         for size in sizes[::2] + [sizes[-1]] if name != "chain" else sizes[::3] + [sizes[-1]]:
             inputs = make_inputs(size)
             expected = model(*inputs)
@@ -166,14 +166,14 @@ def run_workload(name, args, triad):
             static(*inputs)
             calls = [lambda: model(*inputs), lambda: symbolic(*inputs),
                      lambda: static(*inputs)]
-            if inductor:
+            if inductor is not None:
                 calls.append(lambda: inductor(*inputs))
             times = interleaved(calls, args.runs)
             row = {"size": size, "correct": correct,
                    "vs_static": ratio(times[2], times[1]),
                    "vs_eager": ratio(times[0], times[1]),
                    "symbolic_ms": statistics.median(times[1]) * 1e3}
-            if inductor:
+            if inductor is not None:
                 row["tc_vs_eager"] = ratio(times[0], times[3])
                 row["vs_tc"] = ratio(times[3], times[1])
             if bytes_moved:

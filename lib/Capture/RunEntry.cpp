@@ -12,13 +12,10 @@ namespace {
 /// outputs can be returned.
 class TorchContext : public ExecutionContext {
 public:
-  char *allocate(const ProgramStep &step,
-                 const std::vector<int64_t> &sizes) override {
+  char *allocate(const ProgramStep &step, const std::vector<int64_t> &sizes,
+                 const std::vector<int64_t> &strides) override {
     char *data = nullptr;
-    if (!step.type.strides.empty()) {
-      std::vector<int64_t> strides;
-      for (const SymExpr &stride : step.type.strides)
-        strides.push_back(stride.isConstant() ? stride.constant() : 0);
+    if (!strides.empty()) {
       tensors[step.result] = PyRef::steal(newStridedTensor(
           sizes, strides, step.type.dtype, step.type.device, &data));
       return data;

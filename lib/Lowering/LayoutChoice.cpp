@@ -53,24 +53,68 @@ bool prefersChannelsLast(const Graph &graph) {
   return convolutions >= 2 && depthwise;
 }
 
-/// A graph input with explicit, distinct positive strides and the same
-/// sizes, reached from value through pointwise ops only.
+/// The dims of a buffer with explicit strides from outermost to innermost
+/// in memory: by constant stride, or, for symbolic strides, by walking a
+/// dense layout up from stride 1 (each next stride the product of the
+/// sizes inside it; dims of size 1 go outermost). Empty when the strides
+/// are neither (or not worth following: one distinct stride).
+std::vector<size_t> memoryOrder(const TensorType &type) {
+  const std::vector<SymExpr> &strides = type.strides;
+  size_t rank = strides.size();
+  std::vector<size_t> order(rank);
+  for (size_t k = 0; k < rank; ++k)
+    order[k] = k;
+  if (allConstant(strides)) {
+    std::set<int64_t> distinct;
+    for (size_t k = 0; k < rank; ++k) {
+      if (strides[k].constant() <= 0)
+        return {};
+      if (type.sizes[k] != SymExpr(1))
+        distinct.insert(strides[k].constant());
+    }
+    if (distinct.size() <= 1)
+      return {};
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return strides[a].constant() > strides[b].constant();
+    });
+    return order;
+  }
+  std::vector<size_t> innerFirst;
+  std::vector<bool> placed(rank, false);
+  SymExpr running(1);
+  for (size_t step = 0; step < rank; ++step) {
+    size_t next = rank;
+    for (size_t k = 0; k < rank && next == rank; ++k)
+      if (!placed[k] && type.sizes[k] != SymExpr(1) && strides[k] == running)
+        next = k;
+    if (next == rank)
+      break;
+    placed[next] = true;
+    innerFirst.push_back(next);
+    running = running * type.sizes[next];
+  }
+  for (size_t k = rank; k-- > 0;)
+    if (!placed[k]) {
+      if (type.sizes[k] != SymExpr(1))
+        return {}; // not a dense layout
+      innerFirst.push_back(k);
+    }
+  return std::vector<size_t>(innerFirst.rbegin(), innerFirst.rend());
+}
+
+/// A graph input (or extern result) with explicit strides worth following
+/// (memoryOrder) and the same sizes, reached from value through pointwise
+/// ops only.
 const Value *layoutSource(const LoweringState &state, const Value *value,
                           const std::vector<SymExpr> &sizes) {
-  if (value->type.sizes != sizes || !allConstant(sizes))
+  if (value->type.sizes != sizes)
     return nullptr;
   bool externResult =
       value->producer && kindOf(*value->producer) == OpKind::Extern;
   if (!value->producer || externResult) {
-    const std::vector<SymExpr> &strides = state.bufferType(value).strides;
-    std::set<int64_t> distinct;
-    for (size_t k = 0; k < strides.size(); ++k) {
-      if (!strides[k].isConstant() || strides[k].constant() <= 0)
-        return nullptr;
-      if (sizes[k] != SymExpr(1))
-        distinct.insert(strides[k].constant());
-    }
-    return !strides.empty() && distinct.size() > 1 ? value : nullptr;
+    const TensorType &type = state.bufferType(value);
+    return !type.strides.empty() && !memoryOrder(type).empty() ? value
+                                                               : nullptr;
   }
   if (kindOf(*value->producer) != OpKind::Pointwise)
     return nullptr;
@@ -89,12 +133,8 @@ void chooseLayout(LoweringState &state, const Value *value) {
   for (size_t k = 0; k < order.size(); ++k)
     order[k] = k;
   const Value *input = layoutSource(state, value, value->type.sizes);
-  if (input) {
-    const std::vector<SymExpr> &strides = state.bufferType(input).strides;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return strides[a].constant() > strides[b].constant();
-    });
-  }
+  if (input)
+    order = memoryOrder(state.bufferType(input));
   state.orderOf[value] = order;
   TensorType type = value->type;
   type.strides.clear();

@@ -136,7 +136,8 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
     case ProgramStep::Kind::Alloc: {
       char *data =
           step.reuse.empty()
-              ? context.allocate(step, evaluateAll(step.type.sizes, env))
+              ? context.allocate(step, evaluateAll(step.type.sizes, env),
+                                 evaluateAll(step.type.strides, env))
               : buffers.at(step.reuse).data;
       buffers[step.result] = concrete(step.type, data, env);
       break;
@@ -220,7 +221,8 @@ int64_t CompiledModule::peakIntermediateBytes(
 }
 
 char *HostContext::allocate(const ProgramStep &step,
-                            const std::vector<int64_t> &sizes) {
+                            const std::vector<int64_t> &sizes,
+                            const std::vector<int64_t> &) {
   int64_t count = 1;
   for (int64_t size : sizes)
     count *= size;

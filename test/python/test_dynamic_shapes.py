@@ -167,6 +167,19 @@ def test_slices_with_symbolic_bounds():
     assert stats()["captures"] == 2
 
 
+def test_outputs_follow_a_symbolic_strided_layout():
+    # The output of a pointwise op on a transposed input keeps its layout:
+    # the buffer is allocated with strides [1, s0] evaluated per call.
+    fn = lambda x: torch.sigmoid(x) * 2  # noqa: E731
+    f = dynafuse.compile(fn, dynamic=True)
+    for n in [3, 10, 29]:
+        x = torch.randn(7, n).t()
+        out = f(x)
+        assert_close(out, fn(x))
+        assert out.stride() == fn(x).stride()
+    assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
+
+
 def test_noncontiguous_inputs_keep_symbolic_strides():
     fn = lambda x: torch.relu(x).sum(-1)  # noqa: E731
     f = dynafuse.compile(fn, dynamic=True)

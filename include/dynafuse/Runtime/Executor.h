@@ -31,9 +31,12 @@ struct TensorArg {
 class ExecutionContext {
 public:
   virtual ~ExecutionContext() = default;
-  /// Contiguous storage for the buffer a step allocates.
+  /// Storage for the buffer a step allocates: its sizes, and its strides
+  /// when the step's type has explicit ones (else empty: row-major), both
+  /// evaluated for this run.
   virtual char *allocate(const ProgramStep &step,
-                         const std::vector<int64_t> &sizes) = 0;
+                         const std::vector<int64_t> &sizes,
+                         const std::vector<int64_t> &strides) = 0;
   /// Runs an extern step on its arguments. `results` arrive with the sizes
   /// and strides each result must have; the call fills in their data.
   virtual void runExtern(const ProgramStep &step,
@@ -72,8 +75,8 @@ private:
 /// tools and tests without torch).
 class HostContext : public ExecutionContext {
 public:
-  char *allocate(const ProgramStep &step,
-                 const std::vector<int64_t> &sizes) override;
+  char *allocate(const ProgramStep &step, const std::vector<int64_t> &sizes,
+                 const std::vector<int64_t> &strides) override;
   void runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
                  std::vector<TensorArg> &results) override;
   std::map<std::string, std::vector<char>> &buffers() { return storage; }
