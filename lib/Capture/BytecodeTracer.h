@@ -128,6 +128,9 @@ private:
   bool decideSizes(int relation, const SymExpr &lhs, const SymExpr &rhs);
   /// +, -, *, //, % with a SymInt operand (null: not such an operation).
   VarPtr sizeArithmetic(int kind, const VarPtr &lhs, const VarPtr &rhs);
+  /// int(), min() and max() of sizes with a SymInt among them (null:
+  /// not such a call).
+  VarPtr sizeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
   /// A slice of a tensor dim with a symbolic bound or on a symbolic dim:
   /// bounds clamped as Python does, each decision guarded.
   VarPtr sliceSymbolic(const VarPtr &tensor, const VarPtr &start,

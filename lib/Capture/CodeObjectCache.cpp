@@ -87,6 +87,7 @@ void resetCodeCaches() {
     cache->entries.clear();
     cache->skip = cache->skippedFile;
     cache->compiles = 0;
+    cache->shapes = ShapeHistory();
   }
 }
 

@@ -44,6 +44,8 @@ BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
     return nullptr;
   if (!keywords.empty() && !constantMethod)
     return nullptr;
+  if (VarPtr size = sizeBuiltin(callable, args))
+    return size;
   // Constants, and lists or tuples of constants ("-".join(parts)).
   std::function<PyRef(const VarPtr &)> valueOf = [&](const VarPtr &var) {
     if (var->kind == Var::Kind::Constant)

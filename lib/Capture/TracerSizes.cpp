@@ -171,8 +171,11 @@ VarPtr BytecodeTracer::sizeArithmetic(int kind, const VarPtr &lhs,
                                       const VarPtr &rhs) {
   if (!isSymInt(lhs) && !isSymInt(rhs))
     return nullptr;
+  if (lhs->kind == Var::Kind::Tensor || rhs->kind == Var::Kind::Tensor)
+    return nullptr; // tensor arithmetic: the size is a 0-dim operand
   if (!isSizeLike(lhs) || !isSizeLike(rhs))
-    return nullptr; // a tensor or float with a size: the caller's case
+    unsupported("arithmetic of a symbolic size with a value that is not an "
+                "integer (a float of a size would need the size)");
   int plain = kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind;
   SymExpr a = sizeOf(lhs, "size arithmetic"),
           b = sizeOf(rhs, "size arithmetic");
@@ -195,6 +198,34 @@ VarPtr BytecodeTracer::sizeArithmetic(int kind, const VarPtr &lhs,
     unsupported("binary operator " + std::to_string(kind) +
                 " on a symbolic size");
   }
+}
+
+VarPtr BytecodeTracer::sizeBuiltin(PyObject *callable,
+                                    const std::vector<VarPtr> &args) {
+  bool symbolic = false, sizes = !args.empty();
+  for (const VarPtr &arg : args) {
+    symbolic |= isSymInt(arg);
+    sizes &= isSizeLike(arg);
+  }
+  if (!symbolic)
+    return nullptr;
+  if (!sizes)
+    unsupported("a builtin of a symbolic size and a value that is not an "
+                "integer");
+  if (isBuiltin(callable, "int") && args.size() == 1)
+    return args[0];
+  bool isMin = isBuiltin(callable, "min");
+  if ((isMin || isBuiltin(callable, "max")) && args.size() >= 2) {
+    // The extreme at the hints, each comparison guarded.
+    SymExpr best = sizeOf(args[0], "min/max");
+    for (size_t i = 1; i < args.size(); ++i) {
+      SymExpr other = sizeOf(args[i], "min/max");
+      if (decideSizes(isMin ? Py_LT : Py_GT, other, best))
+        best = other;
+    }
+    return sizeVar(best);
+  }
+  unsupported("a builtin of a symbolic size");
 }
 
 VarPtr BytecodeTracer::sliceSymbolic(const VarPtr &tensor, const VarPtr &start,

@@ -55,10 +55,6 @@ bool isTorchBuiltin(PyObject *object) {
   return moduleOf(owner.get()).rfind("torch", 0) == 0;
 }
 
-bool isStatic(const TensorType &type) {
-  return allConstant(type.sizes) && allConstant(type.strides);
-}
-
 bool isInPlaceName(const std::string &name) {
   return name.size() > 1 && name.back() == '_' && name.compare(0, 2, "__") != 0;
 }
@@ -177,34 +173,96 @@ BytecodeTracer::torchExtern(PyObject *callable, const std::string &what,
 VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
                                      std::vector<Operand> operands) {
   const std::string what = call.target;
-  std::vector<PyRef> metas;
-  std::vector<PyObject *> metaArgs;
-  for (const Operand &operand : operands) {
-    if (!isStatic(operand.value->type))
-      unsupported("call to " + what + " on a tensor of symbolic shape");
-    metas.push_back(PyRef::steal(newMetaTensor(operand.value->type)));
-    metaArgs.push_back(metas.back().get());
+  // Result types come from calling it on meta tensors. With symbolic
+  // operands it runs twice: at the hints, and with every symbol moved to
+  // another value; a result size that moves must be one of the operands'
+  // symbolic sizes (moving the same way), else the call refuses symbols.
+  // What the callable needs equal is unknown: its operands' symbols of
+  // equal hints become one (guarded), so the moved sizes stay consistent.
+  std::map<int64_t, SymExpr> symbolOfHint;
+  std::vector<ShapeGuard> unified;
+  for (const Operand &operand : operands)
+    for (const SymExpr &size : operand.value->type.sizes) {
+      SymExpr symbol = shapes.canonical(size);
+      if (!symbol.isSymbol())
+        continue;
+      auto first = symbolOfHint.emplace(shapes.hintOf(symbol), symbol);
+      if (!first.second && first.first->second != symbol)
+        shapes.unify(first.first->second, symbol, unified);
+    }
+  for (ShapeGuard &shape : unified) {
+    Guard guard;
+    guard.kind = Guard::Kind::Shape;
+    guard.shape = std::move(shape);
+    guardBuilder.addGuard(std::move(guard));
   }
-  PyRef output = PyRef::steal(call.invoke(metaArgs));
-  if (!output)
-    unsupported("call to " + what +
-                " (not in the op table; no shape from meta tensors: " +
-                takePythonError() + ")");
-  std::vector<PyObject *> slots, tensors;
-  if (!flattenResult(output.get(), slots))
-    unsupported("call to " + what +
-                " (not in the op table; returns something besides tensors)");
+  if (!unified.empty())
+    applyUnifiedSizes();
+  std::map<std::string, int64_t> atHints = shapes.symbolHints();
+  std::vector<SymExpr> candidates;
+  std::set<std::string> symbols;
+  for (const Operand &operand : operands)
+    for (const SymExpr &size : operand.value->type.sizes)
+      if (!size.isConstant()) {
+        candidates.push_back(shapes.canonical(size));
+        size.collectSymbols(symbols);
+      }
+  std::map<std::string, int64_t> moved = atHints;
+  int64_t shift = 3;
+  for (const std::string &symbol : symbols)
+    moved[symbol] = atHints[symbol] + (shift += 2);
+  auto concreteType = [&](const TensorType &type,
+                          const std::map<std::string, int64_t> &bindings) {
+    TensorType concrete = type;
+    for (SymExpr &size : concrete.sizes)
+      size = shapes.canonical(size).evaluate(bindings);
+    for (SymExpr &stride : concrete.strides)
+      stride = shapes.canonical(stride).evaluate(bindings);
+    return concrete;
+  };
+  auto runOnMeta = [&](const std::map<std::string, int64_t> &bindings,
+                       std::vector<PyObject *> &slots) {
+    std::vector<PyRef> metas;
+    std::vector<PyObject *> metaArgs;
+    for (const Operand &operand : operands) {
+      metas.push_back(PyRef::steal(
+          newMetaTensor(concreteType(operand.value->type, bindings))));
+      metaArgs.push_back(metas.back().get());
+    }
+    PyRef result = PyRef::steal(call.invoke(metaArgs));
+    if (!result)
+      unsupported("call to " + what +
+                  " (not in the op table; no shape from meta tensors" +
+                  (symbols.empty() ? "" : " of moved symbolic sizes") + ": " +
+                  takePythonError() + ")");
+    if (!flattenResult(result.get(), slots))
+      unsupported("call to " + what +
+                  " (not in the op table; returns something besides "
+                  "tensors)");
+    return result;
+  };
+  std::vector<PyObject *> slots, tensors, movedSlots, movedTensors;
+  PyRef output = runOnMeta(atHints, slots);
+  PyRef movedOutput;
+  if (!symbols.empty())
+    movedOutput = runOnMeta(moved, movedSlots);
   for (PyObject *slot : slots) {
     call.resultOfSlot.push_back(slot ? int(tensors.size()) : -1);
     if (slot)
       tensors.push_back(slot);
   }
+  for (PyObject *slot : movedSlots)
+    if (slot)
+      movedTensors.push_back(slot);
   if (tensors.empty())
     unsupported("call to " + what +
                 " (not in the op table; returns no tensor)");
+  if (!symbols.empty() && movedTensors.size() != tensors.size())
+    unsupported("call to " + what + " returns other tensors for other sizes");
   std::string types;
   bool returnsView = false;
-  for (PyObject *tensor : tensors) {
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    PyObject *tensor = tensors[t];
     TensorMeta meta = describeTensor(tensor);
     if (!meta.dtype)
       unsupported("call to " + what + " returns a tensor of dtype " +
@@ -212,12 +270,48 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
     TensorType type;
     type.dtype = *meta.dtype;
     type.device = operands[0].value->type.device;
-    for (int64_t size : meta.sizes)
-      type.sizes.push_back(SymExpr(size));
+    std::vector<int64_t> movedSizes;
+    if (!symbols.empty())
+      movedSizes = describeTensor(movedTensors[t]).sizes;
+    if (!symbols.empty() && movedSizes.size() != meta.sizes.size())
+      unsupported("call to " + what + " returns another rank for other sizes");
+    for (size_t k = 0; k < meta.sizes.size(); ++k) {
+      if (symbols.empty() || movedSizes[k] == meta.sizes[k]) {
+        type.sizes.push_back(SymExpr(meta.sizes[k]));
+        continue;
+      }
+      const SymExpr *match = nullptr;
+      for (const SymExpr &candidate : candidates)
+        if (!match && candidate.evaluate(atHints) == meta.sizes[k] &&
+            candidate.evaluate(moved) == movedSizes[k])
+          match = &candidate;
+      if (!match)
+        unsupported("call to " + what + " on symbolic sizes: result size " +
+                    std::to_string(meta.sizes[k]) +
+                    " is none of its operands' sizes");
+      type.sizes.push_back(*match);
+    }
     // Eager's layout when it is a dense permutation (channels-last,
-    // transposed results); row-major otherwise.
-    for (int64_t stride : permutedDenseStrides(tensor))
-      type.strides.push_back(SymExpr(stride));
+    // transposed results); row-major otherwise. Symbolic: the same order,
+    // strides the products of the symbolic sizes inside.
+    std::vector<int64_t> strides = permutedDenseStrides(tensor);
+    if (!strides.empty() && !symbols.empty()) {
+      std::vector<size_t> order(strides.size());
+      for (size_t k = 0; k < order.size(); ++k)
+        order[k] = k;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return strides[a] > strides[b];
+      });
+      type.strides.assign(order.size(), SymExpr(1));
+      SymExpr running(1);
+      for (size_t i = order.size(); i-- > 0;) {
+        type.strides[order[i]] = running;
+        running = running * type.sizes[order[i]];
+      }
+    } else {
+      for (int64_t stride : strides)
+        type.strides.push_back(SymExpr(stride));
+    }
     types += (types.empty() ? "" : ", ") + type.str();
     returnsView = returnsView || tensorIsView(tensor);
   }

@@ -264,3 +264,41 @@ def test_a_warm_process_compiles_nothing_for_any_size(tmp_path):
     warm = [int(v) for v in runs[1].stdout.split()]
     assert cold == [2, 2, 0], cold
     assert warm == [2, 2, 2], warm  # both modules came from the disk cache
+
+
+def test_int_min_and_max_of_sizes():
+    def fn(x):
+        t = int(x.size(1))
+        window = min(t, 6)
+        return x[:, :window] * max(t, 3)
+
+    f = dynafuse.compile(fn, dynamic=True)
+    run_sizes(f, fn, lambda n: (torch.randn(2, n),), [8, 11, 37])
+    assert stats()["captures"] == 1
+    run_sizes(f, fn, lambda n: (torch.randn(2, n),), [4, 5])  # min picks t
+    assert stats()["captures"] == 2
+
+
+def test_torch_calls_outside_the_op_table_take_symbolic_sizes():
+    # scaled_dot_product_attention runs as a call_torch extern; its result
+    # sizes are found on meta tensors at two sets of sizes.
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+
+    f = dynafuse.compile(fn, dynamic=True)
+    for t in [5, 12, 33]:
+        q, k, v = (torch.randn(2, 3, t, 8) for _ in range(3))
+        assert_close(f(q, k, v), fn(q, k, v), rtol=1e-5, atol=1e-5)
+    assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
+
+
+def test_float_arithmetic_on_a_size_makes_the_frame_static(capfd):
+    dynafuse.config.log = "recompiles"
+
+    def fn(x):
+        return x * (1.0 / x.size(0))
+
+    f = dynafuse.compile(fn, dynamic=True)
+    run_sizes(f, fn, lambda n: (torch.randn(n),), [3, 7])
+    assert stats()["symbolic_captures"] == 0 and stats()["captures"] == 2
+    assert "captured with static sizes from now on" in capfd.readouterr().err

@@ -92,3 +92,20 @@ def test_gpt2_returns_its_filled_cache():
         assert_close(layer.values, reference.values)
     assert cache.get_seq_length() == 10
     assert_compiled()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "t5"])
+def test_every_sequence_length_runs_one_symbolic_graph(name):
+    """Automatic dynamic shapes: the first length compiles statically, the
+    second symbolically (the attention's call_torch included), and the
+    rest, a prime among them, reuse that graph."""
+    torch.manual_seed(0)
+    model = small(name).eval()
+    compiled = dynafuse.compile(model, fullgraph=True)
+    with torch.no_grad():
+        for length in [9, 16, 23, 5, 31, 9]:
+            inputs = inputs_for(name, 2, length)
+            assert_same_output(compiled(**inputs), model(**inputs))
+    stats = dynafuse.stats()
+    assert stats["captures"] == 2 and stats["symbolic_captures"] == 1, stats
+    assert stats["backend_compiles"] == 2 and stats["eager_frames"] == 0, stats
