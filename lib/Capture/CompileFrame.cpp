@@ -117,7 +117,9 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   CompiledGraphInfo info;
   info.name = graph.name;
   info.where = codeWhere(frame->code);
-  info.kernels = int(module.kernels.size());
+  info.distinctKernels = int(module.kernels.size());
+  for (const ProgramStep &step : module.steps)
+    info.kernels += step.kind == ProgramStep::Kind::Call;
   info.ops = int(graph.nodes.size());
   for (const Guard &guard : entry.captured.guards)
     info.guards.push_back(guard.describe(entry.captured.sources));

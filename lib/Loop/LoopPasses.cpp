@@ -25,6 +25,7 @@ const std::map<std::string, LoopPassFn> &loopPassTable() {
       {"column-reductions", eachKernel(interchangeColumnReductions)},
       {"reuse-reduction-elements", eachKernel(reuseReductionElements)},
       {"plan-memory", planMemory},
+      {"merge-duplicate-kernels", mergeDuplicateKernels},
   };
   return table;
 }

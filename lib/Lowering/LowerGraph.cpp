@@ -88,7 +88,7 @@ LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
   LoopModule module = std::move(state.module);
   for (const char *pass :
        {"drop-unit-loops", "column-reductions", "reuse-reduction-elements",
-        "plan-memory"}) {
+        "plan-memory", "merge-duplicate-kernels"}) {
     runLoopPass(pass, module);
     if (observer)
       observer(pass, printLoopModule(module));

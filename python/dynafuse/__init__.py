@@ -151,7 +151,9 @@ def reset():
 
 def compiled_graphs():
     """One dict per graph compiled since the last reset: name, where (the
-    user's file:line), kernels, extern_calls, peak_intermediate_bytes (the
+    user's file:line), kernels (kernel calls a run makes), distinct_kernels
+    (those compiled: identical kernels of repeated layers are one),
+    extern_calls, peak_intermediate_bytes (the
     most intermediate storage live at once, for the captured shapes)."""
     return _C.graphs()
 

@@ -147,8 +147,9 @@ PyObject *pyGraphs(PyObject *, PyObject *) {
       Py_DECREF(text);
     }
     PyObject *item = Py_BuildValue(
-        "{s:s,s:s,s:i,s:i,s:i,s:L,s:N}", "name", info.name.c_str(), "where",
-        info.where.c_str(), "kernels", info.kernels, "extern_calls",
+        "{s:s,s:s,s:i,s:i,s:i,s:i,s:L,s:N}", "name", info.name.c_str(),
+        "where", info.where.c_str(), "kernels", info.kernels,
+        "distinct_kernels", info.distinctKernels, "extern_calls",
         info.externCalls, "ops", info.ops, "peak_intermediate_bytes",
         (long long)info.peakIntermediateBytes, "guards", guards);
     PyList_Append(list, item);

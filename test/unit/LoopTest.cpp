@@ -52,15 +52,19 @@ TEST(Executor, InterpreterMatchesHandComputation) {
   HostContext context;
   std::map<std::string, TensorArg> buffers = compiled.run(inputs, context);
   ASSERT_EQ(compiled.module().outputs.size(), 2u);
-  auto *out =
-      reinterpret_cast<float *>(buffers.at(compiled.module().outputs[0]).data);
-  auto *flags = reinterpret_cast<uint8_t *>(
-      buffers.at(compiled.module().outputs[1]).data);
+  // Results follow the input's column-major layout, as eager's do.
+  const TensorArg &outArg = buffers.at(compiled.module().outputs[0]);
+  const TensorArg &flagArg = buffers.at(compiled.module().outputs[1]);
+  ASSERT_EQ(outArg.strides, (std::vector<int64_t>{1, rows}));
+  auto *out = reinterpret_cast<float *>(outArg.data);
+  auto *flags = reinterpret_cast<uint8_t *>(flagArg.data);
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) {
       float expected = 1.0f / (1.0f + std::exp(-(x[j * rows + i] * w[j])));
-      EXPECT_NEAR(out[i * cols + j], expected, 1e-6);
-      EXPECT_EQ(flags[i * cols + j], expected > 0.5f);
+      EXPECT_NEAR(out[i * outArg.strides[0] + j * outArg.strides[1]],
+                  expected, 1e-6);
+      EXPECT_EQ(flags[i * flagArg.strides[0] + j * flagArg.strides[1]],
+                expected > 0.5f);
     }
   }
 }

@@ -70,7 +70,10 @@ struct CompilerStats {
 struct CompiledGraphInfo {
   std::string name;
   std::string where;
+  /// Kernel calls a run makes, and the kernels compiled for them
+  /// (identical ones merged).
   int kernels = 0;
+  int distinctKernels = 0;
   int externCalls = 0;
   int ops = 0;
   int64_t peakIntermediateBytes = 0;

@@ -39,9 +39,15 @@ void reuseReductionElements(Kernel &kernel);
 /// allocations no longer needed (same byte size; MemoryPlanner.cpp).
 void planMemory(LoopModule &module);
 
+/// Kernels identical but for their own and their parameters' names become
+/// one, every call pointing at it: the code generator compiles a model's
+/// repeated layers once (DuplicateKernels.cpp).
+void mergeDuplicateKernels(LoopModule &module);
+
 /// Runs the loop pass called name on module (drop-unit-loops,
-/// column-reductions, reuse-reduction-elements, plan-memory); throws Error naming the known
-/// passes for an unknown name.
+/// column-reductions, reuse-reduction-elements, plan-memory,
+/// merge-duplicate-kernels); throws Error naming the known passes for an
+/// unknown name.
 void runLoopPass(const std::string &name, LoopModule &module);
 /// Whether name is in the loop pass table.
 bool isLoopPass(const std::string &name);
