@@ -20,7 +20,10 @@ also give the symbolic graph's bandwidth as a fraction of the machine's
 (triad) bandwidth.
 
     .venv/bin/python benchmarks/dynamic_shapes.py [--runs 20] [--no-inductor]
-        [--only gpt2 mlp chain] [--no-disk-cache] [--markdown FILE]
+        [--only gpt2 mlp chain] [--no-suite] [--no-disk-cache] [--markdown FILE]
+
+Last, the memory-bound rows of benchmarks/suite.py run with every dim
+symbolic (dynamic=True) beside their static graphs.
 """
 import argparse
 import os
@@ -39,6 +42,7 @@ from torch import nn  # noqa: E402
 
 import dynafuse  # noqa: E402
 import handwritten_blocks  # noqa: E402
+import workloads  # noqa: E402
 from measure import spread, triad_gbs  # noqa: E402
 
 
@@ -167,7 +171,7 @@ def run_workload(name, args, triad):
               + (f", Inductor {summary['tc_first']:.1f} s ({summary['tc_graphs']} graphs)"
                  if inductor is not None else ""), flush=True)
         # Past the first size: that one ran the first, static, capture.
-        for size in sizes[1::2] if name != "chain" else sizes[1::3] + [sizes[-1]]:
+        for size in sizes[1::2] if name != "chain" else sizes[1::3]:
             inputs = make_inputs(size)
             expected = model(*inputs)
             got = symbolic(*inputs)
@@ -193,6 +197,39 @@ def run_workload(name, args, triad):
     return summary, rows
 
 
+def suite_rows(args, triad):
+    """The memory-bound rows of benchmarks/suite.py (workloads 1-4) with
+    every dim symbolic (dynamic=True) against their static graphs: bandwidth
+    as a fraction of the triad, and the symbolic graph's speed over the
+    static one's."""
+    lines = ["", "| suite workload (dynamic=True) | static bw | symbolic bw "
+             "| symbolic vs static | symbolic captures |", "|---|---|---|---|---|"]
+    with torch.no_grad():
+        for workload in workloads.memory_bound():
+            torch.manual_seed(0)
+            inputs = workload.make_inputs()
+            # The symbolic graph first: a dynamic=True call would also run a
+            # static graph whose guards hold; dynamic=False never runs a
+            # symbolic one.
+            dynafuse.reset()
+            symbolic = dynafuse.compile(workload.fn, dynamic=True)
+            got = symbolic(*inputs)
+            symbolic_captures = dynafuse.stats()["symbolic_captures"]
+            static = dynafuse.compile(workload.fn, dynamic=False)
+            static(*inputs)
+            assert torch.allclose(got, workload.fn(*inputs), rtol=1e-3, atol=1e-3)
+            times = interleaved([lambda: static(*inputs), lambda: symbolic(*inputs)],
+                                args.runs)
+            bandwidth = [workload.ideal_bytes / statistics.median(t) / 1e9 / triad
+                         for t in times]
+            vs = ratio(times[0], times[1])
+            line = (f"| {workload.name} | {bandwidth[0]:.0%} | {bandwidth[1]:.0%} "
+                    f"| {vs[0]:.2f}x ±{vs[1]:.0%} | {symbolic_captures} |")
+            print(line, flush=True)
+            lines.append(line)
+    return lines
+
+
 def format_row(name, row, inductor):
     text = (f"| {name} | {row['size']} | {'yes' if row['correct'] else 'NO'} "
             f"| {row['symbolic_ms']:.3f} | {row['vs_static'][0]:.2f}x ±{row['vs_static'][1]:.0%} "
@@ -211,6 +248,8 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--no-inductor", dest="inductor", action="store_false")
     parser.add_argument("--no-disk-cache", action="store_true")
+    parser.add_argument("--no-suite", dest="suite", action="store_false",
+                        help="skip the memory-bound suite rows with symbolic sizes")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -239,6 +278,8 @@ def main():
             line += (f" {s['tc_first']:.1f} | {s['tc_graphs']} "
                      f"| {'yes' if s['tc_recaptured'] else 'no'} |")
         first.append(line)
+    if args.suite:
+        first += suite_rows(args, triad)
     text = "\n".join(lines + first) + "\n"
     print(text)
     if args.markdown:

@@ -305,8 +305,10 @@ void BytecodeTracer::unifyOperandSizes(const std::string &op,
   };
   const OpInfo *info = lookupOp(op);
   bool matmul = op == "matmul" || op == "bmm" || op == "mm";
-  if (info && info->kind == OpKind::Pointwise) {
-    // Broadcasting aligns dims from the right.
+  if (info && (info->kind == OpKind::Pointwise ||
+               info->kind == OpKind::Composite)) {
+    // Broadcasting aligns dims from the right (composites: a norm's weight
+    // and bias against its input's last dims).
     for (size_t i = 1; i < types.size(); ++i) {
       const TensorType &a = *types[0], &b = *types[i];
       for (size_t k = 1; k <= std::min(a.rank(), b.rank()); ++k)

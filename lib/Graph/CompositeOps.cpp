@@ -211,7 +211,7 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
 }
 
 std::vector<Value *> decomposeLayerNorm(Graph &graph, const Node &node) {
-  std::vector<int64_t> shape = intListAttr(node, "normalized_shape", {});
+  std::vector<SymExpr> shape = symListAttr(node, "normalized_shape", {});
   std::vector<int64_t> dims = lastDims(node, shape.size());
   size_t next = 1;
   Value *weight = optionalOperand(node, "has_weight", next);
@@ -223,7 +223,7 @@ std::vector<Value *> decomposeLayerNorm(Graph &graph, const Node &node) {
 
 std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
   std::vector<int64_t> dims =
-      lastDims(node, intListAttr(node, "normalized_shape", {}).size());
+      lastDims(node, symListAttr(node, "normalized_shape", {}).size());
   size_t next = 1;
   Value *weight = optionalOperand(node, "has_weight", next);
   Value *x = input(node, 0);

@@ -302,3 +302,17 @@ def test_float_arithmetic_on_a_size_makes_the_frame_static(capfd):
     run_sizes(f, fn, lambda n: (torch.randn(n),), [3, 7])
     assert stats()["symbolic_captures"] == 0 and stats()["captures"] == 2
     assert "captured with static sizes from now on" in capfd.readouterr().err
+
+
+def test_norms_over_a_symbolic_last_dim():
+    # normalized_shape from x.shape: a symbolic count; weight and bias are
+    # unified with the input's last dim.
+    def fn(x, w, b):
+        y = F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+        return y + x.var(-1, keepdim=True) + x.std(0)
+
+    f = dynafuse.compile(fn, dynamic=True)
+    for rows, cols in [(4, 8), (6, 16), (5, 33), (7, 2)]:
+        x, w, b = torch.randn(rows, cols), torch.randn(cols), torch.randn(cols)
+        assert_close(f(x, w, b), fn(x, w, b), rtol=1e-5, atol=1e-5)
+    assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
