@@ -124,6 +124,8 @@ private:
   SymExpr sizeOf(const VarPtr &var, const std::string &what);
   /// Whether var is a Constant int or a SymInt.
   static bool isSizeLike(const VarPtr &var);
+  /// Records decisions on sizes as the entry's shape guards.
+  void addShapeGuards(std::vector<ShapeGuard> shapeGuards);
   /// lhs <relation> rhs decided at the hints, guarded.
   bool decideSizes(int relation, const SymExpr &lhs, const SymExpr &rhs);
   /// +, -, *, //, % with a SymInt operand (null: not such an operation).

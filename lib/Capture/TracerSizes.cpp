@@ -154,16 +154,20 @@ SymExpr BytecodeTracer::sizeOf(const VarPtr &var, const std::string &what) {
   unsupported(what + " needs an integer");
 }
 
-bool BytecodeTracer::decideSizes(int relation, const SymExpr &lhs,
-                                 const SymExpr &rhs) {
-  std::vector<ShapeGuard> decided;
-  bool outcome = shapes.decide(relation, lhs, rhs, decided);
-  for (ShapeGuard &shape : decided) {
+void BytecodeTracer::addShapeGuards(std::vector<ShapeGuard> shapeGuards) {
+  for (ShapeGuard &shape : shapeGuards) {
     Guard guard;
     guard.kind = Guard::Kind::Shape;
     guard.shape = std::move(shape);
     guardBuilder.addGuard(std::move(guard));
   }
+}
+
+bool BytecodeTracer::decideSizes(int relation, const SymExpr &lhs,
+                                 const SymExpr &rhs) {
+  std::vector<ShapeGuard> decided;
+  bool outcome = shapes.decide(relation, lhs, rhs, decided);
+  addShapeGuards(std::move(decided));
   return outcome;
 }
 
@@ -322,12 +326,7 @@ void BytecodeTracer::unifyOperandSizes(const std::string &op,
       for (size_t k = 3; k <= std::min(a.rank(), b.rank()); ++k)
         pair(a.sizes[a.rank() - k], b.sizes[b.rank() - k]);
   }
-  for (ShapeGuard &shape : decided) {
-    Guard guard;
-    guard.kind = Guard::Kind::Shape;
-    guard.shape = std::move(shape);
-    guardBuilder.addGuard(std::move(guard));
-  }
+  addShapeGuards(std::move(decided));
   if (unified)
     applyUnifiedSizes();
 }

@@ -190,13 +190,9 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
       if (!first.second && first.first->second != symbol)
         shapes.unify(first.first->second, symbol, unified);
     }
-  for (ShapeGuard &shape : unified) {
-    Guard guard;
-    guard.kind = Guard::Kind::Shape;
-    guard.shape = std::move(shape);
-    guardBuilder.addGuard(std::move(guard));
-  }
-  if (!unified.empty())
+  bool anyUnified = !unified.empty();
+  addShapeGuards(std::move(unified));
+  if (anyUnified)
     applyUnifiedSizes();
   std::map<std::string, int64_t> atHints = shapes.symbolHints();
   std::vector<SymExpr> candidates;
