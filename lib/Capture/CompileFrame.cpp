@@ -149,8 +149,7 @@ namespace {
 ShapePolicy shapePolicyFor(const CallOptions &options,
                            const ShapeHistory &history) {
   ShapePolicy policy;
-  policy.firstSizes = &history.firstSizes;
-  policy.changedDims = &history.changedDims;
+  policy.history = &history;
   switch (options.dynamic) {
   case CallOptions::DynamicShapes::Always:
     policy.mode = ShapePolicy::Mode::Dynamic;

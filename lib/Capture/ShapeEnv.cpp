@@ -80,19 +80,29 @@ std::string ShapeGuard::str() const {
   return lhs.str() + " " + relationText(relation) + " " + rhs.str();
 }
 
+std::vector<bool> ShapeHistory::changed(const std::string &key,
+                                        const std::vector<int64_t> &sizes) const {
+  std::vector<bool> dims(sizes.size(), false);
+  auto first = firstSizes.find(key);
+  if (first != firstSizes.end() && first->second.size() == sizes.size())
+    for (size_t k = 0; k < sizes.size(); ++k)
+      dims[k] = first->second[k] != sizes[k];
+  auto before = changedDims.find(key);
+  if (before != changedDims.end())
+    for (size_t k : before->second)
+      if (k < dims.size())
+        dims[k] = true;
+  return dims;
+}
+
 void ShapeHistory::record(
     const std::map<std::string, std::vector<int64_t>> &sizes) {
   for (const auto &[source, seen] : sizes) {
-    auto first = firstSizes.find(source);
-    if (first == firstSizes.end()) {
-      firstSizes[source] = seen;
-      continue;
-    }
-    if (first->second.size() != seen.size())
-      continue;
-    for (size_t k = 0; k < seen.size(); ++k)
-      if (first->second[k] != seen[k])
+    std::vector<bool> dims = changed(source, seen);
+    for (size_t k = 0; k < dims.size(); ++k)
+      if (dims[k])
         changedDims[source].insert(k);
+    firstSizes.emplace(source, seen);
   }
 }
 

@@ -47,6 +47,10 @@ struct ShapeHistory {
   std::map<std::string, std::vector<int64_t>> firstSizes;
   std::map<std::string, std::set<size_t>> changedDims;
   bool symbolicFailed = false;
+  /// The dims of the source `key`, now of `sizes`, that changed: found to
+  /// change before, or other than at the first capture (of the same rank).
+  std::vector<bool> changed(const std::string &key,
+                            const std::vector<int64_t> &sizes) const;
   /// Records a capture's input sizes.
   void record(const std::map<std::string, std::vector<int64_t>> &sizes);
 };
@@ -55,10 +59,8 @@ struct ShapeHistory {
 struct ShapePolicy {
   enum class Mode { Static, Automatic, Dynamic };
   Mode mode = Mode::Automatic;
-  /// Automatic: the sizes of each tensor source (by its description) at
-  /// the code's first capture, and the dims found to change since.
-  const std::map<std::string, std::vector<int64_t>> *firstSizes = nullptr;
-  const std::map<std::string, std::set<size_t>> *changedDims = nullptr;
+  /// Automatic: what the code's captures saw of sizes.
+  const ShapeHistory *history = nullptr;
 };
 
 class ShapeEnv {

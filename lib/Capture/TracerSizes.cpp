@@ -57,20 +57,9 @@ std::vector<bool> BytecodeTracer::symbolicDims(
     }
     if (argument)
       dims.assign(sizes.size(), true);
-  } else if (shapePolicy.firstSizes) {
+  } else if (shapePolicy.history) {
     // Automatic: the dims whose size changed since the first capture.
-    auto first = shapePolicy.firstSizes->find(key);
-    if (first != shapePolicy.firstSizes->end() &&
-        first->second.size() == sizes.size())
-      for (size_t k = 0; k < sizes.size(); ++k)
-        dims[k] = first->second[k] != sizes[k];
-    auto changed = shapePolicy.changedDims
-                       ? shapePolicy.changedDims->find(key)
-                       : shapePolicy.changedDims->end();
-    if (shapePolicy.changedDims && changed != shapePolicy.changedDims->end())
-      for (size_t k : changed->second)
-        if (k < dims.size())
-          dims[k] = true;
+    dims = shapePolicy.history->changed(key, sizes);
   }
   int64_t rank = int64_t(sizes.size());
   for (int64_t dim : markedDims(object, "_dynamo_dynamic_indices"))
@@ -108,16 +97,11 @@ bool BytecodeTracer::makeSymbolic(const std::vector<bool> &dims,
       return false;
     expected *= meta.sizes[k];
   }
-  std::vector<SymExpr> sizes(rank), strides(rank);
+  std::vector<SymExpr> sizes(rank);
   for (size_t k = 0; k < rank; ++k)
     sizes[k] = dims[k] ? shapes.newSymbol(meta.sizes[k])
                        : SymExpr(meta.sizes[k]);
-  SymExpr inner(1);
-  for (size_t i = rank; i-- > 0;) {
-    size_t k = order[i];
-    strides[k] = inner;
-    inner = inner * sizes[k];
-  }
+  std::vector<SymExpr> strides = stridesInOrder(sizes, order);
   type.sizes = sizes;
   type.strides.clear();
   if (strides != contiguousStrides(sizes))

@@ -217,7 +217,7 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
     return concrete;
   };
   auto runOnMeta = [&](const std::map<std::string, int64_t> &bindings,
-                       std::vector<PyObject *> &slots) {
+                       bool movedSizes, std::vector<PyObject *> &slots) {
     std::vector<PyRef> metas;
     std::vector<PyObject *> metaArgs;
     for (const Operand &operand : operands) {
@@ -229,7 +229,7 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
     if (!result)
       unsupported("call to " + what +
                   " (not in the op table; no shape from meta tensors" +
-                  (symbols.empty() ? "" : " of moved symbolic sizes") + ": " +
+                  (movedSizes ? " of moved symbolic sizes" : "") + ": " +
                   takePythonError() + ")");
     if (!flattenResult(result.get(), slots))
       unsupported("call to " + what +
@@ -238,10 +238,10 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
     return result;
   };
   std::vector<PyObject *> slots, tensors, movedSlots, movedTensors;
-  PyRef output = runOnMeta(atHints, slots);
+  PyRef output = runOnMeta(atHints, false, slots);
   PyRef movedOutput;
   if (!symbols.empty())
-    movedOutput = runOnMeta(moved, movedSlots);
+    movedOutput = runOnMeta(moved, true, movedSlots);
   for (PyObject *slot : slots) {
     call.resultOfSlot.push_back(slot ? int(tensors.size()) : -1);
     if (slot)
@@ -298,12 +298,7 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
         return strides[a] > strides[b];
       });
-      type.strides.assign(order.size(), SymExpr(1));
-      SymExpr running(1);
-      for (size_t i = order.size(); i-- > 0;) {
-        type.strides[order[i]] = running;
-        running = running * type.sizes[order[i]];
-      }
+      type.strides = stridesInOrder(type.sizes, order);
     } else {
       for (int64_t stride : strides)
         type.strides.push_back(SymExpr(stride));

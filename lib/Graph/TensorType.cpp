@@ -30,6 +30,17 @@ std::vector<SymExpr> contiguousStrides(const std::vector<SymExpr> &sizes) {
   return strides;
 }
 
+std::vector<SymExpr> stridesInOrder(const std::vector<SymExpr> &sizes,
+                                    const std::vector<size_t> &order) {
+  std::vector<SymExpr> strides(sizes.size(), SymExpr(int64_t(1)));
+  SymExpr running(int64_t(1));
+  for (size_t i = order.size(); i-- > 0;) {
+    strides[order[i]] = running;
+    running = running * sizes[order[i]];
+  }
+  return strides;
+}
+
 std::vector<SymExpr> TensorType::effectiveStrides() const {
   return strides.empty() ? contiguousStrides(sizes) : strides;
 }

@@ -138,14 +138,8 @@ void chooseLayout(LoweringState &state, const Value *value) {
   state.orderOf[value] = order;
   TensorType type = value->type;
   type.strides.clear();
-  if (input) {
-    type.strides.assign(order.size(), SymExpr(1));
-    SymExpr running(1);
-    for (size_t k = order.size(); k-- > 0;) {
-      type.strides[order[k]] = running;
-      running = running * type.sizes[order[k]];
-    }
-  }
+  if (input)
+    type.strides = stridesInOrder(type.sizes, order);
   state.bufferTypes[value] = type;
 }
 

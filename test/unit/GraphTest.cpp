@@ -153,3 +153,16 @@ TEST(GraphPasses, CseThenDce) {
   EXPECT_FALSE(eliminateDeadCode(graph));
   verifyGraph(graph);
 }
+
+TEST(TensorType, StridesInOrderAreDenseInThatOrder) {
+  SymExpr s0 = SymExpr::symbol("s0"), s1 = SymExpr::symbol("s1");
+  std::vector<SymExpr> sizes = {s0, 4, s1};
+  EXPECT_EQ(stridesInOrder(sizes, {0, 1, 2}), contiguousStrides(sizes));
+  // Dim 0 innermost (a transposed layout), then dim 2, then dim 1.
+  std::vector<SymExpr> strides = stridesInOrder(sizes, {1, 2, 0});
+  EXPECT_EQ(strides[0].str(), "1");
+  EXPECT_EQ(strides[2].str(), "s0");
+  EXPECT_EQ(strides[1].str(), "s0*s1");
+  std::vector<SymExpr> nchw = {2, 3, 5, 7};
+  EXPECT_EQ(stridesInOrder(nchw, {0, 2, 3, 1}), channelsLastStrides(nchw));
+}

@@ -35,6 +35,11 @@ struct TensorType {
 };
 
 std::vector<SymExpr> contiguousStrides(const std::vector<SymExpr> &sizes);
+/// Dense strides with the dims laid out in `order` (outermost first): each
+/// stride the product of the sizes inside it. The identity order gives
+/// contiguousStrides.
+std::vector<SymExpr> stridesInOrder(const std::vector<SymExpr> &sizes,
+                                    const std::vector<size_t> &order);
 /// NCHW sizes laid out with C innermost (torch.channels_last).
 std::vector<SymExpr> channelsLastStrides(const std::vector<SymExpr> &sizes);
 /// 4-D with explicit strides that are channels-last (and not also
