@@ -316,6 +316,10 @@ private:
   /// BUILD_SLICE of constants: a slice object, usable as an index.
   VarPtr sliceItems(const VarPtr &container, PyObject *slice);
   VarPtr buildSlice(int count);
+  /// A slice of start, stop and step (null: absent): a constant slice
+  /// object, or a SymSlice when a bound is a symbolic size.
+  VarPtr makeSlice(const VarPtr &start, const VarPtr &stop,
+                   const VarPtr &step);
 
   /// Basic indexing (ints, slices, None, Ellipsis) as select, slice and
   /// unsqueeze nodes.
@@ -656,6 +660,10 @@ private:
   /// run at capture time.
   VarPtr foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
                      const Keywords &keywords);
+  /// torch.device("cpu"), torch.device(type="cuda", index=0): made at
+  /// capture time from constants (FX-generated code spells devices so).
+  VarPtr foldTorchDevice(PyObject *callable, const std::vector<VarPtr> &args,
+                         const Keywords &keywords);
 
   VarPtr bindAndEmit(const OpBinding &binding, const std::string &what,
                      const std::vector<VarPtr> &args,

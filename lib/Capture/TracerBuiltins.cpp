@@ -28,9 +28,49 @@ bool BytecodeTracer::isMathFunction(PyObject *callable) {
   return self == math;
 }
 
+VarPtr BytecodeTracer::foldTorchDevice(PyObject *callable,
+                                       const std::vector<VarPtr> &args,
+                                       const Keywords &keywords) {
+  if (!PyType_Check(callable) ||
+      std::string(reinterpret_cast<PyTypeObject *>(callable)->tp_name) !=
+          "torch.device")
+    return nullptr;
+  PyRef positional = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != Var::Kind::Constant)
+      unsupported("torch.device() of a value not known at capture");
+    PyTuple_SET_ITEM(positional.get(), i, args[i]->object.get());
+    Py_INCREF(args[i]->object.get());
+  }
+  PyRef named = PyRef::steal(PyDict_New());
+  for (const auto &[key, value] : keywords) {
+    if (value->kind != Var::Kind::Constant)
+      unsupported("torch.device() of a value not known at capture");
+    PyDict_SetItemString(named.get(), key.c_str(), value->object.get());
+  }
+  PyRef device = PyRef::steal(
+      PyObject_Call(callable, positional.get(), named.get()));
+  if (!device) {
+    PyErr_Clear();
+    unsupported("torch.device() raises for these arguments");
+  }
+  VarPtr var = makeVar(Var::Kind::Object);
+  var->object = device;
+  return var;
+}
+
 VarPtr
 BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
                             const Keywords &keywords) {
+  if (VarPtr device = foldTorchDevice(callable, args, keywords))
+    return device;
+  // slice(stop), slice(start, stop[, step]): as BUILD_SLICE makes them.
+  if (isBuiltin(callable, "slice") && keywords.empty() && !args.empty() &&
+      args.size() <= 3)
+    return args.size() == 1
+               ? makeSlice(constant(Py_None), args[0], nullptr)
+               : makeSlice(args[0], args[1],
+                           args.size() == 3 ? args[2] : nullptr);
   static const char *pure[] = {"float", "int",   "bool", "abs", "min",
                                "max",   "round", "len",  "pow", "range"};
   bool isPure = isMathFunction(callable);

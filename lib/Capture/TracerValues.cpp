@@ -237,6 +237,11 @@ VarPtr BytecodeTracer::buildSlice(int count) {
   VarPtr step = count == 3 ? pop() : nullptr;
   VarPtr stop = pop();
   VarPtr start = pop();
+  return makeSlice(start, stop, step);
+}
+
+VarPtr BytecodeTracer::makeSlice(const VarPtr &start, const VarPtr &stop,
+                                 const VarPtr &step) {
   if (isSymInt(start) || isSymInt(stop) || (step && isSymInt(step))) {
     VarPtr slice = makeVar(Var::Kind::SymSlice);
     slice->items = {start, stop, step ? step : constant(Py_None)};

@@ -10,10 +10,7 @@ them behind guards; later calls with the same kinds of inputs run the cached
 kernels. Whatever cannot be captured runs eagerly, unchanged.
 """
 import functools
-import itertools
-import os
 import sys
-import sysconfig
 
 import torch  # Loads torch's shared libraries before the extension.
 
@@ -28,7 +25,7 @@ except ImportError as error:
         f"on CPython {sys.version.split()[0]} ({error}); it must be built against "
         f"the torch and CPython it runs with: {_REBUILD}") from error
 
-__all__ = ["compile", "compiled_graphs", "config", "explain", "mark_dynamic", "mark_static", "memory_stats",
+__all__ = ["compile", "CompiledModule", "compiled_graphs", "config", "explain", "mark_dynamic", "mark_static", "memory_stats",
            "reset", "stats", "Unsupported", "IRError"]
 __version__ = _C.version
 
@@ -40,35 +37,19 @@ if torch.__version__ != _C.torch_version:
 Unsupported = _C.Unsupported
 IRError = _C.IRError
 
+from . import compiled  # noqa: E402 - needs the extension loaded
 
-def _skip_prefixes():
-    """Code the frame hook leaves alone: torch, dynafuse and the standard
-    library (but not packages installed beside it)."""
-    prefixes = [os.path.dirname(torch.__file__) + os.sep,
-                os.path.dirname(__file__) + os.sep]
-    stdlib = sysconfig.get_paths()["stdlib"]
-    for entry in sorted(os.listdir(stdlib)):
-        if entry not in ("site-packages", "dist-packages"):
-            prefixes.append(os.path.join(stdlib, entry))
-    return prefixes
-
-
-_SKIP_PREFIXES = _skip_prefixes()
 _C.set_op_tables(ops.FUNCTIONS, ops.METHODS, ops.STATE_QUERIES)
-config._apply(_C, _SKIP_PREFIXES)
+config._apply(_C, compiled.SKIP_PREFIXES)
 
-_BACKENDS = _C.backend_choices()
+CompiledModule = compiled.CompiledModule
 
 
-def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None):
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="auto", mode=None,
+            options=None, disable=False):
     """Compiles a function or nn.Module; usable as @compile or @compile(...).
+    The arguments are torch.compile's, with these meanings:
 
-    backend: "auto" (by device, per call: "cuda" when a tensor argument is
-    on a CUDA device, else "cpu"; with no tensor argument a module's first
-    parameter or buffer decides), "cpu" (LLVM when built, else the
-    interpreter), "llvm", "interp", "cuda" (NVRTC-compiled kernels on
-    cuda:0, on torch's current stream). A graph whose tensors are on another device than the
-    backend runs eagerly, with the reason logged.
     fullgraph: raise dynafuse.Unsupported instead of falling back to eager
     when the code cannot be captured as one graph.
     dynamic: None (automatic: sizes are static at the first capture; a dim
@@ -77,54 +58,33 @@ def compile(fn=None, *, backend="auto", fullgraph=False, dynamic=None):
     is a symbol from the start; parameters stay static), False (every new
     size compiles anew). Sizes 0 and 1 are always specialized.
     mark_dynamic and mark_static decide per tensor.
+    backend: Dynafuse's code generator: "auto" (by device, per call:
+    "cuda" when a tensor argument is on a CUDA device, else "cpu"; with no
+    tensor argument a module's first parameter or buffer decides), "cpu"
+    (LLVM when built, else the interpreter), "llvm", "interp", "cuda"
+    (NVRTC-compiled kernels on cuda:0, on torch's current stream). A graph
+    whose tensors are on another device than the backend runs eagerly,
+    with the reason logged.
+    mode: torch.compile's names ("default", "reduce-overhead",
+    "max-autotune", "max-autotune-no-cudagraphs"); dynafuse.compiled.MODES
+    says what each does here.
+    options: a dict of dynafuse.config settings for this callable only
+    (dump_dir, recompile_limit, resume_after_breaks, log,
+    automatic_dynamic_shapes); other keys raise ValueError.
+    disable: True returns model unchanged.
     """
-    if dynamic not in (None, True, False):
-        raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
-    if backend not in _BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {_BACKENDS}")
-    if fn is None:
-        return functools.partial(compile, backend=backend, fullgraph=fullgraph,
-                                 dynamic=dynamic)
-    if isinstance(fn, torch.nn.Module):
-        return _CompiledModule(fn, backend, fullgraph, dynamic)
-    if not callable(fn):
-        raise TypeError(f"dynafuse.compile expects a function or nn.Module, got {type(fn).__name__}")
-    return _compiled_function(fn, backend, fullgraph, dynamic)
-
-
-def _compiled_function(fn, backend, fullgraph, dynamic):
-    target = getattr(fn, "__code__", None)
-
-    @functools.wraps(fn)
-    def compiled(*args, **kwargs):
-        config._apply(_C, _SKIP_PREFIXES)
-        return _C.call(fn, args, kwargs or None, backend, fullgraph, target, None, dynamic)
-
-    compiled._dynafuse_original = fn
-    return compiled
-
-
-class _CompiledModule(torch.nn.Module):
-    """Wraps a module; calling it runs the module under the frame hook."""
-
-    def __init__(self, module, backend, fullgraph, dynamic=None):
-        super().__init__()
-        self._orig_mod = module
-        self._dynafuse_options = (backend, fullgraph, dynamic)
-
-    def forward(self, *args, **kwargs):
-        config._apply(_C, _SKIP_PREFIXES)
-        backend, fullgraph, dynamic = self._dynafuse_options
-        target = getattr(type(self._orig_mod).forward, "__code__", None)
-        first_tensor = self._first_tensor if backend == "auto" else None
-        return _C.call(self._orig_mod, args, kwargs or None, backend, fullgraph, target,
-                       first_tensor, dynamic)
-
-    def _first_tensor(self):
-        """What backend "auto" looks at when no argument is a tensor: the
-        module's first parameter or buffer (None when it has neither)."""
-        return next(itertools.chain(self._orig_mod.parameters(),
-                                    self._orig_mod.buffers()), None)
+    settings = compiled.CompileSettings.checked(backend, fullgraph, dynamic, mode, options)
+    if model is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic,
+                                 backend=backend, mode=mode, options=options,
+                                 disable=disable)
+    if disable:
+        return model
+    if isinstance(model, torch.nn.Module):
+        return compiled.CompiledModule(model, settings)
+    if not callable(model):
+        raise TypeError(f"dynafuse.compile expects a function or nn.Module, got {type(model).__name__}")
+    return compiled.compiled_function(model, settings)
 
 
 def mark_dynamic(tensor, dim):

@@ -77,18 +77,68 @@ automatic_dynamic_shapes = _from_environment["automatic_dynamic_shapes"]
 
 _applied = None
 
+#: The settings above, which compile(options=...) also accepts.
+SETTINGS = ("dump_dir", "recompile_limit", "resume_after_breaks", "log",
+            "automatic_dynamic_shapes")
+_SETTING_TYPES = {"dump_dir": (str, type(None)), "recompile_limit": int,
+                  "resume_after_breaks": bool, "log": (str, type(None)),
+                  "automatic_dynamic_shapes": bool}
+
 
 def variables():
     """Every DYNAFUSE_* variable as (name, default, meaning)."""
     return _C.option_variables()
 
 
+def check_options(options):
+    """Validates compile(options=...): a dict of settings named in
+    SETTINGS, each of its type; returns a copy."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a dict of dynafuse settings, got {type(options).__name__}")
+    checked = {}
+    for name, value in options.items():
+        if name not in _SETTING_TYPES:
+            raise ValueError(f"unknown dynafuse option {name!r}; valid options: {', '.join(SETTINGS)}")
+        expected = _SETTING_TYPES[name]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+            raise TypeError(f"dynafuse option {name!r} must be {names}, got {value!r}")
+        if name == "recompile_limit" and value < 0:
+            raise ValueError(f"dynafuse option 'recompile_limit' must be >= 0, got {value}")
+        checked[name] = value
+    return checked
+
+
+def _current():
+    return {"dump_dir": dump_dir, "recompile_limit": recompile_limit,
+            "resume_after_breaks": resume_after_breaks, "log": log,
+            "automatic_dynamic_shapes": automatic_dynamic_shapes}
+
+
+def _arguments(settings):
+    return (str(settings["dump_dir"] or ""), int(settings["recompile_limit"]),
+            str(settings["log"] or ""), bool(settings["resume_after_breaks"]),
+            bool(settings["automatic_dynamic_shapes"]))
+
+
 def _apply(core, skip_prefixes):
     """Hands the settings to the C++ core when they changed."""
     global _applied
-    state = (dump_dir, recompile_limit, log, resume_after_breaks, automatic_dynamic_shapes)
+    state = _arguments(_current())
     if state == _applied:
         return
-    core.configure(str(dump_dir or ""), int(recompile_limit), skip_prefixes, str(log),
-                   bool(resume_after_breaks), bool(automatic_dynamic_shapes))
+    core.configure(skip_prefixes, *state)
     _applied = state
+
+
+def _config_for(core, overrides, cache):
+    """The core's configuration for a callable compiled with options:
+    these settings over the current ones (cache: the callable's, by
+    effective settings)."""
+    state = _arguments({**_current(), **overrides})
+    config = cache.get(state)
+    if config is None:
+        config = cache[state] = core.compiler_config(*state)
+    return config

@@ -18,6 +18,8 @@
 #include "dynafuse/Support/Options.h"
 
 #include <cstdlib>
+#include <map>
+#include <tuple>
 
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
@@ -42,14 +44,95 @@ CompilerConfig &moduleConfig() {
   return *config;
 }
 
+/// The settings dynafuse.config and compile(options=...) change, as
+/// configure() and compiler_config() receive them.
+struct Settings {
+  std::string dumpDir;
+  int recompileLimit = 8;
+  std::string logTopics;
+  bool resumeAfterBreaks = true;
+  bool automaticDynamicShapes = true;
+
+  auto key() const {
+    return std::tie(dumpDir, recompileLimit, logTopics, resumeAfterBreaks,
+                    automaticDynamicShapes);
+  }
+  bool operator<(const Settings &other) const { return key() < other.key(); }
+
+  void applyTo(CompilerConfig &config) const {
+    config.options.dumpDir = dumpDir;
+    config.options.recompileLimit = recompileLimit;
+    config.options.logChannels = logTopics;
+    config.options.resumeAfterBreaks = resumeAfterBreaks;
+    config.options.automaticDynamicShapes = automaticDynamicShapes;
+  }
+};
+
+/// Parses (dump_dir, recompile_limit, log_topics, resume_after_breaks,
+/// automatic_dynamic_shapes) from args starting at `first`.
+bool parseSettings(PyObject *args, Py_ssize_t first, Settings &settings) {
+  PyObject *tail = PyTuple_GetSlice(args, first, PyTuple_GET_SIZE(args));
+  if (!tail)
+    return false;
+  const char *dumpDir, *logTopics;
+  int recompileLimit, resumeAfterBreaks, automaticDynamic;
+  bool parsed = PyArg_ParseTuple(tail, "sispp", &dumpDir, &recompileLimit,
+                                 &logTopics, &resumeAfterBreaks,
+                                 &automaticDynamic);
+  Py_DECREF(tail);
+  if (!parsed)
+    return false;
+  if (recompileLimit < 0) {
+    PyErr_SetString(PyExc_ValueError, "recompile_limit must be >= 0");
+    return false;
+  }
+  settings = {dumpDir, recompileLimit, logTopics, bool(resumeAfterBreaks),
+              bool(automaticDynamic)};
+  return true;
+}
+
+/// The configurations of compile(options=...): the module's configuration
+/// with other settings, one per distinct settings and never freed (code
+/// objects' caches and resume functions compiled under one keep pointing
+/// at it).
+const CompilerConfig *internedConfig(const Settings &settings) {
+  static auto *configs = new std::map<Settings, CompilerConfig>();
+  auto [it, inserted] = configs->try_emplace(settings, moduleConfig());
+  if (inserted)
+    settings.applyTo(it->second);
+  return &it->second;
+}
+
+const char *const configCapsuleName = "dynafuse.CompilerConfig";
+
+/// Log topics another configuration than the module's enables for the
+/// length of one call, then the module's again.
+class ScopedLogTopics {
+public:
+  explicit ScopedLogTopics(const CompilerConfig *config)
+      : changed(config != &moduleConfig() &&
+                config->options.logChannels !=
+                    moduleConfig().options.logChannels) {
+    if (changed)
+      setLogTopics(config->options.logChannels);
+  }
+  ~ScopedLogTopics() {
+    if (changed)
+      setLogTopics(moduleConfig().options.logChannels);
+  }
+
+private:
+  bool changed;
+};
+
 PyObject *pyCall(PyObject *, PyObject *args) {
   PyObject *fn, *callArgs, *callKwargs, *target = Py_None, *probe = Py_None;
-  PyObject *dynamic = Py_None;
+  PyObject *dynamic = Py_None, *configCapsule = Py_None;
   const char *backend;
   int fullgraph;
-  if (!PyArg_ParseTuple(args, "OO!Osp|OOO", &fn, &PyTuple_Type, &callArgs,
+  if (!PyArg_ParseTuple(args, "OO!Osp|OOOO", &fn, &PyTuple_Type, &callArgs,
                         &callKwargs, &backend, &fullgraph, &target, &probe,
-                        &dynamic))
+                        &dynamic, &configCapsule))
     return nullptr;
   if (callKwargs == Py_None)
     callKwargs = nullptr;
@@ -72,23 +155,43 @@ PyObject *pyCall(PyObject *, PyObject *args) {
                         : CallOptions::DynamicShapes::Never;
   options.target = target == Py_None ? nullptr : target;
   options.config = &moduleConfig();
+  if (configCapsule != Py_None) {
+    options.config = static_cast<const CompilerConfig *>(
+        PyCapsule_GetPointer(configCapsule, configCapsuleName));
+    if (!options.config)
+      return nullptr;
+  }
+  ScopedLogTopics logTopics(options.config);
   return callCompiled(fn, callArgs, callKwargs, options);
 }
 
+/// compiler_config(dump_dir, recompile_limit, log_topics,
+/// resume_after_breaks, automatic_dynamic_shapes): a configuration for
+/// call() with these settings and the module's others.
+PyObject *pyCompilerConfig(PyObject *, PyObject *args) {
+  Settings settings;
+  if (!parseSettings(args, 0, settings))
+    return nullptr;
+  return PyCapsule_New(const_cast<CompilerConfig *>(internedConfig(settings)),
+                       configCapsuleName, nullptr);
+}
+
 PyObject *pyConfigure(PyObject *, PyObject *args) {
-  const char *dumpDir, *logTopics;
-  int recompileLimit, resumeAfterBreaks, automaticDynamic = 1;
-  PyObject *skipPrefixes;
-  if (!PyArg_ParseTuple(args, "siO!sp|p", &dumpDir, &recompileLimit,
-                        &PyList_Type, &skipPrefixes, &logTopics,
-                        &resumeAfterBreaks, &automaticDynamic))
+  PyObject *skipPrefixes = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0)
+                                                  : nullptr;
+  if (!skipPrefixes || !PyList_Check(skipPrefixes)) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_TypeError,
+                    "configure(skip_prefixes, dump_dir, recompile_limit, "
+                    "log_topics, resume_after_breaks, "
+                    "automatic_dynamic_shapes)");
+    return nullptr;
+  }
+  Settings settings;
+  if (!parseSettings(args, 1, settings))
     return nullptr;
   CompilerConfig &config = moduleConfig();
-  config.options.resumeAfterBreaks = resumeAfterBreaks;
-  config.options.automaticDynamicShapes = automaticDynamic;
-  config.options.dumpDir = dumpDir;
-  config.options.recompileLimit = recompileLimit;
-  config.options.logChannels = logTopics;
+  settings.applyTo(config);
   config.skipPrefixes.clear();
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(skipPrefixes); ++i) {
     PyObject *item = PyList_GET_ITEM(skipPrefixes, i);
@@ -98,7 +201,7 @@ PyObject *pyConfigure(PyObject *, PyObject *args) {
     }
     config.skipPrefixes.push_back(PyUnicode_AsUTF8(item));
   }
-  setLogTopics(logTopics);
+  setLogTopics(settings.logTopics);
   Py_RETURN_NONE;
 }
 
@@ -245,12 +348,17 @@ PyObject *pyBackends(PyObject *, PyObject *) {
 PyMethodDef methods[] = {
     {"call", pyCall, METH_VARARGS,
      "call(fn, args, kwargs, backend, fullgraph[, target_code[, "
-     "first_tensor]]): run fn under the frame hook; target_code is captured "
-     "even inside torch's files; backend 'auto' looks at the tensor "
-     "arguments, else calls first_tensor()"},
+     "first_tensor[, dynamic[, config]]]]): run fn under the frame hook; "
+     "target_code is captured even inside torch's files; backend 'auto' "
+     "looks at the tensor arguments, else calls first_tensor(); config: "
+     "from compiler_config(), else the module's"},
     {"configure", pyConfigure, METH_VARARGS,
-     "configure(dump_dir, recompile_limit, skip_prefixes, log_topics, "
-     "resume_after_breaks)"},
+     "configure(skip_prefixes, dump_dir, recompile_limit, log_topics, "
+     "resume_after_breaks, automatic_dynamic_shapes)"},
+    {"compiler_config", pyCompilerConfig, METH_VARARGS,
+     "compiler_config(dump_dir, recompile_limit, log_topics, "
+     "resume_after_breaks, automatic_dynamic_shapes): settings for one "
+     "compiled callable, passed to call()"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
      "set_op_tables(functions, methods[, state_queries])"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},

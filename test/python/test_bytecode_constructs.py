@@ -476,3 +476,27 @@ def test_shapes_are_torch_sizes(layout):
     actual = check(shapes_are_sizes, layout())
     expected = shapes_are_sizes(layout())
     assert [type(item) for item in actual[1:]] == [type(item) for item in expected[1:]]
+
+
+def slices_and_devices_called_by_name(x):
+    # FX-generated code (torch.compile's graphs) spells indices and devices
+    # as calls: x[(slice(None, None, None), slice(0, 2, None))].
+    head = x[(slice(None, None, None), slice(0, 2, None))]
+    tail = x[slice(1, None), slice(None, None, 2)]
+    first = x[slice(3)]
+    ones = torch.ones(2, device=torch.device("cpu"))
+    on = torch.ones(1, device=torch.device(type="cpu"))
+    return head * ones + on, tail.sum(), first
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda f: f.__name__)
+def test_slice_and_torch_device_calls(layout):
+    check(slices_and_devices_called_by_name, layout())
+
+
+def test_a_torch_device_that_raises_is_a_graph_break():
+    def bad_device(x):
+        return x.to(torch.device("nowhere")) + 1
+
+    with pytest.raises(dynafuse.Unsupported, match=r"torch.device\(\) raises"):
+        dynafuse.compile(bad_device, fullgraph=True)(torch.randn(3))

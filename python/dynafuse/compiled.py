@@ -1,0 +1,157 @@
+"""What dynafuse.compile returns: a compiled function or a compiled module.
+
+Both hold their compile settings (CompileSettings) and hand them to the
+C++ core on every call: the backend, fullgraph, dynamic, and the
+configuration built from compile(options=...) over dynafuse.config. A
+compiled module behaves as the module it wraps: attributes, state_dict()
+and the parameters' names are the original's (as torch.compile's
+OptimizedModule).
+"""
+import dataclasses
+import functools
+import itertools
+import os
+import sysconfig
+
+import torch
+
+from . import _C, config
+
+
+def _skip_prefixes():
+    """Code the frame hook leaves alone: torch, dynafuse and the standard
+    library (but not packages installed beside it)."""
+    prefixes = [os.path.dirname(torch.__file__) + os.sep,
+                os.path.dirname(__file__) + os.sep]
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for entry in sorted(os.listdir(stdlib)):
+        if entry not in ("site-packages", "dist-packages"):
+            prefixes.append(os.path.join(stdlib, entry))
+    return prefixes
+
+
+SKIP_PREFIXES = _skip_prefixes()
+
+#: torch.compile's modes, and what each does in Dynafuse (docs/torch-compile.md).
+MODES = {
+    "default": "fused LLVM (or NVRTC) kernels, ATen for GEMMs and convolutions",
+    "reduce-overhead": "as default: the CPU path launches no kernels to batch, "
+                       "and the CUDA backend does not use CUDA graphs yet",
+    "max-autotune": "as default: Dynafuse has no autotuner yet; kernels use "
+                    "the cost model's choices",
+    "max-autotune-no-cudagraphs": "as max-autotune",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileSettings:
+    """dynafuse.compile's arguments, checked."""
+    backend: str = "auto"
+    fullgraph: bool = False
+    dynamic: object = None
+    mode: str = "default"
+    options: tuple = ()  # (name, value) pairs of dynafuse.config settings
+
+    @staticmethod
+    def checked(backend, fullgraph, dynamic, mode, options):
+        backends = _C.backend_choices()
+        if backend not in backends:
+            raise ValueError(f"unknown backend {backend!r}; choose one of {backends}")
+        if dynamic not in (None, True, False):
+            raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
+        if mode is None:
+            mode = "default"
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {sorted(MODES)} or None")
+        if fullgraph not in (True, False):
+            raise ValueError(f"fullgraph must be True or False, got {fullgraph!r}")
+        checked = config.check_options(options)
+        return CompileSettings(backend, bool(fullgraph), dynamic, mode,
+                               tuple(sorted(checked.items())))
+
+
+class _CallConfig:
+    """The core's configuration for one compiled callable: None (the
+    module's, dynafuse.config's) without options, else interned per
+    effective settings."""
+
+    def __init__(self, settings):
+        self.overrides = dict(settings.options)
+        self.configs = {}
+
+    def current(self):
+        config._apply(_C, SKIP_PREFIXES)
+        if not self.overrides:
+            return None
+        return config._config_for(_C, self.overrides, self.configs)
+
+
+def compiled_function(fn, settings):
+    target = getattr(fn, "__code__", None)
+    call_config = _CallConfig(settings)
+
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        return _C.call(fn, args, kwargs or None, settings.backend, settings.fullgraph,
+                       target, None, settings.dynamic, call_config.current())
+
+    compiled._dynafuse_original = fn
+    compiled._dynafuse_settings = settings
+    return compiled
+
+
+class CompiledModule(torch.nn.Module):
+    """Wraps a module; calling it runs the module under the frame hook.
+    Attribute reads, state_dict(), load_state_dict() and the names of
+    parameters and buffers are the wrapped module's (load_state_dict also
+    takes torch.compile's "_orig_mod."-prefixed keys)."""
+
+    def __init__(self, module, settings):
+        super().__init__()
+        self._orig_mod = module
+        self._dynafuse_settings = settings
+        self._dynafuse_call_config = _CallConfig(settings)
+
+    def forward(self, *args, **kwargs):
+        settings = self._dynafuse_settings
+        target = getattr(type(self._orig_mod).forward, "__code__", None)
+        first_tensor = self._first_tensor if settings.backend == "auto" else None
+        return _C.call(self._orig_mod, args, kwargs or None, settings.backend,
+                       settings.fullgraph, target, first_tensor, settings.dynamic,
+                       self._dynafuse_call_config.current())
+
+    def _first_tensor(self):
+        """What backend "auto" looks at when no argument is a tensor: the
+        module's first parameter or buffer (None when it has neither)."""
+        return next(itertools.chain(self._orig_mod.parameters(),
+                                    self._orig_mod.buffers()), None)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "_orig_mod":
+                raise
+            return getattr(self._modules["_orig_mod"], name)
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        prefix = "_orig_mod."
+        if state_dict and all(key.startswith(prefix) for key in state_dict):
+            state_dict = type(state_dict)((key[len(prefix):], value)
+                                          for key, value in state_dict.items())
+        return self._orig_mod.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._orig_mod.named_parameters(prefix, recurse, remove_duplicate)
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._orig_mod.named_buffers(prefix, recurse, remove_duplicate)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(dir(self._orig_mod)))
+
+    def __repr__(self):
+        return f"dynafuse.CompiledModule({self._orig_mod!r})"
