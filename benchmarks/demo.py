@@ -1,89 +1,139 @@
-"""The Dynafuse demo: compile gelu(x * w + b) on a few million elements,
-check it against eager, time it beside eager PyTorch and torch.compile
-(Inductor, measured side by side in this process), and dump every stage."""
+"""The Dynafuse demo: compile two real models, a torchvision ResNet-18 and a
+GPT-2 transformer block, check them against eager PyTorch, time them side
+by side with eager and torch.compile (Inductor) in this process, run them
+through torch.compile(backend="dynafuse") too, and dump every kernel.
+
+Compile times are cold: both compilers get fresh, empty on-disk caches
+(a temporary folder each) unless --warm-caches is given.
+"""
 import argparse
 import os
 import statistics
+import sys
+import tempfile
 import time
 
-import torch
-import torch.nn.functional as F
-
-import dynafuse
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def gelu_affine(x, w, b):
-    return F.gelu(x * w + b)
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dump-dir", default=os.path.abspath("dynafuse_dump"))
+    parser.add_argument("--no-inductor", action="store_true",
+                        help="skip torch.compile's Inductor (its compile takes a minute)")
+    parser.add_argument("--warm-caches", action="store_true",
+                        help="keep both compilers' on-disk caches (compile times are then warm)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    return parser.parse_args()
 
 
-def median_ms(fn, args, repeats):
+ARGS = parse_arguments()
+if not ARGS.warm_caches:  # before torch and dynafuse read them
+    os.environ["DYNAFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynafuse-demo-cache-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-demo-cache-")
+os.environ.setdefault("DYNAFUSE_NUM_THREADS", str(ARGS.threads))
+
+import torch  # noqa: E402
+
+import dynafuse  # noqa: E402
+
+sys.path.insert(0, HERE)
+from workloads import GPT2Block  # noqa: E402
+
+
+def models():
+    torch.manual_seed(0)
+    result = []
+    try:
+        import torchvision
+        result.append(("resnet18 b1 224x224", torchvision.models.resnet18(weights=None).eval(),
+                       (torch.randn(1, 3, 224, 224),)))
+    except ImportError:
+        print("torchvision is not installed: the demo runs the transformer block only")
+    result.append(("GPT-2 block d768 seq128 b1", GPT2Block().eval(), (torch.randn(1, 128, 768),)))
+    return result
+
+
+def median_ms(fn, inputs, repeats=5):
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        fn(*args)
+        fn(*inputs)
         times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
 
 
-def interleaved(candidates, args, rounds, repeats):
-    """Median per candidate over rounds that alternate between them."""
+def first_call_s(fn, inputs):
+    start = time.perf_counter()
+    result = fn(*inputs)
+    return result, time.perf_counter() - start
+
+
+def check(name, result, expected):
+    error = (result - expected).abs().max().item()
+    torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4)
+    return error
+
+
+def run_model(title, model, inputs, dump_dir):
+    candidates = {"eager": model}
+    compile_s = {}
+    errors = {}
+    expected = model(*inputs)
+
+    ours = dynafuse.compile(model, options={"dump_dir": dump_dir})
+    result, compile_s["dynafuse"] = first_call_s(ours, inputs)
+    errors["dynafuse"] = check("dynafuse", result, expected)
+    graphs = dynafuse.compiled_graphs()
+    candidates["dynafuse"] = ours
+
+    via_dynamo = torch.compile(model, backend="dynafuse")
+    result, compile_s["torch.compile(backend=dynafuse)"] = first_call_s(via_dynamo, inputs)
+    errors["torch.compile(backend=dynafuse)"] = check("dynamo", result, expected)
+    candidates["torch.compile(backend=dynafuse)"] = via_dynamo
+
+    if not ARGS.no_inductor:
+        inductor = torch.compile(model)
+        result, compile_s["torch.compile"] = first_call_s(inductor, inputs)
+        errors["torch.compile"] = check("inductor", result, expected)
+        candidates["torch.compile"] = inductor
+
     samples = {name: [] for name in candidates}
-    for _ in range(rounds):
+    for _ in range(ARGS.rounds):  # interleaved: the machine's drift hits all alike
         for name, fn in candidates.items():
-            samples[name].append(median_ms(fn, args, repeats))
-    return {name: statistics.median(values) for name, values in samples.items()}
+            samples[name].append(median_ms(fn, inputs))
+    times = {name: statistics.median(values) for name, values in samples.items()}
+
+    print(f"\n{title}: {graphs[0]['kernels']} kernel calls "
+          f"({graphs[0]['distinct_kernels']} distinct), {graphs[0]['extern_calls']} ATen calls "
+          f"in {len(graphs)} graph(s)")
+    print(f"  {'':34}{'run ms':>9}{'vs eager':>10}{'compile s':>11}{'max abs err':>13}")
+    for name, ms in times.items():
+        compile_text = f"{compile_s[name]:11.2f}" if name in compile_s else f"{'':11}"
+        error_text = f"{errors[name]:13.1e}" if name in errors else f"{'':13}"
+        print(f"  {name:34}{ms:9.2f}{times['eager'] / ms:9.2f}x{compile_text}{error_text}")
+    return times
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=2048)
-    parser.add_argument("--cols", type=int, default=2048)
-    parser.add_argument("--dump-dir", default=os.path.abspath("dynafuse_dump"))
-    parser.add_argument("--no-inductor", action="store_true")
-    args = parser.parse_args()
-    torch.set_num_threads(2)
-    os.environ.setdefault("DYNAFUSE_NUM_THREADS", "2")
-    torch.manual_seed(0)
-
-    x = torch.randn(args.rows, args.cols)
-    w = torch.randn(args.cols)
-    b = torch.randn(args.cols)
-    inputs = (x, w, b)
-    print(f"gelu(x * w + b), x {args.rows}x{args.cols} f32 ({x.numel() / 1e6:.1f}M elements)")
-
-    dynafuse.config.dump_dir = args.dump_dir
-    compiled = dynafuse.compile(gelu_affine, fullgraph=True)
+    torch.set_num_threads(ARGS.threads)
+    print(f"Dynafuse {dynafuse.__version__}, torch {torch.__version__}, "
+          f"{ARGS.threads} threads; compile times "
+          f"{'warm' if ARGS.warm_caches else 'cold (fresh on-disk caches)'}")
     with torch.no_grad():
-        start = time.perf_counter()
-        ours = compiled(*inputs)
-        compile_s = time.perf_counter() - start
-        expected = gelu_affine(*inputs)
-        error = (ours - expected).abs().max().item()
-        torch.testing.assert_close(ours, expected, rtol=2e-6, atol=2e-6)
-        print(f"dynafuse vs eager: max abs error {error:.2e} (allclose: yes); "
-              f"first call incl. compile {compile_s * 1e3:.0f} ms; stats {dynafuse.stats()}")
-
-        candidates = {"eager": gelu_affine, "dynafuse": compiled}
-        if not args.no_inductor:
-            try:
-                inductor = torch.compile(gelu_affine)
-                start = time.perf_counter()
-                inductor(*inputs)
-                print(f"torch.compile warm-up (its compile): {time.perf_counter() - start:.1f} s")
-                candidates["torch.compile"] = inductor
-            except Exception as error:  # noqa: BLE001 - the demo goes on without it
-                print(f"torch.compile unavailable: {type(error).__name__}: {error}")
-        results = interleaved(candidates, inputs, rounds=5, repeats=5)
-
-    print(f"\n{'':16}{'median ms':>10}{'vs eager':>10}")
-    for name, ms in results.items():
-        print(f"{name:16}{ms:10.2f}{results['eager'] / ms:9.2f}x")
-    print("\n(the full suite: benchmarks/suite.py, see README's benchmark section)")
-
-    print(f"\nkernel dump in {args.dump_dir}:")
-    for folder in sorted(os.listdir(args.dump_dir)):
-        files = sorted(os.listdir(os.path.join(args.dump_dir, folder)))
-        print(f"  {folder}/: {', '.join(files)}")
+        for title, model, inputs in models():
+            dynafuse.reset()
+            torch._dynamo.reset()
+            run_model(title, model, inputs, os.path.join(ARGS.dump_dir, title.split()[0]))
+    print("\n(whole tables: benchmarks/suite.py and benchmarks/library_models.py, "
+          "docs/performance.md)")
+    print(f"\nkernel dumps in {ARGS.dump_dir}:")
+    for model_folder in sorted(os.listdir(ARGS.dump_dir)):
+        for folder in sorted(os.listdir(os.path.join(ARGS.dump_dir, model_folder))):
+            files = sorted(os.listdir(os.path.join(ARGS.dump_dir, model_folder, folder)))
+            print(f"  {model_folder}/{folder}/: {', '.join(files)}")
 
 
 if __name__ == "__main__":

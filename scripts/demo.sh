@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds Dynafuse and runs the demo: compile gelu(x * w + b), check it against
-# eager, time it beside eager and torch.compile, dump every stage's text.
+# Builds Dynafuse and runs the demo: compile a torchvision ResNet-18 and a
+# GPT-2 block, check them against eager, time them beside eager and
+# torch.compile (also through torch.compile(backend="dynafuse")), with cold
+# compile times, and dump every kernel (benchmarks/demo.py --help).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${DYNAFUSE_VENV:-$root/.venv}

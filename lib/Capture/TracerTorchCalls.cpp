@@ -38,9 +38,21 @@ std::string nameOf(PyObject *object) {
   return stringAttribute(object, "__name__");
 }
 
+/// torch.ops.aten.cumsum (an OpOverloadPacket) or
+/// torch.ops.aten.cumsum.default (an OpOverload).
+bool isTorchOperator(PyObject *object) {
+  std::string type = Py_TYPE(object)->tp_name;
+  return (type == "OpOverload" || type == "OpOverloadPacket") &&
+         moduleOf(reinterpret_cast<PyObject *>(Py_TYPE(object))) ==
+             "torch._ops";
+}
+
 /// ATen functions and Tensor methods implemented in C (torch.*,
-/// torch.nn.functional's builtins, torch.fft.*, ...).
+/// torch.nn.functional's builtins, torch.fft.*, ...), and ATen's
+/// operators as torch.ops.aten exposes them.
 bool isTorchBuiltin(PyObject *object) {
+  if (isTorchOperator(object))
+    return true;
   if (PyCFunction_Check(object))
     return moduleOf(object).rfind("torch", 0) == 0;
   std::string type = Py_TYPE(object)->tp_name;
@@ -57,6 +69,23 @@ bool isTorchBuiltin(PyObject *object) {
 
 bool isInPlaceName(const std::string &name) {
   return name.size() > 1 && name.back() == '_' && name.compare(0, 2, "__") != 0;
+}
+
+/// Whether a torch callable writes into its arguments: an in-place name
+/// (add_), or an operator whose schema says so (add_.Tensor, add.out).
+bool writesIntoArguments(PyObject *callable) {
+  if (!isTorchOperator(callable))
+    return isInPlaceName(nameOf(callable));
+  PyRef schema = PyRef::steal(PyObject_GetAttrString(callable, "_schema"));
+  if (schema) {
+    PyRef mutable_ =
+        PyRef::steal(PyObject_GetAttrString(schema.get(), "is_mutable"));
+    if (mutable_)
+      return PyObject_IsTrue(mutable_.get()) == 1;
+  }
+  PyErr_Clear();
+  std::string name = stringAttribute(callable, "_qualified_op_name");
+  return name.empty() || isInPlaceName(name.substr(name.rfind(':') + 1));
 }
 
 } // namespace
@@ -149,7 +178,7 @@ BytecodeTracer::torchExtern(PyObject *callable, const std::string &what,
                             const Keywords &keywords) {
   if (!isTorchBuiltin(callable))
     unsupported("call to " + what + " (not in the op table)");
-  if (isInPlaceName(nameOf(callable)) || keywords.count("out"))
+  if (writesIntoArguments(callable) || keywords.count("out"))
     unsupported("call to " + what +
                 " (not in the op table; it writes into its arguments)");
   auto inplace = keywords.find("inplace");

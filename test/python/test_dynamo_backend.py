@@ -120,6 +120,37 @@ def test_ops_outside_the_op_table_run_as_extern_calls():
     assert dynamo_graphs()[0]["extern_calls"] == 1
 
 
+def aten_operators(x):
+    return torch.ops.aten.cumsum.default(x.relu(), 1) * 3 + torch.ops.aten.sin(x)
+
+
+@pytest.mark.parametrize("path", ["dynafuse", "torch.compile"])
+def test_aten_operators_run_as_extern_calls(path):
+    compiled = (dynafuse.compile(aten_operators) if path == "dynafuse"
+                else torch.compile(aten_operators, backend="dynafuse"))
+    x = torch.randn(4, 9)
+    assert_close(compiled(x), aten_operators(x), rtol=1e-5, atol=1e-5)
+    stats = dynafuse.stats()
+    assert stats["captures"] == 1 and stats["graph_breaks"] == 0, stats
+    assert dynafuse.compiled_graphs()[0]["extern_calls"] == 2
+
+
+def test_aten_operators_that_write_into_arguments_are_not_extern_calls():
+    def f(x, out):
+        y = x * 2
+        torch.ops.aten.add_.Tensor(y, x)
+        torch.ops.aten.mul.out(y, 3, out=out)
+        return y + 1
+
+    x = torch.randn(5)
+    out, expected_out = torch.empty(5), torch.empty(5)
+    compiled = dynafuse.compile(f)
+    assert_close(compiled(x, out), f(x, expected_out))
+    assert_close(out, expected_out)
+    reasons = " ".join(dynafuse._C.break_reasons())
+    assert "aten::add_" in reasons and "writes into its arguments" in reasons, reasons
+
+
 def test_symbolic_sizes_from_dynamo_stay_symbols():
     def f(x, w):
         b, t, c = x.shape
