@@ -488,7 +488,10 @@ private:
   VarPtr gradModeExit(PyObject *object, int source);
   /// Refuses ops that eager would record for autograd: an operand that
   /// requires grad while grad mode is on.
-  void requireNoAutograd(const std::vector<Operand> &operands);
+  /// Whether op's results require grad (an operand does); breaks before an
+  /// op without a derivative rule, or inside a no_grad block.
+  bool checkDifferentiable(const std::string &op,
+                           const std::vector<Operand> &operands);
   /// Guards that obj (read from a source) still lacks attribute name.
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
 

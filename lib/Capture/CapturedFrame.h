@@ -176,6 +176,16 @@ struct CapturedFrame {
   std::vector<Guard> guards;
   /// Per graph input, the source it is fetched from.
   std::vector<int> inputSources;
+  /// Per graph input, whether gradients flow to it (it requires grad and
+  /// the frame started in grad mode): any makes the entry a training one,
+  /// compiled as a forward and a backward graph.
+  std::vector<bool> inputRequiresGrad;
+  bool training() const {
+    for (bool flag : inputRequiresGrad)
+      if (flag)
+        return true;
+    return false;
+  }
   OutputSpec result;
   /// Inputs the frame updates in place: (graph input index, graph output
   /// index); each run copies the output into the input tensor, as eager

@@ -13,6 +13,7 @@
 #ifndef DYNAFUSE_CAPTURE_CODEOBJECTCACHE_H
 #define DYNAFUSE_CAPTURE_CODEOBJECTCACHE_H
 
+#include "BackwardProgram.h"
 #include "CapturedFrame.h"
 #include "dynafuse/Capture/FrameCompiler.h"
 #include "dynafuse/Runtime/Executor.h"
@@ -53,6 +54,9 @@ struct CacheEntry {
     SymExpr offset;
   };
   std::vector<InputView> outputViews;
+  /// Training entries: the backward program the run's autograd node runs
+  /// (null for inference entries).
+  std::shared_ptr<const BackwardProgram> backward;
 };
 
 struct CodeCache {

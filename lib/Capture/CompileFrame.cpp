@@ -2,10 +2,12 @@
 #include "CompileFrame.h"
 
 #include "Dumps.h"
+#include "dynafuse/Graph/Autodiff.h"
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Logging.h"
 
 #include <map>
+#include <optional>
 
 namespace dynafuse {
 namespace {
@@ -78,8 +80,90 @@ void requireDevicesOf(const LoopModule &module, const std::string &backend) {
   }
 }
 
+/// One graph lowered, its devices checked and compiled (a training entry
+/// has two: forward and backward).
+struct CompiledPart {
+  std::unique_ptr<CompiledModule> module;
+  std::vector<int> outputInput;
+  std::vector<CacheEntry::InputView> outputViews;
+  int kernels = 0, distinctKernels = 0, externCalls = 0;
+};
+
+/// The chain's two halves (CompileGraph.h), with the loop IR dumped into
+/// `folder` and its devices checked in between, so a backend failure still
+/// leaves kernels.loop to replay.
+CompiledPart compilePart(const Graph &graph, const std::string &folder,
+                         const CallOptions &options, DynafuseFrame *frame) {
+  CompileOptions compileOptions = compileOptionsFrom(options.config->options);
+  compileOptions.dumpDir = folder;
+  GraphCompileOptions chain;
+  LoopModule module = std::move(compileGraph(graph, chain).loopModule);
+  dumpLoopModule(folder, module);
+  logLine("compile", "compiled " + graph.name + " (" +
+                         std::to_string(module.kernels.size()) +
+                         " kernels) from " + codeWhere(frame->code));
+  CompiledPart part;
+  for (const std::string &output : module.outputs) {
+    int input = -1;
+    for (size_t i = 0; i < module.inputs.size(); ++i)
+      if (module.inputs[i].name == output)
+        input = int(i);
+    part.outputInput.push_back(input);
+    part.outputViews.push_back(inputViewOf(module, output));
+  }
+  part.distinctKernels = int(module.kernels.size());
+  for (const ProgramStep &step : module.steps) {
+    part.kernels += step.kind == ProgramStep::Kind::Call;
+    part.externCalls += step.kind == ProgramStep::Kind::Extern;
+  }
+  requireDevicesOf(module, options.backend);
+  chain.backend = &backendNamed(options.registeredBackend);
+  chain.backendOptions = compileOptions;
+  ++compilerStats().backendCompiles;
+  part.module = compileLoopModule(std::move(module), chain).compiled;
+  return part;
+}
+
+/// A training entry's graphs: its forward and backward (Autodiff.h).
+TrainingGraphs differentiateCaptured(const CapturedFrame &captured) {
+  TrainingGraphs graphs;
+  try {
+    graphs = differentiateGraph(*captured.graph, captured.inputRequiresGrad);
+  } catch (const Error &error) {
+    throw Unsupported("compiled training: " + std::string(error.what()),
+                      Location{});
+  }
+  for (const auto &[input, output] : captured.writeBacks)
+    for (int tangent : graphs.tangentOutputs)
+      if (tangent == output)
+        throw Unsupported("an input is updated in place with a value that "
+                          "requires grad (compiled training does not "
+                          "support it yet)",
+                          Location{});
+  return graphs;
+}
+
+/// The backward half of a training entry, compiled.
+std::shared_ptr<const BackwardProgram>
+compileBackward(TrainingGraphs &graphs, const std::string &folder,
+                const CallOptions &options, DynafuseFrame *frame) {
+  auto program = std::make_shared<BackwardProgram>();
+  program->name = graphs.backward->name;
+  program->inputs = graphs.backwardInputs;
+  program->gradientOf = graphs.gradientOf;
+  program->tangentOutputs = graphs.tangentOutputs;
+  CompiledPart part = compilePart(*graphs.backward, folder, options, frame);
+  program->module = std::move(part.module);
+  program->outputInput = part.outputInput;
+  for (const CacheEntry::InputView &view : part.outputViews)
+    program->outputViews.push_back(
+        {view.input, view.sizes, view.strides, view.offset});
+  return program;
+}
+
 /// Lowers, checks devices and compiles entry's captured graph into its
-/// module, and records what was compiled.
+/// module (with a training entry, its forward and backward graphs), and
+/// records what was compiled.
 void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
                      const CallOptions &options) {
   const Graph &graph = *entry.captured.graph;
@@ -94,32 +178,21 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
     nothing.quiet = true;
     throw nothing;
   }
-  CompileOptions compileOptions = compileOptionsFrom(options.config->options);
-  compileOptions.dumpDir =
+  std::string folder =
       dumpFolder(entry.captured, options.config->options.dumpDir);
-  // The chain's two halves (CompileGraph.h), with the loop IR dumped and
-  // its devices checked in between, so a backend failure still leaves
-  // kernels.loop to replay.
-  GraphCompileOptions chain;
-  LoopModule module = std::move(compileGraph(graph, chain).loopModule);
-  dumpLoopModule(compileOptions.dumpDir, module);
-  logLine("compile", "compiled " + graph.name + " (" +
-                         std::to_string(module.kernels.size()) +
-                         " kernels) from " + codeWhere(frame->code));
-  for (const std::string &output : module.outputs) {
-    int input = -1;
-    for (size_t i = 0; i < module.inputs.size(); ++i)
-      if (module.inputs[i].name == output)
-        input = int(i);
-    entry.outputInput.push_back(input);
-    entry.outputViews.push_back(inputViewOf(module, output));
-  }
+  std::optional<TrainingGraphs> training;
+  if (entry.captured.training())
+    training = differentiateCaptured(entry.captured);
+  CompiledPart forward = compilePart(
+      training ? *training->forward : graph, folder, options, frame);
+  entry.outputInput = forward.outputInput;
+  entry.outputViews = forward.outputViews;
   CompiledGraphInfo info;
   info.name = graph.name;
   info.where = codeWhere(frame->code);
-  info.distinctKernels = int(module.kernels.size());
-  for (const ProgramStep &step : module.steps)
-    info.kernels += step.kind == ProgramStep::Kind::Call;
+  info.distinctKernels = forward.distinctKernels;
+  info.kernels = forward.kernels;
+  info.externCalls = forward.externCalls;
   info.ops = int(graph.nodes.size());
   for (const Guard &guard : entry.captured.guards)
     info.guards.push_back(guard.describe(entry.captured.sources));
@@ -129,13 +202,16 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
       text += "\n  " + guard;
     logLine("guards", text);
   }
-  for (const ProgramStep &step : module.steps)
-    info.externCalls += step.kind == ProgramStep::Kind::Extern;
-  requireDevicesOf(module, options.backend);
-  chain.backend = &backendNamed(options.registeredBackend);
-  chain.backendOptions = compileOptions;
-  ++compilerStats().backendCompiles;
-  entry.module = compileLoopModule(std::move(module), chain).compiled;
+  entry.module = std::move(forward.module);
+  if (training) {
+    std::string backwardFolder = dumpTraining(folder, *training);
+    entry.backward =
+        compileBackward(*training, backwardFolder, options, frame);
+    info.training = true;
+    info.backwardKernels = entry.backward->module->module().kernels.size();
+    for (const ProgramStep &step : entry.backward->module->module().steps)
+      info.backwardExternCalls += step.kind == ProgramStep::Kind::Extern;
+  }
   // For the sizes of the call captured.
   info.peakIntermediateBytes =
       entry.module->peakIntermediateBytes(entry.captured.sizeHints);

@@ -37,6 +37,28 @@ std::string dumpFolder(const CapturedFrame &captured,
   return dir.string();
 }
 
+std::string dumpTraining(const std::string &folder,
+                         const TrainingGraphs &graphs) {
+  if (folder.empty())
+    return "";
+  writeFile(std::filesystem::path(folder) / "training.graph",
+            printTrainingGraphs(graphs));
+  std::filesystem::path backward = std::filesystem::path(folder) / "backward";
+  std::filesystem::create_directories(backward);
+  writeFile(backward / "graph.graph", printGraph(*graphs.backward));
+  std::string differentiated;
+  for (int input : graphs.gradientOf)
+    differentiated += (differentiated.empty() ? "" : ",") +
+                      graphs.forward->inputs[size_t(input)]->name;
+  std::ofstream(std::filesystem::path(folder) / "replay.sh", std::ios::app)
+      << "# The forward and backward graphs (training.graph), and the\n"
+         "# backward's stages.\n"
+      << "dynafuse-opt graph.graph --passes=autodiff --grad-inputs="
+      << differentiated << "\n"
+      << "dynafuse-opt backward/graph.graph --emit=loop\n";
+  return backward.string();
+}
+
 void dumpLoopModule(const std::string &folder, const LoopModule &module) {
   if (!folder.empty())
     writeFile(std::filesystem::path(folder) / "kernels.loop",

@@ -9,6 +9,7 @@
 #define DYNAFUSE_CAPTURE_DUMPS_H
 
 #include "CapturedFrame.h"
+#include "dynafuse/Graph/Autodiff.h"
 #include "dynafuse/Loop/Kernel.h"
 
 #include <string>
@@ -21,6 +22,12 @@ std::string dumpFolder(const CapturedFrame &captured,
                        const std::string &dumpDir);
 /// Writes kernels.loop into `folder` (nothing when it is "").
 void dumpLoopModule(const std::string &folder, const LoopModule &module);
+/// A training entry's graphs: training.graph (forward and backward, as
+/// dynafuse-opt --passes=autodiff prints them) in `folder`, and a folder
+/// backward/ with the backward's graph.graph; returns that folder for the
+/// backward's stages ("" when `folder` is "").
+std::string dumpTraining(const std::string &folder,
+                         const TrainingGraphs &graphs);
 
 } // namespace dynafuse
 

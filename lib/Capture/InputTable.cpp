@@ -23,7 +23,7 @@ void InputTable::addInput(PyObject *object, int source, Value *input,
   inputOfSource[source] = input;
   inputOfObject[object] = {source, input};
   if (requiresGrad)
-    inputsRequiringGrad.insert(input);
+    valuesRequiringGrad.insert(input);
   sourceOfInput[input] = source;
 }
 

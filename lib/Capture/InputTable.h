@@ -48,8 +48,14 @@ public:
     return sourceOfInput.count(value) != 0;
   }
   int sourceOf(const Value *input) const;
+  /// Whether value requires grad in the graph being captured: an input
+  /// requiring grad read by a frame that started in grad mode, or a
+  /// differentiable result computed (in grad mode) from one.
   bool requiresGrad(const Value *value) const {
-    return inputsRequiringGrad.count(value) != 0;
+    return valuesRequiringGrad.count(value) != 0;
+  }
+  void markRequiresGrad(const Value *value) {
+    valuesRequiringGrad.insert(value);
   }
 
   /// An in-place update of a graph input (or of its latest value): later
@@ -70,7 +76,7 @@ public:
 
 private:
   std::set<const Value *> aliased;
-  std::set<const Value *> inputsRequiringGrad;
+  std::set<const Value *> valuesRequiringGrad;
   std::map<const Value *, Value *> latestOfInput;
   std::map<int, Value *> inputOfSource;
   std::map<PyObject *, std::pair<int, Value *>> inputOfObject;

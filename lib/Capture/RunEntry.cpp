@@ -2,61 +2,37 @@
 #include "RunEntry.h"
 
 #include "TorchBridge.h"
+#include "TorchContext.h"
 
 #include <map>
 
 namespace dynafuse {
 namespace {
 
-/// Storage and extern ops through ATen; keeps every tensor it makes so
-/// outputs can be returned.
-class TorchContext : public ExecutionContext {
-public:
-  char *allocate(const ProgramStep &step, const std::vector<int64_t> &sizes,
-                 const std::vector<int64_t> &strides) override {
-    char *data = nullptr;
-    if (!strides.empty()) {
-      tensors[step.result] = PyRef::steal(newStridedTensor(
-          sizes, strides, step.type.dtype, step.type.device, &data));
-      return data;
-    }
-    tensors[step.result] = PyRef::steal(
-        newTensor(sizes, step.type.dtype, step.type.device, &data));
-    return data;
+/// The tensor module output `index` of a run is: an input, a view of one
+/// (made now, sharing its memory), or a buffer the run made.
+PyRef graphOutput(const CacheEntry &entry, size_t index,
+                  const std::vector<PyObject *> &inputs,
+                  const TorchContext &context,
+                  const std::map<std::string, int64_t> &symbols) {
+  int input = entry.outputInput[index];
+  if (input >= 0)
+    return PyRef::borrow(inputs[size_t(input)]);
+  const CacheEntry::InputView &view = entry.outputViews[index];
+  if (view.input >= 0) {
+    auto values = [&](const std::vector<SymExpr> &exprs) {
+      std::vector<int64_t> evaluated;
+      for (const SymExpr &expr : exprs)
+        evaluated.push_back(expr.evaluate(symbols));
+      return evaluated;
+    };
+    return PyRef::steal(viewOfTensor(inputs[size_t(view.input)],
+                                     values(view.sizes), values(view.strides),
+                                     view.offset.evaluate(symbols)));
   }
-  TorchContext(const std::vector<TorchCall> &torchCalls, void *stream)
-      : torchCalls(torchCalls), stream(stream) {}
-  void *deviceStream() const override { return stream; }
-  void runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
-                 std::vector<TensorArg> &results) override {
-    const std::string &device = step.types.at(0).device;
-    if (step.op == "call_torch") {
-      std::vector<PyRef> kept;
-      runTorchCall(torchCallOf(step), args, results, device, kept);
-      for (size_t i = 0; i < kept.size(); ++i)
-        tensors[step.results[i]] = kept[i];
-      return;
-    }
-    tensors[step.results.at(0)] = PyRef::steal(runExternOp(
-        step.op, step.attributes, args, results[0], device, &results[0].data));
-  }
-  std::map<std::string, PyRef> tensors;
-
-private:
-  const TorchCall &torchCallOf(const ProgramStep &step) const {
-    auto found = step.attributes.find("call");
-    const int64_t *index = found == step.attributes.end()
-                               ? nullptr
-                               : std::get_if<int64_t>(&found->second);
-    if (!index || *index < 0 || size_t(*index) >= torchCalls.size())
-      fail("call_torch step %" + step.results.at(0) +
-           " names no captured callable");
-    return torchCalls[size_t(*index)];
-  }
-  const std::vector<TorchCall> &torchCalls;
-  /// torch's current CUDA stream for the cuda backend, else null.
-  void *stream;
-};
+  const std::string &name = entry.module->module().outputs[index];
+  return context.tensors.at(name);
+}
 
 /// Builds the Python values a run hands back (its return value, or the
 /// state at a graph break) from their specs. Lists, dicts and objects made
@@ -128,25 +104,10 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
     return PyLong_FromLongLong(spec.size.evaluate(resolver.symbols));
   case OutputSpec::Kind::Input:
     return PyRef::borrow(inputs[spec.index]).release();
-  case OutputSpec::Kind::GraphOutput: {
-    int input = entry.outputInput[spec.index];
-    if (input >= 0)
-      return PyRef::borrow(inputs[input]).release();
-    const CacheEntry::InputView &view = entry.outputViews[spec.index];
-    if (view.input >= 0) {
-      const std::map<std::string, int64_t> &symbols = resolver.symbols;
-      auto values = [&](const std::vector<SymExpr> &exprs) {
-        std::vector<int64_t> evaluated;
-        for (const SymExpr &expr : exprs)
-          evaluated.push_back(expr.evaluate(symbols));
-        return evaluated;
-      };
-      return viewOfTensor(inputs[size_t(view.input)], values(view.sizes),
-                          values(view.strides), view.offset.evaluate(symbols));
-    }
-    const std::string &name = entry.module->module().outputs[spec.index];
-    return PyRef(context.tensors.at(name)).release();
-  }
+  case OutputSpec::Kind::GraphOutput:
+    return graphOutput(entry, size_t(spec.index), inputs, context,
+                       resolver.symbols)
+        .release();
   case OutputSpec::Kind::Tuple: {
     PyObject *tuple = PyTuple_New(Py_ssize_t(spec.items.size()));
     for (size_t i = 0; i < spec.items.size(); ++i)
@@ -269,6 +230,20 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
             : context.tensors.at(entry.module->module().outputs[size_t(output)])
                   .get();
     copyIntoTensor(inputs[size_t(input)], value);
+  }
+  if (entry.backward) {
+    const std::vector<std::string> &names = entry.module->module().outputs;
+    std::vector<PyRef> objects;
+    std::vector<PyObject *> outputs;
+    std::vector<bool> made;
+    for (size_t j = 0; j < names.size(); ++j) {
+      objects.push_back(
+          graphOutput(entry, j, inputs, context, resolver.symbols));
+      outputs.push_back(objects.back().get());
+      made.push_back(entry.outputInput[j] < 0 &&
+                     entry.outputViews[j].input < 0);
+    }
+    attachBackward(entry.backward, inputs, outputs, made);
   }
   for (int source : entry.captured.exitCalls) {
     PyObject *exit = resolver.get(source);

@@ -5,12 +5,14 @@
 // TorchTensors.cpp (tensor metadata for guards and kernel arguments, views,
 // global torch state), TorchAllocators.cpp (tensors from the caching
 // allocator), TorchExternOps.cpp (extern ops through ATen), and
-// TorchStreams.cpp (torch's current CUDA stream, read through Python).
+// TorchStreams.cpp (torch's current CUDA stream, read through Python),
+// and TorchAutograd.cpp (the autograd node of compiled training graphs).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_TORCHBRIDGE_H
 #define DYNAFUSE_CAPTURE_TORCHBRIDGE_H
 
+#include "BackwardProgram.h"
 #include "dynafuse/Graph/Graph.h"
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Options.h"
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -138,6 +141,18 @@ PyObject *adoptTorchResult(PyObject *result,
 PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
                            const std::vector<int64_t> &strides, DType dtype,
                            const std::string &device, char **data);
+
+/// After a training entry's forward run: a DynafuseBackward autograd node
+/// taking the gradients of the program's tangent outputs and giving those
+/// of the forward inputs it differentiates, with what the backward reads
+/// saved (SavedVariables: a later in-place change of them raises eager's
+/// error at backward time). outputs: per forward module output, the tensor
+/// the run returns for it; made: whether the run made it (it then gets the
+/// node as its grad_fn; inputs and views of inputs keep their own).
+void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
+                    const std::vector<PyObject *> &inputs,
+                    const std::vector<PyObject *> &outputs,
+                    const std::vector<bool> &made);
 
 bool gradModeEnabled();
 /// Autocast on for CPU or CUDA (capture then refuses: dtypes would change).

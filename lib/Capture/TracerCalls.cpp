@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
+#include "dynafuse/Graph/Derivatives.h"
+
 #include <utility>
 
 namespace dynafuse {
@@ -479,13 +481,24 @@ VarPtr BytecodeTracer::makeFunction(int flags) {
   return function;
 }
 
-void BytecodeTracer::requireNoAutograd(const std::vector<Operand> &operands) {
-  if (!gradMode)
-    return;
+bool BytecodeTracer::checkDifferentiable(const std::string &op,
+                                         const std::vector<Operand> &operands) {
+  bool reads = false;
   for (const Operand &operand : operands)
-    if (operand.isValue() && inputs.requiresGrad(operand.value))
-      unsupported("an op on a tensor that requires grad while grad mode is "
-                  "on (training is not supported yet; runs eagerly)");
+    reads |= operand.isValue() && inputs.requiresGrad(operand.value);
+  if (!reads)
+    return false;
+  // The graph has no op that stops gradients yet: what a no_grad block
+  // computes from a tensor that requires grad would be differentiated.
+  if (!gradMode)
+    unsupported("'" + op + "' in a no_grad block reads a tensor that "
+                "requires grad (compiled training does not cut gradients "
+                "inside a graph yet)");
+  const DerivativeInfo *info = derivativeOf(op);
+  if (!info)
+    unsupported("'" + op + "' on a tensor that requires grad (no derivative "
+                "rule for it yet)");
+  return info->kind != DerivativeInfo::Kind::NonDifferentiable;
 }
 
 VarPtr

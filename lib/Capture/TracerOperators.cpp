@@ -1,6 +1,8 @@
 //===- TracerOperators.cpp - Python operators, and emitting graph nodes ---===//
 #include "BytecodeTracer.h"
 
+#include "dynafuse/Graph/Derivatives.h"
+
 #include "dynafuse/Graph/ViewRules.h"
 
 namespace dynafuse {
@@ -38,7 +40,7 @@ Operand BytecodeTracer::operandOf(const VarPtr &var, const std::string &what) {
 VarPtr BytecodeTracer::emit(const std::string &op,
                             std::vector<Operand> operands,
                             std::map<std::string, Attribute> attributes) {
-  requireNoAutograd(operands);
+  bool differentiable = checkDifferentiable(op, operands);
   if (!shapes.empty()) {
     unifyOperandSizes(op, operands);
     if (op == "reshape" && !operands.empty() && operands[0].isValue())
@@ -53,6 +55,10 @@ VarPtr BytecodeTracer::emit(const std::string &op,
   } catch (const Error &error) {
     unsupported(error.bareMessage());
   }
+  if (differentiable)
+    for (Value *result : node->results)
+      if (isDifferentiable(result->type.dtype))
+        inputs.markRequiresGrad(result);
   const OpInfo *info = opInfoOf(*node);
   if (info && info->kind == OpKind::View) {
     for (const Operand &operand : node->operands)
@@ -153,6 +159,9 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
     if (inputRequiresGrad(input) && gradMode)
       unsupported("in-place update of a tensor that requires grad while "
                   "grad mode is on");
+    if (inputs.requiresGrad(value->tensor))
+      unsupported("in-place update of an input with a value that requires "
+                  "grad (the input would join the autograd graph)");
     willUpdateInputs();
     inputs.updateInput(input, value->tensor);
   }

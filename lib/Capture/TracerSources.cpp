@@ -109,9 +109,6 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   if (meta.device != "cpu" && !cuda)
     unsupported("tensor on device " + meta.device +
                 " (backends run cpu and cuda tensors)");
-  if (meta.requiresGrad && gradMode)
-    unsupported("an input requires grad while grad mode is on (training "
-                "is not supported yet; runs eagerly)");
   TensorType type;
   type.dtype = *meta.dtype;
   type.device = meta.device;
@@ -134,8 +131,12 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   guardBuilder.addGuard(std::move(guard));
   std::string name = "arg" + std::to_string(result.graph->inputs.size());
   var->tensor = result.graph->addInput(name, type);
-  inputs.addInput(object, source, var->tensor, meta.requiresGrad);
+  // Gradients flow from the frame's inputs only when it started in grad
+  // mode (a frame run under no_grad computes nothing that requires grad).
+  bool requiresGrad = meta.requiresGrad && result.state.gradMode;
+  inputs.addInput(object, source, var->tensor, requiresGrad);
   result.inputSources.push_back(source);
+  result.inputRequiresGrad.push_back(requiresGrad);
   return var;
 }
 

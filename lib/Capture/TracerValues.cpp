@@ -385,7 +385,10 @@ VarPtr BytecodeTracer::tensorAttribute(const VarPtr &base,
   if (attribute == "is_cuda")
     return constant(type.device.rfind("cuda", 0) == 0 ? Py_True : Py_False);
   if (attribute == "requires_grad")
-    return constant(inputRequiresGrad(base->tensor) ? Py_True : Py_False);
+    return constant(inputRequiresGrad(base->tensor) ||
+                            inputs.requiresGrad(base->tensor)
+                        ? Py_True
+                        : Py_False);
   if (attribute == "is_nested" || attribute == "is_sparse" ||
       attribute == "is_quantized" || attribute == "is_meta")
     return constant(Py_False);

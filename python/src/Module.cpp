@@ -250,11 +250,14 @@ PyObject *pyGraphs(PyObject *, PyObject *) {
       Py_DECREF(text);
     }
     PyObject *item = Py_BuildValue(
-        "{s:s,s:s,s:i,s:i,s:i,s:i,s:L,s:N}", "name", info.name.c_str(),
-        "where", info.where.c_str(), "kernels", info.kernels,
-        "distinct_kernels", info.distinctKernels, "extern_calls",
-        info.externCalls, "ops", info.ops, "peak_intermediate_bytes",
-        (long long)info.peakIntermediateBytes, "guards", guards);
+        "{s:s,s:s,s:i,s:i,s:i,s:i,s:L,s:N,s:O,s:i,s:i}", "name",
+        info.name.c_str(), "where", info.where.c_str(), "kernels",
+        info.kernels, "distinct_kernels", info.distinctKernels,
+        "extern_calls", info.externCalls, "ops", info.ops,
+        "peak_intermediate_bytes", (long long)info.peakIntermediateBytes,
+        "guards", guards, "training", info.training ? Py_True : Py_False,
+        "backward_kernels", info.backwardKernels, "backward_extern_calls",
+        info.backwardExternCalls);
     PyList_Append(list, item);
     Py_DECREF(item);
   }

@@ -3,6 +3,7 @@
 // dynafuse-opt FILE [--passes=NAME,...]
 //              [--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx]
 //              [--print-ir-after-all] [--split-input-file]
+//              [--grad-inputs=NAME,...]
 //
 // Reads .graph or .loop text (by its first keyword), runs the named passes
 // on it, then lowers as far as --emit asks and prints that stage. Any pass
@@ -21,11 +22,16 @@
 // reuse-reduction-elements, plan-memory); a section is the input of the
 // next pass. --emit=cuda prints the CUDA C of the kernels,
 // --emit=ptx the PTX NVRTC makes of it (compute_90; builds with the CUDA
-// backend). Errors are printed as
+// backend). `--passes=...,autodiff` (last, with --emit=graph or loop)
+// differentiates the graph with respect to --grad-inputs (names without
+// %; default: every floating input) and prints the forward graph, the
+// backward inputs' and outputs' meaning as comments, and the backward
+// graph (or, with --emit=loop, both lowered). Errors are printed as
 // "FILE:LINE:COL: error: MESSAGE" and give exit status 1.
 //
 //===----------------------------------------------------------------------===//
 #include "ToolInput.h"
+#include "dynafuse/Graph/Autodiff.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Graph/Passes.h"
 #include "dynafuse/Loop/LoopPasses.h"
@@ -55,6 +61,8 @@ struct Options {
   std::string input = "-";
   std::vector<std::string> passes;
   std::string emit;
+  /// autodiff: the inputs to differentiate (empty: every floating one).
+  std::vector<std::string> gradInputs;
   bool printAfterAll = false;
   bool splitInputFile = false;
   /// Disk cache, vector width, NVRTC: read from the environment in main().
@@ -92,6 +100,8 @@ Options parseOptions(int argc, char **argv) {
       options.printAfterAll = true;
     else if (arg == "--split-input-file")
       options.splitInputFile = true;
+    else if (arg.rfind("--grad-inputs=", 0) == 0)
+      options.gradInputs = splitList(arg.substr(14));
     else if (arg.rfind("--", 0) == 0)
       usage("unknown option '" + arg + "'");
     else
@@ -190,10 +200,42 @@ std::string lowerThrough(const Graph &graph, const std::string &pass,
   return after;
 }
 
+/// --passes=...,autodiff: the forward and backward graphs of graph.
+std::string differentiate(const Graph &graph, const Options &options) {
+  std::vector<bool> requiresGrad;
+  for (const Value *input : graph.inputs)
+    requiresGrad.push_back(
+        options.gradInputs.empty()
+            ? isFloating(input->type.dtype)
+            : std::find(options.gradInputs.begin(), options.gradInputs.end(),
+                        input->name) != options.gradInputs.end());
+  for (const std::string &name : options.gradInputs)
+    if (!graph.findValue(name) ||
+        std::find(graph.inputs.begin(), graph.inputs.end(),
+                  graph.findValue(name)) == graph.inputs.end())
+      fail("--grad-inputs: %" + name + " is not an input of @" + graph.name);
+  TrainingGraphs pair = differentiateGraph(graph, requiresGrad);
+  if (options.emit.empty() || options.emit == "graph")
+    return printTrainingGraphs(pair);
+  if (options.emit != "loop")
+    fail("autodiff prints graphs or loop IR (--emit=graph or --emit=loop)");
+  GraphCompileOptions compileOptions;
+  std::string forward =
+      printLoopModule(compileGraph(*pair.forward, compileOptions).module());
+  std::string backward =
+      printLoopModule(compileGraph(*pair.backward, compileOptions).module());
+  return forward + "// -----\n" + backward;
+}
+
 std::string processGraph(const std::string &text, const Options &options) {
   std::unique_ptr<Graph> graph = parseGraph(text, options.input);
   for (size_t i = 0; i < options.passes.size(); ++i) {
     const std::string &pass = options.passes[i];
+    if (pass == "autodiff") {
+      if (i + 1 != options.passes.size())
+        fail("'autodiff' prints two graphs: it must be the last pass");
+      return differentiate(*graph, options);
+    }
     if (isLoweringPass(pass)) {
       if (i + 1 != options.passes.size() || !options.emit.empty())
         fail("'" + pass + "' prints lowering's state: it must be the last "

@@ -78,6 +78,11 @@ struct CompiledGraphInfo {
   int ops = 0;
   int64_t peakIntermediateBytes = 0;
   std::vector<std::string> guards;
+  /// A training entry: a forward and a backward module (issue 16); the
+  /// counts above are the forward's.
+  bool training = false;
+  int backwardKernels = 0;
+  int backwardExternCalls = 0;
 };
 
 std::vector<CompiledGraphInfo> &compiledGraphs();

@@ -1,0 +1,78 @@
+//===- Derivatives.h - Derivative rules of graph ops ------------*- C++ -*-===//
+//
+// The table beside the op registry that says how each op is differentiated
+// (issue 16): a rule builds, in graph ops, the gradients of an op's
+// operands from the gradients of its results. Composite ops are decomposed
+// before differentiation, so their entry only says that they may be; ops
+// without an entry are not differentiable yet, and capture breaks before
+// such an op when a tensor it reads requires grad.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_GRAPH_DERIVATIVES_H
+#define DYNAFUSE_GRAPH_DERIVATIVES_H
+
+#include "dynafuse/Graph/Graph.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+/// Appends the nodes of gradient computations to a graph, located where the
+/// node being differentiated came from.
+class GradBuilder {
+public:
+  GradBuilder(Graph &graph, Location location)
+      : graph(graph), location(std::move(location)) {}
+
+  Value *emit(const std::string &op, std::vector<Operand> operands,
+              std::map<std::string, Attribute> attributes = {});
+  /// g summed over the dims it was broadcast along from `type` (leading
+  /// dims, and dims of size 1 in type), cast to type's dtype.
+  Value *sumTo(Value *g, const TensorType &type);
+  /// g (the gradient of a reduction over `dims` of x) with the reduced
+  /// dims back as size 1 when the reduction dropped them, expanded to x's
+  /// sizes.
+  Value *expandReduced(Value *g, const TensorType &x,
+                       const std::vector<int64_t> &dims, bool keepdim);
+  Value *zerosLike(const TensorType &type);
+
+  Graph &graph;
+
+private:
+  Location location;
+};
+
+/// The gradients of a node's operands (null: none, i.e. zero, or not a
+/// tensor) from those of its results (null: that result got no gradient).
+using DerivativeRule = std::function<std::vector<Value *>(
+    GradBuilder &, const Node &, const std::vector<Value *> &gradOfResults)>;
+
+struct DerivativeInfo {
+  enum class Kind {
+    /// rule gives the operands' gradients.
+    Rule,
+    /// A composite: decomposed before differentiation.
+    Decomposed,
+    /// Results carry no gradient (comparisons, integer results, argmax).
+    NonDifferentiable,
+  };
+  Kind kind = Kind::Rule;
+  DerivativeRule rule;
+};
+
+/// The entry of op, or null when op cannot be differentiated yet.
+const DerivativeInfo *derivativeOf(const std::string &op);
+/// Whether values of dtype carry gradients (floating dtypes).
+bool isDifferentiable(DType dtype);
+
+/// One table part per op family (lib/Graph/*Derivatives.cpp).
+void addPointwiseDerivatives(std::map<std::string, DerivativeInfo> &table);
+void addReductionDerivatives(std::map<std::string, DerivativeInfo> &table);
+void addViewDerivatives(std::map<std::string, DerivativeInfo> &table);
+void addExternDerivatives(std::map<std::string, DerivativeInfo> &table);
+
+} // namespace dynafuse
+
+#endif

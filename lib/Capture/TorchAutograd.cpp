@@ -1,0 +1,202 @@
+//===- TorchAutograd.cpp - The autograd node of compiled training graphs --===//
+//
+// A training entry's forward run hangs one DynafuseBackward node on the
+// tensors it made: autograd then calls the node with their gradients, and
+// the node runs the entry's compiled backward program and hands back the
+// gradients of the forward inputs. Its next edges are the inputs' own
+// (AccumulateGrad for leaves, so .grad accumulates as in eager; the
+// grad_fn of a non-leaf, so the chain reaches earlier graphs), and what the
+// backward reads is held in SavedVariables (an in-place change before the
+// backward, or a second backward after the first freed them, raises
+// eager's error).
+//
+// The node is hand-written rather than a torch::autograd::Function: the
+// Function API changed between torch releases, and so did the pointer
+// type of nodes (std::shared_ptr up to 2.13, c10::intrusive_ptr from 2.14),
+// which NodePtr and makeNode hide.
+//
+//===----------------------------------------------------------------------===//
+#include "TorchBridge.h"
+
+#include "PyRef.h"
+#include "TorchContext.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/autograd/saved_variable.h>
+
+#include <mutex>
+#include <type_traits>
+
+namespace dynafuse {
+namespace {
+
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+using torch::autograd::variable_list;
+using NodePtr = decltype(torch::autograd::Edge::function);
+
+template <typename T, typename... Args> NodePtr makeNode(Args &&...args) {
+  if constexpr (std::is_same_v<NodePtr, std::shared_ptr<Node>>)
+    return std::make_shared<T>(std::forward<Args>(args)...);
+  else
+    return c10::make_intrusive<T>(std::forward<Args>(args)...);
+}
+
+/// Holds the GIL for a scope (the autograd engine calls nodes without it).
+class GILHeld {
+public:
+  GILHeld() : state(PyGILState_Ensure()) {}
+  ~GILHeld() { PyGILState_Release(state); }
+
+private:
+  PyGILState_STATE state;
+};
+
+std::vector<int64_t> evaluated(const std::vector<SymExpr> &exprs,
+                               const std::map<std::string, int64_t> &symbols) {
+  std::vector<int64_t> values;
+  for (const SymExpr &expr : exprs)
+    values.push_back(expr.evaluate(symbols));
+  return values;
+}
+
+class DynafuseBackward : public Node {
+public:
+  DynafuseBackward(std::shared_ptr<const BackwardProgram> program,
+                   torch::autograd::edge_list &&edges)
+      : Node(std::move(edges)), program(std::move(program)) {}
+
+  std::string name() const override { return "DynafuseBackward"; }
+
+  variable_list apply(variable_list &&grads) override;
+
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (SavedVariable &variable : saved)
+      variable.reset_data();
+  }
+
+  std::shared_ptr<const BackwardProgram> program;
+  /// Per backward input: what it reads from the forward (tangents: none).
+  std::vector<SavedVariable> saved;
+  /// Per tangent: the node input its gradient arrives at, or -1 when the
+  /// forward's output was not made by the run (an input, or a view of
+  /// one: autograd routes its gradient around this node), with the sizes,
+  /// dtype and device of the zeros it then gets.
+  std::vector<int> tangentSlot;
+  std::vector<at::TensorOptions> tangentOptions;
+  std::vector<std::vector<int64_t>> tangentSizes;
+};
+
+variable_list DynafuseBackward::apply(variable_list &&grads) {
+  TORCH_CHECK(!at::GradMode::is_enabled(),
+              "dynafuse: double backward (create_graph=True) through the "
+              "compiled graph '",
+              program->name,
+              "' is not supported; compile the function with "
+              "dynafuse.compile(..., disable=True) to run it eagerly");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const CompiledModule &module = *program->module;
+  const std::vector<LoopBuffer> &moduleInputs = module.module().inputs;
+  std::vector<at::Tensor> held;
+  std::vector<TensorArg> args(program->inputs.size());
+  std::map<std::string, int64_t> symbols;
+  size_t tangent = 0;
+  for (size_t i = 0; i < program->inputs.size(); ++i) {
+    at::Tensor value;
+    if (program->inputs[i].kind ==
+        TrainingGraphs::BackwardInput::Kind::Tangent) {
+      int slot = tangentSlot[tangent];
+      if (slot >= 0 && grads.at(size_t(slot)).defined())
+        value = grads[size_t(slot)];
+      else
+        value = at::zeros(tangentSizes[tangent], tangentOptions[tangent]);
+      ++tangent;
+    } else {
+      value = saved[i].unpack();
+    }
+    // The module was compiled for dense row-major buffers unless the input
+    // was guarded with other strides; autograd hands expanded gradients.
+    if (moduleInputs[i].type.strides.empty() && !value.is_contiguous())
+      value = value.contiguous();
+    const std::vector<SymExpr> &sizes = moduleInputs[i].type.sizes;
+    for (size_t d = 0; d < sizes.size() && d < size_t(value.dim()); ++d)
+      if (sizes[d].isSymbol())
+        symbols[sizes[d].symbolName()] = value.size(int64_t(d));
+    args[i].data = static_cast<char *>(value.data_ptr());
+    args[i].sizes.assign(value.sizes().begin(), value.sizes().end());
+    args[i].strides.assign(value.strides().begin(), value.strides().end());
+    held.push_back(std::move(value));
+  }
+  GILHeld gil;
+  static const std::vector<TorchCall> noTorchCalls;
+  bool cuda = !held.empty() && held[0].is_cuda();
+  TorchContext context(noTorchCalls, cuda ? currentTorchCudaStream() : nullptr);
+  {
+    PooledTorchAllocations pooled;
+    module.run(args, context);
+  }
+  variable_list result;
+  for (size_t k = 0; k < program->gradientOf.size(); ++k) {
+    int input = program->outputInput[k];
+    const BackwardProgram::InputView &view = program->outputViews[k];
+    if (input >= 0)
+      result.push_back(held[size_t(input)]);
+    else if (view.input >= 0)
+      result.push_back(held[size_t(view.input)].as_strided(
+          evaluated(view.sizes, symbols), evaluated(view.strides, symbols),
+          held[size_t(view.input)].storage_offset() +
+              view.offset.evaluate(symbols)));
+    else
+      result.push_back(
+          THPVariable_Unpack(context.tensors.at(module.module().outputs[k]).get()));
+  }
+  return result;
+}
+
+} // namespace
+
+void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
+                    const std::vector<PyObject *> &inputs,
+                    const std::vector<PyObject *> &outputs,
+                    const std::vector<bool> &made) {
+  variable_list differentiated;
+  for (int input : program->gradientOf)
+    differentiated.push_back(THPVariable_Unpack(inputs.at(size_t(input))));
+  NodePtr node = makeNode<DynafuseBackward>(
+      program, torch::autograd::collect_next_edges(differentiated));
+  auto &backward = static_cast<DynafuseBackward &>(*node);
+  int slots = 0;
+  for (int output : program->tangentOutputs) {
+    const at::Tensor &tensor = THPVariable_Unpack(outputs.at(size_t(output)));
+    backward.tangentOptions.push_back(tensor.options());
+    backward.tangentSizes.emplace_back(tensor.sizes().begin(),
+                                       tensor.sizes().end());
+    if (made.at(size_t(output))) {
+      torch::autograd::set_history(tensor, node);
+      backward.tangentSlot.push_back(slots++);
+    } else {
+      backward.tangentSlot.push_back(-1);
+    }
+  }
+  for (const TrainingGraphs::BackwardInput &input : program->inputs) {
+    using Kind = TrainingGraphs::BackwardInput::Kind;
+    if (input.kind == Kind::Tangent) {
+      backward.saved.emplace_back();
+      continue;
+    }
+    PyObject *object = input.kind == Kind::ForwardInput
+                           ? inputs.at(size_t(input.index))
+                           : outputs.at(size_t(input.index));
+    const at::Tensor &tensor = THPVariable_Unpack(object);
+    // A tensor the node is the grad_fn of is saved detached (the same
+    // memory and version counter): saving it as it is would make a cycle.
+    bool ours = input.kind == Kind::ForwardOutput && made[size_t(input.index)];
+    backward.saved.emplace_back(ours ? tensor.detach() : tensor,
+                                /*is_output=*/false);
+  }
+}
+
+} // namespace dynafuse

@@ -1,0 +1,349 @@
+//===- Autodiff.cpp - Joint graph, and its split into forward/backward ----===//
+#include "dynafuse/Graph/Autodiff.h"
+
+#include "dynafuse/Graph/Derivatives.h"
+#include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Graph/Passes.h"
+
+#include <functional>
+#include <set>
+
+namespace dynafuse {
+namespace {
+
+std::string where(const Node &node) {
+  return !node.location.known()
+             ? "'" + node.op + "'"
+             : "'" + node.op + "' at " + node.location.str();
+}
+
+/// The forward and gradient nodes in one graph, and what the split needs.
+struct JointGraph {
+  std::unique_ptr<Graph> graph;
+  size_t primalInputs = 0;
+  size_t userOutputs = 0;
+  std::vector<Value *> tangents;
+  std::vector<int> tangentOutputs;
+  std::vector<int> gradientOf;
+  std::vector<Value *> gradients;
+};
+
+/// Values that require grad: the flagged inputs and every floating result
+/// of a node reading one (through ops that carry gradients).
+std::set<const Value *> propagateRequiresGrad(const Graph &graph,
+                                              const std::vector<bool> &flags) {
+  std::set<const Value *> requires;
+  for (size_t i = 0; i < graph.inputs.size() && i < flags.size(); ++i)
+    if (flags[i] && isDifferentiable(graph.inputs[i]->type.dtype))
+      requires.insert(graph.inputs[i]);
+  for (const auto &node : graph.nodes) {
+    bool reads = false;
+    for (const Operand &operand : node->operands)
+      reads |= operand.isValue() && requires.count(operand.value);
+    if (!reads)
+      continue;
+    const DerivativeInfo *info = derivativeOf(node->op);
+    if (!info || info->kind == DerivativeInfo::Kind::Decomposed)
+      throw Error(where(*node) + ": no derivative rule for op '" + node->op +
+                  "' yet");
+    if (info->kind == DerivativeInfo::Kind::NonDifferentiable)
+      continue;
+    for (Value *result : node->results)
+      if (isDifferentiable(result->type.dtype))
+        requires.insert(result);
+  }
+  return requires;
+}
+
+JointGraph buildJointGraph(const Graph &graph,
+                           const std::vector<bool> &inputRequiresGrad) {
+  JointGraph joint;
+  joint.graph = graph.clone();
+  decomposeComposites(*joint.graph);
+  Graph &g = *joint.graph;
+  joint.primalInputs = g.inputs.size();
+  joint.userOutputs = g.outputs.size();
+  std::set<const Value *> requires =
+      propagateRequiresGrad(g, inputRequiresGrad);
+  std::vector<Node *> forwardNodes;
+  for (const auto &node : g.nodes)
+    forwardNodes.push_back(node.get());
+
+  std::map<const Value *, Value *> gradOf;
+  for (size_t j = 0; j < g.outputs.size(); ++j) {
+    Value *output = g.outputs[j];
+    if (!requires.count(output) || !output->producer || gradOf.count(output))
+      continue;
+    TensorType type = output->type;
+    type.strides.clear();
+    Value *tangent =
+        g.addInput("tangent" + std::to_string(joint.tangents.size()), type);
+    joint.tangents.push_back(tangent);
+    joint.tangentOutputs.push_back(int(j));
+    gradOf[output] = tangent;
+  }
+
+  for (auto it = forwardNodes.rbegin(); it != forwardNodes.rend(); ++it) {
+    const Node &node = **it;
+    std::vector<Value *> resultGrads;
+    bool any = false;
+    for (Value *result : node.results) {
+      auto found = gradOf.find(result);
+      resultGrads.push_back(found == gradOf.end() ? nullptr : found->second);
+      any |= found != gradOf.end();
+    }
+    bool reads = false;
+    for (const Operand &operand : node.operands)
+      reads |= operand.isValue() && requires.count(operand.value);
+    if (!any || !reads)
+      continue;
+    const DerivativeInfo *info = derivativeOf(node.op);
+    if (info->kind != DerivativeInfo::Kind::Rule)
+      continue;
+    GradBuilder builder(g, node.location);
+    std::vector<Value *> operandGrads;
+    try {
+      operandGrads = info->rule(builder, node, resultGrads);
+    } catch (const Error &error) {
+      throw Error(where(node) + ": its gradient: " + error.what());
+    }
+    for (size_t i = 0; i < node.operands.size() && i < operandGrads.size();
+         ++i) {
+      Value *operand = node.operands[i].value;
+      Value *grad = operandGrads[i];
+      if (!grad || !operand || !requires.count(operand))
+        continue;
+      if (grad->type.sizes != operand->type.sizes)
+        throw Error(where(node) + ": the gradient of operand " +
+                    std::to_string(i) + " is " + grad->type.str() +
+                    ", not of the operand's shape " + operand->type.str());
+      auto &slot = gradOf[operand];
+      slot = slot ? builder.emit("add", {slot, grad}) : grad;
+    }
+  }
+  for (size_t i = 0; i < joint.primalInputs; ++i) {
+    auto found = gradOf.find(g.inputs[i]);
+    if (found == gradOf.end() || !requires.count(g.inputs[i]))
+      continue;
+    joint.gradientOf.push_back(int(i));
+    joint.gradients.push_back(found->second);
+  }
+  return joint;
+}
+
+void collectSymbols(const TensorType &type, std::set<std::string> &symbols) {
+  for (const SymExpr &size : type.sizes)
+    size.collectSymbols(symbols);
+}
+
+void collectSymbols(const Attribute &attribute,
+                    std::set<std::string> &symbols) {
+  if (const auto *expr = std::get_if<SymExpr>(&attribute))
+    expr->collectSymbols(symbols);
+  if (const auto *exprs = std::get_if<std::vector<SymExpr>>(&attribute))
+    for (const SymExpr &expr : *exprs)
+      expr.collectSymbols(symbols);
+}
+
+Node *copyNode(Graph &into, const Node &node,
+               std::map<const Value *, Value *> &mapping) {
+  std::vector<Operand> operands;
+  for (const Operand &operand : node.operands)
+    operands.push_back(operand.isValue() ? Operand(mapping.at(operand.value))
+                                         : Operand(operand.scalar));
+  std::vector<TensorType> types;
+  std::vector<std::string> names;
+  for (const Value *result : node.results) {
+    types.push_back(result->type);
+    names.push_back(result->name);
+  }
+  Node *copy = into.addNodeWithTypes(node.op, std::move(operands),
+                                     node.attributes, types, names,
+                                     node.location);
+  for (size_t i = 0; i < node.results.size(); ++i)
+    mapping[node.results[i]] = copy->results[i];
+  return copy;
+}
+
+bool isSingleView(const Node &node) {
+  return node.info && node.info->kind == OpKind::View &&
+         node.results.size() == 1;
+}
+
+/// Splits the joint graph where the tangents start (see Autodiff.h).
+TrainingGraphs split(JointGraph &joint) {
+  Graph &g = *joint.graph;
+  std::set<const Value *> tangentDependent(joint.tangents.begin(),
+                                           joint.tangents.end());
+  std::set<const Node *> dependsOnTangents;
+  for (const auto &node : g.nodes) {
+    bool reads = false;
+    for (const Operand &operand : node->operands)
+      reads |= operand.isValue() && tangentDependent.count(operand.value);
+    if (!reads)
+      continue;
+    dependsOnTangents.insert(node.get());
+    for (Value *result : node->results)
+      tangentDependent.insert(result);
+  }
+  std::set<const Node *> forwardNeeds;
+  std::function<void(const Value *)> needForward = [&](const Value *value) {
+    const Node *producer = value->producer;
+    if (!producer || !forwardNeeds.insert(producer).second)
+      return;
+    for (const Operand &operand : producer->operands)
+      if (operand.isValue())
+        needForward(operand.value);
+  };
+  for (size_t j = 0; j < joint.userOutputs; ++j)
+    needForward(g.outputs[j]);
+
+  // The backward's nodes, and what it reads from the forward: inputs (by
+  // reference) and computed values (saved as forward outputs).
+  std::set<const Node *> backwardNodes;
+  std::vector<const Value *> saved;
+  std::set<const Value *> savedSet;
+  std::set<const Value *> tangentSet(joint.tangents.begin(),
+                                     joint.tangents.end());
+  auto save = [&](const Value *value) {
+    if (savedSet.insert(value).second)
+      saved.push_back(value);
+  };
+  std::function<void(const Value *)> needBackward = [&](const Value *value) {
+    if (tangentSet.count(value))
+      return;
+    const Node *producer = value->producer;
+    if (!producer) {
+      save(value);
+      return;
+    }
+    bool recompute = dependsOnTangents.count(producer) ||
+                     !forwardNeeds.count(producer) || isSingleView(*producer);
+    if (!recompute) {
+      save(value);
+      return;
+    }
+    if (!backwardNodes.insert(producer).second)
+      return;
+    for (const Operand &operand : producer->operands)
+      if (operand.isValue())
+        needBackward(operand.value);
+  };
+  for (const Value *gradient : joint.gradients)
+    needBackward(gradient);
+
+  // Every size symbol the backward uses must come with one of its inputs.
+  std::set<std::string> used, carried;
+  for (const Node *node : backwardNodes) {
+    for (const Value *result : node->results)
+      collectSymbols(result->type, used);
+    for (const auto &[name, attribute] : node->attributes)
+      collectSymbols(attribute, used);
+  }
+  for (const Value *value : saved)
+    collectSymbols(value->type, carried);
+  for (const Value *tangent : joint.tangents)
+    collectSymbols(tangent->type, carried);
+  for (const std::string &symbol : used) {
+    if (carried.count(symbol))
+      continue;
+    for (size_t i = 0; i < joint.primalInputs; ++i) {
+      std::set<std::string> symbols;
+      collectSymbols(g.inputs[i]->type, symbols);
+      if (symbols.count(symbol)) {
+        save(g.inputs[i]);
+        carried.insert(symbols.begin(), symbols.end());
+        break;
+      }
+    }
+  }
+
+  TrainingGraphs result;
+  result.userOutputs = joint.userOutputs;
+  result.tangentOutputs = joint.tangentOutputs;
+  result.gradientOf = joint.gradientOf;
+  result.forward = std::make_unique<Graph>(g.name);
+  std::map<const Value *, Value *> toForward;
+  for (size_t i = 0; i < joint.primalInputs; ++i)
+    toForward[g.inputs[i]] =
+        result.forward->addInput(g.inputs[i]->name, g.inputs[i]->type);
+  for (const auto &node : g.nodes)
+    if (forwardNeeds.count(node.get()))
+      copyNode(*result.forward, *node, toForward);
+  for (size_t j = 0; j < joint.userOutputs; ++j)
+    result.forward->outputs.push_back(toForward.at(g.outputs[j]));
+
+  result.backward = std::make_unique<Graph>(g.name + "_backward");
+  std::map<const Value *, Value *> toBackward;
+  for (const Value *value : saved) {
+    TrainingGraphs::BackwardInput input;
+    if (!value->producer) {
+      input.kind = TrainingGraphs::BackwardInput::Kind::ForwardInput;
+      for (size_t i = 0; i < joint.primalInputs; ++i)
+        if (g.inputs[i] == value)
+          input.index = int(i);
+    } else {
+      input.kind = TrainingGraphs::BackwardInput::Kind::ForwardOutput;
+      input.index = -1;
+      for (size_t j = 0; j < joint.userOutputs; ++j)
+        if (g.outputs[j] == value && input.index < 0)
+          input.index = int(j);
+      if (input.index < 0) {
+        input.index = int(result.forward->outputs.size());
+        result.forward->outputs.push_back(toForward.at(value));
+      }
+    }
+    result.backwardInputs.push_back(input);
+    // Inputs are named like the captured graph's (node results are
+    // numbered): a saved value's number gets a prefix.
+    std::string name = value->producer ? "saved" + value->name : value->name;
+    toBackward[value] = result.backward->addInput(name, value->type);
+  }
+  for (size_t k = 0; k < joint.tangents.size(); ++k) {
+    TrainingGraphs::BackwardInput input;
+    input.kind = TrainingGraphs::BackwardInput::Kind::Tangent;
+    input.index = joint.tangentOutputs[k];
+    result.backwardInputs.push_back(input);
+    toBackward[joint.tangents[k]] = result.backward->addInput(
+        joint.tangents[k]->name, joint.tangents[k]->type);
+  }
+  for (const auto &node : g.nodes)
+    if (backwardNodes.count(node.get()))
+      copyNode(*result.backward, *node, toBackward);
+  for (const Value *gradient : joint.gradients)
+    result.backward->outputs.push_back(toBackward.at(gradient));
+  return result;
+}
+
+} // namespace
+
+TrainingGraphs differentiateGraph(const Graph &graph,
+                                  const std::vector<bool> &inputRequiresGrad) {
+  JointGraph joint = buildJointGraph(graph, inputRequiresGrad);
+  return split(joint);
+}
+
+std::string printTrainingGraphs(const TrainingGraphs &graphs) {
+  std::string text = printGraph(*graphs.forward);
+  text += "// -----\n";
+  const Graph &backward = *graphs.backward;
+  for (size_t i = 0; i < graphs.backwardInputs.size(); ++i) {
+    const TrainingGraphs::BackwardInput &input = graphs.backwardInputs[i];
+    const char *kind =
+        input.kind == TrainingGraphs::BackwardInput::Kind::ForwardInput
+            ? "forward input"
+        : input.kind == TrainingGraphs::BackwardInput::Kind::ForwardOutput
+            ? "forward output"
+            : "tangent of forward output";
+    text += "// %" + backward.inputs[i]->name + ": " + kind + " " +
+            std::to_string(input.index) + "\n";
+  }
+  for (size_t k = 0; k < graphs.gradientOf.size(); ++k)
+    text += "// output " + std::to_string(k) + ": gradient of forward input " +
+            std::to_string(graphs.gradientOf[k]) + "\n";
+  text += printGraph(backward);
+  return text;
+}
+
+} // namespace dynafuse

@@ -1,0 +1,97 @@
+//===- Derivatives.cpp - The derivative table and its builder -------------===//
+#include "dynafuse/Graph/Derivatives.h"
+
+#include "dynafuse/Graph/OpRegistry.h"
+
+namespace dynafuse {
+namespace {
+
+std::map<std::string, DerivativeInfo> buildTable() {
+  std::map<std::string, DerivativeInfo> table;
+  addPointwiseDerivatives(table);
+  addReductionDerivatives(table);
+  addViewDerivatives(table);
+  addExternDerivatives(table);
+  // Composites differentiate through their decompositions, which use only
+  // ops with rules (checked by the unit tests over each one).
+  for (const char *composite :
+       {"linear", "mean", "var", "std", "softmax", "log_softmax", "logsumexp",
+        "layer_norm", "rms_norm", "stack"}) {
+    DerivativeInfo info;
+    info.kind = DerivativeInfo::Kind::Decomposed;
+    table[composite] = info;
+  }
+  DerivativeInfo none;
+  none.kind = DerivativeInfo::Kind::NonDifferentiable;
+  for (const char *op :
+       {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+        "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
+        "bitwise_xor", "bitwise_not", "argmax", "argmin", "any", "all",
+        "arange", "full", "full_like"})
+    table[op] = none;
+  return table;
+}
+
+} // namespace
+
+const DerivativeInfo *derivativeOf(const std::string &op) {
+  static const auto *table =
+      new std::map<std::string, DerivativeInfo>(buildTable());
+  auto found = table->find(op);
+  return found == table->end() ? nullptr : &found->second;
+}
+
+bool isDifferentiable(DType dtype) { return isFloating(dtype); }
+
+Value *GradBuilder::emit(const std::string &op, std::vector<Operand> operands,
+                         std::map<std::string, Attribute> attributes) {
+  return graph.addNode(op, std::move(operands), std::move(attributes), location)
+      ->result();
+}
+
+Value *GradBuilder::sumTo(Value *g, const TensorType &type) {
+  size_t rank = type.rank();
+  size_t gradRank = g->type.rank();
+  if (gradRank < rank)
+    throw Error("a gradient has fewer dims (" + g->type.str() +
+                ") than its operand (" + type.str() + ")");
+  std::vector<int64_t> leading;
+  for (size_t k = 0; k < gradRank - rank; ++k)
+    leading.push_back(int64_t(k));
+  if (!leading.empty())
+    g = emit("sum", {g}, {{"dims", leading}, {"keepdim", false}});
+  std::vector<int64_t> broadcast;
+  for (size_t k = 0; k < rank; ++k)
+    if (type.sizes[k] == SymExpr(1) && !(g->type.sizes[k] == SymExpr(1)))
+      broadcast.push_back(int64_t(k));
+  if (!broadcast.empty())
+    g = emit("sum", {g}, {{"dims", broadcast}, {"keepdim", true}});
+  if (g->type.dtype != type.dtype)
+    g = emit("cast", {g}, {{"dtype", type.dtype}});
+  return g;
+}
+
+Value *GradBuilder::expandReduced(Value *g, const TensorType &x,
+                                  const std::vector<int64_t> &dims,
+                                  bool keepdim) {
+  if (!keepdim && !dims.empty()) {
+    std::vector<SymExpr> kept = x.sizes;
+    for (int64_t dim : dims)
+      kept[size_t(dim)] = SymExpr(1);
+    g = emit("reshape", {g}, {{"shape", kept}});
+  }
+  if (g->type.sizes != x.sizes)
+    g = emit("expand", {g}, {{"shape", x.sizes}});
+  return g;
+}
+
+Value *GradBuilder::zerosLike(const TensorType &type) {
+  Value *zeros = emit("full", {},
+                      {{"shape", type.sizes},
+                       {"value", 0.0},
+                       {"dtype", type.dtype},
+                       {"device", type.device}});
+  return zeros;
+}
+
+} // namespace dynafuse

@@ -1,0 +1,94 @@
+//===- ExternDerivatives.cpp - Rules of GEMM externs ----------------------===//
+//
+// The gradients of matrix products are matrix products again (ATen's GEMMs
+// on transposed views, no copies): for C = A B, dA = dC B^T and
+// dB = A^T dC, with batch dims broadcast back by summing. Convolutions and
+// pools have no rule yet (their ATen backward kernels come next).
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Graph/Derivatives.h"
+
+#include "dynafuse/Graph/OpRegistry.h"
+
+namespace dynafuse {
+namespace {
+
+using Grads = std::vector<Value *>;
+
+/// The last two dims of x swapped.
+Value *transposed(GradBuilder &b, Value *x) {
+  int64_t rank = int64_t(x->type.rank());
+  return b.emit("transpose", {x}, {{"dim0", rank - 2}, {"dim1", rank - 1}});
+}
+
+/// x with every dim but the last merged: [prod(leading), last].
+Value *asMatrix(GradBuilder &b, Value *x) {
+  if (x->type.rank() == 2)
+    return x;
+  SymExpr rows = 1;
+  for (size_t k = 0; k + 1 < x->type.rank(); ++k)
+    rows = rows * x->type.sizes[k];
+  std::vector<SymExpr> shape = {rows, x->type.sizes.back()};
+  return b.emit("reshape", {x}, {{"shape", shape}});
+}
+
+bool wants(const Node &node, size_t i) {
+  return node.operands[i].isValue() &&
+         isDifferentiable(node.operands[i].value->type.dtype);
+}
+
+/// dA and dB of A @ B (matmul's broadcasting rules, ranks >= 2).
+std::pair<Value *, Value *> productGradients(GradBuilder &b, Value *g,
+                                            Value *a, Value *c, bool wantA,
+                                            bool wantB) {
+  size_t ra = a->type.rank(), rb = c->type.rank();
+  if (ra < 2 || rb < 2)
+    throw Error("the gradient of a matmul with a 1-d operand is not "
+                "supported yet");
+  Value *ga = nullptr, *gb = nullptr;
+  if (wantA)
+    ga = b.sumTo(b.emit("matmul", {g, transposed(b, c)}), a->type);
+  if (wantB) {
+    if (rb == 2) // A's batch dims fold into the GEMM's rows
+      gb = b.sumTo(b.emit("mm", {transposed(b, asMatrix(b, a)), asMatrix(b, g)}),
+                   c->type);
+    else
+      gb = b.sumTo(b.emit("matmul", {transposed(b, a), g}), c->type);
+  }
+  return {ga, gb};
+}
+
+DerivativeInfo productRule(const char *op) {
+  DerivativeInfo info;
+  info.rule = [op = std::string(op)](GradBuilder &b, const Node &node,
+                                     const Grads &grads) {
+    Grads result(node.operands.size(), nullptr);
+    if (!grads[0])
+      return result;
+    // addmm / baddbmm: beta * bias + alpha * (m1 @ m2).
+    size_t first = node.operands.size() == 3 ? 1 : 0;
+    double beta = floatAttr(node, "beta", 1.0);
+    double alpha = floatAttr(node, "alpha", 1.0);
+    Value *g = grads[0];
+    if (first == 1 && wants(node, 0))
+      result[0] = b.sumTo(beta == 1 ? g : b.emit("mul", {g, Scalar::ofFloat(beta)}),
+                          node.operands[0].value->type);
+    Value *scaled = alpha == 1 ? g : b.emit("mul", {g, Scalar::ofFloat(alpha)});
+    auto [ga, gb] = productGradients(b, scaled, node.operands[first].value,
+                                     node.operands[first + 1].value,
+                                     wants(node, first), wants(node, first + 1));
+    result[first] = ga;
+    result[first + 1] = gb;
+    return result;
+  };
+  return info;
+}
+
+} // namespace
+
+void addExternDerivatives(std::map<std::string, DerivativeInfo> &table) {
+  for (const char *op : {"mm", "bmm", "matmul", "addmm", "baddbmm"})
+    table[op] = productRule(op);
+}
+
+} // namespace dynafuse

@@ -1,0 +1,193 @@
+//===- ViewDerivatives.cpp - Rules of views and data movement -------------===//
+//
+// A view's gradient is the inverse rearrangement of the result's: reshape
+// back, the inverse permutation, expand summed back. Taking part of a
+// tensor (select, slice, narrow, split) puts the gradient back in its place
+// with zeros around it (pad, cat); cat cuts its gradient into the operands'
+// parts.
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Graph/Derivatives.h"
+
+#include "dynafuse/Graph/OpRegistry.h"
+
+namespace dynafuse {
+namespace {
+
+using Grads = std::vector<Value *>;
+
+using ViewGradient =
+    std::function<Value *(GradBuilder &, const Node &, Value *g, Value *x)>;
+
+/// A rule for a one-operand, one-result op.
+DerivativeInfo single(ViewGradient gradient) {
+  DerivativeInfo info;
+  info.rule = [gradient](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(node.operands.size(), nullptr);
+    Value *x = node.operands[0].value;
+    if (grads[0] && isDifferentiable(x->type.dtype))
+      result[0] = gradient(b, node, grads[0], x);
+    return result;
+  };
+  return info;
+}
+
+Value *reshapeTo(GradBuilder &b, Value *g, const TensorType &type) {
+  return b.emit("reshape", {g}, {{"shape", type.sizes}});
+}
+
+/// g placed at [start, start + length) of dim within zeros of x's size.
+Value *padBack(GradBuilder &b, Value *g, const TensorType &x, int64_t dim,
+               const SymExpr &start) {
+  SymExpr after = x.sizes[size_t(dim)] - start - g->type.sizes[size_t(dim)];
+  if (!start.isConstant() || !after.isConstant())
+    throw Error("the gradient of a slice with symbolic bounds is not "
+                "supported yet");
+  if (start.constant() == 0 && after.constant() == 0)
+    return g;
+  std::vector<int64_t> amounts(2 * (x.rank() - size_t(dim)), 0);
+  size_t pair = 2 * (x.rank() - 1 - size_t(dim));
+  amounts[pair] = start.constant();
+  amounts[pair + 1] = after.constant();
+  return b.emit("pad", {g}, {{"pad", amounts}, {"value", 0.0}});
+}
+
+Value *sliceBack(GradBuilder &b, const Node &node, Value *g, Value *x) {
+  SliceBounds bounds = sliceBounds(node);
+  if (bounds.step != 1)
+    throw Error("the gradient of a slice with a step is not supported yet");
+  return padBack(b, g, x->type, bounds.dim, bounds.start);
+}
+
+/// split, chunk, unbind: the pieces' gradients (zeros for those without
+/// one) concatenated back.
+DerivativeInfo piecesRule(bool unbind) {
+  DerivativeInfo info;
+  info.rule = [unbind](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(1, nullptr);
+    Value *x = node.operands[0].value;
+    if (!isDifferentiable(x->type.dtype))
+      return result;
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
+    std::vector<Operand> pieces;
+    bool any = false;
+    for (size_t i = 0; i < node.results.size(); ++i) {
+      Value *piece = grads[i] ? grads[i] : b.zerosLike(node.results[i]->type);
+      any |= grads[i] != nullptr;
+      if (unbind)
+        piece = b.emit("unsqueeze", {piece}, {{"dim", dim}});
+      pieces.push_back(piece);
+    }
+    if (any)
+      result[0] = pieces.size() == 1 ? pieces[0].value
+                                     : b.emit("cat", pieces, {{"dim", dim}});
+    return result;
+  };
+  return info;
+}
+
+DerivativeInfo catRule() {
+  DerivativeInfo info;
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(node.operands.size(), nullptr);
+    if (!grads[0])
+      return result;
+    size_t rank = node.result()->type.rank();
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), rank);
+    SymExpr offset = 0;
+    for (size_t i = 0; i < node.operands.size(); ++i) {
+      Value *x = node.operands[i].value;
+      if (x->type.rank() != rank)
+        continue; // a skipped 1-d empty operand
+      SymExpr length = x->type.sizes[size_t(dim)];
+      if (isDifferentiable(x->type.dtype))
+        result[i] = b.sumTo(b.emit("slice", {grads[0]},
+                                   {{"dim", dim},
+                                    {"start", offset},
+                                    {"end", offset + length},
+                                    {"step", int64_t(1)}}),
+                            x->type);
+      offset = offset + length;
+    }
+    return result;
+  };
+  return info;
+}
+
+} // namespace
+
+void addViewDerivatives(std::map<std::string, DerivativeInfo> &table) {
+  ViewGradient reshapeBack = [](GradBuilder &b, const Node &, Value *g,
+                                Value *x) { return reshapeTo(b, g, x->type); };
+  for (const char *op : {"reshape", "flatten", "squeeze", "unsqueeze"})
+    table[op] = single(reshapeBack);
+  table["contiguous"] = single(
+      [](GradBuilder &, const Node &, Value *g, Value *) { return g; });
+  table["permute"] = single([](GradBuilder &b, const Node &node, Value *g,
+                               Value *x) {
+    std::vector<int64_t> dims = intListAttr(node, "dims", {});
+    std::vector<int64_t> inverse(dims.size());
+    for (size_t k = 0; k < dims.size(); ++k)
+      inverse[size_t(normalizeDim(node, dims[k], x->type.rank()))] = int64_t(k);
+    return b.emit("permute", {g}, {{"dims", inverse}});
+  });
+  table["transpose"] = single([](GradBuilder &b, const Node &node, Value *g,
+                                 Value *) {
+    return b.emit("transpose", {g},
+                  {{"dim0", node.intAttr("dim0", 0)},
+                   {"dim1", node.intAttr("dim1", 1)}});
+  });
+  table["expand"] = single([](GradBuilder &b, const Node &, Value *g,
+                              Value *x) { return b.sumTo(g, x->type); });
+  table["select"] = single([](GradBuilder &b, const Node &node, Value *g,
+                              Value *x) {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
+    SymExpr index = symAttr(node, "index", 0);
+    if (index.isConstant() && index.constant() < 0)
+      index = x->type.sizes[size_t(dim)] + index;
+    Value *row = b.emit("unsqueeze", {g}, {{"dim", dim}});
+    return padBack(b, row, x->type, dim, index);
+  });
+  table["slice"] = single(sliceBack);
+  table["narrow"] = single(sliceBack);
+  table["flip"] = single([](GradBuilder &b, const Node &node, Value *g,
+                            Value *) {
+    return b.emit("flip", {g}, {{"dims", intListAttr(node, "dims", {})}});
+  });
+  table["roll"] = single([](GradBuilder &b, const Node &node, Value *g,
+                            Value *) {
+    std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
+    for (int64_t &shift : shifts)
+      shift = -shift;
+    return b.emit("roll", {g},
+                  {{"shifts", shifts}, {"dims", intListAttr(node, "dims", {})}});
+  });
+  for (const char *op : {"tril", "triu"})
+    table[op] = single([op](GradBuilder &b, const Node &node, Value *g,
+                            Value *) {
+      return b.emit(op, {g}, {{"diagonal", node.intAttr("diagonal", 0)}});
+    });
+  table["pad"] = single([](GradBuilder &b, const Node &node, Value *g,
+                           Value *x) {
+    std::vector<int64_t> amounts = intListAttr(node, "pad", {});
+    Value *inner = g;
+    for (size_t pair = 0; pair + 1 < amounts.size(); pair += 2) {
+      if (amounts[pair] < 0 || amounts[pair + 1] < 0)
+        throw Error("the gradient of a negative pad is not supported yet");
+      int64_t dim = int64_t(x->type.rank()) - 1 - int64_t(pair / 2);
+      SymExpr start = amounts[pair];
+      inner = b.emit("slice", {inner},
+                     {{"dim", dim},
+                      {"start", start},
+                      {"end", start + x->type.sizes[size_t(dim)]},
+                      {"step", int64_t(1)}});
+    }
+    return inner;
+  });
+  table["split"] = piecesRule(false);
+  table["chunk"] = piecesRule(false);
+  table["unbind"] = piecesRule(true);
+  table["cat"] = catRule();
+}
+
+} // namespace dynafuse
