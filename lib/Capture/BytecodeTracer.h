@@ -491,7 +491,7 @@ private:
   /// Whether op's results require grad (an operand does); breaks before an
   /// op without a derivative rule, or inside a no_grad block.
   bool checkDifferentiable(const std::string &op,
-                           const std::vector<Operand> &operands);
+                           std::vector<Operand> &operands);
   /// Guards that obj (read from a source) still lacks attribute name.
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
 

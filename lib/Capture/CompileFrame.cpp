@@ -181,8 +181,13 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   std::string folder =
       dumpFolder(entry.captured, options.config->options.dumpDir);
   std::optional<TrainingGraphs> training;
-  if (entry.captured.training())
+  if (entry.captured.training()) {
     training = differentiateCaptured(entry.captured);
+    // No gradient reaches an output (everything that requires grad is
+    // read under no_grad): an inference entry.
+    if (training->tangentOutputs.empty() || training->gradientOf.empty())
+      training.reset();
+  }
   CompiledPart forward = compilePart(
       training ? *training->forward : graph, folder, options, frame);
   entry.outputInput = forward.outputInput;

@@ -482,18 +482,22 @@ VarPtr BytecodeTracer::makeFunction(int flags) {
 }
 
 bool BytecodeTracer::checkDifferentiable(const std::string &op,
-                                         const std::vector<Operand> &operands) {
+                                         std::vector<Operand> &operands) {
   bool reads = false;
   for (const Operand &operand : operands)
     reads |= operand.isValue() && inputs.requiresGrad(operand.value);
   if (!reads)
     return false;
-  // The graph has no op that stops gradients yet: what a no_grad block
-  // computes from a tensor that requires grad would be differentiated.
-  if (!gradMode)
-    unsupported("'" + op + "' in a no_grad block reads a tensor that "
-                "requires grad (compiled training does not cut gradients "
-                "inside a graph yet)");
+  if (!gradMode) {
+    // In a no_grad block: the op reads its operands through detach, the
+    // graph's mark that gradients stop there.
+    for (Operand &operand : operands)
+      if (operand.isValue() && inputs.requiresGrad(operand.value))
+        operand = result.graph->addNode("detach", {operand}, {},
+                                        here(current.currentLine))
+                      ->result();
+    return false;
+  }
   const DerivativeInfo *info = derivativeOf(op);
   if (!info)
     unsupported("'" + op + "' on a tensor that requires grad (no derivative "

@@ -42,10 +42,43 @@ std::pair<Value *, Value *> productGradients(GradBuilder &b, Value *g,
                                             Value *a, Value *c, bool wantA,
                                             bool wantB) {
   size_t ra = a->type.rank(), rb = c->type.rank();
-  if (ra < 2 || rb < 2)
-    throw Error("the gradient of a matmul with a 1-d operand is not "
-                "supported yet");
   Value *ga = nullptr, *gb = nullptr;
+  auto unsqueeze = [&](Value *x, int64_t dim) {
+    return b.emit("unsqueeze", {x}, {{"dim", dim}});
+  };
+  auto squeezeLast = [&](Value *x) {
+    int64_t last = int64_t(x->type.rank()) - 1;
+    return b.emit("squeeze", {x}, {{"dims", std::vector<int64_t>{last}}});
+  };
+  if (ra == 1 && rb == 1) { // a dot product
+    if (wantA)
+      ga = b.emit("mul", {g, c});
+    if (wantB)
+      gb = b.emit("mul", {g, a});
+    return {ga, gb};
+  }
+  if (ra == 1) { // a [K] @ b [..., K, N] = [..., N]
+    Value *column = unsqueeze(g, int64_t(g->type.rank())); // [..., N, 1]
+    if (wantA)
+      ga = b.sumTo(squeezeLast(b.emit("matmul", {c, column})), a->type);
+    if (wantB)
+      gb = b.sumTo(b.emit("mul", {unsqueeze(a, 1), // [K, 1] * [..., 1, N]
+                                  unsqueeze(g, int64_t(g->type.rank()) - 1)}),
+                   c->type);
+    return {ga, gb};
+  }
+  if (rb == 1) { // a [..., M, K] @ b [K] = [..., M]
+    Value *column = unsqueeze(g, int64_t(g->type.rank())); // [..., M, 1]
+    if (wantA)
+      ga = b.sumTo(b.emit("mul", {column, c}), a->type);
+    if (wantB) {
+      Value *rows = asMatrix(b, a);                       // [M', K]
+      Value *flat = b.emit(
+          "reshape", {g}, {{"shape", std::vector<SymExpr>{rows->type.sizes[0]}}});
+      gb = b.emit("matmul", {transposed(b, rows), flat}); // [K]
+    }
+    return {ga, gb};
+  }
   if (wantA)
     ga = b.sumTo(b.emit("matmul", {g, transposed(b, c)}), a->type);
   if (wantB) {

@@ -330,6 +330,9 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     return result;
   };
   table["masked_fill"] = maskedFill;
+  // clamp(x, min, max) is minimum(maximum(x, min), max): x gets the
+  // gradient where it was inside [min, max], min where x was below it
+  // (and min <= max), max where the clamped value exceeded it.
   DerivativeInfo clamp;
   clamp.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(node.operands.size(), nullptr);
@@ -337,26 +340,32 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     if (!g)
       return result;
     Operand x = node.operands[0];
-    Value *inside = nullptr;
-    auto within = [&](Value *test) {
-      inside = inside ? b.emit("logical_and", {inside, test}) : test;
-    };
     int min = optionalOperandIndex(node, "min");
     int max = optionalOperandIndex(node, "max");
-    if (min >= 0)
-      within(b.emit("ge", {x, node.operands[size_t(min)]}));
-    if (max >= 0)
-      within(b.emit("le", {x, node.operands[size_t(max)]}));
-    result[0] = toOperand(b, node, 0, inside ? masked(b, inside, g) : g);
-    // A tensor bound gets the gradient where it was the result.
-    if (min >= 0 && node.operands[size_t(min)].isValue())
-      result[size_t(min)] = toOperand(
-          b, node, size_t(min),
-          masked(b, b.emit("lt", {x, node.operands[size_t(min)]}), g));
-    if (max >= 0 && node.operands[size_t(max)].isValue())
-      result[size_t(max)] = toOperand(
-          b, node, size_t(max),
-          masked(b, b.emit("gt", {x, node.operands[size_t(max)]}), g));
+    Operand raised = x;
+    Value *passes = nullptr;
+    if (min >= 0) {
+      Operand low = node.operands[size_t(min)];
+      raised = b.emit("maximum", {x, low});
+      passes = b.emit("ge", {x, low});
+    }
+    Value *belowMax = nullptr;
+    if (max >= 0) {
+      Operand high = node.operands[size_t(max)];
+      belowMax = b.emit("le", {raised, high});
+      passes = passes ? b.emit("logical_and", {passes, belowMax}) : belowMax;
+      if (high.isValue())
+        result[size_t(max)] = toOperand(
+            b, node, size_t(max),
+            masked(b, b.emit("logical_not", {belowMax}), g));
+    }
+    result[0] = toOperand(b, node, 0, passes ? masked(b, passes, g) : g);
+    if (min >= 0 && node.operands[size_t(min)].isValue()) {
+      Value *below = b.emit("lt", {x, node.operands[size_t(min)]});
+      if (belowMax)
+        below = b.emit("logical_and", {below, belowMax});
+      result[size_t(min)] = toOperand(b, node, size_t(min), masked(b, below, g));
+    }
     return result;
   };
   table["clamp"] = clamp;

@@ -495,6 +495,12 @@ Index remapIdentity(const Node &, size_t, const Index &index) {
   return index;
 }
 
+/// detach: the same elements, a view sharing its operand's memory (the
+/// graph's mark that gradients stop there).
+Strided stridedIdentity(const Node &, size_t, StridedView view) {
+  return view;
+}
+
 Index remapFlip(const Node &node, size_t, const Index &index) {
   const TensorType &input = operandType(node, 0);
   Index in = index;
@@ -637,6 +643,8 @@ void addViewOps(std::vector<OpInfo> &table) {
                             inferSlice, remapSlice, stridedSlice));
   table.push_back(remapView("narrow", {"dim", "start", "length"}, inferSlice,
                             remapSlice, stridedSlice));
+  table.push_back(remapView("detach", {}, inferSameShape, remapIdentity,
+                            stridedIdentity));
   table.push_back(remapView("contiguous", {}, inferSameShape, remapIdentity,
                             noStridedForm));
   table.push_back(remapView("flip", {"dims"}, inferSameShape, remapFlip,

@@ -62,17 +62,23 @@ def test_constant_argument_is_guarded():
     assert dynafuse.stats()["captures"] == 3
 
 
-def test_requires_grad_runs_eagerly_until_training_is_supported():
+def test_requires_grad_and_grad_mode_pick_the_training_or_inference_entry():
     f = dynafuse.compile(lambda x: torch.exp(x) * 2)
     x = torch.randn(4, requires_grad=True)
     out = f(x)
-    assert out.requires_grad
+    assert out.grad_fn.name() == "DynafuseBackward"
     out.sum().backward()
     assert_close(x.grad, torch.exp(x.detach()) * 2)
-    assert dynafuse.stats()["captures"] == 0
+    assert dynafuse.stats()["captures"] == 1
     with torch.no_grad():
-        assert_close(f(x), torch.exp(x) * 2)
-    assert dynafuse.stats()["graph_breaks"] == 1
+        result = f(x)
+        assert not result.requires_grad
+        assert_close(result, torch.exp(x) * 2)
+    plain = x.detach().clone()  # requires_grad False: a third entry
+    assert not f(plain).requires_grad
+    stats = dynafuse.stats()
+    assert stats["captures"] == 3 and stats["graph_breaks"] == 0, stats
+    assert [graph["training"] for graph in dynafuse.compiled_graphs()] == [True, False, False]
 
 
 def test_grad_mode_is_guarded():

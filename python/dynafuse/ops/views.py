@@ -26,6 +26,7 @@ def _tables():
         "select": _spec("select", [_INPUT, ("dim", "attr"), ("index", "attr")]),
         "narrow": _spec("narrow", [_INPUT, ("dim", "attr"), ("start", "attr"), ("length", "attr")]),
         "contiguous": _spec("contiguous", [_INPUT, ("memory_format", "fixed", torch.contiguous_format)]),
+        "detach": _spec("detach", [_INPUT]),
         "clone": _spec("contiguous", [_INPUT, "*", ("memory_format", "fixed", None)]),
         "flip": _spec("flip", [_INPUT, ("dims", "ints*")]),
         "roll": _spec("roll", [_INPUT, ("shifts", "attr"), ("dims", "attr", None)]),

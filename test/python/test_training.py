@@ -1,0 +1,259 @@
+"""Compiled training (issue 16): a frame whose inputs require grad, run in
+grad mode, compiles into a forward and a backward graph; the forward's
+outputs get a DynafuseBackward node, and its gradients match eager's.
+Every test proves the compiled backward ran (the grad_fn's name, and the
+training flag of compiled_graphs())."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynafuse
+from conftest import assert_close
+
+F32 = dict(rtol=1e-4, atol=1e-5)
+
+
+def assert_training_compiled(graphs=1):
+    stats = dynafuse.stats()
+    assert stats["graph_breaks"] == 0 and stats["compile_failures"] == 0, (
+        stats, dynafuse._C.break_reasons())
+    assert stats["run_failures"] == 0, stats
+    training = [graph for graph in dynafuse.compiled_graphs() if graph["training"]]
+    assert len(training) == graphs, dynafuse.compiled_graphs()
+
+
+def mlp(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def twins(make):
+    model, twin = make(), make()
+    twin.load_state_dict(model.state_dict())
+    return model, twin
+
+
+def mse(model, x, y):
+    return ((model(x) - y) ** 2).mean()
+
+
+def grads_of(model):
+    return [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("batch", [5, 1, 3])
+def test_mlp_gradients_match_eager(batch):
+    model, twin = twins(mlp)
+    compiled = dynafuse.compile(mse)
+    x, y = torch.randn(batch, 8), torch.randn(batch, 4)
+    loss = compiled(model, x, y)
+    assert loss.grad_fn.name() == "DynafuseBackward"
+    loss.backward()
+    expected = mse(twin, x, y)
+    expected.backward()
+    assert_close(loss.detach(), expected.detach(), **F32)
+    for ours, eager in zip(grads_of(model), grads_of(twin)):
+        assert_close(ours, eager, **F32)
+    assert_training_compiled()
+
+
+def test_noncontiguous_and_broadcast_inputs():
+    def f(x, w, b):
+        return torch.tanh(x @ w + b).sum(0)
+
+    x = torch.randn(6, 5).t().requires_grad_()      # non-contiguous
+    w = torch.randn(6, 3, requires_grad=True)
+    b = torch.randn(1, 3, requires_grad=True)       # broadcast
+    out = dynafuse.compile(f)(x, w, b)
+    cotangent = torch.randn(3)
+    ours = torch.autograd.grad(out, (x, w, b), cotangent)
+    eager = torch.autograd.grad(f(x, w, b), (x, w, b), cotangent)
+    for a, e in zip(ours, eager):
+        assert_close(a, e, **F32)
+    assert_training_compiled()
+
+
+def test_autograd_grad_and_accumulation_into_grad():
+    model, twin = twins(mlp)
+    compiled = dynafuse.compile(mse)
+    x, y = torch.randn(4, 8), torch.randn(4, 4)
+    ours = torch.autograd.grad(compiled(model, x, y), list(model.parameters()))
+    eager = torch.autograd.grad(mse(twin, x, y), list(twin.parameters()))
+    for a, e in zip(ours, eager):
+        assert_close(a, e, **F32)
+    assert all(p.grad is None for p in model.parameters())
+    for _ in range(2):  # no zero_grad: gradients add up
+        compiled(model, x, y).backward()
+        mse(twin, x, y).backward()
+    for a, e in zip(grads_of(model), grads_of(twin)):
+        assert_close(a, e, **F32)
+    assert dynafuse.stats()["captures"] == 1 and dynafuse.stats()["cache_hits"] == 2
+
+
+def test_retain_graph_and_a_second_backward_without_it():
+    model, twin = twins(mlp)
+    x, y = torch.randn(4, 8), torch.randn(4, 4)
+    loss = dynafuse.compile(mse)(model, x, y)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    expected = mse(twin, x, y)
+    expected.backward(retain_graph=True)
+    expected.backward()
+    for a, e in zip(grads_of(model), grads_of(twin)):
+        assert_close(a, e, **F32)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
+def test_inputs_and_parameters_that_do_not_require_grad():
+    model, twin = twins(mlp)
+    for module in (model, twin):
+        module[0].weight.requires_grad_(False)
+    x = torch.randn(3, 8, requires_grad=True)
+    x_twin = x.detach().clone().requires_grad_()
+    y = torch.randn(3, 4)
+    dynafuse.compile(mse)(model, x, y).backward()
+    mse(twin, x_twin, y).backward()
+    assert model[0].weight.grad is None
+    assert_close(x.grad, x_twin.grad, **F32)
+    for a, e in zip(grads_of(model)[1:], grads_of(twin)[1:]):
+        assert_close(a, e, **F32)
+    assert_training_compiled()
+
+
+def test_an_input_no_output_depends_on_gets_no_gradient():
+    def f(x, unused):
+        return (x * 2).sum(), unused.shape[0]
+
+    x = torch.randn(4, requires_grad=True)
+    unused = torch.randn(3, requires_grad=True)
+    loss, _ = dynafuse.compile(f)(x, unused)
+    gx, gu = torch.autograd.grad(loss, (x, unused), allow_unused=True)
+    assert_close(gx, torch.full((4,), 2.0))
+    assert gu is None
+
+
+def test_an_output_the_loss_does_not_use_gets_a_zero_gradient():
+    def f(x, w):
+        h = x @ w
+        return h.relu(), h.sigmoid()
+
+    x = torch.randn(4, 3)
+    w = torch.randn(3, 5, requires_grad=True)
+    first, second = dynafuse.compile(f)(x, w)
+    assert second.grad_fn.name() == "DynafuseBackward"
+    first.sum().backward()  # second is unused
+    expected = torch.autograd.grad(f(x, w)[0].sum(), w)[0]
+    assert_close(w.grad, expected, **F32)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_training_steps_match_eager(optimizer):
+    model, twin = twins(mlp)
+    make = {"sgd": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+            "adam": lambda p: torch.optim.Adam(p, lr=0.01)}[optimizer]
+    opt, opt_twin = make(model.parameters()), make(twin.parameters())
+    compiled = dynafuse.compile(mse)
+    for step in range(3):
+        x, y = torch.randn(6, 8), torch.randn(6, 4)
+        for module, optim, fn in ((model, opt, compiled), (twin, opt_twin, mse)):
+            optim.zero_grad()
+            loss = fn(module, x, y)
+            loss.backward()
+            optim.step()
+            if module is model:
+                ours = loss.detach()
+            else:
+                assert_close(ours, loss.detach(), **F32)
+    for a, e in zip(model.parameters(), twin.parameters()):
+        assert_close(a.detach(), e.detach(), **F32)
+    assert dynafuse.stats()["cache_hits"] == 2
+
+
+def test_a_parameter_updated_before_backward_raises_eagers_error():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = dynafuse.compile(mse)(model, torch.randn(2, 8), torch.randn(2, 4))
+    opt.step()  # no grads yet: nothing changes; then change one in place
+    with torch.no_grad():
+        model[2].weight.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_double_backward_raises_a_clear_error():
+    x = torch.randn(4, requires_grad=True)
+    y = dynafuse.compile(lambda t: (t.sin() * t).sum())(x)
+    with pytest.raises(RuntimeError, match="double backward .*create_graph=True"):
+        torch.autograd.grad(y, x, create_graph=True)
+
+
+def test_gradients_flow_across_a_graph_break():
+    def f(x, w):
+        h = torch.tanh(x @ w)
+        print("", end="")  # a graph break: two training graphs
+        return (h * h).sum()
+
+    x = torch.randn(3, 4)
+    w = torch.randn(4, 2, requires_grad=True)
+    loss = dynafuse.compile(f)(x, w)
+    loss.backward()
+    expected = torch.autograd.grad(f(x, w), w)[0]
+    assert_close(w.grad, expected, **F32)
+    graphs = [graph for graph in dynafuse.compiled_graphs() if graph["training"]]
+    assert len(graphs) == 2, dynafuse.compiled_graphs()
+
+
+def test_no_grad_blocks_inside_a_training_graph_stop_gradients():
+    def f(x, w):
+        with torch.no_grad():
+            scale = (x @ w).abs().amax()
+        return ((x @ w) / scale).sum()
+
+    x = torch.randn(3, 4)
+    w = torch.randn(4, 2, requires_grad=True)
+    loss = dynafuse.compile(f)(x, w)
+    loss.backward()
+    expected = torch.autograd.grad(f(x, w), w)[0]
+    assert_close(w.grad, expected, **F32)
+    assert_training_compiled()
+
+
+def test_detach_stops_gradients():
+    def f(x):
+        return (x * x.detach()).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    dynafuse.compile(f)(x).backward()
+    assert_close(x.grad, x.detach())
+    assert_training_compiled()
+
+
+def test_sequence_lengths_share_one_symbolic_training_graph():
+    def f(x, w):
+        return F.gelu(x @ w).mean()
+
+    w = torch.randn(8, 8, requires_grad=True)
+    compiled = dynafuse.compile(f)
+    for t in (3, 5, 7, 9):
+        x = torch.randn(2, t, 8)
+        ours = torch.autograd.grad(compiled(x, w), w)[0]
+        eager = torch.autograd.grad(f(x, w), w)[0]
+        assert_close(ours, eager, **F32)
+    stats = dynafuse.stats()
+    assert stats["captures"] == 2 and stats["symbolic_captures"] == 1, stats
+
+
+def test_training_graph_dumps(tmp_path):
+    model = mlp()
+    compiled = dynafuse.compile(mse, options={"dump_dir": str(tmp_path)})
+    compiled(model, torch.randn(2, 8), torch.randn(2, 4)).backward()
+    (folder,) = tmp_path.iterdir()
+    files = {path.name for path in folder.iterdir()}
+    assert {"graph.graph", "training.graph", "kernels.loop", "backward"} <= files, files
+    backward = {path.name for path in (folder / "backward").iterdir()}
+    assert {"graph.graph", "kernels.loop"} <= backward, backward
+    text = (folder / "training.graph").read_text()
+    assert "// -----" in text and "tangent of forward output 0" in text
+    assert "--passes=autodiff" in (folder / "replay.sh").read_text()
