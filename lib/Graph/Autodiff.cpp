@@ -60,7 +60,12 @@ JointGraph buildJointGraph(const Graph &graph,
                            const std::vector<bool> &inputRequiresGrad) {
   JointGraph joint;
   joint.graph = graph.clone();
-  decomposeComposites(*joint.graph);
+  // Composites without a rule of their own are differentiated through
+  // their decompositions; the others stay whole (lowering decomposes them).
+  decomposeComposites(*joint.graph, [](const Node &node) {
+    const DerivativeInfo *info = derivativeOf(node.op);
+    return !info || info->kind == DerivativeInfo::Kind::Decomposed;
+  });
   Graph &g = *joint.graph;
   joint.primalInputs = g.inputs.size();
   joint.userOutputs = g.outputs.size();

@@ -12,11 +12,11 @@ std::map<std::string, DerivativeInfo> buildTable() {
   addReductionDerivatives(table);
   addViewDerivatives(table);
   addExternDerivatives(table);
-  // Composites differentiate through their decompositions, which use only
-  // ops with rules (checked by the unit tests over each one).
+  addCompositeDerivatives(table);
+  // Other composites differentiate through their decompositions, which use
+  // only ops with rules (checked by the unit tests over each one).
   for (const char *composite :
-       {"linear", "mean", "var", "std", "softmax", "log_softmax", "logsumexp",
-        "layer_norm", "rms_norm", "stack"}) {
+       {"linear", "mean", "var", "std", "logsumexp", "stack"}) {
     DerivativeInfo info;
     info.kind = DerivativeInfo::Kind::Decomposed;
     table[composite] = info;

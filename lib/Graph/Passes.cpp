@@ -31,7 +31,7 @@ const std::map<std::string, PassFn> &passTable() {
   static const std::map<std::string, PassFn> table = {
       {"dce", eliminateDeadCode},
       {"cse", eliminateCommonSubexpressions},
-      {"decompose", decomposeComposites},
+      {"decompose", [](Graph &graph) { return decomposeComposites(graph); }},
   };
   return table;
 }
@@ -85,18 +85,21 @@ bool eliminateCommonSubexpressions(Graph &graph) {
 
 namespace {
 
-bool hasComposites(const Graph &graph) {
-  for (const auto &node : graph.nodes) {
-    const OpInfo *info = opInfoOf(*node);
-    if (info && info->kind == OpKind::Composite)
+bool decomposes(const Node &node, const CompositeFilter &which) {
+  const OpInfo *info = opInfoOf(node);
+  return info && info->kind == OpKind::Composite && (!which || which(node));
+}
+
+bool hasComposites(const Graph &graph, const CompositeFilter &which) {
+  for (const auto &node : graph.nodes)
+    if (decomposes(*node, which))
       return true;
-  }
   return false;
 }
 
 /// One rebuild: composites replaced by their decompositions, other nodes
 /// copied (with fresh names).
-void decomposeOnce(Graph &graph) {
+void decomposeOnce(Graph &graph, const CompositeFilter &which) {
   Graph rebuilt(graph.name);
   std::map<const Value *, Value *> remap;
   for (const Value *input : graph.inputs)
@@ -110,10 +113,9 @@ void decomposeOnce(Graph &graph) {
       copy.operands.push_back(operand.isValue()
                                   ? Operand(remap.at(operand.value))
                                   : Operand(operand.scalar));
-    const OpInfo *info = opInfoOf(*node);
     std::vector<Value *> results;
-    if (info && info->kind == OpKind::Composite) {
-      results = info->decompose(rebuilt, copy);
+    if (decomposes(*node, which)) {
+      results = opInfoOf(*node)->decompose(rebuilt, copy);
     } else {
       std::vector<TensorType> types;
       std::vector<std::string> names;
@@ -145,12 +147,12 @@ void decomposeOnce(Graph &graph) {
 
 } // namespace
 
-bool decomposeComposites(Graph &graph) {
+bool decomposeComposites(Graph &graph, const CompositeFilter &which) {
   bool changed = false;
-  for (int round = 0; hasComposites(graph); ++round) {
+  for (int round = 0; hasComposites(graph, which); ++round) {
     if (round > 8)
       fail("decompositions do not terminate");
-    decomposeOnce(graph);
+    decomposeOnce(graph, which);
     changed = true;
   }
   return changed;

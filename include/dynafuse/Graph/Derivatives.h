@@ -72,6 +72,9 @@ void addPointwiseDerivatives(std::map<std::string, DerivativeInfo> &table);
 void addReductionDerivatives(std::map<std::string, DerivativeInfo> &table);
 void addViewDerivatives(std::map<std::string, DerivativeInfo> &table);
 void addExternDerivatives(std::map<std::string, DerivativeInfo> &table);
+/// Composites with a rule of their own (cheaper than differentiating the
+/// decomposition, or saving less); the others are Decomposed.
+void addCompositeDerivatives(std::map<std::string, DerivativeInfo> &table);
 
 } // namespace dynafuse
 

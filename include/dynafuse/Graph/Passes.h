@@ -9,6 +9,8 @@
 
 #include "dynafuse/Graph/Graph.h"
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -18,9 +20,13 @@ namespace dynafuse {
 bool eliminateDeadCode(Graph &graph);
 /// Merges nodes with the same op, operands and attributes.
 bool eliminateCommonSubexpressions(Graph &graph);
+/// Which composite nodes decomposeComposites rewrites (null: all).
+using CompositeFilter = std::function<bool(const Node &)>;
 /// Rewrites composite ops (softmax, layer_norm, linear, ...) into primitives
-/// through the decomposition table (Graph/CompositeOps.cpp).
-bool decomposeComposites(Graph &graph);
+/// through the decomposition table (Graph/CompositeOps.cpp); with a
+/// filter, only the composites it accepts (and those their decompositions
+/// make).
+bool decomposeComposites(Graph &graph, const CompositeFilter &which = nullptr);
 
 /// Runs the graph pass called name; throws Error for an unknown name.
 bool runGraphPass(const std::string &name, Graph &graph);
