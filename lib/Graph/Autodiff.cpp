@@ -12,11 +12,7 @@
 namespace dynafuse {
 namespace {
 
-std::string where(const Node &node) {
-  return !node.location.known()
-             ? "'" + node.op + "'"
-             : "'" + node.op + "' at " + node.location.str();
-}
+std::string where(const Node &node) { return "'" + node.op + "'"; }
 
 /// The forward and gradient nodes in one graph, and what the split needs.
 struct JointGraph {
@@ -45,8 +41,8 @@ std::set<const Value *> propagateRequiresGrad(const Graph &graph,
       continue;
     const DerivativeInfo *info = derivativeOf(node->op);
     if (!info || info->kind == DerivativeInfo::Kind::Decomposed)
-      throw Error(where(*node) + ": no derivative rule for op '" + node->op +
-                  "' yet");
+      throw Error("no derivative rule for op '" + node->op + "' yet",
+                  node->location);
     if (info->kind == DerivativeInfo::Kind::NonDifferentiable)
       continue;
     for (Value *result : node->results)
@@ -111,7 +107,8 @@ JointGraph buildJointGraph(const Graph &graph,
     try {
       operandGrads = info->rule(builder, node, resultGrads);
     } catch (const Error &error) {
-      throw Error(where(node) + ": its gradient: " + error.what());
+      throw Error(where(node) + ": its gradient: " + error.bareMessage(),
+                  node.location);
     }
     for (size_t i = 0; i < node.operands.size() && i < operandGrads.size();
          ++i) {
@@ -121,8 +118,10 @@ JointGraph buildJointGraph(const Graph &graph,
         continue;
       if (grad->type.sizes != operand->type.sizes)
         throw Error(where(node) + ": the gradient of operand " +
-                    std::to_string(i) + " is " + grad->type.str() +
-                    ", not of the operand's shape " + operand->type.str());
+                        std::to_string(i) + " is " + grad->type.str() +
+                        ", not of the operand's shape " +
+                        operand->type.str(),
+                    node.location);
       auto &slot = gradOf[operand];
       slot = slot ? builder.emit("add", {slot, grad}) : grad;
     }

@@ -82,11 +82,11 @@ DerivativeInfo normRule(bool centered) {
     size_t next = 1;
     Value *weight = nullptr;
     int weightIndex = -1, biasIndex = -1;
-    if (boolAttr(node, "has_weight", true) && next < node.operands.size()) {
+    if (boolAttr(node, "has_weight", false) && next < node.operands.size()) {
       weightIndex = int(next);
       weight = node.operands[next++].value;
     }
-    if (centered && boolAttr(node, "has_bias", true) &&
+    if (centered && boolAttr(node, "has_bias", false) &&
         next < node.operands.size())
       biasIndex = int(next++);
     double eps = floatAttr(node, "eps", centered ? 1e-5 : 1.1920928955078125e-07);

@@ -45,9 +45,9 @@ TEST(ViewRules, EveryViewOpHasItsRules) {
     ++remaps;
   }
   // reshape, permute, transpose, expand, squeeze, unsqueeze, flatten,
-  // select, slice, narrow, contiguous, flip, roll, repeat, split, chunk,
-  // unbind.
-  EXPECT_EQ(remaps, 17u);
+  // select, slice, narrow, detach, contiguous, flip, roll, repeat, split,
+  // chunk, unbind.
+  EXPECT_EQ(remaps, 18u);
   EXPECT_EQ(lookupOp("embedding")->indexedOperand, 1);
   EXPECT_EQ(lookupOp("gather")->indexedOperand, 0);
   EXPECT_EQ(lookupOp("cat")->indexedOperand, -1);
