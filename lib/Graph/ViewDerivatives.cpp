@@ -133,6 +133,18 @@ void addViewDerivatives(std::map<std::string, DerivativeInfo> &table) {
   });
   table["transpose"] = single([](GradBuilder &b, const Node &node, Value *g,
                                  Value *) {
+    // (A B)^T is B^T A^T: the gradient of a transposed weight (linear's)
+    // comes out of the GEMM in the weight's layout, not transposed by a
+    // copy afterwards.
+    const Node *product = g->producer;
+    if (product && product->op == "mm" && g->type.rank() == 2 &&
+        product->operands[0].isValue() && product->operands[1].isValue()) {
+      auto swapped = [&](Value *x) {
+        return b.emit("transpose", {x}, {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
+      };
+      return b.emit("mm", {swapped(product->operands[1].value),
+                           swapped(product->operands[0].value)});
+    }
     return b.emit("transpose", {g},
                   {{"dim0", node.intAttr("dim0", 0)},
                    {"dim1", node.intAttr("dim1", 1)}});

@@ -21,7 +21,9 @@
 // so every loop reads and writes memory contiguously and vectorizes. It
 // applies to f32/f64 sum, prod, max and min (NaN-propagating, as the
 // reduction) whose output is stored once, at an index the reduction does
-// not change, and is not otherwise read by the kernel.
+// not change, and is not otherwise read by the kernel. A loop computing
+// several independent column reductions (the weight and bias gradients of
+// a norm, each ending in its store) is first split into one loop each.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Loop/LoopPasses.h"
@@ -71,6 +73,11 @@ public:
     for (size_t s = 0; s < block.size(); ++s) {
       if (block[s].kind != Stmt::Kind::For)
         continue;
+      std::vector<Stmt> pieces = independentPieces(block[s]);
+      if (pieces.size() > 1) {
+        block.erase(block.begin() + long(s));
+        block.insert(block.begin() + long(s), pieces.begin(), pieces.end());
+      }
       ColumnSum match;
       if (matches(block[s], match)) {
         std::vector<Stmt> loops = rewrite(block[s], match);
@@ -88,6 +95,67 @@ private:
 
   const Instr &instr(const Stmt &stmt) const {
     return kernel.instrs[size_t(stmt.instr)];
+  }
+
+  /// The instructions a statement defines, and those it reads.
+  void collect(const Stmt &stmt, std::set<int> &defined,
+               std::set<int> &used) const {
+    if (stmt.kind == Stmt::Kind::Instr) {
+      defined.insert(stmt.instr);
+      for (int arg : instr(stmt).args)
+        used.insert(arg);
+      return;
+    }
+    for (int result : stmt.results)
+      defined.insert(result);
+    for (int yield : stmt.yields)
+      used.insert(yield);
+    for (const Stmt &inner : stmt.body)
+      collect(inner, defined, used);
+  }
+
+  /// A loop whose body is several segments, each ending in a store and
+  /// reading nothing another defines, as one loop per segment (in order:
+  /// each stores to its own elements); the loop itself otherwise.
+  std::vector<Stmt> independentPieces(const Stmt &loop) const {
+    std::vector<std::vector<Stmt>> segments(1);
+    for (const Stmt &stmt : loop.body) {
+      segments.back().push_back(stmt);
+      if (stmt.kind == Stmt::Kind::Instr &&
+          instr(stmt).op == ScalarOp::Store)
+        segments.emplace_back();
+    }
+    if (segments.back().empty())
+      segments.pop_back();
+    if (segments.size() < 2)
+      return {loop};
+    std::vector<std::set<int>> defined(segments.size()), used(segments.size());
+    std::set<int> stored;
+    for (size_t k = 0; k < segments.size(); ++k)
+      for (const Stmt &stmt : segments[k]) {
+        collect(stmt, defined[k], used[k]);
+        if (stmt.kind == Stmt::Kind::Instr &&
+            instr(stmt).op == ScalarOp::Store)
+          if (!stored.insert(instr(stmt).buffer).second)
+            return {loop}; // two stores to one buffer: keep their order
+      }
+    for (size_t k = 0; k < segments.size(); ++k)
+      for (size_t j = 0; j < segments.size(); ++j)
+        if (j != k)
+          for (int id : used[k])
+            if (defined[j].count(id))
+              return {loop};
+    // A segment must not load what another stores.
+    for (size_t k = 0; k < segments.size(); ++k)
+      for (int id : defined[k]) {
+        const Instr &load = kernel.instrs[size_t(id)];
+        if (load.op == ScalarOp::Load && stored.count(load.buffer))
+          return {loop};
+      }
+    std::vector<Stmt> pieces;
+    for (std::vector<Stmt> &segment : segments)
+      pieces.push_back(Stmt::loop(loop.var, loop.extent, std::move(segment)));
+    return pieces;
   }
 
   bool onlyInstrs(const std::vector<Stmt> &block) const {
