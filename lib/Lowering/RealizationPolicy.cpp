@@ -69,6 +69,29 @@ void realizeBroadcastMath(const Graph &graph,
   }
 }
 
+/// What an extern reads through a view chain (a transposed, reshaped
+/// product in a backward graph: mm(x^T, g)) is realized at the chain's
+/// base when the chain is a strided view of it: the producer then writes
+/// its own layout contiguously, and the extern reads the view without a
+/// copy. Realizing the view's result instead would make the producer's
+/// kernel write (or read) through the transposition, element by element.
+/// Returns the value to realize.
+const Value *externOperandBuffer(const Value *operand,
+                                 const std::set<const Value *> &realized) {
+  const Value *base = operand;
+  while (base->producer && kindOf(*base->producer) == OpKind::View &&
+         base->producer->results.size() == 1 &&
+         !base->producer->operands.empty() &&
+         base->producer->operands[0].value)
+    base = base->producer->operands[0].value;
+  if (base == operand || !base->producer)
+    return operand;
+  std::set<const Value *> withBase = realized;
+  withBase.insert(base);
+  BufferView viewed;
+  return describeView(operand, withBase, viewed) ? base : operand;
+}
+
 } // namespace
 
 void realizeValues(LoweringState &state) {
@@ -89,11 +112,10 @@ void realizeValues(LoweringState &state) {
       if (!operand || !operand->producer)
         continue;
       BufferView viewed;
-      bool needsBuffer =
-          (extern_ && !describeView(operand, realized, viewed)) ||
-          int(i) == opInfoOf(*node)->indexedOperand;
-      if (needsBuffer)
+      if (int(i) == opInfoOf(*node)->indexedOperand)
         realized.insert(operand);
+      else if (extern_ && !describeView(operand, realized, viewed))
+        realized.insert(externOperandBuffer(operand, realized));
     }
   }
   realizeBroadcastMath(graph, realized);
