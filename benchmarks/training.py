@@ -16,22 +16,31 @@ which sees eager's, AOTAutograd's and Dynafuse's saved tensors alike. The
 memory-bound row also gives Dynafuse's step as a fraction of the
 machine's bandwidth (triad), from the bytes a fused step must move.
 
+Compile times are cold: both compilers get fresh, empty on-disk caches
+(unless --warm-caches).
+
     .venv/bin/python benchmarks/training.py [--runs 15] [--no-inductor]
-        [--only mlp gpt2 memory] [--markdown FILE]
+        [--only mlp gpt2 memory] [--markdown FILE] [--warm-caches]
 """
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+if "--warm-caches" not in sys.argv:  # before torch and dynafuse read them
+    os.environ["DYNAFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynafuse-cold-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cold-")
 
-import dynafuse
-import workloads
-from measure import spread, triad_gbs
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import dynafuse  # noqa: E402
+import workloads  # noqa: E402
+from measure import spread, triad_gbs  # noqa: E402
 
 
 class MemoryBoundBlock(nn.Module):
@@ -163,6 +172,7 @@ def main():
     parser.add_argument("--no-inductor", action="store_true")
     parser.add_argument("--only", nargs="*", default=["mlp", "gpt2", "memory"])
     parser.add_argument("--markdown")
+    parser.add_argument("--warm-caches", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(2)
     warnings.filterwarnings("ignore")

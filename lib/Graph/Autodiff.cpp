@@ -170,6 +170,32 @@ Node *copyNode(Graph &into, const Node &node,
   return copy;
 }
 
+/// Bytes of a value, sizes 64 for symbols (a comparison of alternatives,
+/// not a measurement).
+int64_t estimatedBytes(const TensorType &type) {
+  int64_t count = 1;
+  for (const SymExpr &size : type.sizes) {
+    std::set<std::string> symbols;
+    size.collectSymbols(symbols);
+    std::map<std::string, int64_t> hints;
+    for (const std::string &symbol : symbols)
+      hints[symbol] = 64;
+    count *= size.evaluate(hints);
+  }
+  return count * int64_t(dtypeSize(type.dtype));
+}
+
+/// Pointwise math, views and the normalizations (a pass over their input)
+/// are recomputed in the backward rather than saved when that saves no
+/// more; reductions and externs (GEMMs) are not.
+bool isCheapToRecompute(const Node &node) {
+  if (!node.info || node.results.size() != 1)
+    return false;
+  if (node.info->kind == OpKind::Pointwise || node.info->kind == OpKind::View)
+    return true;
+  return node.op == "layer_norm" || node.op == "rms_norm";
+}
+
 bool isSingleView(const Node &node) {
   return node.info && node.info->kind == OpKind::View &&
          node.results.size() == 1;
@@ -204,12 +230,14 @@ TrainingGraphs split(JointGraph &joint) {
     needForward(g.outputs[j]);
 
   // The backward's nodes, and what it reads from the forward: inputs (by
-  // reference) and computed values (saved as forward outputs).
+  // reference) and computed values (saved as forward outputs). Forward
+  // nodes in `recomputed` are computed again in the backward instead.
   std::set<const Node *> backwardNodes;
   std::vector<const Value *> saved;
   std::set<const Value *> savedSet;
   std::set<const Value *> tangentSet(joint.tangents.begin(),
                                      joint.tangents.end());
+  std::set<const Node *> recomputed;
   auto save = [&](const Value *value) {
     if (savedSet.insert(value).second)
       saved.push_back(value);
@@ -223,7 +251,8 @@ TrainingGraphs split(JointGraph &joint) {
       return;
     }
     bool recompute = dependsOnTangents.count(producer) ||
-                     !forwardNeeds.count(producer) || isSingleView(*producer);
+                     !forwardNeeds.count(producer) ||
+                     isSingleView(*producer) || recomputed.count(producer);
     if (!recompute) {
       save(value);
       return;
@@ -234,8 +263,43 @@ TrainingGraphs split(JointGraph &joint) {
       if (operand.isValue())
         needBackward(operand.value);
   };
-  for (const Value *gradient : joint.gradients)
-    needBackward(gradient);
+  auto partition = [&] {
+    backwardNodes.clear();
+    saved.clear();
+    savedSet.clear();
+    for (const Value *gradient : joint.gradients)
+      needBackward(gradient);
+  };
+  partition();
+  // Recompute instead of save where that saves no more bytes: a cheap node
+  // whose operands the backward has anyway (forward inputs, saved values)
+  // costs only its own recomputation. Greedy, one node at a time, until
+  // nothing improves: x + gelu(layer_norm(x)) then saves nothing but x.
+  for (size_t round = 0; round < g.nodes.size(); ++round) {
+    const Node *cheaper = nullptr;
+    for (const Value *value : saved) {
+      const Node *producer = value->producer;
+      if (!producer || !isCheapToRecompute(*producer))
+        continue;
+      int64_t added = 0;
+      std::set<const Value *> counted;
+      for (const Operand &operand : producer->operands) {
+        const Value *needed = operand.value;
+        if (!needed || !needed->producer || savedSet.count(needed) ||
+            tangentSet.count(needed) || !counted.insert(needed).second)
+          continue;
+        added += estimatedBytes(needed->type);
+      }
+      if (added <= estimatedBytes(value->type)) {
+        cheaper = producer;
+        break;
+      }
+    }
+    if (!cheaper)
+      break;
+    recomputed.insert(cheaper);
+    partition();
+  }
 
   // Every size symbol the backward uses must come with one of its inputs.
   std::set<std::string> used, carried;
