@@ -114,10 +114,13 @@ private:
       collect(inner, defined, used);
   }
 
-  /// A loop whose body is several segments, each ending in a store and
-  /// reading nothing another defines, as one loop per segment (in order:
-  /// each stores to its own elements); the loop itself otherwise.
-  std::vector<Stmt> independentPieces(const Stmt &loop) const {
+  /// A loop whose body is several column reductions, each ending in its
+  /// store and reading nothing another defines, as one loop per reduction
+  /// (in order: each stores to its own elements); the loop itself
+  /// otherwise (fused pointwise stores stay together). A pure instruction
+  /// of an earlier segment's top level that a later one reads (a weight
+  /// loaded at the output index) is copied into it.
+  std::vector<Stmt> independentPieces(const Stmt &loop) {
     std::vector<std::vector<Stmt>> segments(1);
     for (const Stmt &stmt : loop.body) {
       segments.back().push_back(stmt);
@@ -139,12 +142,55 @@ private:
           if (!stored.insert(instr(stmt).buffer).second)
             return {loop}; // two stores to one buffer: keep their order
       }
+    // Pure top-level instructions, by id, with the segment defining them.
+    std::map<int, size_t> copyable;
     for (size_t k = 0; k < segments.size(); ++k)
-      for (size_t j = 0; j < segments.size(); ++j)
-        if (j != k)
-          for (int id : used[k])
-            if (defined[j].count(id))
-              return {loop};
+      for (const Stmt &stmt : segments[k])
+        if (stmt.kind == Stmt::Kind::Instr && instr(stmt).op != ScalarOp::Store)
+          copyable[stmt.instr] = k;
+    for (const std::vector<Stmt> &segment : segments) {
+      ColumnSum match;
+      if (!matches(Stmt::loop(loop.var, loop.extent, segment), match))
+        return {loop};
+    }
+    std::vector<std::set<int>> neededBy(segments.size());
+    for (size_t k = 0; k < segments.size(); ++k) {
+      // What segment k reads from earlier ones, with their arguments.
+      std::set<int> needed;
+      std::vector<int> pending(used[k].begin(), used[k].end());
+      while (!pending.empty()) {
+        int id = pending.back();
+        pending.pop_back();
+        bool elsewhere = false;
+        for (size_t j = 0; j < segments.size(); ++j)
+          elsewhere |= j != k && defined[j].count(id);
+        if (!elsewhere || defined[k].count(id))
+          continue;
+        auto found = copyable.find(id);
+        if (found == copyable.end() || found->second > k)
+          return {loop}; // a reduction's result, or a later segment's value
+        if (needed.insert(id).second)
+          for (int arg : kernel.instrs[size_t(id)].args)
+            pending.push_back(arg);
+      }
+      neededBy[k] = needed;
+    }
+    // Only now change instructions: every segment can be split off.
+    for (size_t k = 0; k < segments.size(); ++k) {
+      const std::set<int> &needed = neededBy[k];
+      if (needed.empty())
+        continue;
+      std::vector<Stmt> copies;
+      for (size_t j = 0; j < k; ++j)
+        for (const Stmt &stmt : segments[j])
+          if (stmt.kind == Stmt::Kind::Instr && needed.count(stmt.instr))
+            copies.push_back(stmt);
+      copies = cloned(copies);
+      std::map<int, int> renamed = lastRenames;
+      for (Stmt &stmt : segments[k])
+        remapStmt(stmt, renamed);
+      segments[k].insert(segments[k].begin(), copies.begin(), copies.end());
+    }
     // A segment must not load what another stores.
     for (size_t k = 0; k < segments.size(); ++k)
       for (int id : defined[k]) {
@@ -338,6 +384,19 @@ private:
       copies.push_back(Stmt::instruction(id));
     }
     return copies;
+  }
+
+  /// remapArgs through reductions' bodies and yields.
+  void remapStmt(Stmt &stmt, const std::map<int, int> &renamed) {
+    if (stmt.kind == Stmt::Kind::Instr) {
+      remapArgs(stmt, renamed);
+      return;
+    }
+    for (int &yield : stmt.yields)
+      if (renamed.count(yield))
+        yield = renamed.at(yield);
+    for (Stmt &inner : stmt.body)
+      remapStmt(inner, renamed);
   }
 
   void remapArgs(const Stmt &stmt, const std::map<int, int> &renamed) {

@@ -148,6 +148,9 @@ private:
     case ScalarOp::Select:
       values[id] = arg(instr, 0).i ? arg(instr, 1) : arg(instr, 2);
       return;
+    case ScalarOp::Random:
+      values[id] = ScalarValue{counterRandom(arg(instr, 0).i, arg(instr, 1).i), 0};
+      return;
     case ScalarOp::Reduced:
       return;
     default:

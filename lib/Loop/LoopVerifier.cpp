@@ -223,6 +223,13 @@ private:
     }
     if (instr.op == ScalarOp::Const || instr.op == ScalarOp::Cast)
       return;
+    if (instr.op == ScalarOp::Random) {
+      if (argType(instr, 0) != DType::I64 || argType(instr, 1) != DType::I64 ||
+          (instr.type != DType::F32 && instr.type != DType::F64))
+        error(instr.where,
+              "'random' takes an i64 key and counter and gives f32 or f64");
+      return;
+    }
     if (instr.op == ScalarOp::Select) {
       if (argType(instr, 0) != DType::Bool)
         error(instr.where, "select needs a bool condition");

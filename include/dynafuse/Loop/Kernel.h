@@ -73,7 +73,8 @@ namespace dynafuse {
   X(Le, "le", 2)                                                               \
   X(Gt, "gt", 2)                                                               \
   X(Ge, "ge", 2)                                                               \
-  X(Select, "select", 3)
+  X(Select, "select", 3)                                                       \
+  X(Random, "random", 2)
 
 enum class ScalarOp {
 #define DYNAFUSE_ENUM(name, text, arity) name,

@@ -36,6 +36,25 @@ ScalarValue evalCast(DType from, DType to, ScalarValue value);
 ScalarValue evalUnary(ScalarOp op, DType type, ScalarValue x);
 ScalarValue evalBinary(ScalarOp op, DType type, ScalarValue a, ScalarValue b);
 
+/// `random key, counter`: a counter-based uniform number in [0, 1) with 24
+/// random bits, the same in every backend (the LLVM and CUDA backends emit
+/// these steps): the splitmix64 finalizer of key ^ (counter * golden), its
+/// top 24 bits scaled by 2^-24. Element i of a graph's `uniform` is
+/// random(seed + stream offset, i), so a run's seed (drawn from torch's
+/// generator) and a counter give every element its own number, with no
+/// state between elements.
+constexpr uint64_t kRandomGolden = 0x9E3779B97F4A7C15ull;
+constexpr uint64_t kRandomMix1 = 0xBF58476D1CE4E5B9ull;
+constexpr uint64_t kRandomMix2 = 0x94D049BB133111EBull;
+inline double counterRandom(int64_t key, int64_t counter) {
+  uint64_t z = uint64_t(key) ^ (uint64_t(counter) * kRandomGolden);
+  z += kRandomGolden;
+  z = (z ^ (z >> 30)) * kRandomMix1;
+  z = (z ^ (z >> 27)) * kRandomMix2;
+  z ^= z >> 31;
+  return double(z >> 40) * 0x1p-24;
+}
+
 /// Accumulators of a reduction: value (and position for argmax/argmin).
 struct ReduceState {
   ScalarValue value;

@@ -138,6 +138,9 @@ std::string CUDAInstructionEmitter::compute(const Instr &instr) const {
   case ScalarOp::Select:
     return "(" + arg(instr, 0) + " ? " + arg(instr, 1) + " : " +
            arg(instr, 2) + ")";
+  case ScalarOp::Random:
+    return std::string("(") + (instr.type == DType::F64 ? "double" : "float") +
+           ")df_random(" + arg(instr, 0) + ", " + arg(instr, 1) + ")";
   default:
     break;
   }

@@ -26,6 +26,16 @@ __device__ __forceinline__ void df_report(long long *error, long long index,
   }
 }
 
+// counterRandom (ScalarSemantics.h): the same numbers as the CPU backends.
+__device__ __forceinline__ double df_random(long long key, long long counter) {
+  unsigned long long z = (unsigned long long)key ^
+      ((unsigned long long)counter * 0x9E3779B97F4A7C15ull);
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (double)(z >> 40) * 5.9604644775390625e-08;
+}
 __device__ __forceinline__ float df_ld(const float *p) { return *p; }
 __device__ __forceinline__ double df_ld(const double *p) { return *p; }
 __device__ __forceinline__ int df_ld(const int *p) { return *p; }

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "LLVMCodegen.h"
 
+#include "dynafuse/Loop/ScalarSemantics.h"
 #include "dynafuse/Support/Error.h"
 
 #include "llvm/IR/Intrinsics.h"
@@ -397,6 +398,23 @@ Value *emitConstant(IRBuilder<> &builder, const Instr &instr) {
   return llvm::ConstantInt::getSigned(type, instr.intValue);
 }
 
+/// counterRandom (ScalarSemantics.h) in IR: i64 wrapping arithmetic, then
+/// the top 24 bits as a float in [0, 1).
+Value *emitCounterRandom(IRBuilder<> &builder, DType type, Value *key,
+                         Value *counter) {
+  auto constant = [&](uint64_t value) { return builder.getInt64(value); };
+  Value *z = builder.CreateXor(key, builder.CreateMul(counter, constant(kRandomGolden)));
+  z = builder.CreateAdd(z, constant(kRandomGolden));
+  z = builder.CreateMul(builder.CreateXor(z, builder.CreateLShr(z, 30)),
+                        constant(kRandomMix1));
+  z = builder.CreateMul(builder.CreateXor(z, builder.CreateLShr(z, 27)),
+                        constant(kRandomMix2));
+  z = builder.CreateXor(z, builder.CreateLShr(z, 31));
+  llvm::Type *result = scalarType(builder.getContext(), type);
+  Value *bits = builder.CreateUIToFP(builder.CreateLShr(z, 40), result);
+  return builder.CreateFMul(bits, llvm::ConstantFP::get(result, 0x1p-24));
+}
+
 Value *emitScalarOp(IRBuilder<> &builder, const Instr &instr,
                     llvm::ArrayRef<DType> operandTypes,
                     llvm::ArrayRef<Value *> operands) {
@@ -405,6 +423,8 @@ Value *emitScalarOp(IRBuilder<> &builder, const Instr &instr,
     return emitCast(builder, operandTypes[0], instr.type, operands[0]);
   if (instr.op == ScalarOp::Select)
     return builder.CreateSelect(operands[0], operands[1], operands[2]);
+  if (instr.op == ScalarOp::Random)
+    return emitCounterRandom(builder, instr.type, operands[0], operands[1]);
   DType type = operandTypes[0];
   if (operands.size() == 1)
     return isFloating(type)
