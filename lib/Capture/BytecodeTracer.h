@@ -93,6 +93,10 @@ private:
   /// the modes to restore on leaving them.
   bool gradMode = false;
   std::vector<bool> gradModeStack;
+  /// The graph's random seed inputs, by device (RandomSeed sources), and
+  /// the counter offset the next `uniform` starts at.
+  std::map<std::string, Value *> randomSeeds;
+  SymExpr randomOffset = 0;
   CapturedFrame result;
   int steps = 0;
   /// Sources and guards (the captured frame takes them at the end).
@@ -492,6 +496,11 @@ private:
   /// op without a derivative rule, or inside a no_grad block.
   bool checkDifferentiable(const std::string &op,
                            std::vector<Operand> &operands);
+  /// The graph input holding this run's random seed on `device`.
+  Value *randomSeed(const std::string &device);
+  /// F.dropout in training mode: x where uniform numbers reach p, scaled by
+  /// 1 / (1 - p); zero elsewhere.
+  VarPtr trainingDropout(Value *x, double p);
   /// Guards that obj (read from a source) still lacks attribute name.
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
 

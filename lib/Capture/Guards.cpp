@@ -1,6 +1,8 @@
 //===- Guards.cpp - Where captured values come from and what was assumed -===//
 #include "Guards.h"
 
+#include "TorchBridge.h"
+
 #include "dynafuse/Support/Error.h"
 
 #include <algorithm>
@@ -104,6 +106,9 @@ std::string Source::describe(const std::vector<Source> &all) const {
            "']";
   case Kind::Environ:
     return std::string("os.environ['") + PyUnicode_AsUTF8(name.get()) + "']";
+  case Kind::RandomSeed:
+    return std::string("a seed from torch's generator on ") +
+           PyUnicode_AsUTF8(name.get());
   case Kind::ClassEntry:
     return all[parent].describe(all) + ".__mro__ entry '" +
            PyUnicode_AsUTF8(name.get()) + "'" +
@@ -260,6 +265,8 @@ PyRef SourceResolver::fetch(const Source &source) {
   }
   case Source::Kind::Fixed:
     return source.fixed;
+  case Source::Kind::RandomSeed:
+    return PyRef::steal(newRandomSeed(PyUnicode_AsUTF8(source.name.get())));
   case Source::Kind::DictItem: {
     PyObject *parent = get(source.parent);
     // A dict or a dict subclass (its own storage, as dict.get reads it).

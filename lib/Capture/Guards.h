@@ -40,7 +40,11 @@ struct Source {
     Fixed,
     DictItem,
     ClassEntry,
-    Environ
+    Environ,
+    /// A 0-dim i64 tensor on the device `name` names, drawn from torch's
+    /// generator afresh for every run (the seed of a graph's `uniform`
+    /// ops: dropout in training mode).
+    RandomSeed
   };
   Kind kind = Kind::Local;
   int parent = -1;

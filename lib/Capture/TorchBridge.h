@@ -154,6 +154,11 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
                     const std::vector<PyObject *> &outputs,
                     const std::vector<bool> &made);
 
+/// A 0-dim int64 tensor on `device` holding a number drawn from torch's
+/// default generator of that device (new reference; null with a Python
+/// error set when it fails). torch.manual_seed makes the draws repeat.
+PyObject *newRandomSeed(const std::string &device);
+
 bool gradModeEnabled();
 /// Autocast on for CPU or CUDA (capture then refuses: dtypes would change).
 bool autocastEnabled();

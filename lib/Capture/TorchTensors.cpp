@@ -179,3 +179,20 @@ std::string deviceSpelling(PyObject *deviceOrString) {
 }
 
 } // namespace dynafuse
+
+namespace dynafuse {
+
+PyObject *newRandomSeed(const std::string &device) {
+  try {
+    at::NoGradGuard noGrad;
+    at::Tensor seed =
+        at::randint(int64_t(1) << 62, {},
+                    at::TensorOptions().dtype(at::kLong).device(device));
+    return THPVariable_Wrap(std::move(seed));
+  } catch (const std::exception &error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
+}
+
+} // namespace dynafuse

@@ -481,6 +481,37 @@ VarPtr BytecodeTracer::makeFunction(int flags) {
   return function;
 }
 
+Value *BytecodeTracer::randomSeed(const std::string &device) {
+  Value *&seed = randomSeeds[device];
+  if (seed)
+    return seed;
+  Source source;
+  source.kind = Source::Kind::RandomSeed;
+  source.name = PyRef::steal(PyUnicode_FromString(device.c_str()));
+  int index = guardBuilder.addSource(std::move(source));
+  TensorType type;
+  type.dtype = DType::I64;
+  type.device = device;
+  seed = result.graph->addInput(
+      "seed" + std::to_string(result.graph->inputs.size()), type);
+  result.inputSources.push_back(index);
+  result.inputRequiresGrad.push_back(false);
+  return seed;
+}
+
+VarPtr BytecodeTracer::trainingDropout(Value *x, double p) {
+  if (p >= 1)
+    return emit("mul", {x, Scalar::ofFloat(0)});
+  VarPtr uniform = emit("uniform", {randomSeed(x->type.device)},
+                        {{"shape", x->type.sizes},
+                         {"dtype", DType::F32},
+                         {"offset", randomOffset}});
+  randomOffset = randomOffset + x->type.numel();
+  VarPtr keep = emit("ge", {uniform->tensor, Scalar::ofFloat(p)});
+  VarPtr scaled = emit("mul", {x, Scalar::ofFloat(1.0 / (1.0 - p))});
+  return emit("where", {keep->tensor, scaled->tensor, Scalar::ofFloat(0)});
+}
+
 bool BytecodeTracer::checkDifferentiable(const std::string &op,
                                          std::vector<Operand> &operands) {
   bool reads = false;
@@ -544,6 +575,27 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
     VarPtr same = makeVar(Var::Kind::Tensor);
     same->tensor = bound.operands[0].value;
     return same;
+  }
+  if (binding.graphOp == "dropout" && bound.operands[0].isValue() &&
+      training != bound.attributes.end() &&
+      std::get_if<bool>(&training->second)) {
+    // Training: a counter-based mask from this run's seed (statistically
+    // eager's dropout, not its numbers).
+    if (bound.inPlace)
+      unsupported("in-place dropout in training mode");
+    auto p = bound.attributes.find("p");
+    double rate = p == bound.attributes.end() ? 0.5
+                  : std::get_if<double>(&p->second)
+                      ? std::get<double>(p->second)
+                      : double(std::get<int64_t>(p->second));
+    if (rate < 0 || rate > 1)
+      unsupported("dropout probability has to be between 0 and 1");
+    if (rate == 0) {
+      VarPtr same = makeVar(Var::Kind::Tensor);
+      same->tensor = bound.operands[0].value;
+      return same;
+    }
+    return trainingDropout(bound.operands[0].value, rate);
   }
   if (binding.graphOp == "cat") {
     // torch.cat skips 1-d empty tensors beside tensors of other ranks (a

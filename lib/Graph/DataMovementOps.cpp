@@ -160,9 +160,29 @@ OpInfo dataMovement(const std::string &name, int arity,
   return info;
 }
 
+/// uniform {shape, dtype, offset}(seed): numbers uniform in [0, 1), element
+/// i (row-major) being random(seed, offset + i) (the loop IR's `random`);
+/// the seed is a 0-dim i64 tensor drawn from torch's generator for every
+/// run, and a graph's uniform ops take disjoint offsets, so streams and
+/// runs all differ.
+std::vector<TensorType> inferUniform(const Node &node) {
+  const TensorType &seed = operandType(node, 0);
+  if (seed.dtype != DType::I64 || seed.rank() != 0)
+    opError(node, "the seed must be a 0-dim i64 tensor");
+  TensorType result;
+  result.dtype = dtypeAttr(node, DType::F32);
+  if (result.dtype != DType::F32 && result.dtype != DType::F64)
+    opError(node, "uniform numbers are f32 or f64");
+  result.sizes = symListAttr(node, "shape", {});
+  result.device = seed.device;
+  return {result};
+}
+
 } // namespace
 
 void addDataMovementOps(std::vector<OpInfo> &table) {
+  table.push_back(dataMovement("uniform", 1, {"shape", "dtype", "offset"},
+                               inferUniform, ViewForm::Random));
   table.push_back(dataMovement("tril", 1, {"diagonal"}, inferTriangle,
                                ViewForm::LowerTriangle));
   table.push_back(dataMovement("triu", 1, {"diagonal"}, inferTriangle,

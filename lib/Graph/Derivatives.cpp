@@ -27,7 +27,7 @@ std::map<std::string, DerivativeInfo> buildTable() {
        {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
         "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
         "bitwise_xor", "bitwise_not", "argmax", "argmin", "any", "all",
-        "arange", "full", "full_like", "detach"})
+        "arange", "full", "full_like", "detach", "uniform"})
     table[op] = none;
   return table;
 }

@@ -343,6 +343,7 @@ int ElementEmitter::emitView(const Node &node, size_t result,
   case ViewForm::Fill:
   case ViewForm::LowerTriangle:
   case ViewForm::UpperTriangle:
+  case ViewForm::Random:
     return emitGenerator(node, index);
   }
   fail("no lowering for view op '" + node.op + "'", node.location);
@@ -432,6 +433,21 @@ int ElementEmitter::emitGenerator(const Node &node,
     if (value && std::holds_alternative<SymExpr>(*value))
       return cast(indexValue(std::get<SymExpr>(*value)), type);
     return constant(type, floatAttr(node, "value", 0));
+  }
+  if (form == ViewForm::Random) {
+    // The counter: the stream's offset plus the element's row-major
+    // position (a graph's streams take disjoint counter ranges).
+    const std::vector<SymExpr> &sizes = node.results[0]->type.sizes;
+    SymExpr position = symAttr(node, "offset", 0);
+    SymExpr linear = 0;
+    for (size_t k = 0; k < index.size(); ++k)
+      linear = linear * sizes[k] + index[k];
+    Instr random;
+    random.op = ScalarOp::Random;
+    random.type = type == DType::F64 ? DType::F64 : DType::F32;
+    random.args = {emit(node.operands[0].value, {}),
+                   indexValue(position + linear)};
+    return cast(builder.append(random), type);
   }
   if (form == ViewForm::Arange) {
     double start = floatAttr(node, "start", 0),

@@ -307,3 +307,60 @@ def test_saved_activations_never_exceed_eagers(make, shape):
     assert any(graph["training"] for graph in dynafuse.compiled_graphs())
     assert compiled(x, target).grad_fn.name() == "DynafuseBackward"
     assert 0 < eager and ours <= eager, (ours, eager)
+
+
+def dropped(x, w, p):
+    return F.dropout(x * w, p=p, training=True)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_training_dropout_is_statistically_eagers(p):
+    x, w = torch.randn(256, 512), torch.randn(512, requires_grad=True)
+    compiled = dynafuse.compile(dropped)
+    y = compiled(x, w, p)
+    assert y.grad_fn.name() == "DynafuseBackward"
+    kept = y != 0
+    n = kept.numel()
+    sigma = (p * (1 - p) / n) ** 0.5
+    assert abs(kept.float().mean().item() - (1 - p)) < 4 * sigma
+    # Kept elements are scaled by 1 / (1 - p).
+    assert_close(y[kept], (x * w)[kept].detach() / (1 - p), rtol=1e-5, atol=1e-6)
+    # The backward recomputes the same mask from the run's seed.
+    g = torch.randn_like(y)
+    y.backward(g)
+    assert_close(w.grad, (kept.float() / (1 - p) * x * g).sum(0), rtol=1e-4, atol=1e-4)
+    # Another call draws another seed: masks independent of the first.
+    other = compiled(x, w, p) != 0
+    differ = (other != kept).float().mean().item()
+    assert abs(differ - 2 * p * (1 - p)) < 8 * sigma
+    assert_training_compiled()
+
+
+def test_training_dropout_follows_torch_manual_seed_and_backends_agree():
+    x, w = torch.randn(64, 96), torch.randn(96, requires_grad=True)
+    results = []
+    for backend in ("llvm", "interp", "llvm"):
+        torch.manual_seed(11)
+        results.append(dynafuse.compile(dropped, backend=backend)(x, w, 0.4).detach())
+    assert torch.equal(results[0], results[1]) and torch.equal(results[0], results[2])
+    torch.manual_seed(12)
+    assert not torch.equal(dynafuse.compile(dropped)(x, w, 0.4).detach(), results[0])
+
+
+def test_dropout_modules_in_a_training_model():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.25),
+                          nn.Linear(32, 4), nn.Dropout(0.1))
+    compiled = dynafuse.compile(model)
+    x = torch.randn(512, 16)
+    out = compiled(x)
+    assert out.grad_fn.name() == "DynafuseBackward"
+    out.square().mean().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    assert_training_compiled()
+    model.eval()  # eval mode: the identity, a separate entry
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    # Two dropout layers take disjoint streams: their masks are independent.
+    model.train()
+    assert len(dynafuse.compiled_graphs()) == 2

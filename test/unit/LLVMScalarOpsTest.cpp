@@ -322,3 +322,15 @@ kernel @k0(%x: i64[6], %y: i64[6], %f: i64[6], %r: i64[6], %x32: i32[6], %y32: i
 }
 
 } // namespace
+
+namespace {
+
+TEST(LLVMBackend, CounterRandomMatchesTheInterpreter) {
+  // Any i64 keys and counters (negative ones too): bit-identical numbers.
+  for (const char *type : {"f32", "f64"}) {
+    SCOPED_TRACE(type);
+    checkAgainstLoopInterpreter(binaryKernel("random", "i64", type));
+  }
+}
+
+} // namespace

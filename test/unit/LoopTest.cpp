@@ -6,6 +6,8 @@
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/HalfFloat.h"
 
+#include "dynafuse/Loop/ScalarSemantics.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,4 +97,28 @@ TEST(HalfFloat, RoundTripsAndRoundsToNearestEven) {
   EXPECT_EQ(dynafuse_f16_to_f32(dynafuse_f32_to_f16(1.0f + 0x1p-11f)), 1.0f);
   EXPECT_EQ(dynafuse_bf16_to_f32(dynafuse_f32_to_bf16(1.0f + 0x1p-8f)), 1.0f);
   EXPECT_TRUE(std::isnan(dynafuse_bf16_to_f32(dynafuse_f32_to_bf16(NAN))));
+}
+
+TEST(CounterRandom, UniformAndIndependentOfNeighbours) {
+  // 2^16 consecutive counters of one key: every decile holds 10% (within
+  // 4 sigma), and neighbours are uncorrelated.
+  const int n = 1 << 16;
+  std::vector<int> deciles(10, 0);
+  double sum = 0, product = 0, previous = counterRandom(12345, -1);
+  for (int i = 0; i < n; ++i) {
+    double u = counterRandom(12345, i);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    ++deciles[size_t(u * 10)];
+    sum += u;
+    product += (u - 0.5) * (previous - 0.5);
+    previous = u;
+  }
+  double sigma = std::sqrt(n * 0.1 * 0.9);
+  for (int count : deciles)
+    EXPECT_NEAR(count, n / 10.0, 4 * sigma);
+  EXPECT_NEAR(sum / n, 0.5, 4 * std::sqrt(1.0 / 12 / n));
+  EXPECT_NEAR(product / n, 0.0, 4 * (1.0 / 12) / std::sqrt(double(n)));
+  // Another key: another sequence.
+  EXPECT_NE(counterRandom(12345, 7), counterRandom(12346, 7));
 }

@@ -42,6 +42,7 @@ enum class ViewForm {
   Fill,        ///< full, full_like: the "value" attribute
   LowerTriangle, ///< tril: operand on or below the diagonal, else zero
   UpperTriangle, ///< triu: operand on or above the diagonal, else zero
+  Random,      ///< uniform: counter-based numbers from operand 0's seed
 };
 
 /// The operand-0 index read for result `result`'s element at `index`.
