@@ -19,6 +19,16 @@
 
 namespace dynafuse {
 
+/// A compiled module's output that is a view step of one of its inputs:
+/// the input (or -1 when the output is not such a view) and the view,
+/// symbolic with the module's sizes (evaluated with the run's symbols).
+/// Such outputs are returned sharing the input's memory, as eager does.
+struct OutputView {
+  int input = -1;
+  std::vector<SymExpr> sizes, strides;
+  SymExpr offset;
+};
+
 struct BackwardProgram {
   /// The backward graph's name (in errors and the node's name).
   std::string name;
@@ -32,14 +42,8 @@ struct BackwardProgram {
   std::vector<int> tangentOutputs;
   /// Per backward module output: the backward input it is (index), or -1.
   std::vector<int> outputInput;
-  /// Per backward module output that is a view of a backward input: the
-  /// input (or -1), and the view in the module's sizes.
-  struct InputView {
-    int input = -1;
-    std::vector<SymExpr> sizes, strides;
-    SymExpr offset;
-  };
-  std::vector<InputView> outputViews;
+  /// Per backward module output: a view of a backward input, or not.
+  std::vector<OutputView> outputViews;
 };
 
 } // namespace dynafuse

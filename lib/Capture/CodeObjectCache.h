@@ -47,12 +47,7 @@ struct CacheEntry {
   std::vector<int> outputInput;
   /// Per module output: when it is a view step of an input, the input and
   /// the view (returned sharing the input's memory, as eager does).
-  struct InputView {
-    int input = -1;
-    /// Symbolic with the graph's sizes (evaluated with the guards' symbols).
-    std::vector<SymExpr> sizes, strides;
-    SymExpr offset;
-  };
+  using InputView = OutputView;
   std::vector<InputView> outputViews;
   /// Training entries: the backward program the run's autograd node runs
   /// (null for inference entries).

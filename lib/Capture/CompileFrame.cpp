@@ -155,9 +155,7 @@ compileBackward(TrainingGraphs &graphs, const std::string &folder,
   CompiledPart part = compilePart(*graphs.backward, folder, options, frame);
   program->module = std::move(part.module);
   program->outputInput = part.outputInput;
-  for (const CacheEntry::InputView &view : part.outputViews)
-    program->outputViews.push_back(
-        {view.input, view.sizes, view.strides, view.offset});
+  program->outputViews = part.outputViews;
   return program;
 }
 

@@ -141,7 +141,7 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   variable_list result;
   for (size_t k = 0; k < program->gradientOf.size(); ++k) {
     int input = program->outputInput[k];
-    const BackwardProgram::InputView &view = program->outputViews[k];
+    const OutputView &view = program->outputViews[k];
     if (input >= 0)
       result.push_back(held[size_t(input)]);
     else if (view.input >= 0)

@@ -14,48 +14,48 @@ namespace {
 
 using Grads = std::vector<Value *>;
 
-DerivativeInfo sumRule() {
+/// A rule for a reduction of operand x over dims: x's gradient from the
+/// result's (g) and the reduction's result (y).
+DerivativeInfo reductionRule(
+    std::function<Value *(GradBuilder &, const std::vector<int64_t> &dims,
+                          bool keepdim, Value *g, Value *x, Value *y)>
+        gradient) {
   DerivativeInfo info;
-  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+  info.rule = [gradient](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(1, nullptr);
     Value *x = node.operands[0].value;
-    if (!grads[0] || !isDifferentiable(x->type.dtype))
-      return result;
-    Value *spread = b.expandReduced(grads[0], x->type, reducedDims(node),
-                                    boolAttr(node, "keepdim", false));
-    result[0] = b.sumTo(spread, x->type);
+    if (grads[0] && isDifferentiable(x->type.dtype))
+      result[0] = gradient(b, reducedDims(node), boolAttr(node, "keepdim", false),
+                           grads[0], x, node.result());
     return result;
   };
   return info;
 }
 
-DerivativeInfo extremeRule() {
-  DerivativeInfo info;
-  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
-    Grads result(1, nullptr);
-    Value *x = node.operands[0].value;
-    if (!grads[0] || !isDifferentiable(x->type.dtype))
-      return result;
-    std::vector<int64_t> dims = reducedDims(node);
-    bool keepdim = boolAttr(node, "keepdim", false);
-    Value *extreme = b.expandReduced(node.result(), x->type, dims, keepdim);
-    Value *hits = b.emit("eq", {x, extreme});
-    Value *count = b.emit("sum", {b.emit("cast", {hits}, {{"dtype", x->type.dtype}})},
-                          {{"dims", dims}, {"keepdim", true}});
-    Value *share = b.emit("div", {b.expandReduced(grads[0], x->type, dims, keepdim),
-                                  count});
-    result[0] = b.emit("where", {hits, share, Scalar::ofFloat(0)});
-    return result;
-  };
-  return info;
+Value *sumGradient(GradBuilder &b, const std::vector<int64_t> &dims,
+                   bool keepdim, Value *g, Value *x, Value *) {
+  return b.sumTo(b.expandReduced(g, x->type, dims, keepdim), x->type);
+}
+
+/// amax / amin: the gradient shared by the elements equal to the result.
+Value *extremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
+                       bool keepdim, Value *g, Value *x, Value *y) {
+  Value *extreme = b.expandReduced(y, x->type, dims, keepdim);
+  Value *hits = b.emit("eq", {x, extreme});
+  Value *count =
+      b.emit("sum", {b.emit("cast", {hits}, {{"dtype", x->type.dtype}})},
+             {{"dims", dims}, {"keepdim", true}});
+  Value *share =
+      b.emit("div", {b.expandReduced(g, x->type, dims, keepdim), count});
+  return b.emit("where", {hits, share, Scalar::ofFloat(0)});
 }
 
 } // namespace
 
 void addReductionDerivatives(std::map<std::string, DerivativeInfo> &table) {
-  table["sum"] = sumRule();
-  table["amax"] = extremeRule();
-  table["amin"] = extremeRule();
+  table["sum"] = reductionRule(sumGradient);
+  table["amax"] = reductionRule(extremeGradient);
+  table["amin"] = reductionRule(extremeGradient);
 }
 
 } // namespace dynafuse
