@@ -143,16 +143,21 @@ TrainingGraphs differentiateCaptured(const CapturedFrame &captured) {
   return graphs;
 }
 
-/// The backward half of a training entry, compiled.
+/// The backward half of a training entry, compiled; what was compiled goes
+/// into info.
 std::shared_ptr<const BackwardProgram>
 compileBackward(TrainingGraphs &graphs, const std::string &folder,
-                const CallOptions &options, DynafuseFrame *frame) {
+                const CallOptions &options, DynafuseFrame *frame,
+                CompiledGraphInfo &info) {
   auto program = std::make_shared<BackwardProgram>();
   program->name = graphs.backward->name;
   program->inputs = graphs.backwardInputs;
   program->gradientOf = graphs.gradientOf;
   program->tangentOutputs = graphs.tangentOutputs;
   CompiledPart part = compilePart(*graphs.backward, folder, options, frame);
+  info.training = true;
+  info.backwardKernels = part.distinctKernels;
+  info.backwardExternCalls = part.externCalls;
   program->module = std::move(part.module);
   program->outputInput = part.outputInput;
   program->outputViews = part.outputViews;
@@ -209,11 +214,7 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   if (training) {
     std::string backwardFolder = dumpTraining(folder, *training);
     entry.backward =
-        compileBackward(*training, backwardFolder, options, frame);
-    info.training = true;
-    info.backwardKernels = entry.backward->module->module().kernels.size();
-    for (const ProgramStep &step : entry.backward->module->module().steps)
-      info.backwardExternCalls += step.kind == ProgramStep::Kind::Extern;
+        compileBackward(*training, backwardFolder, options, frame, info);
   }
   // For the sizes of the call captured.
   info.peakIntermediateBytes =

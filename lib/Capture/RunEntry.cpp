@@ -19,17 +19,10 @@ PyRef graphOutput(const CacheEntry &entry, size_t index,
   if (input >= 0)
     return PyRef::borrow(inputs[size_t(input)]);
   const CacheEntry::InputView &view = entry.outputViews[index];
-  if (view.input >= 0) {
-    auto values = [&](const std::vector<SymExpr> &exprs) {
-      std::vector<int64_t> evaluated;
-      for (const SymExpr &expr : exprs)
-        evaluated.push_back(expr.evaluate(symbols));
-      return evaluated;
-    };
-    return PyRef::steal(viewOfTensor(inputs[size_t(view.input)],
-                                     values(view.sizes), values(view.strides),
-                                     view.offset.evaluate(symbols)));
-  }
+  if (view.input >= 0)
+    return PyRef::steal(viewOfTensor(
+        inputs[size_t(view.input)], evaluateAll(view.sizes, symbols),
+        evaluateAll(view.strides, symbols), view.offset.evaluate(symbols)));
   const std::string &name = entry.module->module().outputs[index];
   return context.tensors.at(name);
 }

@@ -54,14 +54,6 @@ private:
   PyGILState_STATE state;
 };
 
-std::vector<int64_t> evaluated(const std::vector<SymExpr> &exprs,
-                               const std::map<std::string, int64_t> &symbols) {
-  std::vector<int64_t> values;
-  for (const SymExpr &expr : exprs)
-    values.push_back(expr.evaluate(symbols));
-  return values;
-}
-
 class DynafuseBackward : public Node {
 public:
   DynafuseBackward(std::shared_ptr<const BackwardProgram> program,
@@ -102,7 +94,6 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   const std::vector<LoopBuffer> &moduleInputs = module.module().inputs;
   std::vector<at::Tensor> held;
   std::vector<TensorArg> args(program->inputs.size());
-  std::map<std::string, int64_t> symbols;
   size_t tangent = 0;
   for (size_t i = 0; i < program->inputs.size(); ++i) {
     at::Tensor value;
@@ -121,10 +112,6 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
     // was guarded with other strides; autograd hands expanded gradients.
     if (moduleInputs[i].type.strides.empty() && !value.is_contiguous())
       value = value.contiguous();
-    const std::vector<SymExpr> &sizes = moduleInputs[i].type.sizes;
-    for (size_t d = 0; d < sizes.size() && d < size_t(value.dim()); ++d)
-      if (sizes[d].isSymbol())
-        symbols[sizes[d].symbolName()] = value.size(int64_t(d));
     args[i].data = static_cast<char *>(value.data_ptr());
     args[i].sizes.assign(value.sizes().begin(), value.sizes().end());
     args[i].strides.assign(value.strides().begin(), value.strides().end());
@@ -144,11 +131,13 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
     const OutputView &view = program->outputViews[k];
     if (input >= 0)
       result.push_back(held[size_t(input)]);
-    else if (view.input >= 0)
+    else if (view.input >= 0) {
+      std::map<std::string, int64_t> symbols = module.bindSymbols(args);
       result.push_back(held[size_t(view.input)].as_strided(
-          evaluated(view.sizes, symbols), evaluated(view.strides, symbols),
+          evaluateAll(view.sizes, symbols), evaluateAll(view.strides, symbols),
           held[size_t(view.input)].storage_offset() +
               view.offset.evaluate(symbols)));
+    }
     else
       result.push_back(
           THPVariable_Unpack(context.tensors.at(module.module().outputs[k]).get()));

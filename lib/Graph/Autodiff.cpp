@@ -25,6 +25,14 @@ struct JointGraph {
   std::vector<Value *> gradients;
 };
 
+/// Whether node reads any of values.
+bool readsAny(const Node &node, const std::set<const Value *> &values) {
+  for (const Operand &operand : node.operands)
+    if (operand.isValue() && values.count(operand.value))
+      return true;
+  return false;
+}
+
 /// Values that require grad: the flagged inputs and every floating result
 /// of a node reading one (through ops that carry gradients).
 std::set<const Value *> propagateRequiresGrad(const Graph &graph,
@@ -34,10 +42,7 @@ std::set<const Value *> propagateRequiresGrad(const Graph &graph,
     if (flags[i] && isDifferentiable(graph.inputs[i]->type.dtype))
       requires.insert(graph.inputs[i]);
   for (const auto &node : graph.nodes) {
-    bool reads = false;
-    for (const Operand &operand : node->operands)
-      reads |= operand.isValue() && requires.count(operand.value);
-    if (!reads)
+    if (!readsAny(*node, requires))
       continue;
     const DerivativeInfo *info = derivativeOf(node->op);
     if (!info || info->kind == DerivativeInfo::Kind::Decomposed)
@@ -94,10 +99,7 @@ JointGraph buildJointGraph(const Graph &graph,
       resultGrads.push_back(found == gradOf.end() ? nullptr : found->second);
       any |= found != gradOf.end();
     }
-    bool reads = false;
-    for (const Operand &operand : node.operands)
-      reads |= operand.isValue() && requires.count(operand.value);
-    if (!any || !reads)
+    if (!any || !readsAny(node, requires))
       continue;
     const DerivativeInfo *info = derivativeOf(node.op);
     if (info->kind != DerivativeInfo::Kind::Rule)
@@ -208,10 +210,7 @@ TrainingGraphs split(JointGraph &joint) {
                                            joint.tangents.end());
   std::set<const Node *> dependsOnTangents;
   for (const auto &node : g.nodes) {
-    bool reads = false;
-    for (const Operand &operand : node->operands)
-      reads |= operand.isValue() && tangentDependent.count(operand.value);
-    if (!reads)
+    if (!readsAny(*node, tangentDependent))
       continue;
     dependsOnTangents.insert(node.get());
     for (Value *result : node->results)

@@ -13,14 +13,6 @@
 namespace dynafuse {
 namespace {
 
-std::vector<int64_t> evaluateAll(const std::vector<SymExpr> &exprs,
-                                 const std::map<std::string, int64_t> &env) {
-  std::vector<int64_t> values;
-  for (const SymExpr &expr : exprs)
-    values.push_back(expr.evaluate(env));
-  return values;
-}
-
 TensorArg concrete(const TensorType &type, char *data,
                    const std::map<std::string, int64_t> &env) {
   return TensorArg{data, evaluateAll(type.sizes, env),

@@ -486,6 +486,14 @@ void SymExpr::collectSymbols(std::set<std::string> &symbols) const {
 // Range-based simplification
 //===----------------------------------------------------------------------===//
 
+std::vector<int64_t> evaluateAll(const std::vector<SymExpr> &exprs,
+                                 const std::map<std::string, int64_t> &bindings) {
+  std::vector<int64_t> values;
+  for (const SymExpr &expr : exprs)
+    values.push_back(expr.evaluate(bindings));
+  return values;
+}
+
 bool allConstant(const std::vector<SymExpr> &exprs) {
   for (const SymExpr &expr : exprs)
     if (!expr.isConstant())

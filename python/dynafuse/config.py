@@ -111,34 +111,41 @@ def check_options(options):
     return checked
 
 
+#: The settings in the order the core's configure() and compiler_config()
+#: take them.
+_ORDER = ("dump_dir", "recompile_limit", "log", "resume_after_breaks",
+          "automatic_dynamic_shapes")
+
+
 def _current():
-    return {"dump_dir": dump_dir, "recompile_limit": recompile_limit,
-            "resume_after_breaks": resume_after_breaks, "log": log,
-            "automatic_dynamic_shapes": automatic_dynamic_shapes}
+    """The settings as they are now, in _ORDER (read on every compiled
+    call: a tuple, converted only when it changed)."""
+    return (dump_dir, recompile_limit, log, resume_after_breaks, automatic_dynamic_shapes)
 
 
-def _arguments(settings):
-    return (str(settings["dump_dir"] or ""), int(settings["recompile_limit"]),
-            str(settings["log"] or ""), bool(settings["resume_after_breaks"]),
-            bool(settings["automatic_dynamic_shapes"]))
+def _arguments(values):
+    """Settings in _ORDER as the core takes them."""
+    dump, limit, topics, resume, automatic = values
+    return (str(dump or ""), int(limit), str(topics or ""), bool(resume), bool(automatic))
 
 
 def _apply(core, skip_prefixes):
     """Hands the settings to the C++ core when they changed."""
     global _applied
-    state = _arguments(_current())
+    state = _current()
     if state == _applied:
         return
-    core.configure(skip_prefixes, *state)
+    core.configure(skip_prefixes, *_arguments(state))
     _applied = state
 
 
 def _config_for(core, overrides, cache):
     """The core's configuration for a callable compiled with options:
-    these settings over the current ones (cache: the callable's, by
-    effective settings)."""
-    state = _arguments({**_current(), **overrides})
+    these settings over the current ones (cache: the callable's, by the
+    current settings)."""
+    state = _current()
     config = cache.get(state)
     if config is None:
-        config = cache[state] = core.compiler_config(*state)
+        merged = tuple(overrides.get(name, value) for name, value in zip(_ORDER, state))
+        config = cache[state] = core.compiler_config(*_arguments(merged))
     return config

@@ -69,6 +69,9 @@ SymExpr mod(const SymExpr &lhs, const SymExpr &rhs);
 
 /// Whether every expression is a constant (static sizes or strides).
 bool allConstant(const std::vector<SymExpr> &exprs);
+/// Each expression evaluated with bindings (sizes or strides of a run).
+std::vector<int64_t> evaluateAll(const std::vector<SymExpr> &exprs,
+                                 const std::map<std::string, int64_t> &bindings);
 
 /// Python semantics of // and % on int64.
 int64_t floorDivInt(int64_t lhs, int64_t rhs);
