@@ -21,7 +21,7 @@ Compile times are cold: both compilers get fresh, empty on-disk caches
 (unless --warm-caches).
 
     .venv/bin/python benchmarks/training.py [--runs 15] [--no-inductor]
-        [--only mlp gpt2 memory] [--markdown FILE] [--warm-caches]
+        [--only mlp gpt2 resnet18 memory] [--markdown FILE] [--warm-caches]
 """
 import argparse
 import os
@@ -57,28 +57,47 @@ class MemoryBoundBlock(nn.Module):
 
 
 def rows(only):
+    """(title, model, input shape, loss, bytes a fused step moves or None)."""
     torch.manual_seed(0)
     result = []
     if "mlp" in only:
         mlp = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
-        result.append(("MLP 1024-4096-1024 b512", mlp, (512, 1024), None))
+        result.append(("MLP 1024-4096-1024 b512", mlp, (512, 1024), "mse", None))
     if "gpt2" in only:
         result.append(("GPT-2 block d768 seq256 b4", workloads.GPT2Block(),
-                       (4, 256, 768), None))
+                       (4, 256, 768), "mse", None))
+    if "resnet18" in only:
+        import torchvision
+        resnet = torchvision.models.resnet18(num_classes=100).train()
+        result.append(("resnet18 b8 112x112 (train-mode batch norm)", resnet,
+                       (8, 3, 112, 112), "cross_entropy", None))
     if "memory" in only:
         n, width = 8192, 1024
         # Forward reads x and writes y; backward reads the tangent, x and the
         # weight's rows, writes the input's gradient: 2 + 3 passes of f32.
         result.append(("memory-bound block 8192x1024", MemoryBoundBlock(width).train(),
-                       (n, width), 5 * n * width * 4))
+                       (n, width), "mse", 5 * n * width * 4))
     return result
 
 
-def loss_function(model):
+def loss_function(model, loss):
     """The forward and the loss, as one function for the compilers."""
+    if loss == "cross_entropy":
+        def loss_of(x, target):
+            return F.cross_entropy(model(x), target)
+        return loss_of
+
     def loss_of(x, target):
         return ((model(x) - target) ** 2).mean()
     return loss_of
+
+
+def make_target(model, x, loss):
+    with torch.no_grad():
+        out = model(x)
+    if loss == "cross_entropy":
+        return torch.randint(0, out.shape[1], (out.shape[0],))
+    return torch.randn(out.shape)
 
 
 def step_function(loss_of):
@@ -116,14 +135,13 @@ def timed_step(model, step, inputs):
     return time.perf_counter() - start
 
 
-def run_row(title, model, shape, traffic, args, bandwidth):
+def run_row(title, model, shape, loss, traffic, args, bandwidth):
     x = torch.randn(*shape)
-    target = torch.randn(*shape[:-1], model(x).shape[-1]).detach()
-    inputs = (x, target)
-    eager = loss_function(model)
+    inputs = (x, make_target(model, x, loss))
+    eager = loss_function(model, loss)
     compilers = {"eager": eager}
     compile_s = {}
-    compiled = dynafuse.compile(loss_function(model))
+    compiled = dynafuse.compile(loss_function(model, loss))
     start = time.perf_counter()
     timed_step(model, step_function(compiled), inputs)
     compile_s["dynafuse"] = time.perf_counter() - start
@@ -133,7 +151,7 @@ def run_row(title, model, shape, traffic, args, bandwidth):
               f"{dynafuse._C.break_reasons()}")
     compilers["dynafuse"] = compiled
     if not args.no_inductor:
-        inductor = torch.compile(loss_function(model))
+        inductor = torch.compile(loss_function(model, loss))
         start = time.perf_counter()
         timed_step(model, step_function(inductor), inputs)
         compile_s["torch.compile"] = time.perf_counter() - start
@@ -172,7 +190,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--no-inductor", action="store_true")
-    parser.add_argument("--only", nargs="*", default=["mlp", "gpt2", "memory"])
+    parser.add_argument("--only", nargs="*", default=["mlp", "gpt2", "resnet18", "memory"])
     parser.add_argument("--markdown")
     parser.add_argument("--warm-caches", action="store_true")
     args = parser.parse_args()
@@ -180,7 +198,7 @@ def main():
     warnings.filterwarnings("ignore")
     bandwidth = triad_gbs(20)
     header = [f"triad bandwidth {bandwidth:.1f} GB/s; torch {torch.__version__}; "
-              f"{torch.get_num_threads()} threads; step = forward + mse loss (compiled "
+              f"{torch.get_num_threads()} threads; step = forward + loss (mse; cross entropy for resnet18; compiled "
               "together) + backward",
               "",
               "| workload | compiler | step ms (± spread) | vs eager | compile s | saved MB |",
@@ -188,10 +206,10 @@ def main():
     print("\n".join(header))
     out = list(header)
     notes = []
-    for title, model, shape, traffic in rows(args.only):
+    for title, model, shape, loss, traffic in rows(args.only):
         dynafuse.reset()
         torch._dynamo.reset()
-        lines, kernels = run_row(title, model, shape, traffic, args, bandwidth)
+        lines, kernels = run_row(title, model, shape, loss, traffic, args, bandwidth)
         print("\n".join(lines), flush=True)
         out += lines
         notes.append(f"- {title}{kernels}")

@@ -501,6 +501,10 @@ private:
   /// F.dropout in training mode: x where uniform numbers reach p, scaled by
   /// 1 / (1 - p); zero elsewhere.
   VarPtr trainingDropout(Value *x, double p);
+  /// F.batch_norm: the eval op, or in training mode batch_norm_train with
+  /// the running statistics (args 1 and 2) updated in place by momentum.
+  VarPtr batchNorm(OpBinder::Binding &bound, const std::vector<VarPtr> &args,
+                   const Keywords &keywords);
   /// Guards that obj (read from a source) still lacks attribute name.
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
 

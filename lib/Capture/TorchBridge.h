@@ -100,14 +100,15 @@ void *currentTorchCudaStream();
 /// CachingAllocator::configureGlobal(options).
 void installTorchAllocators(const Options &options);
 
-/// Runs extern op `op` with ATen on non-owning views of args; returns the
-/// result (a new reference), made contiguous with expected's sizes, and its
-/// data. Throws Error when the result does not have the expected sizes.
-PyObject *runExternOp(const std::string &op,
-                      const std::map<std::string, Attribute> &attributes,
-                      const std::vector<TensorArg> &args,
-                      const TensorArg &expected, const std::string &device,
-                      char **data);
+/// Runs extern op `op` with ATen on non-owning views of args; returns its
+/// results (new references), each laid out as its entry of `expected`
+/// declares, and fills in their data. Throws Error when a result does not
+/// have the expected sizes.
+std::vector<PyObject *>
+runExternOp(const std::string &op,
+            const std::map<std::string, Attribute> &attributes,
+            const std::vector<TensorArg> &args,
+            std::vector<TensorArg> &expected, const std::string &device);
 
 /// A tensor on the meta device with type's (static) sizes and strides, for
 /// finding what a torch callable returns without running it.

@@ -51,8 +51,10 @@ public:
         tensors[step.results[i]] = kept[i];
       return;
     }
-    tensors[step.results.at(0)] = PyRef::steal(runExternOp(
-        step.op, step.attributes, args, results[0], device, &results[0].data));
+    std::vector<PyObject *> made =
+        runExternOp(step.op, step.attributes, args, results, device);
+    for (size_t i = 0; i < made.size(); ++i)
+      tensors[step.results.at(i)] = PyRef::steal(made[i]);
   }
   std::map<std::string, PyRef> tensors;
 

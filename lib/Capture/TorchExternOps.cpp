@@ -66,6 +66,90 @@ at::Tensor view(const TensorArg &arg, const std::string &device) {
                            .device(at::Device(device)));
 }
 
+/// A list attribute of one value per spatial dim (a single value repeats).
+std::vector<int64_t> perDim(const Attributes &a, const char *name,
+                            size_t spatial, int64_t fallback) {
+  std::vector<int64_t> values = ints(a, name, {fallback});
+  if (values.size() == 1)
+    values.assign(spatial, values[0]);
+  return values;
+}
+
+/// The gradients convolution_backward computes, those output_mask selects.
+std::vector<at::Tensor> convolutionBackward(const Attributes &a,
+                                            const std::vector<at::Tensor> &t) {
+  size_t spatial = size_t(t[1].dim()) - 2;
+  std::vector<int64_t> mask = ints(a, "output_mask", {});
+  if (mask.size() != 3)
+    fail("conv_backward needs an output_mask of 3 values");
+  std::array<bool, 3> wanted = {mask[0] != 0, mask[1] != 0, mask[2] != 0};
+  std::vector<int64_t> biasSizes = {t[2].size(0)};
+  auto [input, weight, bias] = at::convolution_backward(
+      t[0], t[1], t[2], wanted[2] ? at::OptionalIntArrayRef(biasSizes)
+                                  : at::OptionalIntArrayRef(),
+      perDim(a, "stride", spatial, 1), perDim(a, "padding", spatial, 0),
+      perDim(a, "dilation", spatial, 1), false,
+      std::vector<int64_t>(spatial, 0), integer(a, "groups", 1), wanted);
+  std::vector<at::Tensor> results;
+  for (auto [selected, tensor] :
+       {std::pair{wanted[0], input}, {wanted[1], weight}, {wanted[2], bias}})
+    if (selected)
+      results.push_back(tensor);
+  return results;
+}
+
+std::optional<int64_t> divisorOverride(const Attributes &a) {
+  if (a.count("divisor_override"))
+    return integer(a, "divisor_override", 1);
+  return std::nullopt;
+}
+
+bool countIncludePad(const Attributes &a) {
+  return !a.count("count_include_pad") || flag(a, "count_include_pad");
+}
+
+/// The backward kernels of the pools; max pooling takes the indices its
+/// forward saved, or recomputes them from the input.
+at::Tensor poolBackward(const std::string &op, const Attributes &a,
+                        const std::vector<at::Tensor> &t) {
+  if (op == "adaptive_avg_pool2d_backward")
+    return at::_adaptive_avg_pool2d_backward(t[0], t[1]);
+  std::vector<int64_t> kernel = ints(a, "kernel_size", {1});
+  std::vector<int64_t> stride = ints(a, "stride", {});
+  if (stride.empty())
+    stride = kernel;
+  if (op == "avg_pool2d_backward")
+    return at::avg_pool2d_backward(t[0], t[1], kernel, stride,
+                                   ints(a, "padding", {0}),
+                                   flag(a, "ceil_mode"), countIncludePad(a),
+                                   divisorOverride(a));
+  std::vector<int64_t> padding = ints(a, "padding", {0});
+  std::vector<int64_t> dilation = ints(a, "dilation", {1});
+  bool ceil = flag(a, "ceil_mode");
+  at::Tensor indices =
+      t.size() > 2 ? t[2]
+                   : std::get<1>(at::max_pool2d_with_indices(
+                         t[1], kernel, stride, padding, dilation, ceil));
+  return at::max_pool2d_with_indices_backward(t[0], t[1], kernel, stride,
+                                              padding, dilation, ceil, indices);
+}
+
+/// The backward kernels of gathers: gradients added at their indices into
+/// zeros of the input's sizes (`sizes`, this run's).
+at::Tensor indexedBackward(const std::string &op, const Attributes &a,
+                           const std::vector<at::Tensor> &t,
+                           const std::vector<int64_t> &sizes) {
+  if (op == "embedding_backward") {
+    int64_t padding = integer(a, "padding_idx", -1);
+    return at::embedding_dense_backward(t[0], t[1], sizes[0], padding, false);
+  }
+  at::Tensor zeros = at::zeros(sizes, t[0].options());
+  int64_t dim = integer(a, "dim", 0);
+  if (op == "gather_backward")
+    return zeros.scatter_add_(dim, t[1], t[0]);
+  return zeros.index_add_(dim, t[1], t[0]);
+}
+
 at::Tensor callAten(const std::string &op, const Attributes &a,
                     const std::vector<at::Tensor> &t) {
   if (op == "mm")
@@ -82,39 +166,33 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
                        number(a, "alpha", 1));
   if (op == "conv1d" || op == "conv2d") {
     size_t spatial = op == "conv1d" ? 1 : 2;
-    auto perDim = [&](const char *name, int64_t fallback) {
-      std::vector<int64_t> values = ints(a, name, {fallback});
-      if (values.size() == 1)
-        values.assign(spatial, values[0]);
-      return values;
-    };
     std::optional<at::Tensor> bias;
     if (t.size() > 2)
       bias = t[2];
     if (spatial == 1)
-      return at::conv1d(t[0], t[1], bias, perDim("stride", 1),
-                        perDim("padding", 0), perDim("dilation", 1),
+      return at::conv1d(t[0], t[1], bias, perDim(a, "stride", spatial, 1),
+                        perDim(a, "padding", spatial, 0),
+                        perDim(a, "dilation", spatial, 1),
                         integer(a, "groups", 1));
-    return at::conv2d(t[0], t[1], bias, perDim("stride", 1),
-                      perDim("padding", 0), perDim("dilation", 1),
+    return at::conv2d(t[0], t[1], bias, perDim(a, "stride", spatial, 1),
+                      perDim(a, "padding", spatial, 0),
+                      perDim(a, "dilation", spatial, 1),
                       integer(a, "groups", 1));
   }
   if (op == "max_pool2d")
     return at::max_pool2d(t[0], ints(a, "kernel_size", {1}),
                           ints(a, "stride", {}), ints(a, "padding", {0}),
                           ints(a, "dilation", {1}), flag(a, "ceil_mode"));
-  if (op == "avg_pool2d") {
-    std::optional<int64_t> divisor;
-    if (a.count("divisor_override"))
-      divisor = integer(a, "divisor_override", 1);
-    bool includePad =
-        !a.count("count_include_pad") || flag(a, "count_include_pad");
+  if (op == "avg_pool2d")
     return at::avg_pool2d(t[0], ints(a, "kernel_size", {1}),
                           ints(a, "stride", {}), ints(a, "padding", {0}),
-                          flag(a, "ceil_mode"), includePad, divisor);
-  }
+                          flag(a, "ceil_mode"), countIncludePad(a),
+                          divisorOverride(a));
   if (op == "adaptive_avg_pool2d")
     return at::adaptive_avg_pool2d(t[0], ints(a, "output_size", {1}));
+  if (op == "max_pool2d_backward" || op == "avg_pool2d_backward" ||
+      op == "adaptive_avg_pool2d_backward")
+    return poolBackward(op, a, t);
   fail("no ATen implementation for extern op '" + op + "'");
 }
 
@@ -129,36 +207,23 @@ static bool isChannelsLastLayout(const std::vector<int64_t> &sizes,
   return strides == std::vector<int64_t>{h * w * c, 1, w * c, c};
 }
 
-PyObject *runExternOp(const std::string &op, const Attributes &attributes,
-                      const std::vector<TensorArg> &args,
-                      const TensorArg &expected, const std::string &device,
-                      char **data) {
-  at::NoGradGuard noGrad;
-  std::vector<at::Tensor> tensors;
-  for (const TensorArg &arg : args)
-    tensors.push_back(view(arg, device));
-  at::Tensor result;
-  try {
-    // A convolution the lowering laid out channels-last gets its input in
-    // that layout (a copy for the network's first one), so oneDNN takes
-    // its NHWC path and returns the layout declared.
-    const OpInfo *info = lookupOp(op);
-    if (info && info->startsChannelsLast &&
-        isChannelsLastLayout(expected.sizes, expected.strides) &&
-        !tensors[0].is_contiguous(at::MemoryFormat::ChannelsLast))
-      tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
-    result = callAten(op, attributes, tensors);
-  } catch (const c10::Error &error) {
-    fail("extern " + op + " failed: " + error.what_without_backtrace());
-  }
-  if (!result.sizes().equals(expected.sizes))
-    fail("extern " + op + " produced sizes that differ from its declared type");
+/// Whether max pooling x is faster through a channels-last copy: ATen's
+/// NCHW CPU kernel is scalar, its NHWC one vectorized over channels. With
+/// 16 channels or more, copying in and the result back still wins by 3-6x
+/// (benchmarks/pooling.py).
+static bool poolsFasterChannelsLast(const at::Tensor &x) {
+  return x.is_cpu() && x.dim() == 4 && x.size(1) >= 16 &&
+         !x.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+/// An extern's result laid out as expected declares (channels-last stays
+/// channels-last; under guard pages a guarded block, so kernels reading past
+/// its end fault) and in its dtype; returns a new reference and its data.
+static PyObject *adoptExternResult(at::Tensor result, TensorArg &expected) {
   if (result.scalar_type() != toScalarType(expected.dtype))
     result = result.to(toScalarType(expected.dtype));
   bool guard = CachingAllocator::globalUsesGuardPages() && result.is_cpu();
   if (guard || !result.strides().equals(expected.strides)) {
-    // The declared layout (channels-last stays channels-last), and under
-    // guard pages a guarded block, so kernels reading past its end fault.
     at::Tensor laidOut =
         guard ? at::Tensor(at::detail::empty_strided_generic(
                     expected.sizes, expected.strides, poolAllocator(),
@@ -169,8 +234,58 @@ PyObject *runExternOp(const std::string &op, const Attributes &attributes,
     laidOut.copy_(result);
     result = std::move(laidOut);
   }
-  *data = static_cast<char *>(result.data_ptr());
+  expected.data = static_cast<char *>(result.data_ptr());
   return THPVariable_Wrap(std::move(result));
+}
+
+std::vector<PyObject *> runExternOp(const std::string &op,
+                                    const Attributes &attributes,
+                                    const std::vector<TensorArg> &args,
+                                    std::vector<TensorArg> &expected,
+                                    const std::string &device) {
+  at::NoGradGuard noGrad;
+  std::vector<at::Tensor> tensors;
+  for (const TensorArg &arg : args)
+    tensors.push_back(view(arg, device));
+  std::vector<at::Tensor> results;
+  try {
+    // A convolution the lowering laid out channels-last gets its input in
+    // that layout (a copy for the network's first one), so oneDNN takes
+    // its NHWC path and returns the layout declared.
+    const OpInfo *info = lookupOp(op);
+    if (info && info->startsChannelsLast &&
+        isChannelsLastLayout(expected[0].sizes, expected[0].strides) &&
+        !tensors[0].is_contiguous(at::MemoryFormat::ChannelsLast))
+      tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
+    if ((op == "max_pool2d" || op == "max_pool2d_with_indices") &&
+        poolsFasterChannelsLast(tensors[0]))
+      tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
+    if (op == "conv_backward")
+      results = convolutionBackward(attributes, tensors);
+    else if (op == "max_pool2d_with_indices") {
+      auto [pooled, indices] = at::max_pool2d_with_indices(
+          tensors[0], ints(attributes, "kernel_size", {1}),
+          ints(attributes, "stride", {}), ints(attributes, "padding", {0}),
+          ints(attributes, "dilation", {1}), flag(attributes, "ceil_mode"));
+      results = {pooled, indices};
+    } else if (op == "gather_backward" || op == "index_select_backward" ||
+             op == "embedding_backward")
+      results = {indexedBackward(op, attributes, tensors, expected[0].sizes)};
+    else
+      results = {callAten(op, attributes, tensors)};
+  } catch (const c10::Error &error) {
+    fail("extern " + op + " failed: " + error.what_without_backtrace());
+  }
+  if (results.size() != expected.size())
+    fail("extern " + op + " produced " + std::to_string(results.size()) +
+         " results, its type declares " + std::to_string(expected.size()));
+  for (size_t i = 0; i < results.size(); ++i)
+    if (!results[i].sizes().equals(expected[i].sizes))
+      fail("extern " + op + " produced sizes that differ from its declared type");
+  std::vector<PyObject *> made;
+  for (size_t i = 0; i < results.size(); ++i)
+    made.push_back(adoptExternResult(std::move(results[i]), expected[i]));
+  return made;
 }
 
 PyObject *wrapTensorView(const TensorArg &arg, const std::string &device) {

@@ -481,61 +481,6 @@ VarPtr BytecodeTracer::makeFunction(int flags) {
   return function;
 }
 
-Value *BytecodeTracer::randomSeed(const std::string &device) {
-  Value *&seed = randomSeeds[device];
-  if (seed)
-    return seed;
-  Source source;
-  source.kind = Source::Kind::RandomSeed;
-  source.name = PyRef::steal(PyUnicode_FromString(device.c_str()));
-  int index = guardBuilder.addSource(std::move(source));
-  TensorType type;
-  type.dtype = DType::I64;
-  type.device = device;
-  seed = result.graph->addInput(
-      "seed" + std::to_string(result.graph->inputs.size()), type);
-  result.inputSources.push_back(index);
-  result.inputRequiresGrad.push_back(false);
-  return seed;
-}
-
-VarPtr BytecodeTracer::trainingDropout(Value *x, double p) {
-  if (p >= 1)
-    return emit("mul", {x, Scalar::ofFloat(0)});
-  VarPtr uniform = emit("uniform", {randomSeed(x->type.device)},
-                        {{"shape", x->type.sizes},
-                         {"dtype", DType::F32},
-                         {"offset", randomOffset}});
-  randomOffset = randomOffset + x->type.numel();
-  VarPtr keep = emit("ge", {uniform->tensor, Scalar::ofFloat(p)});
-  VarPtr scaled = emit("mul", {x, Scalar::ofFloat(1.0 / (1.0 - p))});
-  return emit("where", {keep->tensor, scaled->tensor, Scalar::ofFloat(0)});
-}
-
-bool BytecodeTracer::checkDifferentiable(const std::string &op,
-                                         std::vector<Operand> &operands) {
-  bool reads = false;
-  for (const Operand &operand : operands)
-    reads |= operand.isValue() && inputs.requiresGrad(operand.value);
-  if (!reads)
-    return false;
-  if (!gradMode) {
-    // In a no_grad block: the op reads its operands through detach, the
-    // graph's mark that gradients stop there.
-    for (Operand &operand : operands)
-      if (operand.isValue() && inputs.requiresGrad(operand.value))
-        operand = result.graph->addNode("detach", {operand}, {},
-                                        here(current.currentLine))
-                      ->result();
-    return false;
-  }
-  const DerivativeInfo *info = derivativeOf(op);
-  if (!info)
-    unsupported("'" + op + "' on a tensor that requires grad (no derivative "
-                "rule for it yet)");
-  return info->kind != DerivativeInfo::Kind::NonDifferentiable;
-}
-
 VarPtr
 BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
                             const std::vector<VarPtr> &args,
@@ -563,6 +508,16 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
       same->tensor = bound.operands[0].value;
       return same;
     }
+  }
+  if (binding.graphOp == "batch_norm")
+    return batchNorm(bound, args, keywords);
+  if (binding.graphOp == "max_pool2d" && !bound.inPlace &&
+      bound.operands[0].isValue() && gradMode &&
+      inputs.requiresGrad(bound.operands[0].value)) {
+    // Its backward reads the maxima's positions, as eager's does: saved by
+    // the forward rather than found again.
+    return emit("max_pool2d_with_indices", bound.operands, bound.attributes)
+        ->items[0];
   }
   auto training = bound.attributes.find("training");
   if (binding.graphOp == "dropout" && bound.operands[0].isValue() &&

@@ -104,7 +104,7 @@ JointGraph buildJointGraph(const Graph &graph,
     const DerivativeInfo *info = derivativeOf(node.op);
     if (info->kind != DerivativeInfo::Kind::Rule)
       continue;
-    GradBuilder builder(g, node.location);
+    GradBuilder builder(g, node.location, &requires);
     std::vector<Value *> operandGrads;
     try {
       operandGrads = info->rule(builder, node, resultGrads);

@@ -6,7 +6,10 @@
 // layer_norm and rms_norm read their input and weight and recompute the
 // statistics in the backward (eager saves the mean and rstd, a row each;
 // the decomposition would save the centered and normalized inputs, two
-// tensors of the input's size).
+// tensors of the input's size). batch_norm_train reads its input and the
+// batch statistics it returned ([C] each), as eager's
+// native_batch_norm_backward does: two per-channel sums of the gradient,
+// then one pointwise pass.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/Derivatives.h"
@@ -48,13 +51,15 @@ DerivativeInfo softmaxRule(bool logarithmic) {
   return info;
 }
 
-/// The mean of x over dims (kept), dividing by a count that may be
-/// symbolic (a 0-dim f32 full, as the decompositions make it).
-Value *meanOver(GradBuilder &b, Value *x, const std::vector<int64_t> &dims) {
+/// A sum over dims of x (whose sizes are `sizes`) divided by their element
+/// count, which may be symbolic (a 0-dim f32 full, as the decompositions
+/// make it).
+Value *divideByCount(GradBuilder &b, Value *sum,
+                     const std::vector<SymExpr> &sizes,
+                     const std::vector<int64_t> &dims) {
   SymExpr count = 1;
   for (int64_t dim : dims)
-    count = count * x->type.sizes[size_t(dim)];
-  Value *sum = b.emit("sum", {x}, {{"dims", dims}, {"keepdim", true}});
+    count = count * sizes[size_t(dim)];
   if (count.isConstant())
     return b.emit("div", {sum, Scalar::ofFloat(double(count.constant()))});
   Value *divisor = b.emit("full", {},
@@ -62,6 +67,15 @@ Value *meanOver(GradBuilder &b, Value *x, const std::vector<int64_t> &dims) {
                            {"value", count},
                            {"dtype", DType::F32}});
   return b.emit("div", {sum, divisor});
+}
+
+Value *sumOver(GradBuilder &b, Value *x, const std::vector<int64_t> &dims) {
+  return b.emit("sum", {x}, {{"dims", dims}, {"keepdim", true}});
+}
+
+/// The mean of x over dims (kept).
+Value *meanOver(GradBuilder &b, Value *x, const std::vector<int64_t> &dims) {
+  return divideByCount(b, sumOver(b, x, dims), x->type.sizes, dims);
 }
 
 /// layer_norm (centered) and rms_norm: gradients of x, weight and bias
@@ -113,6 +127,66 @@ DerivativeInfo normRule(bool centered) {
   return info;
 }
 
+/// batch_norm_train(x[, weight][, bias]) -> (y, mean, var): with
+/// xhat = (x - mean) * rstd and per-channel sums over every dim but 1,
+///   dbias = sum(g), dweight = sum(g * xhat),
+///   dx = weight * rstd * (g - sum(g) / n - xhat * sum(g * xhat) / n).
+/// The statistics reach the running averages through detach, so only y
+/// carries a gradient.
+DerivativeInfo batchNormTrainRule() {
+  DerivativeInfo info;
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(node.operands.size(), nullptr);
+    if (grads[1] || grads[2])
+      throw Error("gradients through the batch statistics (results 1 "
+                  "and 2) are not supported");
+    Value *g = grads[0];
+    if (!g)
+      return result;
+    Value *x = node.operands[0].value;
+    std::vector<int64_t> dims = batchNormDims(node);
+    std::vector<SymExpr> broadcast(x->type.rank(), SymExpr(1));
+    broadcast[1] = x->type.sizes[1];
+    auto perChannel = [&](Value *value) {
+      return b.emit("reshape", {value}, {{"shape", broadcast}});
+    };
+    auto channels = [&](Value *value, const TensorType &type) {
+      return b.sumTo(b.emit("reshape", {value}, {{"shape", type.sizes}}),
+                     type);
+    };
+    double eps = floatAttr(node, "eps", 1e-5);
+    Value *rstd = b.emit(
+        "rsqrt",
+        {b.emit("add", {perChannel(node.results[2]), Scalar::ofFloat(eps)})});
+    Value *xhat =
+        b.emit("mul", {b.emit("sub", {x, perChannel(node.results[1])}), rstd});
+    Value *sumG = sumOver(b, g, dims);
+    Value *sumGXhat = sumOver(b, b.emit("mul", {g, xhat}), dims);
+    size_t next = 1;
+    Value *weight = nullptr;
+    if (boolAttr(node, "has_weight", false)) {
+      weight = node.operands[next].value;
+      if (isDifferentiable(weight->type.dtype))
+        result[next] = channels(sumGXhat, weight->type);
+      ++next;
+    }
+    if (boolAttr(node, "has_bias", false))
+      result[next] = channels(sumG, node.operands[next].value->type);
+    if (!isDifferentiable(x->type.dtype))
+      return result;
+    Value *scale = weight ? b.emit("mul", {perChannel(weight), rstd}) : rstd;
+    Value *centeredG =
+        b.emit("sub", {g, divideByCount(b, sumG, x->type.sizes, dims)});
+    Value *projection = b.emit(
+        "mul", {xhat, divideByCount(b, sumGXhat, x->type.sizes, dims)});
+    result[0] = b.sumTo(
+        b.emit("mul", {scale, b.emit("sub", {centeredG, projection})}),
+        x->type);
+    return result;
+  };
+  return info;
+}
+
 } // namespace
 
 void addCompositeDerivatives(std::map<std::string, DerivativeInfo> &table) {
@@ -120,6 +194,7 @@ void addCompositeDerivatives(std::map<std::string, DerivativeInfo> &table) {
   table["log_softmax"] = softmaxRule(true);
   table["layer_norm"] = normRule(true);
   table["rms_norm"] = normRule(false);
+  table["batch_norm_train"] = batchNormTrainRule();
 }
 
 } // namespace dynafuse

@@ -295,6 +295,94 @@ std::vector<Value *> decomposeBatchNorm(Graph &graph, const Node &node) {
                  weight, bias)};
 }
 
+/// batch_norm in training mode: x normalized by its own statistics over
+/// every dim but the channels (dim 1). Its second and third results are the
+/// batch mean and biased variance, [C] each, which the running statistics
+/// move toward.
+std::vector<Value *> decomposeBatchNormTrain(Graph &graph, const Node &node) {
+  const TensorType &type = operandType(node, 0);
+  std::vector<int64_t> dims = batchNormDims(node);
+  SymExpr count = reducedCount(node, dims);
+  Value *x = input(node, 0);
+  Value *mean = meanOver(graph, node, x, dims, true, count);
+  Value *centered = emit(graph, node, "sub", {x, mean});
+  Value *variance = meanOver(graph, node,
+                             emit(graph, node, "mul", {centered, centered}),
+                             dims, true, count);
+  Value *scale = emit(graph, node, "rsqrt",
+                      {emit(graph, node, "add",
+                            {variance, Scalar::ofFloat(
+                                           floatAttr(node, "eps", 1e-5))})});
+  size_t next = 1;
+  Value *weight =
+      perChannel(graph, node, optionalOperand(node, "has_weight", next));
+  Value *bias =
+      perChannel(graph, node, optionalOperand(node, "has_bias", next));
+  Value *y = affine(graph, node, emit(graph, node, "mul", {centered, scale}),
+                    weight, bias);
+  auto channels = [&](Value *statistic) {
+    return emit(graph, node, "reshape", {statistic},
+                {{"shape", std::vector<SymExpr>{type.sizes[1]}}});
+  };
+  return {y, channels(mean), channels(variance)};
+}
+
+/// nll_loss(logp, target) {ignore_index, reduction}: -logp at each
+/// target's class (dim 1; dim 0 unbatched), zero where the target is
+/// ignore_index; "mean" divides the sum by the count of targets kept.
+Value *negativeLogLikelihood(Graph &graph, const Node &node, Value *logp,
+                             Value *target) {
+  const TensorType &scores = logp->type;
+  if (isFloating(target->type.dtype) || target->type.dtype == DType::Bool ||
+      target->type.rank() + 1 != scores.rank())
+    opError(node, "needs integer class targets with one dim fewer than the "
+                  "scores (class probabilities are not supported)");
+  int64_t classDim = scores.rank() == 1 ? 0 : 1;
+  Value *kept = emit(graph, node, "ne",
+                     {target, Scalar::ofInt(node.intAttr("ignore_index", -100))});
+  Value *safe = emit(graph, node, "where", {kept, target, Scalar::ofInt(0)});
+  Value *picked = emit(
+      graph, node, "gather",
+      {logp, emit(graph, node, "unsqueeze", {safe}, {{"dim", classDim}})},
+      {{"dim", classDim}});
+  picked = emit(graph, node, "squeeze", {picked},
+                {{"dims", std::vector<int64_t>{classDim}}});
+  Value *loss = emit(graph, node, "where",
+                     {kept, emit(graph, node, "neg", {picked}), Scalar::ofFloat(0)});
+  std::string reduction = node.stringAttr("reduction", "mean");
+  if (reduction == "none")
+    return loss;
+  if (reduction != "sum" && reduction != "mean")
+    opError(node, "reduction must be 'none', 'sum' or 'mean', not '" +
+                      reduction + "'");
+  std::vector<int64_t> all;
+  for (size_t k = 0; k < loss->type.rank(); ++k)
+    all.push_back(int64_t(k));
+  auto total = [&](Value *value) {
+    return emit(graph, node, "sum", {value},
+                {{"dims", all}, {"keepdim", false}});
+  };
+  Value *sum = total(loss);
+  if (reduction == "sum")
+    return sum;
+  Value *count = total(
+      emit(graph, node, "cast", {kept}, {{"dtype", scores.dtype}}));
+  return emit(graph, node, "div", {sum, count});
+}
+
+std::vector<Value *> decomposeNllLoss(Graph &graph, const Node &node) {
+  return {negativeLogLikelihood(graph, node, input(node, 0), input(node, 1))};
+}
+
+/// cross_entropy(scores, target): nll_loss of log_softmax over the classes.
+std::vector<Value *> decomposeCrossEntropy(Graph &graph, const Node &node) {
+  Value *scores = input(node, 0);
+  int64_t classDim = scores->type.rank() == 1 ? 0 : 1;
+  Value *logp =
+      emit(graph, node, "log_softmax", {scores}, {{"dim", classDim}});
+  return {negativeLogLikelihood(graph, node, logp, input(node, 1))};
+}
+
 std::vector<Value *> decomposeLinear(Graph &graph, const Node &node) {
   Value *weightT = emit(graph, node, "transpose", {input(node, 1)},
                         {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
@@ -370,6 +458,16 @@ OpInfo composite(const std::string &name, int arity,
 
 } // namespace
 
+std::vector<int64_t> batchNormDims(const Node &node) {
+  size_t rank = operandType(node, 0).rank();
+  if (rank < 2)
+    opError(node, "needs an input with a channel dim (rank 2 or more)");
+  std::vector<int64_t> dims = {0};
+  for (size_t k = 2; k < rank; ++k)
+    dims.push_back(int64_t(k));
+  return dims;
+}
+
 void addCompositeOps(std::vector<OpInfo> &table) {
   table.push_back(
       composite("mean", 1, {"dim", "dims", "keepdim", "dtype"}, decomposeMean));
@@ -404,6 +502,13 @@ void addCompositeOps(std::vector<OpInfo> &table) {
                             decomposeGroupNorm));
   table.push_back(composite("batch_norm", -1, {"eps", "has_weight", "has_bias"},
                             decomposeBatchNorm));
+  table.push_back(composite("batch_norm_train", -1,
+                            {"eps", "has_weight", "has_bias"},
+                            decomposeBatchNormTrain));
+  table.push_back(composite("nll_loss", 2, {"ignore_index", "reduction"},
+                            decomposeNllLoss));
+  table.push_back(composite("cross_entropy", 2, {"ignore_index", "reduction"},
+                            decomposeCrossEntropy));
   table.push_back(composite("linear", -1, {}, decomposeLinear));
   table.push_back(composite("stack", -1, {"dim"}, decomposeStack, false));
   table.push_back(

@@ -196,7 +196,8 @@ void addDataMovementOps(std::vector<OpInfo> &table) {
                                ViewForm::IndexSelect, 0));
   table.push_back(dataMovement("gather", 2, {"dim"}, inferGather,
                                ViewForm::Gather, 0));
-  table.push_back(dataMovement("embedding", 2, {}, inferEmbedding,
+  // padding_idx changes only the backward (no gradient for that row).
+  table.push_back(dataMovement("embedding", 2, {"padding_idx"}, inferEmbedding,
                                ViewForm::Embedding, 1));
   table.push_back(dataMovement("arange", 0,
                                {"start", "end", "step", "dtype", "device"},

@@ -16,7 +16,8 @@ std::map<std::string, DerivativeInfo> buildTable() {
   // Other composites differentiate through their decompositions, which use
   // only ops with rules (checked by the unit tests over each one).
   for (const char *composite :
-       {"linear", "mean", "var", "std", "logsumexp", "stack"}) {
+       {"linear", "mean", "var", "std", "logsumexp", "stack", "nll_loss",
+        "cross_entropy", "batch_norm", "group_norm"}) {
     DerivativeInfo info;
     info.kind = DerivativeInfo::Kind::Decomposed;
     table[composite] = info;
@@ -47,6 +48,20 @@ Value *GradBuilder::emit(const std::string &op, std::vector<Operand> operands,
                          std::map<std::string, Attribute> attributes) {
   return graph.addNode(op, std::move(operands), std::move(attributes), location)
       ->result();
+}
+
+Value *GradBuilder::placeAlong(Value *g, Value *index, const TensorType &x,
+                               size_t dim) {
+  Value *positions = emit("arange", {},
+                          {{"start", int64_t(0)},
+                           {"end", x.sizes[dim]},
+                           {"dtype", index->type.dtype},
+                           {"device", x.device}});
+  std::vector<SymExpr> along(x.rank(), SymExpr(1));
+  along[dim] = x.sizes[dim];
+  positions = emit("reshape", {positions}, {{"shape", along}});
+  Value *hit = emit("eq", {positions, index});
+  return emit("where", {hit, g, Scalar::ofFloat(0)});
 }
 
 Value *GradBuilder::sumTo(Value *g, const TensorType &type) {

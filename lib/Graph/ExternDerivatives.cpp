@@ -3,7 +3,9 @@
 // The gradients of matrix products are matrix products again (ATen's GEMMs
 // on transposed views, no copies): for C = A B, dA = dC B^T and
 // dB = A^T dC, with batch dims broadcast back by summing. Convolutions and
-// pools have no rule yet (their ATen backward kernels come next).
+// pools differentiate through extern ops that run ATen's own backward
+// kernels (conv_backward, one node for every gradient it computes;
+// *_pool2d_backward, reading the forward's input).
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/Derivatives.h"
@@ -117,11 +119,79 @@ DerivativeInfo productRule(const char *op) {
   return info;
 }
 
+/// conv1d/conv2d(x, w[, b]): one conv_backward node computes the
+/// gradients wanted (ATen's convolution_backward).
+DerivativeInfo convolutionRule() {
+  DerivativeInfo info;
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(node.operands.size(), nullptr);
+    if (!grads[0])
+      return result;
+    auto wanted = [&](size_t i) {
+      return i < node.operands.size() && wants(node, i) &&
+             b.wantsGradient(node.operands[i].value);
+    };
+    std::vector<int64_t> mask = {wanted(0), wanted(1), wanted(2)};
+    if (!mask[0] && !mask[1] && !mask[2])
+      return result;
+    std::map<std::string, Attribute> attributes = {{"output_mask", mask}};
+    for (const char *name : {"stride", "padding", "dilation", "groups"})
+      if (const Attribute *value = node.attribute(name))
+        attributes[name] = *value;
+    Node *backward = b.graph.addNode(
+        "conv_backward",
+        {grads[0], node.operands[0].value, node.operands[1].value},
+        std::move(attributes), node.location);
+    size_t next = 0;
+    for (size_t i = 0; i < 3; ++i)
+      if (mask[i])
+        result[i] = backward->results[next++];
+    return result;
+  };
+  return info;
+}
+
+/// A pool's input gradient: its ATen backward kernel on (g, x), with the
+/// forward's attributes.
+DerivativeInfo poolRule(const char *backwardOp) {
+  DerivativeInfo info;
+  info.rule = [backwardOp](GradBuilder &b, const Node &node,
+                           const Grads &grads) {
+    Grads result(1, nullptr);
+    if (grads[0] && wants(node, 0))
+      result[0] = b.emit(backwardOp, {grads[0], node.operands[0].value},
+                         node.attributes);
+    return result;
+  };
+  return info;
+}
+
+/// max_pool2d_with_indices: ATen's backward from the saved indices (what
+/// capture emits for a pool whose input requires grad).
+DerivativeInfo maxPoolWithIndicesRule() {
+  DerivativeInfo info;
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(1, nullptr);
+    if (grads[0] && wants(node, 0))
+      result[0] = b.emit("max_pool2d_backward",
+                         {grads[0], node.operands[0].value, node.results[1]},
+                         node.attributes);
+    return result;
+  };
+  return info;
+}
+
 } // namespace
 
 void addExternDerivatives(std::map<std::string, DerivativeInfo> &table) {
   for (const char *op : {"mm", "bmm", "matmul", "addmm", "baddbmm"})
     table[op] = productRule(op);
+  table["conv1d"] = convolutionRule();
+  table["conv2d"] = convolutionRule();
+  table["max_pool2d"] = poolRule("max_pool2d_backward");
+  table["max_pool2d_with_indices"] = maxPoolWithIndicesRule();
+  table["avg_pool2d"] = poolRule("avg_pool2d_backward");
+  table["adaptive_avg_pool2d"] = poolRule("adaptive_avg_pool2d_backward");
 }
 
 } // namespace dynafuse

@@ -212,6 +212,108 @@ void pairOutputSize(std::map<std::string, Attribute> &attributes) {
     found->second = std::vector<int64_t>{sizes->front(), sizes->front()};
 }
 
+void requireIntegerIndex(const Node &node, size_t i) {
+  DType dtype = operandType(node, i).dtype;
+  if (isFloating(dtype) || dtype == DType::Bool)
+    opError(node, "operand " + std::to_string(i) +
+                      " (the indices) must be an integer tensor");
+}
+
+/// conv_backward(grad, input, weight): the gradients of conv1d/conv2d that
+/// output_mask selects (input, weight, bias), in that order, as ATen's
+/// convolution_backward computes them.
+std::vector<TensorType> inferConvBackward(const Node &node) {
+  requireFloat(node);
+  const TensorType &x = operandType(node, 1), &w = operandType(node, 2);
+  if (x.rank() < 3 || x.rank() != w.rank() ||
+      operandType(node, 0).rank() != x.rank())
+    opError(node, "needs gradient, input and weight of one rank (3 or more)");
+  std::vector<int64_t> mask = intListAttr(node, "output_mask", {});
+  if (mask.size() != 3)
+    opError(node, "'output_mask' needs 3 values (input, weight, bias)");
+  std::vector<TensorType> types;
+  if (mask[0])
+    types.push_back(x);
+  if (mask[1])
+    types.push_back(w);
+  if (mask[2])
+    types.push_back(likeFirstOperand(node, {w.sizes[0]}));
+  if (types.empty())
+    opError(node, "'output_mask' selects no gradient");
+  for (TensorType &type : types)
+    type.strides.clear();
+  return types;
+}
+
+/// max_pool2d_with_indices: the pool and, for its backward, the flat index
+/// (within its plane) of each window's maximum, as ATen returns them.
+std::vector<TensorType> inferPoolWithIndices(const Node &node) {
+  TensorType pooled = inferPool(node)[0];
+  TensorType indices = pooled;
+  indices.dtype = DType::I64;
+  return {pooled, indices};
+}
+
+/// max_pool2d_backward / avg_pool2d_backward /
+/// adaptive_avg_pool2d_backward(grad, input): the input's gradient;
+/// max_pool2d_backward takes the forward's indices as a third operand, or
+/// recomputes them.
+std::vector<TensorType> inferPoolBackward(const Node &node) {
+  if (node.operands.size() != 2 &&
+      !(node.op == "max_pool2d_backward" && node.operands.size() == 3))
+    opError(node, "takes the gradient and the input" +
+                      std::string(node.op == "max_pool2d_backward"
+                                      ? " (and optionally the indices)"
+                                      : ""));
+  for (size_t i = 0; i < 2; ++i)
+    if (!isFloating(operandType(node, i).dtype) ||
+        operandType(node, i).dtype != operandType(node, 0).dtype)
+      opError(node, "needs a floating gradient and input of one dtype");
+  if (node.operands.size() == 3) {
+    requireIntegerIndex(node, 2);
+    if (operandType(node, 2).sizes != operandType(node, 0).sizes)
+      opError(node, "the indices need the gradient's sizes");
+  }
+  TensorType type = operandType(node, 1);
+  if (operandType(node, 0).rank() != type.rank())
+    opError(node, "the gradient and the input need the same rank");
+  type.strides.clear();
+  return {keepChannelsLast(node, type)};
+}
+
+/// gather_backward / index_select_backward {dim, shape}(grad, index): the
+/// gradient of the gathered input (of sizes `shape`), grad added at the
+/// indices (ATen's scatter_add / index_add, so repeated indices sum).
+std::vector<TensorType> inferIndexedBackward(const Node &node) {
+  const TensorType &grad = operandType(node, 0);
+  if (!isFloating(grad.dtype))
+    opError(node, "needs a floating gradient");
+  requireIntegerIndex(node, 1);
+  std::vector<SymExpr> shape = symListAttr(node, "shape", {});
+  if (shape.size() != grad.rank())
+    opError(node, "'shape' needs one size per dim of the gradient");
+  normalizeDim(node, node.intAttr("dim", 0), grad.rank());
+  TensorType type = likeFirstOperand(node, shape);
+  type.strides.clear();
+  return {type};
+}
+
+/// embedding_backward {num_weights, padding_idx}(grad, indices): the
+/// weight's gradient, [num_weights, embedding dim], rows summed per index
+/// (none for padding_idx).
+std::vector<TensorType> inferEmbeddingBackward(const Node &node) {
+  const TensorType &grad = operandType(node, 0);
+  if (!isFloating(grad.dtype) || grad.rank() < 1)
+    opError(node, "needs a floating gradient");
+  requireIntegerIndex(node, 1);
+  int64_t rows = node.intAttr("num_weights", -1);
+  if (rows < 0)
+    opError(node, "needs the attribute 'num_weights'");
+  TensorType type = likeFirstOperand(node, {SymExpr(rows), grad.sizes.back()});
+  type.strides.clear();
+  return {type};
+}
+
 /// call_torch: a torch callable run as is; capture declares its result
 /// types (found by running it on meta tensors) in the attribute "results",
 /// e.g. "f32[2, 10, 16], f32[2, 10, 10]".
@@ -270,6 +372,33 @@ void addExternOps(std::vector<OpInfo> &table) {
   layoutKeeping.push_back(
       externOp("adaptive_avg_pool2d", 1, {"output_size"}, inferAdaptivePool));
   layoutKeeping.back().canonicalAttributes = pairOutputSize;
+  // The backward kernels of convolutions and pools (training, issue 16).
+  table.push_back(externOp("conv_backward", 3,
+                           {"stride", "padding", "dilation", "groups",
+                            "output_mask"},
+                           inferConvBackward));
+  table.push_back(externOp("gather_backward", 2, {"dim", "shape"},
+                           inferIndexedBackward));
+  table.push_back(externOp("index_select_backward", 2, {"dim", "shape"},
+                           inferIndexedBackward));
+  table.push_back(externOp("embedding_backward", 2,
+                           {"num_weights", "padding_idx"},
+                           inferEmbeddingBackward));
+  layoutKeeping.push_back(externOp(
+      "max_pool2d_with_indices", 1,
+      {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+      inferPoolWithIndices));
+  layoutKeeping.push_back(externOp(
+      "max_pool2d_backward", -1,
+      {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+      inferPoolBackward));
+  layoutKeeping.push_back(
+      externOp("avg_pool2d_backward", 2,
+               {"kernel_size", "stride", "padding", "ceil_mode",
+                "count_include_pad", "divisor_override"},
+               inferPoolBackward));
+  layoutKeeping.push_back(externOp("adaptive_avg_pool2d_backward", 2,
+                                   {"output_size"}, inferPoolBackward));
   for (OpInfo &info : layoutKeeping) {
     info.keepsChannelsLast = true;
     table.push_back(std::move(info));

@@ -280,6 +280,51 @@ void addActivationDerivatives(std::map<std::string, DerivativeInfo> &table) {
     Value *positive = b.emit("gt", {x, number(0)});
     return b.emit("where", {positive, g, b.emit("mul", {g, number(slope)})});
   });
+  // elu: alpha * exp(x) where x <= 0.
+  table["elu"] = unary([](GradBuilder &b, const Node &node, Value *g,
+                          Operand x, Value *) {
+    Value *negative = b.emit(
+        "mul", {b.emit("mul", {g, b.emit("exp", {x})}),
+                number(floatAttr(node, "alpha", 1.0))});
+    return b.emit("where", {b.emit("le", {x, number(0)}), negative, g});
+  });
+  // softplus: g * z / (z + 1), z = exp(x * beta); g past the threshold.
+  table["softplus"] = unary([](GradBuilder &b, const Node &node, Value *g,
+                               Operand x, Value *) {
+    Value *scaled = b.emit("mul", {x, number(floatAttr(node, "beta", 1.0))});
+    Value *z = b.emit("exp", {scaled});
+    Value *smooth = b.emit(
+        "div", {b.emit("mul", {g, z}), b.emit("add", {z, number(1)})});
+    Value *linear = b.emit(
+        "gt", {scaled, number(floatAttr(node, "threshold", 20.0))});
+    return b.emit("where", {linear, g, smooth});
+  });
+  // mish: g * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
+  table["mish"] = unary([](GradBuilder &b, const Node &, Value *g, Operand x,
+                           Value *) {
+    Value *t = b.emit("tanh", {b.emit("log1p", {b.emit("exp", {x})})});
+    Value *slope = b.emit(
+        "add",
+        {t, b.emit("mul",
+                   {b.emit("mul", {x, b.emit("sigmoid", {x})}),
+                    b.emit("sub", {number(1), b.emit("mul", {t, t})})})});
+    return b.emit("mul", {g, slope});
+  });
+  // hardsigmoid: g / 6 strictly inside (-3, 3).
+  table["hardsigmoid"] = unary([](GradBuilder &b, const Node &, Value *g,
+                                  Operand x, Value *) {
+    Value *inside = b.emit("logical_and", {b.emit("gt", {x, number(-3)}),
+                                           b.emit("lt", {x, number(3)})});
+    return masked(b, inside, b.emit("div", {g, number(6)}));
+  });
+  // hardswish: 0 below -3, g * (x / 3 + 0.5) up to 3, g above.
+  table["hardswish"] = unary([](GradBuilder &b, const Node &, Value *g,
+                                Operand x, Value *) {
+    Value *ramp = b.emit(
+        "mul", {g, b.emit("add", {b.emit("div", {x, number(3)}), number(0.5)})});
+    Value *upper = b.emit("where", {b.emit("le", {x, number(3)}), ramp, g});
+    return b.emit("where", {b.emit("lt", {x, number(-3)}), number(0), upper});
+  });
   table["hardtanh"] = unary([](GradBuilder &b, const Node &node, Value *g,
                                Operand x, Value *) {
     auto bound = [&](const char *name, double fallback) {

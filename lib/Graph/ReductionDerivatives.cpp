@@ -2,7 +2,8 @@
 //
 // sum spreads its gradient back over the reduced dims; amax and amin give
 // it to the elements equal to the extreme, split evenly between ties as
-// eager does. prod, max_dim and min_dim have no rule yet.
+// eager does; max_dim and min_dim give it to the element their index names
+// (eager's value_selecting_reduction_backward). prod has no rule yet.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/Derivatives.h"
@@ -50,9 +51,36 @@ Value *extremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
   return b.emit("where", {hits, share, Scalar::ofFloat(0)});
 }
 
+/// max_dim / min_dim -> (values, indices): the values' gradient placed at
+/// the indices along dim.
+DerivativeInfo selectingRule() {
+  DerivativeInfo info;
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(1, nullptr);
+    Value *x = node.operands[0].value;
+    if (!grads[0] || !isDifferentiable(x->type.dtype))
+      return result;
+    if (x->type.rank() == 0) {
+      result[0] = grads[0];
+      return result;
+    }
+    size_t dim = size_t(normalizeDim(node, node.intAttr("dim", 0), x->type.rank()));
+    Value *g = grads[0], *index = node.results[1];
+    if (!boolAttr(node, "keepdim", false)) {
+      g = b.emit("unsqueeze", {g}, {{"dim", int64_t(dim)}});
+      index = b.emit("unsqueeze", {index}, {{"dim", int64_t(dim)}});
+    }
+    result[0] = b.placeAlong(g, index, x->type, dim);
+    return result;
+  };
+  return info;
+}
+
 } // namespace
 
 void addReductionDerivatives(std::map<std::string, DerivativeInfo> &table) {
+  table["max_dim"] = selectingRule();
+  table["min_dim"] = selectingRule();
   table["sum"] = reductionRule(sumGradient);
   table["amax"] = reductionRule(extremeGradient);
   table["amin"] = reductionRule(extremeGradient);

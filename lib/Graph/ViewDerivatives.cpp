@@ -4,7 +4,9 @@
 // back, the inverse permutation, expand summed back. Taking part of a
 // tensor (select, slice, narrow, split) puts the gradient back in its place
 // with zeros around it (pad, cat); cat cuts its gradient into the operands'
-// parts.
+// parts. Gathers (gather, index_select, embedding) add their gradient back
+// at the indices: ATen's scatter-add kernels as externs, or for a gather of
+// one element per row (cross entropy's pick) a pointwise select that fuses.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/Derivatives.h"
@@ -114,6 +116,63 @@ DerivativeInfo catRule() {
   return info;
 }
 
+/// gather(x, dim, index): where index's extent along dim is 1 and its other
+/// sizes are x's, the gradient is g where the position along dim equals the
+/// index, zero elsewhere (pointwise); otherwise ATen's scatter_add.
+Value *gatherGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
+  const TensorType &index = node.operands[1].value->type;
+  size_t rank = x->type.rank();
+  size_t dim = size_t(normalizeDim(node, node.intAttr("dim", 0), rank));
+  bool onePerRow = rank > 0 && index.sizes[dim] == SymExpr(1);
+  for (size_t k = 0; k < rank; ++k)
+    onePerRow &= k == dim || index.sizes[k] == x->type.sizes[k];
+  if (!onePerRow)
+    return b.emit("gather_backward", {g, node.operands[1]},
+                  {{"dim", int64_t(dim)}, {"shape", x->type.sizes}});
+  return b.placeAlong(g, node.operands[1].value, x->type, dim);
+}
+
+/// repeat: the tiles' gradients summed. g viewed as [r0, s0, r1, s1, ...]
+/// (r: repeats, s: the operand's sizes, 1 for leading new dims), summed
+/// over every r.
+Value *repeatGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
+  std::vector<int64_t> repeats = intListAttr(node, "repeats", {});
+  size_t lead = repeats.size() - x->type.rank();
+  std::vector<SymExpr> tiled;
+  std::vector<int64_t> tileDims;
+  for (size_t k = 0; k < repeats.size(); ++k) {
+    tileDims.push_back(int64_t(tiled.size()));
+    tiled.push_back(SymExpr(repeats[k]));
+    tiled.push_back(k < lead ? SymExpr(1) : x->type.sizes[k - lead]);
+  }
+  Value *tiles = b.emit("reshape", {g}, {{"shape", tiled}});
+  Value *sum =
+      b.emit("sum", {tiles}, {{"dims", tileDims}, {"keepdim", false}});
+  return b.emit("reshape", {sum}, {{"shape", x->type.sizes}});
+}
+
+/// embedding(indices, weight): the weight's gradient, rows summed per index
+/// (ATen's embedding_dense_backward), none for padding_idx.
+DerivativeInfo embeddingRule() {
+  DerivativeInfo info;
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(2, nullptr);
+    Value *weight = node.operands[1].value;
+    if (!grads[0] || !isDifferentiable(weight->type.dtype))
+      return result;
+    if (!weight->type.sizes[0].isConstant())
+      throw Error("needs a static number of embeddings");
+    int64_t rows = weight->type.sizes[0].constant();
+    int64_t padding = node.intAttr("padding_idx", -1);
+    if (node.attribute("padding_idx") && padding < 0)
+      padding += rows;
+    result[1] = b.emit("embedding_backward", {grads[0], node.operands[0]},
+                       {{"num_weights", rows}, {"padding_idx", padding}});
+    return result;
+  };
+  return info;
+}
+
 } // namespace
 
 void addViewDerivatives(std::map<std::string, DerivativeInfo> &table) {
@@ -149,6 +208,15 @@ void addViewDerivatives(std::map<std::string, DerivativeInfo> &table) {
                   {{"dim0", node.intAttr("dim0", 0)},
                    {"dim1", node.intAttr("dim1", 1)}});
   });
+  table["gather"] = single(gatherGradient);
+  table["repeat"] = single(repeatGradient);
+  table["index_select"] = single([](GradBuilder &b, const Node &node,
+                                    Value *g, Value *x) {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
+    return b.emit("index_select_backward", {g, node.operands[1]},
+                  {{"dim", dim}, {"shape", x->type.sizes}});
+  });
+  table["embedding"] = embeddingRule();
   table["expand"] = single([](GradBuilder &b, const Node &, Value *g,
                               Value *x) { return b.sumTo(g, x->type); });
   table["select"] = single([](GradBuilder &b, const Node &node, Value *g,

@@ -14,6 +14,7 @@
 #include "dynafuse/Graph/Graph.h"
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,17 @@ namespace dynafuse {
 /// node being differentiated came from.
 class GradBuilder {
 public:
-  GradBuilder(Graph &graph, Location location)
-      : graph(graph), location(std::move(location)) {}
+  /// `requiringGrad`: the values whose gradients are wanted (null: all).
+  GradBuilder(Graph &graph, Location location,
+              const std::set<const Value *> *requiringGrad = nullptr)
+      : graph(graph), location(std::move(location)),
+        requiringGrad(requiringGrad) {}
+
+  /// Whether the gradient of `operand` is wanted: rules whose one node
+  /// computes several gradients (conv_backward) skip the others.
+  bool wantsGradient(const Value *operand) const {
+    return !requiringGrad || requiringGrad->count(operand) != 0;
+  }
 
   Value *emit(const std::string &op, std::vector<Operand> operands,
               std::map<std::string, Attribute> attributes = {});
@@ -37,11 +47,17 @@ public:
   Value *expandReduced(Value *g, const TensorType &x,
                        const std::vector<int64_t> &dims, bool keepdim);
   Value *zerosLike(const TensorType &type);
+  /// g at the positions `index` names along dim, zero elsewhere, of x's
+  /// sizes: g and index have x's sizes but 1 at dim (one index per row, as
+  /// max_dim returns and cross entropy gathers). A pointwise select, so it
+  /// fuses with its neighbours.
+  Value *placeAlong(Value *g, Value *index, const TensorType &x, size_t dim);
 
   Graph &graph;
 
 private:
   Location location;
+  const std::set<const Value *> *requiringGrad;
 };
 
 /// The gradients of a node's operands (null: none, i.e. zero, or not a

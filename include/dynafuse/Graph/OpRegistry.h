@@ -143,6 +143,9 @@ int optionalOperandIndex(const Node &node, const std::string &name);
 /// normalized and sorted; and its result sizes (honouring "keepdim").
 std::vector<int64_t> reducedDims(const Node &node);
 std::vector<SymExpr> reducedShape(const Node &node);
+/// The dims batch_norm_train's statistics reduce: every dim but the
+/// channels (dim 1) of node's input; an error for inputs of rank below 2.
+std::vector<int64_t> batchNormDims(const Node &node);
 
 /// A slice or narrow node's resolved bounds on its dim. Constant bounds on
 /// a constant size clamp as Python's do; a bound that is symbolic, or

@@ -10,7 +10,7 @@ A parameter is (name, kind[, default]) with kind
   "attr":    a constant, becomes a node attribute (None: left out);
   "ints*":   the remaining positional ints (or one tuple), as an attribute;
   "fixed":   only its default is supported (anything else is a graph break);
-  "attr_ignored": accepted and dropped (batch_norm's momentum in eval);
+  "attr_ignored": accepted and dropped;
   "inplace": a bool; True makes the call update its first tensor argument
              (like the attribute {"__inplace__": True} for x.relu_()).
 An entry ("overload", [entry, ...], {}) tries its entries in order and

@@ -54,7 +54,12 @@ def _tables():
     functions[F.batch_norm] = _spec("batch_norm", [
         _INPUT, ("running_mean", "operand"), ("running_var", "operand"),
         ("weight", "optional_operand", None), ("bias", "optional_operand", None),
-        ("training", "fixed", False), ("momentum", "attr_ignored", 0.1), ("eps", "attr", 1e-5)])
+        ("training", "attr", False), ("momentum", "attr", 0.1), ("eps", "attr", 1e-5)])
+    loss = [_INPUT, ("target", "operand"), ("weight", "fixed", None),
+            ("size_average", "fixed", None), ("ignore_index", "attr", -100),
+            ("reduce", "fixed", None), ("reduction", "attr", "mean")]
+    functions[F.nll_loss] = _spec("nll_loss", loss)
+    functions[F.cross_entropy] = _spec("cross_entropy", loss + [("label_smoothing", "fixed", 0.0)])
     functions[F.dropout] = _spec("dropout", [
         _INPUT, ("p", "attr", 0.5), ("training", "attr", True), ("inplace", "fixed", False)])
     return functions, methods

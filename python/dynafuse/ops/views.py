@@ -56,9 +56,8 @@ def _tables():
                                      ("value", "attr", None)])
     functions[F.embedding] = _spec("embedding", [
         _INPUT, ("weight", "operand"),
-        # padding_idx only changes the backward (no gradient for that row);
-        # capture runs only where nothing records autograd.
-        ("padding_idx", "attr_ignored", None), ("max_norm", "fixed", None),
+        # padding_idx only changes the backward (no gradient for that row).
+        ("padding_idx", "attr", None), ("max_norm", "fixed", None),
         ("norm_type", "fixed", 2.0), ("scale_grad_by_freq", "fixed", False),
         ("sparse", "fixed", False)])
     like = [_INPUT, "*", ("dtype", "attr", None), ("layout", "fixed", None),
