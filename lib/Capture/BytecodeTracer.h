@@ -704,6 +704,8 @@ private:
                                             : OutputSpec::Kind::Tuple;
     if (var.kind == Var::Kind::Dict)
       spec.keys = var.keys;
+    if (var.kind == Var::Kind::Tuple && !var.isList)
+      spec.constant = var.object; // a named tuple's class, or null
     for (const VarPtr &item : var.items)
       spec.items.push_back(itemSpec(item));
     return spec;

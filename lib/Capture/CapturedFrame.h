@@ -104,6 +104,8 @@ struct OutputSpec {
   /// GraphOutput: index in graph.outputs; Input: index in graph.inputs;
   /// Source: the source.
   int index = 0;
+  /// Constant: the object; Tuple: a named tuple's class (a struct sequence
+  /// such as torch.return_types.max, made from the tuple), or null.
   PyRef constant;
   std::vector<OutputSpec> items;
   /// Dict: the keys of items.

@@ -105,7 +105,13 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
     PyObject *tuple = PyTuple_New(Py_ssize_t(spec.items.size()));
     for (size_t i = 0; i < spec.items.size(); ++i)
       PyTuple_SET_ITEM(tuple, i, build(spec.items[i]));
-    return tuple;
+    if (!spec.constant)
+      return tuple;
+    // A struct sequence (torch.return_types.max) made from its items.
+    PyObject *named =
+        PyObject_CallOneArg(spec.constant.get(), tuple);
+    Py_DECREF(tuple);
+    return named;
   }
   case OutputSpec::Kind::Dict: {
     PyObject *dict = remember(spec, PyDict_New());

@@ -79,6 +79,18 @@ VarPtr BytecodeTracer::emit(const std::string &op,
     item->tensor = result;
     tuple->items.push_back(item);
   }
+  // torch.max(x, dim) returns a named tuple (torch.return_types.max).
+  if (op == "max_dim" || op == "min_dim") {
+    tuple->keys = {"values", "indices"};
+    PyRef types = PyRef::steal(PyImport_ImportModule("torch.return_types"));
+    if (types)
+      tuple->object = PyRef::steal(
+          PyObject_GetAttrString(types.get(), op == "max_dim" ? "max" : "min"));
+    if (!tuple->object) {
+      PyErr_Clear();
+      unsupported("torch.return_types." + op.substr(0, 3) + " is missing");
+    }
+  }
   return tuple;
 }
 

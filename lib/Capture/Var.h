@@ -75,7 +75,7 @@ struct Var {
   bool isList = false;
   bool isSet = false;
   /// Dict: string keys, parallel to items (a Tuple from a named tuple: its
-  /// field names). Cell: items holds the content
+  /// field names, and `object` its class, rebuilt when returned). Cell: items holds the content
   /// (empty: unbound). Function: object is the code, items its closure
   /// cells (a comprehension or generator expression made during capture).
   std::vector<std::string> keys;

@@ -69,6 +69,7 @@ private:
     DType type = kernel.instrs[stmt.yields[0]].type;
     ReduceState state = reduceIdentity(stmt.reduceKind, type);
     reduceOver(stmt, 0, state, type);
+    reduceFinish(stmt.reduceKind, type, state);
     values[stmt.results[0]] = state.value;
     if (stmt.results.size() > 1)
       values[stmt.results[1]] = state.position;

@@ -355,6 +355,10 @@ void reduceCombine(ReduceKind kind, DType type, ReduceState &state,
                    ScalarValue value, ScalarValue position) {
   switch (kind) {
   case ReduceKind::Sum:
+    if (isFloating(type)) {
+      state.value.f += value.f; // in f64 (reduceFinish rounds)
+      return;
+    }
     state.value = evalBinary(ScalarOp::Add, type, state.value, value);
     return;
   case ReduceKind::Prod:
@@ -383,6 +387,11 @@ void reduceCombine(ReduceKind kind, DType type, ReduceState &state,
     }
     return;
   }
+}
+
+void reduceFinish(ReduceKind kind, DType type, ReduceState &state) {
+  if (kind == ReduceKind::Sum && isFloating(type))
+    state.value.f = roundTo(type, state.value.f);
 }
 
 } // namespace dynafuse

@@ -284,3 +284,35 @@ def test_overloads_max_min_and_arange():
     run_both(lambda a, b: (torch.max(a), a.max(1)[0], a.max(dim=0, keepdim=True)[1],
                            torch.min(a, b), a.min(-1)[1]), x, y)
     run_both(lambda a: a * torch.arange(6) + torch.arange(1, 4.5, 0.5)[:6], x)
+
+
+def test_max_and_min_over_a_dim_return_eagers_named_tuples():
+    # .values/.indices inside the frame, and the torch.return_types result
+    # returned as eager returns it.
+    def f(a):
+        low = torch.min(a, 0, keepdim=True)
+        return low.values + a.max(dim=1).values.unsqueeze(1), torch.max(a, 1)
+
+    x = torch.randn(4, 6)
+    (total, named), (expected_total, expected) = dynafuse.compile(f)(x), f(x)
+    assert type(named) is type(expected) is torch.return_types.max
+    assert_close(total, expected_total)
+    assert_close(named.values, expected.values)
+    assert torch.equal(named.indices, expected.indices)
+    assert_compiled()
+
+
+@pytest.mark.parametrize("backend", ["llvm", "interp"])
+@pytest.mark.parametrize("dims", [(1,), (0, 2, 3)], ids=str)
+def test_float32_sums_that_cancel_keep_their_digits(backend, dims):
+    # Per-channel sums of large terms that cancel (a batch norm's gradient):
+    # accumulated in f64, the f32 result is the exact sum rounded once,
+    # where an f32 accumulator loses digits eager's cascade summation keeps.
+    torch.manual_seed(0)
+    shape = (4, 64, 16, 16) if len(dims) == 3 else (16, 4096)
+    x = torch.randn(*shape) * 1e4
+    x = torch.cat([x, -x + torch.rand(*shape)], dim=dims[-1])
+    ours = dynafuse.compile(lambda x: x.sum(dims), backend=backend)(x)
+    exact = x.double().sum(dims)
+    assert_compiled()
+    assert ((ours.double() - exact).abs() / exact.abs()).max() < 1e-6

@@ -23,6 +23,13 @@ OPS = [
     "div", "maximum", "minimum", "where", "clamp", "nn.functional.relu",
     "nn.functional.gelu", "nn.functional.silu", "nn.functional.leaky_relu",
     "nn.functional.hardtanh", "masked_fill", "pow",
+    # Training's extern backward kernels, gathers and the train-mode ops.
+    "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.max_pool2d",
+    "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d",
+    "nn.functional.batch_norm", "nn.functional.group_norm", "nn.functional.cross_entropy",
+    "nn.functional.nll_loss", "nn.functional.embedding", "gather", "index_select", "max",
+    "min", "repeat", "nn.functional.elu", "nn.functional.softplus", "nn.functional.mish",
+    "nn.functional.hardswish", "nn.functional.hardsigmoid",
 ]
 OPINFOS = {}
 for _op in common.op_db:

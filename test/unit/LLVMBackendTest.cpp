@@ -160,7 +160,7 @@ kernel @k0[s0](%x: f32[s0, 8], %ids: i32[s0], %out: f32[s0], %pos: i64[s0]) {
 )");
   std::string ir = emitLLVMIR(module, /*optimized=*/false);
   EXPECT_NE(ir.find("@dynafuse_index_error("), std::string::npos) << ir;
-  EXPECT_NE(ir.find("fadd reassoc float"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("fadd reassoc double"), std::string::npos) << ir;
   EXPECT_NE(ir.find("llvm.roundeven.f32"), std::string::npos) << ir;
   std::string optimized = emitLLVMIR(module, /*optimized=*/true);
   EXPECT_NE(optimized.find("@dynafuse_index_error("), std::string::npos)

@@ -61,8 +61,13 @@ struct ReduceState {
   ScalarValue position;
 };
 ReduceState reduceIdentity(ReduceKind kind, DType type);
+/// Combines one yielded value. A float sum accumulates in f64 whatever its
+/// type: an f32 sum of thousands of terms that cancel (a batch norm's
+/// gradient per channel) would otherwise lose digits that eager's cascade
+/// summation keeps; reduceFinish rounds it to the type once.
 void reduceCombine(ReduceKind kind, DType type, ReduceState &state,
                    ScalarValue value, ScalarValue position);
+void reduceFinish(ReduceKind kind, DType type, ReduceState &state);
 
 } // namespace dynafuse
 

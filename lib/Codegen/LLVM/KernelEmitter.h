@@ -91,6 +91,9 @@ private:
 
   //===--- ReduceEmitter.cpp ----------------------------------------------===//
   void emitReduce(const Stmt &stmt);
+  /// The type a reduce statement accumulates in: f64 for an f32 sum, else
+  /// its yielded type.
+  DType accumulatorType(const Stmt &stmt) const;
   std::vector<Value *> emitReduceDims(const Stmt &stmt, size_t dim,
                                       llvm::ArrayRef<Value *> accumulators);
 };

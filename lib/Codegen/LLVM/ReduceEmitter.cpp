@@ -10,7 +10,8 @@
 // - sum, prod, max, min are the scalar add, mul, max, min (max/min
 //   NaN-propagating, with the accumulator as first operand); a float sum's
 //   fadd carries `reassoc` (and no other fast-math flag) so that LLVM may
-//   vectorize it;
+//   vectorize it, and an f32 sum accumulates in f64, rounded once at the
+//   end (reduceFinish: sums that cancel keep their digits);
 // - a float max/min carries a second accumulator, "a NaN was seen" (an `or`
 //   of `fcmp uno`), and combines with `select(fcmp ogt acc, x), acc, x)`
 //   flagged nnan nsz: the pattern LLVM 16's loop vectorizer recognizes as a
@@ -141,13 +142,19 @@ std::vector<Value *> combine(IRBuilder<> &builder, ReduceKind kind, DType type,
 
 } // namespace
 
+DType KernelEmitter::accumulatorType(const Stmt &stmt) const {
+  DType type = kernel.instrs[stmt.yields[0]].type;
+  return stmt.reduceKind == ReduceKind::Sum && type == DType::F32 ? DType::F64
+                                                                  : type;
+}
+
 void KernelEmitter::emitReduce(const Stmt &stmt) {
   if (stmt.yields.empty() || stmt.results.size() != stmt.yields.size() ||
       stmt.vars.size() != stmt.extents.size())
     fail("LLVM backend: kernel @" + kernel.name + ": malformed reduce " +
              reduceKindName(stmt.reduceKind),
          stmt.where);
-  DType type = kernel.instrs[stmt.yields[0]].type;
+  DType type = accumulatorType(stmt);
   std::vector<Value *> identity = {
       identityValue(builder, stmt.reduceKind, type)};
   if (stmt.yields.size() > 1)
@@ -161,6 +168,9 @@ void KernelEmitter::emitReduce(const Stmt &stmt) {
   if (tracksNaN)
     result[0] = builder.CreateSelect(
         result[1], llvm::ConstantFP::getQNaN(result[0]->getType()), result[0]);
+  DType yielded = kernel.instrs[stmt.yields[0]].type;
+  if (type != yielded)
+    result[0] = builder.CreateFPTrunc(result[0], scalarType(context, yielded));
   for (size_t i = 0; i < stmt.results.size(); ++i)
     values[stmt.results[i]] = result[i];
 }
@@ -178,7 +188,9 @@ KernelEmitter::emitReduceDims(const Stmt &stmt, size_t dim,
              stmt.where);
       yielded.push_back(values[yield]);
     }
-    DType type = kernel.instrs[stmt.yields[0]].type;
+    DType type = accumulatorType(stmt);
+    if (type != kernel.instrs[stmt.yields[0]].type)
+      yielded[0] = builder.CreateFPExt(yielded[0], scalarType(context, type));
     return combine(builder, stmt.reduceKind, type, accumulators, yielded[0],
                    yielded.size() > 1 ? yielded[1] : nullptr);
   }
