@@ -33,7 +33,8 @@ OPS = [
 ]
 OPINFOS = {}
 for _op in common.op_db:
-    if _op.name in OPS and _op.supports_autograd:
+    # (batch_norm's "without_cudnn" variant differs only on CUDA.)
+    if _op.name in OPS and _op.supports_autograd and _op.variant_test_name != "without_cudnn":
         OPINFOS.setdefault(_op.name if not _op.variant_test_name
                            else f"{_op.name}.{_op.variant_test_name}", _op)
 SAMPLES_PER_OP = 4
