@@ -13,7 +13,7 @@
 // accumulates in the output buffer instead, with the output loop innermost:
 //
 //   for i in 0..M { store %out[i], 0 }
-//   for r0 in 0..N {
+//   for r0 in 0..N {                      // (a loop per reduction variable)
 //     for i in 0..M { ... %o = load %out[i]; store %out[i], %o + %v }
 //   }
 //   for i in 0..M { %r = load %out[i]; ... epilogue ...; store %out[i], %y }
@@ -226,7 +226,7 @@ private:
       return false;
     match.store = body[at].instr;
     const Stmt &reduce = match.reduce;
-    if (!combinerOf(reduce.reduceKind) || reduce.vars.size() != 1 ||
+    if (!combinerOf(reduce.reduceKind) || reduce.vars.empty() ||
         reduce.yields.size() != 1 || !onlyInstrs(reduce.body) ||
         !onlyInstrs(match.pre) || !onlyInstrs(match.post))
       return false;
@@ -238,8 +238,9 @@ private:
     if (!injectiveIn(store.index, loop.var))
       return false;
     for (const SymExpr &index : store.index)
-      if (mentions(index, reduce.vars[0]))
-        return false;
+      for (const std::string &var : reduce.vars)
+        if (mentions(index, var))
+          return false;
     return readsOnlyOnce(store.buffer, match.store) &&
            stridesAlongRows(reduce, loop.var);
   }
@@ -258,18 +259,24 @@ private:
   }
 
   /// Some load reads along v contiguously (v in its last index) while the
-  /// reduction moves it across rows (r0 in an earlier index).
+  /// reduction moves it across rows (its variables in earlier indices
+  /// only: a sum over dims 0 and 1 of [4, 256, C] moves across 1024 rows).
   bool stridesAlongRows(const Stmt &reduce, const std::string &var) const {
-    const std::string &r = reduce.vars[0];
+    auto mentionsReduced = [&](const SymExpr &index) {
+      for (const std::string &r : reduce.vars)
+        if (mentions(index, r))
+          return true;
+      return false;
+    };
     for (const Stmt &stmt : reduce.body) {
       const Instr &load = instr(stmt);
       if (load.op != ScalarOp::Load || load.index.size() < 2)
         continue;
       bool rowMove = false;
       for (size_t k = 0; k + 1 < load.index.size(); ++k)
-        rowMove = rowMove || mentions(load.index[k], r);
+        rowMove = rowMove || mentionsReduced(load.index[k]);
       if (rowMove && mentions(load.index.back(), var) &&
-          !mentions(load.index.back(), r))
+          !mentionsReduced(load.index.back()))
         return true;
     }
     return false;
@@ -352,8 +359,10 @@ private:
     int write = add(access(ScalarOp::Store, store, {added}, type));
     for (int id : {old, added, write})
       inner.push_back(Stmt::instruction(id));
-    Stmt rows = Stmt::loop(match.reduce.vars[0], match.reduce.extents[0],
-                           {Stmt::loop(loop.var, loop.extent, inner)});
+    // One loop per reduction variable, the first outermost.
+    Stmt rows = Stmt::loop(loop.var, loop.extent, inner);
+    for (size_t k = match.reduce.vars.size(); k-- > 0;)
+      rows = Stmt::loop(match.reduce.vars[k], match.reduce.extents[k], {rows});
     // 3: the epilogue reads the sums back (the reduced value becomes a
     // load of its accumulator).
     Instr &reduced = kernel.instrs[size_t(result)];
