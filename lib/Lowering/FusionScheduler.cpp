@@ -4,7 +4,8 @@
 // its own, placed after the steps computing its operands; a realized value
 // joins the first kernel over the same iteration space (sizes, device,
 // loop order) whose members it does not depend on except through
-// same-shape pointwise ops, else starts a kernel of its own.
+// same-shape pointwise ops (or, for a keepdim reduction, at its own output
+// index), else starts a kernel of its own.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Lowering/LoweringPasses.h"
@@ -12,6 +13,7 @@
 #include "dynafuse/Lowering/StridedView.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace dynafuse {
 namespace {
@@ -55,6 +57,45 @@ Reach reach(const LoweringState &state, const Value *from,
       result = Reach::Direct;
   }
   return result;
+}
+
+/// Whether a keepdim reduction reads `target` (of the reduction's own
+/// sizes) only at the reduction's output index: through pointwise ops whose
+/// sizes match the result's except along the reduced dims, along which
+/// target has size 1. A batch norm's per-channel sum of g * (x - mean) *
+/// rstd reads the per-channel rstd so. A kernel that computes target at an
+/// index can then compute the reduction at that index after it.
+bool readsAtOwnIndex(const LoweringState &state, const Value *value,
+                     const Value *target) {
+  const Node &node = *value->producer;
+  // A reduction target would be computed again inline (emission does not
+  // reuse a member reduction inside another's body).
+  if (!target->producer || kindOf(*target->producer) != OpKind::Pointwise)
+    return false;
+  if (kindOf(node) != OpKind::Reduction || node.results.size() != 1 ||
+      !boolAttr(node, "keepdim", false) ||
+      target->type.sizes != value->type.sizes || !node.operands[0].isValue())
+    return false;
+  const std::vector<SymExpr> &out = value->type.sizes;
+  std::vector<int64_t> dims = reducedDims(node);
+  auto reduced = [&](size_t k) {
+    return std::find(dims.begin(), dims.end(), int64_t(k)) != dims.end();
+  };
+  std::function<bool(const Value *)> atOwnIndex = [&](const Value *v) {
+    if (v == target || !v->producer || state.isBuffer(v) ||
+        reach(state, v, target, v->type.sizes) == Reach::None)
+      return true;
+    if (kindOf(*v->producer) != OpKind::Pointwise || v->type.rank() != out.size())
+      return false;
+    for (size_t k = 0; k < out.size(); ++k)
+      if (!reduced(k) && v->type.sizes[k] != out[k])
+        return false;
+    for (const Operand &operand : v->producer->operands)
+      if (operand.isValue() && !atOwnIndex(operand.value))
+        return false;
+    return true;
+  };
+  return atOwnIndex(node.operands[0].value);
 }
 
 bool sameSpace(const LoweringState &state, const Value *a,
@@ -102,7 +143,8 @@ bool canJoin(const LoweringState &state, const Value *value,
       continue;
     if (found->second > s)
       return false;
-    if (reach(state, value, dep, value->type.sizes) != Reach::Direct)
+    if (reach(state, value, dep, value->type.sizes) != Reach::Direct &&
+        !readsAtOwnIndex(state, value, dep))
       return false;
   }
   return true;

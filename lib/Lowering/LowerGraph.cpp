@@ -22,26 +22,36 @@ namespace {
 
 /// Runs layout, schedule, share and emit until share realizes nothing more
 /// and emission places every value, realizing each value emission reports.
-/// Each round realizes at least one more value, so a graph of N values
-/// converges within N rounds.
+/// Share decides afresh in every emission round, from what realize decided
+/// and what emission has asked for so far: a value shared only because a
+/// reduction it feeds was inlined into two kernels (a batch norm's g * xhat,
+/// before emission realized its per-channel sum) stays inline once that
+/// reduction is a buffer. Emission's requests only grow, one per round, so
+/// a graph of N values converges within N rounds.
 void placeValues(LoweringState &state) {
   size_t values = 0;
   for (const auto &node : state.graph.nodes)
     values += node->results.size();
-  for (size_t attempt = 0;; ++attempt) {
-    state.resetPlacement();
-    chooseLayouts(state);
-    scheduleSteps(state);
-    if (realizeSharedValues(state)) {
+  const std::set<const Value *> upFront = state.realized;
+  std::set<const Value *> asked;
+  for (size_t round = 0;; ++round) {
+    state.realized = upFront;
+    state.realized.insert(asked.begin(), asked.end());
+    state.shared.clear();
+    for (size_t attempt = 0;; ++attempt) {
+      state.resetPlacement();
+      chooseLayouts(state);
+      scheduleSteps(state);
+      if (!realizeSharedValues(state))
+        break;
       if (attempt > values)
         fail("lowering did not converge on graph '@" + state.graph.name +
              "'");
-      continue;
     }
     const Value *unplaced = emitProgram(state);
     if (!unplaced)
       return;
-    if (!state.realized.insert(unplaced).second || attempt > values)
+    if (!asked.insert(unplaced).second || round > values)
       fail("lowering could not place '%" + unplaced->name + "'");
   }
 }
