@@ -1,11 +1,14 @@
 //===- Autodiff.cpp - Joint graph, and its split into forward/backward ----===//
 #include "dynafuse/Graph/Autodiff.h"
 
+#include <algorithm>
+
 #include "dynafuse/Graph/Derivatives.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Graph/OpRegistry.h"
 #include "dynafuse/Graph/Passes.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -55,6 +58,52 @@ std::set<const Value *> propagateRequiresGrad(const Graph &graph,
         requires.insert(result);
   }
   return requires;
+}
+
+/// A train-mode batch norm's output re-expressed as pointwise ops over its
+/// input and batch statistics, (x - mean) * rsqrt(var + eps) * w + b,
+/// inserted right after the op and read by every former reader. Done
+/// after the reverse sweep, so gradients still come from batch_norm_train's
+/// own rule (two sums), and the values are the decomposition's. Being
+/// pointwise, the split recomputes it in the backward from the input the
+/// rule saves anyway and two [C] vectors, instead of saving a tensor of the
+/// input's size; the forward no longer stores it.
+void expressBatchNormOutputsPointwise(Graph &g) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node *norm = g.nodes[i].get();
+    if (norm->op != "batch_norm_train")
+      continue;
+    size_t before = g.nodes.size();
+    GradBuilder b(g, norm->location);
+    Value *x = norm->operands[0].value;
+    std::vector<SymExpr> perChannel(x->type.rank(), SymExpr(1));
+    perChannel[1] = x->type.sizes[1];
+    auto broadcast = [&](Value *channels) {
+      return b.emit("reshape", {channels}, {{"shape", perChannel}});
+    };
+    Value *scale = b.emit(
+        "rsqrt", {b.emit("add", {broadcast(norm->results[2]),
+                                 Scalar::ofFloat(floatAttr(*norm, "eps", 1e-5))})});
+    Value *out = b.emit(
+        "mul", {b.emit("sub", {x, broadcast(norm->results[1])}), scale});
+    size_t next = 1;
+    if (boolAttr(*norm, "has_weight", false))
+      out = b.emit("mul", {out, broadcast(norm->operands[next++].value)});
+    if (boolAttr(*norm, "has_bias", false))
+      out = b.emit("add", {out, broadcast(norm->operands[next++].value)});
+    size_t added = g.nodes.size() - before;
+    std::rotate(g.nodes.begin() + long(i) + 1, g.nodes.begin() + long(before),
+                g.nodes.end());
+    Value *y = norm->results[0];
+    for (size_t k = i + 1 + added; k < g.nodes.size(); ++k)
+      for (Operand &operand : g.nodes[k]->operands)
+        if (operand.isValue() && operand.value == y)
+          operand.value = out;
+    for (Value *&output : g.outputs)
+      if (output == y)
+        output = out;
+    i += added;
+  }
 }
 
 JointGraph buildJointGraph(const Graph &graph,
@@ -135,6 +184,7 @@ JointGraph buildJointGraph(const Graph &graph,
     joint.gradientOf.push_back(int(i));
     joint.gradients.push_back(found->second);
   }
+  expressBatchNormOutputsPointwise(g);
   return joint;
 }
 
@@ -270,33 +320,52 @@ TrainingGraphs split(JointGraph &joint) {
       needBackward(gradient);
   };
   partition();
-  // Recompute instead of save where that saves no more bytes: a cheap node
-  // whose operands the backward has anyway (forward inputs, saved values)
-  // costs only its own recomputation. Greedy, one node at a time, until
-  // nothing improves: x + gelu(layer_norm(x)) then saves nothing but x.
+  // Recompute instead of save where that saves no more bytes: a chain of
+  // cheap nodes down to what the backward has anyway (forward inputs, saved
+  // values) costs only its own recomputation, plus whatever else it would
+  // newly have to save. Greedy, one saved value at a time, until nothing
+  // improves: x + gelu(layer_norm(x)) then saves nothing but x, and a batch
+  // norm's output (re-expressed over its statistics) is recomputed from its
+  // input.
+  auto recomputation = [&](const Value *value, std::set<const Node *> &chain) {
+    int64_t added = 0;
+    std::set<const Value *> counted;
+    std::function<void(const Value *)> visit = [&](const Value *needed) {
+      const Node *producer = needed->producer;
+      if (!producer || savedSet.count(needed) || tangentSet.count(needed) ||
+          recomputed.count(producer) || chain.count(producer))
+        return;
+      if (!isCheapToRecompute(*producer) || dependsOnTangents.count(producer)) {
+        if (counted.insert(needed).second)
+          added += estimatedBytes(needed->type);
+        return;
+      }
+      chain.insert(producer);
+      for (const Operand &operand : producer->operands)
+        if (operand.isValue())
+          visit(operand.value);
+    };
+    chain.insert(value->producer);
+    for (const Operand &operand : value->producer->operands)
+      if (operand.isValue())
+        visit(operand.value);
+    return added;
+  };
   for (size_t round = 0; round < g.nodes.size(); ++round) {
-    const Node *cheaper = nullptr;
+    std::set<const Node *> cheaper;
     for (const Value *value : saved) {
       const Node *producer = value->producer;
       if (!producer || !isCheapToRecompute(*producer))
         continue;
-      int64_t added = 0;
-      std::set<const Value *> counted;
-      for (const Operand &operand : producer->operands) {
-        const Value *needed = operand.value;
-        if (!needed || !needed->producer || savedSet.count(needed) ||
-            tangentSet.count(needed) || !counted.insert(needed).second)
-          continue;
-        added += estimatedBytes(needed->type);
-      }
-      if (added <= estimatedBytes(value->type)) {
-        cheaper = producer;
+      std::set<const Node *> chain;
+      if (recomputation(value, chain) <= estimatedBytes(value->type)) {
+        cheaper = std::move(chain);
         break;
       }
     }
-    if (!cheaper)
+    if (cheaper.empty())
       break;
-    recomputed.insert(cheaper);
+    recomputed.insert(cheaper.begin(), cheaper.end());
     partition();
   }
 
