@@ -40,6 +40,9 @@ struct BackwardProgram {
   std::vector<int> gradientOf;
   /// Forward module outputs that take a tangent, in tangent order.
   std::vector<int> tangentOutputs;
+  /// Per backward module output: the tangents it is computed from (an
+  /// undefined gradient when none arrives).
+  std::vector<std::vector<int>> tangentsOfGradient;
   /// Per backward module output: the backward input it is (index), or -1.
   std::vector<int> outputInput;
   /// Per backward module output: a view of a backward input, or not.

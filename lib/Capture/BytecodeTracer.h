@@ -505,6 +505,12 @@ private:
   /// the running statistics (args 1 and 2) updated in place by momentum.
   VarPtr batchNorm(OpBinder::Binding &bound, const std::vector<VarPtr> &args,
                    const Keywords &keywords);
+  /// F.scaled_dot_product_attention on q, k or v requiring grad (grad mode
+  /// on): ATen's CPU flash kernel (sdpa_flash), whose rule runs its
+  /// backward. Null where that kernel does not apply: the call stays a
+  /// call_torch extern (a graph break in training, with the reason).
+  VarPtr trainingAttention(PyObject *callable, const std::vector<VarPtr> &args,
+                           const Keywords &keywords);
   /// Guards that obj (read from a source) still lacks attribute name.
   void guardMissingAttribute(const VarPtr &object, PyObject *name);
 

@@ -154,6 +154,7 @@ compileBackward(TrainingGraphs &graphs, const std::string &folder,
   program->inputs = graphs.backwardInputs;
   program->gradientOf = graphs.gradientOf;
   program->tangentOutputs = graphs.tangentOutputs;
+  program->tangentsOfGradient = graphs.tangentsOfGradient;
   CompiledPart part = compilePart(*graphs.backward, folder, options, frame);
   info.training = true;
   info.backwardKernels = part.distinctKernels;

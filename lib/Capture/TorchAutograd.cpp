@@ -94,13 +94,15 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   const std::vector<LoopBuffer> &moduleInputs = module.module().inputs;
   std::vector<at::Tensor> held;
   std::vector<TensorArg> args(program->inputs.size());
+  std::vector<bool> arrived;
   size_t tangent = 0;
   for (size_t i = 0; i < program->inputs.size(); ++i) {
     at::Tensor value;
     if (program->inputs[i].kind ==
         TrainingGraphs::BackwardInput::Kind::Tangent) {
       int slot = tangentSlot[tangent];
-      if (slot >= 0 && grads.at(size_t(slot)).defined())
+      arrived.push_back(slot >= 0 && grads.at(size_t(slot)).defined());
+      if (arrived.back())
         value = grads[size_t(slot)];
       else
         value = at::zeros(tangentSizes[tangent], tangentOptions[tangent]);
@@ -127,6 +129,14 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   }
   variable_list result;
   for (size_t k = 0; k < program->gradientOf.size(); ++k) {
+    // No tangent it is computed from arrived: undefined, as in eager.
+    bool reached = false;
+    for (int from : program->tangentsOfGradient.at(k))
+      reached = reached || arrived.at(size_t(from));
+    if (!reached) {
+      result.emplace_back();
+      continue;
+    }
     int input = program->outputInput[k];
     const OutputView &view = program->outputViews[k];
     if (input >= 0)

@@ -134,6 +134,34 @@ at::Tensor poolBackward(const std::string &op, const Attributes &a,
                                               padding, dilation, ceil, indices);
 }
 
+/// Attention by ATen's CPU flash kernel (sdpa_flash: output and
+/// logsumexp) and its backward (sdpa_flash_backward: dq, dk, dv).
+std::vector<at::Tensor> flashAttention(const std::string &op,
+                                       const Attributes &a,
+                                       std::vector<at::Tensor> t) {
+  bool causal = flag(a, "is_causal");
+  std::optional<double> scale;
+  if (a.count("scale"))
+    scale = number(a, "scale", 1.0);
+  bool backward = op == "sdpa_flash_backward";
+  size_t maskAt = backward ? 6 : 3;
+  std::optional<at::Tensor> mask;
+  if (t.size() > maskAt)
+    mask = t[maskAt];
+  // The kernel reads rows of q, k and v (and the gradient) contiguously.
+  for (size_t i = 0; i < std::min<size_t>(t.size(), 4); ++i)
+    if (t[i].stride(-1) != 1)
+      t[i] = t[i].contiguous();
+  if (!backward) {
+    auto [out, rows] = at::_scaled_dot_product_flash_attention_for_cpu(
+        t[0], t[1], t[2], 0.0, causal, mask, scale);
+    return {out, rows};
+  }
+  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      t[0], t[1], t[2], t[3], t[4], t[5], 0.0, causal, mask, scale);
+  return {dq, dk, dv};
+}
+
 /// The backward kernels of gathers: gradients added at their indices into
 /// zeros of the input's sizes (`sizes`, this run's).
 at::Tensor indexedBackward(const std::string &op, const Attributes &a,
@@ -194,6 +222,28 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
       op == "adaptive_avg_pool2d_backward")
     return poolBackward(op, a, t);
   fail("no ATen implementation for extern op '" + op + "'");
+}
+
+/// The results of extern op `op`: one for most, several for the backward
+/// kernels and the pools with indices.
+std::vector<at::Tensor> atenResults(const std::string &op, const Attributes &a,
+                                    const std::vector<at::Tensor> &t,
+                                    const std::vector<int64_t> &firstSizes) {
+  if (op == "conv_backward")
+    return convolutionBackward(a, t);
+  if (op == "max_pool2d_with_indices") {
+    auto [pooled, indices] = at::max_pool2d_with_indices(
+        t[0], ints(a, "kernel_size", {1}), ints(a, "stride", {}),
+        ints(a, "padding", {0}), ints(a, "dilation", {1}),
+        flag(a, "ceil_mode"));
+    return {pooled, indices};
+  }
+  if (op == "sdpa_flash" || op == "sdpa_flash_backward")
+    return flashAttention(op, a, t);
+  if (op == "gather_backward" || op == "index_select_backward" ||
+      op == "embedding_backward")
+    return {indexedBackward(op, a, t, firstSizes)};
+  return {callAten(op, a, t)};
 }
 
 } // namespace
@@ -260,19 +310,7 @@ std::vector<PyObject *> runExternOp(const std::string &op,
     if ((op == "max_pool2d" || op == "max_pool2d_with_indices") &&
         poolsFasterChannelsLast(tensors[0]))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
-    if (op == "conv_backward")
-      results = convolutionBackward(attributes, tensors);
-    else if (op == "max_pool2d_with_indices") {
-      auto [pooled, indices] = at::max_pool2d_with_indices(
-          tensors[0], ints(attributes, "kernel_size", {1}),
-          ints(attributes, "stride", {}), ints(attributes, "padding", {0}),
-          ints(attributes, "dilation", {1}), flag(attributes, "ceil_mode"));
-      results = {pooled, indices};
-    } else if (op == "gather_backward" || op == "index_select_backward" ||
-             op == "embedding_backward")
-      results = {indexedBackward(op, attributes, tensors, expected[0].sizes)};
-    else
-      results = {callAten(op, attributes, tensors)};
+    results = atenResults(op, attributes, tensors, expected[0].sizes);
   } catch (const c10::Error &error) {
     fail("extern " + op + " failed: " + error.what_without_backtrace());
   }

@@ -176,6 +176,8 @@ VarPtr
 BytecodeTracer::torchExtern(PyObject *callable, const std::string &what,
                             const std::vector<VarPtr> &args,
                             const Keywords &keywords) {
+  if (VarPtr attention = trainingAttention(callable, args, keywords))
+    return attention;
   if (!isTorchBuiltin(callable))
     unsupported("call to " + what + " (not in the op table)");
   if (writesIntoArguments(callable) || keywords.count("out"))

@@ -3,12 +3,17 @@
 // A frame whose tensors require grad: which ops may read them (their
 // derivative rules), no_grad blocks as detach, and the train-mode modules:
 // dropout with the counter-based RNG seeded per run, batch norm with batch
-// statistics and its running averages written back (issue 16).
+// statistics and its running averages written back, and attention through
+// ATen's CPU flash kernel, whose backward reads its logsumexp (issue 16).
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
 #include "dynafuse/Graph/Derivatives.h"
+
+#include <cmath>
+#include <optional>
+#include <set>
 
 namespace dynafuse {
 namespace capture {
@@ -153,6 +158,150 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
     updateInPlace(running, emit("add", {kept, moved}));
   }
   return results->items[0];
+}
+
+/// A constant argument as a number (null for anything else).
+static std::optional<double> constantNumber(const VarPtr &var) {
+  if (!var || var->kind != Var::Kind::Constant || !var->object ||
+      PyBool_Check(var->object.get()) ||
+      !(PyFloat_Check(var->object.get()) || PyLong_Check(var->object.get())))
+    return std::nullopt;
+  return PyFloat_AsDouble(var->object.get());
+}
+
+static bool isNone(const VarPtr &var) {
+  return !var || (var->kind == Var::Kind::Constant &&
+                  var->object.get() == Py_None);
+}
+
+VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
+                                         const std::vector<VarPtr> &args,
+                                         const Keywords &keywords) {
+  if (!gradMode)
+    return nullptr;
+  PyRef functional =
+      PyRef::steal(PyImport_ImportModule("torch.nn.functional"));
+  PyRef attention =
+      functional ? PyRef::steal(PyObject_GetAttrString(
+                       functional.get(), "scaled_dot_product_attention"))
+                 : PyRef();
+  if (!attention) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (callable != attention.get() || args.size() > 8)
+    return nullptr;
+  static const std::set<std::string> known = {
+      "query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+      "enable_gqa"};
+  for (const auto &keyword : keywords)
+    if (!known.count(keyword.first))
+      return nullptr;
+  VarPtr q = argumentOf(args, keywords, 0, "query");
+  VarPtr k = argumentOf(args, keywords, 1, "key");
+  VarPtr v = argumentOf(args, keywords, 2, "value");
+  for (const VarPtr &x : {q, k, v})
+    if (!x || x->kind != Var::Kind::Tensor)
+      return nullptr;
+  Value *query = q->tensor, *key = k->tensor, *value = v->tensor;
+  if (!inputs.requiresGrad(query) && !inputs.requiresGrad(key) &&
+      !inputs.requiresGrad(value))
+    return nullptr;
+  // ATen's CPU flash kernel: 4-D q, k, v of one floating dtype, one head
+  // size, no dropout.
+  DType dtype = query->type.dtype;
+  for (Value *x : {query, key, value})
+    if (x->type.dtype != dtype || x->type.rank() != 4 ||
+        x->type.device != "cpu" || !isFloating(dtype))
+      return nullptr;
+  std::optional<double> dropout =
+      constantNumber(argumentOf(args, keywords, 4, "dropout_p"));
+  VarPtr dropoutArg = argumentOf(args, keywords, 4, "dropout_p");
+  if (dropoutArg && (!dropout || *dropout != 0))
+    return nullptr;
+  VarPtr causalArg = argumentOf(args, keywords, 5, "is_causal");
+  bool causal = false;
+  if (causalArg) {
+    if (causalArg->kind != Var::Kind::Constant ||
+        !PyBool_Check(causalArg->object.get()))
+      return nullptr;
+    causal = causalArg->object.get() == Py_True;
+  }
+  VarPtr scaleArg = argumentOf(args, keywords, 6, "scale");
+  std::optional<double> scale = constantNumber(scaleArg);
+  if (!isNone(scaleArg) && !scale)
+    return nullptr;
+  VarPtr groupsArg = argumentOf(args, keywords, 7, "enable_gqa");
+  if (groupsArg && (groupsArg->kind != Var::Kind::Constant ||
+                    !PyBool_Check(groupsArg->object.get())))
+    return nullptr;
+  if (groupsArg && groupsArg->object.get() == Py_True) {
+    // Grouped heads (llama's key/value heads): each key and value head
+    // repeated for its group of query heads, as eager's math path does;
+    // the repeat's gradient sums the group back.
+    const SymExpr &heads = query->type.sizes[1], &groups = key->type.sizes[1];
+    if (!heads.isConstant() || !groups.isConstant() ||
+        value->type.sizes[1] != groups || groups.constant() <= 0 ||
+        heads.constant() % groups.constant() != 0)
+      return nullptr;
+    int64_t repeat = heads.constant() / groups.constant();
+    auto repeated = [&](Value *x) {
+      if (repeat == 1)
+        return x;
+      std::vector<SymExpr> grouped = {x->type.sizes[0], groups, SymExpr(repeat),
+                                      x->type.sizes[2], x->type.sizes[3]};
+      Value *wide = emit("expand", {emit("unsqueeze", {x}, {{"dim", int64_t(2)}})->tensor},
+                         {{"shape", grouped}})->tensor;
+      std::vector<SymExpr> flat = {x->type.sizes[0], heads, x->type.sizes[2],
+                                   x->type.sizes[3]};
+      return emit("reshape", {wide}, {{"shape", flat}})->tensor;
+    };
+    key = repeated(key);
+    value = repeated(value);
+  }
+  std::map<std::string, Attribute> attributes = {{"is_causal", causal},
+                                                 {"has_mask", false}};
+  if (scale)
+    attributes["scale"] = *scale;
+  std::vector<Operand> operands = {query, key, value};
+  VarPtr maskArg = argumentOf(args, keywords, 3, "attn_mask");
+  if (!isNone(maskArg)) {
+    if (maskArg->kind != Var::Kind::Tensor || causal)
+      return nullptr;
+    Value *mask = maskArg->tensor;
+    if (inputs.requiresGrad(mask) && isFloating(mask->type.dtype)) {
+      // A learned bias (T5's relative positions) needs the scores'
+      // gradient, which the flash kernel does not give: attention in graph
+      // ops, as eager's math path computes it.
+      double factor =
+          scale ? *scale
+                : 1.0 / std::sqrt(double(query->type.sizes[3].isConstant()
+                                             ? query->type.sizes[3].constant()
+                                             : 0));
+      if (!scale && !query->type.sizes[3].isConstant())
+        return nullptr;
+      Value *keysT = emit("transpose", {key}, {{"dim0", int64_t(2)}, {"dim1", int64_t(3)}})->tensor;
+      Value *scores = emit("matmul", {query, keysT})->tensor;
+      scores = emit("mul", {scores, Scalar::ofFloat(factor)})->tensor;
+      scores = emit("add", {scores, mask})->tensor;
+      Value *weights = emit("softmax", {scores}, {{"dim", int64_t(-1)}})->tensor;
+      return emit("matmul", {weights, value});
+    }
+    if (mask->type.dtype == DType::Bool) // eager's conversion: -inf where false
+      mask = emit("where", {mask, Scalar::ofFloat(0),
+                            Scalar::ofFloat(-INFINITY)})->tensor;
+    if (!isFloating(mask->type.dtype))
+      return nullptr;
+    if (mask->type.dtype != dtype)
+      mask = emit("cast", {mask}, {{"dtype", dtype}})->tensor;
+    operands.push_back(mask);
+    attributes["has_mask"] = true;
+  }
+  try {
+    return emit("sdpa_flash", operands, attributes)->items[0];
+  } catch (const Unsupported &) {
+    return nullptr; // shapes the kernel does not take: a call_torch extern
+  }
 }
 
 } // namespace capture

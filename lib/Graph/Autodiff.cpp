@@ -449,6 +449,27 @@ TrainingGraphs split(JointGraph &joint) {
       copyNode(*result.backward, *node, toBackward);
   for (const Value *gradient : joint.gradients)
     result.backward->outputs.push_back(toBackward.at(gradient));
+  // Which tangents each gradient is computed from.
+  std::map<const Value *, std::set<int>> reaching;
+  for (size_t k = 0; k < joint.tangents.size(); ++k)
+    reaching[joint.tangents[k]].insert(int(k));
+  for (const auto &node : g.nodes) {
+    if (!backwardNodes.count(node.get()))
+      continue;
+    std::set<int> from;
+    for (const Operand &operand : node->operands)
+      if (operand.isValue()) {
+        auto found = reaching.find(operand.value);
+        if (found != reaching.end())
+          from.insert(found->second.begin(), found->second.end());
+      }
+    for (const Value *value : node->results)
+      reaching[value] = from;
+  }
+  for (const Value *gradient : joint.gradients) {
+    const std::set<int> &from = reaching[gradient];
+    result.tangentsOfGradient.emplace_back(from.begin(), from.end());
+  }
   return result;
 }
 

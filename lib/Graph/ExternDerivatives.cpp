@@ -181,6 +181,30 @@ DerivativeInfo maxPoolWithIndicesRule() {
   return info;
 }
 
+/// sdpa_flash: ATen's flash backward from the saved output and logsumexp
+/// (the mask gets no gradient: capture refuses one that requires grad).
+DerivativeInfo flashAttentionRule() {
+  DerivativeInfo info;
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(node.operands.size(), nullptr);
+    if (grads[1])
+      throw Error("the logsumexp of attention gets no gradient");
+    if (!grads[0])
+      return result;
+    std::vector<Operand> operands = {grads[0], node.operands[0],
+                                     node.operands[1], node.operands[2],
+                                     node.results[0], node.results[1]};
+    if (node.operands.size() > 3)
+      operands.push_back(node.operands[3]);
+    Node *backward = b.graph.addNode("sdpa_flash_backward", operands,
+                                     node.attributes, node.location);
+    for (size_t i = 0; i < 3; ++i)
+      result[i] = backward->results[i];
+    return result;
+  };
+  return info;
+}
+
 } // namespace
 
 void addExternDerivatives(std::map<std::string, DerivativeInfo> &table) {
@@ -190,6 +214,7 @@ void addExternDerivatives(std::map<std::string, DerivativeInfo> &table) {
   table["conv2d"] = convolutionRule();
   table["max_pool2d"] = poolRule("max_pool2d_backward");
   table["max_pool2d_with_indices"] = maxPoolWithIndicesRule();
+  table["sdpa_flash"] = flashAttentionRule();
   table["avg_pool2d"] = poolRule("avg_pool2d_backward");
   table["adaptive_avg_pool2d"] = poolRule("adaptive_avg_pool2d_backward");
 }

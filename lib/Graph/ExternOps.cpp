@@ -314,6 +314,60 @@ std::vector<TensorType> inferEmbeddingBackward(const Node &node) {
   return {type};
 }
 
+/// sdpa_flash(q, k, v[, mask]) {is_causal, scale, has_mask}: attention
+/// by ATen's CPU flash kernel, which also returns the rows' logsumexp for
+/// the backward (what capture emits for scaled_dot_product_attention in
+/// training). q [B, H, L, E], k and v [B, H, S, E]; the mask, additive and
+/// of q's dtype, broadcasts to [B, H, L, S].
+std::vector<TensorType> inferFlashAttention(const Node &node) {
+  requireFloat(node);
+  for (size_t i = 0; i < 3; ++i)
+    requireRank(node, i, 4);
+  const TensorType &q = operandType(node, 0), &k = operandType(node, 1),
+                   &v = operandType(node, 2);
+  for (size_t d : {0, 1})
+    requireEqual(node, k.sizes[d], q.sizes[d], "batch and head sizes");
+  requireEqual(node, v.sizes[0], q.sizes[0], "batch sizes");
+  requireEqual(node, v.sizes[1], q.sizes[1], "head counts");
+  requireEqual(node, k.sizes[3], q.sizes[3], "head sizes");
+  requireEqual(node, v.sizes[3], q.sizes[3], "head sizes");
+  requireEqual(node, v.sizes[2], k.sizes[2], "key and value lengths");
+  bool masked = boolAttr(node, "has_mask", false);
+  if (node.operands.size() != (masked ? 4u : 3u))
+    opError(node, "takes q, k, v and, with has_mask, the mask");
+  if (masked) {
+    std::vector<SymExpr> scores = {q.sizes[0], q.sizes[1], q.sizes[2],
+                                   k.sizes[2]};
+    if (broadcastShapes(scores, operandType(node, 3).sizes, node.location) !=
+        scores)
+      opError(node, "the mask does not broadcast to the scores");
+  }
+  TensorType out = likeFirstOperand(node, q.sizes);
+  out.strides.clear();
+  // ATen lays the logsumexp out as [B, L, H].
+  TensorType rows = likeFirstOperand(node, {q.sizes[0], q.sizes[1], q.sizes[2]});
+  rows.dtype = q.dtype == DType::F64 ? DType::F64 : DType::F32;
+  rows.strides = {q.sizes[2] * q.sizes[1], SymExpr(1), q.sizes[1]};
+  return {out, rows};
+}
+
+/// sdpa_flash_backward(g, q, k, v, out, logsumexp[, mask]): dq, dk, dv.
+std::vector<TensorType> inferFlashAttentionBackward(const Node &node) {
+  bool masked = boolAttr(node, "has_mask", false);
+  if (node.operands.size() != (masked ? 7u : 6u))
+    opError(node, "takes the gradient, q, k, v, the output, the logsumexp "
+                  "and, with has_mask, the mask");
+  std::vector<TensorType> types;
+  for (size_t i = 1; i < 4; ++i) {
+    TensorType type = operandType(node, i);
+    if (!isFloating(type.dtype) || type.rank() != 4)
+      opError(node, "q, k and v must be 4-D floating tensors");
+    type.strides.clear();
+    types.push_back(type);
+  }
+  return types;
+}
+
 /// call_torch: a torch callable run as is; capture declares its result
 /// types (found by running it on meta tensors) in the attribute "results",
 /// e.g. "f32[2, 10, 16], f32[2, 10, 10]".
@@ -377,6 +431,11 @@ void addExternOps(std::vector<OpInfo> &table) {
                            {"stride", "padding", "dilation", "groups",
                             "output_mask"},
                            inferConvBackward));
+  table.push_back(externOp("sdpa_flash", -1, {"is_causal", "scale", "has_mask"},
+                           inferFlashAttention));
+  table.push_back(externOp("sdpa_flash_backward", -1,
+                           {"is_causal", "scale", "has_mask"},
+                           inferFlashAttentionBackward));
   table.push_back(externOp("gather_backward", 2, {"dim", "shape"},
                            inferIndexedBackward));
   table.push_back(externOp("index_select_backward", 2, {"dim", "shape"},

@@ -364,3 +364,58 @@ def test_dropout_modules_in_a_training_model():
     # Two dropout layers take disjoint streams: their masks are independent.
     model.train()
     assert len(dynafuse.compiled_graphs()) == 2
+
+
+def attention_inputs(heads=4, groups=4, length=7, keys=9, dim=8):
+    q = torch.randn(2, heads, length, dim, requires_grad=True)
+    k = torch.randn(2, groups, keys, dim, requires_grad=True)
+    v = torch.randn(2, groups, keys, dim, requires_grad=True)
+    return q, k, v
+
+
+@pytest.mark.parametrize("case", ["plain", "causal", "scale", "float mask", "bool mask",
+                                  "grouped heads", "learned bias"])
+def test_scaled_dot_product_attention_gradients(case):
+    """Attention in training runs ATen's CPU flash kernel forward and
+    backward (sdpa_flash), or, for a mask that requires grad, graph ops."""
+    q, k, v = attention_inputs(groups=2 if case == "grouped heads" else 4,
+                               keys=7 if case == "causal" else 9)
+    kwargs = {}
+    if case == "causal":
+        kwargs["is_causal"] = True
+    if case == "scale":
+        kwargs["scale"] = 0.3
+    if case == "float mask":
+        kwargs["attn_mask"] = torch.randn(7, 9)
+    if case == "bool mask":
+        kwargs["attn_mask"] = torch.rand(2, 1, 7, 9) > 0.3
+    if case == "grouped heads":
+        kwargs["enable_gqa"] = True
+    bias = torch.randn(1, 4, 7, 9, requires_grad=True)
+    leaves = (q, k, v, bias) if case == "learned bias" else (q, k, v)
+
+    def f(q, k, v, bias):
+        mask = {"attn_mask": bias} if case == "learned bias" else kwargs
+        return F.scaled_dot_product_attention(q, k, v, **mask).sin()
+
+    out = dynafuse.compile(f)(q, k, v, bias)
+    assert out.grad_fn.name() == "DynafuseBackward"
+    cotangent = torch.randn(out.shape)
+    ours = torch.autograd.grad(out, leaves, cotangent)
+    eager = torch.autograd.grad(f(q, k, v, bias), leaves, cotangent)
+    for mine, theirs in zip(ours, eager):
+        assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+    assert_training_compiled()
+    graph = dynafuse.compiled_graphs()[0]
+    assert graph["backward_extern_calls"] >= (2 if case == "learned bias" else 1)
+
+
+def test_attention_with_dropout_breaks_the_graph_and_says_why():
+    q, k, v = attention_inputs()
+    dynafuse.config.log = "graph_breaks"
+    out = dynafuse.compile(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, dropout_p=0.5).sum())(q, k, v)
+    out.backward()
+    assert q.grad is not None and q.grad.shape == q.shape
+    assert dynafuse.stats()["graph_breaks"] >= 1
+    assert any("call_torch" in reason for reason in dynafuse._C.break_reasons())

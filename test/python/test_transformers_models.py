@@ -109,3 +109,48 @@ def test_every_sequence_length_runs_one_symbolic_graph(name):
     stats = dynafuse.stats()
     assert stats["captures"] == 2 and stats["symbolic_captures"] == 1, stats
     assert stats["backend_compiles"] == 2 and stats["eager_frames"] == 0, stats
+
+
+def without_dropout(model):
+    """Dropout off everywhere (modules, and the attention's own rates), so
+    a train-mode model is deterministic and comparable with eager."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "dropout", None), float):
+            module.dropout = 0.0
+    for name in ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob",
+                 "dropout_rate"):
+        if hasattr(model.config, name):
+            setattr(model.config, name, 0.0)
+    return model.train()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "t5", "vit"])
+def test_a_transformers_model_trains_as_one_graph(name):
+    """Training through the library's SDPA attention: flash attention with
+    its backward (gpt2, bert, vit), grouped key/value heads (llama), a
+    learned position bias as the mask (t5, attention in graph ops)."""
+    import copy
+    torch.manual_seed(0)
+    model = without_dropout(small(name))
+    twin = copy.deepcopy(model)
+    kwargs = inputs_for(name, 2, 9)
+    out = dynafuse.compile(model, fullgraph=True)(**kwargs).last_hidden_state
+    assert out.grad_fn.name() == "DynafuseBackward"
+    expected = twin(**kwargs).last_hidden_state
+    assert_close(out.detach(), expected.detach(), rtol=1e-4, atol=1e-4)
+    cotangent = torch.randn(out.shape)
+    out.backward(cotangent)
+    expected.backward(cotangent)
+    # Parameters the output does not depend on (the pooler) keep no
+    # gradient, as in eager. Some gradients are zero up to rounding (a key
+    # bias: softmax ignores a per-row constant): compared against the
+    # largest gradient.
+    scale = max(p.grad.abs().max().item() for p in twin.parameters() if p.grad is not None)
+    for (parameter, mine), theirs in zip(model.named_parameters(), twin.parameters()):
+        assert (mine.grad is None) == (theirs.grad is None), parameter
+        if theirs.grad is not None:
+            assert_close(mine.grad, theirs.grad, rtol=1e-3, atol=1e-6 * scale)
+    assert_compiled()
+    assert dynafuse.compiled_graphs()[0]["training"]

@@ -51,6 +51,11 @@ struct TrainingGraphs {
   /// Forward outputs that get a tangent (differentiable, depending on an
   /// input that requires grad), in tangent order; each value once.
   std::vector<int> tangentOutputs;
+  /// Per backward output: the tangents (positions in tangentOutputs) it is
+  /// computed from. When none of them arrives (the loss did not use those
+  /// outputs), the gradient is undefined, as eager leaves it: `.grad`
+  /// stays None rather than becoming zeros an optimizer would act on.
+  std::vector<std::vector<int>> tangentsOfGradient;
 };
 
 /// Differentiates `graph` with respect to the inputs flagged in
