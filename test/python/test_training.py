@@ -419,3 +419,25 @@ def test_attention_with_dropout_breaks_the_graph_and_says_why():
     assert q.grad is not None and q.grad.shape == q.shape
     assert dynafuse.stats()["graph_breaks"] >= 1
     assert any("call_torch" in reason for reason in dynafuse._C.break_reasons())
+
+
+def test_a_hook_on_an_intermediate_runs_eagerly_and_fires():
+    """register_hook on a tensor made inside the frame: the frame falls back
+    to eager for the call (with the reason logged), and the hook sees the
+    gradient eager gives it."""
+    seen = []
+
+    def f(x, w):
+        h = torch.tanh(x @ w)
+        h.register_hook(lambda g: seen.append(g.clone()))
+        return (h * 2).sum()
+
+    x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+    dynafuse.compile(f)(x, w).backward()
+    ours, ours_hooked = w.grad.clone(), seen.pop()
+    w.grad = None
+    f(x, w).backward()
+    assert_close(ours, w.grad, **F32)
+    assert_close(ours_hooked, seen.pop(), **F32)
+    assert dynafuse.stats()["graph_breaks"] == 1
+    assert any("backward_hooks" in reason for reason in dynafuse._C.break_reasons())
