@@ -152,37 +152,27 @@ DerivativeInfo convolutionRule() {
 }
 
 /// A pool's input gradient: its ATen backward kernel on (g, x), with the
-/// forward's attributes.
-DerivativeInfo poolRule(const char *backwardOp) {
+/// forward's attributes; max_pool2d_with_indices (what capture emits for a
+/// pool whose input requires grad) also passes its saved indices.
+DerivativeInfo poolRule(const char *backwardOp, bool savedIndices = false) {
   DerivativeInfo info;
-  info.rule = [backwardOp](GradBuilder &b, const Node &node,
-                           const Grads &grads) {
+  info.rule = [backwardOp, savedIndices](GradBuilder &b, const Node &node,
+                                         const Grads &grads) {
     Grads result(1, nullptr);
-    if (grads[0] && wants(node, 0))
-      result[0] = b.emit(backwardOp, {grads[0], node.operands[0].value},
-                         node.attributes);
-    return result;
-  };
-  return info;
-}
-
-/// max_pool2d_with_indices: ATen's backward from the saved indices (what
-/// capture emits for a pool whose input requires grad).
-DerivativeInfo maxPoolWithIndicesRule() {
-  DerivativeInfo info;
-  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
-    Grads result(1, nullptr);
-    if (grads[0] && wants(node, 0))
-      result[0] = b.emit("max_pool2d_backward",
-                         {grads[0], node.operands[0].value, node.results[1]},
-                         node.attributes);
+    if (!grads[0] || !wants(node, 0))
+      return result;
+    std::vector<Operand> operands = {grads[0], node.operands[0].value};
+    if (savedIndices)
+      operands.push_back(node.results[1]);
+    result[0] = b.emit(backwardOp, operands, node.attributes);
     return result;
   };
   return info;
 }
 
 /// sdpa_flash: ATen's flash backward from the saved output and logsumexp
-/// (the mask gets no gradient: capture refuses one that requires grad).
+/// (the mask gets no gradient: capture writes attention whose mask requires
+/// grad in graph ops instead).
 DerivativeInfo flashAttentionRule() {
   DerivativeInfo info;
   info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
@@ -213,7 +203,8 @@ void addExternDerivatives(std::map<std::string, DerivativeInfo> &table) {
   table["conv1d"] = convolutionRule();
   table["conv2d"] = convolutionRule();
   table["max_pool2d"] = poolRule("max_pool2d_backward");
-  table["max_pool2d_with_indices"] = maxPoolWithIndicesRule();
+  table["max_pool2d_with_indices"] =
+      poolRule("max_pool2d_backward", /*savedIndices=*/true);
   table["sdpa_flash"] = flashAttentionRule();
   table["avg_pool2d"] = poolRule("avg_pool2d_backward");
   table["adaptive_avg_pool2d"] = poolRule("adaptive_avg_pool2d_backward");

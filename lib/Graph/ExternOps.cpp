@@ -398,6 +398,11 @@ OpInfo externOp(const std::string &name, int arity,
 } // namespace
 
 void addExternOps(std::vector<OpInfo> &table) {
+  const std::vector<std::string> maxPoolAttributes = {
+      "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+  const std::vector<std::string> avgPoolAttributes = {
+      "kernel_size", "stride",          "padding",
+      "ceil_mode",   "count_include_pad", "divisor_override"};
   table.push_back(externOp("mm", 2, {}, inferMm));
   table.push_back(externOp("bmm", 2, {}, inferBmm));
   table.push_back(externOp("matmul", 2, {}, inferMatmul));
@@ -415,14 +420,9 @@ void addExternOps(std::vector<OpInfo> &table) {
         [spatial](const Node &node) { return inferConv(node, spatial); }));
   layoutKeeping.back().startsChannelsLast = true;
   layoutKeeping.push_back(
-      externOp("max_pool2d", 1,
-               {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
-               inferPool));
+      externOp("max_pool2d", 1, maxPoolAttributes, inferPool));
   layoutKeeping.push_back(
-      externOp("avg_pool2d", 1,
-               {"kernel_size", "stride", "padding", "ceil_mode",
-                "count_include_pad", "divisor_override"},
-               inferPool));
+      externOp("avg_pool2d", 1, avgPoolAttributes, inferPool));
   layoutKeeping.push_back(
       externOp("adaptive_avg_pool2d", 1, {"output_size"}, inferAdaptivePool));
   layoutKeeping.back().canonicalAttributes = pairOutputSize;
@@ -443,19 +443,12 @@ void addExternOps(std::vector<OpInfo> &table) {
   table.push_back(externOp("embedding_backward", 2,
                            {"num_weights", "padding_idx"},
                            inferEmbeddingBackward));
-  layoutKeeping.push_back(externOp(
-      "max_pool2d_with_indices", 1,
-      {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
-      inferPoolWithIndices));
-  layoutKeeping.push_back(externOp(
-      "max_pool2d_backward", -1,
-      {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
-      inferPoolBackward));
-  layoutKeeping.push_back(
-      externOp("avg_pool2d_backward", 2,
-               {"kernel_size", "stride", "padding", "ceil_mode",
-                "count_include_pad", "divisor_override"},
-               inferPoolBackward));
+  layoutKeeping.push_back(externOp("max_pool2d_with_indices", 1,
+                                   maxPoolAttributes, inferPoolWithIndices));
+  layoutKeeping.push_back(externOp("max_pool2d_backward", -1,
+                                   maxPoolAttributes, inferPoolBackward));
+  layoutKeeping.push_back(externOp("avg_pool2d_backward", 2, avgPoolAttributes,
+                                   inferPoolBackward));
   layoutKeeping.push_back(externOp("adaptive_avg_pool2d_backward", 2,
                                    {"output_size"}, inferPoolBackward));
   for (OpInfo &info : layoutKeeping) {
