@@ -440,3 +440,63 @@ def test_a_hook_on_an_intermediate_runs_eagerly_and_fires():
     assert_close(ours, w.grad, **F32)
     assert_close(ours_hooked, seen.pop(), **F32)
     assert dynafuse.stats()["graph_breaks"] >= 1, dynafuse._C.break_reasons()
+
+
+class SmallGPT2Block(nn.Module):
+    """The benchmark's GPT-2 block (pre-norm attention with a causal mask,
+    gelu MLP, residuals), at test size."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        attention = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+        x = x + self.proj(attention.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class MemoryBoundBlock(nn.Module):
+    def __init__(self, d=48):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.dropout = nn.Dropout(0.0)  # dropout off: comparable with eager
+
+    def forward(self, x):
+        return x + self.dropout(F.gelu(self.norm(x)))
+
+
+@pytest.mark.parametrize("make,shape", [(SmallGPT2Block, (3, 8, 32)),
+                                        (MemoryBoundBlock, (16, 48))],
+                         ids=["gpt2-block", "memory-bound-block"])
+def test_benchmark_blocks_train_step_by_step_like_eager(make, shape):
+    torch.manual_seed(0)
+    model = make().train()
+    twin = make().train()
+    twin.load_state_dict(model.state_dict())
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt_twin = torch.optim.SGD(twin.parameters(), lr=0.05, momentum=0.9)
+    compiled = dynafuse.compile(mse)
+    for step in range(3):
+        x, y = torch.randn(*shape), torch.randn(*shape)
+        opt.zero_grad()
+        opt_twin.zero_grad()
+        loss = compiled(model, x, y)
+        assert loss.grad_fn.name() == "DynafuseBackward"
+        loss.backward()
+        expected = mse(twin, x, y)
+        expected.backward()
+        assert_close(loss.detach(), expected.detach(), **F32)
+        opt.step()
+        opt_twin.step()
+        for mine, theirs in zip(model.parameters(), twin.parameters()):
+            assert_close(mine.detach(), theirs.detach(), rtol=1e-4, atol=1e-5)
+    assert_training_compiled()
