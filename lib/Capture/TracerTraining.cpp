@@ -111,10 +111,12 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
   Value *x = bound.operands[0].value;
   if (!x || x->type.rank() < 2)
     unsupported("batch norm in training mode on an input without channels");
-  SymExpr perChannel = x->type.numel();
-  if (perChannel.isConstant() && x->type.sizes[1].isConstant() &&
-      x->type.sizes[1].constant() > 0 &&
-      perChannel.constant() / x->type.sizes[1].constant() <= 1)
+  // The values per channel the statistics average.
+  SymExpr count = 1;
+  for (size_t k = 0; k < x->type.rank(); ++k)
+    if (k != 1)
+      count = count * x->type.sizes[k];
+  if (count.isConstant() && count.constant() <= 1)
     unsupported("batch norm in training mode with one value per channel "
                 "(eager raises)");
   VarPtr results = emit("batch_norm_train", operands, bound.attributes);
@@ -122,10 +124,6 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
   if (!rate)
     unsupported("batch norm in training mode with momentum None (a "
                 "cumulative average)");
-  SymExpr count = 1;
-  for (size_t k = 0; k < x->type.rank(); ++k)
-    if (k != 1)
-      count = count * x->type.sizes[k];
   for (size_t i : {1, 2}) {
     VarPtr running = argumentOf(args, keywords, i,
                                 i == 1 ? "running_mean" : "running_var");
