@@ -30,8 +30,8 @@ public:
   /// the value, the object or its type), NoAttribute or NoInstanceAttribute
   /// (expected: the name).
   void guardObject(Guard::Kind kind, int source, PyObject *expected);
-  /// A guard relating the objects at two sources: SameObject, OtherObject,
-  /// OtherStorage.
+  /// A guard relating the objects at two sources: SameObject or
+  /// OtherObject.
   void guardRelation(Guard::Kind kind, int source, int other);
   const std::vector<Guard> &guards() const { return guardList; }
   const Source &source(int id) const { return sources.at(size_t(id)); }

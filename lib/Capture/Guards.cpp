@@ -171,9 +171,14 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
     return where + " is " + sources[size_t(other)].describe(sources);
   case Kind::OtherObject:
     return where + " is not " + sources[size_t(other)].describe(sources);
-  case Kind::OtherStorage:
-    return where + " shares no memory with " +
-           sources[size_t(other)].describe(sources);
+  case Kind::OtherStorage: {
+    std::string text = where + " shares no memory with ";
+    for (size_t k = 0; k < group.size() && k < 3; ++k)
+      text += (k ? ", " : "") + sources[size_t(group[k])].describe(sources);
+    if (group.size() > 3)
+      text += " or " + std::to_string(group.size() - 3) + " other inputs";
+    return text;
+  }
   case Kind::TupleLength:
     return where + " is a tuple or list of length " + std::to_string(length);
   case Kind::EmptyDict:
@@ -383,10 +388,13 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     return value == resolver.get(guard.other);
   case Guard::Kind::OtherObject:
     return value != resolver.get(guard.other);
-  case Guard::Kind::OtherStorage: {
-    PyObject *other = resolver.get(guard.other);
-    return other && !tensorsShareStorage(value, other);
-  }
+  case Guard::Kind::OtherStorage:
+    for (int member : guard.group) {
+      PyObject *other = resolver.get(member);
+      if (!other || tensorsShareStorage(value, other))
+        return false;
+    }
+    return true;
   case Guard::Kind::TypeIs:
     return reinterpret_cast<PyObject *>(Py_TYPE(value)) == guard.expected.get();
   case Guard::Kind::TupleLength:

@@ -92,11 +92,11 @@ struct Guard {
   };
   Kind kind = Kind::Tensor;
   int source = -1;
-  /// SameObject / OtherObject: the source compared with (`is`);
-  /// OtherStorage: the tensor whose memory must not be shared.
+  /// SameObject / OtherObject: the source compared with (`is`).
   int other = -1;
   /// Distinct: the sources that (with `source`) hold pairwise different
-  /// objects.
+  /// objects; OtherStorage: the tensors whose memory `source` must not
+  /// share.
   std::vector<int> group;
   TensorMeta tensor;
   /// Tensor with symbolic dims: its sizes and strides as size symbols and
