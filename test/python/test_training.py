@@ -478,10 +478,7 @@ class MemoryBoundBlock(nn.Module):
                                         (MemoryBoundBlock, (16, 48))],
                          ids=["gpt2-block", "memory-bound-block"])
 def test_benchmark_blocks_train_step_by_step_like_eager(make, shape):
-    torch.manual_seed(0)
-    model = make().train()
-    twin = make().train()
-    twin.load_state_dict(model.state_dict())
+    model, twin = twins(lambda: make().train())
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     opt_twin = torch.optim.SGD(twin.parameters(), lr=0.05, momentum=0.9)
     compiled = dynafuse.compile(mse)
