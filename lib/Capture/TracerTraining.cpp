@@ -212,9 +212,8 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
     if (x->type.dtype != dtype || x->type.rank() != 4 ||
         x->type.device != "cpu" || !isFloating(dtype))
       return nullptr;
-  std::optional<double> dropout =
-      constantNumber(argumentOf(args, keywords, 4, "dropout_p"));
   VarPtr dropoutArg = argumentOf(args, keywords, 4, "dropout_p");
+  std::optional<double> dropout = constantNumber(dropoutArg);
   if (dropoutArg && (!dropout || *dropout != 0))
     return nullptr;
   VarPtr causalArg = argumentOf(args, keywords, 5, "is_causal");
@@ -233,67 +232,77 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
   if (groupsArg && (groupsArg->kind != Var::Kind::Constant ||
                     !PyBool_Check(groupsArg->object.get())))
     return nullptr;
+  const SymExpr &heads = query->type.sizes[1], &groups = key->type.sizes[1];
+  int64_t repeat = 1;
   if (groupsArg && groupsArg->object.get() == Py_True) {
-    // Grouped heads (llama's key/value heads): each key and value head
-    // repeated for its group of query heads, as eager's math path does;
-    // the repeat's gradient sums the group back.
-    const SymExpr &heads = query->type.sizes[1], &groups = key->type.sizes[1];
     if (!heads.isConstant() || !groups.isConstant() ||
         value->type.sizes[1] != groups || groups.constant() <= 0 ||
         heads.constant() % groups.constant() != 0)
       return nullptr;
-    int64_t repeat = heads.constant() / groups.constant();
-    auto repeated = [&](Value *x) {
-      if (repeat == 1)
-        return x;
-      std::vector<SymExpr> grouped = {x->type.sizes[0], groups, SymExpr(repeat),
-                                      x->type.sizes[2], x->type.sizes[3]};
-      Value *wide = emit("expand", {emit("unsqueeze", {x}, {{"dim", int64_t(2)}})->tensor},
-                         {{"shape", grouped}})->tensor;
-      std::vector<SymExpr> flat = {x->type.sizes[0], heads, x->type.sizes[2],
-                                   x->type.sizes[3]};
-      return emit("reshape", {wide}, {{"shape", flat}})->tensor;
-    };
-    key = repeated(key);
-    value = repeated(value);
+    repeat = heads.constant() / groups.constant();
+  }
+  VarPtr maskArg = argumentOf(args, keywords, 3, "attn_mask");
+  Value *mask = nullptr;
+  if (!isNone(maskArg)) {
+    if (maskArg->kind != Var::Kind::Tensor || causal ||
+        !(isFloating(maskArg->tensor->type.dtype) ||
+          maskArg->tensor->type.dtype == DType::Bool))
+      return nullptr;
+    mask = maskArg->tensor;
+  }
+  // A learned bias (T5's relative positions) needs the scores' gradient,
+  // which the flash kernel does not give: attention in graph ops then, as
+  // eager's math path computes it.
+  bool learnedBias = mask && inputs.requiresGrad(mask);
+  if (learnedBias && (mask->type.dtype == DType::Bool ||
+                      (!scale && !query->type.sizes[3].isConstant())))
+    return nullptr;
+
+  // Everything checked: emit. Grouped heads (llama's key/value heads): each
+  // key and value head repeated for its group of query heads, as eager's
+  // math path does; the repeat's gradient sums the group back.
+  auto repeated = [&](Value *x) {
+    if (repeat == 1)
+      return x;
+    std::vector<SymExpr> grouped = {x->type.sizes[0], groups, SymExpr(repeat),
+                                    x->type.sizes[2], x->type.sizes[3]};
+    Value *wide =
+        emit("expand",
+             {emit("unsqueeze", {x}, {{"dim", int64_t(2)}})->tensor},
+             {{"shape", grouped}})
+            ->tensor;
+    std::vector<SymExpr> flat = {x->type.sizes[0], heads, x->type.sizes[2],
+                                 x->type.sizes[3]};
+    return emit("reshape", {wide}, {{"shape", flat}})->tensor;
+  };
+  key = repeated(key);
+  value = repeated(value);
+  if (learnedBias) {
+    double factor = scale ? *scale
+                          : 1.0 / std::sqrt(double(
+                                      query->type.sizes[3].constant()));
+    Value *keysT = emit("transpose", {key},
+                        {{"dim0", int64_t(2)}, {"dim1", int64_t(3)}})
+                       ->tensor;
+    Value *scores = emit("matmul", {query, keysT})->tensor;
+    scores = emit("mul", {scores, Scalar::ofFloat(factor)})->tensor;
+    scores = emit("add", {scores, mask})->tensor;
+    Value *weights =
+        emit("softmax", {scores}, {{"dim", int64_t(-1)}})->tensor;
+    return emit("matmul", {weights, value});
   }
   std::map<std::string, Attribute> attributes = {{"is_causal", causal},
-                                                 {"has_mask", false}};
+                                                 {"has_mask", mask != nullptr}};
   if (scale)
     attributes["scale"] = *scale;
   std::vector<Operand> operands = {query, key, value};
-  VarPtr maskArg = argumentOf(args, keywords, 3, "attn_mask");
-  if (!isNone(maskArg)) {
-    if (maskArg->kind != Var::Kind::Tensor || causal)
-      return nullptr;
-    Value *mask = maskArg->tensor;
-    if (inputs.requiresGrad(mask) && isFloating(mask->type.dtype)) {
-      // A learned bias (T5's relative positions) needs the scores'
-      // gradient, which the flash kernel does not give: attention in graph
-      // ops, as eager's math path computes it.
-      double factor =
-          scale ? *scale
-                : 1.0 / std::sqrt(double(query->type.sizes[3].isConstant()
-                                             ? query->type.sizes[3].constant()
-                                             : 0));
-      if (!scale && !query->type.sizes[3].isConstant())
-        return nullptr;
-      Value *keysT = emit("transpose", {key}, {{"dim0", int64_t(2)}, {"dim1", int64_t(3)}})->tensor;
-      Value *scores = emit("matmul", {query, keysT})->tensor;
-      scores = emit("mul", {scores, Scalar::ofFloat(factor)})->tensor;
-      scores = emit("add", {scores, mask})->tensor;
-      Value *weights = emit("softmax", {scores}, {{"dim", int64_t(-1)}})->tensor;
-      return emit("matmul", {weights, value});
-    }
+  if (mask) {
     if (mask->type.dtype == DType::Bool) // eager's conversion: -inf where false
       mask = emit("where", {mask, Scalar::ofFloat(0),
                             Scalar::ofFloat(-INFINITY)})->tensor;
-    if (!isFloating(mask->type.dtype))
-      return nullptr;
     if (mask->type.dtype != dtype)
       mask = emit("cast", {mask}, {{"dtype", dtype}})->tensor;
     operands.push_back(mask);
-    attributes["has_mask"] = true;
   }
   try {
     return emit("sdpa_flash", operands, attributes)->items[0];
