@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything Dynafuse needs, idempotently (a fast no-op when present):
-# Debian packages (LLVM 16, lit/FileCheck, GoogleTest and LLVM's static link
+# Debian packages (LLVM 16, MLIR 16, lit/FileCheck, GoogleTest and LLVM's static link
 # dependencies), a virtual environment (.venv, or $DYNAFUSE_VENV) with torch
 # 2.14.1, torchvision 0.29.1, pytest, lit, expecttest (which PyTorch's OpInfo
 # test samples import), matplotlib (benchmark charts) and transformers 5.24
@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${DYNAFUSE_VENV:-$root/.venv}
 
-debian_packages=(llvm-16-dev llvm-16-tools googletest libgtest-dev libzstd-dev
+debian_packages=(llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools googletest libgtest-dev libzstd-dev
   zlib1g-dev libtinfo-dev libxml2-dev libz3-dev g++ python3-venv)
 missing=()
 for package in "${debian_packages[@]}"; do

@@ -46,8 +46,8 @@ std::unique_ptr<Backend> createBackend(const std::string &name) {
 }
 
 const std::vector<std::string> &backendChoices() {
-  static const std::vector<std::string> choices = {"auto", "cpu", "llvm",
-                                                   "interp", "cuda"};
+  static const std::vector<std::string> choices = {"auto",   "cpu",  "llvm",
+                                                   "interp", "cuda", "mlir"};
   return choices;
 }
 

@@ -61,8 +61,11 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="auto", mode=N
     backend: Dynafuse's code generator: "auto" (by device, per call:
     "cuda" when a tensor argument is on a CUDA device, else "cpu"; with no
     tensor argument a module's first parameter or buffer decides), "cpu"
-    (LLVM when built, else the interpreter), "llvm", "interp", "cuda"
-    (NVRTC-compiled kernels on cuda:0, on torch's current stream). A graph
+    (LLVM when built, else the interpreter), "llvm", "interp", "mlir"
+    (kernels exported to MLIR and compiled by MLIR's own passes and
+    ExecutionEngine: an independent check of the LLVM backend, slower to
+    compile), "cuda" (NVRTC-compiled kernels on cuda:0, on torch's current
+    stream). A graph
     whose tensors are on another device than the backend runs eagerly,
     with the reason logged.
     mode: torch.compile's names ("default", "reduce-overhead",

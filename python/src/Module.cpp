@@ -24,6 +24,9 @@
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
 #endif
+#ifdef DYNAFUSE_HAVE_MLIR
+#include "dynafuse/Codegen/MLIR/MLIRBackend.h"
+#endif
 #ifdef DYNAFUSE_HAVE_CUDA
 #include "dynafuse/Codegen/CUDA/CUDABackend.h"
 #endif
@@ -409,6 +412,9 @@ PyMODINIT_FUNC PyInit__C() {
   registerBuiltinBackends();
 #ifdef DYNAFUSE_HAVE_LLVM
   registerLLVMBackend();
+#endif
+#ifdef DYNAFUSE_HAVE_MLIR
+  registerMLIRBackend();
 #endif
 #ifdef DYNAFUSE_HAVE_CUDA
   registerCUDABackend();

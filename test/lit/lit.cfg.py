@@ -13,6 +13,11 @@ config.substitutions.append(("FileCheck", config.filecheck + " --enable-var-scop
 config.substitutions.append(("not ", config.not_tool + " "))
 if config.llvm_enabled:
     config.available_features.add("llvm")
+# "mlir": the MLIR export and backend are built (--emit=mlir); MLIR's own
+# mlir-opt (mlir-16-tools) verifies what it prints.
+if config.mlir_enabled:
+    config.available_features.add("mlir")
+    config.substitutions.append(("mlir-opt", config.mlir_opt))
 # "cuda": the CUDA backend is built (--emit=cuda, --emit=ptx through NVRTC).
 if config.cuda_enabled:
     config.available_features.add("cuda")

@@ -74,12 +74,18 @@ def randomize_batch_norm(model):
 # Per-OpInfo coverage, filled by test_opinfo.py: name -> {outcome: count};
 # printed at the end of the session.
 OPINFO_COVERAGE = {}
+# The differential run of the OpInfo samples (test_opinfo.py): backends ->
+# how many samples compiled with every one of them and agreed.
+OPINFO_DIFFERENTIAL = {}
 
 
 def pytest_terminal_summary(terminalreporter):
+    write = terminalreporter.write_line
+    for backends, count in sorted(OPINFO_DIFFERENTIAL.items()):
+        terminalreporter.section("OpInfo differential")
+        write(f"{count} OpInfo samples compiled by {', '.join(backends)} and agreed")
     if not OPINFO_COVERAGE:
         return
-    write = terminalreporter.write_line
     terminalreporter.section("OpInfo coverage (samples per outcome)")
     columns = ("compiled", "eager", "rejected", "failed")
     write(f"{'op':<44}" + "".join(f"{c:>10}" for c in columns))

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import dynafuse
-from conftest import OPINFO_COVERAGE, assert_outputs_close
+from conftest import OPINFO_COVERAGE, OPINFO_DIFFERENTIAL, assert_outputs_close
 
 common = pytest.importorskip("torch.testing._internal.common_methods_invocations")
 
@@ -113,3 +113,44 @@ def test_opinfo_sample_matches_eager(name, sample):
     assert_outputs_close(actual, expected, what, rtol=1e-4, atol=1e-5)
     coverage["failed"] -= 1
     coverage["compiled" if graphs and not stats["graph_breaks"] else "eager"] += 1
+
+
+# Differential testing: the reference interpreter, the LLVM backend and the
+# MLIR backend (an independent compiler from loop IR; docs/ir-reference.md)
+# compile each sample; every backend must take the same path and agree with
+# the interpreter closely and with eager.
+DIFFERENTIAL_BACKENDS = tuple(b for b in ("interp", "llvm", "mlir")
+                              if b in dynafuse._C.backends())
+
+
+@pytest.mark.skipif(len(DIFFERENTIAL_BACKENDS) < 3, reason="needs LLVM and MLIR")
+@pytest.mark.parametrize("name,sample", CASES)
+def test_opinfo_sample_agrees_across_backends(name, sample):
+    args, kwargs, op = sample.args, sample.kwargs, OPINFOS[name].op
+
+    def fn(x):
+        return op(x, *args, **kwargs)
+
+    what = f"{name}: {sample}"
+    try:
+        with torch.no_grad():
+            expected = fn(sample.input)
+    except Exception:  # noqa: BLE001 - eager rejects the sample too
+        return
+    results, compiled = {}, {}
+    for backend in DIFFERENTIAL_BACKENDS:
+        dynafuse.reset()
+        with torch.no_grad():
+            results[backend] = dynafuse.compile(fn, backend=backend)(sample.input)
+        stats = dynafuse.stats()
+        assert not stats["compile_failures"], (what, backend, stats)
+        compiled[backend] = len(dynafuse.compiled_graphs()) > 0 and not stats["graph_breaks"]
+    assert len(set(compiled.values())) == 1, (what, "backends took different paths", compiled)
+    for backend, result in results.items():
+        assert_outputs_close(result, expected, f"{what} [{backend} vs eager]",
+                             rtol=1e-4, atol=1e-5)
+        assert_outputs_close(result, results["interp"], f"{what} [{backend} vs interp]",
+                             rtol=1e-5, atol=1e-6)
+    if compiled["interp"]:
+        OPINFO_DIFFERENTIAL[DIFFERENTIAL_BACKENDS] = \
+            OPINFO_DIFFERENTIAL.get(DIFFERENTIAL_BACKENDS, 0) + 1

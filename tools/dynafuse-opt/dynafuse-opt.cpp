@@ -1,7 +1,7 @@
 //===- dynafuse-opt.cpp - Read, transform and print any IR stage ----------===//
 //
 // dynafuse-opt FILE [--passes=NAME,...]
-//              [--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx]
+//              [--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx|mlir|mlir-llvm]
 //              [--print-ir-after-all] [--split-input-file]
 //              [--grad-inputs=NAME,...]
 //
@@ -22,6 +22,9 @@
 // reuse-reduction-elements, plan-memory); a section is the input of the
 // next pass. --emit=cuda prints the CUDA C of the kernels,
 // --emit=ptx the PTX NVRTC makes of it (compute_90; builds with the CUDA
+// backend). --emit=mlir prints the kernels as MLIR in upstream dialects
+// (func, scf, memref, arith, math; verified), --emit=mlir-llvm the same
+// after MLIR's own lowering to the LLVM dialect (builds with the MLIR
 // backend). `--passes=...,autodiff` (last, with --emit=graph or loop)
 // differentiates the graph with respect to --grad-inputs (names without
 // %; default: every floating input) and prints the forward graph, the
@@ -42,6 +45,9 @@
 
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
+#endif
+#ifdef DYNAFUSE_HAVE_MLIR
+#include "dynafuse/Codegen/MLIR/MLIRBackend.h"
 #endif
 #ifdef DYNAFUSE_HAVE_CUDA
 #include "dynafuse/Codegen/CUDA/CUDABackend.h"
@@ -72,7 +78,7 @@ struct Options {
 [[noreturn]] void usage(const std::string &problem) {
   std::cerr << "dynafuse-opt: " << problem << "\n"
             << "usage: dynafuse-opt FILE [--passes=p1,p2] "
-               "[--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx] "
+               "[--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx|mlir|mlir-llvm] "
                "[--print-ir-after-all] "
                "[--split-input-file]\n";
   std::exit(2);
@@ -107,8 +113,8 @@ Options parseOptions(int argc, char **argv) {
     else
       options.input = arg;
   }
-  const std::string stages[] = {"",         "graph", "loop", "llvm",
-                                "llvm-opt", "asm",   "cuda", "ptx"};
+  const std::string stages[] = {"",    "graph", "loop", "llvm", "llvm-opt",
+                                "asm", "cuda",  "ptx",  "mlir", "mlir-llvm"};
   if (std::find(std::begin(stages), std::end(stages), options.emit) ==
       std::end(stages))
     usage("unknown --emit stage '" + options.emit + "'");
@@ -164,6 +170,13 @@ std::string emitFromLoop(const LoopModule &module, const std::string &emit,
                          const CodegenOptions &codegen) {
   if (emit.empty() || emit == "loop")
     return printLoopModule(module);
+  if (emit == "mlir" || emit == "mlir-llvm") {
+#ifdef DYNAFUSE_HAVE_MLIR
+    return emit == "mlir" ? exportMLIR(module) : lowerMLIRToLLVMDialect(module);
+#else
+    fail("--emit=" + emit + " needs a build with the MLIR backend");
+#endif
+  }
   if (emit == "cuda" || emit == "ptx") {
 #ifdef DYNAFUSE_HAVE_CUDA
     std::string source = emitCUDA(module);

@@ -33,6 +33,9 @@
 #ifdef DYNAFUSE_HAVE_LLVM
 #include "dynafuse/Codegen/LLVM/LLVMBackend.h"
 #endif
+#ifdef DYNAFUSE_HAVE_MLIR
+#include "dynafuse/Codegen/MLIR/MLIRBackend.h"
+#endif
 #ifdef DYNAFUSE_HAVE_CUDA
 #include "dynafuse/Codegen/CUDA/CUDABackend.h"
 #endif
@@ -291,6 +294,9 @@ int run(const Options &options) {
   registerBuiltinBackends();
 #ifdef DYNAFUSE_HAVE_LLVM
   registerLLVMBackend();
+#endif
+#ifdef DYNAFUSE_HAVE_MLIR
+  registerMLIRBackend();
 #endif
 #ifdef DYNAFUSE_HAVE_CUDA
   registerCUDABackend();

@@ -79,7 +79,7 @@ void registerBackend(const std::string &name, BackendFactory factory);
 std::unique_ptr<Backend> createBackend(const std::string &name);
 std::vector<std::string> backendNames();
 
-/// What a user may ask for: "auto", "cpu", "llvm", "interp", "cuda".
+/// What a user may ask for: "auto", "cpu", "llvm", "interp", "cuda", "mlir".
 const std::vector<std::string> &backendChoices();
 
 /// Backend resolution, the one place it happens. `requested` is one of

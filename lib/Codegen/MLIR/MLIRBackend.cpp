@@ -1,0 +1,183 @@
+//===- MLIRBackend.cpp - The MLIR implementation of Backend --------------===//
+//
+// compile(): loop IR -> exported MLIR (verified) -> MLIR's lowering to the
+// LLVM dialect -> ExecutionEngine (LLVM O2 for the host CPU) -> one
+// KernelExecutable per kernel calling the packed wrapper of its C
+// interface. Optional dumps: <dumpDir>/<dumpName>.mlir (the export) and
+// <dumpName>.llvm.mlir (after lowering).
+//
+// Calling convention: `_mlir_ciface_K(desc0*, desc1*, ..., s0, s1, ...)`,
+// each memref descriptor {allocated, aligned, offset, sizes[r],
+// strides[r]} built per call from the kernel ABI's buffer address and the
+// parameter type's sizes and strides evaluated with the call's symbols.
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Codegen/MLIR/MLIRBackend.h"
+
+#include "MLIRCodegen.h"
+
+#include "dynafuse/Support/Error.h"
+#include "dynafuse/Support/IndexErrors.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace dynafuse {
+namespace {
+
+using namespace mlircg;
+
+std::string errorText(llvm::Error error) {
+  std::string text;
+  llvm::handleAllErrors(std::move(error), [&](const llvm::ErrorInfoBase &info) {
+    text += info.message();
+  });
+  return text;
+}
+
+void writeDump(const std::string &dir, const std::string &fileName,
+               const std::string &text) {
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  std::string path = (std::filesystem::path(dir) / fileName).string();
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file)
+    fail("MLIR backend: cannot write " + path);
+}
+
+class MLIRKernel : public KernelExecutable {
+public:
+  using Packed = void (*)(void **);
+
+  MLIRKernel(std::shared_ptr<mlir::ExecutionEngine> engine, Packed entry,
+             const Kernel &kernel)
+      : engine(std::move(engine)), entry(entry), symbolNames(kernel.symbols) {
+    for (const LoopBuffer &param : kernel.params) {
+      sizes.push_back(param.type.sizes);
+      strides.push_back(param.type.effectiveStrides());
+    }
+  }
+
+  void run(char *const *buffers, const int64_t *symbols) const override {
+    std::map<std::string, int64_t> bindings;
+    for (size_t j = 0; j < symbolNames.size(); ++j)
+      bindings[symbolNames[j]] = symbols[j];
+    size_t count = sizes.size();
+    std::vector<std::vector<int64_t>> descriptors(count);
+    std::vector<void *> descriptorAddresses(count);
+    std::vector<int64_t> symbolValues(symbols, symbols + symbolNames.size());
+    std::vector<void *> arguments;
+    for (size_t i = 0; i < count; ++i) {
+      std::vector<int64_t> &words = descriptors[i];
+      int64_t base = int64_t(reinterpret_cast<intptr_t>(buffers[i]));
+      words = {base, base, 0};
+      for (const SymExpr &size : sizes[i])
+        words.push_back(size.evaluate(bindings));
+      for (const SymExpr &stride : strides[i])
+        words.push_back(stride.evaluate(bindings));
+      descriptorAddresses[i] = words.data();
+      arguments.push_back(&descriptorAddresses[i]);
+    }
+    for (int64_t &value : symbolValues)
+      arguments.push_back(&value);
+    entry(arguments.data());
+  }
+
+private:
+  std::shared_ptr<mlir::ExecutionEngine> engine;
+  Packed entry;
+  std::vector<std::string> symbolNames;
+  std::vector<std::vector<SymExpr>> sizes, strides;
+};
+
+class MLIRBackend : public Backend {
+public:
+  std::string name() const override { return "mlir"; }
+
+  std::vector<std::unique_ptr<KernelExecutable>>
+  compile(const LoopModule &module, const CompileOptions &options) override {
+    std::unique_ptr<mlir::MLIRContext> context = createContext();
+    mlir::OwningOpRef<mlir::ModuleOp> exported =
+        exportLoopModule(module, *context);
+    if (!options.dumpDir.empty())
+      writeDump(options.dumpDir, options.dumpName + ".mlir",
+                printOperation(*exported));
+    lowerToLLVMDialect(*exported);
+    if (!options.dumpDir.empty())
+      writeDump(options.dumpDir, options.dumpName + ".llvm.mlir",
+                printOperation(*exported));
+    if (module.kernels.empty())
+      return {};
+
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!machineBuilder)
+      fail("MLIR backend: " + errorText(machineBuilder.takeError()));
+    auto machine = machineBuilder->createTargetMachine();
+    if (!machine)
+      fail("MLIR backend: " + errorText(machine.takeError()));
+    auto optimize = mlir::makeOptimizingTransformer(2, 0, machine->get());
+    mlir::ExecutionEngineOptions engineOptions;
+    engineOptions.transformer = optimize;
+    engineOptions.jitCodeGenOptLevel = llvm::CodeGenOpt::Default;
+    engineOptions.enableGDBNotificationListener = false;
+    engineOptions.enablePerfNotificationListener = false;
+    auto created = mlir::ExecutionEngine::create(*exported, engineOptions);
+    if (!created)
+      fail("MLIR backend: " + errorText(created.takeError()));
+    std::shared_ptr<mlir::ExecutionEngine> engine = std::move(*created);
+    engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+      llvm::orc::SymbolMap symbols;
+      symbols[interner("dynafuse_index_error")] = llvm::JITEvaluatedSymbol(
+          llvm::pointerToJITTargetAddress(&dynafuse_index_error),
+          llvm::JITSymbolFlags::Exported);
+      return symbols;
+    });
+
+    std::vector<std::unique_ptr<KernelExecutable>> kernels;
+    for (const Kernel &kernel : module.kernels) {
+      auto entry = engine->lookupPacked(cInterfaceName(kernel));
+      if (!entry)
+        fail("MLIR backend: kernel @" + kernel.name + ": " +
+             errorText(entry.takeError()));
+      kernels.push_back(std::make_unique<MLIRKernel>(engine, *entry, kernel));
+    }
+    return kernels;
+  }
+};
+
+} // namespace
+
+std::string exportMLIR(const LoopModule &module) {
+  std::unique_ptr<mlir::MLIRContext> context = createContext();
+  mlir::OwningOpRef<mlir::ModuleOp> exported =
+      exportLoopModule(module, *context);
+  return printOperation(*exported);
+}
+
+std::string lowerMLIRToLLVMDialect(const LoopModule &module) {
+  std::unique_ptr<mlir::MLIRContext> context = createContext();
+  mlir::OwningOpRef<mlir::ModuleOp> exported =
+      exportLoopModule(module, *context);
+  lowerToLLVMDialect(*exported);
+  return printOperation(*exported);
+}
+
+std::unique_ptr<Backend> createMLIRBackend() {
+  return std::make_unique<MLIRBackend>();
+}
+
+void registerMLIRBackend() {
+  registerBackend("mlir", [] { return createMLIRBackend(); });
+}
+
+} // namespace dynafuse

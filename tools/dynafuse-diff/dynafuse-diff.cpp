@@ -1,0 +1,507 @@
+//===- dynafuse-diff.cpp - Differential testing of the CPU backends -------===//
+//
+// dynafuse-diff FILE... [--backends=interp,llvm,mlir] [--seed=N]
+//               [--sizes=s0=7,...] [--rtol=1e-4] [--atol=1e-5]
+//               [--replay-dir=DIR] [--mlir-opt=PATH]
+//
+// Every "// -----" chunk of every FILE (.graph lowered as the compiler
+// does, .loop read as is) has each kernel run by every backend on the same
+// random inputs: each parameter gets storage of its own, filled from a
+// generator seeded by --seed and the kernel's name; symbols default to 7.
+// After the run every parameter is compared element by element with the
+// first backend's (floats within rtol/atol, NaN equal to NaN, integers
+// exactly), and so is whether an index error was reported. With MLIR built,
+// each module's export is also checked by MLIR's verifier in process and,
+// with --mlir-opt, by that tool reading the printed text.
+//
+// A disagreement prints "FAIL FILE#CHUNK @KERNEL: ..." and, with
+// --replay-dir, writes DIR/NAME.@KERNEL.loop: the kernel alone, with a
+// comment saying which backends disagreed and the command that replays it
+// (the same seed and sizes give the same inputs). A chunk that does not
+// parse or lower (the corpus's invalid-input tests) is a SKIP; a backend
+// that cannot compile a kernel the interpreter runs is an ERROR. The last
+// line counts modules, kernels and outcomes; the exit status is 1 when
+// anything failed.
+//
+//===----------------------------------------------------------------------===//
+#include "ToolInput.h"
+#include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Loop/LoopText.h"
+#include "dynafuse/Loop/ScalarSemantics.h"
+#include "dynafuse/Runtime/CompileGraph.h"
+#include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Support/Error.h"
+#include "dynafuse/Support/IndexErrors.h"
+#include "dynafuse/Support/Options.h"
+
+#ifdef DYNAFUSE_HAVE_LLVM
+#include "dynafuse/Codegen/LLVM/LLVMBackend.h"
+#endif
+#ifdef DYNAFUSE_HAVE_MLIR
+#include "dynafuse/Codegen/MLIR/MLIRBackend.h"
+#endif
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include <unistd.h>
+
+using namespace dynafuse;
+
+namespace {
+
+struct DiffOptions {
+  std::vector<std::string> inputs;
+  std::vector<std::string> backends;
+  unsigned seed = 1;
+  std::map<std::string, int64_t> sizes;
+  double rtol = 1e-4, atol = 1e-5;
+  std::string replayDir;
+  std::string mlirOpt;
+};
+
+struct Tally {
+  int modules = 0, kernels = 0, passed = 0, failed = 0, errors = 0,
+      skipped = 0, skippedKernels = 0, exportsVerified = 0;
+};
+
+[[noreturn]] void usage(const std::string &problem) {
+  std::cerr << "dynafuse-diff: " << problem << "\n"
+            << "usage: dynafuse-diff FILE... [--backends=a,b,c] [--seed=N] "
+               "[--sizes=s0=7,...] [--rtol=X] [--atol=X] [--replay-dir=DIR] "
+               "[--mlir-opt=PATH]\n";
+  std::exit(2);
+}
+
+std::vector<std::string> splitList(const std::string &text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty())
+      items.push_back(item);
+  return items;
+}
+
+DiffOptions parseOptions(int argc, char **argv) {
+  DiffOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char *prefix) { return arg.substr(strlen(prefix)); };
+    if (arg.rfind("--backends=", 0) == 0)
+      options.backends = splitList(value("--backends="));
+    else if (arg.rfind("--seed=", 0) == 0)
+      options.seed = unsigned(std::stoul(value("--seed=")));
+    else if (arg.rfind("--rtol=", 0) == 0)
+      options.rtol = std::stod(value("--rtol="));
+    else if (arg.rfind("--atol=", 0) == 0)
+      options.atol = std::stod(value("--atol="));
+    else if (arg.rfind("--replay-dir=", 0) == 0)
+      options.replayDir = value("--replay-dir=");
+    else if (arg.rfind("--mlir-opt=", 0) == 0)
+      options.mlirOpt = value("--mlir-opt=");
+    else if (arg.rfind("--sizes=", 0) == 0) {
+      for (const std::string &item : splitList(value("--sizes="))) {
+        size_t equals = item.find('=');
+        if (equals == std::string::npos)
+          usage("bad --sizes entry '" + item + "'");
+        options.sizes[item.substr(0, equals)] =
+            std::stoll(item.substr(equals + 1));
+      }
+    } else if (arg.rfind("--", 0) == 0)
+      usage("unknown option '" + arg + "'");
+    else
+      options.inputs.push_back(arg);
+  }
+  if (options.inputs.empty())
+    usage("no input file");
+  if (options.backends.empty()) {
+    options.backends = {"interp"};
+#ifdef DYNAFUSE_HAVE_LLVM
+    options.backends.push_back("llvm");
+#endif
+#ifdef DYNAFUSE_HAVE_MLIR
+    options.backends.push_back("mlir");
+#endif
+  }
+  if (options.backends.size() < 2)
+    usage("--backends needs at least two backends to compare");
+  return options;
+}
+
+/// The loop module a chunk holds; nullopt (with the reason) when it does
+/// not parse or lower.
+std::optional<LoopModule> readModule(const std::string &text,
+                                     const std::string &path,
+                                     std::string &reason) {
+  try {
+    std::string keyword = tools::firstKeyword(text);
+    if (keyword == "graph")
+      return std::move(
+          compileGraph(*parseGraph(text, path), GraphCompileOptions())
+              .loopModule);
+    if (keyword != "module" && keyword != "kernel") {
+      reason = "no graph, module or kernel";
+      return std::nullopt;
+    }
+    return parseLoopModule(text, path);
+  } catch (const Error &error) {
+    reason = error.what();
+    return std::nullopt;
+  }
+}
+
+/// Whether every unmasked access with direct indices provably stays inside
+/// its parameter for these sizes (IR tests may index past a buffer: a
+/// kernel that can is skipped, as running it would corrupt memory). Masked
+/// loads are trusted to their mask; indirect dimensions are checked at run
+/// time by every backend.
+bool accessesStayInBounds(const Kernel &kernel,
+                          const std::map<std::string, int64_t> &bindings,
+                          std::string &reason) {
+  std::map<std::string, SymExpr> constants;
+  for (const auto &[name, value] : bindings)
+    constants[name] = SymExpr(value);
+  SymRanges ranges;
+  std::function<bool(const std::vector<Stmt> &)> walk =
+      [&](const std::vector<Stmt> &block) -> bool {
+    for (const Stmt &stmt : block) {
+      if (stmt.kind == Stmt::Kind::For) {
+        ranges[stmt.var] = stmt.extent.substitute(constants).evaluate({});
+        if (ranges[stmt.var] <= 0)
+          continue; // The body never runs.
+        if (!walk(stmt.body))
+          return false;
+        continue;
+      }
+      if (stmt.kind == Stmt::Kind::Reduce) {
+        bool empty = false;
+        for (size_t k = 0; k < stmt.vars.size(); ++k) {
+          ranges[stmt.vars[k]] = stmt.extents[k].substitute(constants).evaluate({});
+          empty = empty || ranges[stmt.vars[k]] <= 0;
+        }
+        if (!empty && !walk(stmt.body))
+          return false;
+        continue;
+      }
+      const Instr &instr = kernel.instrs[stmt.instr];
+      bool access = instr.op == ScalarOp::Store ||
+                    (instr.op == ScalarOp::Load && instr.args.empty());
+      if (!access)
+        continue;
+      const LoopBuffer &param = kernel.params[instr.buffer];
+      for (size_t d = 0; d < instr.index.size(); ++d) {
+        if (isIndirectIndex(instr.index[d]))
+          continue;
+        int64_t size = param.type.sizes[d].substitute(constants).evaluate({});
+        int64_t lo = 0, hi = 0;
+        bool known = symRange(instr.index[d].substitute(constants), ranges, lo, hi);
+        if (known && lo > hi)
+          break; // An enclosing loop is empty: the access never runs.
+        if (!known || lo < 0 || hi >= size) {
+          reason = "%" + param.name + " dim " + std::to_string(d) +
+                   " index " + instr.index[d].str() + " may leave [0, " +
+                   std::to_string(size) + ")";
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  return walk(kernel.body);
+}
+
+/// One parameter's storage: every element its strides reach, plus one byte.
+struct ParamStorage {
+  std::vector<int64_t> sizes, strides;
+  std::vector<char> bytes;
+};
+
+int64_t elementSpan(const std::vector<int64_t> &sizes,
+                    const std::vector<int64_t> &strides) {
+  int64_t span = 1;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] == 0)
+      return 0;
+    span += (sizes[k] - 1) * strides[k];
+  }
+  return span;
+}
+
+std::vector<ParamStorage> randomParams(const Kernel &kernel,
+                                       const std::map<std::string, int64_t> &bindings,
+                                       unsigned seed) {
+  std::mt19937 rng(seed ^ unsigned(std::hash<std::string>()(kernel.name)));
+  std::vector<ParamStorage> params;
+  for (const LoopBuffer &param : kernel.params) {
+    ParamStorage storage;
+    storage.sizes = evaluateAll(param.type.sizes, bindings);
+    storage.strides = evaluateAll(param.type.effectiveStrides(), bindings);
+    int64_t count = elementSpan(storage.sizes, storage.strides);
+    storage.bytes.assign(size_t(count) * dtypeSize(param.type.dtype) + 1, 0);
+    fillRandomElements(param.type.dtype, storage.bytes.data(), count, rng);
+    params.push_back(std::move(storage));
+  }
+  return params;
+}
+
+bool close(DType type, ScalarValue want, ScalarValue got,
+           const DiffOptions &options) {
+  if (!isFloating(type))
+    return want.i == got.i;
+  if (std::isnan(want.f) || std::isnan(got.f))
+    return std::isnan(want.f) && std::isnan(got.f);
+  if (want.f == got.f)
+    return true;
+  double rtol = type == DType::F32 || type == DType::F64 ? options.rtol : 1e-2;
+  return std::fabs(want.f - got.f) <= options.atol + rtol * std::fabs(want.f);
+}
+
+std::string valueText(DType type, ScalarValue value) {
+  if (!isFloating(type))
+    return std::to_string(value.i);
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", value.f);
+  return text;
+}
+
+/// "" when the two runs agree, else what differs first.
+std::string compareRuns(const Kernel &kernel,
+                        const std::vector<ParamStorage> &want,
+                        const std::vector<ParamStorage> &got,
+                        const DiffOptions &options) {
+  for (size_t p = 0; p < kernel.params.size(); ++p) {
+    DType type = kernel.params[p].type.dtype;
+    size_t width = dtypeSize(type);
+    size_t count = (want[p].bytes.size() - 1) / width;
+    for (size_t k = 0; k < count; ++k) {
+      ScalarValue a = loadElement(type, want[p].bytes.data() + k * width);
+      ScalarValue b = loadElement(type, got[p].bytes.data() + k * width);
+      if (!close(type, a, b, options))
+        return "%" + kernel.params[p].name + " element " + std::to_string(k) +
+               ": " + valueText(type, a) + " vs " + valueText(type, b);
+    }
+  }
+  return "";
+}
+
+std::string joined(const std::vector<std::string> &items) {
+  std::string text;
+  for (const std::string &item : items)
+    text += (text.empty() ? "" : ",") + item;
+  return text;
+}
+
+void writeReplay(const Kernel &kernel, const std::string &where,
+                 const std::string &message, const DiffOptions &options,
+                 const std::map<std::string, int64_t> &bindings) {
+  std::filesystem::create_directories(options.replayDir);
+  std::string stem = std::filesystem::path(where).filename().string();
+  for (char &c : stem)
+    if (c == '#')
+      c = '.';
+  std::string path =
+      (std::filesystem::path(options.replayDir) / (stem + ".@" + kernel.name + ".loop"))
+          .string();
+  LoopModule alone;
+  alone.kernels.push_back(kernel);
+  std::string sizes;
+  for (const auto &[name, value] : bindings)
+    sizes += (sizes.empty() ? "" : ",") + name + "=" + std::to_string(value);
+  std::ofstream file(path);
+  file << "// dynafuse-diff replay: kernel @" << kernel.name << " of " << where
+       << "\n// " << message << "\n// Replay: dynafuse-diff " << path
+       << " --backends=" << joined(options.backends)
+       << " --seed=" << options.seed
+       << (sizes.empty() ? "" : " --sizes=" + sizes) << "\n"
+       << printLoopModule(alone);
+  std::cout << "  replay: " << path << "\n";
+}
+
+#ifdef DYNAFUSE_HAVE_MLIR
+/// The export, read back by mlir-opt; "" when it verifies.
+std::string verifyWithMlirOpt(const LoopModule &module,
+                              const DiffOptions &options) {
+  std::filesystem::path temp =
+      std::filesystem::temp_directory_path() /
+      ("dynafuse-diff-" + std::to_string(::getpid()) + ".mlir");
+  {
+    std::ofstream file(temp);
+    file << exportMLIR(module);
+  }
+  std::string command = options.mlirOpt + " " + temp.string() +
+                        " -o /dev/null 2>&1";
+  std::string output;
+  if (FILE *pipe = ::popen(command.c_str(), "r")) {
+    char buffer[512];
+    while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe))
+      output.append(buffer, n);
+    int status = ::pclose(pipe);
+    std::filesystem::remove(temp);
+    if (status != 0)
+      return output.empty() ? "mlir-opt failed" : output;
+    return "";
+  }
+  std::filesystem::remove(temp);
+  return "cannot run " + options.mlirOpt;
+}
+#endif
+
+void diffModule(const LoopModule &module, const std::string &where,
+                const DiffOptions &options, Tally &tally) {
+  ++tally.modules;
+#ifdef DYNAFUSE_HAVE_MLIR
+  // exportMLIR runs MLIR's verifier and throws when it fails.
+  try {
+    exportMLIR(module);
+    if (!options.mlirOpt.empty()) {
+      std::string problem = verifyWithMlirOpt(module, options);
+      if (!problem.empty()) {
+        std::cout << "FAIL " << where << ": mlir-opt rejects the export:\n"
+                  << problem;
+        ++tally.failed;
+        return;
+      }
+    }
+    ++tally.exportsVerified;
+  } catch (const Error &error) {
+    std::cout << "FAIL " << where << ": " << error.what() << "\n";
+    ++tally.failed;
+    return;
+  }
+#endif
+  // Every backend compiles the whole module once.
+  std::vector<std::vector<std::unique_ptr<KernelExecutable>>> compiled;
+  for (const std::string &name : options.backends) {
+    try {
+      compiled.push_back(createBackend(name)->compile(module, CompileOptions()));
+    } catch (const Error &error) {
+      std::cout << "ERROR " << where << ": backend " << name << ": "
+                << error.what() << "\n";
+      ++tally.errors;
+      return;
+    }
+  }
+  int agreed = 0, skippedHere = 0;
+  for (size_t k = 0; k < module.kernels.size(); ++k) {
+    const Kernel &kernel = module.kernels[k];
+    std::map<std::string, int64_t> bindings;
+    for (const std::string &symbol : kernel.symbols) {
+      auto given = options.sizes.find(symbol);
+      bindings[symbol] = given != options.sizes.end() ? given->second : 7;
+    }
+    std::vector<int64_t> symbols;
+    for (const std::string &symbol : kernel.symbols)
+      symbols.push_back(bindings[symbol]);
+    std::string unsafe;
+    if (!accessesStayInBounds(kernel, bindings, unsafe)) {
+      std::cout << "SKIP " << where << " @" << kernel.name << ": " << unsafe
+                << "\n";
+      ++tally.skippedKernels;
+      ++skippedHere;
+      continue;
+    }
+    ++tally.kernels;
+    std::vector<ParamStorage> reference;
+    bool referenceIndexError = false;
+    std::string failure;
+    for (size_t b = 0; b < options.backends.size() && failure.empty(); ++b) {
+      std::vector<ParamStorage> params =
+          randomParams(kernel, bindings, options.seed);
+      std::vector<char *> buffers;
+      for (ParamStorage &param : params)
+        buffers.push_back(param.bytes.data());
+      std::string ignored;
+      takeIndexError(ignored);
+      compiled[b][k]->run(buffers.data(), symbols.data());
+      std::string indexError;
+      bool reported = takeIndexError(indexError);
+      if (b == 0) {
+        reference = std::move(params);
+        referenceIndexError = reported;
+        continue;
+      }
+      std::string label = options.backends[b] + " vs " + options.backends[0];
+      if (reported != referenceIndexError)
+        failure = label + ": index error reported by " +
+                  (reported ? options.backends[b] : options.backends[0]) +
+                  " only";
+      else if (std::string difference =
+                   compareRuns(kernel, reference, params, options);
+               !difference.empty())
+        failure = label + ": " + difference;
+    }
+    if (failure.empty()) {
+      ++agreed;
+      continue;
+    }
+    ++tally.failed;
+    std::cout << "FAIL " << where << " @" << kernel.name << ": " << failure
+              << "\n";
+    if (!options.replayDir.empty())
+      writeReplay(kernel, where, failure, options, bindings);
+  }
+  tally.passed += agreed;
+  if (agreed + skippedHere == int(module.kernels.size()))
+    std::cout << "PASS " << where << ": " << agreed << " kernels agree ("
+            << joined(options.backends) << ")\n";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  DiffOptions options = parseOptions(argc, argv);
+  dynafuse::Options settings =
+      readOptions([](const char *name) { return std::getenv(name); });
+  (void)settings;
+  registerBuiltinBackends();
+#ifdef DYNAFUSE_HAVE_LLVM
+  registerLLVMBackend();
+#endif
+#ifdef DYNAFUSE_HAVE_MLIR
+  registerMLIRBackend();
+#endif
+  Tally tally;
+  for (const std::string &input : options.inputs) {
+    std::optional<std::string> text = tools::readTextFile(input);
+    if (!text) {
+      std::cout << "ERROR " << input << ": cannot open\n";
+      ++tally.errors;
+      continue;
+    }
+    std::vector<std::string> chunks = tools::splitInputChunks(*text);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      std::string where =
+          input + (chunks.size() > 1 ? "#" + std::to_string(c) : "");
+      std::string reason;
+      std::optional<LoopModule> module = readModule(chunks[c], input, reason);
+      if (!module) {
+        std::cout << "SKIP " << where << ": " << reason << "\n";
+        ++tally.skipped;
+        continue;
+      }
+      try {
+        diffModule(*module, where, options, tally);
+      } catch (const Error &error) {
+        std::cout << "ERROR " << where << ": " << error.what() << "\n";
+        ++tally.errors;
+      }
+    }
+  }
+  std::cout << "dynafuse-diff: " << tally.modules << " modules ("
+            << tally.exportsVerified << " MLIR exports verified), "
+            << tally.kernels << " kernels: " << tally.passed << " agree, "
+            << tally.failed << " disagree, " << tally.errors << " errors, "
+            << tally.skipped << " chunks and " << tally.skippedKernels
+            << " kernels skipped (" << joined(options.backends)
+            << ")\n";
+  return tally.failed || tally.errors ? 1 : 0;
+}
