@@ -9,6 +9,7 @@ config.suffixes = [".graph", ".loop"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dynafuse_build_dir, "test", "lit")
 config.substitutions.append(("dynafuse-opt", config.dynafuse_opt))
+config.substitutions.append(("dynafuse-diff", config.dynafuse_diff))
 config.substitutions.append(("FileCheck", config.filecheck + " --enable-var-scope"))
 config.substitutions.append(("not ", config.not_tool + " "))
 if config.llvm_enabled:

@@ -11,9 +11,14 @@ from conftest import assert_close, assert_compiled, assert_outputs_close
 SHAPES = [(6, 10), (1, 7), (3, 1, 5), (4, 0), (2, 3, 4)]
 
 
-def run_both(fn, *args, **tolerances):
+# The reduction tests run on the default CPU backend and, when built, on the
+# MLIR backend (loop IR compiled by MLIR's own passes: an independent check).
+REDUCTION_BACKENDS = ["auto"] + (["mlir"] if "mlir" in dynafuse._C.backends() else [])
+
+
+def run_both(fn, *args, backend="auto", **tolerances):
     dynafuse.reset()
-    compiled = dynafuse.compile(fn)
+    compiled = dynafuse.compile(fn, backend=backend)
     actual, expected = compiled(*args), fn(*args)
     assert_outputs_close(actual, expected, **tolerances)
     assert_compiled()
@@ -41,26 +46,28 @@ REDUCTIONS = {
 NEEDS_NONEMPTY = {"amax", "amin_keepdim", "argmax", "argmin_flat", "logsumexp"}
 
 
+@pytest.mark.parametrize("backend", REDUCTION_BACKENDS)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
-def test_reductions(name, shape):
+def test_reductions(name, shape, backend):
     if name in NEEDS_NONEMPTY and 0 in shape:
         pytest.skip("torch raises on empty max/argmax")
     if name == "var" and shape[-1] == 1:
         pytest.skip("n - 1 = 0")
     x = torch.randn(shape)
-    run_both(REDUCTIONS[name], x, rtol=1e-5, atol=1e-5)
+    run_both(REDUCTIONS[name], x, backend=backend, rtol=1e-5, atol=1e-5)
 
 
-def test_reduction_dtypes_and_nan():
+@pytest.mark.parametrize("backend", REDUCTION_BACKENDS)
+def test_reduction_dtypes_and_nan(backend):
     ints = torch.randint(-5, 5, (4, 6), dtype=torch.int32)
-    run_both(lambda x: (x.sum(-1), x.sum(0), x.amax(-1)), ints)
-    run_both(lambda x: x.float().mean(-1), ints)
+    run_both(lambda x: (x.sum(-1), x.sum(0), x.amax(-1)), ints, backend=backend)
+    run_both(lambda x: x.float().mean(-1), ints, backend=backend)
     x = torch.randn(3, 5)
     x[1, 2] = float("nan")
-    run_both(lambda t: (t.amax(-1), t.argmax(-1), t.sum(-1)), x)
+    run_both(lambda t: (t.amax(-1), t.argmax(-1), t.sum(-1)), x, backend=backend)
     b = torch.rand(4, 5) > 0.5
-    run_both(lambda t: (t.sum(-1), t.any(0)), b)
+    run_both(lambda t: (t.sum(-1), t.any(0)), b, backend=backend)
 
 
 COLUMN_REDUCTIONS = {
@@ -74,9 +81,10 @@ COLUMN_REDUCTIONS = {
 }
 
 
+@pytest.mark.parametrize("backend", REDUCTION_BACKENDS)
 @pytest.mark.parametrize("shape", [(64, 33), (7, 1), (1, 9), (5, 40, 17), (300, 130)], ids=str)
 @pytest.mark.parametrize("name", sorted(COLUMN_REDUCTIONS))
-def test_reductions_over_leading_dims(name, shape):
+def test_reductions_over_leading_dims(name, shape, backend):
     # Lowered with the output loop innermost (accumulating in the output):
     # same results as eager, NaN included, for plain, transposed and
     # sliced inputs.
@@ -85,12 +93,14 @@ def test_reductions_over_leading_dims(name, shape):
     for variant in (x, x.transpose(0, -1).contiguous().transpose(0, -1), x[::2]):
         if variant.numel() == 0:
             continue
-        run_both(COLUMN_REDUCTIONS[name], variant, rtol=1e-4, atol=1e-4)
+        run_both(COLUMN_REDUCTIONS[name], variant, backend=backend, rtol=1e-4, atol=1e-4)
 
 
-def test_reduction_over_non_contiguous_input():
+@pytest.mark.parametrize("backend", REDUCTION_BACKENDS)
+def test_reduction_over_non_contiguous_input(backend):
     x = torch.randn(7, 5).t()
-    run_both(lambda t: (t.sum(-1), t.softmax(-1), t.mean(0)), x, rtol=1e-5, atol=1e-6)
+    run_both(lambda t: (t.sum(-1), t.softmax(-1), t.mean(0)), x, backend=backend,
+             rtol=1e-5, atol=1e-6)
 
 
 COMPOSITES = {
@@ -102,12 +112,13 @@ COMPOSITES = {
 }
 
 
+@pytest.mark.parametrize("backend", REDUCTION_BACKENDS)
 @pytest.mark.parametrize("shape", [(6, 10), (1, 33), (3, 4, 17), (5, 1)], ids=str)
 @pytest.mark.parametrize("name", sorted(COMPOSITES))
-def test_composites(name, shape):
+def test_composites(name, shape, backend):
     if name == "std_normalize" and shape[-1] == 1:
         pytest.skip("std of one element is nan")
-    run_both(COMPOSITES[name], torch.randn(shape), rtol=1e-5, atol=1e-5)
+    run_both(COMPOSITES[name], torch.randn(shape), backend=backend, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("affine", [True, False])
@@ -302,7 +313,7 @@ def test_max_and_min_over_a_dim_return_eagers_named_tuples():
     assert_compiled()
 
 
-@pytest.mark.parametrize("backend", ["llvm", "interp"])
+@pytest.mark.parametrize("backend", ["llvm", "interp"] + REDUCTION_BACKENDS[1:])
 @pytest.mark.parametrize("dims", [(1,), (0, 2, 3)], ids=str)
 def test_float32_sums_that_cancel_keep_their_digits(backend, dims):
     # Per-channel sums of large terms that cancel (a batch norm's gradient):

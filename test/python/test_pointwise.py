@@ -192,7 +192,7 @@ def test_returning_an_input_returns_the_same_object():
     assert_close(total, x + y)
 
 
-@pytest.mark.parametrize("backend", ["llvm", "interp"])
+@pytest.mark.parametrize("backend", ["llvm", "interp"] + (["mlir"] if "mlir" in dynafuse._C.backends() else []))
 def test_backends_agree_with_eager(backend):
     x = torch.randn(3, 17)
     actual, expected = run_both(lambda t: torch.tanh(t) * t.sigmoid(), x, backend=backend)

@@ -7,8 +7,9 @@ operands, 16-bit storage types, and PyTorch's own OpInfo samples.
 Each case compiles afresh (dynafuse.reset()) and proves the compiled path ran.
 Unary ops at NaN and +-inf inputs compare with eager's scalar path in float64
 (unary_reference): eager's vectorized kernels differ there between CPUs.
-Every test runs on the interpreter and on LLVM (skipped when LLVM is not
-built; see LLVM_PENDING for ops LLVM cannot compile yet).
+Every test runs on the interpreter, on LLVM (skipped when LLVM is not
+built; see LLVM_PENDING for ops LLVM cannot compile yet) and on the MLIR
+backend when it is built.
 """
 import pytest
 import torch
@@ -24,7 +25,9 @@ INTS = [torch.int32, torch.int64]
 BOOL = [torch.bool]
 ALL = FLOATS + HALVES + INTS + BOOL
 NUMERIC = FLOATS + HALVES + INTS
-BACKENDS = ["interp", "llvm"]
+# The MLIR backend (loop IR through MLIR's own passes) runs the suite too,
+# as an independent check of the LLVM backend, when it is built.
+BACKENDS = ["interp", "llvm"] + (["mlir"] if "mlir" in dynafuse._C.backends() else [])
 
 # Ops whose lowering needs scalar instructions the LLVM backend does not emit
 # yet: their LLVM cases are expected failures (not strict). Empty since the
@@ -34,7 +37,10 @@ LLVM_PENDING = set()
 
 
 def use_backend(request, backend, *ops):
-    """Skips LLVM cases when LLVM is not built; marks those of pending ops."""
+    """Skips LLVM or MLIR cases when that backend is not built; marks the
+    LLVM cases of pending ops."""
+    if backend == "mlir" and "mlir" not in dynafuse._C.backends():
+        pytest.skip("built without MLIR")
     if backend == "llvm":
         if "llvm" not in dynafuse._C.backends():
             pytest.skip("built without LLVM")
@@ -538,7 +544,7 @@ OPINFO = {
     "nn.functional.softplus": (F.softplus, ("beta", "threshold")),
     "nn.functional.gelu": (F.gelu, ("approximate",)),
 }
-MAX_SAMPLES = {"interp": 8, "llvm": 4}  # per dtype; LLVM compiles cost more
+MAX_SAMPLES = {"interp": 8, "llvm": 4, "mlir": 4}  # per dtype; LLVM and MLIR compiles cost more
 
 
 def opinfo(name):

@@ -320,7 +320,8 @@ void writeReplay(const Kernel &kernel, const std::string &where,
   file << "// dynafuse-diff replay: kernel @" << kernel.name << " of " << where
        << "\n// " << message << "\n// Replay: dynafuse-diff " << path
        << " --backends=" << joined(options.backends)
-       << " --seed=" << options.seed
+       << " --seed=" << options.seed << " --rtol=" << options.rtol
+       << " --atol=" << options.atol
        << (sizes.empty() ? "" : " --sizes=" + sizes) << "\n"
        << printLoopModule(alone);
   std::cout << "  replay: " << path << "\n";

@@ -1,7 +1,9 @@
 //===- MemoryExport.cpp - Index arithmetic, loads and stores as memref ops -===//
 //
 // Index expressions become arith ops on `index` values: sums, products,
-// arith.floordivsi and Python's modulo (a - (a floordiv b) * b); a divisor
+// arith.floordivsi and Python's modulo (a - (a floordiv b) * b; sizes and
+// loop variables are far from the overflow that makes floordivsi's
+// expansion trap at MIN + 1 floordiv -1); a divisor
 // that is not a constant other than 0 and -1 is guarded as in the LLVM
 // backend. An element access is memref.load/store with one index per
 // dimension; the memref's strided layout turns them into the address.

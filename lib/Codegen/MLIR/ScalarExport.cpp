@@ -396,12 +396,21 @@ Value KernelExporter::emitIntBinary(ScalarOp op, DType type, Value a, Value b) {
       result = builder.create<arith::DivSIOp>(loc, a, divisor);
     else if (op == ScalarOp::Fmod)
       result = builder.create<arith::RemSIOp>(loc, a, divisor);
-    else
-      result = builder.create<arith::SubIOp>(
-          loc, a,
-          builder.create<arith::MulIOp>(
-              loc, builder.create<arith::FloorDivSIOp>(loc, a, divisor),
-              divisor));
+    else {
+      // Python's: the truncated remainder moved by one divisor when it is
+      // nonzero with the other sign. Not through arith.floordivsi, whose
+      // expansion computes (1 - a) / b on both paths and traps for
+      // a = MIN + 1, b = -1.
+      Value r = builder.create<arith::RemSIOp>(loc, a, divisor);
+      Value nonzero =
+          builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, r, zero);
+      Value signsDiffer = builder.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::slt,
+          builder.create<arith::XOrIOp>(loc, r, divisor), zero);
+      Value fix = builder.create<arith::AndIOp>(loc, nonzero, signsDiffer);
+      result = builder.create<arith::SelectOp>(
+          loc, fix, builder.create<arith::AddIOp>(loc, r, divisor), r);
+    }
     return builder.create<arith::SelectOp>(loc, bad, zero, result);
   }
   default:
