@@ -8,7 +8,9 @@
 // does, .loop read as is) has each kernel run by every backend on the same
 // random inputs: each parameter gets storage of its own, filled from a
 // generator seeded by --seed and the kernel's name; symbols default to 7.
-// After the run every parameter is compared element by element with the
+// A backend that runs ranges of a splittable kernel's outer loop (as the
+// executor does over threads) also runs it in three ranges ("llvm/ranges").
+// After each run every parameter is compared element by element with the
 // first backend's (floats within rtol/atol, NaN equal to NaN, integers
 // exactly), and so is whether an index error was reported. With MLIR built,
 // each module's export is also checked by MLIR's verifier in process and,
@@ -30,6 +32,7 @@
 #include "dynafuse/Loop/ScalarSemantics.h"
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Runtime/Executor.h"
+#include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/IndexErrors.h"
 #include "dynafuse/Support/Options.h"
@@ -41,6 +44,7 @@
 #include "dynafuse/Codegen/MLIR/MLIRBackend.h"
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -164,12 +168,18 @@ std::optional<LoopModule> readModule(const std::string &text,
 /// kernel that can is skipped, as running it would corrupt memory). Masked
 /// loads are trusted to their mask; indirect dimensions are checked at run
 /// time by every backend.
-bool accessesStayInBounds(const Kernel &kernel,
-                          const std::map<std::string, int64_t> &bindings,
-                          std::string &reason) {
+std::map<std::string, SymExpr>
+constantsOf(const std::map<std::string, int64_t> &bindings) {
   std::map<std::string, SymExpr> constants;
   for (const auto &[name, value] : bindings)
     constants[name] = SymExpr(value);
+  return constants;
+}
+
+bool accessesStayInBounds(const Kernel &kernel,
+                          const std::map<std::string, int64_t> &bindings,
+                          std::string &reason) {
+  std::map<std::string, SymExpr> constants = constantsOf(bindings);
   SymRanges ranges;
   std::function<bool(const std::vector<Stmt> &)> walk =
       [&](const std::vector<Stmt> &block) -> bool {
@@ -414,7 +424,24 @@ void diffModule(const LoopModule &module, const std::string &where,
     std::vector<ParamStorage> reference;
     bool referenceIndexError = false;
     std::string failure;
-    for (size_t b = 0; b < options.backends.size() && failure.empty(); ++b) {
+    // Each backend runs the whole kernel; one that can also run ranges of a
+    // splittable kernel's outer loop (as the executor does over threads)
+    // runs it again in three ranges, compared as "NAME/ranges".
+    struct Run {
+      size_t backend;
+      bool ranges;
+    };
+    std::vector<Run> runs;
+    const Stmt *outer = splittableLoop(kernel);
+    for (size_t b = 0; b < options.backends.size(); ++b) {
+      runs.push_back({b, false});
+      if (outer && compiled[b][k]->supportsRange())
+        runs.push_back({b, true});
+    }
+    for (size_t r = 0; r < runs.size() && failure.empty(); ++r) {
+      const KernelExecutable &executable = *compiled[runs[r].backend][k];
+      std::string name = options.backends[runs[r].backend] +
+                         (runs[r].ranges ? "/ranges" : "");
       std::vector<ParamStorage> params =
           randomParams(kernel, bindings, options.seed);
       std::vector<char *> buffers;
@@ -422,19 +449,26 @@ void diffModule(const LoopModule &module, const std::string &where,
         buffers.push_back(param.bytes.data());
       std::string ignored;
       takeIndexError(ignored);
-      compiled[b][k]->run(buffers.data(), symbols.data());
+      if (runs[r].ranges) {
+        int64_t extent = outer->extent.substitute(constantsOf(bindings)).evaluate({});
+        int64_t third = (extent + 2) / 3;
+        for (int64_t begin = 0; begin < extent; begin += third)
+          executable.runRange(buffers.data(), symbols.data(), begin,
+                              std::min(extent, begin + third));
+      } else {
+        executable.run(buffers.data(), symbols.data());
+      }
       std::string indexError;
       bool reported = takeIndexError(indexError);
-      if (b == 0) {
+      if (r == 0) {
         reference = std::move(params);
         referenceIndexError = reported;
         continue;
       }
-      std::string label = options.backends[b] + " vs " + options.backends[0];
+      std::string label = name + " vs " + options.backends[0];
       if (reported != referenceIndexError)
         failure = label + ": index error reported by " +
-                  (reported ? options.backends[b] : options.backends[0]) +
-                  " only";
+                  (reported ? name : options.backends[0]) + " only";
       else if (std::string difference =
                    compareRuns(kernel, reference, params, options);
                !difference.empty())

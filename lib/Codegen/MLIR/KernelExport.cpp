@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "MLIRCodegen.h"
 
+#include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -82,14 +83,15 @@ mlir::MemRefType memrefType(mlir::MLIRContext &context,
       shape, element, mlir::StridedLayoutAttr::get(&context, 0, strides));
 }
 
-std::string cInterfaceName(const Kernel &kernel) {
-  return "_mlir_ciface_" + kernel.name;
+std::string cInterfaceName(const Kernel &kernel, bool range) {
+  return "_mlir_ciface_" + kernel.name + (range ? ".range" : "");
 }
 
 //===--- The function -----------------------------------------------------===//
 
-KernelExporter::KernelExporter(const Kernel &kernel, mlir::ModuleOp module)
-    : kernel(kernel), module(module), context(*module.getContext()),
+KernelExporter::KernelExporter(const Kernel &kernel, mlir::ModuleOp module,
+                               const Stmt *rangeLoop)
+    : kernel(kernel), rangeLoop(rangeLoop), module(module), context(*module.getContext()),
       builder(module.getContext()),
       loc(mlir::NameLoc::get(builder.getStringAttr(kernel.name))),
       values(kernel.instrs.size()) {}
@@ -104,9 +106,14 @@ void KernelExporter::run() {
     argumentTypes.push_back(memrefType(context, param.type));
   for (size_t j = 0; j < kernel.symbols.size(); ++j)
     argumentTypes.push_back(builder.getIndexType());
+  if (rangeLoop) {
+    argumentTypes.push_back(builder.getIndexType());
+    argumentTypes.push_back(builder.getIndexType());
+  }
   builder.setInsertionPointToEnd(module.getBody());
   auto function = builder.create<mlir::func::FuncOp>(
-      loc, kernel.name, builder.getFunctionType(argumentTypes, {}));
+      loc, kernel.name + (rangeLoop ? ".range" : ""),
+      builder.getFunctionType(argumentTypes, {}));
   function->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
   for (size_t i = 0; i < kernel.params.size(); ++i)
     function.setArgAttr(unsigned(i), "dynafuse.param",
@@ -122,6 +129,11 @@ void KernelExporter::run() {
   for (size_t j = 0; j < kernel.symbols.size(); ++j)
     names[kernel.symbols[j]] =
         entry->getArgument(unsigned(kernel.params.size() + j));
+  if (rangeLoop) {
+    unsigned first = unsigned(kernel.params.size() + kernel.symbols.size());
+    rangeBegin = entry->getArgument(first);
+    rangeEnd = entry->getArgument(first + 1);
+  }
   entryBlock = entry;
   emitStatements(kernel.body);
   builder.create<mlir::func::ReturnOp>(loc);
@@ -144,9 +156,11 @@ void KernelExporter::emitStatements(const std::vector<Stmt> &statements) {
 }
 
 void KernelExporter::emitLoop(const Stmt &loop) {
-  Value extent = emitIndex(loop.extent);
-  auto forOp = builder.create<mlir::scf::ForOp>(loc, constantIndex(0), extent,
-                                                constantIndex(1));
+  bool ranged = &loop == rangeLoop;
+  Value lower = ranged ? rangeBegin : constantIndex(0);
+  Value upper = ranged ? rangeEnd : emitIndex(loop.extent);
+  auto forOp =
+      builder.create<mlir::scf::ForOp>(loc, lower, upper, constantIndex(1));
   mlir::OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPoint(forOp.getBody()->getTerminator());
   names[loop.var] = forOp.getInductionVar();
@@ -306,12 +320,16 @@ Value KernelExporter::argBetter(ReduceKind kind, DType type,
 //===--- The module -------------------------------------------------------===//
 
 mlir::OwningOpRef<mlir::ModuleOp> exportLoopModule(const LoopModule &module,
-                                                   mlir::MLIRContext &context) {
+                                                   mlir::MLIRContext &context,
+                                                   bool rangeVariants) {
   mlir::OpBuilder builder(&context);
   mlir::OwningOpRef<mlir::ModuleOp> result =
       mlir::ModuleOp::create(builder.getUnknownLoc(), module.name);
-  for (const Kernel &kernel : module.kernels)
+  for (const Kernel &kernel : module.kernels) {
     KernelExporter(kernel, *result).run();
+    if (const Stmt *loop = rangeVariants ? splittableLoop(kernel) : nullptr)
+      KernelExporter(kernel, *result, loop).run();
+  }
   std::string diagnostics;
   {
     mlir::ScopedDiagnosticHandler handler(

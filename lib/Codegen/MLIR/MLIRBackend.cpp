@@ -3,7 +3,8 @@
 // compile(): loop IR -> exported MLIR (verified) -> MLIR's lowering to the
 // LLVM dialect -> ExecutionEngine (LLVM O2 for the host CPU) -> one
 // KernelExecutable per kernel calling the packed wrapper of its C
-// interface. Optional dumps: <dumpDir>/<dumpName>.mlir (the export) and
+// interface (and of the range variant of a splittable kernel, so the
+// executor splits its outer loop over threads). Optional dumps: <dumpDir>/<dumpName>.mlir (the export) and
 // <dumpName>.llvm.mlir (after lowering).
 //
 // Calling convention: `_mlir_ciface_K(desc0*, desc1*, ..., s0, s1, ...)`,
@@ -16,6 +17,7 @@
 
 #include "MLIRCodegen.h"
 
+#include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/IndexErrors.h"
 
@@ -58,8 +60,9 @@ public:
   using Packed = void (*)(void **);
 
   MLIRKernel(std::shared_ptr<mlir::ExecutionEngine> engine, Packed entry,
-             const Kernel &kernel)
-      : engine(std::move(engine)), entry(entry), symbolNames(kernel.symbols) {
+             Packed rangeEntry, const Kernel &kernel)
+      : engine(std::move(engine)), entry(entry), rangeEntry(rangeEntry),
+        symbolNames(kernel.symbols) {
     for (const LoopBuffer &param : kernel.params) {
       sizes.push_back(param.type.sizes);
       strides.push_back(param.type.effectiveStrides());
@@ -67,6 +70,21 @@ public:
   }
 
   void run(char *const *buffers, const int64_t *symbols) const override {
+    call(entry, buffers, symbols, nullptr);
+  }
+  bool supportsRange() const override { return rangeEntry != nullptr; }
+  void runRange(char *const *buffers, const int64_t *symbols, int64_t begin,
+                int64_t end) const override {
+    if (!rangeEntry)
+      return run(buffers, symbols);
+    int64_t bounds[] = {begin, end};
+    call(rangeEntry, buffers, symbols, bounds);
+  }
+
+private:
+  /// Packs descriptors, symbols and the optional range bounds, then calls.
+  void call(Packed function, char *const *buffers, const int64_t *symbols,
+            int64_t *bounds) const {
     std::map<std::string, int64_t> bindings;
     for (size_t j = 0; j < symbolNames.size(); ++j)
       bindings[symbolNames[j]] = symbols[j];
@@ -88,12 +106,15 @@ public:
     }
     for (int64_t &value : symbolValues)
       arguments.push_back(&value);
-    entry(arguments.data());
+    if (bounds) {
+      arguments.push_back(&bounds[0]);
+      arguments.push_back(&bounds[1]);
+    }
+    function(arguments.data());
   }
 
-private:
   std::shared_ptr<mlir::ExecutionEngine> engine;
-  Packed entry;
+  Packed entry, rangeEntry;
   std::vector<std::string> symbolNames;
   std::vector<std::vector<SymExpr>> sizes, strides;
 };
@@ -106,7 +127,7 @@ public:
   compile(const LoopModule &module, const CompileOptions &options) override {
     std::unique_ptr<mlir::MLIRContext> context = createContext();
     mlir::OwningOpRef<mlir::ModuleOp> exported =
-        exportLoopModule(module, *context);
+        exportLoopModule(module, *context, /*rangeVariants=*/true);
     if (!options.dumpDir.empty())
       writeDump(options.dumpDir, options.dumpName + ".mlir",
                 printOperation(*exported));
@@ -149,7 +170,16 @@ public:
       if (!entry)
         fail("MLIR backend: kernel @" + kernel.name + ": " +
              errorText(entry.takeError()));
-      kernels.push_back(std::make_unique<MLIRKernel>(engine, *entry, kernel));
+      MLIRKernel::Packed range = nullptr;
+      if (splittableLoop(kernel)) {
+        auto rangeEntry = engine->lookupPacked(cInterfaceName(kernel, true));
+        if (!rangeEntry)
+          fail("MLIR backend: kernel @" + kernel.name + ".range: " +
+               errorText(rangeEntry.takeError()));
+        range = *rangeEntry;
+      }
+      kernels.push_back(
+          std::make_unique<MLIRKernel>(engine, *entry, range, kernel));
     }
     return kernels;
   }

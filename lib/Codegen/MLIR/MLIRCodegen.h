@@ -30,9 +30,13 @@ namespace mlircg {
 /// A context with every dialect the export and the lowering use loaded.
 std::unique_ptr<mlir::MLIRContext> createContext();
 
-/// The kernels of `module` as a verified MLIR module.
+/// The kernels of `module` as a verified MLIR module. With `rangeVariants`
+/// (the backend's own use), each splittable kernel (Runtime/Parallel.h) also
+/// gets `@NAME.range`, taking two more index arguments, the begin and end of
+/// its outer loop, so the executor can split it over threads.
 mlir::OwningOpRef<mlir::ModuleOp> exportLoopModule(const LoopModule &module,
-                                                   mlir::MLIRContext &context);
+                                                   mlir::MLIRContext &context,
+                                                   bool rangeVariants = false);
 
 /// MLIR's passes from the exported dialects down to the LLVM dialect.
 void lowerToLLVMDialect(mlir::ModuleOp module);
@@ -49,12 +53,16 @@ mlir::Type valueType(mlir::MLIRContext &context, DType type);
 mlir::MemRefType memrefType(mlir::MLIRContext &context,
                             const TensorType &type);
 
-/// The name of the C-interface wrapper MLIR generates for a kernel.
-std::string cInterfaceName(const Kernel &kernel);
+/// The name of the C-interface wrapper MLIR generates for a kernel (or for
+/// its range variant).
+std::string cInterfaceName(const Kernel &kernel, bool range = false);
 
 class KernelExporter {
 public:
-  KernelExporter(const Kernel &kernel, mlir::ModuleOp module);
+  /// `rangeLoop`: the kernel's splittable outer loop, to build the range
+  /// variant, whose extra arguments bound it; null for the kernel itself.
+  KernelExporter(const Kernel &kernel, mlir::ModuleOp module,
+                 const Stmt *rangeLoop = nullptr);
   /// Builds the kernel's function at the end of the module.
   void run();
 
@@ -109,6 +117,8 @@ private:
   [[noreturn]] void failAt(const std::string &message) const;
 
   const Kernel &kernel;
+  const Stmt *rangeLoop;
+  mlir::Value rangeBegin, rangeEnd;
   mlir::ModuleOp module;
   mlir::MLIRContext &context;
   mlir::OpBuilder builder;
