@@ -80,7 +80,7 @@ def test_unknown_backend_is_refused():
 
 
 def test_backend_choices_come_from_the_core():
-    assert set(dynafuse._C.backend_choices()) == {"auto", "cpu", "llvm", "interp", "cuda"}
+    assert set(dynafuse._C.backend_choices()) == {"auto", "cpu", "llvm", "interp", "cuda", "mlir"}
     f = dynafuse.compile(lambda x: x * 2, backend="interp")
     x = torch.randn(4)
     assert torch.equal(f(x), x * 2)
