@@ -1,5 +1,6 @@
 //===- Autodiff.cpp - Joint graph, and its split into forward/backward ----===//
 #include "dynafuse/Graph/Autodiff.h"
+#include "dynafuse/Support/MinCut.h"
 
 #include "dynafuse/Graph/Derivatives.h"
 #include "dynafuse/Graph/GraphText.h"
@@ -257,6 +258,81 @@ bool isSingleView(const Node &node) {
          node.results.size() == 1;
 }
 
+/// The forward values the backward should receive, as the minimum cut of a
+/// flow network over bytes (the partitioner of functorch's AOTAutograd,
+/// in memory only). Each forward value v is an edge in(v) -> out(v) whose
+/// capacity is what saving v costs: its bytes; 0 for a forward input (the
+/// node keeps a reference anyway); unbounded for a view (its base is saved
+/// instead) and for a value only the backward uses (computed there). An
+/// operand w of v's producer gives out(w) -> in(v), unbounded. The source
+/// feeds in(v) of inputs and of values that cannot be recomputed in the
+/// backward (reductions, externs, random numbers: only forward nodes that
+/// isCheapToRecompute may be); the sink takes out(w) of every forward value
+/// a tangent-dependent node reads. Every cut edge is a saved value; the
+/// cut nearest the source recomputes as much as costs nothing more, so
+/// saved bytes are the least possible under those rules: x + gelu(layer_norm(x))
+/// saves only x, and a batch norm's output (re-expressed over its
+/// statistics) is recomputed from its input.
+std::set<const Value *>
+minCutSavedValues(const Graph &g, const JointGraph &joint,
+                  const std::set<const Node *> &dependsOnTangents,
+                  const std::set<const Node *> &forwardNeeds) {
+  std::set<const Value *> tangents(joint.tangents.begin(),
+                                   joint.tangents.end());
+  std::map<const Value *, int> vertexOf; // in(v); out(v) is in(v) + 1
+  std::vector<const Value *> values;
+  auto add = [&](const Value *value) {
+    vertexOf[value] = int(2 * values.size());
+    values.push_back(value);
+  };
+  for (size_t i = 0; i < joint.primalInputs; ++i)
+    add(g.inputs[i]);
+  for (const auto &node : g.nodes)
+    if (!dependsOnTangents.count(node.get()))
+      for (const Value *result : node->results)
+        add(result);
+  int source = int(2 * values.size()), sink = source + 1;
+  FlowNetwork network(sink + 1);
+  const int64_t infinite = FlowNetwork::kInfinite;
+  for (const Value *value : values) {
+    int in = vertexOf.at(value), out = in + 1;
+    const Node *producer = value->producer;
+    if (!producer) {
+      network.addEdge(source, in, infinite);
+      network.addEdge(in, out, 0);
+      continue;
+    }
+    bool inForward = forwardNeeds.count(producer);
+    if (inForward && !isCheapToRecompute(*producer))
+      network.addEdge(source, in, infinite);
+    bool neverSaved = !inForward || isSingleView(*producer);
+    network.addEdge(in, out,
+                    neverSaved ? infinite : estimatedBytes(value->type));
+    for (const Operand &operand : producer->operands)
+      if (operand.isValue() && vertexOf.count(operand.value))
+        network.addEdge(vertexOf.at(operand.value) + 1, in, infinite);
+  }
+  for (const Node *node : dependsOnTangents)
+    for (const Operand &operand : node->operands)
+      if (operand.isValue() && !tangents.count(operand.value) &&
+          vertexOf.count(operand.value))
+        network.addEdge(vertexOf.at(operand.value) + 1, sink, infinite);
+  for (const Value *gradient : joint.gradients)
+    if (vertexOf.count(gradient)) // a gradient that is a forward value
+      network.addEdge(vertexOf.at(gradient) + 1, sink, infinite);
+  if (network.maxFlow(source, sink) >= infinite)
+    fail("autodiff: no finite set of values to save for the backward of @" +
+         g.name);
+  std::set<const Value *> cut;
+  const std::vector<bool> &sourceSide = network.sourceSide();
+  for (const Value *value : values) {
+    int in = vertexOf.at(value);
+    if (sourceSide[size_t(in)] && !sourceSide[size_t(in + 1)])
+      cut.insert(value);
+  }
+  return cut;
+}
+
 /// Splits the joint graph where the tangents start (see Autodiff.h).
 TrainingGraphs split(JointGraph &joint) {
   Graph &g = *joint.graph;
@@ -282,15 +358,16 @@ TrainingGraphs split(JointGraph &joint) {
   for (size_t j = 0; j < joint.userOutputs; ++j)
     needForward(g.outputs[j]);
 
-  // The backward's nodes, and what it reads from the forward: inputs (by
-  // reference) and computed values (saved as forward outputs). Forward
-  // nodes in `recomputed` are computed again in the backward instead.
+  // What the forward saves: a minimum cut over bytes (minCutSavedValues),
+  // then the backward's nodes are every tangent-dependent node plus the
+  // forward nodes it recomputes from what is saved.
+  std::set<const Value *> tangentSet(joint.tangents.begin(),
+                                     joint.tangents.end());
+  std::set<const Value *> cut =
+      minCutSavedValues(g, joint, dependsOnTangents, forwardNeeds);
   std::set<const Node *> backwardNodes;
   std::vector<const Value *> saved;
   std::set<const Value *> savedSet;
-  std::set<const Value *> tangentSet(joint.tangents.begin(),
-                                     joint.tangents.end());
-  std::set<const Node *> recomputed;
   auto save = [&](const Value *value) {
     if (savedSet.insert(value).second)
       saved.push_back(value);
@@ -299,14 +376,7 @@ TrainingGraphs split(JointGraph &joint) {
     if (tangentSet.count(value))
       return;
     const Node *producer = value->producer;
-    if (!producer) {
-      save(value);
-      return;
-    }
-    bool recompute = dependsOnTangents.count(producer) ||
-                     !forwardNeeds.count(producer) ||
-                     isSingleView(*producer) || recomputed.count(producer);
-    if (!recompute) {
+    if (!producer || (cut.count(value) && !dependsOnTangents.count(producer))) {
       save(value);
       return;
     }
@@ -316,62 +386,8 @@ TrainingGraphs split(JointGraph &joint) {
       if (operand.isValue())
         needBackward(operand.value);
   };
-  auto partition = [&] {
-    backwardNodes.clear();
-    saved.clear();
-    savedSet.clear();
-    for (const Value *gradient : joint.gradients)
-      needBackward(gradient);
-  };
-  partition();
-  // Recompute instead of save where that saves no more bytes: a chain of
-  // cheap nodes down to what the backward has anyway (forward inputs, saved
-  // values) costs only its own recomputation, plus whatever else it would
-  // newly have to save. Greedy, one saved value at a time, until nothing
-  // improves: x + gelu(layer_norm(x)) then saves nothing but x, and a batch
-  // norm's output (re-expressed over its statistics) is recomputed from its
-  // input.
-  auto recomputation = [&](const Value *value, std::set<const Node *> &chain) {
-    int64_t added = 0;
-    std::set<const Value *> counted;
-    std::function<void(const Value *)> visit = [&](const Value *needed) {
-      const Node *producer = needed->producer;
-      if (!producer || savedSet.count(needed) || tangentSet.count(needed) ||
-          recomputed.count(producer) || chain.count(producer))
-        return;
-      if (!isCheapToRecompute(*producer) || dependsOnTangents.count(producer)) {
-        if (counted.insert(needed).second)
-          added += estimatedBytes(needed->type);
-        return;
-      }
-      chain.insert(producer);
-      for (const Operand &operand : producer->operands)
-        if (operand.isValue())
-          visit(operand.value);
-    };
-    chain.insert(value->producer);
-    for (const Operand &operand : value->producer->operands)
-      if (operand.isValue())
-        visit(operand.value);
-    return added;
-  };
-  for (size_t round = 0; round < g.nodes.size(); ++round) {
-    std::set<const Node *> cheaper;
-    for (const Value *value : saved) {
-      const Node *producer = value->producer;
-      if (!producer || !isCheapToRecompute(*producer))
-        continue;
-      std::set<const Node *> chain;
-      if (recomputation(value, chain) <= estimatedBytes(value->type)) {
-        cheaper = std::move(chain);
-        break;
-      }
-    }
-    if (cheaper.empty())
-      break;
-    recomputed.insert(cheaper.begin(), cheaper.end());
-    partition();
-  }
+  for (const Value *gradient : joint.gradients)
+    needBackward(gradient);
 
   // Every size symbol the backward uses must come with one of its inputs.
   std::set<std::string> used, carried;
