@@ -156,7 +156,7 @@ int64_t intArithmetic(ScalarOp op, int64_t a, int64_t b) {
   case ScalarOp::Min:
     return a < b ? a : b;
   case ScalarOp::Pow:
-    return int64_t(std::pow(double(a), double(b)));
+    return truncateToInt64(std::pow(double(a), double(b)));
   case ScalarOp::And:
     return a && b;
   case ScalarOp::Or:
@@ -243,6 +243,12 @@ void fillRandomElements(DType type, char *data, int64_t count,
   }
 }
 
+int64_t truncateToInt64(double value) {
+  if (!(value >= -0x1p63 && value < 0x1p63))
+    return INT64_MIN;
+  return int64_t(value);
+}
+
 ScalarValue constantValue(const Instr &instr) {
   ScalarValue value;
   value.f = roundTo(instr.type, instr.floatValue);
@@ -260,7 +266,7 @@ ScalarValue evalCast(DType from, DType to, ScalarValue value) {
     result.f = roundTo(to, isFloating(from) ? value.f : double(value.i));
     return result;
   }
-  result.i = wrapInt(to, isFloating(from) ? int64_t(value.f) : value.i);
+  result.i = wrapInt(to, isFloating(from) ? truncateToInt64(value.f) : value.i);
   return result;
 }
 

@@ -14,7 +14,11 @@
 // first backend's (floats within rtol/atol, NaN equal to NaN, integers
 // exactly), and so is whether an index error was reported. With MLIR built,
 // each module's export is also checked by MLIR's verifier in process and,
-// with --mlir-opt, by that tool reading the printed text.
+// with --mlir-opt, by that tool reading the printed text. --inputs=edge
+// fills inputs with the values where implementations part ways (NaN,
+// infinities, signed zeros, huge and subnormal floats, MIN/MAX/-1/0
+// integers) instead of plain random ones. Each parameter sits between
+// guard bytes; a run that writes outside its elements fails.
 //
 // A disagreement prints "FAIL FILE#CHUNK @KERNEL: ..." and, with
 // --replay-dir, writes DIR/NAME.@KERNEL.loop: the kernel alone, with a
@@ -23,7 +27,7 @@
 // parse or lower (the corpus's invalid-input tests) is a SKIP; a backend
 // that cannot compile a kernel the interpreter runs is an ERROR. The last
 // line counts modules, kernels and outcomes; the exit status is 1 when
-// anything failed.
+// anything failed or fewer than --min-kernels kernels were compared.
 //
 //===----------------------------------------------------------------------===//
 #include "ToolInput.h"
@@ -53,6 +57,8 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
+#include <set>
 #include <random>
 #include <sstream>
 
@@ -70,6 +76,13 @@ struct DiffOptions {
   double rtol = 1e-4, atol = 1e-5;
   std::string replayDir;
   std::string mlirOpt;
+  /// "random" (floats in [-2, 2], integers in [0, 3]) or "edge" (NaN,
+  /// infinities, signed zeros, huge and subnormal floats; MIN, MAX, -1, 0
+  /// and large integers).
+  std::string inputKind = "random";
+  /// Fewer kernels compared than this is a failure (a corpus that stops
+  /// parsing or lowering must not pass by shrinking).
+  int minKernels = 0;
 };
 
 struct Tally {
@@ -81,7 +94,7 @@ struct Tally {
   std::cerr << "dynafuse-diff: " << problem << "\n"
             << "usage: dynafuse-diff FILE... [--backends=a,b,c] [--seed=N] "
                "[--sizes=s0=7,...] [--rtol=X] [--atol=X] [--replay-dir=DIR] "
-               "[--mlir-opt=PATH]\n";
+               "[--mlir-opt=PATH] [--inputs=random|edge] [--min-kernels=N]\n";
   std::exit(2);
 }
 
@@ -112,6 +125,10 @@ DiffOptions parseOptions(int argc, char **argv) {
       options.replayDir = value("--replay-dir=");
     else if (arg.rfind("--mlir-opt=", 0) == 0)
       options.mlirOpt = value("--mlir-opt=");
+    else if (arg.rfind("--inputs=", 0) == 0)
+      options.inputKind = value("--inputs=");
+    else if (arg.rfind("--min-kernels=", 0) == 0)
+      options.minKernels = std::stoi(value("--min-kernels="));
     else if (arg.rfind("--sizes=", 0) == 0) {
       for (const std::string &item : splitList(value("--sizes="))) {
         size_t equals = item.find('=');
@@ -138,6 +155,11 @@ DiffOptions parseOptions(int argc, char **argv) {
   }
   if (options.backends.size() < 2)
     usage("--backends needs at least two backends to compare");
+  std::set<std::string> distinct(options.backends.begin(), options.backends.end());
+  if (distinct.size() != options.backends.size())
+    usage("--backends lists a backend twice (it would be compared with itself)");
+  if (options.inputKind != "random" && options.inputKind != "edge")
+    usage("--inputs must be 'random' or 'edge'");
   return options;
 }
 
@@ -181,11 +203,22 @@ bool accessesStayInBounds(const Kernel &kernel,
                           std::string &reason) {
   std::map<std::string, SymExpr> constants = constantsOf(bindings);
   SymRanges ranges;
+  // An extent may use enclosing loop variables (a triangular loop): the
+  // largest value it takes bounds the variable.
+  auto extentBound = [&](const SymExpr &extent) -> int64_t {
+    int64_t lo = 0, hi = 0;
+    SymExpr bound = extent.substitute(constants);
+    if (bound.isConstant())
+      return bound.constant();
+    if (!symRange(bound, ranges, lo, hi))
+      return std::numeric_limits<int64_t>::max() / 4; // proves nothing
+    return hi;
+  };
   std::function<bool(const std::vector<Stmt> &)> walk =
       [&](const std::vector<Stmt> &block) -> bool {
     for (const Stmt &stmt : block) {
       if (stmt.kind == Stmt::Kind::For) {
-        ranges[stmt.var] = stmt.extent.substitute(constants).evaluate({});
+        ranges[stmt.var] = extentBound(stmt.extent);
         if (ranges[stmt.var] <= 0)
           continue; // The body never runs.
         if (!walk(stmt.body))
@@ -195,7 +228,7 @@ bool accessesStayInBounds(const Kernel &kernel,
       if (stmt.kind == Stmt::Kind::Reduce) {
         bool empty = false;
         for (size_t k = 0; k < stmt.vars.size(); ++k) {
-          ranges[stmt.vars[k]] = stmt.extents[k].substitute(constants).evaluate({});
+          ranges[stmt.vars[k]] = extentBound(stmt.extents[k]);
           empty = empty || ranges[stmt.vars[k]] <= 0;
         }
         if (!empty && !walk(stmt.body))
@@ -229,10 +262,24 @@ bool accessesStayInBounds(const Kernel &kernel,
   return walk(kernel.body);
 }
 
-/// One parameter's storage: every element its strides reach, plus one byte.
+/// One parameter's storage: every element its strides reach, between two
+/// guard zones of kGuardBytes filled with kGuardByte, checked after each
+/// run (a write past either end is a failure).
+constexpr size_t kGuardBytes = 64;
+constexpr unsigned char kGuardByte = 0xA5;
 struct ParamStorage {
   std::vector<int64_t> sizes, strides;
-  std::vector<char> bytes;
+  std::vector<char> bytes; // guard, elements, guard
+  size_t elementBytes = 0;
+  char *data() { return bytes.data() + kGuardBytes; }
+  const char *data() const { return bytes.data() + kGuardBytes; }
+  bool guardsIntact() const {
+    for (size_t k = 0; k < kGuardBytes; ++k)
+      if ((unsigned char)bytes[k] != kGuardByte ||
+          (unsigned char)bytes[kGuardBytes + elementBytes + k] != kGuardByte)
+        return false;
+    return true;
+  }
 };
 
 int64_t elementSpan(const std::vector<int64_t> &sizes,
@@ -246,18 +293,46 @@ int64_t elementSpan(const std::vector<int64_t> &sizes,
   return span;
 }
 
+/// --inputs=edge: the values where implementations part ways.
+void fillEdgeElements(DType type, char *data, int64_t count, std::mt19937 &rng) {
+  static const double floats[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e30,
+                                  -1e30, 1e-40, -1e-40, 0.5, -0.5, 1.5,
+                                  -2.5, 65504.0, 3e38, -3e38};
+  std::uniform_int_distribution<int> pick(0, 31);
+  std::normal_distribution<double> normal(0, 10);
+  std::uniform_int_distribution<int64_t> small(-100, 100);
+  int64_t lowest = type == DType::I32 ? INT32_MIN : INT64_MIN;
+  int64_t highest = type == DType::I32 ? INT32_MAX : INT64_MAX;
+  int64_t ints[] = {lowest, lowest + 1, highest, -1, 0, 1, 2, -2};
+  for (int64_t k = 0; k < count; ++k) {
+    int choice = pick(rng);
+    ScalarValue value;
+    value.f = choice < 16 ? floats[choice] : normal(rng);
+    value.i = choice < 8 ? ints[choice] : small(rng);
+    if (type == DType::Bool)
+      value.i = choice & 1;
+    storeElement(type, data + k * dtypeSize(type), value);
+  }
+}
+
 std::vector<ParamStorage> randomParams(const Kernel &kernel,
                                        const std::map<std::string, int64_t> &bindings,
-                                       unsigned seed) {
-  std::mt19937 rng(seed ^ unsigned(std::hash<std::string>()(kernel.name)));
+                                       const DiffOptions &options) {
+  std::mt19937 rng(options.seed ^
+                   unsigned(std::hash<std::string>()(kernel.name)));
   std::vector<ParamStorage> params;
   for (const LoopBuffer &param : kernel.params) {
     ParamStorage storage;
     storage.sizes = evaluateAll(param.type.sizes, bindings);
     storage.strides = evaluateAll(param.type.effectiveStrides(), bindings);
     int64_t count = elementSpan(storage.sizes, storage.strides);
-    storage.bytes.assign(size_t(count) * dtypeSize(param.type.dtype) + 1, 0);
-    fillRandomElements(param.type.dtype, storage.bytes.data(), count, rng);
+    storage.elementBytes = size_t(count) * dtypeSize(param.type.dtype);
+    storage.bytes.assign(storage.elementBytes + 2 * kGuardBytes,
+                         char(kGuardByte));
+    if (options.inputKind == "edge")
+      fillEdgeElements(param.type.dtype, storage.data(), count, rng);
+    else
+      fillRandomElements(param.type.dtype, storage.data(), count, rng);
     params.push_back(std::move(storage));
   }
   return params;
@@ -271,7 +346,10 @@ bool close(DType type, ScalarValue want, ScalarValue got,
     return std::isnan(want.f) && std::isnan(got.f);
   if (want.f == got.f)
     return true;
-  double rtol = type == DType::F32 || type == DType::F64 ? options.rtol : 1e-2;
+  // f16 and bf16 round at about 1e-3 and 1e-2: 100 times --rtol (so
+  // --rtol=0 is exact for them too).
+  double rtol = type == DType::F32 || type == DType::F64 ? options.rtol
+                                                         : options.rtol * 100;
   return std::fabs(want.f - got.f) <= options.atol + rtol * std::fabs(want.f);
 }
 
@@ -291,10 +369,12 @@ std::string compareRuns(const Kernel &kernel,
   for (size_t p = 0; p < kernel.params.size(); ++p) {
     DType type = kernel.params[p].type.dtype;
     size_t width = dtypeSize(type);
-    size_t count = (want[p].bytes.size() - 1) / width;
+    if (!got[p].guardsIntact())
+      return "%" + kernel.params[p].name + ": written outside its elements";
+    size_t count = want[p].elementBytes / width;
     for (size_t k = 0; k < count; ++k) {
-      ScalarValue a = loadElement(type, want[p].bytes.data() + k * width);
-      ScalarValue b = loadElement(type, got[p].bytes.data() + k * width);
+      ScalarValue a = loadElement(type, want[p].data() + k * width);
+      ScalarValue b = loadElement(type, got[p].data() + k * width);
       if (!close(type, a, b, options))
         return "%" + kernel.params[p].name + " element " + std::to_string(k) +
                ": " + valueText(type, a) + " vs " + valueText(type, b);
@@ -330,6 +410,7 @@ void writeReplay(const Kernel &kernel, const std::string &where,
   file << "// dynafuse-diff replay: kernel @" << kernel.name << " of " << where
        << "\n// " << message << "\n// Replay: dynafuse-diff " << path
        << " --backends=" << joined(options.backends)
+       << " --inputs=" << options.inputKind
        << " --seed=" << options.seed << " --rtol=" << options.rtol
        << " --atol=" << options.atol
        << (sizes.empty() ? "" : " --sizes=" + sizes) << "\n"
@@ -413,7 +494,13 @@ void diffModule(const LoopModule &module, const std::string &where,
     for (const std::string &symbol : kernel.symbols)
       symbols.push_back(bindings[symbol]);
     std::string unsafe;
-    if (!accessesStayInBounds(kernel, bindings, unsafe)) {
+    bool inBounds = false;
+    try {
+      inBounds = accessesStayInBounds(kernel, bindings, unsafe);
+    } catch (const Error &error) {
+      unsafe = std::string("its bounds cannot be checked: ") + error.what();
+    }
+    if (!inBounds) {
       std::cout << "SKIP " << where << " @" << kernel.name << ": " << unsafe
                 << "\n";
       ++tally.skippedKernels;
@@ -443,10 +530,10 @@ void diffModule(const LoopModule &module, const std::string &where,
       std::string name = options.backends[runs[r].backend] +
                          (runs[r].ranges ? "/ranges" : "");
       std::vector<ParamStorage> params =
-          randomParams(kernel, bindings, options.seed);
+          randomParams(kernel, bindings, options);
       std::vector<char *> buffers;
       for (ParamStorage &param : params)
-        buffers.push_back(param.bytes.data());
+        buffers.push_back(param.data());
       std::string ignored;
       takeIndexError(ignored);
       if (runs[r].ranges) {
@@ -461,6 +548,10 @@ void diffModule(const LoopModule &module, const std::string &where,
       std::string indexError;
       bool reported = takeIndexError(indexError);
       if (r == 0) {
+        for (size_t p = 0; p < params.size(); ++p)
+          if (!params[p].guardsIntact())
+            failure = name + ": %" + kernel.params[p].name +
+                      " written outside its elements";
         reference = std::move(params);
         referenceIndexError = reported;
         continue;
@@ -538,5 +629,11 @@ int main(int argc, char **argv) {
             << tally.skipped << " chunks and " << tally.skippedKernels
             << " kernels skipped (" << joined(options.backends)
             << ")\n";
+  if (tally.kernels < options.minKernels) {
+    std::cout << "dynafuse-diff: only " << tally.kernels
+              << " kernels compared, fewer than --min-kernels="
+              << options.minKernels << "\n";
+    return 1;
+  }
   return tally.failed || tally.errors ? 1 : 0;
 }

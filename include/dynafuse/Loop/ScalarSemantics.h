@@ -31,6 +31,11 @@ void storeElement(DType type, char *address, ScalarValue value);
 void fillRandomElements(DType type, char *data, int64_t count,
                         std::mt19937 &rng);
 ScalarValue constantValue(const Instr &instr);
+/// A float truncated toward zero to i64; NaN and values outside
+/// [-2^63, 2^63) give INT64_MIN (what x86's conversion gives at run time;
+/// C++ leaves it undefined and LLVM's fptosi makes it poison, so every
+/// backend selects this value explicitly).
+int64_t truncateToInt64(double value);
 ScalarValue evalCast(DType from, DType to, ScalarValue value);
 /// type is the operand type.
 ScalarValue evalUnary(ScalarOp op, DType type, ScalarValue x);

@@ -230,13 +230,25 @@ Value *emitSafeIntMod(IRBuilder<> &builder, bool floor, Value *a, Value *b) {
   return builder.CreateSelect(fix, builder.CreateAdd(r, divisor), r);
 }
 
+/// truncateToInt64 (ScalarSemantics.h): fptosi where x is in range, else
+/// INT64_MIN (the select keeps fptosi's poison out of range unused).
+Value *emitTruncateToInt64(IRBuilder<> &builder, Value *x) {
+  llvm::Type *type = x->getType();
+  Value *atLeast = builder.CreateFCmpOGE(x, llvm::ConstantFP::get(type, -0x1p63));
+  Value *below = builder.CreateFCmpOLT(x, llvm::ConstantFP::get(type, 0x1p63));
+  Value *inRange = builder.CreateAnd(atLeast, below);
+  return builder.CreateSelect(inRange,
+                              builder.CreateFPToSI(x, builder.getInt64Ty()),
+                              builder.getInt64(INT64_MIN));
+}
+
 /// Integer pow computes through double pow and truncates back.
 Value *emitIntPow(IRBuilder<> &builder, Value *a, Value *b) {
   llvm::Type *f64 = builder.getDoubleTy();
   Value *result =
       callLibm(builder, DType::F64, "pow",
                {builder.CreateSIToFP(a, f64), builder.CreateSIToFP(b, f64)});
-  return builder.CreateTrunc(builder.CreateFPToSI(result, builder.getInt64Ty()),
+  return builder.CreateTrunc(emitTruncateToInt64(builder, result),
                              a->getType());
 }
 
@@ -357,7 +369,7 @@ Value *emitCast(IRBuilder<> &builder, DType from, DType to, Value *x) {
   }
   if (isFloating(from)) {
     // Truncate toward zero to 64 bits, then wrap (as the interpreter does).
-    Value *wide = builder.CreateFPToSI(x, builder.getInt64Ty());
+    Value *wide = emitTruncateToInt64(builder, x);
     return builder.CreateTrunc(wide, target);
   }
   if (from == DType::Bool)

@@ -212,13 +212,10 @@ Value KernelExporter::combine(ReduceKind kind, DType type, Value accumulator,
     if (accumulatesInF64(kind, type))
       value = builder.create<mlir::arith::ExtFOp>(loc, builder.getF64Type(),
                                                   value);
-    // reassoc, as the LLVM backend's fadd: LLVM may then vectorize the sum
-    // (the order of additions is not part of a sum's meaning).
+    // In order, as the interpreter adds (no reassoc, unlike the LLVM
+    // backend's vectorized sums): the oracle keeps the reference order.
     if (floating)
-      return builder.create<mlir::arith::AddFOp>(
-          loc, accumulator, value,
-          mlir::arith::FastMathFlagsAttr::get(
-              &context, mlir::arith::FastMathFlags::reassoc));
+      return builder.create<mlir::arith::AddFOp>(loc, accumulator, value);
     return emitIntBinary(ScalarOp::Add, type, accumulator, value);
   case ReduceKind::Prod:
     if (floating)

@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 
 namespace dynafuse {
 namespace {
@@ -138,8 +139,12 @@ public:
     if (module.kernels.empty())
       return {};
 
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
+    // LLVM's target registry leaves registration races to its callers.
+    static std::once_flag targetsInitialized;
+    std::call_once(targetsInitialized, [] {
+      llvm::InitializeNativeTarget();
+      llvm::InitializeNativeTargetAsmPrinter();
+    });
     auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
     if (!machineBuilder)
       fail("MLIR backend: " + errorText(machineBuilder.takeError()));

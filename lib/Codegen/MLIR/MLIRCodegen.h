@@ -81,6 +81,7 @@ private:
   void emitInstruction(int index);
   mlir::Value emitConstant(const Instr &instr);
   mlir::Value emitCast(DType from, DType to, mlir::Value value);
+  mlir::Value truncateToInt64(mlir::Value x);
   mlir::Value emitUnary(ScalarOp op, DType type, mlir::Value x);
   mlir::Value emitFloatBinary(ScalarOp op, mlir::Value a, mlir::Value b);
   mlir::Value emitIntBinary(ScalarOp op, DType type, mlir::Value a,

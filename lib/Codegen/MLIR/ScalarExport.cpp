@@ -2,8 +2,10 @@
 //
 // Each loop-IR instruction becomes arith/math ops with the interpreter's
 // meaning (ScalarSemantics.h), written out where MLIR's op differs:
-// float-to-int casts go through i64 then wrap; integer division, fmod and
-// remainder give 0 for a zero divisor (and for MIN / -1); remainder is
+// float-to-int casts go through i64 (NaN and out of range: INT64_MIN) then
+// wrap; i64 to f32 goes through f64; integer division, fmod and remainder
+// give 0 for a zero divisor (and i64 MIN / -1; i32 MIN / -1 wraps to MIN
+// as in the interpreter's i64 arithmetic); remainder is
 // Python's; `random` is the counter-based splitmix hash in i64 arithmetic.
 // Float max/min are arith.maxf/minf, which propagate NaN in MLIR 16.
 //
@@ -156,11 +158,16 @@ Value KernelExporter::emitCast(DType from, DType to, Value value) {
     }
     if (from == DType::Bool)
       return builder.create<arith::UIToFPOp>(loc, target, value);
+    // Through f64, as the interpreter: i64 -> f32 rounds twice.
+    if (from == DType::I64 && to == DType::F32)
+      return builder.create<arith::TruncFOp>(
+          loc, target,
+          builder.create<arith::SIToFPOp>(loc, builder.getF64Type(), value));
     return builder.create<arith::SIToFPOp>(loc, target, value);
   }
   // To i32 or i64: floats truncate toward zero into i64, then wrap.
   if (isFloating(from))
-    value = builder.create<arith::FPToSIOp>(loc, builder.getI64Type(), value);
+    value = truncateToInt64(value);
   else if (from == DType::Bool)
     value = builder.create<arith::ExtUIOp>(loc, builder.getI64Type(), value);
   unsigned have = value.getType().getIntOrFloatBitWidth();
@@ -170,6 +177,22 @@ Value KernelExporter::emitCast(DType from, DType to, Value value) {
   if (have > want)
     return builder.create<arith::TruncIOp>(loc, target, value);
   return value;
+}
+
+/// truncateToInt64 (ScalarSemantics.h): fptosi where in range, else
+/// INT64_MIN.
+Value KernelExporter::truncateToInt64(Value x) {
+  mlir::Type type = x.getType();
+  // One statement each: argument evaluation order would decide op order.
+  Value atLeast = builder.create<arith::CmpFOp>(
+      loc, arith::CmpFPredicate::OGE, x, constantFloat(-0x1p63, type));
+  Value below = builder.create<arith::CmpFOp>(
+      loc, arith::CmpFPredicate::OLT, x, constantFloat(0x1p63, type));
+  Value inRange = builder.create<arith::AndIOp>(loc, atLeast, below);
+  Value converted =
+      builder.create<arith::FPToSIOp>(loc, builder.getI64Type(), x);
+  return builder.create<arith::SelectOp>(
+      loc, inRange, converted, constantInt(INT64_MIN, builder.getI64Type()));
 }
 
 Value KernelExporter::emitUnary(ScalarOp op, DType type, Value x) {
@@ -368,7 +391,7 @@ Value KernelExporter::emitIntBinary(ScalarOp op, DType type, Value a, Value b) {
     Value fa = builder.create<arith::SIToFPOp>(loc, f64, a);
     Value fb = builder.create<arith::SIToFPOp>(loc, f64, b);
     Value p = builder.create<math::PowFOp>(loc, fa, fb);
-    Value wide = builder.create<arith::FPToSIOp>(loc, builder.getI64Type(), p);
+    Value wide = truncateToInt64(p);
     if (type == DType::I32)
       return builder.create<arith::TruncIOp>(loc, t, wide);
     return wide;
@@ -377,6 +400,9 @@ Value KernelExporter::emitIntBinary(ScalarOp op, DType type, Value a, Value b) {
   case ScalarOp::Fmod:
   case ScalarOp::Remainder: {
     // A zero divisor, or MIN / -1, gives 0 instead of trapping.
+    // The interpreter divides in i64 and wraps: i32 MIN / -1 is MIN again
+    // (and its fmod and remainder 0); i64 MIN / -1 gives 0 like a zero
+    // divisor. Either way MIN by -1 must not reach the divide, which traps.
     Value zero = constantInt(0, t);
     Value minusOne = constantInt(-1, t);
     int64_t minimum = type == DType::I32 ? INT32_MIN : INT64_MIN;
@@ -389,6 +415,10 @@ Value KernelExporter::emitIntBinary(ScalarOp op, DType type, Value a, Value b) {
         builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, a,
                                       constantInt(minimum, t)));
     Value bad = builder.create<arith::OrIOp>(loc, byZero, overflow);
+    // What a bad divisor gives: 0, except i32 MIN / -1, which is MIN.
+    Value badResult = zero;
+    if (op == ScalarOp::Div && type == DType::I32)
+      badResult = builder.create<arith::SelectOp>(loc, overflow, a, zero);
     Value divisor =
         builder.create<arith::SelectOp>(loc, bad, constantInt(1, t), b);
     Value result;
@@ -411,7 +441,7 @@ Value KernelExporter::emitIntBinary(ScalarOp op, DType type, Value a, Value b) {
       result = builder.create<arith::SelectOp>(
           loc, fix, builder.create<arith::AddIOp>(loc, r, divisor), r);
     }
-    return builder.create<arith::SelectOp>(loc, bad, zero, result);
+    return builder.create<arith::SelectOp>(loc, bad, badResult, result);
   }
   default:
     failAt(std::string("'") + scalarOpName(op) + "' is not defined on integers");
