@@ -118,14 +118,15 @@ def test_opinfo_sample_matches_eager(name, sample):
 # Differential testing: the reference interpreter, the LLVM backend and the
 # MLIR backend (an independent compiler from loop IR; docs/ir-reference.md)
 # compile each sample; every backend must take the same path and agree with
-# the interpreter closely and with eager.
+# the interpreter closely and with eager. A disagreement dumps the sample's
+# kernels and names the dynafuse-diff command that finds the kernel.
 DIFFERENTIAL_BACKENDS = tuple(b for b in ("interp", "llvm", "mlir")
                               if b in dynafuse._C.backends())
 
 
 @pytest.mark.skipif(len(DIFFERENTIAL_BACKENDS) < 3, reason="needs LLVM and MLIR")
 @pytest.mark.parametrize("name,sample", CASES)
-def test_opinfo_sample_agrees_across_backends(name, sample):
+def test_opinfo_sample_agrees_across_backends(name, sample, tmp_path):
     args, kwargs, op = sample.args, sample.kwargs, OPINFOS[name].op
 
     def fn(x):
@@ -146,11 +147,21 @@ def test_opinfo_sample_agrees_across_backends(name, sample):
         assert not stats["compile_failures"], (what, backend, stats)
         compiled[backend] = len(dynafuse.compiled_graphs()) > 0 and not stats["graph_breaks"]
     assert len(set(compiled.values())) == 1, (what, "backends took different paths", compiled)
-    for backend, result in results.items():
-        assert_outputs_close(result, expected, f"{what} [{backend} vs eager]",
-                             rtol=1e-4, atol=1e-5)
-        assert_outputs_close(result, results["interp"], f"{what} [{backend} vs interp]",
-                             rtol=1e-5, atol=1e-6)
+    try:
+        for backend, result in results.items():
+            assert_outputs_close(result, expected, f"{what} [{backend} vs eager]",
+                                 rtol=1e-4, atol=1e-5)
+            assert_outputs_close(result, results["interp"], f"{what} [{backend} vs interp]",
+                                 rtol=1e-5, atol=1e-6)
+    except AssertionError as disagreement:
+        # The replay: the sample's graph and kernels dumped, for dynafuse-diff
+        # to name the kernel that differs.
+        dynafuse.reset()
+        dynafuse.config.dump_dir = str(tmp_path)
+        with torch.no_grad():
+            dynafuse.compile(fn, backend="mlir")(sample.input)
+        raise AssertionError(f"{disagreement}\nreplay: dynafuse-diff "
+                             f"{tmp_path}/*/kernels.loop") from None
     if compiled["interp"]:
         OPINFO_DIFFERENTIAL[DIFFERENTIAL_BACKENDS] = \
             OPINFO_DIFFERENTIAL.get(DIFFERENTIAL_BACKENDS, 0) + 1
