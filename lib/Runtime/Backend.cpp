@@ -4,6 +4,8 @@
 #include "dynafuse/Support/Error.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -75,6 +77,17 @@ CompileOptions compileOptionsFrom(const Options &options) {
   compileOptions.codegen = options.codegen;
   compileOptions.parallelThreshold = options.parallelThreshold;
   return compileOptions;
+}
+
+void writeDumpFile(const std::string &dir, const std::string &fileName,
+                   const std::string &text, const std::string &backend) {
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  std::string path = (std::filesystem::path(dir) / fileName).string();
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file)
+    fail(backend + " backend: cannot write " + path);
 }
 
 } // namespace dynafuse

@@ -1,7 +1,7 @@
 //===- ToolInput.cpp - Reading IR text for the command-line tools ---------===//
 //
 // File reading, --split-input-file chunking and IR-kind detection shared by
-// dynafuse-opt and dynafuse-run.
+// dynafuse-opt, dynafuse-run and dynafuse-diff; option lists.
 //
 //===----------------------------------------------------------------------===//
 #include "ToolInput.h"
@@ -10,6 +10,16 @@
 #include <sstream>
 
 namespace dynafuse::tools {
+
+std::vector<std::string> splitList(const std::string &text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty())
+      items.push_back(item);
+  return items;
+}
 
 std::optional<std::string> readTextFile(const std::string &path) {
   std::ifstream file(path);

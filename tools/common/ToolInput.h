@@ -21,6 +21,9 @@ std::optional<std::string> readTextFile(const std::string &path);
 /// line numbers by being prefixed with the newlines that precede it.
 std::vector<std::string> splitInputChunks(const std::string &text);
 
+/// The comma-separated items of `text` ("a,b,,c" -> a, b, c).
+std::vector<std::string> splitList(const std::string &text);
+
 /// The first word of `text` ("graph", "module", "kernel"), skipping blank
 /// and comment lines; empty when there is none.
 std::string firstKeyword(const std::string &text);

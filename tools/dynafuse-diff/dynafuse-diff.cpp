@@ -30,6 +30,7 @@
 // anything failed or fewer than --min-kernels kernels were compared.
 //
 //===----------------------------------------------------------------------===//
+#include "ElementCompare.h"
 #include "ToolInput.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
@@ -98,23 +99,13 @@ struct Tally {
   std::exit(2);
 }
 
-std::vector<std::string> splitList(const std::string &text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ','))
-    if (!item.empty())
-      items.push_back(item);
-  return items;
-}
-
 DiffOptions parseOptions(int argc, char **argv) {
   DiffOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char *prefix) { return arg.substr(strlen(prefix)); };
     if (arg.rfind("--backends=", 0) == 0)
-      options.backends = splitList(value("--backends="));
+      options.backends = tools::splitList(value("--backends="));
     else if (arg.rfind("--seed=", 0) == 0)
       options.seed = unsigned(std::stoul(value("--seed=")));
     else if (arg.rfind("--rtol=", 0) == 0)
@@ -130,7 +121,7 @@ DiffOptions parseOptions(int argc, char **argv) {
     else if (arg.rfind("--min-kernels=", 0) == 0)
       options.minKernels = std::stoi(value("--min-kernels="));
     else if (arg.rfind("--sizes=", 0) == 0) {
-      for (const std::string &item : splitList(value("--sizes="))) {
+      for (const std::string &item : tools::splitList(value("--sizes="))) {
         size_t equals = item.find('=');
         if (equals == std::string::npos)
           usage("bad --sizes entry '" + item + "'");
@@ -338,21 +329,6 @@ std::vector<ParamStorage> randomParams(const Kernel &kernel,
   return params;
 }
 
-bool close(DType type, ScalarValue want, ScalarValue got,
-           const DiffOptions &options) {
-  if (!isFloating(type))
-    return want.i == got.i;
-  if (std::isnan(want.f) || std::isnan(got.f))
-    return std::isnan(want.f) && std::isnan(got.f);
-  if (want.f == got.f)
-    return true;
-  // f16 and bf16 round at about 1e-3 and 1e-2: 100 times --rtol (so
-  // --rtol=0 is exact for them too).
-  double rtol = type == DType::F32 || type == DType::F64 ? options.rtol
-                                                         : options.rtol * 100;
-  return std::fabs(want.f - got.f) <= options.atol + rtol * std::fabs(want.f);
-}
-
 std::string valueText(DType type, ScalarValue value) {
   if (!isFloating(type))
     return std::to_string(value.i);
@@ -375,7 +351,7 @@ std::string compareRuns(const Kernel &kernel,
     for (size_t k = 0; k < count; ++k) {
       ScalarValue a = loadElement(type, want[p].data() + k * width);
       ScalarValue b = loadElement(type, got[p].data() + k * width);
-      if (!close(type, a, b, options))
+      if (!tools::elementsClose(type, a, b, options.rtol, options.atol))
         return "%" + kernel.params[p].name + " element " + std::to_string(k) +
                ": " + valueText(type, a) + " vs " + valueText(type, b);
     }

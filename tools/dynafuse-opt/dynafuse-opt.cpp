@@ -84,22 +84,12 @@ struct Options {
   std::exit(2);
 }
 
-std::vector<std::string> splitList(const std::string &text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ','))
-    if (!item.empty())
-      items.push_back(item);
-  return items;
-}
-
 Options parseOptions(int argc, char **argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--passes=", 0) == 0)
-      options.passes = splitList(arg.substr(9));
+      options.passes = tools::splitList(arg.substr(9));
     else if (arg.rfind("--emit=", 0) == 0)
       options.emit = arg.substr(7);
     else if (arg == "--print-ir-after-all")
@@ -107,7 +97,7 @@ Options parseOptions(int argc, char **argv) {
     else if (arg == "--split-input-file")
       options.splitInputFile = true;
     else if (arg.rfind("--grad-inputs=", 0) == 0)
-      options.gradInputs = splitList(arg.substr(14));
+      options.gradInputs = tools::splitList(arg.substr(14));
     else if (arg.rfind("--", 0) == 0)
       usage("unknown option '" + arg + "'");
     else

@@ -19,6 +19,7 @@
 // benchmarks/gpu/check.sh runs it over a suite of modules.
 //
 //===----------------------------------------------------------------------===//
+#include "ElementCompare.h"
 #include "ToolInput.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
@@ -215,18 +216,6 @@ std::vector<std::vector<ScalarValue>> runWith(const LoopModule &module,
   return outputs;
 }
 
-bool close(DType type, ScalarValue want, ScalarValue got,
-           const Options &options) {
-  if (!isFloating(type))
-    return want.i == got.i;
-  if (std::isnan(want.f) || std::isnan(got.f))
-    return std::isnan(want.f) && std::isnan(got.f);
-  if (want.f == got.f)
-    return true;
-  double rtol = type == DType::F32 || type == DType::F64 ? options.rtol : 1e-2;
-  return std::fabs(want.f - got.f) <= options.atol + rtol * std::fabs(want.f);
-}
-
 int benchModule(const LoopModule &module, const std::string &where,
                 const Options &options) {
 #ifdef DYNAFUSE_HAVE_CUDA
@@ -271,7 +260,7 @@ int runModule(const LoopModule &module, const std::string &where,
   for (size_t o = 0; o < module.outputs.size(); ++o) {
     DType type = module.findBuffer(module.outputs[o])->dtype;
     for (size_t k = 0; k < want[o].size(); ++k) {
-      if (close(type, want[o][k], got[o][k], options))
+      if (tools::elementsClose(type, want[o][k], got[o][k], options.rtol, options.atol))
         continue;
       std::cout << "FAIL " << where << ": output %" << module.outputs[o]
                 << " element " << k << ": " << options.reference << " "

@@ -43,6 +43,11 @@ struct CompileOptions {
 /// CompileOptions carrying what `options` says about code generation.
 CompileOptions compileOptionsFrom(const Options &options);
 
+/// Writes one dumped stage, `<dir>/<fileName>` (creating dir); throws Error
+/// naming `backend` and the path when it cannot.
+void writeDumpFile(const std::string &dir, const std::string &fileName,
+                   const std::string &text, const std::string &backend);
+
 class KernelExecutable {
 public:
   virtual ~KernelExecutable() = default;

@@ -50,17 +50,6 @@ private:
   RangeEntry rangeEntry;
 };
 
-void writeDump(const std::string &dir, const std::string &fileName,
-               const std::string &text) {
-  std::error_code ignored;
-  std::filesystem::create_directories(dir, ignored);
-  std::string path = (std::filesystem::path(dir) / fileName).string();
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  if (!file)
-    fail("LLVM backend: cannot write " + path);
-}
-
 class LLVMBackend : public Backend {
 public:
   std::string name() const override { return "llvm"; }
@@ -87,9 +76,9 @@ public:
     }
     optimizeModule(*ir, *machine);
     if (!options.dumpDir.empty()) {
-      writeDump(options.dumpDir, options.dumpName + ".ll", printModule(*ir));
-      writeDump(options.dumpDir, options.dumpName + ".s",
-                emitAssemblyText(*ir, *machine));
+      writeDumpFile(options.dumpDir, options.dumpName + ".ll", printModule(*ir), "LLVM");
+      writeDumpFile(options.dumpDir, options.dumpName + ".s",
+                emitAssemblyText(*ir, *machine), "LLVM");
     }
     if (module.kernels.empty())
       return {};

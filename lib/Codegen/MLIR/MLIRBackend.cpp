@@ -45,17 +45,6 @@ std::string errorText(llvm::Error error) {
   return text;
 }
 
-void writeDump(const std::string &dir, const std::string &fileName,
-               const std::string &text) {
-  std::error_code ignored;
-  std::filesystem::create_directories(dir, ignored);
-  std::string path = (std::filesystem::path(dir) / fileName).string();
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  if (!file)
-    fail("MLIR backend: cannot write " + path);
-}
-
 class MLIRKernel : public KernelExecutable {
 public:
   using Packed = void (*)(void **);
@@ -130,12 +119,12 @@ public:
     mlir::OwningOpRef<mlir::ModuleOp> exported =
         exportLoopModule(module, *context, /*rangeVariants=*/true);
     if (!options.dumpDir.empty())
-      writeDump(options.dumpDir, options.dumpName + ".mlir",
-                printOperation(*exported));
+      writeDumpFile(options.dumpDir, options.dumpName + ".mlir",
+                printOperation(*exported), "MLIR");
     lowerToLLVMDialect(*exported);
     if (!options.dumpDir.empty())
-      writeDump(options.dumpDir, options.dumpName + ".llvm.mlir",
-                printOperation(*exported));
+      writeDumpFile(options.dumpDir, options.dumpName + ".llvm.mlir",
+                printOperation(*exported), "MLIR");
     if (module.kernels.empty())
       return {};
 
