@@ -4,6 +4,8 @@ nn.functional.pad.reflect, max.binary).
 
 Each sample runs compiled afresh and must match eager, outputs compared in
 full (same structure and length, every tensor's dtype, shape and values).
+A compiled sample is also compiled by the interpreter and the MLIR backend,
+which must agree with the LLVM backend (differential testing).
 A sample the tracer does not capture runs eagerly (a graph break before
 any graph) and counts as "eager"; a sample that is captured must lower,
 compile and match: a lowering or compile failure fails the test. The
@@ -87,7 +89,7 @@ def test_every_op_has_samples_and_every_known_bug_a_case():
 
 
 @pytest.mark.parametrize("name,sample", CASES)
-def test_opinfo_sample_matches_eager(name, sample):
+def test_opinfo_sample_matches_eager(name, sample, tmp_path):
     opinfo = OPINFOS[name]
     coverage = OPINFO_COVERAGE.setdefault(
         name, {"compiled": 0, "eager": 0, "rejected": 0, "failed": 0})
@@ -111,57 +113,41 @@ def test_opinfo_sample_matches_eager(name, sample):
     assert len(graphs) == stats["captures"], \
         (what, "captured but not compiled", stats, dynafuse._C.break_reasons())
     assert_outputs_close(actual, expected, what, rtol=1e-4, atol=1e-5)
+    compiled = bool(graphs) and not stats["graph_breaks"]
+    if compiled and len(DIFFERENTIAL_BACKENDS) == 3:
+        agree_across_backends(fn, sample.input, actual, what, tmp_path)
     coverage["failed"] -= 1
-    coverage["compiled" if graphs and not stats["graph_breaks"] else "eager"] += 1
+    coverage["compiled" if compiled else "eager"] += 1
 
 
-# Differential testing: the reference interpreter, the LLVM backend and the
-# MLIR backend (an independent compiler from loop IR; docs/ir-reference.md)
-# compile each sample; every backend must take the same path and agree with
-# the interpreter closely and with eager. A disagreement dumps the sample's
-# kernels and names the dynafuse-diff command that finds the kernel.
+# Differential testing: every compiled sample is compiled again by the
+# reference interpreter and the MLIR backend (an independent compiler from
+# loop IR; docs/ir-reference.md), which must take the same path and agree
+# closely with the LLVM backend's result above. A disagreement dumps the
+# sample's kernels and names the dynafuse-diff command that finds the
+# kernel.
 DIFFERENTIAL_BACKENDS = tuple(b for b in ("interp", "llvm", "mlir")
                               if b in dynafuse._C.backends())
 
 
-@pytest.mark.skipif(len(DIFFERENTIAL_BACKENDS) < 3, reason="needs LLVM and MLIR")
-@pytest.mark.parametrize("name,sample", CASES)
-def test_opinfo_sample_agrees_across_backends(name, sample, tmp_path):
-    args, kwargs, op = sample.args, sample.kwargs, OPINFOS[name].op
-
-    def fn(x):
-        return op(x, *args, **kwargs)
-
-    what = f"{name}: {sample}"
-    try:
-        with torch.no_grad():
-            expected = fn(sample.input)
-    except Exception:  # noqa: BLE001 - eager rejects the sample too
-        return
-    results, compiled = {}, {}
-    for backend in DIFFERENTIAL_BACKENDS:
+def agree_across_backends(fn, x, llvm_result, what, replay_dir):
+    for backend in ("interp", "mlir"):
         dynafuse.reset()
         with torch.no_grad():
-            results[backend] = dynafuse.compile(fn, backend=backend)(sample.input)
+            result = dynafuse.compile(fn, backend=backend)(x)
         stats = dynafuse.stats()
-        assert not stats["compile_failures"], (what, backend, stats)
-        compiled[backend] = len(dynafuse.compiled_graphs()) > 0 and not stats["graph_breaks"]
-    assert len(set(compiled.values())) == 1, (what, "backends took different paths", compiled)
-    try:
-        for backend, result in results.items():
-            assert_outputs_close(result, expected, f"{what} [{backend} vs eager]",
-                                 rtol=1e-4, atol=1e-5)
-            assert_outputs_close(result, results["interp"], f"{what} [{backend} vs interp]",
+        assert not stats["compile_failures"] and not stats["graph_breaks"] \
+            and dynafuse.compiled_graphs(), (what, backend, "took another path", stats)
+        try:
+            assert_outputs_close(result, llvm_result, f"{what} [{backend} vs llvm]",
                                  rtol=1e-5, atol=1e-6)
-    except AssertionError as disagreement:
-        # The replay: the sample's graph and kernels dumped, for dynafuse-diff
-        # to name the kernel that differs.
-        dynafuse.reset()
-        dynafuse.config.dump_dir = str(tmp_path)
-        with torch.no_grad():
-            dynafuse.compile(fn, backend="mlir")(sample.input)
-        raise AssertionError(f"{disagreement}\nreplay: dynafuse-diff "
-                             f"{tmp_path}/*/kernels.loop") from None
-    if compiled["interp"]:
-        OPINFO_DIFFERENTIAL[DIFFERENTIAL_BACKENDS] = \
-            OPINFO_DIFFERENTIAL.get(DIFFERENTIAL_BACKENDS, 0) + 1
+        except AssertionError as disagreement:
+            dynafuse.reset()
+            dynafuse.config.dump_dir = str(replay_dir)
+            with torch.no_grad():
+                dynafuse.compile(fn, backend="mlir")(x)
+            raise AssertionError(f"{disagreement}\nreplay: dynafuse-diff "
+                                 f"{replay_dir}/*/kernels.loop") from None
+    OPINFO_DIFFERENTIAL[DIFFERENTIAL_BACKENDS] = \
+        OPINFO_DIFFERENTIAL.get(DIFFERENTIAL_BACKENDS, 0) + 1
+

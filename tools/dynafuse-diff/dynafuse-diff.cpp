@@ -15,7 +15,7 @@
 // exactly), and so is whether an index error was reported. With MLIR built,
 // each module's export is also checked by MLIR's verifier in process and,
 // with --mlir-opt, by that tool reading the printed text. --inputs=edge
-// fills inputs with the values where implementations part ways (NaN,
+// (or random,edge: both, one after the other) fills inputs with the values where implementations part ways (NaN,
 // infinities, signed zeros, huge and subnormal floats, MIN/MAX/-1/0
 // integers) instead of plain random ones. Each parameter sits between
 // guard bytes; a run that writes outside its elements fails.
@@ -77,10 +77,10 @@ struct DiffOptions {
   double rtol = 1e-4, atol = 1e-5;
   std::string replayDir;
   std::string mlirOpt;
-  /// "random" (floats in [-2, 2], integers in [0, 3]) or "edge" (NaN,
-  /// infinities, signed zeros, huge and subnormal floats; MIN, MAX, -1, 0
-  /// and large integers).
-  std::string inputKind = "random";
+  /// Each kernel runs on each: "random" (floats in [-2, 2], integers in
+  /// [0, 3]) and "edge" (NaN, infinities, signed zeros, huge and subnormal
+  /// floats; MIN, MAX, -1, 0 and large integers).
+  std::vector<std::string> inputKinds = {"random"};
   /// Fewer kernels compared than this is a failure (a corpus that stops
   /// parsing or lowering must not pass by shrinking).
   int minKernels = 0;
@@ -95,7 +95,7 @@ struct Tally {
   std::cerr << "dynafuse-diff: " << problem << "\n"
             << "usage: dynafuse-diff FILE... [--backends=a,b,c] [--seed=N] "
                "[--sizes=s0=7,...] [--rtol=X] [--atol=X] [--replay-dir=DIR] "
-               "[--mlir-opt=PATH] [--inputs=random|edge] [--min-kernels=N]\n";
+               "[--mlir-opt=PATH] [--inputs=random,edge] [--min-kernels=N]\n";
   std::exit(2);
 }
 
@@ -117,7 +117,7 @@ DiffOptions parseOptions(int argc, char **argv) {
     else if (arg.rfind("--mlir-opt=", 0) == 0)
       options.mlirOpt = value("--mlir-opt=");
     else if (arg.rfind("--inputs=", 0) == 0)
-      options.inputKind = value("--inputs=");
+      options.inputKinds = tools::splitList(value("--inputs="));
     else if (arg.rfind("--min-kernels=", 0) == 0)
       options.minKernels = std::stoi(value("--min-kernels="));
     else if (arg.rfind("--sizes=", 0) == 0) {
@@ -149,8 +149,9 @@ DiffOptions parseOptions(int argc, char **argv) {
   std::set<std::string> distinct(options.backends.begin(), options.backends.end());
   if (distinct.size() != options.backends.size())
     usage("--backends lists a backend twice (it would be compared with itself)");
-  if (options.inputKind != "random" && options.inputKind != "edge")
-    usage("--inputs must be 'random' or 'edge'");
+  for (const std::string &kind : options.inputKinds)
+    if (kind != "random" && kind != "edge")
+      usage("--inputs takes 'random', 'edge' or both ('random,edge')");
   return options;
 }
 
@@ -308,7 +309,8 @@ void fillEdgeElements(DType type, char *data, int64_t count, std::mt19937 &rng) 
 
 std::vector<ParamStorage> randomParams(const Kernel &kernel,
                                        const std::map<std::string, int64_t> &bindings,
-                                       const DiffOptions &options) {
+                                       const DiffOptions &options,
+                                       const std::string &kind) {
   std::mt19937 rng(options.seed ^
                    unsigned(std::hash<std::string>()(kernel.name)));
   std::vector<ParamStorage> params;
@@ -320,7 +322,7 @@ std::vector<ParamStorage> randomParams(const Kernel &kernel,
     storage.elementBytes = size_t(count) * dtypeSize(param.type.dtype);
     storage.bytes.assign(storage.elementBytes + 2 * kGuardBytes,
                          char(kGuardByte));
-    if (options.inputKind == "edge")
+    if (kind == "edge")
       fillEdgeElements(param.type.dtype, storage.data(), count, rng);
     else
       fillRandomElements(param.type.dtype, storage.data(), count, rng);
@@ -368,7 +370,8 @@ std::string joined(const std::vector<std::string> &items) {
 
 void writeReplay(const Kernel &kernel, const std::string &where,
                  const std::string &message, const DiffOptions &options,
-                 const std::map<std::string, int64_t> &bindings) {
+                 const std::map<std::string, int64_t> &bindings,
+                 const std::string &kind) {
   std::filesystem::create_directories(options.replayDir);
   std::string stem = std::filesystem::path(where).filename().string();
   for (char &c : stem)
@@ -386,7 +389,7 @@ void writeReplay(const Kernel &kernel, const std::string &where,
   file << "// dynafuse-diff replay: kernel @" << kernel.name << " of " << where
        << "\n// " << message << "\n// Replay: dynafuse-diff " << path
        << " --backends=" << joined(options.backends)
-       << " --inputs=" << options.inputKind
+       << " --inputs=" << kind
        << " --seed=" << options.seed << " --rtol=" << options.rtol
        << " --atol=" << options.atol
        << (sizes.empty() ? "" : " --sizes=" + sizes) << "\n"
@@ -501,45 +504,54 @@ void diffModule(const LoopModule &module, const std::string &where,
       if (outer && compiled[b][k]->supportsRange())
         runs.push_back({b, true});
     }
-    for (size_t r = 0; r < runs.size() && failure.empty(); ++r) {
-      const KernelExecutable &executable = *compiled[runs[r].backend][k];
-      std::string name = options.backends[runs[r].backend] +
-                         (runs[r].ranges ? "/ranges" : "");
-      std::vector<ParamStorage> params =
-          randomParams(kernel, bindings, options);
-      std::vector<char *> buffers;
-      for (ParamStorage &param : params)
-        buffers.push_back(param.data());
-      std::string ignored;
-      takeIndexError(ignored);
-      if (runs[r].ranges) {
-        int64_t extent = outer->extent.substitute(constantsOf(bindings)).evaluate({});
-        int64_t third = (extent + 2) / 3;
-        for (int64_t begin = 0; begin < extent; begin += third)
-          executable.runRange(buffers.data(), symbols.data(), begin,
-                              std::min(extent, begin + third));
-      } else {
-        executable.run(buffers.data(), symbols.data());
+    std::string failedKind;
+    for (const std::string &kind : options.inputKinds) {
+      if (!failure.empty())
+        break;
+      failedKind = kind;
+      std::string inputs =
+          options.inputKinds.size() > 1 ? " [" + kind + " inputs]" : "";
+      for (size_t r = 0; r < runs.size() && failure.empty(); ++r) {
+        const KernelExecutable &executable = *compiled[runs[r].backend][k];
+        std::string name = options.backends[runs[r].backend] +
+                           (runs[r].ranges ? "/ranges" : "");
+        std::vector<ParamStorage> params =
+            randomParams(kernel, bindings, options, kind);
+        std::vector<char *> buffers;
+        for (ParamStorage &param : params)
+          buffers.push_back(param.data());
+        std::string ignored;
+        takeIndexError(ignored);
+        if (runs[r].ranges) {
+          int64_t extent =
+              outer->extent.substitute(constantsOf(bindings)).evaluate({});
+          int64_t third = (extent + 2) / 3;
+          for (int64_t begin = 0; begin < extent; begin += third)
+            executable.runRange(buffers.data(), symbols.data(), begin,
+                                std::min(extent, begin + third));
+        } else {
+          executable.run(buffers.data(), symbols.data());
+        }
+        std::string indexError;
+        bool reported = takeIndexError(indexError);
+        if (r == 0) {
+          for (size_t p = 0; p < params.size(); ++p)
+            if (!params[p].guardsIntact())
+              failure = name + inputs + ": %" + kernel.params[p].name +
+                        " written outside its elements";
+          reference = std::move(params);
+          referenceIndexError = reported;
+          continue;
+        }
+        std::string label = name + " vs " + options.backends[0] + inputs;
+        if (reported != referenceIndexError)
+          failure = label + ": index error reported by " +
+                    (reported ? name : options.backends[0]) + " only";
+        else if (std::string difference =
+                     compareRuns(kernel, reference, params, options);
+                 !difference.empty())
+          failure = label + ": " + difference;
       }
-      std::string indexError;
-      bool reported = takeIndexError(indexError);
-      if (r == 0) {
-        for (size_t p = 0; p < params.size(); ++p)
-          if (!params[p].guardsIntact())
-            failure = name + ": %" + kernel.params[p].name +
-                      " written outside its elements";
-        reference = std::move(params);
-        referenceIndexError = reported;
-        continue;
-      }
-      std::string label = name + " vs " + options.backends[0];
-      if (reported != referenceIndexError)
-        failure = label + ": index error reported by " +
-                  (reported ? name : options.backends[0]) + " only";
-      else if (std::string difference =
-                   compareRuns(kernel, reference, params, options);
-               !difference.empty())
-        failure = label + ": " + difference;
     }
     if (failure.empty()) {
       ++agreed;
@@ -549,7 +561,7 @@ void diffModule(const LoopModule &module, const std::string &where,
     std::cout << "FAIL " << where << " @" << kernel.name << ": " << failure
               << "\n";
     if (!options.replayDir.empty())
-      writeReplay(kernel, where, failure, options, bindings);
+      writeReplay(kernel, where, failure, options, bindings, failedKind);
   }
   tally.passed += agreed;
   if (agreed + skippedHere == int(module.kernels.size()))

@@ -328,9 +328,10 @@ mlir::OwningOpRef<mlir::ModuleOp> exportLoopModule(const LoopModule &module,
   mlir::OwningOpRef<mlir::ModuleOp> result =
       mlir::ModuleOp::create(builder.getUnknownLoc(), module.name);
   for (const Kernel &kernel : module.kernels) {
-    KernelExporter(kernel, *result).run();
     if (const Stmt *loop = rangeVariants ? splittableLoop(kernel) : nullptr)
       KernelExporter(kernel, *result, loop).run();
+    else
+      KernelExporter(kernel, *result).run();
   }
   std::string diagnostics;
   {

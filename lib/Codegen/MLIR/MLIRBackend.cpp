@@ -3,8 +3,9 @@
 // compile(): loop IR -> exported MLIR (verified) -> MLIR's lowering to the
 // LLVM dialect -> ExecutionEngine (LLVM O2 for the host CPU) -> one
 // KernelExecutable per kernel calling the packed wrapper of its C
-// interface (and of the range variant of a splittable kernel, so the
-// executor splits its outer loop over threads). Optional dumps: <dumpDir>/<dumpName>.mlir (the export) and
+// interface; a splittable kernel is compiled as its range variant only (a
+// whole run passes 0 and the extent), so the executor splits its outer
+// loop over threads. Optional dumps: <dumpDir>/<dumpName>.mlir (the export) and
 // <dumpName>.llvm.mlir (after lowering).
 //
 // Calling convention: `_mlir_ciface_K(desc0*, desc1*, ..., s0, s1, ...)`,
@@ -49,31 +50,41 @@ class MLIRKernel : public KernelExecutable {
 public:
   using Packed = void (*)(void **);
 
+  /// `entry` is the kernel's function, or, for a splittable kernel
+  /// (`outerLoop` not null), its range variant.
   MLIRKernel(std::shared_ptr<mlir::ExecutionEngine> engine, Packed entry,
-             Packed rangeEntry, const Kernel &kernel)
-      : engine(std::move(engine)), entry(entry), rangeEntry(rangeEntry),
-        symbolNames(kernel.symbols) {
+             const Kernel &kernel, const Stmt *outerLoop)
+      : engine(std::move(engine)), entry(entry), symbolNames(kernel.symbols),
+        ranged(outerLoop != nullptr) {
     for (const LoopBuffer &param : kernel.params) {
       sizes.push_back(param.type.sizes);
       strides.push_back(param.type.effectiveStrides());
     }
+    if (outerLoop)
+      outerExtent = outerLoop->extent;
   }
 
   void run(char *const *buffers, const int64_t *symbols) const override {
-    call(entry, buffers, symbols, nullptr);
+    if (!ranged)
+      return call(buffers, symbols, nullptr);
+    std::map<std::string, int64_t> bindings;
+    for (size_t j = 0; j < symbolNames.size(); ++j)
+      bindings[symbolNames[j]] = symbols[j];
+    int64_t bounds[] = {0, outerExtent.evaluate(bindings)};
+    call(buffers, symbols, bounds);
   }
-  bool supportsRange() const override { return rangeEntry != nullptr; }
+  bool supportsRange() const override { return ranged; }
   void runRange(char *const *buffers, const int64_t *symbols, int64_t begin,
                 int64_t end) const override {
-    if (!rangeEntry)
+    if (!ranged)
       return run(buffers, symbols);
     int64_t bounds[] = {begin, end};
-    call(rangeEntry, buffers, symbols, bounds);
+    call(buffers, symbols, bounds);
   }
 
 private:
   /// Packs descriptors, symbols and the optional range bounds, then calls.
-  void call(Packed function, char *const *buffers, const int64_t *symbols,
+  void call(char *const *buffers, const int64_t *symbols,
             int64_t *bounds) const {
     std::map<std::string, int64_t> bindings;
     for (size_t j = 0; j < symbolNames.size(); ++j)
@@ -100,14 +111,81 @@ private:
       arguments.push_back(&bounds[0]);
       arguments.push_back(&bounds[1]);
     }
-    function(arguments.data());
+    entry(arguments.data());
   }
 
   std::shared_ptr<mlir::ExecutionEngine> engine;
-  Packed entry, rangeEntry;
+  Packed entry;
   std::vector<std::string> symbolNames;
+  bool ranged;
+  SymExpr outerExtent;
   std::vector<std::vector<SymExpr>> sizes, strides;
 };
+
+/// Engines already built, by the exported module's text: a graph compiled
+/// again (dynafuse.reset(), a recompile with the same kernels) reuses its
+/// code, as the LLVM backend's disk cache lets it, and only when that cache
+/// is on (DYNAFUSE_DISK_CACHE=0 makes every compile cold in both).
+/// Process-lifetime like the LLVM backend's JIT; bounded, it starts over
+/// when full.
+class EngineCache {
+public:
+  std::shared_ptr<mlir::ExecutionEngine> find(const std::string &key) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = engines.find(key);
+    return found == engines.end() ? nullptr : found->second;
+  }
+  void add(const std::string &key,
+           std::shared_ptr<mlir::ExecutionEngine> engine) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (engines.size() >= kCapacity)
+      engines.clear();
+    engines[key] = std::move(engine);
+  }
+
+private:
+  static constexpr size_t kCapacity = 512;
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<mlir::ExecutionEngine>> engines;
+};
+
+EngineCache &engineCache() {
+  static EngineCache cache;
+  return cache;
+}
+
+std::shared_ptr<mlir::ExecutionEngine> buildEngine(mlir::ModuleOp lowered) {
+  // LLVM's target registry leaves registration races to its callers.
+  static std::once_flag targetsInitialized;
+  std::call_once(targetsInitialized, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!machineBuilder)
+    fail("MLIR backend: " + errorText(machineBuilder.takeError()));
+  auto machine = machineBuilder->createTargetMachine();
+  if (!machine)
+    fail("MLIR backend: " + errorText(machine.takeError()));
+  auto optimize = mlir::makeOptimizingTransformer(2, 0, machine->get());
+  mlir::ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = optimize;
+  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOpt::Default;
+  engineOptions.enableGDBNotificationListener = false;
+  engineOptions.enablePerfNotificationListener = false;
+  auto created = mlir::ExecutionEngine::create(lowered, engineOptions);
+  if (!created)
+    fail("MLIR backend: " + errorText(created.takeError()));
+  std::shared_ptr<mlir::ExecutionEngine> engine = std::move(*created);
+  engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("dynafuse_index_error")] = llvm::JITEvaluatedSymbol(
+        llvm::pointerToJITTargetAddress(&dynafuse_index_error),
+        llvm::JITSymbolFlags::Exported);
+    return symbols;
+  });
+  return engine;
+}
 
 class MLIRBackend : public Backend {
 public:
@@ -118,62 +196,34 @@ public:
     std::unique_ptr<mlir::MLIRContext> context = createContext();
     mlir::OwningOpRef<mlir::ModuleOp> exported =
         exportLoopModule(module, *context, /*rangeVariants=*/true);
-    if (!options.dumpDir.empty())
-      writeDumpFile(options.dumpDir, options.dumpName + ".mlir",
-                printOperation(*exported), "MLIR");
-    lowerToLLVMDialect(*exported);
-    if (!options.dumpDir.empty())
-      writeDumpFile(options.dumpDir, options.dumpName + ".llvm.mlir",
-                printOperation(*exported), "MLIR");
-    if (module.kernels.empty())
-      return {};
-
-    // LLVM's target registry leaves registration races to its callers.
-    static std::once_flag targetsInitialized;
-    std::call_once(targetsInitialized, [] {
-      llvm::InitializeNativeTarget();
-      llvm::InitializeNativeTargetAsmPrinter();
-    });
-    auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
-    if (!machineBuilder)
-      fail("MLIR backend: " + errorText(machineBuilder.takeError()));
-    auto machine = machineBuilder->createTargetMachine();
-    if (!machine)
-      fail("MLIR backend: " + errorText(machine.takeError()));
-    auto optimize = mlir::makeOptimizingTransformer(2, 0, machine->get());
-    mlir::ExecutionEngineOptions engineOptions;
-    engineOptions.transformer = optimize;
-    engineOptions.jitCodeGenOptLevel = llvm::CodeGenOpt::Default;
-    engineOptions.enableGDBNotificationListener = false;
-    engineOptions.enablePerfNotificationListener = false;
-    auto created = mlir::ExecutionEngine::create(*exported, engineOptions);
-    if (!created)
-      fail("MLIR backend: " + errorText(created.takeError()));
-    std::shared_ptr<mlir::ExecutionEngine> engine = std::move(*created);
-    engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
-      llvm::orc::SymbolMap symbols;
-      symbols[interner("dynafuse_index_error")] = llvm::JITEvaluatedSymbol(
-          llvm::pointerToJITTargetAddress(&dynafuse_index_error),
-          llvm::JITSymbolFlags::Exported);
-      return symbols;
-    });
+    std::string key = printOperation(*exported);
+    bool dumping = !options.dumpDir.empty();
+    bool cached = !dumping && !options.codegen.diskCacheDir.empty();
+    if (dumping)
+      writeDumpFile(options.dumpDir, options.dumpName + ".mlir", key, "MLIR");
+    std::shared_ptr<mlir::ExecutionEngine> engine =
+        cached ? engineCache().find(key) : nullptr;
+    if (!engine) {
+      lowerToLLVMDialect(*exported);
+      if (dumping)
+        writeDumpFile(options.dumpDir, options.dumpName + ".llvm.mlir",
+                      printOperation(*exported), "MLIR");
+      if (module.kernels.empty())
+        return {};
+      engine = buildEngine(*exported);
+      if (cached)
+        engineCache().add(key, engine);
+    }
 
     std::vector<std::unique_ptr<KernelExecutable>> kernels;
     for (const Kernel &kernel : module.kernels) {
-      auto entry = engine->lookupPacked(cInterfaceName(kernel));
+      const Stmt *outer = splittableLoop(kernel);
+      auto entry = engine->lookupPacked(cInterfaceName(kernel, outer));
       if (!entry)
         fail("MLIR backend: kernel @" + kernel.name + ": " +
              errorText(entry.takeError()));
-      MLIRKernel::Packed range = nullptr;
-      if (splittableLoop(kernel)) {
-        auto rangeEntry = engine->lookupPacked(cInterfaceName(kernel, true));
-        if (!rangeEntry)
-          fail("MLIR backend: kernel @" + kernel.name + ".range: " +
-               errorText(rangeEntry.takeError()));
-        range = *rangeEntry;
-      }
       kernels.push_back(
-          std::make_unique<MLIRKernel>(engine, *entry, range, kernel));
+          std::make_unique<MLIRKernel>(engine, *entry, kernel, outer));
     }
     return kernels;
   }

@@ -31,9 +31,11 @@ namespace mlircg {
 std::unique_ptr<mlir::MLIRContext> createContext();
 
 /// The kernels of `module` as a verified MLIR module. With `rangeVariants`
-/// (the backend's own use), each splittable kernel (Runtime/Parallel.h) also
-/// gets `@NAME.range`, taking two more index arguments, the begin and end of
-/// its outer loop, so the executor can split it over threads.
+/// (the backend's own use), each splittable kernel (Runtime/Parallel.h) is
+/// `@NAME.range` instead, taking two more index arguments, the begin and end
+/// of its outer loop, so the executor can split it over threads (a whole
+/// run passes 0 and the extent; one function per kernel keeps compile time
+/// down).
 mlir::OwningOpRef<mlir::ModuleOp> exportLoopModule(const LoopModule &module,
                                                    mlir::MLIRContext &context,
                                                    bool rangeVariants = false);
