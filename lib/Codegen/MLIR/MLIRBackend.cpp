@@ -144,7 +144,7 @@ public:
   }
 
 private:
-  static constexpr size_t kCapacity = 512;
+  static constexpr size_t kCapacity = 64; // about 0.6 MB each
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<mlir::ExecutionEngine>> engines;
 };
