@@ -1,12 +1,12 @@
 //===- Autodiff.cpp - Joint graph, and its split into forward/backward ----===//
 #include "dynafuse/Graph/Autodiff.h"
-#include "dynafuse/Support/MinCut.h"
 
 #include "dynafuse/Graph/Derivatives.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Graph/OpRegistry.h"
 #include "dynafuse/Graph/Passes.h"
 #include "dynafuse/Graph/ViewRules.h"
+#include "dynafuse/Support/MinCut.h"
 
 #include <algorithm>
 #include <functional>
@@ -275,10 +275,9 @@ bool isSingleView(const Node &node) {
 /// statistics) is recomputed from its input.
 std::set<const Value *>
 minCutSavedValues(const Graph &g, const JointGraph &joint,
+                  const std::set<const Value *> &tangents,
                   const std::set<const Node *> &dependsOnTangents,
                   const std::set<const Node *> &forwardNeeds) {
-  std::set<const Value *> tangents(joint.tangents.begin(),
-                                   joint.tangents.end());
   std::map<const Value *, int> vertexOf; // in(v); out(v) is in(v) + 1
   std::vector<const Value *> values;
   auto add = [&](const Value *value) {
@@ -364,7 +363,7 @@ TrainingGraphs split(JointGraph &joint) {
   std::set<const Value *> tangentSet(joint.tangents.begin(),
                                      joint.tangents.end());
   std::set<const Value *> cut =
-      minCutSavedValues(g, joint, dependsOnTangents, forwardNeeds);
+      minCutSavedValues(g, joint, tangentSet, dependsOnTangents, forwardNeeds);
   std::set<const Node *> backwardNodes;
   std::vector<const Value *> saved;
   std::set<const Value *> savedSet;
@@ -376,7 +375,7 @@ TrainingGraphs split(JointGraph &joint) {
     if (tangentSet.count(value))
       return;
     const Node *producer = value->producer;
-    if (!producer || (cut.count(value) && !dependsOnTangents.count(producer))) {
+    if (!producer || cut.count(value)) {
       save(value);
       return;
     }

@@ -65,22 +65,14 @@ int64_t FlowNetwork::maxFlow(int source, int sink) {
         break;
     }
   }
-  // The residual graph's reachable set is the cut's source side.
+  // The cut's source side is what the residual graph still reaches: the
+  // last level graph's vertices (built afresh if the loop stopped early at
+  // an unbounded flow).
+  if (flow >= kInfinite)
+    levelGraph(source, sink);
   reachable.assign(adjacency.size(), false);
-  std::queue<int> frontier;
-  reachable[size_t(source)] = true;
-  frontier.push(source);
-  while (!frontier.empty()) {
-    int vertex = frontier.front();
-    frontier.pop();
-    for (int e : adjacency[size_t(vertex)]) {
-      const Edge &edge = edges[size_t(e)];
-      if (edge.capacity > 0 && !reachable[size_t(edge.to)]) {
-        reachable[size_t(edge.to)] = true;
-        frontier.push(edge.to);
-      }
-    }
-  }
+  for (size_t vertex = 0; vertex < adjacency.size(); ++vertex)
+    reachable[vertex] = level[vertex] >= 0;
   return flow;
 }
 

@@ -81,8 +81,9 @@ OPINFO_DIFFERENTIAL = {}
 
 def pytest_terminal_summary(terminalreporter):
     write = terminalreporter.write_line
-    for backends, count in sorted(OPINFO_DIFFERENTIAL.items()):
+    if OPINFO_DIFFERENTIAL:
         terminalreporter.section("OpInfo differential")
+    for backends, count in sorted(OPINFO_DIFFERENTIAL.items()):
         write(f"{count} OpInfo samples compiled by {', '.join(backends)} and agreed")
     if not OPINFO_COVERAGE:
         return

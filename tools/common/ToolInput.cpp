@@ -21,6 +21,17 @@ std::vector<std::string> splitList(const std::string &text) {
   return items;
 }
 
+std::string parseSizeList(const std::string &text,
+                          std::map<std::string, int64_t> &sizes) {
+  for (const std::string &item : splitList(text)) {
+    size_t equals = item.find('=');
+    if (equals == std::string::npos)
+      return item;
+    sizes[item.substr(0, equals)] = std::stoll(item.substr(equals + 1));
+  }
+  return "";
+}
+
 std::optional<std::string> readTextFile(const std::string &path) {
   std::ifstream file(path);
   if (!file)

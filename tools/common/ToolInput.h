@@ -8,6 +8,8 @@
 #ifndef DYNAFUSE_TOOLS_TOOLINPUT_H
 #define DYNAFUSE_TOOLS_TOOLINPUT_H
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +25,11 @@ std::vector<std::string> splitInputChunks(const std::string &text);
 
 /// The comma-separated items of `text` ("a,b,,c" -> a, b, c).
 std::vector<std::string> splitList(const std::string &text);
+
+/// `--sizes=s0=37,s1=5`'s list into `sizes`; the first entry without '='
+/// is returned ("" when every entry parses).
+std::string parseSizeList(const std::string &text,
+                          std::map<std::string, int64_t> &sizes);
 
 /// The first word of `text` ("graph", "module", "kernel"), skipping blank
 /// and comment lines; empty when there is none.

@@ -61,7 +61,6 @@
 #include <limits>
 #include <set>
 #include <random>
-#include <sstream>
 
 #include <unistd.h>
 
@@ -121,13 +120,9 @@ DiffOptions parseOptions(int argc, char **argv) {
     else if (arg.rfind("--min-kernels=", 0) == 0)
       options.minKernels = std::stoi(value("--min-kernels="));
     else if (arg.rfind("--sizes=", 0) == 0) {
-      for (const std::string &item : tools::splitList(value("--sizes="))) {
-        size_t equals = item.find('=');
-        if (equals == std::string::npos)
-          usage("bad --sizes entry '" + item + "'");
-        options.sizes[item.substr(0, equals)] =
-            std::stoll(item.substr(equals + 1));
-      }
+      std::string bad = tools::parseSizeList(value("--sizes="), options.sizes);
+      if (!bad.empty())
+        usage("bad --sizes entry '" + bad + "'");
     } else if (arg.rfind("--", 0) == 0)
       usage("unknown option '" + arg + "'");
     else
@@ -402,15 +397,15 @@ void writeReplay(const Kernel &kernel, const std::string &where,
 }
 
 #ifdef DYNAFUSE_HAVE_MLIR
-/// The export, read back by mlir-opt; "" when it verifies.
-std::string verifyWithMlirOpt(const LoopModule &module,
+/// The printed export, read back by mlir-opt; "" when it verifies.
+std::string verifyWithMlirOpt(const std::string &exported,
                               const DiffOptions &options) {
   std::filesystem::path temp =
       std::filesystem::temp_directory_path() /
       ("dynafuse-diff-" + std::to_string(::getpid()) + ".mlir");
   {
     std::ofstream file(temp);
-    file << exportMLIR(module);
+    file << exported;
   }
   std::string command = options.mlirOpt + " " + temp.string() +
                         " -o /dev/null 2>&1";
@@ -436,9 +431,9 @@ void diffModule(const LoopModule &module, const std::string &where,
 #ifdef DYNAFUSE_HAVE_MLIR
   // exportMLIR runs MLIR's verifier and throws when it fails.
   try {
-    exportMLIR(module);
+    std::string exported = exportMLIR(module);
     if (!options.mlirOpt.empty()) {
-      std::string problem = verifyWithMlirOpt(module, options);
+      std::string problem = verifyWithMlirOpt(exported, options);
       if (!problem.empty()) {
         std::cout << "FAIL " << where << ": mlir-opt rejects the export:\n"
                   << problem;

@@ -49,7 +49,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <sstream>
 
 using namespace dynafuse;
 
@@ -98,15 +97,9 @@ Options parseOptions(int argc, char **argv) {
     else if (arg.rfind("--atol=", 0) == 0)
       options.atol = std::stod(value("--atol="));
     else if (arg.rfind("--sizes=", 0) == 0) {
-      std::stringstream list(value("--sizes="));
-      std::string item;
-      while (std::getline(list, item, ',')) {
-        size_t equals = item.find('=');
-        if (equals == std::string::npos)
-          usage("bad --sizes entry '" + item + "'");
-        options.sizes[item.substr(0, equals)] =
-            std::stoll(item.substr(equals + 1));
-      }
+      std::string bad = tools::parseSizeList(value("--sizes="), options.sizes);
+      if (!bad.empty())
+        usage("bad --sizes entry '" + bad + "'");
     } else if (arg.rfind("--", 0) == 0)
       usage("unknown option '" + arg + "'");
     else

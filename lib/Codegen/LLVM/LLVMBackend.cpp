@@ -15,8 +15,6 @@
 #include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
 
-#include <filesystem>
-#include <fstream>
 #include <optional>
 
 namespace dynafuse {
@@ -76,9 +74,10 @@ public:
     }
     optimizeModule(*ir, *machine);
     if (!options.dumpDir.empty()) {
-      writeDumpFile(options.dumpDir, options.dumpName + ".ll", printModule(*ir), "LLVM");
+      writeDumpFile(options.dumpDir, options.dumpName + ".ll",
+                    printModule(*ir), "LLVM");
       writeDumpFile(options.dumpDir, options.dumpName + ".s",
-                emitAssemblyText(*ir, *machine), "LLVM");
+                    emitAssemblyText(*ir, *machine), "LLVM");
     }
     if (module.kernels.empty())
       return {};

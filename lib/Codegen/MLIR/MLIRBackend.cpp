@@ -5,8 +5,8 @@
 // KernelExecutable per kernel calling the packed wrapper of its C
 // interface; a splittable kernel is compiled as its range variant only (a
 // whole run passes 0 and the extent), so the executor splits its outer
-// loop over threads. Optional dumps: <dumpDir>/<dumpName>.mlir (the export) and
-// <dumpName>.llvm.mlir (after lowering).
+// loop over threads. Optional dumps: <dumpDir>/<dumpName>.mlir (the export)
+// and <dumpName>.llvm.mlir (after lowering).
 //
 // Calling convention: `_mlir_ciface_K(desc0*, desc1*, ..., s0, s1, ...)`,
 // each memref descriptor {allocated, aligned, offset, sizes[r],
@@ -28,8 +28,6 @@
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -65,13 +63,7 @@ public:
   }
 
   void run(char *const *buffers, const int64_t *symbols) const override {
-    if (!ranged)
-      return call(buffers, symbols, nullptr);
-    std::map<std::string, int64_t> bindings;
-    for (size_t j = 0; j < symbolNames.size(); ++j)
-      bindings[symbolNames[j]] = symbols[j];
-    int64_t bounds[] = {0, outerExtent.evaluate(bindings)};
-    call(buffers, symbols, bounds);
+    call(buffers, symbols, nullptr);
   }
   bool supportsRange() const override { return ranged; }
   void runRange(char *const *buffers, const int64_t *symbols, int64_t begin,
@@ -83,12 +75,18 @@ public:
   }
 
 private:
-  /// Packs descriptors, symbols and the optional range bounds, then calls.
+  /// Packs descriptors, symbols and, for the range variant, the bounds
+  /// (null: the whole outer loop), then calls.
   void call(char *const *buffers, const int64_t *symbols,
-            int64_t *bounds) const {
+            const int64_t *bounds) const {
     std::map<std::string, int64_t> bindings;
     for (size_t j = 0; j < symbolNames.size(); ++j)
       bindings[symbolNames[j]] = symbols[j];
+    int64_t range[2] = {0, 0};
+    if (ranged) {
+      range[0] = bounds ? bounds[0] : 0;
+      range[1] = bounds ? bounds[1] : outerExtent.evaluate(bindings);
+    }
     size_t count = sizes.size();
     std::vector<std::vector<int64_t>> descriptors(count);
     std::vector<void *> descriptorAddresses(count);
@@ -107,9 +105,9 @@ private:
     }
     for (int64_t &value : symbolValues)
       arguments.push_back(&value);
-    if (bounds) {
-      arguments.push_back(&bounds[0]);
-      arguments.push_back(&bounds[1]);
+    if (ranged) {
+      arguments.push_back(&range[0]);
+      arguments.push_back(&range[1]);
     }
     entry(arguments.data());
   }
@@ -218,7 +216,8 @@ public:
     std::vector<std::unique_ptr<KernelExecutable>> kernels;
     for (const Kernel &kernel : module.kernels) {
       const Stmt *outer = splittableLoop(kernel);
-      auto entry = engine->lookupPacked(cInterfaceName(kernel, outer));
+      auto entry =
+          engine->lookupPacked(cInterfaceName(kernel, outer != nullptr));
       if (!entry)
         fail("MLIR backend: kernel @" + kernel.name + ": " +
              errorText(entry.takeError()));
