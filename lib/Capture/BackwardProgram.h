@@ -47,6 +47,11 @@ struct BackwardProgram {
   std::vector<int> outputInput;
   /// Per backward module output: a view of a backward input, or not.
   std::vector<OutputView> outputViews;
+  /// The forward graph, replayed by ATen from the forward's inputs when a
+  /// backward must itself be differentiable (create_graph=True), and why
+  /// it cannot be when it cannot (then empty: nothing is kept for it).
+  std::shared_ptr<const Graph> replayableForward;
+  std::string replayBlocked;
 };
 
 } // namespace dynafuse

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 
 namespace dynafuse {
 namespace {
@@ -145,8 +146,39 @@ TrainingGraphs differentiateCaptured(const CapturedFrame &captured) {
 
 /// The backward half of a training entry, compiled; what was compiled goes
 /// into info.
+/// Why the forward cannot be replayed from its inputs after its run (empty
+/// when it can): an input it updates in place holds its new value then, so
+/// a replay reading it where gradients flow would differentiate another
+/// function.
+std::string
+replayBlockedReason(const TrainingGraphs &graphs,
+                    const std::vector<std::pair<int, int>> &writeBacks) {
+  const Graph &forward = *graphs.forward;
+  std::set<const Value *> reaching;
+  for (int output : graphs.tangentOutputs)
+    reaching.insert(forward.outputs.at(size_t(output)));
+  for (auto node = forward.nodes.rbegin(); node != forward.nodes.rend();
+       ++node) {
+    bool reaches = false;
+    for (const Value *result : (*node)->results)
+      reaches |= reaching.count(result) != 0;
+    if (reaches)
+      for (const Operand &operand : (*node)->operands)
+        if (operand.isValue())
+          reaching.insert(operand.value);
+  }
+  for (const auto &[input, output] : writeBacks)
+    if (reaching.count(forward.inputs.at(size_t(input))))
+      return "the graph updates its input '" +
+             forward.inputs[size_t(input)]->name +
+             "' in place, so its forward cannot be replayed after the run";
+  return "";
+}
+
 std::shared_ptr<const BackwardProgram>
-compileBackward(TrainingGraphs &graphs, const std::string &folder,
+compileBackward(TrainingGraphs &graphs,
+                const std::vector<std::pair<int, int>> &writeBacks,
+                const std::string &folder,
                 const CallOptions &options, DynafuseFrame *frame,
                 CompiledGraphInfo &info) {
   auto program = std::make_shared<BackwardProgram>();
@@ -162,6 +194,9 @@ compileBackward(TrainingGraphs &graphs, const std::string &folder,
   program->module = std::move(part.module);
   program->outputInput = part.outputInput;
   program->outputViews = part.outputViews;
+  program->replayBlocked = replayBlockedReason(graphs, writeBacks);
+  if (program->replayBlocked.empty())
+    program->replayableForward = graphs.forward->clone();
   return program;
 }
 
@@ -215,7 +250,8 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   if (training) {
     std::string backwardFolder = dumpTraining(folder, *training);
     entry.backward =
-        compileBackward(*training, backwardFolder, options, frame, info);
+        compileBackward(*training, entry.captured.writeBacks, backwardFolder,
+                        options, frame, info);
   }
   // For the sizes of the call captured.
   info.peakIntermediateBytes =

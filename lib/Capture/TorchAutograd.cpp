@@ -10,6 +10,13 @@
 // backward, or a second backward after the first freed them, raises
 // eager's error).
 //
+// A backward asked for a graph of its own (create_graph=True: a gradient
+// penalty, a Hessian-vector product) cannot use the compiled backward,
+// whose kernels autograd cannot see into. The node then replays the
+// forward with ATen from the inputs it kept (TorchGraphReplay.cpp) and
+// differentiates the replay with autograd, as eager would have: that call
+// runs eagerly, with a logged reason.
+//
 // The node is hand-written rather than a torch::autograd::Function: the
 // Function API changed between torch releases, and so did the pointer
 // type of nodes (std::shared_ptr up to 2.13, c10::intrusive_ptr from 2.14),
@@ -19,8 +26,12 @@
 #include "TorchBridge.h"
 
 #include "PyRef.h"
+#include "TorchATenOps.h"
 #include "TorchContext.h"
 
+#include "dynafuse/Support/Logging.h"
+
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -68,11 +79,19 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     for (SavedVariable &variable : saved)
       variable.reset_data();
+    for (SavedVariable &variable : forwardInputs)
+      variable.reset_data();
   }
+
+  /// The gradients by an ATen replay of the forward that autograd records
+  /// (create_graph=True).
+  variable_list applyByReplay(variable_list &&grads);
 
   std::shared_ptr<const BackwardProgram> program;
   /// Per backward input: what it reads from the forward (tangents: none).
   std::vector<SavedVariable> saved;
+  /// Every forward input, when the program's forward can be replayed.
+  std::vector<SavedVariable> forwardInputs;
   /// Per tangent: the node input its gradient arrives at, or -1 when the
   /// forward's output was not made by the run (an input, or a view of
   /// one: autograd routes its gradient around this node), with the sizes,
@@ -82,13 +101,68 @@ public:
   std::vector<std::vector<int64_t>> tangentSizes;
 };
 
-variable_list DynafuseBackward::apply(variable_list &&grads) {
-  TORCH_CHECK(!at::GradMode::is_enabled(),
+variable_list DynafuseBackward::applyByReplay(variable_list &&grads) {
+  TORCH_CHECK(program->replayableForward,
               "dynafuse: double backward (create_graph=True) through the "
               "compiled graph '",
-              program->name,
-              "' is not supported; compile the function with "
-              "dynafuse.compile(..., disable=True) to run it eagerly");
+              program->name, "' is not supported: ", program->replayBlocked,
+              "; compile the function with dynafuse.compile(..., "
+              "disable=True) to run it eagerly");
+  std::vector<at::Tensor> inputs;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (SavedVariable &variable : forwardInputs)
+      inputs.push_back(variable.unpack());
+  }
+  logLine("graph_breaks",
+          "double backward (create_graph=True) through '" + program->name +
+              "': its forward is replayed eagerly by ATen for this call");
+  std::vector<at::Tensor> outputs;
+  try {
+    outputs = replayGraphWithATen(*program->replayableForward, inputs);
+  } catch (const Error &error) {
+    TORCH_CHECK(false, "dynafuse: double backward (create_graph=True) "
+                       "through the compiled graph '",
+                program->name, "' failed: ", error.what());
+  }
+  std::vector<at::Tensor> roots, rootGrads;
+  std::vector<bool> arrived;
+  for (size_t t = 0; t < tangentSlot.size(); ++t) {
+    int slot = tangentSlot[t];
+    arrived.push_back(slot >= 0 && grads.at(size_t(slot)).defined());
+    const at::Tensor &output =
+        outputs.at(size_t(program->tangentOutputs[t]));
+    if (arrived.back() && output.requires_grad()) {
+      roots.push_back(output);
+      rootGrads.push_back(grads[size_t(slot)]);
+    }
+  }
+  std::vector<at::Tensor> wanted;
+  for (int input : program->gradientOf)
+    wanted.push_back(inputs.at(size_t(input)));
+  variable_list gradients(wanted.size());
+  if (!roots.empty())
+    gradients = torch::autograd::grad(roots, wanted, rootGrads,
+                                      /*retain_graph=*/true,
+                                      /*create_graph=*/true,
+                                      /*allow_unused=*/true);
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    bool reached = false;
+    for (int from : program->tangentsOfGradient.at(k))
+      reached = reached || arrived.at(size_t(from));
+    // As the compiled backward: undefined when no tangent it is computed
+    // from arrived, zeros when one did and the replay found no path.
+    if (!reached)
+      gradients[k] = at::Tensor();
+    else if (!gradients[k].defined())
+      gradients[k] = at::zeros_like(wanted[k]);
+  }
+  return gradients;
+}
+
+variable_list DynafuseBackward::apply(variable_list &&grads) {
+  if (at::GradMode::is_enabled())
+    return applyByReplay(std::move(grads));
   std::lock_guard<std::mutex> lock(mutex_);
   const CompiledModule &module = *program->module;
   const std::vector<LoopBuffer> &moduleInputs = module.module().inputs;
@@ -180,6 +254,10 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
       backward.tangentSlot.push_back(-1);
     }
   }
+  if (program->replayableForward)
+    for (PyObject *input : inputs)
+      backward.forwardInputs.emplace_back(THPVariable_Unpack(input),
+                                          /*is_output=*/false);
   for (const TrainingGraphs::BackwardInput &input : program->inputs) {
     using Kind = TrainingGraphs::BackwardInput::Kind;
     if (input.kind == Kind::Tangent) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "TorchBridge.h"
 
+#include "TorchATenOps.h"
 #include "TorchTypes.h"
 
 #include "dynafuse/Graph/OpRegistry.h"
@@ -224,11 +225,12 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
   fail("no ATen implementation for extern op '" + op + "'");
 }
 
-/// The results of extern op `op`: one for most, several for the backward
-/// kernels and the pools with indices.
-std::vector<at::Tensor> atenResults(const std::string &op, const Attributes &a,
-                                    const std::vector<at::Tensor> &t,
-                                    const std::vector<int64_t> &firstSizes) {
+} // namespace
+
+std::vector<at::Tensor>
+externResultsWithATen(const std::string &op, const Attributes &a,
+                      const std::vector<at::Tensor> &t,
+                      const std::vector<int64_t> &firstSizes) {
   if (op == "conv_backward")
     return convolutionBackward(a, t);
   if (op == "max_pool2d_with_indices") {
@@ -245,8 +247,6 @@ std::vector<at::Tensor> atenResults(const std::string &op, const Attributes &a,
     return {indexedBackward(op, a, t, firstSizes)};
   return {callAten(op, a, t)};
 }
-
-} // namespace
 
 /// Whether strides are the channels-last strides of NCHW sizes.
 static bool isChannelsLastLayout(const std::vector<int64_t> &sizes,
@@ -310,7 +310,7 @@ std::vector<PyObject *> runExternOp(const std::string &op,
     if ((op == "max_pool2d" || op == "max_pool2d_with_indices") &&
         poolsFasterChannelsLast(tensors[0]))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
-    results = atenResults(op, attributes, tensors, expected[0].sizes);
+    results = externResultsWithATen(op, attributes, tensors, expected[0].sizes);
   } catch (const c10::Error &error) {
     fail("extern " + op + " failed: " + error.what_without_backtrace());
   }

@@ -182,10 +182,121 @@ def test_a_parameter_updated_before_backward_raises_eagers_error():
         loss.backward()
 
 
-def test_double_backward_raises_a_clear_error():
+def second_order(outputs, wanted, directions):
+    """The gradients of sum(grad_i * direction_i), and the gradients."""
+    first = torch.autograd.grad(outputs, wanted, create_graph=True)
+    total = sum((g * v).sum() for g, v in zip(first, directions))
+    return torch.autograd.grad(total, wanted), first
+
+
+@pytest.mark.parametrize("shape,transposed", [((4,), False), ((3, 5), True), ((0, 3), False)])
+def test_double_backward_replays_the_forward_eagerly(shape, transposed, capfd, monkeypatch):
+    monkeypatch.setattr(dynafuse.config, "log", "graph_breaks")
+    def f(t, w):
+        return (t.sin() * t * w).sum()
+
+    x = torch.randn(*shape).requires_grad_()
+    if transposed:
+        x = x.detach().t().requires_grad_()  # non-contiguous
+    w = torch.randn(shape[-1] if not transposed else shape[0]).requires_grad_()
+    compiled = dynafuse.compile(f)
+    out = compiled(x, w)
+    assert out.grad_fn.name() == "DynafuseBackward"
+    directions = [torch.randn_like(x), torch.randn_like(w)]
+    ours, ours_first = second_order(out, [x, w], directions)
+    eager, eager_first = second_order(f(x, w), [x, w], directions)
+    for mine, theirs in zip(ours_first + ours, eager_first + eager):
+        assert_close(mine, theirs, **F32)
+    assert "its forward is replayed eagerly" in capfd.readouterr().err
+    assert_training_compiled()
+
+
+def test_gradient_penalty_matches_eager():
+    """A WGAN-GP style penalty: the norm of the input gradient, trained."""
+    model, twin = twins(lambda: nn.Sequential(
+        nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 16), nn.Softmax(-1),
+        nn.Linear(16, 1)))
+    compiled = dynafuse.compile(lambda m, x: m(x).sum())
+    x = torch.randn(6, 8, requires_grad=True)
+    for net, critic in ((model, compiled), (twin, lambda m, x: m(x).sum())):
+        score = critic(net, x)
+        gx, = torch.autograd.grad(score, x, create_graph=True)
+        ((gx.norm(dim=1) - 1) ** 2).mean().backward()
+    assert score.grad_fn.name() != "DynafuseBackward"  # the twin's
+    for ours, eager in zip(grads_of(model), grads_of(twin)):
+        assert (ours is None) == (eager is None)
+        if ours is not None:
+            assert_close(ours, eager, **F32)
+    assert_training_compiled()
+
+
+def test_double_backward_through_conv_batch_norm_and_pooling():
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Conv2d(4, 2, 3), nn.Tanh())
+    model, twin = twins(make)
+    compiled = dynafuse.compile(model)
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    out, expected = compiled(x), twin(x)
+    assert out.grad_fn.name() == "DynafuseBackward"
+    assert_close(out, expected, **F32)
+    params, twin_params = list(model.parameters()), list(twin.parameters())
+    directions = [torch.randn_like(p) for p in [x] + params]
+    cotangent = torch.randn_like(out)
+    ours, _ = second_order((out * cotangent).sum(), [x] + params, directions)
+    eager, _ = second_order((expected * cotangent).sum(), [x] + twin_params, directions)
+    for mine, theirs in zip(ours, eager):
+        assert_close(mine, theirs, rtol=1e-3, atol=1e-4)
+    # The replay does not move the running statistics a second time.
+    assert_close(model[1].running_mean, twin[1].running_mean, **F32)
+    assert_close(model[1].running_var, twin[1].running_var, **F32)
+    assert_training_compiled()
+
+
+def test_double_backward_keeps_the_forwards_dropout_mask():
+    """The replay draws the compiled forward's random numbers: its gradients
+    (create_graph=True) equal the compiled backward's of the same run."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Dropout(0.5), nn.Linear(32, 1))
+    compiled = dynafuse.compile(model)
+    x = torch.randn(64, 16, requires_grad=True)
+    out = compiled(x).sum()
+    compiled_grads = torch.autograd.grad(out, [x] + list(model.parameters()),
+                                         retain_graph=True)
+    replayed = torch.autograd.grad(out, [x] + list(model.parameters()), create_graph=True)
+    assert replayed[0].requires_grad
+    for ours, theirs in zip(replayed, compiled_grads):
+        assert_close(ours.detach(), theirs, **F32)
+    assert_training_compiled()
+
+
+def test_double_backward_errors():
     x = torch.randn(4, requires_grad=True)
-    y = dynafuse.compile(lambda t: (t.sin() * t).sum())(x)
-    with pytest.raises(RuntimeError, match="double backward .*create_graph=True"):
+    compiled = dynafuse.compile(lambda t: (t.sin() * t).sum())
+    # The kept inputs are checked as eager's saved tensors are.
+    with torch.no_grad():
+        w = x.clone().requires_grad_()
+    y = compiled(w)
+    with torch.no_grad():
+        w.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(y, w, create_graph=True)
+    # After a backward that freed them, as eager.
+    y = compiled(x)
+    y.backward()
+    with pytest.raises(RuntimeError, match="a second time"):
+        torch.autograd.grad(y, x, create_graph=True)
+
+    # An input the graph updates in place, read where gradients flow: its
+    # old value is gone, so the replay cannot happen, and says why.
+    def scaled(t, scale):
+        scale.add_(1)
+        return (t * scale).sum()
+
+    y = dynafuse.compile(scaled)(x, torch.ones(4))
+    assert y.grad_fn.name() == "DynafuseBackward"
+    with pytest.raises(RuntimeError, match="double backward .*updates its input .* in place"):
         torch.autograd.grad(y, x, create_graph=True)
 
 

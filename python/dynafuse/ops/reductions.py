@@ -39,7 +39,9 @@ def _tables():
     functions.update({getattr(torch.Tensor, name): spec for name, spec in methods.items()})
     functions[torch.linalg.vector_norm] = _spec(
         "norm", [_INPUT, ("ord", "attr", 2, "p"), _DIM, _KEEPDIM, "*", ("dtype", "fixed", None)])
-    softmax = [_INPUT, ("dim", "attr"), ("_stacklevel", "fixed", 3), ("dtype", "fixed", None)]
+    # _stacklevel only picks the frame of a warning (dim=None, deprecated).
+    softmax = [_INPUT, ("dim", "attr"), ("_stacklevel", "attr_ignored", 3),
+               ("dtype", "fixed", None)]
     functions[F.softmax] = _spec("softmax", softmax)
     functions[F.log_softmax] = _spec("log_softmax", softmax)
     functions[F.layer_norm] = _spec("layer_norm", [

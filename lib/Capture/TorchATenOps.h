@@ -1,0 +1,44 @@
+//===- TorchATenOps.h - Graph ops run by ATen ---------------------*- C++ -*-===//
+//
+// Private to the torch bridge (compiled against PyTorch's headers): the ATen
+// calls of graph ops. Extern steps of a compiled module run their op this
+// way on views of its buffers (TorchExternOps.cpp); a training graph's
+// forward is replayed this way, node by node with autograd recording, when
+// a backward asks for gradients of gradients (TorchGraphReplay.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_TORCHATENOPS_H
+#define DYNAFUSE_CAPTURE_TORCHATENOPS_H
+
+#include "dynafuse/Graph/Graph.h"
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dynafuse {
+
+/// The results of extern op `op` computed by ATen from tensors: one for
+/// most, several for the backward kernels and the pools with indices.
+/// firstSizes: the sizes of the op's first result (the backward kernels of
+/// gathers need the input's). Throws Error for an op ATen does not run.
+std::vector<at::Tensor>
+externResultsWithATen(const std::string &op,
+                      const std::map<std::string, Attribute> &attributes,
+                      const std::vector<at::Tensor> &tensors,
+                      const std::vector<int64_t> &firstSizes);
+
+/// Runs graph on inputs (one per graph input) node by node with ATen's
+/// differentiable ops and returns its outputs. With grad mode on, autograd
+/// records every step, so the outputs can be differentiated (twice) with
+/// respect to the inputs, as eager's would. Each step's result is checked
+/// against its node's type (sizes; a dtype that differs is cast to the
+/// node's). Throws Error naming the node for an op it cannot replay.
+std::vector<at::Tensor> replayGraphWithATen(const Graph &graph,
+                                            const std::vector<at::Tensor> &inputs);
+
+} // namespace dynafuse
+
+#endif
