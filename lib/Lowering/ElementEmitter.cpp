@@ -354,17 +354,39 @@ int ElementEmitter::emitCat(const Node &node,
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0),
                              node.operands[0].value->type.rank());
   DType type = computeType(node.results[0]->type.dtype);
+  // Where the open loops bound the position along dim (a loop split at the
+  // pieces' boundaries), pieces it cannot reach are left out, and one that
+  // holds all of it is read without a mask.
+  SymRanges ranges = builder.openRanges();
+  for (const auto &[symbol, position] : maskedPositions)
+    ranges[symbol] = position.extent;
+  int64_t lowest = 0, highest = -1;
+  bool bounded = symRange(index[dim], ranges, lowest, highest);
   std::vector<std::pair<int, int>> pieces;
   SymExpr offset(0);
   for (size_t i = 0; i < node.operands.size(); ++i) {
     const Value *piece = node.operands[i].value;
     SymExpr length = piece->type.sizes[dim];
-    int mask = inRange(index[dim], offset, offset + length);
+    SymExpr end = offset + length;
+    if (bounded && offset.isConstant() && end.isConstant()) {
+      if (highest < offset.constant() || lowest >= end.constant()) {
+        offset = end;
+        continue;
+      }
+      if (lowest >= offset.constant() && highest < end.constant()) {
+        std::vector<SymExpr> at = index;
+        at[dim] = index[dim] - offset;
+        return cast(emit(piece, at), type);
+      }
+    }
+    int mask = inRange(index[dim], offset, end);
     std::vector<SymExpr> at = index;
     at[dim] = piecePosition(index[dim], offset, length);
     pieces.push_back({mask, cast(emitMasked(piece, at, mask), type)});
-    offset = offset + length;
+    offset = end;
   }
+  if (pieces.empty()) // a position in no piece: an empty loop's
+    return constant(type, 0);
   int value = pieces.back().second;
   for (size_t i = pieces.size() - 1; i-- > 0;)
     value = select(pieces[i].first, pieces[i].second, value);

@@ -11,7 +11,10 @@
 #include "dynafuse/Lowering/LoweringPasses.h"
 
 #include "dynafuse/Lowering/ElementEmitter.h"
+#include "dynafuse/Lowering/PieceLoops.h"
 #include "dynafuse/Lowering/StridedView.h"
+
+#include <algorithm>
 
 namespace dynafuse {
 namespace {
@@ -89,16 +92,40 @@ private:
     ElementEmitter emitter(kernel, builder, state.bufferOf, state.bufferTypes,
                            members);
     const Value *first = step.members[0];
+    // One loop nest; or, for a concatenation the members read (PieceLoops.h),
+    // the loops outside its dim once and, inside them, one nest per piece
+    // whose loop over that dim runs over the piece only.
+    const std::vector<size_t> &order = state.orderOf.at(first);
+    std::optional<PieceSplit> split = pieceSplitOf(state, step);
+    size_t outer = order.size();
+    if (split)
+      outer = size_t(std::find(order.begin(), order.end(), split->dim) -
+                     order.begin());
     std::vector<SymExpr> index(first->type.rank());
-    for (size_t dim : state.orderOf.at(first))
-      index[dim] = builder.openLoop(first->type.sizes[dim]);
-    for (const Value *member : step.members) {
-      int element = emitter.emit(member, index);
-      if (const Value *unplaced = emitter.needsRealization())
-        return unplaced;
-      emitter.store(member, index, element);
+    for (size_t k = 0; k < outer; ++k)
+      index[order[k]] = builder.openLoop(first->type.sizes[order[k]]);
+    int64_t offset = 0;
+    size_t nests = split ? split->lengths.size() : 1;
+    for (size_t nest = 0; nest < nests; ++nest) {
+      if (split && split->lengths[nest] == 0)
+        continue;
+      for (size_t k = outer; k < order.size(); ++k)
+        index[order[k]] =
+            k == outer ? SymExpr(offset) +
+                             builder.openLoop(SymExpr(split->lengths[nest]))
+                       : builder.openLoop(first->type.sizes[order[k]]);
+      for (const Value *member : step.members) {
+        int element = emitter.emit(member, index);
+        if (const Value *unplaced = emitter.needsRealization())
+          return unplaced;
+        emitter.store(member, index, element);
+      }
+      for (size_t k = outer; k < order.size(); ++k)
+        builder.closeLoop();
+      if (split)
+        offset += split->lengths[nest];
     }
-    for (size_t k = 0; k < index.size(); ++k)
+    for (size_t k = 0; k < outer; ++k)
       builder.closeLoop();
     builder.finish();
     kernel.symbols = symbolsOf(kernel);

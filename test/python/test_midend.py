@@ -179,6 +179,34 @@ def test_views_of_non_contiguous_input():
     run_both(lambda t: (t.reshape(3, 20) + 1, t[:, 1:3].flip(0), torch.cat([t, t], 2)), x)
 
 
+def dense_block_step(pieces, weight, bias):
+    """densenet's layer head: batch norm (folded) and ReLU over the
+    concatenation of every earlier layer's output."""
+    return torch.relu(torch.cat(pieces, 1) * weight + bias)
+
+
+@pytest.mark.parametrize("backend", REDUCTION_BACKENDS)
+@pytest.mark.parametrize("batch,channels,spatial", [
+    (1, [3, 5, 2, 4], (6, 7)), (3, [1, 8, 0, 2, 3], (4, 5)), (2, [4, 4], (1, 1)),
+    (0, [2, 3], (3, 3))])
+def test_pointwise_over_a_concatenation_split_at_its_pieces(backend, batch, channels, spatial):
+    """The kernel's loop over the channels is split into one nest per piece
+    (PieceLoops.h): every piece, the per-channel operands at its offset, an
+    empty piece, a batch of one and none."""
+    torch.manual_seed(0)
+    pieces = [torch.randn(batch, c, *spatial) for c in channels]
+    pieces[0] = pieces[0].transpose(2, 3).contiguous().transpose(2, 3)  # non-contiguous
+    total = sum(channels)
+    weight, bias = torch.randn(1, total, 1, 1), torch.randn(total, 1, 1)
+    run_both(dense_block_step, pieces, weight, bias, backend=backend)
+    # The cat itself realized (an extern reads it), a reduction over it,
+    # and a cat along the last dim.
+    run_both(lambda ps, w: (F.conv2d(torch.cat(ps, 1), w),
+                            torch.cat(ps, 1).exp().sum((2, 3)),
+                            torch.cat([p.transpose(1, 3) for p in ps], 3) * 2),
+             pieces, torch.randn(2, total, 1, 1), backend=backend)
+
+
 def test_gather_index_select_embedding():
     x = torch.randn(5, 6)
     index = torch.randint(0, 6, (5, 4))
