@@ -28,6 +28,8 @@
 
 namespace dynafuse {
 
+class PrepackedWeights;
+
 struct CacheEntry {
   /// A compiled entry's capture; a negative entry's guards and sources.
   CapturedFrame captured;
@@ -52,6 +54,9 @@ struct CacheEntry {
   /// Training entries: the backward program the run's autograd node runs
   /// (null for inference entries).
   std::shared_ptr<const BackwardProgram> backward;
+  /// Inference entries: the convolution weights their runs keep reordered
+  /// for oneDNN (shared: a run's TorchContext points into it).
+  std::shared_ptr<PrepackedWeights> prepackedWeights;
 };
 
 struct CodeCache {

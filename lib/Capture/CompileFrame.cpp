@@ -227,8 +227,15 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
     if (training->tangentOutputs.empty() || training->gradientOf.empty())
       training.reset();
   }
-  CompiledPart forward = compilePart(
-      training ? *training->forward : graph, folder, options, frame);
+  // Inference convolutions keep their weights reordered for oneDNN.
+  std::unique_ptr<Graph> marked;
+  if (!training) {
+    marked = graph.clone();
+    markPrepackedConvolutions(*marked);
+    entry.prepackedWeights = newPrepackedWeights();
+  }
+  CompiledPart forward = compilePart(training ? *training->forward : *marked,
+                                     folder, options, frame);
   entry.outputInput = forward.outputInput;
   entry.outputViews = forward.outputViews;
   CompiledGraphInfo info;

@@ -217,6 +217,9 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
   TorchContext context(entry.captured.torchCalls, entry.backend == "cuda"
                                                       ? currentTorchCudaStream()
                                                       : nullptr);
+  context.weights = entry.prepackedWeights.get();
+  if (entry.module)
+    context.inputs = ForwardInputs{&entry.module->module().inputs, &inputs};
   if (entry.module) { // null: a break before any tensor operation
     PooledTorchAllocations pooled;
     entry.module->run(args, context);

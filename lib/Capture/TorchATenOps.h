@@ -10,11 +10,13 @@
 #ifndef DYNAFUSE_CAPTURE_TORCHATENOPS_H
 #define DYNAFUSE_CAPTURE_TORCHATENOPS_H
 
+#include "TorchBridge.h"
 #include "dynafuse/Graph/Graph.h"
 
 #include <ATen/ATen.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,15 @@ externResultsWithATen(const std::string &op,
                       const std::map<std::string, Attribute> &attributes,
                       const std::vector<at::Tensor> &tensors,
                       const std::vector<int64_t> &firstSizes);
+
+/// conv2d step `step` on tensors through oneDNN with its weight kept
+/// reordered in `weights` (TorchPrepackedWeights.cpp); nullopt when
+/// at::conv2d should run it (a small convolution, a weight that is not a
+/// graph input, no oneDNN).
+std::optional<at::Tensor>
+runWithPrepackedWeight(PrepackedWeights &weights, const ProgramStep &step,
+                       const std::vector<at::Tensor> &tensors,
+                       const ForwardInputs &inputs);
 
 /// Runs graph on inputs (one per graph input) node by node with ATen's
 /// differentiable ops and returns its outputs. With grad mode on, autograd

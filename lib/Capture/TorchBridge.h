@@ -6,7 +6,8 @@
 // global torch state), TorchAllocators.cpp (tensors from the caching
 // allocator), TorchExternOps.cpp (extern ops through ATen), and
 // TorchStreams.cpp (torch's current CUDA stream, read through Python),
-// and TorchAutograd.cpp (the autograd node of compiled training graphs).
+// TorchAutograd.cpp (the autograd node of compiled training graphs) and
+// TorchPrepackedWeights.cpp (convolution weights kept for oneDNN).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_TORCHBRIDGE_H
@@ -100,15 +101,41 @@ void *currentTorchCudaStream();
 /// CachingAllocator::configureGlobal(options).
 void installTorchAllocators(const Options &options);
 
+/// The graph inputs of a forward run (the module's input declarations and
+/// the objects passed), for extern steps whose state follows a parameter.
+struct ForwardInputs {
+  const std::vector<LoopBuffer> *names = nullptr;
+  const std::vector<PyObject *> *objects = nullptr;
+};
+
+/// Convolution weights kept in oneDNN's blocked layout between the runs of
+/// one compiled inference entry, per parameter version
+/// (TorchPrepackedWeights.cpp).
+class PrepackedWeights;
+std::shared_ptr<PrepackedWeights> newPrepackedWeights();
+/// Marks weight_prepacked the CPU float32 conv2d nodes of an inference
+/// graph whose weight is a graph input, when ATen has oneDNN.
+void markPrepackedConvolutions(Graph &graph);
+
+/// What an extern step of a forward run may keep between runs.
+struct ExternReuse {
+  PrepackedWeights *weights = nullptr;
+  /// The step (its address keys the kept state: stable for the module).
+  const ProgramStep *step = nullptr;
+  ForwardInputs inputs;
+};
+
 /// Runs extern op `op` with ATen on non-owning views of args; returns its
 /// results (new references), each laid out as its entry of `expected`
 /// declares, and fills in their data. Throws Error when a result does not
-/// have the expected sizes.
+/// have the expected sizes. A conv2d marked weight_prepacked runs with its
+/// weight kept in `reuse.weights` when there is one.
 std::vector<PyObject *>
 runExternOp(const std::string &op,
             const std::map<std::string, Attribute> &attributes,
             const std::vector<TensorArg> &args,
-            std::vector<TensorArg> &expected, const std::string &device);
+            std::vector<TensorArg> &expected, const std::string &device,
+            const ExternReuse &reuse = {});
 
 /// A tensor on the meta device with type's (static) sizes and strides, for
 /// finding what a torch callable returns without running it.

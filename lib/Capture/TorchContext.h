@@ -51,12 +51,17 @@ public:
         tensors[step.results[i]] = kept[i];
       return;
     }
+    ExternReuse reuse{weights, &step, inputs};
     std::vector<PyObject *> made =
-        runExternOp(step.op, step.attributes, args, results, device);
+        runExternOp(step.op, step.attributes, args, results, device, reuse);
     for (size_t i = 0; i < made.size(); ++i)
       tensors[step.results.at(i)] = PyRef::steal(made[i]);
   }
   std::map<std::string, PyRef> tensors;
+  /// A forward run of an inference entry: the entry's prepacked weights
+  /// and the run's inputs (null and empty elsewhere).
+  PrepackedWeights *weights = nullptr;
+  ForwardInputs inputs;
 
 private:
   const TorchCall &torchCallOf(const ProgramStep &step) const {

@@ -292,7 +292,8 @@ std::vector<PyObject *> runExternOp(const std::string &op,
                                     const Attributes &attributes,
                                     const std::vector<TensorArg> &args,
                                     std::vector<TensorArg> &expected,
-                                    const std::string &device) {
+                                    const std::string &device,
+                                    const ExternReuse &reuse) {
   at::NoGradGuard noGrad;
   std::vector<at::Tensor> tensors;
   for (const TensorArg &arg : args)
@@ -310,7 +311,13 @@ std::vector<PyObject *> runExternOp(const std::string &op,
     if ((op == "max_pool2d" || op == "max_pool2d_with_indices") &&
         poolsFasterChannelsLast(tensors[0]))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
-    results = externResultsWithATen(op, attributes, tensors, expected[0].sizes);
+    std::optional<at::Tensor> prepacked;
+    if (reuse.weights && op == "conv2d" && flag(attributes, "weight_prepacked"))
+      prepacked = runWithPrepackedWeight(*reuse.weights, *reuse.step, tensors,
+                                         reuse.inputs);
+    results = prepacked ? std::vector<at::Tensor>{*prepacked}
+                        : externResultsWithATen(op, attributes, tensors,
+                                                expected[0].sizes);
   } catch (const c10::Error &error) {
     fail("extern " + op + " failed: " + error.what_without_backtrace());
   }

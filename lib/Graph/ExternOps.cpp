@@ -140,6 +140,7 @@ std::vector<TensorType> inferConv(const Node &node, size_t spatial) {
   requireRank(node, 1, spatial + 2);
   const TensorType &x = operandType(node, 0), &w = operandType(node, 1);
   int64_t groups = node.intAttr("groups", 1);
+  boolAttr(node, "weight_prepacked", false); // checks its type
   std::vector<int64_t> stride = perDim(node, "stride", spatial, 1);
   std::vector<int64_t> padding = perDim(node, "padding", spatial, 0);
   std::vector<int64_t> dilation = perDim(node, "dilation", spatial, 1);
@@ -413,11 +414,18 @@ void addExternOps(std::vector<OpInfo> &table) {
     return inferBiasedProduct(n, "bmm", inferBmm);
   }));
   std::vector<OpInfo> layoutKeeping;
-  for (size_t spatial : {1, 2})
+  // conv2d's weight_prepacked (set by the torch bridge on inference graphs
+  // whose weight is a parameter): the runtime may keep the weight reordered
+  // into oneDNN's blocked layout, once per parameter version.
+  for (size_t spatial : {1, 2}) {
+    std::vector<std::string> attributes = {"stride", "padding", "dilation",
+                                           "groups"};
+    if (spatial == 2)
+      attributes.push_back("weight_prepacked");
     layoutKeeping.push_back(externOp(
-        "conv" + std::to_string(spatial) + "d", -1,
-        {"stride", "padding", "dilation", "groups"},
+        "conv" + std::to_string(spatial) + "d", -1, std::move(attributes),
         [spatial](const Node &node) { return inferConv(node, spatial); }));
+  }
   layoutKeeping.back().startsChannelsLast = true;
   layoutKeeping.push_back(
       externOp("max_pool2d", 1, maxPoolAttributes, inferPool));

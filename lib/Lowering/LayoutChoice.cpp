@@ -23,34 +23,38 @@ bool isDepthwiseConvolution(const Node &node) {
          weight.sizes[1] == SymExpr(1);
 }
 
-/// CPU convolution networks with depthwise convolutions run channels-last
-/// inside the graph: oneDNN's NHWC depthwise kernels are much faster than
-/// its NCHW ones, and their tiny weights cost little to reorder. The first
-/// convolution's input is converted by the torch bridge, everything after
-/// follows (pointwise epilogues and pools keep a channels-last source's
-/// layout). Dense convolutions' weights stay NCHW parameters, which oneDNN
-/// would reorder on every call: networks without depthwise layers keep
-/// eager's layout. Measured at batch 1, 128x128 (eager = 1.0): channels-
-/// last vs NCHW inside, resnet18 0.93x vs 1.14x, resnet50 0.87x vs 1.13x,
-/// regnet_x_400mf (grouped, not depthwise) 1.06x vs 1.13x, mobilenet_v2
-/// 1.27x vs 1.06x, efficientnet_b0 1.08x vs 0.97x. Only when no graph
-/// output has rank 4, so callers still get eager's layouts, and for two
-/// convolutions or more: a single one (a vision transformer's patch
+/// CPU convolution networks run channels-last inside the graph when
+/// oneDNN gets their weights in a layout it need not reorder on every call:
+/// networks with depthwise convolutions (oneDNN's NHWC depthwise kernels
+/// are much faster than its NCHW ones, and their tiny weights cost little
+/// to reorder), and networks whose convolutions the torch bridge marked
+/// weight_prepacked (their weights are kept in oneDNN's blocked layout, so
+/// the NHWC kernels cost no reorder). The first convolution's input is
+/// converted by the torch bridge, everything after follows (pointwise
+/// epilogues and pools keep a channels-last source's layout). Unmarked
+/// dense convolutions keep eager's layout: oneDNN would reorder their NCHW
+/// parameters on every call. Measured at batch 1, 128x128 (eager = 1.0):
+/// unmarked channels-last vs NCHW inside, resnet18 0.93x vs 1.14x, resnet50
+/// 0.87x vs 1.13x, mobilenet_v2 1.27x vs 1.06x; with prepacked weights
+/// channels-last, resnet18 1.39x, googlenet 1.63x (1.40x NCHW). Only when
+/// no graph output has rank 4, so callers still get eager's layouts, and
+/// for two convolutions or more: a single one (a vision transformer's patch
 /// embedding) gains nothing and pays for converting its input.
 bool prefersChannelsLast(const Graph &graph) {
-  int convolutions = 0;
+  int convolutions = 0, prepacked = 0;
   bool depthwise = false;
   for (const auto &node : graph.nodes) {
     if (!opInfoOf(*node)->startsChannelsLast || node->results.empty() ||
         node->results[0]->type.device != "cpu")
       continue;
     ++convolutions;
+    prepacked += boolAttr(*node, "weight_prepacked", false);
     depthwise = depthwise || isDepthwiseConvolution(*node);
   }
   for (const Value *output : graph.outputs)
     if (output->type.rank() == 4)
       return false;
-  return convolutions >= 2 && depthwise;
+  return convolutions >= 2 && (depthwise || prepacked >= 2);
 }
 
 /// The dims of a buffer with explicit strides from outermost to innermost

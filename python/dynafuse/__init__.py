@@ -163,7 +163,9 @@ def stats():
     generator: an LLVM or NVRTC compile unless the disk cache had it),
     symbolic_captures (captures with symbolic sizes), disk_cache_hits
     (compiled modules the on-disk kernel cache had: backend_compiles minus
-    these were compiled by LLVM in this process)."""
+    these were compiled by LLVM in this process), weight_prepacks
+    (convolution weights of inference graphs reordered into oneDNN's
+    layout: once per parameter version, not per call)."""
     return _C.stats()
 
 

@@ -64,6 +64,9 @@ struct CompilerStats {
   /// cache has it), and captures with symbolic sizes.
   long backendCompiles = 0;
   long symbolicCaptures = 0;
+  /// Convolution weights reordered into oneDNN's layout for inference
+  /// entries (once per parameter version; TorchPrepackedWeights.cpp).
+  long weightPrepacks = 0;
 };
 
 /// What was compiled, for dynafuse.compiled_graphs().

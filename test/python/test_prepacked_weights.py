@@ -1,0 +1,232 @@
+"""Inference convolutions whose weights stay in oneDNN's blocked layout
+between calls (lib/Capture/TorchPrepackedWeights.cpp): compiled results
+against eager on random data over strides, padding, dilation, groups, bias,
+batch sizes and input layouts; each weight reordered once per parameter
+version (dynafuse.stats()["weight_prepacks"] proves the prepacked path ran),
+again after an in-place update, an optimizer step or a replaced parameter;
+and the graphs it leaves alone (training, small convolutions)."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynafuse
+from conftest import assert_close, assert_compiled, randomize_batch_norm
+
+TOLERANCE = dict(rtol=1e-4, atol=1e-4)
+
+
+class ConvNet(nn.Module):
+    """conv-bn-relu, a second convolution (the one under test), a residual
+    1x1 and a classifier: every convolution above the 4 MFLOP threshold at
+    16x16 and batch 1 except where a test makes one small."""
+
+    def __init__(self, stride=1, padding=1, dilation=1, groups=1, bias=True,
+                 width=64):
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(width)
+        self.conv = nn.Conv2d(width, width, 3, stride=stride, padding=padding,
+                              dilation=dilation, groups=groups, bias=bias)
+        self.project = nn.Conv2d(width, width, 1)
+        self.fc = nn.Linear(width, 10)
+
+    def forward(self, x):
+        y = F.relu(self.bn(self.stem(x)))
+        z = F.relu(self.conv(y))
+        z = z + self.project(z)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(z, 1), 1))
+
+
+def conv_flops(conv, input_size):
+    """2 x weight elements x output positions of conv on input_size."""
+    n, _, h, w = input_size
+    out = []
+    for size, k, s, p, d in zip((h, w), conv.kernel_size, conv.stride,
+                                conv.padding, conv.dilation):
+        out.append((size + 2 * p - d * (k - 1) - 1) // s + 1)
+    return 2 * conv.weight.numel() * n * out[0] * out[1]
+
+
+def prepackable(model, x):
+    """The convolutions the rule prepacks on input x: depthwise ones, and
+    dense ones of 4 MFLOP or more."""
+    chosen = []
+
+    def record(conv, inputs, output):
+        depthwise = conv.groups > 1 and conv.weight.shape[1] == 1
+        if inputs[0].numel() and (depthwise or conv_flops(conv, inputs[0].shape) >= 4e6):
+            chosen.append(conv)
+
+    hooks = [m.register_forward_hook(record) for m in model.modules()
+             if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        model(x)
+    for hook in hooks:
+        hook.remove()
+    return chosen
+
+
+def run(model, x):
+    compiled = dynafuse.compile(model)
+    with torch.no_grad():
+        expected = model(x)
+        actual = compiled(x)
+    assert_close(actual, expected, **TOLERANCE)
+    return compiled
+
+
+CONFIGS = {
+    "plain": dict(),
+    "stride2": dict(stride=2),
+    "no_padding": dict(padding=0),
+    "dilation2": dict(padding=2, dilation=2),
+    "grouped": dict(groups=4),
+    "depthwise": dict(groups=64),
+    "no_bias": dict(bias=False),
+}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_conv_net_matches_eager_with_weights_prepacked_once(config, batch):
+    model = randomize_batch_norm(ConvNet(**CONFIGS[config]).eval())
+    x = torch.randn(batch, 3, 16, 16)
+    compiled = run(model, x)
+    assert_compiled()
+    packed = dynafuse.stats()["weight_prepacks"]
+    assert packed == len(prepackable(model, x)) >= 1, dynafuse.stats()
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(batch, 3, 16, 16)
+            assert_close(compiled(x), model(x), **TOLERANCE)
+    assert dynafuse.stats()["weight_prepacks"] == packed, "reordered per call"
+
+
+def test_which_convolutions_are_prepacked():
+    """Depthwise ones always; dense ones from 4 MFLOP (ATen's own path is
+    faster below: _convolution_pointwise builds its primitive per call)."""
+    model = ConvNet(groups=64).eval()
+    x = torch.randn(1, 3, 16, 16)
+    run(model, x)
+    assert conv_flops(model.stem, x.shape) < 4e6  # 0.9 MFLOP
+    assert conv_flops(model.project, (1, 64, 16, 16)) < 4e6  # 2.1 MFLOP
+    assert prepackable(model, x) == [model.conv]  # depthwise
+    assert dynafuse.stats()["weight_prepacks"] == 1, dynafuse.stats()
+    dynafuse.reset()
+    x = torch.randn(2, 3, 16, 16)  # the 1x1 now has 4.2 MFLOP
+    run(ConvNet(groups=64).eval(), x)
+    assert dynafuse.stats()["weight_prepacks"] == 2, dynafuse.stats()
+
+
+def test_in_place_weight_update_is_seen():
+    model = ConvNet().eval()
+    x = torch.randn(1, 3, 16, 16)
+    compiled = run(model, x)
+    packed = dynafuse.stats()["weight_prepacks"]
+    with torch.no_grad():
+        model.conv.weight.mul_(-0.5)
+        model.stem.weight.add_(0.25)
+        assert_close(compiled(x), model(x), **TOLERANCE)
+    assert dynafuse.stats()["weight_prepacks"] == packed + 1  # stem is small
+    with torch.no_grad():
+        model.load_state_dict(ConvNet().state_dict())
+        assert_close(compiled(x), model(x), **TOLERANCE)
+    assert dynafuse.stats()["weight_prepacks"] == packed + 2
+    assert dynafuse.stats()["captures"] == 1
+
+
+def test_optimizer_steps_between_compiled_inference_calls():
+    model = ConvNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiled = dynafuse.compile(model)
+    x = torch.randn(2, 3, 16, 16)
+    for _ in range(3):
+        model.eval()
+        with torch.no_grad():
+            assert_close(compiled(x), model(x), **TOLERANCE)
+        model.train()
+        optimizer.zero_grad()
+        model(x).square().sum().backward()  # eager training step
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), **TOLERANCE)
+    # conv and project (4.2 MFLOP at batch 2), reordered after each step.
+    assert dynafuse.stats()["weight_prepacks"] == 4 * 2
+
+
+def test_replaced_parameter_is_seen():
+    model = ConvNet().eval()
+    x = torch.randn(1, 3, 16, 16)
+    compiled = run(model, x)
+    model.conv.weight = nn.Parameter(torch.randn_like(model.conv.weight))
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), **TOLERANCE)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "sliced", "expanded_batch"])
+def test_input_layouts(layout):
+    model = ConvNet().eval()
+    if layout == "channels_last":
+        x = torch.randn(2, 3, 16, 16).contiguous(memory_format=torch.channels_last)
+    elif layout == "sliced":
+        x = torch.randn(2, 3, 16, 40)[:, :, :, 3:35:2]
+    else:
+        x = torch.randn(1, 3, 16, 16).expand(3, 3, 16, 16)
+    run(model, x)
+    assert_compiled()
+    assert dynafuse.stats()["weight_prepacks"] == len(prepackable(model, x))
+
+
+def test_empty_batch_runs_through_aten():
+    model = ConvNet().eval()
+    run(model, torch.randn(0, 3, 16, 16))
+    assert_compiled()
+
+
+def test_new_input_size_reorders_again():
+    model = ConvNet().eval()
+    compiled = dynafuse.compile(model, dynamic=False)
+    with torch.no_grad():
+        for size in (16, 24, 16):
+            x = torch.randn(1, 3, size, size)
+            assert_close(compiled(x), model(x), **TOLERANCE)
+    assert dynafuse.stats()["captures"] == 2
+    # conv at 16x16, then conv and project at 24x24 (4.7 MFLOP); the 16x16
+    # entry's weights are still current.
+    assert dynafuse.stats()["weight_prepacks"] == 3
+
+
+def test_training_graphs_keep_weights_as_they_are():
+    model = ConvNet().train()
+    x = torch.randn(2, 3, 16, 16)
+    compiled = dynafuse.compile(model)
+    loss = compiled(x).square().sum()
+    loss.backward()
+    assert_compiled()
+    assert dynafuse.stats()["weight_prepacks"] == 0
+
+
+def test_a_torchvision_network_runs_channels_last_with_prepacked_weights():
+    torchvision = pytest.importorskip("torchvision")
+    model = randomize_batch_norm(torchvision.models.resnet18(num_classes=10).eval())
+    x = torch.randn(1, 3, 64, 64)
+    run(model, x)
+    assert_compiled()
+    assert dynafuse.stats()["weight_prepacks"] == len(prepackable(model, x)) >= 10
+
+
+def test_a_weight_computed_in_the_graph_is_not_prepacked():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(64, 64, 3, padding=1)
+            self.gain = nn.Parameter(torch.rand(64, 1, 1, 1) + 0.5)
+
+        def forward(self, x):
+            return F.conv2d(x, self.conv.weight * self.gain, self.conv.bias, padding=1)
+
+    run(Scaled().eval(), torch.randn(1, 64, 16, 16))
+    assert_compiled()
+    assert dynafuse.stats()["weight_prepacks"] == 0
