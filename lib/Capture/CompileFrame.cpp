@@ -231,7 +231,8 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   std::unique_ptr<Graph> marked;
   if (!training) {
     marked = graph.clone();
-    markPrepackedConvolutions(*marked);
+    if (options.config->options.prepackWeights)
+      markPrepackedConvolutions(*marked);
     entry.prepackedWeights = newPrepackedWeights();
   }
   CompiledPart forward = compilePart(training ? *training->forward : *marked,

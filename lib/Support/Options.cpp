@@ -93,6 +93,8 @@ Options readOptions(const EnvironmentLookup &lookup) {
   options.guardPages = guardPagesOf(lookup("DYNAFUSE_GUARD_PAGES"));
   const char *pool = lookup("DYNAFUSE_CACHING_ALLOCATOR");
   options.cachingAllocator = !(pool && std::string(pool) == "0");
+  const char *prepack = lookup("DYNAFUSE_PREPACK_WEIGHTS");
+  options.prepackWeights = !(prepack && std::string(prepack) == "0");
   options.allocatorCacheMB =
       readNumber(lookup, "DYNAFUSE_ALLOCATOR_CACHE_MB", 2048);
   options.allocatorIdleSeconds =
@@ -133,6 +135,9 @@ const std::vector<OptionVariable> &optionVariables() {
        "reused; all: torch's CPU allocations too"},
       {"DYNAFUSE_CACHING_ALLOCATOR", "1",
        "0: tensors Dynafuse creates come from at::empty, not the pool"},
+      {"DYNAFUSE_PREPACK_WEIGHTS", "1",
+       "0: inference convolutions keep no reordered copy of their weights "
+       "(oneDNN reorders them on every call; less memory, slower)"},
       {"DYNAFUSE_ALLOCATOR_CACHE_MB", "2048",
        "most megabytes of freed blocks the pool keeps"},
       {"DYNAFUSE_ALLOCATOR_IDLE_S", "10",

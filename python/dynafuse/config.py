@@ -42,6 +42,10 @@ DYNAFUSE_GUARD_PAGES           0           1: every block Dynafuse allocates is
                                            allocations too
 DYNAFUSE_CACHING_ALLOCATOR     1           0: tensors Dynafuse creates come
                                            from at::empty, not the pool
+DYNAFUSE_PREPACK_WEIGHTS       1           0: inference convolutions keep no
+                                           reordered copy of their weights
+                                           (oneDNN reorders them on every
+                                           call; less memory, slower)
 DYNAFUSE_ALLOCATOR_CACHE_MB    2048        most megabytes of freed blocks the
                                            pool keeps
 DYNAFUSE_ALLOCATOR_IDLE_S      10          seconds after which an unused

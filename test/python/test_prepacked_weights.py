@@ -230,3 +230,23 @@ def test_a_weight_computed_in_the_graph_is_not_prepacked():
     run(Scaled().eval(), torch.randn(1, 64, 16, 16))
     assert_compiled()
     assert dynafuse.stats()["weight_prepacks"] == 0
+
+
+@pytest.mark.parametrize("setting,prepacked", [("0", False), ("1", True)])
+def test_the_variable_turns_prepacking_off(setting, prepacked):
+    import subprocess
+    import sys
+    code = (
+        "import torch, dynafuse, torch.nn as nn\n"
+        "m = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),\n"
+        "                  nn.Conv2d(64, 64, 3, padding=1)).eval()\n"
+        "x = torch.randn(1, 64, 16, 16)\n"
+        "with torch.no_grad():\n"
+        "    torch.testing.assert_close(dynafuse.compile(m)(x), m(x), rtol=1e-4, atol=1e-4)\n"
+        "assert dynafuse.stats()['captures'] == 1\n"
+        "print(dynafuse.stats()['weight_prepacks'])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "DYNAFUSE_DISK_CACHE": "0",
+                                 "DYNAFUSE_PREPACK_WEIGHTS": setting})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == (["2"] if prepacked else ["0"])

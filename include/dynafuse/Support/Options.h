@@ -23,6 +23,8 @@
 //   DYNAFUSE_GUARD_PAGES         1: guard pages on Dynafuse's blocks; all:
 //                                on torch's CPU allocations too
 //   DYNAFUSE_CACHING_ALLOCATOR   0: tensors from at::empty, no pool
+//   DYNAFUSE_PREPACK_WEIGHTS     0: inference convolutions let oneDNN
+//                                reorder their weights on every call
 //   DYNAFUSE_ALLOCATOR_CACHE_MB  cached bytes the pool keeps (2048)
 //   DYNAFUSE_ALLOCATOR_IDLE_S    seconds before idle blocks are unmapped (10)
 //   DYNAFUSE_NVRTC               path of libnvrtc (the only one tried)
@@ -90,6 +92,9 @@ struct Options {
   GuardPages guardPages = GuardPages::Off;
   /// Whether tensors Dynafuse creates come from the caching allocator.
   bool cachingAllocator = true;
+  /// Inference convolutions keep their weights in oneDNN's layout (a copy
+  /// per weight, reordered once per parameter version).
+  bool prepackWeights = true;
   /// The most bytes the caching allocator keeps cached.
   double allocatorCacheMB = 2048;
   /// Cached blocks idle for this long are unmapped.
