@@ -213,6 +213,35 @@ void pairOutputSize(std::map<std::string, Attribute> &attributes) {
     found->second = std::vector<int64_t>{sizes->front(), sizes->front()};
 }
 
+/// adaptive_avg_pool2d to a 1x1 output is the mean over the two spatial
+/// dims: the loop IR computes it fused with its producer (the global pool
+/// of every classifier, the squeeze-excitation blocks of mobilenet_v3 and
+/// efficientnet), where ATen's pool would read a buffer it must first be
+/// given. Only for results without explicit strides (a channels-last
+/// typed result keeps ATen's layout) and constant non-empty spatial dims
+/// (ATen raises on an empty one, where a mean would give NaN).
+bool poolsToOnePixel(const Node &node) {
+  const TensorType &x = operandType(node, 0);
+  if (intListAttr(node, "output_size", {}) != std::vector<int64_t>{1, 1} ||
+      node.results.empty() || !node.results[0]->type.strides.empty() ||
+      x.rank() < 3)
+    return false;
+  for (size_t k = x.rank() - 2; k < x.rank(); ++k)
+    if (!x.sizes[k].isConstant() || x.sizes[k].constant() <= 0)
+      return false;
+  return true;
+}
+
+std::vector<Value *> meanOfPixels(Graph &graph, const Node &node) {
+  int64_t rank = int64_t(operandType(node, 0).rank());
+  return graph
+      .addNode("mean", {node.operands[0]},
+               {{"dims", std::vector<int64_t>{rank - 2, rank - 1}},
+                {"keepdim", true}},
+               node.location)
+      ->results;
+}
+
 void requireIntegerIndex(const Node &node, size_t i) {
   DType dtype = operandType(node, i).dtype;
   if (isFloating(dtype) || dtype == DType::Bool)
@@ -434,6 +463,8 @@ void addExternOps(std::vector<OpInfo> &table) {
   layoutKeeping.push_back(
       externOp("adaptive_avg_pool2d", 1, {"output_size"}, inferAdaptivePool));
   layoutKeeping.back().canonicalAttributes = pairOutputSize;
+  layoutKeeping.back().decompose = meanOfPixels;
+  layoutKeeping.back().decomposesWhen = poolsToOnePixel;
   // The backward kernels of convolutions and pools (training, issue 16).
   table.push_back(externOp("conv_backward", 3,
                            {"stride", "padding", "dilation", "groups",

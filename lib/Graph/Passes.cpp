@@ -87,7 +87,11 @@ namespace {
 
 bool decomposes(const Node &node, const CompositeFilter &which) {
   const OpInfo *info = opInfoOf(node);
-  return info && info->kind == OpKind::Composite && (!which || which(node));
+  if (!info || (which && !which(node)))
+    return false;
+  return info->kind == OpKind::Composite ||
+         (info->decompose && info->decomposesWhen &&
+          info->decomposesWhen(node));
 }
 
 bool hasComposites(const Graph &graph, const CompositeFilter &which) {

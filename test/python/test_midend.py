@@ -255,6 +255,41 @@ def test_conv_and_pooling():
     run_both(lambda t: F.conv1d(t, torch.ones(2, 3, 2), None, 2), torch.randn(1, 3, 9), rtol=1e-5, atol=1e-5)
 
 
+GLOBAL_POOL_INPUTS = {
+    "batch2_7x9": lambda: torch.randn(2, 5, 7, 9),
+    "one_pixel": lambda: torch.randn(3, 4, 1, 1),
+    "unbatched": lambda: torch.randn(6, 5, 5),
+    "transposed": lambda: torch.randn(2, 6, 8, 4).transpose(2, 3),
+    "channels_last": lambda: torch.randn(2, 16, 6, 6).contiguous(memory_format=torch.channels_last),
+    "broadcast": lambda: torch.randn(1, 8, 1, 1).expand(2, 8, 5, 5),
+    "empty_batch": lambda: torch.randn(0, 4, 3, 3),
+    "large": lambda: torch.randn(1, 32, 56, 56),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GLOBAL_POOL_INPUTS))
+def test_global_average_pool_is_a_fused_mean(name):
+    """adaptive_avg_pool2d to 1x1 decomposes into a mean over the pixels,
+    computed in the kernel of its producer: no extern call is left."""
+    x = GLOBAL_POOL_INPUTS[name]()
+    run_both(lambda t: F.adaptive_avg_pool2d(torch.relu(t) * 2, 1), x, rtol=1e-5, atol=1e-5)
+    (graph,) = dynafuse.compiled_graphs()
+    assert graph["extern_calls"] == 0, graph
+
+
+def test_squeeze_excitation_block():
+    w1, w2 = torch.randn(4, 16), torch.randn(16, 4)
+
+    def block(x):
+        s = F.adaptive_avg_pool2d(x, (1, 1)).flatten(1)
+        s = torch.sigmoid(F.linear(F.relu(F.linear(s, w1)), w2))
+        return x * s[:, :, None, None]
+
+    run_both(block, torch.randn(2, 16, 9, 9), rtol=1e-5, atol=1e-5)
+    (graph,) = dynafuse.compiled_graphs()
+    assert graph["extern_calls"] == 2, graph  # the two linears
+
+
 def gpt2_block(x, ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b):
     b, t, c = 2, 8, 16
     h = F.layer_norm(x, (c,), ln1_w, ln1_b)

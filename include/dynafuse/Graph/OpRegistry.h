@@ -98,8 +98,12 @@ struct OpInfo {
   std::function<void(std::map<std::string, Attribute> &)> canonicalAttributes;
   /// Non-pointwise ops: computes result types (pointwise ops use `rule`).
   ShapeRule infer;
-  /// Composite ops: their rewrite into other ops.
+  /// Composite ops: their rewrite into other ops. Extern ops may have one
+  /// too, applied (by the decompose pass) to the nodes `decomposesWhen`
+  /// accepts: those the loop IR computes better than an ATen call
+  /// (adaptive_avg_pool2d to a 1x1 output is a mean).
   Decomposition decompose;
+  std::function<bool(const Node &)> decomposesWhen;
 };
 
 /// An entry for a non-pointwise op: its shape rule computes result types.
