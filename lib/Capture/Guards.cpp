@@ -1,6 +1,7 @@
 //===- Guards.cpp - Where captured values come from and what was assumed -===//
 #include "Guards.h"
 
+#include "ModuleAttributes.h"
 #include "TorchBridge.h"
 
 #include "dynafuse/Support/Error.h"
@@ -206,7 +207,7 @@ PyRef SourceResolver::fetch(const Source &source) {
     PyObject *parent = get(source.parent);
     if (!parent)
       return PyRef();
-    return PyRef::steal(PyObject_GetAttr(parent, source.name.get()));
+    return getAttribute(parent, source.name.get());
   }
   case Source::Kind::Closure: {
     PyObject *closure =

@@ -363,3 +363,99 @@ def test_a_per_instance_forward_override_is_guarded():
         assert_close(dynafuse.compile(overridden)(x), overridden(x))
         assert_close(dynafuse.compile(plain)(x), plain(x))
 
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+        self.register_buffer("shift", torch.randn(4))
+        self.scale = torch.nn.Parameter(torch.rand(4) + 0.5)
+
+    def forward(self, x):
+        return self.inner(x) * self.scale + self.shift
+
+
+class CustomGetattr(Block):
+    """A class with its own __getattr__: guards use the full lookup."""
+    def __getattr__(self, name):
+        if name == "scale":
+            return super().__getattr__("scale") * 2
+        return super().__getattr__(name)
+
+
+class ScaleProperty(Block):
+    """A property shadows the parameter's name: the property wins."""
+    def __init__(self):
+        super().__init__()
+        self._parameters.pop("scale")
+        self.register_parameter("raw_scale", torch.nn.Parameter(torch.rand(4)))
+
+    @property
+    def scale(self):
+        return self.raw_scale + 1
+
+
+def swap_submodule(m):
+    m.inner = torch.nn.Linear(4, 4)
+
+
+def replace_parameter(m):
+    m.scale = torch.nn.Parameter(torch.rand(4))
+
+
+def replace_buffer(m):
+    m.shift = torch.randn(4)
+
+
+def buffer_to_none(m):
+    m.shift = None  # registered buffers may be None
+
+
+def instance_attribute_shadows(m):
+    m.__dict__["scale"] = torch.full((4,), 3.0)  # found before _parameters
+
+
+CHANGES = {
+    "submodule": swap_submodule,
+    "parameter": replace_parameter,
+    "buffer": replace_buffer,
+    "instance_shadow": instance_attribute_shadows,
+}
+
+
+@pytest.mark.parametrize("cls", [Block, CustomGetattr, ScaleProperty])
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_module_attributes_are_read_as_torch_reads_them(cls, change):
+    """Guards read module attributes in C (instance dict, _parameters,
+    _buffers, _modules) where the class keeps torch's lookup, and through
+    getattr otherwise; either way a changed attribute is seen."""
+    torch.manual_seed(0)
+    model = cls()
+    x = torch.randn(3, 4)
+    compiled = dynafuse.compile(model)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x))
+        assert_close(compiled(x), model(x))
+        assert dynafuse.stats()["captures"] == 1
+        if cls is ScaleProperty and change == "parameter":
+            return  # torch refuses a parameter named like a property
+        CHANGES[change](model)  # a property still takes precedence
+        assert_close(compiled(x), model(x))
+        assert_close(compiled(x), model(x))
+
+
+def test_a_buffer_set_to_none_is_seen():
+    class MaybeShift(Block):
+        def forward(self, x):
+            y = self.inner(x)
+            return y if self.shift is None else y + self.shift
+
+    model = MaybeShift()
+    x = torch.randn(3, 4)
+    compiled = dynafuse.compile(model)
+    with torch.no_grad():
+        assert_close(compiled(x), model(x))
+        buffer_to_none(model)
+        assert_close(compiled(x), model(x))
+    assert dynafuse.stats()["captures"] == 2
