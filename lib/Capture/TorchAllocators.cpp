@@ -129,6 +129,8 @@ PooledTorchAllocations::~PooledTorchAllocations() {
     --RunScopedAllocator::runDepth;
 }
 
+bool cachingAllocatorInUse() { return torchAllocatorSettings.pool; }
+
 void installTorchAllocators(const Options &options) {
   torchAllocatorSettings.pool =
       options.cachingAllocator || options.guardPages != GuardPages::Off;

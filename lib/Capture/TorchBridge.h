@@ -88,6 +88,10 @@ private:
   bool active = false;
 };
 
+/// Whether tensors Dynafuse makes come from the runtime's caching allocator
+/// (Options::cachingAllocator, or guard pages).
+bool cachingAllocatorInUse();
+
 /// torch.cuda.current_stream(0).cuda_stream (a CUstream; null for the
 /// default stream): where the cuda backend queues a graph's kernels, so
 /// they order with torch's own work. Throws Error when unavailable.

@@ -16,7 +16,11 @@
 #include "TorchCall.h"
 #include "dynafuse/Runtime/Executor.h"
 
+#include "dynafuse/Runtime/CachingAllocator.h"
+
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,7 +31,23 @@ namespace dynafuse {
 class TorchContext : public ExecutionContext {
 public:
   char *allocate(const ProgramStep &step, const std::vector<int64_t> &sizes,
-                 const std::vector<int64_t> &strides) override {
+                 const std::vector<int64_t> &strides, bool escapes) override {
+    if (!escapes && step.type.device == "cpu" && cachingAllocatorInUse()) {
+      // Scratch: raw blocks of the pool, returned when the run ends (no
+      // torch tensor, no Python object: kernels and externs take pointers).
+      int64_t count = 1;
+      for (int64_t size : sizes)
+        count *= size;
+      int64_t span = 1; // strided: the elements up to the farthest one
+      for (size_t k = 0; k < strides.size() && k < sizes.size(); ++k)
+        span += sizes[k] > 0 ? (sizes[k] - 1) * strides[k] : 0;
+      if (!strides.empty())
+        count = std::max<int64_t>(count ? span : 0, count);
+      scratch.push_back(ScratchBlock(
+          CachingAllocator::global().allocate(size_t(count) *
+                                              dtypeSize(step.type.dtype))));
+      return static_cast<char *>(scratch.back().get());
+    }
     char *data = nullptr;
     if (!strides.empty()) {
       tensors[step.result] = PyRef::steal(newStridedTensor(
@@ -58,6 +78,14 @@ public:
       tensors[step.results.at(i)] = PyRef::steal(made[i]);
   }
   std::map<std::string, PyRef> tensors;
+  /// The run's scratch buffers (returned to the pool with the context).
+  struct ReleaseBlock {
+    void operator()(void *block) const {
+      CachingAllocator::global().release(block);
+    }
+  };
+  using ScratchBlock = std::unique_ptr<void, ReleaseBlock>;
+  std::vector<ScratchBlock> scratch;
   /// A forward run of an inference entry: the entry's prepacked weights
   /// and the run's inputs (null and empty elsewhere).
   PrepackedWeights *weights = nullptr;

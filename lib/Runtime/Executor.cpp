@@ -65,6 +65,25 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
   executables = backend.compile(loopModule, options);
   for (size_t k = 0; k < loopModule.kernels.size(); ++k)
     kernelIndex[loopModule.kernels[k].name] = int(k);
+  // The allocation each buffer's storage comes from (through reuse and
+  // views); those of outputs escape the run.
+  const std::vector<ProgramStep> &steps = loopModule.steps;
+  std::map<std::string, size_t> allocationOf;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const ProgramStep &step = steps[s];
+    if (step.kind == ProgramStep::Kind::Alloc)
+      allocationOf[step.result] =
+          step.reuse.empty() ? s : allocationOf.count(step.reuse)
+                                       ? allocationOf.at(step.reuse)
+                                       : s;
+    else if (step.kind == ProgramStep::Kind::View &&
+             allocationOf.count(step.source))
+      allocationOf[step.result] = allocationOf.at(step.source);
+  }
+  escapingAllocation.assign(steps.size(), false);
+  for (const std::string &output : loopModule.outputs)
+    if (allocationOf.count(output))
+      escapingAllocation[allocationOf.at(output)] = true;
 }
 
 std::map<std::string, int64_t>
@@ -129,7 +148,8 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
       char *data =
           step.reuse.empty()
               ? context.allocate(step, evaluateAll(step.type.sizes, env),
-                                 evaluateAll(step.type.strides, env))
+                                 evaluateAll(step.type.strides, env),
+                                 escapingAllocation[size_t(&step - &loopModule.steps[0])])
               : buffers.at(step.reuse).data;
       buffers[step.result] = concrete(step.type, data, env);
       break;
@@ -214,7 +234,7 @@ int64_t CompiledModule::peakIntermediateBytes(
 
 char *HostContext::allocate(const ProgramStep &step,
                             const std::vector<int64_t> &sizes,
-                            const std::vector<int64_t> &) {
+                            const std::vector<int64_t> &, bool) {
   int64_t count = 1;
   for (int64_t size : sizes)
     count *= size;

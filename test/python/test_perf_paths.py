@@ -152,3 +152,35 @@ def test_aten_results_inside_a_compiled_run_come_from_the_pool():
         "eager allocations after the run use torch's allocator"
     del eager
     assert_compiled()
+
+
+@pytest.mark.skipif(os.environ.get("DYNAFUSE_GUARD_PAGES", "0") not in ("", "0")
+                    or os.environ.get("DYNAFUSE_CACHING_ALLOCATOR") == "0",
+                    reason="DYNAFUSE_GUARD_PAGES never reuses a block; "
+                           "DYNAFUSE_CACHING_ALLOCATOR=0 turns the pool off")
+def test_intermediate_buffers_are_scratch_returned_when_the_run_ends():
+    """Buffers no output keeps are raw pool blocks (no torch tensor per
+    intermediate): in use during the run, all back once it ends, and reused
+    by the next run; only the output stays allocated."""
+    w = torch.randn(256, 256)
+
+    def f(x):
+        h = torch.softmax(x @ w, dim=-1)  # a reduction result, an extern, ...
+        h = torch.tanh(h @ w) * h.sum(-1, keepdim=True)
+        return (h @ w).relu()
+
+    fn = dynafuse.compile(f, fullgraph=True)
+    x = torch.randn(128, 256)
+    assert_close(fn(x), f(x), rtol=1e-4, atol=1e-5)
+    before = dynafuse.memory_stats()["bytes_in_use"]
+    cached = dynafuse.memory_stats()["bytes_cached"]
+    result = fn(x)
+    assert_close(result, f(x), rtol=1e-4, atol=1e-5)
+    in_use = dynafuse.memory_stats()["bytes_in_use"] - before
+    assert result.nbytes <= in_use < 2 * result.nbytes + 4096, in_use
+    assert dynafuse.memory_stats()["bytes_cached"] <= cached, "scratch reused"
+    del result
+    assert dynafuse.memory_stats()["bytes_in_use"] == before
+    (graph,) = dynafuse.compiled_graphs()
+    assert graph["kernels"] >= 2
+    assert_compiled()

@@ -33,10 +33,13 @@ public:
   virtual ~ExecutionContext() = default;
   /// Storage for the buffer a step allocates: its sizes, and its strides
   /// when the step's type has explicit ones (else empty: row-major), both
-  /// evaluated for this run.
+  /// evaluated for this run. `escapes`: the storage outlives the run (a
+  /// module output is, or reuses, it); other buffers may be scratch the
+  /// context takes back when the run ends.
   virtual char *allocate(const ProgramStep &step,
                          const std::vector<int64_t> &sizes,
-                         const std::vector<int64_t> &strides) = 0;
+                         const std::vector<int64_t> &strides,
+                         bool escapes) = 0;
   /// Runs an extern step on its arguments. `results` arrive with the sizes
   /// and strides each result must have; the call fills in their data.
   virtual void runExtern(const ProgramStep &step,
@@ -68,6 +71,8 @@ private:
   LoopModule loopModule;
   std::vector<std::unique_ptr<KernelExecutable>> executables;
   std::map<std::string, int> kernelIndex;
+  /// Per step: an allocation whose storage a module output is or reuses.
+  std::vector<bool> escapingAllocation;
   int64_t parallelThreshold;
 };
 
@@ -76,7 +81,7 @@ private:
 class HostContext : public ExecutionContext {
 public:
   char *allocate(const ProgramStep &step, const std::vector<int64_t> &sizes,
-                 const std::vector<int64_t> &strides) override;
+                 const std::vector<int64_t> &strides, bool escapes) override;
   void runExtern(const ProgramStep &step, const std::vector<TensorArg> &args,
                  std::vector<TensorArg> &results) override;
   std::map<std::string, std::vector<char>> &buffers() { return storage; }
