@@ -63,27 +63,72 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
   if (!loopModule.hasProgram)
     fail("cannot run a .loop file without a module");
   executables = backend.compile(loopModule, options);
+  std::map<std::string, int> kernelIndex;
   for (size_t k = 0; k < loopModule.kernels.size(); ++k)
     kernelIndex[loopModule.kernels[k].name] = int(k);
+  std::map<std::string, int> slotOf;
+  for (const LoopBuffer &input : loopModule.inputs)
+    slotOf.emplace(input.name, int(slotOf.size()));
+  auto use = [&](const std::string &name) {
+    auto found = slotOf.find(name);
+    if (found == slotOf.end())
+      fail("module @" + loopModule.name + " uses %" + name +
+           " before it is defined");
+    return found->second;
+  };
+  auto define = [&](const std::string &name) {
+    int slot = int(slotOf.size());
+    slotOf[name] = slot; // a redefinition takes a new slot
+    return slot;
+  };
   // The allocation each buffer's storage comes from (through reuse and
   // views); those of outputs escape the run.
-  const std::vector<ProgramStep> &steps = loopModule.steps;
-  std::map<std::string, size_t> allocationOf;
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const ProgramStep &step = steps[s];
-    if (step.kind == ProgramStep::Kind::Alloc)
-      allocationOf[step.result] =
-          step.reuse.empty() ? s : allocationOf.count(step.reuse)
-                                       ? allocationOf.at(step.reuse)
-                                       : s;
-    else if (step.kind == ProgramStep::Kind::View &&
-             allocationOf.count(step.source))
-      allocationOf[step.result] = allocationOf.at(step.source);
+  std::map<int, size_t> allocationOf;
+  for (size_t s = 0; s < loopModule.steps.size(); ++s) {
+    const ProgramStep &step = loopModule.steps[s];
+    StepSlots slots;
+    switch (step.kind) {
+    case ProgramStep::Kind::Alloc:
+      if (!step.reuse.empty())
+        slots.reuse = use(step.reuse);
+      slots.result = define(step.result);
+      allocationOf[slots.result] =
+          slots.reuse >= 0 && allocationOf.count(slots.reuse)
+              ? allocationOf.at(slots.reuse)
+              : s;
+      break;
+    case ProgramStep::Kind::View:
+      slots.source = use(step.source);
+      slots.result = define(step.result);
+      if (allocationOf.count(slots.source))
+        allocationOf[slots.result] = allocationOf.at(slots.source);
+      break;
+    case ProgramStep::Kind::Extern:
+      for (const std::string &arg : step.args)
+        slots.args.push_back(use(arg));
+      for (const std::string &result : step.results)
+        slots.results.push_back(define(result));
+      break;
+    case ProgramStep::Kind::Call: {
+      auto found = kernelIndex.find(step.kernel);
+      if (found == kernelIndex.end())
+        fail("module @" + loopModule.name + " calls unknown kernel @" +
+             step.kernel);
+      slots.kernel = found->second;
+      for (const std::string &arg : step.args)
+        slots.args.push_back(use(arg));
+      break;
+    }
+    }
+    plan.push_back(std::move(slots));
   }
-  escapingAllocation.assign(steps.size(), false);
-  for (const std::string &output : loopModule.outputs)
-    if (allocationOf.count(output))
-      escapingAllocation[allocationOf.at(output)] = true;
+  for (const std::string &output : loopModule.outputs) {
+    int slot = use(output);
+    outputSlots.push_back(slot);
+    if (allocationOf.count(slot))
+      plan[allocationOf.at(slot)].escapes = true;
+  }
+  slotCount = slotOf.size();
 }
 
 std::map<std::string, int64_t>
@@ -125,73 +170,79 @@ private:
   std::chrono::steady_clock::time_point start;
 };
 
-std::map<std::string, TensorArg>
-CompiledModule::run(const std::vector<TensorArg> &inputs,
-                    ExecutionContext &context) const {
+std::vector<TensorArg> CompiledModule::run(const std::vector<TensorArg> &inputs,
+                                           ExecutionContext &context) const {
   std::map<std::string, int64_t> env = bindSymbols(inputs);
-  std::map<std::string, TensorArg> buffers;
+  std::vector<TensorArg> buffers(slotCount);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    buffers[loopModule.inputs[i].name] = inputs[i];
-    buffers[loopModule.inputs[i].name].dtype = loopModule.inputs[i].type.dtype;
+    buffers[i] = inputs[i];
+    buffers[i].dtype = loopModule.inputs[i].type.dtype;
   }
   KernelLaunch launch;
   launch.parallelThreshold = parallelThreshold;
   launch.deviceStream = context.deviceStream();
   bool traceSteps = logEnabled("steps");
   bool profile = logEnabled("profile");
-  for (const ProgramStep &step : loopModule.steps) {
+  std::vector<TensorArg> args, expected;
+  std::vector<char *> pointers;
+  std::vector<int64_t> symbols;
+  for (size_t s = 0; s < loopModule.steps.size(); ++s) {
+    const ProgramStep &step = loopModule.steps[s];
+    const StepSlots &slots = plan[s];
     if (traceSteps)
       logLine("steps", stepStr(step));
     StepTimer timer(profile, step);
     switch (step.kind) {
     case ProgramStep::Kind::Alloc: {
-      char *data =
-          step.reuse.empty()
-              ? context.allocate(step, evaluateAll(step.type.sizes, env),
-                                 evaluateAll(step.type.strides, env),
-                                 escapingAllocation[size_t(&step - &loopModule.steps[0])])
-              : buffers.at(step.reuse).data;
-      buffers[step.result] = concrete(step.type, data, env);
+      char *data = slots.reuse < 0
+                       ? context.allocate(step,
+                                          evaluateAll(step.type.sizes, env),
+                                          evaluateAll(step.type.strides, env),
+                                          slots.escapes)
+                       : buffers[size_t(slots.reuse)].data;
+      buffers[size_t(slots.result)] = concrete(step.type, data, env);
       break;
     }
     case ProgramStep::Kind::View: {
-      const TensorArg &source = buffers.at(step.source);
+      const TensorArg &source = buffers[size_t(slots.source)];
       char *data = source.data + step.offset.evaluate(env) *
                                      int64_t(dtypeSize(step.type.dtype));
-      buffers[step.result] = concrete(step.type, data, env);
+      buffers[size_t(slots.result)] = concrete(step.type, data, env);
       break;
     }
     case ProgramStep::Kind::Extern: {
-      std::vector<TensorArg> args;
-      for (const std::string &arg : step.args)
-        args.push_back(buffers.at(arg));
-      std::vector<TensorArg> expected;
+      args.clear();
+      for (int arg : slots.args)
+        args.push_back(buffers[size_t(arg)]);
+      expected.clear();
       for (const TensorType &type : step.types)
         expected.push_back(concrete(type, nullptr, env));
       context.runExtern(step, args, expected);
       for (size_t i = 0; i < expected.size(); ++i)
-        buffers[step.results[i]] = expected[i];
+        buffers[size_t(slots.results[i])] = std::move(expected[i]);
       break;
     }
     case ProgramStep::Kind::Call: {
-      int k = kernelIndex.at(step.kernel);
-      const Kernel &kernel = loopModule.kernels[k];
-      std::vector<char *> pointers;
-      for (const std::string &arg : step.args)
-        pointers.push_back(buffers.at(arg).data);
-      std::vector<int64_t> symbols;
+      const Kernel &kernel = loopModule.kernels[size_t(slots.kernel)];
+      pointers.clear();
+      for (int arg : slots.args)
+        pointers.push_back(buffers[size_t(arg)].data);
+      symbols.clear();
       for (const std::string &symbol : kernel.symbols)
         symbols.push_back(env.at(symbol));
       std::string indexError =
-          runKernel(kernel, *executables[k], pointers.data(), symbols.data(),
-                    env, launch);
+          runKernel(kernel, *executables[size_t(slots.kernel)],
+                    pointers.data(), symbols.data(), env, launch);
       if (!indexError.empty())
         fail("kernel @" + kernel.name + ": " + indexError);
       break;
     }
     }
   }
-  return buffers;
+  std::vector<TensorArg> outputs;
+  for (int slot : outputSlots)
+    outputs.push_back(buffers[size_t(slot)]);
+  return outputs;
 }
 
 int64_t CompiledModule::peakIntermediateBytes(

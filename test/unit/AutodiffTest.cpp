@@ -56,11 +56,10 @@ Buffers run(const CompiledGraph &compiled, const Graph &graph,
                     rowMajor(sizes)});
   }
   HostContext context;
-  std::map<std::string, TensorArg> buffers =
-      compiled.compiled->run(args, context);
+  std::vector<TensorArg> results = compiled.compiled->run(args, context);
   Buffers outputs;
   for (size_t j = 0; j < graph.outputs.size(); ++j) {
-    const TensorArg &arg = buffers.at(compiled.module().outputs[j]);
+    const TensorArg &arg = results.at(j);
     std::vector<double> values(size_t(numel(graph.outputs[j]->type)));
     std::vector<int64_t> sizes = arg.sizes;
     for (size_t flat = 0; flat < values.size(); ++flat) {

@@ -52,11 +52,11 @@ TEST(Executor, InterpreterMatchesHandComputation) {
       {reinterpret_cast<char *>(x.data()), {rows, cols}, {1, rows}},
       {reinterpret_cast<char *>(w.data()), {cols}, {1}}};
   HostContext context;
-  std::map<std::string, TensorArg> buffers = compiled.run(inputs, context);
-  ASSERT_EQ(compiled.module().outputs.size(), 2u);
+  std::vector<TensorArg> results = compiled.run(inputs, context);
+  ASSERT_EQ(results.size(), 2u);
   // Results follow the input's column-major layout, as eager's do.
-  const TensorArg &outArg = buffers.at(compiled.module().outputs[0]);
-  const TensorArg &flagArg = buffers.at(compiled.module().outputs[1]);
+  const TensorArg &outArg = results[0];
+  const TensorArg &flagArg = results[1];
   ASSERT_EQ(outArg.strides, (std::vector<int64_t>{1, rows}));
   auto *out = reinterpret_cast<float *>(outArg.data);
   auto *flags = reinterpret_cast<uint8_t *>(flagArg.data);

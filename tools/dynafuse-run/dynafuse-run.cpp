@@ -183,14 +183,13 @@ std::vector<std::vector<ScalarValue>> runWith(const LoopModule &module,
   CompiledGraph compiled = compileLoopModule(module, compileOptions);
   Inputs inputs = makeInputs(module, options);
   HostContext context;
-  std::map<std::string, TensorArg> buffers =
+  std::vector<TensorArg> outputTensors =
       compiled.compiled->run(inputs.args, context);
   std::string indexError;
   if (takeIndexError(indexError))
     fail(backendName + ": " + indexError);
   std::vector<std::vector<ScalarValue>> outputs;
-  for (const std::string &name : module.outputs) {
-    const TensorArg &tensor = buffers.at(name);
+  for (const TensorArg &tensor : outputTensors) {
     std::vector<ScalarValue> values;
     int64_t count = 1;
     for (int64_t size : tensor.sizes)

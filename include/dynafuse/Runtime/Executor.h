@@ -56,10 +56,10 @@ public:
                  const CompileOptions &options);
 
   const LoopModule &module() const { return loopModule; }
-  /// Binds symbols, runs every step; returns every buffer by name. Throws
-  /// Error when inputs do not match the module's input types.
-  std::map<std::string, TensorArg> run(const std::vector<TensorArg> &inputs,
-                                       ExecutionContext &context) const;
+  /// Binds symbols, runs every step; returns the module's outputs in
+  /// order. Throws Error when inputs do not match the module's input types.
+  std::vector<TensorArg> run(const std::vector<TensorArg> &inputs,
+                             ExecutionContext &context) const;
   /// Symbol values implied by inputs (also checks the inputs).
   std::map<std::string, int64_t>
   bindSymbols(const std::vector<TensorArg> &inputs) const;
@@ -70,9 +70,22 @@ public:
 private:
   LoopModule loopModule;
   std::vector<std::unique_ptr<KernelExecutable>> executables;
-  std::map<std::string, int> kernelIndex;
-  /// Per step: an allocation whose storage a module output is or reuses.
-  std::vector<bool> escapingAllocation;
+  /// run()'s plan, made once: per step, every buffer it names as a slot of
+  /// the run's buffer table (inputs first), the kernel a call runs, and
+  /// whether an allocation escapes the run (a module output is, or reuses,
+  /// its storage).
+  struct StepSlots {
+    int result = -1; ///< alloc, view: the slot defined
+    int reuse = -1;  ///< alloc: the slot whose storage it takes
+    int source = -1; ///< view: the slot viewed
+    int kernel = -1; ///< call
+    bool escapes = false;
+    std::vector<int> args;    ///< call, extern
+    std::vector<int> results; ///< extern
+  };
+  std::vector<StepSlots> plan;
+  size_t slotCount = 0;
+  std::vector<int> outputSlots;
   int64_t parallelThreshold;
 };
 
