@@ -16,7 +16,7 @@ model for tens of seconds on this machine).
 
     .venv/bin/python benchmarks/library_models.py [--only resnet18 gpt2 ...]
         [--skip-zoo] [--skip-blocks] [--skip-transformers] [--inductor] [--runs 10]
-        [--no-disk-cache] [--markdown docs/library-models.md]
+        [--no-disk-cache] [--batch 8] [--markdown docs/library-models.md]
 
 --no-disk-cache starts from an empty kernel cache, so first-call times are
 cold compiles; without it, graphs compiled before on this machine load from
@@ -49,7 +49,7 @@ TOO_BIG = {"vit_h_14", "regnet_y_128gf", "regnet_y_32gf", "regnet_y_16gf", "vit_
 FIXED_224 = ("vit_", "swin_", "maxvit")
 
 
-def zoo(selected):
+def zoo(selected, batch=1):
     import torchvision
     names = torchvision.models.list_models(module=torchvision.models)
     for name in names:
@@ -63,7 +63,7 @@ def zoo(selected):
             kwargs = {"aux_logits": False, "init_weights": False} \
                 if name in ("inception_v3", "googlenet") else {}
             return torchvision.models.get_model(name, weights=None, **kwargs).eval()
-        yield name, make, lambda size=size: ((torch.randn(1, 3, size, size),), {})
+        yield name, make, lambda size=size: ((torch.randn(batch, 3, size, size),), {})
 
 
 def transformers_models(selected):
@@ -208,6 +208,8 @@ def main():
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--markdown")
     parser.add_argument("--no-disk-cache", action="store_true")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="batch size of the torchvision models' inputs")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(2)
@@ -222,7 +224,7 @@ def main():
     print(rule)
     sources = []
     if not args.skip_zoo:
-        sources.append(zoo(args.only))
+        sources.append(zoo(args.only, args.batch))
     if not args.skip_blocks:
         sources.append(handwritten_blocks(args.only))
     if not args.skip_transformers:

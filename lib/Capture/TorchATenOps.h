@@ -32,6 +32,12 @@ externResultsWithATen(const std::string &op,
                       const std::vector<at::Tensor> &tensors,
                       const std::vector<int64_t> &firstSizes);
 
+/// A list attribute of one value per spatial dim (a single value repeats;
+/// absent: `fallback` for each). Throws Error when it is not integers.
+std::vector<int64_t> perDim(const std::map<std::string, Attribute> &attributes,
+                            const char *name, size_t spatial,
+                            int64_t fallback);
+
 /// conv2d step `step` on tensors through oneDNN with its weight kept
 /// reordered in `weights` (TorchPrepackedWeights.cpp); nullopt when
 /// at::conv2d should run it (a small convolution, a weight that is not a

@@ -67,14 +67,6 @@ at::Tensor view(const TensorArg &arg, const std::string &device) {
                            .device(at::Device(device)));
 }
 
-/// A list attribute of one value per spatial dim (a single value repeats).
-std::vector<int64_t> perDim(const Attributes &a, const char *name,
-                            size_t spatial, int64_t fallback) {
-  std::vector<int64_t> values = ints(a, name, {fallback});
-  if (values.size() == 1)
-    values.assign(spatial, values[0]);
-  return values;
-}
 
 /// The gradients convolution_backward computes, those output_mask selects.
 std::vector<at::Tensor> convolutionBackward(const Attributes &a,
@@ -226,6 +218,15 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
 }
 
 } // namespace
+
+std::vector<int64_t> perDim(const std::map<std::string, Attribute> &a,
+                            const char *name, size_t spatial,
+                            int64_t fallback) {
+  std::vector<int64_t> values = ints(a, name, {fallback});
+  if (values.size() == 1)
+    values.assign(spatial, values[0]);
+  return values;
+}
 
 std::vector<at::Tensor>
 externResultsWithATen(const std::string &op, const Attributes &a,

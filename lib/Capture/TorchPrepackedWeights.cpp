@@ -53,23 +53,6 @@ bool oneDnnAvailable() {
   return available;
 }
 
-std::vector<int64_t> listAttribute(const ProgramStep &step, const char *name,
-                                   int64_t fallback) {
-  auto found = step.attributes.find(name);
-  std::vector<int64_t> values = {fallback};
-  if (found != step.attributes.end()) {
-    if (auto *list = std::get_if<std::vector<int64_t>>(&found->second))
-      values = *list;
-    else if (auto *value = std::get_if<int64_t>(&found->second))
-      values = {*value};
-    else
-      fail(std::string("conv2d attribute '") + name + "' must be integers");
-  }
-  if (values.size() == 1)
-    values.assign(2, values[0]);
-  return values;
-}
-
 } // namespace
 
 /// One marked step's reordered weight and what it was reordered from.
@@ -149,10 +132,10 @@ PrepackedWeights::run(const ProgramStep &step,
       x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat ||
       !x.is_cpu() || x.size(0) == 0)
     return std::nullopt;
-  std::vector<int64_t> stride = listAttribute(step, "stride", 1);
-  std::vector<int64_t> padding = listAttribute(step, "padding", 0);
-  std::vector<int64_t> dilation = listAttribute(step, "dilation", 1);
-  int64_t groups = listAttribute(step, "groups", 1).at(0);
+  std::vector<int64_t> stride = perDim(step.attributes, "stride", 2, 1);
+  std::vector<int64_t> padding = perDim(step.attributes, "padding", 2, 0);
+  std::vector<int64_t> dilation = perDim(step.attributes, "dilation", 2, 1);
+  int64_t groups = perDim(step.attributes, "groups", 1, 1).at(0);
   bool depthwise = groups > 1 && w.size(1) == 1;
   // FLOPs: 2 x weight elements x output positions.
   double flops = 2.0 * double(w.numel()) * double(x.size(0));
@@ -168,7 +151,9 @@ PrepackedWeights::run(const ProgramStep &step,
   std::lock_guard<std::mutex> lock(mutex);
   PackedWeight &packed = byStep[&step];
   const at::Tensor *source = weightSource(packed, step, inputs);
-  if (!source || source->data_ptr() != w.data_ptr())
+  if (!source || source->data_ptr() != w.data_ptr() ||
+      !source->sizes().equals(w.sizes()) ||
+      !source->strides().equals(w.strides()))
     return std::nullopt;
   uint32_t version = source->_version();
   bool current = packed.packed.defined() &&
