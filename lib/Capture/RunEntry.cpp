@@ -218,9 +218,8 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
                                                       ? currentTorchCudaStream()
                                                       : nullptr);
   context.weights = entry.prepackedWeights.get();
-  if (entry.module)
-    context.inputs = ForwardInputs{&entry.module->module().inputs, &inputs};
   if (entry.module) { // null: a break before any tensor operation
+    context.inputs = ForwardInputs{&entry.module->module().inputs, &inputs};
     PooledTorchAllocations pooled;
     entry.module->run(args, context);
   }

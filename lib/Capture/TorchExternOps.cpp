@@ -67,7 +67,6 @@ at::Tensor view(const TensorArg &arg, const std::string &device) {
                            .device(at::Device(device)));
 }
 
-
 /// The gradients convolution_backward computes, those output_mask selects.
 std::vector<at::Tensor> convolutionBackward(const Attributes &a,
                                             const std::vector<at::Tensor> &t) {
