@@ -58,6 +58,37 @@ bool injectiveIn(const std::vector<SymExpr> &index, const std::string &var) {
 
 namespace {
 
+/// The dim of buffer's index that is innermost in memory, of a size other
+/// than 1: the last such for a row-major buffer, the one of stride 1 for
+/// explicit strides (channels-last: the channel); -1 when there is none.
+int innermostDim(const LoopBuffer &buffer) {
+  const TensorType &type = buffer.type;
+  size_t rank = type.sizes.size();
+  for (size_t k = rank; k-- > 0;) {
+    if (type.sizes[k] == SymExpr(1))
+      continue;
+    if (type.strides.empty() || type.strides[k] == SymExpr(1))
+      return int(k);
+  }
+  return -1;
+}
+
+/// The index is exactly `var` in the buffer's innermost dim, which no
+/// other dim mentions: distinct iterations of var store to distinct,
+/// adjacent elements (a [1, C, 1, 1] mean stored per channel).
+bool storesAlong(const std::vector<SymExpr> &index, const LoopBuffer &buffer,
+                 const std::string &var) {
+  int inner = innermostDim(buffer);
+  if (inner < 0 || size_t(inner) >= index.size() ||
+      index[size_t(inner)] != SymExpr::symbol(var))
+    return false;
+  for (size_t k = 0; k < index.size(); ++k)
+    if (isIndirectIndex(index[k]) ||
+        (int(k) != inner && mentions(index[k], var)))
+      return false;
+  return true;
+}
+
 /// The pieces of a loop `for v { pre; reduce; post; store }` that match.
 struct ColumnSum {
   std::vector<Stmt> pre, post;
@@ -235,7 +266,8 @@ private:
     const LoopBuffer &out = kernel.params[size_t(store.buffer)];
     if ((type != DType::F32 && type != DType::F64) || out.type.dtype != type)
       return false;
-    if (!injectiveIn(store.index, loop.var))
+    if (!injectiveIn(store.index, loop.var) &&
+        !storesAlong(store.index, out, loop.var))
       return false;
     for (const SymExpr &index : store.index)
       for (const std::string &var : reduce.vars)
@@ -258,9 +290,11 @@ private:
     return true;
   }
 
-  /// Some load reads along v contiguously (v in its last index) while the
-  /// reduction moves it across rows (its variables in earlier indices
-  /// only: a sum over dims 0 and 1 of [4, 256, C] moves across 1024 rows).
+  /// Some load reads along v contiguously (v in the index of its buffer's
+  /// innermost dim) while the reduction moves it across rows (its
+  /// variables in other dims only: a sum over dims 0 and 1 of [4, 256, C]
+  /// moves across 1024 rows, as does a mean over the pixels of a
+  /// channels-last image).
   bool stridesAlongRows(const Stmt &reduce, const std::string &var) const {
     auto mentionsReduced = [&](const SymExpr &index) {
       for (const std::string &r : reduce.vars)
@@ -272,11 +306,14 @@ private:
       const Instr &load = instr(stmt);
       if (load.op != ScalarOp::Load || load.index.size() < 2)
         continue;
+      int inner = innermostDim(kernel.params[size_t(load.buffer)]);
+      if (inner < 0 || size_t(inner) >= load.index.size())
+        continue;
       bool rowMove = false;
-      for (size_t k = 0; k + 1 < load.index.size(); ++k)
-        rowMove = rowMove || mentionsReduced(load.index[k]);
-      if (rowMove && mentions(load.index.back(), var) &&
-          !mentionsReduced(load.index.back()))
+      for (size_t k = 0; k < load.index.size(); ++k)
+        rowMove = rowMove || (int(k) != inner && mentionsReduced(load.index[k]));
+      const SymExpr &along = load.index[size_t(inner)];
+      if (rowMove && mentions(along, var) && !mentionsReduced(along))
         return true;
     }
     return false;

@@ -108,7 +108,7 @@ std::vector<size_t> memoryOrder(const TensorType &type) {
 
 /// A graph input (or extern result) with explicit strides worth following
 /// (memoryOrder) and the same sizes, reached from value through pointwise
-/// ops only.
+/// ops, or of the same rank through pads and slices.
 const Value *layoutSource(const LoweringState &state, const Value *value,
                           const std::vector<SymExpr> &sizes) {
   if (value->type.sizes != sizes)
@@ -120,7 +120,15 @@ const Value *layoutSource(const LoweringState &state, const Value *value,
     return !type.strides.empty() && !memoryOrder(type).empty() ? value
                                                                : nullptr;
   }
-  if (kindOf(*value->producer) != OpKind::Pointwise)
+  // Windows of a source (pad, slice: a pool's or a depthwise
+  // convolution's taps) keep its dim order.
+  const Node &producer = *value->producer;
+  if ((producer.op == "pad" || producer.op == "slice") &&
+      producer.operands[0].isValue() &&
+      producer.operands[0].value->type.rank() == sizes.size())
+    return layoutSource(state, producer.operands[0].value,
+                        producer.operands[0].value->type.sizes);
+  if (kindOf(producer) != OpKind::Pointwise)
     return nullptr;
   for (const Operand &operand : value->producer->operands)
     if (operand.isValue())

@@ -92,6 +92,31 @@ const Value *externOperandBuffer(const Value *operand,
   return describeView(operand, withBase, viewed) ? base : operand;
 }
 
+/// The computed value a window tap (a slice, through pads, slices and other
+/// views) reads; null when it reads a graph input.
+const Value *windowSource(const Value *value) {
+  while (value->producer && kindOf(*value->producer) == OpKind::View &&
+         opInfoOf(*value->producer)->indexedOperand < 0 &&
+         !value->producer->operands.empty() &&
+         value->producer->operands[0].isValue())
+    value = value->producer->operands[0].value;
+  return value->producer ? value : nullptr;
+}
+
+/// What two or more window taps read (a pool's or depthwise convolution's
+/// slices of one padded input, WindowOps.cpp) is realized when it is
+/// computed: inline, each tap would recompute its producer (a batch norm
+/// and activation) at every kernel position, 9 or 25 times per element.
+void realizeWindowSources(const Graph &graph,
+                          std::set<const Value *> &realized) {
+  std::map<const Value *, int> taps;
+  for (const auto &node : graph.nodes)
+    if (node->op == "slice" && node->operands[0].isValue())
+      if (const Value *source = windowSource(node->operands[0].value))
+        if (++taps[source] == 2)
+          realized.insert(source);
+}
+
 } // namespace
 
 void realizeValues(LoweringState &state) {
@@ -119,6 +144,7 @@ void realizeValues(LoweringState &state) {
     }
   }
   realizeBroadcastMath(graph, realized);
+  realizeWindowSources(graph, realized);
 }
 
 } // namespace dynafuse

@@ -39,6 +39,8 @@ bool isStreamed(const SymExpr &read, const SymExpr &computed) {
 struct InlineCost {
   std::set<const Value *> streamed;
   bool gathers = false;
+  /// Slices read (a pool's or depthwise convolution's window taps).
+  int slices = 0;
 };
 
 /// value's inline computation, stopping at buffers.
@@ -48,6 +50,7 @@ void collectCost(const LoweringState &state, const Value *value,
   if (!seen.insert(value).second)
     return;
   cost.gathers = cost.gathers || opInfoOf(*value->producer)->indexedOperand >= 0;
+  cost.slices += value->producer->op == "slice";
   for (const Operand &operand : value->producer->operands) {
     if (!operand.isValue())
       continue;
@@ -62,7 +65,9 @@ void collectCost(const LoweringState &state, const Value *value,
 
 /// Whether storing value once beats recomputing it in each of several
 /// kernels: it streams two or more full-size buffers (a store and a load
-/// per kernel move less), or it gathers (T5's relative position bias: a
+/// per kernel move less), or one through several slices (window taps: a
+/// depthwise convolution read by a squeeze-excitation's mean and its
+/// scaling), or it gathers (T5's relative position bias: a
 /// bucket computed with a log, then an embedding row, per element, per
 /// loop of each layer's softmax). Costly math alone is recomputed: exp(x -
 /// max) stored by a kernel of its own would cost softmax a pass.
@@ -70,7 +75,8 @@ bool worthStoring(const LoweringState &state, const Value *value) {
   InlineCost cost;
   std::set<const Value *> seen;
   collectCost(state, value, value->type.numel(), cost, seen);
-  return cost.streamed.size() >= 2 || cost.gathers;
+  return cost.streamed.size() >= 2 || cost.gathers ||
+         (!cost.streamed.empty() && cost.slices >= 2);
 }
 
 /// Values share may realize: pointwise results and gathers (index_select,

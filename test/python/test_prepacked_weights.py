@@ -49,13 +49,15 @@ def conv_flops(conv, input_size):
 
 
 def prepackable(model, x):
-    """The convolutions the rule prepacks on input x: depthwise ones, and
-    dense ones of 4 MFLOP or more."""
+    """The convolutions the rule prepacks on input x: depthwise ones of more
+    than 2^19 multiply-adds (smaller ones are fused window taps, no extern:
+    test_window_taps.py), and dense ones of 4 MFLOP or more."""
     chosen = []
 
     def record(conv, inputs, output):
         depthwise = conv.groups > 1 and conv.weight.shape[1] == 1
-        if inputs[0].numel() and (depthwise or conv_flops(conv, inputs[0].shape) >= 4e6):
+        flops = conv_flops(conv, inputs[0].shape)
+        if inputs[0].numel() and (flops > 2 * 2**19 if depthwise else flops >= 4e6):
             chosen.append(conv)
 
     hooks = [m.register_forward_hook(record) for m in model.modules()
@@ -91,32 +93,39 @@ CONFIGS = {
 @pytest.mark.parametrize("batch", [1, 3])
 def test_conv_net_matches_eager_with_weights_prepacked_once(config, batch):
     model = randomize_batch_norm(ConvNet(**CONFIGS[config]).eval())
-    x = torch.randn(batch, 3, 16, 16)
+    size = 40 if config == "depthwise" else 16  # past the window-taps limit
+    x = torch.randn(batch, 3, size, size)
     compiled = run(model, x)
     assert_compiled()
     packed = dynafuse.stats()["weight_prepacks"]
     assert packed == len(prepackable(model, x)) >= 1, dynafuse.stats()
     with torch.no_grad():
         for _ in range(2):
-            x = torch.randn(batch, 3, 16, 16)
+            x = torch.randn(batch, 3, size, size)
             assert_close(compiled(x), model(x), **TOLERANCE)
     assert dynafuse.stats()["weight_prepacks"] == packed, "reordered per call"
 
 
 def test_which_convolutions_are_prepacked():
-    """Depthwise ones always; dense ones from 4 MFLOP (ATen's own path is
-    faster below: _convolution_pointwise builds its primitive per call)."""
+    """Depthwise ones past the window taps' limit; dense ones from 4 MFLOP
+    (ATen's own path is faster below: _convolution_pointwise builds its
+    primitive per call)."""
     model = ConvNet(groups=64).eval()
     x = torch.randn(1, 3, 16, 16)
     run(model, x)
     assert conv_flops(model.stem, x.shape) < 4e6  # 0.9 MFLOP
     assert conv_flops(model.project, (1, 64, 16, 16)) < 4e6  # 2.1 MFLOP
-    assert prepackable(model, x) == [model.conv]  # depthwise
-    assert dynafuse.stats()["weight_prepacks"] == 1, dynafuse.stats()
+    assert prepackable(model, x) == []  # the depthwise one: 147k taps
+    assert dynafuse.stats()["weight_prepacks"] == 0, dynafuse.stats()
     dynafuse.reset()
     x = torch.randn(2, 3, 16, 16)  # the 1x1 now has 4.2 MFLOP
     run(ConvNet(groups=64).eval(), x)
-    assert dynafuse.stats()["weight_prepacks"] == 2, dynafuse.stats()
+    assert dynafuse.stats()["weight_prepacks"] == 1, dynafuse.stats()
+    dynafuse.reset()
+    x = torch.randn(1, 3, 40, 40)  # the depthwise one: 922k multiply-adds
+    run(model, x)
+    assert model.conv in prepackable(model, x)
+    assert dynafuse.stats()["weight_prepacks"] == len(prepackable(model, x)) == 3, dynafuse.stats()
 
 
 def test_in_place_weight_update_is_seen():

@@ -116,6 +116,8 @@ void addReductionOps(std::vector<OpInfo> &table);
 void addViewOps(std::vector<OpInfo> &table);
 void addDataMovementOps(std::vector<OpInfo> &table);
 void addExternOps(std::vector<OpInfo> &table);
+/// max_pool2d, avg_pool2d and depthwise conv2d as window taps (WindowOps.cpp).
+void addWindowDecompositions(std::vector<OpInfo> &table);
 void addCompositeOps(std::vector<OpInfo> &table);
 
 [[noreturn]] void opError(const Node &node, const std::string &message);
