@@ -43,10 +43,10 @@ public:
         span += sizes[k] > 0 ? (sizes[k] - 1) * strides[k] : 0;
       if (!strides.empty())
         count = std::max<int64_t>(count ? span : 0, count);
-      scratch.push_back(ScratchBlock(
-          CachingAllocator::global().allocate(size_t(count) *
-                                              dtypeSize(step.type.dtype))));
-      return static_cast<char *>(scratch.back().get());
+      ScratchBlock &block = scratch[step.result];
+      block.reset(CachingAllocator::global().allocate(
+          size_t(count) * dtypeSize(step.type.dtype)));
+      return static_cast<char *>(block.get());
     }
     char *data = nullptr;
     if (!strides.empty()) {
@@ -77,15 +77,22 @@ public:
     for (size_t i = 0; i < made.size(); ++i)
       tensors[step.results.at(i)] = PyRef::steal(made[i]);
   }
+  /// Frees an intermediate after its last reader (an extern result's
+  /// tensor, a scratch block back to the pool).
+  void release(const std::string &buffer) override {
+    tensors.erase(buffer);
+    scratch.erase(buffer);
+  }
   std::map<std::string, PyRef> tensors;
-  /// The run's scratch buffers (returned to the pool with the context).
+  /// The run's scratch buffers by name (returned to the pool when released
+  /// or with the context).
   struct ReleaseBlock {
     void operator()(void *block) const {
       CachingAllocator::global().release(block);
     }
   };
   using ScratchBlock = std::unique_ptr<void, ReleaseBlock>;
-  std::vector<ScratchBlock> scratch;
+  std::map<std::string, ScratchBlock> scratch;
   /// A forward run of an inference entry: the entry's prepacked weights
   /// and the run's inputs (null and empty elsewhere).
   PrepackedWeights *weights = nullptr;

@@ -327,6 +327,15 @@ std::vector<PyObject *> runExternOp(const std::string &op,
   for (size_t i = 0; i < results.size(); ++i)
     if (!results[i].sizes().equals(expected[i].sizes))
       fail("extern " + op + " produced sizes that differ from its declared type");
+  // A result sharing an argument's memory (an op that returned a view of
+  // its input) gets its own: the executor frees an argument's storage
+  // after its last reader, which the result would outlive.
+  for (at::Tensor &result : results)
+    for (const at::Tensor &tensor : tensors)
+      if (result.is_alias_of(tensor)) {
+        result = result.clone();
+        break;
+      }
   std::vector<PyObject *> made;
   for (size_t i = 0; i < results.size(); ++i)
     made.push_back(adoptExternResult(std::move(results[i]), expected[i]));

@@ -81,9 +81,23 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
     slotOf[name] = slot; // a redefinition takes a new slot
     return slot;
   };
-  // The allocation each buffer's storage comes from (through reuse and
-  // views); those of outputs escape the run.
-  std::map<int, size_t> allocationOf;
+  // Each buffer's storage, created by an allocation or an extern result
+  // and reached through reuse and views: its steps from creation to the
+  // last read. Storage an output holds escapes the run; the rest is
+  // released after its last reader.
+  std::map<int, size_t> lifetimeOf; // slot -> index into lifetimes
+  auto touch = [&](int slot, size_t s) {
+    auto found = lifetimeOf.find(slot);
+    if (found != lifetimeOf.end())
+      lifetimes[found->second].lastStep = s;
+  };
+  auto created = [&](int slot, const std::string &name, size_t s) {
+    lifetimeOf[slot] = lifetimes.size();
+    StorageLifetime lifetime;
+    lifetime.name = name;
+    lifetime.firstStep = lifetime.lastStep = s;
+    lifetimes.push_back(lifetime);
+  };
   for (size_t s = 0; s < loopModule.steps.size(); ++s) {
     const ProgramStep &step = loopModule.steps[s];
     StepSlots slots;
@@ -92,22 +106,30 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
       if (!step.reuse.empty())
         slots.reuse = use(step.reuse);
       slots.result = define(step.result);
-      allocationOf[slots.result] =
-          slots.reuse >= 0 && allocationOf.count(slots.reuse)
-              ? allocationOf.at(slots.reuse)
-              : s;
+      if (slots.reuse >= 0 && lifetimeOf.count(slots.reuse)) {
+        lifetimeOf[slots.result] = lifetimeOf.at(slots.reuse);
+        touch(slots.result, s);
+      } else {
+        created(slots.result, step.result, s);
+      }
+      lifetimes[lifetimeOf.at(slots.result)].allocations.push_back(s);
       break;
     case ProgramStep::Kind::View:
       slots.source = use(step.source);
       slots.result = define(step.result);
-      if (allocationOf.count(slots.source))
-        allocationOf[slots.result] = allocationOf.at(slots.source);
+      if (lifetimeOf.count(slots.source))
+        lifetimeOf[slots.result] = lifetimeOf.at(slots.source);
+      touch(slots.source, s);
       break;
     case ProgramStep::Kind::Extern:
       for (const std::string &arg : step.args)
         slots.args.push_back(use(arg));
-      for (const std::string &result : step.results)
+      for (int arg : slots.args)
+        touch(arg, s);
+      for (const std::string &result : step.results) {
         slots.results.push_back(define(result));
+        created(slots.results.back(), result, s);
+      }
       break;
     case ProgramStep::Kind::Call: {
       auto found = kernelIndex.find(step.kernel);
@@ -117,6 +139,8 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
       slots.kernel = found->second;
       for (const std::string &arg : step.args)
         slots.args.push_back(use(arg));
+      for (int arg : slots.args)
+        touch(arg, s);
       break;
     }
     }
@@ -125,8 +149,14 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
   for (const std::string &output : loopModule.outputs) {
     int slot = use(output);
     outputSlots.push_back(slot);
-    if (allocationOf.count(slot))
-      plan[allocationOf.at(slot)].escapes = true;
+    if (lifetimeOf.count(slot))
+      lifetimes[lifetimeOf.at(slot)].escapes = true;
+  }
+  for (const StorageLifetime &lifetime : lifetimes) {
+    if (!lifetime.allocations.empty())
+      plan[lifetime.firstStep].escapes = lifetime.escapes;
+    if (!lifetime.escapes)
+      plan[lifetime.lastStep].releases.push_back(lifetime.name);
   }
   slotCount = slotOf.size();
 }
@@ -238,6 +268,8 @@ std::vector<TensorArg> CompiledModule::run(const std::vector<TensorArg> &inputs,
       break;
     }
     }
+    for (const std::string &name : slots.releases)
+      context.release(name);
   }
   std::vector<TensorArg> outputs;
   for (int slot : outputSlots)
@@ -247,39 +279,21 @@ std::vector<TensorArg> CompiledModule::run(const std::vector<TensorArg> &inputs,
 
 int64_t CompiledModule::peakIntermediateBytes(
     const std::map<std::string, int64_t> &env) const {
-  // Live range of each allocation's storage: from its first step to the
-  // last step that reads it (or any buffer reusing it); outputs excluded.
-  const std::vector<ProgramStep> &steps = loopModule.steps;
-  std::map<std::string, std::string> storageOf;
-  std::map<std::string, std::pair<size_t, size_t>> live;
-  std::map<std::string, int64_t> bytes;
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const ProgramStep &step = steps[s];
-    if (step.kind == ProgramStep::Kind::Alloc) {
-      std::string storage =
-          step.reuse.empty() ? step.result : storageOf.at(step.reuse);
-      storageOf[step.result] = storage;
-      if (!live.count(storage))
-        live[storage] = {s, s};
-      bytes[storage] = std::max(bytes[storage], byteSize(step.type, env));
-    }
-    if (step.kind == ProgramStep::Kind::View && storageOf.count(step.source))
-      storageOf[step.result] = storageOf[step.source];
-    for (const std::string &arg : step.args)
-      if (storageOf.count(arg))
-        live[storageOf[arg]].second = s;
+  // The allocations' storage (not extern results, not outputs) live at
+  // each step, from the plan's lifetimes.
+  std::vector<int64_t> live(loopModule.steps.size(), 0);
+  for (const StorageLifetime &lifetime : lifetimes) {
+    if (lifetime.escapes || lifetime.allocations.empty())
+      continue;
+    int64_t bytes = 0;
+    for (size_t s : lifetime.allocations)
+      bytes = std::max(bytes, byteSize(loopModule.steps[s].type, env));
+    for (size_t s = lifetime.firstStep; s <= lifetime.lastStep; ++s)
+      live[s] += bytes;
   }
-  for (const std::string &output : loopModule.outputs)
-    if (storageOf.count(output))
-      live.erase(storageOf[output]);
   int64_t peak = 0;
-  for (size_t s = 0; s < steps.size(); ++s) {
-    int64_t total = 0;
-    for (auto &entry : live)
-      if (entry.second.first <= s && s <= entry.second.second)
-        total += bytes[entry.first];
-    peak = std::max(peak, total);
-  }
+  for (int64_t bytes : live)
+    peak = std::max(peak, bytes);
   return peak;
 }
 

@@ -45,6 +45,12 @@ public:
   virtual void runExtern(const ProgramStep &step,
                          const std::vector<TensorArg> &args,
                          std::vector<TensorArg> &results) = 0;
+  /// The storage created under `buffer` (an allocation, with the buffers
+  /// reusing it, or an extern result) will not be read again in this run
+  /// and is no module output: the context may free it now rather than when
+  /// the run ends (a model's intermediates then need not all be alive at
+  /// once).
+  virtual void release(const std::string &buffer) { (void)buffer; }
   /// The stream device kernels of this run are queued on (a CUstream for
   /// the cuda backend; null: the device's default stream).
   virtual void *deviceStream() const { return nullptr; }
@@ -82,7 +88,20 @@ private:
     bool escapes = false;
     std::vector<int> args;    ///< call, extern
     std::vector<int> results; ///< extern
+    /// Storage whose last reader this step is, by the name it was created
+    /// under (ExecutionContext::release).
+    std::vector<std::string> releases;
   };
+  /// One storage of a run: created by an allocation (then `allocations`
+  /// lists it and the allocations reusing it) or by an extern result, read
+  /// up to lastStep; one an output holds escapes.
+  struct StorageLifetime {
+    std::string name;
+    size_t firstStep = 0, lastStep = 0;
+    bool escapes = false;
+    std::vector<size_t> allocations;
+  };
+  std::vector<StorageLifetime> lifetimes;
   std::vector<StepSlots> plan;
   size_t slotCount = 0;
   std::vector<int> outputSlots;
