@@ -24,7 +24,7 @@ PyRef graphOutput(const CacheEntry &entry, size_t index,
         inputs[size_t(view.input)], evaluateAll(view.sizes, symbols),
         evaluateAll(view.strides, symbols), view.offset.evaluate(symbols)));
   const std::string &name = entry.module->module().outputs[index];
-  return context.tensors.at(name);
+  return context.output(name);
 }
 
 /// Builds the Python values a run hands back (its return value, or the
@@ -225,12 +225,12 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
   }
   for (const auto &[input, output] : entry.captured.writeBacks) {
     int source = entry.outputInput[size_t(output)];
-    PyObject *value =
-        source >= 0
-            ? inputs[size_t(source)]
-            : context.tensors.at(entry.module->module().outputs[size_t(output)])
-                  .get();
-    copyIntoTensor(inputs[size_t(input)], value);
+    PyRef computed;
+    if (source < 0)
+      computed =
+          context.output(entry.module->module().outputs[size_t(output)]);
+    copyIntoTensor(inputs[size_t(input)],
+                   source >= 0 ? inputs[size_t(source)] : computed.get());
   }
   if (entry.backward) {
     const std::vector<std::string> &names = entry.module->module().outputs;

@@ -224,7 +224,7 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
     }
     else
       result.push_back(
-          THPVariable_Unpack(context.tensors.at(module.module().outputs[k]).get()));
+          THPVariable_Unpack(context.output(module.module().outputs[k]).get()));
   }
   return result;
 }

@@ -129,17 +129,40 @@ struct ExternReuse {
   ForwardInputs inputs;
 };
 
-/// Runs extern op `op` with ATen on non-owning views of args; returns its
-/// results (new references), each laid out as its entry of `expected`
-/// declares, and fills in their data. Throws Error when a result does not
-/// have the expected sizes. A conv2d marked weight_prepacked runs with its
-/// weight kept in `reuse.weights` when there is one.
-std::vector<PyObject *>
-runExternOp(const std::string &op,
-            const std::map<std::string, Attribute> &attributes,
-            const std::vector<TensorArg> &args,
-            std::vector<TensorArg> &expected, const std::string &device,
-            const ExternReuse &reuse = {});
+/// The extern results of a run, kept as ATen tensors by the names of the
+/// buffers they define: no Python object is made for one (a wrap, a
+/// deallocation and work for Python's cyclic collector, per result per
+/// call) unless it becomes a result of the run. Opaque here (this header
+/// stays free of ATen); defined with the extern ops.
+class HeldTensors {
+public:
+  HeldTensors();
+  ~HeldTensors();
+  HeldTensors(const HeldTensors &) = delete;
+  HeldTensors &operator=(const HeldTensors &) = delete;
+  /// Drops the tensor of `name` (after its last reader), if held.
+  void release(const std::string &name);
+  /// A new reference to the Python tensor of `name`; null when none is held.
+  PyObject *wrap(const std::string &name) const;
+  struct Impl;
+
+private:
+  std::unique_ptr<Impl> impl;
+  friend struct HeldTensorsAccess;
+};
+
+/// Runs extern op `op` with ATen on non-owning views of args; keeps its
+/// results in `held` under `names`, each laid out as its entry of
+/// `expected` declares, and fills in their data. Throws Error when a
+/// result does not have the expected sizes. A conv2d marked
+/// weight_prepacked runs with its weight kept in `reuse.weights` when
+/// there is one.
+void runExternOp(const std::string &op,
+                 const std::map<std::string, Attribute> &attributes,
+                 const std::vector<TensorArg> &args,
+                 std::vector<TensorArg> &expected, const std::string &device,
+                 HeldTensors &held, const std::vector<std::string> &names,
+                 const ExternReuse &reuse = {});
 
 /// A tensor on the meta device with type's (static) sizes and strides, for
 /// finding what a torch callable returns without running it.

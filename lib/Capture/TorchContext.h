@@ -72,18 +72,31 @@ public:
       return;
     }
     ExternReuse reuse{weights, &step, inputs};
-    std::vector<PyObject *> made =
-        runExternOp(step.op, step.attributes, args, results, device, reuse);
-    for (size_t i = 0; i < made.size(); ++i)
-      tensors[step.results.at(i)] = PyRef::steal(made[i]);
+    runExternOp(step.op, step.attributes, args, results, device, held,
+                step.results, reuse);
+  }
+  /// The Python tensor of buffer `name` (a module output): an allocation's,
+  /// a torch call's, or an extern result's, wrapped now.
+  PyRef output(const std::string &name) const {
+    auto found = tensors.find(name);
+    if (found != tensors.end())
+      return found->second;
+    PyObject *wrapped = held.wrap(name);
+    if (!wrapped)
+      fail("no tensor for module output %" + name);
+    return PyRef::steal(wrapped);
   }
   /// Frees an intermediate after its last reader (an extern result's
   /// tensor, a scratch block back to the pool).
   void release(const std::string &buffer) override {
     tensors.erase(buffer);
     scratch.erase(buffer);
+    held.release(buffer);
   }
+  /// Allocations and torch calls' results, as Python tensors.
   std::map<std::string, PyRef> tensors;
+  /// Extern results, as ATen tensors.
+  HeldTensors held;
   /// The run's scratch buffers by name (returned to the pool when released
   /// or with the context).
   struct ReleaseBlock {

@@ -268,8 +268,8 @@ static bool poolsFasterChannelsLast(const at::Tensor &x) {
 
 /// An extern's result laid out as expected declares (channels-last stays
 /// channels-last; under guard pages a guarded block, so kernels reading past
-/// its end fault) and in its dtype; returns a new reference and its data.
-static PyObject *adoptExternResult(at::Tensor result, TensorArg &expected) {
+/// its end fault) and in its dtype; returns it, with its data in expected.
+static at::Tensor adoptExternResult(at::Tensor result, TensorArg &expected) {
   if (result.scalar_type() != toScalarType(expected.dtype))
     result = result.to(toScalarType(expected.dtype));
   bool guard = CachingAllocator::globalUsesGuardPages() && result.is_cpu();
@@ -285,15 +285,37 @@ static PyObject *adoptExternResult(at::Tensor result, TensorArg &expected) {
     result = std::move(laidOut);
   }
   expected.data = static_cast<char *>(result.data_ptr());
-  return THPVariable_Wrap(std::move(result));
+  return result;
 }
 
-std::vector<PyObject *> runExternOp(const std::string &op,
-                                    const Attributes &attributes,
-                                    const std::vector<TensorArg> &args,
-                                    std::vector<TensorArg> &expected,
-                                    const std::string &device,
-                                    const ExternReuse &reuse) {
+struct HeldTensors::Impl {
+  std::map<std::string, at::Tensor> tensors;
+};
+
+struct HeldTensorsAccess {
+  static std::map<std::string, at::Tensor> &of(HeldTensors &held) {
+    return held.impl->tensors;
+  }
+};
+
+HeldTensors::HeldTensors() : impl(std::make_unique<Impl>()) {}
+HeldTensors::~HeldTensors() = default;
+
+void HeldTensors::release(const std::string &name) {
+  impl->tensors.erase(name);
+}
+
+PyObject *HeldTensors::wrap(const std::string &name) const {
+  auto found = impl->tensors.find(name);
+  return found == impl->tensors.end() ? nullptr
+                                      : THPVariable_Wrap(found->second);
+}
+
+void runExternOp(const std::string &op, const Attributes &attributes,
+                 const std::vector<TensorArg> &args,
+                 std::vector<TensorArg> &expected, const std::string &device,
+                 HeldTensors &held, const std::vector<std::string> &names,
+                 const ExternReuse &reuse) {
   at::NoGradGuard noGrad;
   std::vector<at::Tensor> tensors;
   for (const TensorArg &arg : args)
@@ -336,10 +358,12 @@ std::vector<PyObject *> runExternOp(const std::string &op,
         result = result.clone();
         break;
       }
-  std::vector<PyObject *> made;
+  if (names.size() != results.size())
+    fail("extern " + op + ": " + std::to_string(names.size()) +
+         " result names for " + std::to_string(results.size()) + " results");
+  std::map<std::string, at::Tensor> &kept = HeldTensorsAccess::of(held);
   for (size_t i = 0; i < results.size(); ++i)
-    made.push_back(adoptExternResult(std::move(results[i]), expected[i]));
-  return made;
+    kept[names[i]] = adoptExternResult(std::move(results[i]), expected[i]);
 }
 
 PyObject *wrapTensorView(const TensorArg &arg, const std::string &device) {
