@@ -159,14 +159,15 @@ class T5StyleEncoder(nn.Module):
         return self.final_norm(x)
 
 
-def handwritten_blocks(selected):
-    """(name, make, inputs) for benchmarks/library_models.py."""
-    hidden = lambda: ((torch.randn(1, SEQUENCE, WIDTH),), {})  # noqa: E731
+def handwritten_blocks(selected, batch=1):
+    """(name, make, inputs) for benchmarks/library_models.py, on `batch`
+    sequences."""
+    hidden = lambda: ((torch.randn(batch, SEQUENCE, WIDTH),), {})  # noqa: E731
 
     def with_mask():
-        mask = torch.ones(1, SEQUENCE)
+        mask = torch.ones(batch, SEQUENCE)
         mask[:, SEQUENCE - 8:] = 0  # padding at the end
-        return (torch.randn(1, SEQUENCE, WIDTH),), {"attention_mask": mask}
+        return (torch.randn(batch, SEQUENCE, WIDTH),), {"attention_mask": mask}
 
     table = [("gpt2-style blocks", GPT2StyleModel, hidden),
              ("bert-style encoder", BertStyleEncoder, with_mask),

@@ -12,10 +12,13 @@ round so a noisy stretch of the machine hits all of them; with the spread:
 half the interquartile range of the ratios over their median); torch.compile's graph and
 break counts from torch._dynamo.explain (Dynamo's capture only), and with
 --inductor its first-call time and speed too (slow: Inductor compiles each
-model for tens of seconds on this machine).
+model for tens of seconds on this machine), and with --max-autotune the
+same for torch.compile(mode="max-autotune-no-cudagraphs") (slower still:
+it benchmarks GEMM templates while compiling).
 
     .venv/bin/python benchmarks/library_models.py [--only resnet18 gpt2 ...]
-        [--skip-zoo] [--skip-blocks] [--skip-transformers] [--inductor] [--runs 10]
+        [--skip-zoo] [--skip-blocks] [--skip-transformers] [--inductor]
+        [--max-autotune] [--runs 10]
         [--no-disk-cache] [--batch 8] [--markdown docs/library-models.md]
 
 --no-disk-cache starts from an empty kernel cache, so first-call times are
@@ -66,11 +69,11 @@ def zoo(selected, batch=1):
         yield name, make, lambda size=size: ((torch.randn(batch, 3, size, size),), {})
 
 
-def transformers_models(selected):
+def transformers_models(selected, batch=1):
     import transformers
     transformers.logging.set_verbosity_error()
     t = transformers
-    ids = lambda: ((), {"input_ids": torch.randint(0, 1000, (1, 64))})  # noqa: E731
+    ids = lambda: ((), {"input_ids": torch.randint(0, 1000, (batch, 64))})  # noqa: E731
     table = [
         ("gpt2", lambda: t.GPT2Model(t.GPT2Config(n_layer=4, n_embd=256, n_head=4,
                                                   vocab_size=1000, n_positions=128,
@@ -91,7 +94,7 @@ def transformers_models(selected):
                                                     num_attention_heads=4,
                                                     intermediate_size=1024,
                                                     image_size=224, patch_size=16)),
-         lambda: ((), {"pixel_values": torch.randn(1, 3, 224, 224)})),
+         lambda: ((), {"pixel_values": torch.randn(batch, 3, 224, 224)})),
     ]
     for name, make, inputs in table:
         if not selected or name in selected:
@@ -174,6 +177,13 @@ def measure(name, make, inputs, args):
             inductor(*positional, **keywords)
             row["tc_first"] = time.perf_counter() - start
             calls.append(lambda: inductor(*positional, **keywords))
+        if args.max_autotune:
+            dynamo.reset()
+            tuned = torch.compile(model, mode="max-autotune-no-cudagraphs")
+            start = time.perf_counter()
+            tuned(*positional, **keywords)
+            row["ma_first"] = time.perf_counter() - start
+            calls.append(lambda: tuned(*positional, **keywords))
         ratios = interleaved_ratios(lambda: model(*positional, **keywords), calls,
                                     args.runs)
         row["speedup"] = statistics.median(ratios[0])
@@ -181,10 +191,13 @@ def measure(name, make, inputs, args):
         if args.inductor:
             row["tc_speedup"] = statistics.median(ratios[1])
             row["tc_spread"] = spread(ratios[1]) if args.runs >= 4 else 0.0
+        if args.max_autotune:
+            row["ma_speedup"] = statistics.median(ratios[-1])
+            row["ma_spread"] = spread(ratios[-1]) if args.runs >= 4 else 0.0
     return row
 
 
-def format_row(row, inductor):
+def format_row(row, inductor, max_autotune=False):
     if "error" in row:
         return f"| {row['model']} | error: {row['error']} |"
     cells = [row["model"], row["graphs"], row["breaks"], row["eager_frames"],
@@ -194,6 +207,9 @@ def format_row(row, inductor):
     if inductor:
         cells += [f"{row['tc_first']:.1f}",
                   f"{row['tc_speedup']:.2f}x ±{row['tc_spread'] * 100:.0f}%"]
+    if max_autotune:
+        cells += [f"{row['ma_first']:.1f}",
+                  f"{row['ma_speedup']:.2f}x ±{row['ma_spread'] * 100:.0f}%"]
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
@@ -205,11 +221,12 @@ def main():
     parser.add_argument("--skip-blocks", action="store_true")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--inductor", action="store_true")
+    parser.add_argument("--max-autotune", action="store_true")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--markdown")
     parser.add_argument("--no-disk-cache", action="store_true")
     parser.add_argument("--batch", type=int, default=1,
-                        help="batch size of the torchvision models' inputs")
+                        help="batch size of every model's inputs (images or sequences)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(2)
@@ -219,6 +236,9 @@ def main():
     if args.inductor:
         header += " Inductor first call (s) | Inductor vs eager |"
         rule += "---|---|"
+    if args.max_autotune:
+        header += " max-autotune first call (s) | max-autotune vs eager |"
+        rule += "---|---|"
     lines = [header, rule]
     print(header)
     print(rule)
@@ -226,9 +246,9 @@ def main():
     if not args.skip_zoo:
         sources.append(zoo(args.only, args.batch))
     if not args.skip_blocks:
-        sources.append(handwritten_blocks(args.only))
+        sources.append(handwritten_blocks(args.only, args.batch))
     if not args.skip_transformers:
-        sources.append(transformers_models(args.only))
+        sources.append(transformers_models(args.only, args.batch))
     rows = []
     for source in sources:
         for name, make, inputs in source:
@@ -238,7 +258,7 @@ def main():
                 traceback.print_exc()
                 row = {"model": name, "error": f"{type(error).__name__}: {error}"[:120]}
             rows.append(row)
-            line = format_row(row, args.inductor)
+            line = format_row(row, args.inductor, args.max_autotune)
             lines.append(line)
             print(line, flush=True)
     done = [r for r in rows if "error" not in r]
@@ -255,6 +275,12 @@ def main():
                     f"{statistics.geometric_mean([r['speedup'] / r['tc_speedup'] for r in done]):.2f}x)"
                     f"; first calls in all: Dynafuse {sum(r['first'] for r in done):.0f} s, "
                     f"Inductor {sum(r['tc_first'] for r in done):.0f} s")
+    if done and args.max_autotune:
+        summary += (f"; max-autotune-no-cudagraphs: "
+                    f"{statistics.geometric_mean([r['ma_speedup'] for r in done]):.2f}x eager"
+                    f" (Dynafuse over it: "
+                    f"{statistics.geometric_mean([r['speedup'] / r['ma_speedup'] for r in done]):.2f}x)"
+                    f", first calls {sum(r['ma_first'] for r in done):.0f} s")
     print(summary)
     if args.markdown:
         with open(args.markdown, "w") as out:

@@ -42,7 +42,8 @@ def child(name, backend, batch, calls):
     from library_models import zoo, transformers_models
     from handwritten_blocks import handwritten_blocks
     found = None
-    for source in (zoo([name], batch), handwritten_blocks([name]), transformers_models([name])):
+    for source in (zoo([name], batch), handwritten_blocks([name], batch),
+                   transformers_models([name], batch)):
         for entry in source:
             if entry[0] == name:
                 found = entry

@@ -339,7 +339,7 @@ void BytecodeTracer::resolveInferredSize(
     else
       known = known * shapes.canonical(sizes[k]);
   }
-  if (inferred < 0 || known.isConstant() && known.constant() == 0)
+  if (inferred < 0 || (known.isConstant() && known.constant() == 0))
     return;
   SymExpr quotient = floorDiv(numel, known);
   if (quotient * known == numel)

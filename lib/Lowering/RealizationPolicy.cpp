@@ -117,6 +117,62 @@ void realizeWindowSources(const Graph &graph,
           realized.insert(source);
 }
 
+/// The sizes of a shape without its 1s.
+std::vector<SymExpr> withoutOnes(const std::vector<SymExpr> &sizes) {
+  std::vector<SymExpr> kept;
+  for (const SymExpr &size : sizes)
+    if (size != SymExpr(1))
+      kept.push_back(size);
+  return kept;
+}
+
+/// A reshape or flatten that splits or merges dims: its index remap
+/// divides or takes a remainder (a channel shuffle has two).
+bool regroupsDims(const Node &node) {
+  if ((node.op != "reshape" && node.op != "flatten") ||
+      !node.operands[0].isValue() || node.results.size() != 1)
+    return false;
+  return withoutOnes(node.operands[0].value->type.sizes) !=
+         withoutOnes(node.results[0]->type.sizes);
+}
+
+/// Chains of regrouping reshapes computed inline compose their floor
+/// divisions and remainders: shufflenet's channel shuffles, each block's
+/// passing the previous block's half through, gave its last kernels an
+/// index of nested divisions per element (and a mask per concatenated
+/// piece), 5-6 s to compile and slower than eager's copies. A value that
+/// would be the third regrouping on an inline path is realized, so each
+/// kernel reads through at most two.
+constexpr int kRegroupingsInline = 2;
+
+void realizeDeepRegroupings(const Graph &graph,
+                            std::set<const Value *> &realized) {
+  std::map<const Value *, int> depth;
+  for (const auto &node : graph.nodes) {
+    int deepest = 0;
+    for (const Operand &operand : node->operands)
+      if (operand.isValue() && !realized.count(operand.value)) {
+        auto found = depth.find(operand.value);
+        if (found != depth.end())
+          deepest = std::max(deepest, found->second);
+      }
+    OpKind kind = kindOf(*node);
+    if (kind != OpKind::Pointwise && kind != OpKind::View)
+      continue; // reductions and externs read buffers or start afresh
+    int own = deepest + (regroupsDims(*node) ? 1 : 0);
+    for (const Value *result : node->results) {
+      if (own > kRegroupingsInline && node->operands[0].isValue() &&
+          node->operands[0].value->producer) {
+        // The regrouping reads a buffer instead.
+        realized.insert(node->operands[0].value);
+        depth[result] = 1;
+      } else {
+        depth[result] = own;
+      }
+    }
+  }
+}
+
 } // namespace
 
 void realizeValues(LoweringState &state) {
@@ -145,6 +201,7 @@ void realizeValues(LoweringState &state) {
   }
   realizeBroadcastMath(graph, realized);
   realizeWindowSources(graph, realized);
+  realizeDeepRegroupings(graph, realized);
 }
 
 } // namespace dynafuse

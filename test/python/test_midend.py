@@ -390,3 +390,25 @@ def test_float32_sums_that_cancel_keep_their_digits(backend, dims):
     exact = x.double().sum(dims)
     assert_compiled()
     assert ((ours.double() - exact).abs() / exact.abs()).max() < 1e-6
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_chained_channel_shuffles(layout):
+    """shufflenet's blocks: each concatenates its input's first half with a
+    branch and shuffles the channels; inline, the shuffles would compose
+    into nested divisions, so every third regrouping reads a buffer (the
+    realization policy), with the same results."""
+    def shuffle(x, groups=2):
+        n, c, h, w = x.shape
+        return x.view(n, groups, c // groups, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+
+    def blocks(x):
+        for k in range(4):
+            a, b = x.chunk(2, dim=1)
+            x = shuffle(torch.cat([a, torch.relu(b * (k + 1) - 0.5)], dim=1))
+        return x * 2
+
+    x = torch.randn(2, 8, 5, 3)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    run_both(blocks, x, rtol=1e-6, atol=1e-6)
