@@ -14,14 +14,6 @@
 namespace dynafuse {
 namespace {
 
-Value *emit(Graph &graph, const Node &origin, const std::string &op,
-            std::vector<Operand> operands,
-            std::map<std::string, Attribute> attributes = {}) {
-  return graph
-      .addNode(op, std::move(operands), std::move(attributes), origin.location)
-      ->result();
-}
-
 Value *input(const Node &node, size_t i) { return node.operands.at(i).value; }
 
 std::vector<int64_t> dimsOf(const Node &node) { return reducedDims(node); }

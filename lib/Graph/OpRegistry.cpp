@@ -30,6 +30,18 @@ std::vector<OpInfo> buildTable() {
   return table;
 }
 
+} // namespace
+
+Value *emit(Graph &graph, const Node &origin, const std::string &op,
+            std::vector<Operand> operands,
+            std::map<std::string, Attribute> attributes) {
+  return graph
+      .addNode(op, std::move(operands), std::move(attributes), origin.location)
+      ->result();
+}
+
+namespace {
+
 const std::vector<OpInfo> &opTable() {
   static const std::vector<OpInfo> table = buildTable();
   return table;

@@ -31,14 +31,6 @@ namespace {
 /// depthwise convolution runs as fused taps.
 constexpr int64_t kDepthwiseTapLimit = int64_t(1) << 19;
 
-Value *emit(Graph &graph, const Node &origin, const std::string &op,
-            std::vector<Operand> operands,
-            std::map<std::string, Attribute> attributes = {}) {
-  return graph
-      .addNode(op, std::move(operands), std::move(attributes), origin.location)
-      ->result();
-}
-
 std::vector<int64_t> perDim(const Node &node, const std::string &name,
                             int64_t fallback) {
   std::vector<int64_t> values = intListAttr(node, name, {fallback});

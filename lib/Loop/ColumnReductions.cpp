@@ -311,7 +311,8 @@ private:
         continue;
       bool rowMove = false;
       for (size_t k = 0; k < load.index.size(); ++k)
-        rowMove = rowMove || (int(k) != inner && mentionsReduced(load.index[k]));
+        rowMove = rowMove ||
+                  (int(k) != inner && mentionsReduced(load.index[k]));
       const SymExpr &along = load.index[size_t(inner)];
       if (rowMove && mentions(along, var) && !mentionsReduced(along))
         return true;

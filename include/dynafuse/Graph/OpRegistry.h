@@ -110,6 +110,12 @@ struct OpInfo {
 OpInfo shapedOp(const std::string &name, OpKind kind, int arity,
                 std::vector<std::string> attributes, ShapeRule infer);
 
+/// Adds node `op` to graph at origin's source location (a decomposition's
+/// piece of the node it replaces); returns its one result.
+Value *emit(Graph &graph, const Node &origin, const std::string &op,
+            std::vector<Operand> operands,
+            std::map<std::string, Attribute> attributes = {});
+
 /// The table builders, one file per op family.
 void addPointwiseOps(std::vector<OpInfo> &table);
 void addReductionOps(std::vector<OpInfo> &table);
