@@ -114,13 +114,11 @@ int64_t staticSize(const Node &node, const SymExpr &size) {
 int64_t windowOutput(const Node &node, int64_t size, int64_t kernel,
                      int64_t stride, int64_t padding, int64_t dilation,
                      bool ceilMode) {
-  int64_t span = size + 2 * padding - dilation * (kernel - 1) - 1;
-  if (span < 0 || stride <= 0)
+  std::optional<int64_t> out =
+      windowCount(size, kernel, stride, padding, dilation, ceilMode);
+  if (!out)
     opError(node, "the window does not fit the input");
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceilMode && (out - 1) * stride >= size + padding)
-    --out;
-  return out;
+  return *out;
 }
 
 /// ATen's convolutions and pools keep a channels-last input's layout (the
@@ -426,6 +424,18 @@ OpInfo externOp(const std::string &name, int arity,
 }
 
 } // namespace
+
+std::optional<int64_t> windowCount(int64_t size, int64_t kernel,
+                                   int64_t stride, int64_t padding,
+                                   int64_t dilation, bool ceilMode) {
+  int64_t span = size + 2 * padding - dilation * (kernel - 1) - 1;
+  if (span < 0 || stride <= 0)
+    return std::nullopt;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceilMode && (out - 1) * stride >= size + padding)
+    --out;
+  return out;
+}
 
 void addExternOps(std::vector<OpInfo> &table) {
   const std::vector<std::string> maxPoolAttributes = {

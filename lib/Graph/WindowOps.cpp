@@ -82,17 +82,12 @@ std::vector<WindowDim> windowDims(const Node &node,
     if (!in.isConstant() || in.constant() <= 0 || stride[d] <= 0 ||
         kernel[d] <= 0 || dilation[d] <= 0 || padding[d] < 0)
       return {};
-    // ATen's window count (windowOutput in ExternOps.cpp).
-    int64_t span = in.constant() + 2 * padding[d] -
-                   dilation[d] * (kernel[d] - 1) - 1;
-    if (span < 0)
+    std::optional<int64_t> outputs =
+        windowCount(in.constant(), kernel[d], stride[d], padding[d],
+                    dilation[d], ceilMode);
+    if (!outputs)
       return {};
-    int64_t outputs =
-        (ceilMode ? (span + stride[d] - 1) / stride[d] : span / stride[d]) +
-        1;
-    if (ceilMode && (outputs - 1) * stride[d] >= in.constant() + padding[d])
-      --outputs;
-    dims.push_back({kernel[d], dilation[d], stride[d], padding[d], outputs,
+    dims.push_back({kernel[d], dilation[d], stride[d], padding[d], *outputs,
                     in.constant()});
   }
   return dims;

@@ -116,6 +116,13 @@ Value *emit(Graph &graph, const Node &origin, const std::string &op,
             std::vector<Operand> operands,
             std::map<std::string, Attribute> attributes = {});
 
+/// How many windows of a pool or convolution fit `size` elements, as ATen
+/// counts them (ceil_mode's last window must start inside the input or
+/// its left padding); nullopt when none fits or the stride is not positive.
+std::optional<int64_t> windowCount(int64_t size, int64_t kernel,
+                                   int64_t stride, int64_t padding,
+                                   int64_t dilation, bool ceilMode);
+
 /// The table builders, one file per op family.
 void addPointwiseOps(std::vector<OpInfo> &table);
 void addReductionOps(std::vector<OpInfo> &table);
