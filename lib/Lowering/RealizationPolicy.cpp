@@ -109,9 +109,16 @@ const Value *windowSource(const Value *value) {
 /// and activation) at every kernel position, 9 or 25 times per element.
 void realizeWindowSources(const Graph &graph,
                           std::set<const Value *> &realized) {
-  std::map<const Value *, int> taps;
+  // A tap is the last slice of a chain (a row's slice, then the column's
+  // within it): two chained slices are one read of each element.
+  std::set<const Value *> sliced;
   for (const auto &node : graph.nodes)
     if (node->op == "slice" && node->operands[0].isValue())
+      sliced.insert(node->operands[0].value);
+  std::map<const Value *, int> taps;
+  for (const auto &node : graph.nodes)
+    if (node->op == "slice" && node->operands[0].isValue() &&
+        !sliced.count(node->results[0]))
       if (const Value *source = windowSource(node->operands[0].value))
         if (++taps[source] == 2)
           realized.insert(source);
