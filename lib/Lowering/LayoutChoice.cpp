@@ -108,7 +108,7 @@ std::vector<size_t> memoryOrder(const TensorType &type) {
 
 /// A graph input (or extern result) with explicit strides worth following
 /// (memoryOrder) and the same sizes, reached from value through pointwise
-/// ops, or of the same rank through pads and slices.
+/// ops, or of the same rank through pads, slices and concatenations.
 const Value *layoutSource(const LoweringState &state, const Value *value,
                           const std::vector<SymExpr> &sizes) {
   if (value->type.sizes != sizes)
@@ -128,6 +128,16 @@ const Value *layoutSource(const LoweringState &state, const Value *value,
       producer.operands[0].value->type.rank() == sizes.size())
     return layoutSource(state, producer.operands[0].value,
                         producer.operands[0].value->type.sizes);
+  // A concatenation keeps its pieces' dim order (an inception block's
+  // branches, channels-last, concatenated along the channels).
+  if (producer.op == "cat") {
+    for (const Operand &operand : producer.operands)
+      if (operand.isValue() && operand.value->type.rank() == sizes.size())
+        if (const Value *found = layoutSource(state, operand.value,
+                                              operand.value->type.sizes))
+          return found;
+    return nullptr;
+  }
   if (kindOf(producer) != OpKind::Pointwise)
     return nullptr;
   for (const Operand &operand : value->producer->operands)

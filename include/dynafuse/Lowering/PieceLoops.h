@@ -29,8 +29,9 @@ struct PieceSplit {
 
 /// The split for step's kernel: the concatenation with the most pieces
 /// (two or more, of constant lengths) that its members reach through
-/// pointwise ops of their own shape only, so that the position along its
-/// dim is the loop's. None when there is no such concatenation.
+/// pointwise ops, and pads and slices of other dims (a pool's taps), so
+/// that the position along its dim is the loop's. None when there is no
+/// such concatenation.
 std::optional<PieceSplit> pieceSplitOf(const LoweringState &state,
                                        const LoweringStep &step);
 
