@@ -295,21 +295,31 @@ std::string llvmFunctionName(const Kernel &kernel) {
   return reserved ? "dynafuse_kernel_" + name : name;
 }
 
+std::unique_ptr<llvm::Module>
+emitKernels(const std::string &name, const std::vector<const Kernel *> &kernels,
+            llvm::LLVMContext &context, llvm::TargetMachine &machine,
+            const std::string &vectorWidth) {
+  auto module = std::make_unique<llvm::Module>(name, context);
+  module->setTargetTriple(machine.getTargetTriple().str());
+  module->setDataLayout(machine.createDataLayout());
+  for (const Kernel *kernel : kernels)
+    KernelEmitter(*kernel, *module, machine, vectorWidth).emit();
+  std::string problems;
+  llvm::raw_string_ostream stream(problems);
+  if (llvm::verifyModule(*module, &stream))
+    fail("LLVM backend: generated IR for module @" + name +
+         " does not verify: " + stream.str());
+  return module;
+}
+
 std::unique_ptr<llvm::Module> emitLoopModule(const LoopModule &loops,
                                              llvm::LLVMContext &context,
                                              llvm::TargetMachine &machine,
                                              const std::string &vectorWidth) {
-  auto module = std::make_unique<llvm::Module>(loops.name, context);
-  module->setTargetTriple(machine.getTargetTriple().str());
-  module->setDataLayout(machine.createDataLayout());
+  std::vector<const Kernel *> kernels;
   for (const Kernel &kernel : loops.kernels)
-    KernelEmitter(kernel, *module, machine, vectorWidth).emit();
-  std::string problems;
-  llvm::raw_string_ostream stream(problems);
-  if (llvm::verifyModule(*module, &stream))
-    fail("LLVM backend: generated IR for module @" + loops.name +
-         " does not verify: " + stream.str());
-  return module;
+    kernels.push_back(&kernel);
+  return emitKernels(loops.name, kernels, context, machine, vectorWidth);
 }
 
 } // namespace llvmcg

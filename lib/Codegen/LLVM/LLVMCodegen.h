@@ -108,6 +108,12 @@ std::unique_ptr<llvm::Module> emitLoopModule(const LoopModule &loops,
                                              llvm::LLVMContext &context,
                                              llvm::TargetMachine &machine,
                                              const std::string &vectorWidth);
+/// As emitLoopModule, for some of a module's kernels (one part of a
+/// parallel compile), in a module called `name`.
+std::unique_ptr<llvm::Module>
+emitKernels(const std::string &name, const std::vector<const Kernel *> &kernels,
+            llvm::LLVMContext &context, llvm::TargetMachine &machine,
+            const std::string &vectorWidth);
 
 //===- JITCompiler.cpp ----------------------------------------------------===//
 
