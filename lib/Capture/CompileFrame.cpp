@@ -232,7 +232,8 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   if (!training) {
     marked = graph.clone();
     if (options.config->options.prepackWeights)
-      markPrepackedConvolutions(*marked);
+      markPrepackedConvolutions(*marked,
+                                options.config->options.foldBatchNorm);
     entry.prepackedWeights = newPrepackedWeights();
   }
   CompiledPart forward = compilePart(training ? *training->forward : *marked,

@@ -38,7 +38,12 @@ std::vector<int64_t> perDim(const std::map<std::string, Attribute> &attributes,
                             const char *name, size_t spatial,
                             int64_t fallback);
 
-/// conv2d step `step` on tensors through oneDNN with its weight kept
+/// A number attribute (an integer is converted), `fallback` when absent.
+/// Throws Error when it is not a number.
+double attributeNumber(const std::map<std::string, Attribute> &attributes,
+                       const std::string &name, double fallback);
+
+/// conv2d or conv2d_bn step `step` on tensors through oneDNN with its weight kept
 /// reordered in `weights` (TorchPrepackedWeights.cpp); nullopt when
 /// at::conv2d should run it (a small convolution, a weight that is not a
 /// graph input, no oneDNN).

@@ -118,8 +118,10 @@ struct ForwardInputs {
 class PrepackedWeights;
 std::shared_ptr<PrepackedWeights> newPrepackedWeights();
 /// Marks weight_prepacked the CPU float32 conv2d nodes of an inference
-/// graph whose weight is a graph input, when ATen has oneDNN.
-void markPrepackedConvolutions(Graph &graph);
+/// graph whose weight is a graph input, when ATen has oneDNN; with
+/// foldBatchNorm, then folds their batch norms and activations into them
+/// (fuseConvolutionEpilogues: conv2d_bn nodes).
+void markPrepackedConvolutions(Graph &graph, bool foldBatchNorm);
 
 /// What an extern step of a forward run may keep between runs.
 struct ExternReuse {

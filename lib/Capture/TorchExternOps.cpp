@@ -170,6 +170,41 @@ at::Tensor indexedBackward(const std::string &op, const Attributes &a,
   return zeros.index_add_(dim, t[1], t[0]);
 }
 
+/// conv2d_bn where oneDNN's prepacked path declines (its parameters are
+/// not the caller's tensors): ATen's convolution, eval batch norm and
+/// activation in turn, as the graph had them.
+at::Tensor convolutionBatchNorm(const Attributes &a,
+                                const std::vector<at::Tensor> &t) {
+  size_t norm = t.size() - 4;
+  std::optional<at::Tensor> bias;
+  if (norm == 3)
+    bias = t[2];
+  at::Tensor y = at::conv2d(t[0], t[1], bias, perDim(a, "stride", 2, 1),
+                            perDim(a, "padding", 2, 0),
+                            perDim(a, "dilation", 2, 1),
+                            integer(a, "groups", 1));
+  y = at::batch_norm(y, t[norm + 2], t[norm + 3], t[norm], t[norm + 1],
+                     /*training=*/false, /*momentum=*/0.0,
+                     number(a, "eps", 1e-5), /*cudnn_enabled=*/false);
+  auto found = a.find("activation");
+  std::string activation = found == a.end()
+                               ? "none"
+                               : std::get<std::string>(found->second);
+  if (activation == "relu")
+    return at::relu(y);
+  if (activation == "hardtanh")
+    return at::hardtanh(y, number(a, "min_val", -1), number(a, "max_val", 1));
+  if (activation == "silu")
+    return at::silu(y);
+  if (activation == "hardswish")
+    return at::hardswish(y);
+  if (activation == "sigmoid")
+    return at::sigmoid(y);
+  if (activation != "none")
+    fail("conv2d_bn: unknown activation '" + activation + "'");
+  return y;
+}
+
 at::Tensor callAten(const std::string &op, const Attributes &a,
                     const std::vector<at::Tensor> &t) {
   if (op == "mm")
@@ -199,6 +234,8 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
                       perDim(a, "dilation", spatial, 1),
                       integer(a, "groups", 1));
   }
+  if (op == "conv2d_bn")
+    return convolutionBatchNorm(a, t);
   if (op == "max_pool2d")
     return at::max_pool2d(t[0], ints(a, "kernel_size", {1}),
                           ints(a, "stride", {}), ints(a, "padding", {0}),
@@ -217,6 +254,11 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
 }
 
 } // namespace
+
+double attributeNumber(const Attributes &attributes, const std::string &name,
+                       double fallback) {
+  return number(attributes, name, fallback);
+}
 
 std::vector<int64_t> perDim(const std::map<std::string, Attribute> &a,
                             const char *name, size_t spatial,
@@ -334,7 +376,8 @@ void runExternOp(const std::string &op, const Attributes &attributes,
         poolsFasterChannelsLast(tensors[0]))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
     std::optional<at::Tensor> prepacked;
-    if (reuse.weights && op == "conv2d" && flag(attributes, "weight_prepacked"))
+    if (reuse.weights && (op == "conv2d" || op == "conv2d_bn") &&
+        flag(attributes, "weight_prepacked"))
       prepacked = runWithPrepackedWeight(*reuse.weights, *reuse.step, tensors,
                                          reuse.inputs);
     results = prepacked ? std::vector<at::Tensor>{*prepacked}

@@ -31,6 +31,7 @@
 #include "TorchBridge.h"
 
 #include "dynafuse/Capture/FrameCompiler.h"
+#include "dynafuse/Graph/ConvolutionEpilogues.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -44,40 +45,76 @@ namespace dynafuse {
 
 namespace {
 
-/// Dense convolutions below this many FLOPs run faster through at::conv2d.
-constexpr double kPrepackMinFlops = 4e6;
-
 /// ATen's oneDNN build, usable on this CPU.
 bool oneDnnAvailable() {
   static const bool available = at::hasMKLDNN();
   return available;
 }
 
-} // namespace
-
-/// One marked step's reordered weight and what it was reordered from.
-struct PackedWeight {
-  /// The graph input the weight is: its index, -1 when the weight is
-  /// computed by the graph (never packed), unset before the first call.
-  std::optional<int> input;
-  std::optional<c10::weak_intrusive_ptr<c10::TensorImpl>> source;
+/// Where a parameter the packed weight was computed from stood when it was
+/// packed: the same tensor, at the same address, at the same version.
+struct ParameterStamp {
+  c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
   const void *data = nullptr;
   uint32_t version = 0;
+
+  explicit ParameterStamp(const at::Tensor &source)
+      : tensor(source.getIntrusivePtr()), data(source.data_ptr()),
+        version(source._version()) {}
+  bool current(const at::Tensor &source) const {
+    return tensor.lock().get() == source.unsafeGetTensorImpl() &&
+           data == source.data_ptr() && version == source._version();
+  }
+};
+
+/// The oneDNN post-op of conv2d_bn's activation: its name and scalars.
+std::pair<std::string, c10::List<std::optional<at::Scalar>>>
+postOpOf(const ProgramStep &step) {
+  c10::List<std::optional<at::Scalar>> scalars;
+  auto found = step.attributes.find("activation");
+  std::string activation =
+      found == step.attributes.end()
+          ? "none"
+          : std::get<std::string>(found->second);
+  if (activation == "hardtanh") {
+    scalars.push_back(at::Scalar(attributeNumber(step.attributes, "min_val", -1.0)));
+    scalars.push_back(at::Scalar(attributeNumber(step.attributes, "max_val", 1.0)));
+  }
+  if (activation == "silu")
+    activation = "swish";
+  return {activation, scalars};
+}
+
+} // namespace
+
+/// One marked step's prepacked weight (and, for conv2d_bn, the bias with
+/// the batch norm folded in) and the parameters it was computed from.
+struct PackedWeight {
+  /// Per parameter argument (1: the weight; then bias and batch norm
+  /// tensors): the graph input it is, -1 when the graph computes it (never
+  /// packed). Empty before the first call.
+  std::vector<int> inputs;
+  std::vector<ParameterStamp> stamps;
   std::vector<int64_t> inputSizes;
   at::Tensor packed;
+  std::optional<at::Tensor> bias;
 };
 
 class PrepackedWeights {
 public:
-  /// The result of conv2d step `step` through oneDNN with its weight kept
-  /// reordered, or nullopt when at::conv2d should run it.
+  /// The result of conv2d or conv2d_bn step `step` through oneDNN with its
+  /// weight kept reordered, or nullopt when ATen should run it.
   std::optional<at::Tensor> run(const ProgramStep &step,
                                 const std::vector<at::Tensor> &tensors,
                                 const ForwardInputs &inputs);
 
 private:
-  const at::Tensor *weightSource(PackedWeight &packed, const ProgramStep &step,
-                                 const ForwardInputs &inputs);
+  /// The parameters (arguments 1...) as the caller's tensors, with their
+  /// version counters; empty when one is not a graph input.
+  std::vector<const at::Tensor *> sources(PackedWeight &packed,
+                                          const ProgramStep &step,
+                                          const std::vector<at::Tensor> &tensors,
+                                          const ForwardInputs &inputs);
   std::mutex mutex;
   std::unordered_map<const ProgramStep *, PackedWeight> byStep;
 };
@@ -93,7 +130,7 @@ runWithPrepackedWeight(PrepackedWeights &weights, const ProgramStep &step,
   return weights.run(step, tensors, inputs);
 }
 
-void markPrepackedConvolutions(Graph &graph) {
+void markPrepackedConvolutions(Graph &graph, bool foldBatchNorm) {
   if (!oneDnnAvailable())
     return;
   for (const auto &node : graph.nodes) {
@@ -105,22 +142,40 @@ void markPrepackedConvolutions(Graph &graph) {
     if (type.device == "cpu" && type.dtype == DType::F32)
       node->attributes["weight_prepacked"] = true;
   }
+  if (foldBatchNorm)
+    fuseConvolutionEpilogues(graph);
 }
 
-const at::Tensor *PrepackedWeights::weightSource(PackedWeight &packed,
-                                                 const ProgramStep &step,
-                                                 const ForwardInputs &inputs) {
-  if (!packed.input) {
-    packed.input = -1;
-    for (size_t i = 0; inputs.names && i < inputs.names->size(); ++i)
-      if ((*inputs.names)[i].name == step.args.at(1))
-        packed.input = int(i);
+std::vector<const at::Tensor *>
+PrepackedWeights::sources(PackedWeight &packed, const ProgramStep &step,
+                          const std::vector<at::Tensor> &tensors,
+                          const ForwardInputs &inputs) {
+  if (packed.inputs.empty())
+    for (size_t arg = 1; arg < step.args.size(); ++arg) {
+      int found = -1;
+      for (size_t i = 0; inputs.names && i < inputs.names->size(); ++i)
+        if ((*inputs.names)[i].name == step.args[arg])
+          found = int(i);
+      packed.inputs.push_back(found);
+    }
+  std::vector<const at::Tensor *> result;
+  for (size_t arg = 1; arg < step.args.size(); ++arg) {
+    int input = packed.inputs[arg - 1];
+    if (input < 0 || !inputs.objects ||
+        size_t(input) >= inputs.objects->size())
+      return {};
+    PyObject *object = (*inputs.objects)[size_t(input)];
+    if (!THPVariable_Check(object))
+      return {};
+    const at::Tensor &source = THPVariable_Unpack(object);
+    const at::Tensor &given = tensors.at(arg);
+    if (source.data_ptr() != given.data_ptr() ||
+        !source.sizes().equals(given.sizes()) ||
+        !source.strides().equals(given.strides()))
+      return {};
+    result.push_back(&source);
   }
-  if (*packed.input < 0 || !inputs.objects ||
-      size_t(*packed.input) >= inputs.objects->size())
-    return nullptr;
-  PyObject *object = (*inputs.objects)[size_t(*packed.input)];
-  return THPVariable_Check(object) ? &THPVariable_Unpack(object) : nullptr;
+  return result;
 }
 
 std::optional<at::Tensor>
@@ -128,6 +183,7 @@ PrepackedWeights::run(const ProgramStep &step,
                       const std::vector<at::Tensor> &tensors,
                       const ForwardInputs &inputs) {
   const at::Tensor &x = tensors.at(0), &w = tensors.at(1);
+  bool folded = step.op == "conv2d_bn";
   if (!oneDnnAvailable() || x.dim() != 4 || w.dim() != 4 ||
       x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat ||
       !x.is_cpu() || x.size(0) == 0)
@@ -137,30 +193,24 @@ PrepackedWeights::run(const ProgramStep &step,
   std::vector<int64_t> dilation = perDim(step.attributes, "dilation", 2, 1);
   int64_t groups = perDim(step.attributes, "groups", 1, 1).at(0);
   bool depthwise = groups > 1 && w.size(1) == 1;
-  // FLOPs: 2 x weight elements x output positions.
-  double flops = 2.0 * double(w.numel()) * double(x.size(0));
-  for (size_t d = 0; d < 2; ++d) {
-    int64_t span = dilation[d] * (w.size(2 + d) - 1) + 1;
-    int64_t positions =
-        (x.size(2 + d) + 2 * padding[d] - span) / stride[d] + 1;
-    flops *= double(std::max<int64_t>(positions, 0));
-  }
-  if (!depthwise && flops < kPrepackMinFlops)
+  int64_t spatial[2] = {x.size(2), x.size(3)};
+  int64_t kernel[2] = {w.size(2), w.size(3)};
+  if (!depthwise &&
+      convolutionFlops(w.numel(), x.size(0), spatial, kernel, stride.data(),
+                       padding.data(), dilation.data()) < kPrepackMinFlops)
     return std::nullopt;
 
   std::lock_guard<std::mutex> lock(mutex);
   PackedWeight &packed = byStep[&step];
-  const at::Tensor *source = weightSource(packed, step, inputs);
-  if (!source || source->data_ptr() != w.data_ptr() ||
-      !source->sizes().equals(w.sizes()) ||
-      !source->strides().equals(w.strides()))
+  std::vector<const at::Tensor *> parameters =
+      sources(packed, step, tensors, inputs);
+  if (parameters.empty())
     return std::nullopt;
-  uint32_t version = source->_version();
   bool current = packed.packed.defined() &&
-                 packed.source &&
-                 packed.source->lock().get() == source->unsafeGetTensorImpl() &&
-                 packed.data == w.data_ptr() && packed.version == version &&
+                 packed.stamps.size() == parameters.size() &&
                  packed.inputSizes == x.sizes().vec();
+  for (size_t i = 0; current && i < parameters.size(); ++i)
+    current = packed.stamps[i].current(*parameters[i]);
   if (!current) {
     static auto reorder =
         c10::Dispatcher::singleton()
@@ -168,11 +218,28 @@ PrepackedWeights::run(const ProgramStep &step,
             .typed<at::Tensor(const at::Tensor &, at::IntArrayRef,
                               at::IntArrayRef, at::IntArrayRef, int64_t,
                               at::OptionalIntArrayRef)>();
-    packed.packed = reorder.call(w.contiguous(), padding, stride, dilation,
-                                 groups, x.sizes());
-    packed.source.emplace(source->getIntrusivePtr());
-    packed.data = w.data_ptr();
-    packed.version = version;
+    at::Tensor weight = w.contiguous();
+    packed.bias.reset();
+    if (tensors.size() > 2 && !folded)
+      packed.bias = tensors[2].contiguous();
+    if (folded) {
+      // Batch norm of the convolution: scale = gamma / sqrt(var + eps),
+      // weight * scale per output channel, (bias - mean) * scale + beta.
+      size_t norm = tensors.size() - 4;
+      const at::Tensor &mean = tensors[norm], &variance = tensors[norm + 1],
+                       &gamma = tensors[norm + 2], &beta = tensors[norm + 3];
+      double eps = attributeNumber(step.attributes, "eps", 1e-5);
+      at::Tensor scale = gamma * at::rsqrt(variance + eps);
+      weight = (weight * scale.reshape({-1, 1, 1, 1})).contiguous();
+      at::Tensor bias = norm == 3 ? tensors[2] : at::zeros_like(mean);
+      packed.bias = ((bias - mean) * scale + beta).contiguous();
+      ++compilerStats().batchNormFolds;
+    }
+    packed.packed = reorder.call(weight, padding, stride, dilation, groups,
+                                 x.sizes());
+    packed.stamps.clear();
+    for (const at::Tensor *parameter : parameters)
+      packed.stamps.emplace_back(*parameter);
     packed.inputSizes = x.sizes().vec();
     ++compilerStats().weightPrepacks;
   }
@@ -185,16 +252,15 @@ PrepackedWeights::run(const ProgramStep &step,
                             c10::string_view,
                             c10::List<std::optional<at::Scalar>>,
                             std::optional<c10::string_view>)>();
-  std::optional<at::Tensor> bias;
-  if (tensors.size() > 2)
-    bias = tensors[2].contiguous();
   at::Tensor input = x;
   if (!x.is_contiguous() && !x.is_contiguous(at::MemoryFormat::ChannelsLast))
     input = x.contiguous(at::MemoryFormat::ChannelsLast);
-  return convolution.call(input, packed.packed, bias, padding, stride,
-                          dilation, groups, "none",
-                          c10::List<std::optional<at::Scalar>>(),
-                          std::nullopt);
+  auto [activation, scalars] =
+      folded ? postOpOf(step)
+             : std::make_pair(std::string("none"),
+                              c10::List<std::optional<at::Scalar>>());
+  return convolution.call(input, packed.packed, packed.bias, padding, stride,
+                          dilation, groups, activation, scalars, std::nullopt);
 }
 
 } // namespace dynafuse

@@ -11,6 +11,8 @@
 #include "dynafuse/Graph/OpRegistry.h"
 #include "dynafuse/Support/TextCursor.h"
 
+#include <set>
+
 namespace dynafuse {
 namespace {
 
@@ -129,10 +131,10 @@ TensorType keepChannelsLast(const Node &node, TensorType type) {
   return type;
 }
 
-/// conv1d (spatial = 1) and conv2d (spatial = 2).
-std::vector<TensorType> inferConv(const Node &node, size_t spatial) {
-  if (node.operands.size() < 2 || node.operands.size() > 3)
-    opError(node, "takes input, weight and an optional bias");
+/// conv1d (spatial = 1) and conv2d (spatial = 2); conv2d_bn's first
+/// `convOperands` operands.
+std::vector<TensorType> inferConv(const Node &node, size_t spatial,
+                                  size_t convOperands) {
   requireFloat(node);
   requireRank(node, 0, spatial + 2);
   requireRank(node, 1, spatial + 2);
@@ -151,12 +153,36 @@ std::vector<TensorType> inferConv(const Node &node, size_t spatial) {
         SymExpr(windowOutput(node, staticSize(node, x.sizes[2 + d]),
                              staticSize(node, w.sizes[2 + d]), stride[d],
                              padding[d], dilation[d], false)));
-  if (node.operands.size() == 3) {
-    requireRank(node, 2, 1);
-    requireEqual(node, operandType(node, 2).sizes[0], w.sizes[0],
-                 "bias and output channels");
+  for (size_t i = 2; i < node.operands.size(); ++i) {
+    requireRank(node, i, 1);
+    requireEqual(node, operandType(node, i).sizes[0], w.sizes[0],
+                 i < convOperands ? "bias and output channels"
+                                  : "batch norm tensor and output channels");
   }
   return {keepChannelsLast(node, likeFirstOperand(node, sizes))};
+}
+
+std::vector<TensorType> inferConvolution(const Node &node, size_t spatial) {
+  if (node.operands.size() < 2 || node.operands.size() > 3)
+    opError(node, "takes input, weight and an optional bias");
+  return inferConv(node, spatial, node.operands.size());
+}
+
+/// conv2d_bn (ConvolutionEpilogues.h): input, weight, [bias], running mean,
+/// running variance, batch norm weight and bias; has_bias says whether the
+/// convolution's bias is there.
+std::vector<TensorType> inferConvBatchNorm(const Node &node) {
+  size_t convOperands = boolAttr(node, "has_bias", false) ? 3 : 2;
+  if (node.operands.size() != convOperands + 4)
+    opError(node, "takes input, weight, a bias if has_bias, and the batch "
+                  "norm's mean, variance, weight and bias");
+  std::string activation = node.stringAttr("activation", "none");
+  static const std::set<std::string> known = {
+      "none", "relu", "hardtanh", "silu", "hardswish", "sigmoid"};
+  if (!known.count(activation))
+    opError(node, "unknown activation '" + activation + "'");
+  floatAttr(node, "eps", 1e-5); // checks its type
+  return inferConv(node, 2, convOperands);
 }
 
 std::vector<TensorType> inferPool(const Node &node) {
@@ -463,8 +489,16 @@ void addExternOps(std::vector<OpInfo> &table) {
       attributes.push_back("weight_prepacked");
     layoutKeeping.push_back(externOp(
         "conv" + std::to_string(spatial) + "d", -1, std::move(attributes),
-        [spatial](const Node &node) { return inferConv(node, spatial); }));
+        [spatial](const Node &node) { return inferConvolution(node, spatial); }));
   }
+  layoutKeeping.back().startsChannelsLast = true;
+  // A prepacked convolution with its batch norm and activation folded in
+  // (fuse-conv-epilogues, inference only).
+  layoutKeeping.push_back(externOp(
+      "conv2d_bn", -1,
+      {"stride", "padding", "dilation", "groups", "weight_prepacked", "eps",
+       "has_bias", "activation", "min_val", "max_val"},
+      inferConvBatchNorm));
   layoutKeeping.back().startsChannelsLast = true;
   layoutKeeping.push_back(
       externOp("max_pool2d", 1, maxPoolAttributes, inferPool));

@@ -1,6 +1,7 @@
 //===- Passes.cpp - Graph-to-graph transformations ------------------------===//
 #include "dynafuse/Graph/Passes.h"
 
+#include "dynafuse/Graph/ConvolutionEpilogues.h"
 #include "dynafuse/Graph/OpRegistry.h"
 
 #include <functional>
@@ -32,6 +33,7 @@ const std::map<std::string, PassFn> &passTable() {
       {"dce", eliminateDeadCode},
       {"cse", eliminateCommonSubexpressions},
       {"decompose", [](Graph &graph) { return decomposeComposites(graph); }},
+      {"fuse-conv-epilogues", fuseConvolutionEpilogues},
   };
   return table;
 }

@@ -95,6 +95,8 @@ Options readOptions(const EnvironmentLookup &lookup) {
   options.cachingAllocator = !(pool && std::string(pool) == "0");
   const char *prepack = lookup("DYNAFUSE_PREPACK_WEIGHTS");
   options.prepackWeights = !(prepack && std::string(prepack) == "0");
+  const char *fold = lookup("DYNAFUSE_FOLD_BATCH_NORM");
+  options.foldBatchNorm = !(fold && std::string(fold) == "0");
   options.allocatorCacheMB =
       readNumber(lookup, "DYNAFUSE_ALLOCATOR_CACHE_MB", 2048);
   options.allocatorIdleSeconds =
@@ -138,6 +140,9 @@ const std::vector<OptionVariable> &optionVariables() {
       {"DYNAFUSE_PREPACK_WEIGHTS", "1",
        "0: inference convolutions keep no reordered copy of their weights "
        "(oneDNN reorders them on every call; less memory, slower)"},
+      {"DYNAFUSE_FOLD_BATCH_NORM", "1",
+       "0: prepacked convolutions leave their batch norm and activation to "
+       "a fused kernel instead of folding them into oneDNN's call"},
       {"DYNAFUSE_ALLOCATOR_CACHE_MB", "2048",
        "most megabytes of freed blocks the pool keeps"},
       {"DYNAFUSE_ALLOCATOR_IDLE_S", "10",

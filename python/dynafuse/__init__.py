@@ -165,7 +165,8 @@ def stats():
     (compiled modules the on-disk kernel cache had: backend_compiles minus
     these were compiled by LLVM in this process), weight_prepacks
     (convolution weights of inference graphs reordered into oneDNN's
-    layout: once per parameter version, not per call)."""
+    layout: once per parameter version, not per call), batch_norm_folds (of
+    those, weights with the batch norm after them folded in)."""
     return _C.stats()
 
 

@@ -46,6 +46,10 @@ DYNAFUSE_PREPACK_WEIGHTS       1           0: inference convolutions keep no
                                            reordered copy of their weights
                                            (oneDNN reorders them on every
                                            call; less memory, slower)
+DYNAFUSE_FOLD_BATCH_NORM       1           0: prepacked convolutions leave
+                                           their batch norm and activation
+                                           to a fused kernel instead of
+                                           folding them into oneDNN's call
 DYNAFUSE_ALLOCATOR_CACHE_MB    2048        most megabytes of freed blocks the
                                            pool keeps
 DYNAFUSE_ALLOCATOR_IDLE_S      10          seconds after which an unused

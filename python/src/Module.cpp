@@ -225,14 +225,15 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures", stats.captures,
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures",
+      stats.captures,
       "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
       "compile_failures", stats.compileFailures, "eager_frames",
       stats.eagerFrames, "recompile_limit_hits", stats.recompileLimitHits,
       "run_failures", stats.runFailures, "backend_compiles",
       stats.backendCompiles, "symbolic_captures", stats.symbolicCaptures,
       "disk_cache_hits", long(DiskCache::stats().hits), "weight_prepacks",
-      stats.weightPrepacks);
+      stats.weightPrepacks, "batch_norm_folds", stats.batchNormFolds);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

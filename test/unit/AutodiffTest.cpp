@@ -271,10 +271,11 @@ TEST(Autodiff, EveryOpIsDifferentiableOrSaysWhyNot) {
   // The backward kernels themselves (double backward is not supported),
   // call_torch (no gradient of an arbitrary callable yet), in-graph dropout
   // (capture emits training dropout as uniform + where), prod (zeros need
-  // eager's special case) and norm (its gradient at zero).
+  // eager's special case), norm (its gradient at zero) and conv2d_bn
+  // (inference graphs only: fuse-conv-epilogues runs on no training graph).
   std::vector<std::string> expected = {
       "adaptive_avg_pool2d_backward", "avg_pool2d_backward", "call_torch",
-      "conv_backward", "dropout", "embedding_backward", "gather_backward",
+      "conv2d_bn", "conv_backward", "dropout", "embedding_backward", "gather_backward",
       "index_select_backward", "max_pool2d_backward", "norm", "prod",
       "sdpa_flash_backward"};
   std::sort(missing.begin(), missing.end());

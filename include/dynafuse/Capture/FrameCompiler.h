@@ -67,6 +67,8 @@ struct CompilerStats {
   /// Convolution weights reordered into oneDNN's layout for inference
   /// entries (once per parameter version; TorchPrepackedWeights.cpp).
   long weightPrepacks = 0;
+  /// Of those, weights with their batch norm folded in (conv2d_bn).
+  long batchNormFolds = 0;
 };
 
 /// What was compiled, for dynafuse.compiled_graphs().

@@ -25,6 +25,8 @@
 //   DYNAFUSE_CACHING_ALLOCATOR   0: tensors from at::empty, no pool
 //   DYNAFUSE_PREPACK_WEIGHTS     0: inference convolutions let oneDNN
 //                                reorder their weights on every call
+//   DYNAFUSE_FOLD_BATCH_NORM     0: prepacked convolutions leave their batch
+//                                norm and activation to a fused kernel
 //   DYNAFUSE_ALLOCATOR_CACHE_MB  cached bytes the pool keeps (2048)
 //   DYNAFUSE_ALLOCATOR_IDLE_S    seconds before idle blocks are unmapped (10)
 //   DYNAFUSE_NVRTC               path of libnvrtc (the only one tried)
@@ -95,6 +97,9 @@ struct Options {
   /// Inference convolutions keep their weights in oneDNN's layout (a copy
   /// per weight, reordered once per parameter version).
   bool prepackWeights = true;
+  /// Prepacked convolutions fold their eval batch norm into the weight and
+  /// run their activation as a oneDNN post-op (fuse-conv-epilogues).
+  bool foldBatchNorm = true;
   /// The most bytes the caching allocator keeps cached.
   double allocatorCacheMB = 2048;
   /// Cached blocks idle for this long are unmapped.

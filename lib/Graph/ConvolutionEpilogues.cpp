@@ -1,0 +1,174 @@
+//===- ConvolutionEpilogues.cpp - Batch norm and activation into conv2d ---===//
+//
+// The graph pass `fuse-conv-epilogues` (ConvolutionEpilogues.h): a
+// prepacked convolution, its eval-mode batch norm and an activation oneDNN
+// has as a post-op become one conv2d_bn node. Operands: input, weight,
+// [bias], running mean, running variance, batch norm weight, batch norm
+// bias; attributes: the convolution's, the batch norm's eps, has_bias, and
+// activation (the activation op's name, "none" without one; hardtanh keeps
+// its min_val and max_val).
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Graph/ConvolutionEpilogues.h"
+
+#include "dynafuse/Graph/OpRegistry.h"
+
+#include <map>
+#include <set>
+
+namespace dynafuse {
+
+double convolutionFlops(int64_t weightElements, int64_t batch,
+                        const int64_t inputSpatial[2],
+                        const int64_t kernel[2], const int64_t stride[2],
+                        const int64_t padding[2], const int64_t dilation[2]) {
+  double flops = 2.0 * double(weightElements) * double(batch);
+  for (size_t d = 0; d < 2; ++d) {
+    int64_t span = dilation[d] * (kernel[d] - 1) + 1;
+    int64_t positions =
+        stride[d] > 0 ? (inputSpatial[d] + 2 * padding[d] - span) / stride[d] + 1
+                      : 0;
+    flops *= double(std::max<int64_t>(positions, 0));
+  }
+  return flops;
+}
+
+namespace {
+
+/// Activations oneDNN applies to a convolution's result as a post-op.
+const std::set<std::string> &postOpActivations() {
+  static const std::set<std::string> names = {"relu", "hardtanh", "silu",
+                                              "hardswish", "sigmoid"};
+  return names;
+}
+
+/// How many operands (of any node) and graph outputs read each value.
+std::map<const Value *, int> readerCounts(const Graph &graph) {
+  std::map<const Value *, int> readers;
+  for (const auto &node : graph.nodes)
+    for (const Operand &operand : node->operands)
+      if (operand.isValue())
+        ++readers[operand.value];
+  for (const Value *output : graph.outputs)
+    readers[output] += 2; // an intermediate output is never folded away
+  return readers;
+}
+
+std::vector<int64_t> pairOf(const Node &node, const std::string &name,
+                            int64_t fallback) {
+  std::vector<int64_t> values = intListAttr(node, name, {fallback});
+  if (values.size() == 1)
+    values.assign(2, values[0]);
+  return values;
+}
+
+/// Whether the runtime runs conv through oneDNN with its weight prepacked
+/// (TorchPrepackedWeights.cpp decides the same at run time).
+bool runsPrepacked(const Node &conv) {
+  if (conv.op != "conv2d" || !boolAttr(conv, "weight_prepacked", false) ||
+      conv.operands.size() < 2 || !conv.operands[1].isValue() ||
+      conv.results.size() != 1)
+    return false;
+  const OpInfo *info = opInfoOf(conv);
+  if (info && info->decomposesWhen && info->decomposesWhen(conv))
+    return false; // fused window taps, no convolution left
+  const TensorType &x = operandType(conv, 0), &w = operandType(conv, 1);
+  const TensorType &y = conv.results[0]->type;
+  if (x.rank() != 4 || w.rank() != 4 || !allConstant(x.sizes) ||
+      !allConstant(w.sizes) || y.device != "cpu" || y.dtype != DType::F32 ||
+      x.sizes[0].constant() == 0)
+    return false;
+  int64_t groups = conv.intAttr("groups", 1);
+  if (groups > 1 && w.sizes[1] == SymExpr(1))
+    return true; // depthwise
+  std::vector<int64_t> stride = pairOf(conv, "stride", 1),
+                       padding = pairOf(conv, "padding", 0),
+                       dilation = pairOf(conv, "dilation", 1);
+  int64_t weightElements = 1;
+  for (const SymExpr &size : w.sizes)
+    weightElements *= size.constant();
+  int64_t spatial[2] = {x.sizes[2].constant(), x.sizes[3].constant()};
+  int64_t kernel[2] = {w.sizes[2].constant(), w.sizes[3].constant()};
+  return convolutionFlops(weightElements, x.sizes[0].constant(), spatial,
+                          kernel, stride.data(), padding.data(),
+                          dilation.data()) >= kPrepackMinFlops;
+}
+
+/// An eval batch norm of conv's result whose four tensors are graph inputs.
+bool foldableBatchNorm(const Node &norm, const Value *convResult) {
+  if (norm.op != "batch_norm" || norm.operands.size() != 5 ||
+      !boolAttr(norm, "has_weight", false) ||
+      !boolAttr(norm, "has_bias", false) || norm.results.size() != 1 ||
+      norm.operands[0].value != convResult)
+    return false;
+  for (size_t i = 1; i < 5; ++i) {
+    const Operand &operand = norm.operands[i];
+    if (!operand.isValue() || operand.value->producer ||
+        operand.value->type.rank() != 1 ||
+        operand.value->type.dtype != DType::F32)
+      return false;
+  }
+  return true;
+}
+
+bool foldableActivation(const Node &node, const Value *normResult) {
+  return postOpActivations().count(node.op) && node.operands.size() == 1 &&
+         node.operands[0].value == normResult && node.results.size() == 1;
+}
+
+} // namespace
+
+bool fuseConvolutionEpilogues(Graph &graph) {
+  std::map<const Value *, int> readers = readerCounts(graph);
+  std::map<const Value *, Node *> readerOf;
+  for (const auto &node : graph.nodes)
+    for (const Operand &operand : node->operands)
+      if (operand.isValue())
+        readerOf[operand.value] = node.get();
+  std::set<const Node *> folded;
+  for (const auto &node : graph.nodes) {
+    Node &conv = *node;
+    if (!runsPrepacked(conv) || readers[conv.results[0]] != 1)
+      continue;
+    Node *norm = readerOf[conv.results[0]];
+    if (!foldableBatchNorm(*norm, conv.results[0]))
+      continue;
+    Node *activation = nullptr;
+    Value *normResult = norm->results[0];
+    if (readers[normResult] == 1 &&
+        foldableActivation(*readerOf[normResult], normResult))
+      activation = readerOf[normResult];
+    Value *result = activation ? activation->results[0] : normResult;
+    TensorType type = conv.results[0]->type;
+    conv.attributes["has_bias"] = conv.operands.size() == 3;
+    conv.attributes["eps"] = norm->attributes.count("eps")
+                                 ? norm->attributes.at("eps")
+                                 : Attribute(1e-5);
+    conv.attributes["activation"] =
+        std::string(activation ? activation->op : "none");
+    if (activation && activation->op == "hardtanh") {
+      conv.attributes["min_val"] = floatAttr(*activation, "min_val", -1.0);
+      conv.attributes["max_val"] = floatAttr(*activation, "max_val", 1.0);
+    }
+    for (size_t i = 1; i < 5; ++i)
+      conv.operands.push_back(norm->operands[i]);
+    conv.op = "conv2d_bn";
+    conv.info = lookupOp("conv2d_bn");
+    result->type = type;
+    result->producer = &conv;
+    conv.results = {result};
+    folded.insert(norm);
+    if (activation)
+      folded.insert(activation);
+  }
+  if (folded.empty())
+    return false;
+  std::vector<std::unique_ptr<Node>> kept;
+  for (auto &node : graph.nodes)
+    if (!folded.count(node.get()))
+      kept.push_back(std::move(node));
+  graph.nodes = std::move(kept);
+  return true;
+}
+
+} // namespace dynafuse

@@ -1,0 +1,213 @@
+"""Batch norm and activations folded into prepacked convolutions
+(fuse-conv-epilogues, lib/Graph/ConvolutionEpilogues.cpp; the runtime in
+lib/Capture/TorchPrepackedWeights.cpp): compiled results against eager on
+random data for each post-op activation, with and without a convolution
+bias, over batch sizes and input layouts; dynafuse.stats()
+["batch_norm_folds"] proves the folded path ran, once per parameter version:
+an in-place update of any of the batch norm's tensors or of the weight is
+seen; what stays unfolded (training, a batch norm read twice, the variable
+set to 0)."""
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynafuse
+from conftest import assert_close, assert_compiled
+
+TOLERANCE = dict(rtol=1e-4, atol=1e-4)
+
+ACTIVATIONS = {
+    "none": nn.Identity(),
+    "relu": nn.ReLU(),
+    "relu6": nn.ReLU6(),
+    "hardtanh": nn.Hardtanh(-0.5, 0.75),
+    "silu": nn.SiLU(),
+    "hardswish": nn.Hardswish(),
+    "sigmoid": nn.Sigmoid(),
+}
+
+
+def randomize(norm):
+    """Random statistics and affine parameters: never the identity."""
+    with torch.no_grad():
+        norm.running_mean.uniform_(-0.5, 0.5)
+        norm.running_var.uniform_(0.5, 2.0)
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-0.5, 0.5)
+    return norm
+
+
+class ConvBlock(nn.Module):
+    """conv (32 -> 64, 3x3: 9.4 MFLOP per 16x16 image, prepacked) -> batch
+    norm -> activation, then a second op so the block's result is not the
+    convolution's."""
+
+    def __init__(self, activation="relu", bias=False, groups=1, channels=32):
+        super().__init__()
+        out = channels * 2 if groups == 1 else channels
+        self.conv = nn.Conv2d(channels, out, 3, padding=1, bias=bias, groups=groups)
+        self.norm = randomize(nn.BatchNorm2d(out))
+        self.act = ACTIVATIONS[activation]
+
+    def forward(self, x):
+        return self.act(self.norm(self.conv(x))) * 2.0 + 1.0
+
+
+def run(model, x):
+    compiled = dynafuse.compile(model)
+    with torch.no_grad():
+        expected = model(x)
+        actual = compiled(x)
+    assert_close(actual, expected, **TOLERANCE)
+    return compiled
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_folded_block_matches_eager(activation, bias, batch):
+    model = ConvBlock(activation, bias).eval()
+    x = torch.randn(batch, 32, 16, 16)
+    compiled = run(model, x)
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 1, dynafuse.stats()
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(batch, 32, 16, 16)
+            assert_close(compiled(x), model(x), **TOLERANCE)
+    assert dynafuse.stats()["batch_norm_folds"] == 1, "folded again per call"
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "sliced", "expanded_batch"])
+def test_input_layouts(layout):
+    model = ConvBlock("relu6").eval()
+    if layout == "channels_last":
+        x = torch.randn(2, 32, 16, 16).contiguous(memory_format=torch.channels_last)
+    elif layout == "sliced":
+        x = torch.randn(2, 32, 16, 40)[:, :, :, 3:35:2]
+    else:
+        x = torch.randn(1, 32, 16, 16).expand(3, 32, 16, 16)
+    run(model, x)
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 1
+
+
+def test_large_depthwise_convolution_folds():
+    # 64 channels 3x3 at 48x48: 1.3M multiply-adds, past the window taps.
+    model = ConvBlock("relu6", groups=64, channels=64).eval()
+    run(model, torch.randn(1, 64, 48, 48))
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 1
+
+
+@pytest.mark.parametrize("tensor", ["running_mean", "running_var", "weight", "bias",
+                                    "conv_weight"])
+def test_in_place_update_of_any_folded_tensor_is_seen(tensor):
+    model = ConvBlock("silu", bias=True).eval()
+    x = torch.randn(1, 32, 16, 16)
+    compiled = run(model, x)
+    assert dynafuse.stats()["batch_norm_folds"] == 1
+    with torch.no_grad():
+        if tensor == "conv_weight":
+            model.conv.weight.mul_(-0.5)
+        else:
+            getattr(model.norm, tensor).add_(0.25)
+        assert_close(compiled(x), model(x), **TOLERANCE)
+    assert dynafuse.stats()["batch_norm_folds"] == 2
+    assert dynafuse.stats()["captures"] == 1
+
+
+def test_optimizer_steps_and_running_statistics_between_inference_calls():
+    """Training steps run eagerly move the weights and the running
+    statistics; each compiled inference call after one folds again."""
+    model = ConvBlock("relu")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiled = dynafuse.compile(model)
+    x = torch.randn(2, 32, 16, 16)
+    for _ in range(3):
+        model.eval()
+        with torch.no_grad():
+            assert_close(compiled(x), model(x), **TOLERANCE)
+        model.train()
+        optimizer.zero_grad()
+        model(x).square().mean().backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), **TOLERANCE)
+    assert dynafuse.stats()["batch_norm_folds"] == 4
+
+
+def test_residual_block_folds_both_convolutions():
+    """Residual block: conv-bn-relu, conv-bn, add, relu: the first fold takes
+    the activation, the second only its batch norm (the add comes first)."""
+
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Conv2d(64, 64, 3, padding=1, bias=False)
+            self.na = randomize(nn.BatchNorm2d(64))
+            self.b = nn.Conv2d(64, 64, 3, padding=1, bias=False)
+            self.nb = randomize(nn.BatchNorm2d(64))
+
+        def forward(self, x):
+            y = F.relu(self.na(self.a(x)))
+            return F.relu(self.nb(self.b(y)) + x)
+
+    run(Residual().eval(), torch.randn(2, 64, 12, 12))
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 2
+
+
+def test_batch_norm_read_twice_keeps_its_activation_apart():
+    class Gated(ConvBlock):
+        def forward(self, x):
+            y = self.norm(self.conv(x))
+            return torch.sigmoid(y) * y
+
+    run(Gated().eval(), torch.randn(1, 32, 16, 16))
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 1
+
+
+def test_training_graphs_fold_nothing():
+    model = ConvBlock("relu").train()
+    compiled = dynafuse.compile(model)
+    compiled(torch.randn(2, 32, 16, 16)).sum().backward()
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 0
+
+
+def test_a_torchvision_network_with_relu6_folds():
+    torchvision = pytest.importorskip("torchvision")
+    model = torchvision.models.mobilenet_v2(num_classes=10).eval()
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            randomize(module)
+    run(model, torch.randn(2, 3, 96, 96))
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] >= 10, dynafuse.stats()
+
+
+@pytest.mark.parametrize("setting,folds", [("0", False), ("1", True)])
+def test_the_variable_turns_folding_off(setting, folds):
+    code = (
+        "import torch, dynafuse, torch.nn as nn\n"
+        "m = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64),\n"
+        "                  nn.ReLU(), nn.Conv2d(64, 8, 1)).eval()\n"
+        "m[1].running_var.uniform_(0.5, 2.0)\n"
+        "x = torch.randn(1, 64, 16, 16)\n"
+        "with torch.no_grad():\n"
+        "    torch.testing.assert_close(dynafuse.compile(m)(x), m(x), rtol=1e-4, atol=1e-4)\n"
+        "s = dynafuse.stats()\n"
+        "assert s['captures'] == 1 and s['weight_prepacks'] >= 1, s\n"
+        "print(s['batch_norm_folds'])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "DYNAFUSE_DISK_CACHE": "0",
+                                 "DYNAFUSE_FOLD_BATCH_NORM": setting})
+    assert result.returncode == 0, result.stderr
+    assert (int(result.stdout.split()[-1]) > 0) == folds
