@@ -16,6 +16,11 @@
 //   address, with the same version counter (an in-place update,
 //   load_state_dict or an optimizer step bumps it), and the input has the
 //   same sizes; otherwise the weight is reordered again.
+// - conv2d_bn steps (fuse-conv-epilogues, run by markPrepackedConvolutions
+//   unless DYNAFUSE_FOLD_BATCH_NORM=0) fold their eval batch norm into the
+//   weight and bias before the reorder and pass their activation to
+//   _convolution_pointwise as a post-op; the folded copy is kept while the
+//   weight, the bias and the four batch norm tensors are all unchanged.
 //
 // Small convolutions stay with at::conv2d: _convolution_pointwise builds
 // its primitive on each call (a ~45 us floor on this machine) where ATen

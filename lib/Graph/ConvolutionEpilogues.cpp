@@ -13,6 +13,7 @@
 
 #include "dynafuse/Graph/OpRegistry.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 

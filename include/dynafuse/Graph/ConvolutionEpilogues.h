@@ -1,4 +1,4 @@
-//===- ConvolutionEpilogues.h - Batch norm and activation into conv2d -*- C++ -*-===//
+//===- ConvolutionEpilogues.h - Batch norm folded into conv2d -*- C++ -*-===//
 //
 // An inference convolution whose weight oneDNN keeps prepacked
 // (weight_prepacked, set by the torch bridge) and whose only reader is an
