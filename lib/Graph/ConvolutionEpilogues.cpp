@@ -55,14 +55,6 @@ std::map<const Value *, int> readerCounts(const Graph &graph) {
   return readers;
 }
 
-std::vector<int64_t> pairOf(const Node &node, const std::string &name,
-                            int64_t fallback) {
-  std::vector<int64_t> values = intListAttr(node, name, {fallback});
-  if (values.size() == 1)
-    values.assign(2, values[0]);
-  return values;
-}
-
 /// Whether the runtime runs conv through oneDNN with its weight prepacked
 /// (TorchPrepackedWeights.cpp decides the same at run time).
 bool runsPrepacked(const Node &conv) {
@@ -82,9 +74,9 @@ bool runsPrepacked(const Node &conv) {
   int64_t groups = conv.intAttr("groups", 1);
   if (groups > 1 && w.sizes[1] == SymExpr(1))
     return true; // depthwise
-  std::vector<int64_t> stride = pairOf(conv, "stride", 1),
-                       padding = pairOf(conv, "padding", 0),
-                       dilation = pairOf(conv, "dilation", 1);
+  std::vector<int64_t> stride = perDim(conv, "stride", 2, 1),
+                       padding = perDim(conv, "padding", 2, 0),
+                       dilation = perDim(conv, "dilation", 2, 1);
   int64_t weightElements = 1;
   for (const SymExpr &size : w.sizes)
     weightElements *= size.constant();

@@ -97,15 +97,6 @@ std::vector<TensorType> inferBiasedProduct(const Node &node,
   return {type};
 }
 
-std::vector<int64_t> perDim(const Node &node, const std::string &name,
-                            size_t count, int64_t fallback) {
-  std::vector<int64_t> values = intListAttr(node, name, {fallback});
-  if (values.size() == 1)
-    values.assign(count, values[0]);
-  if (values.size() != count)
-    opError(node, "'" + name + "' needs " + std::to_string(count) + " values");
-  return values;
-}
 
 int64_t staticSize(const Node &node, const SymExpr &size) {
   if (!size.isConstant())
@@ -450,6 +441,16 @@ OpInfo externOp(const std::string &name, int arity,
 }
 
 } // namespace
+
+std::vector<int64_t> perDim(const Node &node, const std::string &name,
+                            size_t count, int64_t fallback) {
+  std::vector<int64_t> values = intListAttr(node, name, {fallback});
+  if (values.size() == 1)
+    values.assign(count, values[0]);
+  if (values.size() != count)
+    opError(node, "'" + name + "' needs " + std::to_string(count) + " values");
+  return values;
+}
 
 std::optional<int64_t> windowCount(int64_t size, int64_t kernel,
                                    int64_t stride, int64_t padding,

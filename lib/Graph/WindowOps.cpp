@@ -31,14 +31,6 @@ namespace {
 /// depthwise convolution runs as fused taps.
 constexpr int64_t kDepthwiseTapLimit = int64_t(1) << 19;
 
-std::vector<int64_t> perDim(const Node &node, const std::string &name,
-                            int64_t fallback) {
-  std::vector<int64_t> values = intListAttr(node, name, {fallback});
-  if (values.size() == 1)
-    values.assign(2, values[0]);
-  return values;
-}
-
 /// One spatial dim of a window: its kernel positions, their spacing, the
 /// step between windows, the padding before and the windows' count.
 struct WindowDim {
@@ -70,8 +62,8 @@ std::vector<WindowDim> windowDims(const Node &node,
     stride = pool ? kernel : std::vector<int64_t>{1};
   if (stride.size() == 1)
     stride.assign(2, stride[0]);
-  std::vector<int64_t> padding = perDim(node, "padding", 0);
-  std::vector<int64_t> dilation = perDim(node, "dilation", 1);
+  std::vector<int64_t> padding = perDim(node, "padding", 2, 0);
+  std::vector<int64_t> dilation = perDim(node, "dilation", 2, 1);
   bool ceilMode = boolAttr(node, "ceil_mode", false);
   if (kernel.size() != 2 || stride.size() != 2 || padding.size() != 2 ||
       dilation.size() != 2)
@@ -102,7 +94,7 @@ bool replaceableResult(const Node &node) {
 }
 
 std::vector<int64_t> poolKernel(const Node &node) {
-  return perDim(node, "kernel_size", 1);
+  return perDim(node, "kernel_size", 2, 1);
 }
 
 /// x padded for the windows (nothing when no dim needs it).

@@ -123,6 +123,13 @@ std::optional<int64_t> windowCount(int64_t size, int64_t kernel,
                                    int64_t stride, int64_t padding,
                                    int64_t dilation, bool ceilMode);
 
+/// A list attribute with one value per spatial dim (`count` of them; a
+/// single value repeats, absent: `fallback` for each), as convolutions and
+/// pools take stride, padding, dilation and kernel_size. Throws naming the
+/// op when the list has another length.
+std::vector<int64_t> perDim(const Node &node, const std::string &name,
+                            size_t count, int64_t fallback);
+
 /// The table builders, one file per op family.
 void addPointwiseOps(std::vector<OpInfo> &table);
 void addReductionOps(std::vector<OpInfo> &table);
