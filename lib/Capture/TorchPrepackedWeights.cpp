@@ -43,6 +43,7 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -66,6 +67,9 @@ struct ParameterStamp {
   explicit ParameterStamp(const at::Tensor &source)
       : tensor(source.getIntrusivePtr()), data(source.data_ptr()),
         version(source._version()) {}
+  bool sameTensor(const at::Tensor &source) const {
+    return tensor.lock().get() == source.unsafeGetTensorImpl();
+  }
   bool current(const at::Tensor &source) const {
     return tensor.lock().get() == source.unsafeGetTensorImpl() &&
            data == source.data_ptr() && version == source._version();
@@ -95,15 +99,26 @@ postOpOf(const ProgramStep &step) {
 /// One marked step's prepacked weight (and, for conv2d_bn, the bias with
 /// the batch norm folded in) and the parameters it was computed from.
 struct PackedWeight {
-  /// Per parameter argument (1: the weight; then bias and batch norm
-  /// tensors): the graph input it is, -1 when the graph computes it (never
-  /// packed). Empty before the first call.
-  std::vector<int> inputs;
   std::vector<ParameterStamp> stamps;
   std::vector<int64_t> inputSizes;
   at::Tensor packed;
   std::optional<at::Tensor> bias;
 };
+
+/// A marked step's packed weights: one per model instance calling it (two
+/// instances of one class share a compiled entry, and would otherwise
+/// repack on every call that alternates between them), the most recently
+/// used last.
+struct StepWeights {
+  /// Per parameter argument (1: the weight; then bias and batch norm
+  /// tensors): the graph input it is, -1 when the graph computes it (never
+  /// packed). Empty before the first call.
+  std::vector<int> inputs;
+  std::vector<PackedWeight> copies;
+};
+
+/// Packed weights kept per step (distinct weight tensors calling it).
+constexpr size_t kCopiesPerStep = 4;
 
 class PrepackedWeights {
 public:
@@ -116,12 +131,12 @@ public:
 private:
   /// The parameters (arguments 1...) as the caller's tensors, with their
   /// version counters; empty when one is not a graph input.
-  std::vector<const at::Tensor *> sources(PackedWeight &packed,
+  std::vector<const at::Tensor *> sources(StepWeights &weights,
                                           const ProgramStep &step,
                                           const std::vector<at::Tensor> &tensors,
                                           const ForwardInputs &inputs);
   std::mutex mutex;
-  std::unordered_map<const ProgramStep *, PackedWeight> byStep;
+  std::unordered_map<const ProgramStep *, StepWeights> byStep;
 };
 
 std::shared_ptr<PrepackedWeights> newPrepackedWeights() {
@@ -152,20 +167,20 @@ void markPrepackedConvolutions(Graph &graph, bool foldBatchNorm) {
 }
 
 std::vector<const at::Tensor *>
-PrepackedWeights::sources(PackedWeight &packed, const ProgramStep &step,
+PrepackedWeights::sources(StepWeights &weights, const ProgramStep &step,
                           const std::vector<at::Tensor> &tensors,
                           const ForwardInputs &inputs) {
-  if (packed.inputs.empty())
+  if (weights.inputs.empty())
     for (size_t arg = 1; arg < step.args.size(); ++arg) {
       int found = -1;
       for (size_t i = 0; inputs.names && i < inputs.names->size(); ++i)
         if ((*inputs.names)[i].name == step.args[arg])
           found = int(i);
-      packed.inputs.push_back(found);
+      weights.inputs.push_back(found);
     }
   std::vector<const at::Tensor *> result;
   for (size_t arg = 1; arg < step.args.size(); ++arg) {
-    int input = packed.inputs[arg - 1];
+    int input = weights.inputs[arg - 1];
     if (input < 0 || !inputs.objects ||
         size_t(input) >= inputs.objects->size())
       return {};
@@ -206,11 +221,27 @@ PrepackedWeights::run(const ProgramStep &step,
     return std::nullopt;
 
   std::lock_guard<std::mutex> lock(mutex);
-  PackedWeight &packed = byStep[&step];
+  StepWeights &weights = byStep[&step];
   std::vector<const at::Tensor *> parameters =
-      sources(packed, step, tensors, inputs);
+      sources(weights, step, tensors, inputs);
   if (parameters.empty())
     return std::nullopt;
+  // This weight tensor's copy (moved last), else a new one in place of the
+  // least recently used.
+  std::vector<PackedWeight> &copies = weights.copies;
+  auto mine = std::find_if(copies.begin(), copies.end(),
+                           [&](const PackedWeight &copy) {
+                             return !copy.stamps.empty() &&
+                                    copy.stamps[0].sameTensor(*parameters[0]);
+                           });
+  if (mine != copies.end()) {
+    std::rotate(mine, mine + 1, copies.end());
+  } else {
+    if (copies.size() >= kCopiesPerStep)
+      copies.erase(copies.begin());
+    copies.emplace_back();
+  }
+  PackedWeight &packed = copies.back();
   bool current = packed.packed.defined() &&
                  packed.stamps.size() == parameters.size() &&
                  packed.inputSizes == x.sizes().vec();

@@ -211,3 +211,18 @@ def test_the_variable_turns_folding_off(setting, folds):
                                  "DYNAFUSE_FOLD_BATCH_NORM": setting})
     assert result.returncode == 0, result.stderr
     assert (int(result.stdout.split()[-1]) > 0) == folds
+
+
+def test_two_instances_of_one_model_keep_their_own_folded_weights():
+    """Two instances of one class share the compiled entry (same code, same
+    guards): each keeps its own folded copy instead of folding again on
+    every call that alternates between them."""
+    first, second = ConvBlock("relu").eval(), ConvBlock("relu").eval()
+    compiled = [dynafuse.compile(first), dynafuse.compile(second)]
+    x = torch.randn(1, 32, 16, 16)
+    with torch.no_grad():
+        for _ in range(3):
+            for model, fast in zip((first, second), compiled):
+                assert_close(fast(x), model(x), **TOLERANCE)
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 2, dynafuse.stats()
