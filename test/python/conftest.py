@@ -61,6 +61,51 @@ def assert_outputs_close(actual, expected, where="output", **tolerances):
         assert actual == expected, (where, actual, expected)
 
 
+INPUT_LAYOUTS = ("channels_last", "sliced", "expanded_batch")
+
+
+def input_in_layout(layout, channels, size=16):
+    """An image batch [2 or 3, channels, size, size] laid out as `layout`:
+    channels-last, a strided slice of a wider image, or one image expanded
+    over the batch (batch stride 0)."""
+    if layout == "channels_last":
+        return torch.randn(2, channels, size, size).contiguous(
+            memory_format=torch.channels_last)
+    if layout == "sliced":
+        return torch.randn(2, channels, size, 2 * size + 8)[:, :, :, 3:3 + 2 * size:2]
+    return torch.randn(1, channels, size, size).expand(3, channels, size, size)
+
+
+def infer_between_training_steps(model, compiled, x, steps=3, **tolerances):
+    """Compiled inference calls against eager, with an eager SGD step (a
+    new weight version, and new running statistics for batch norms)
+    between each two."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        model.eval()
+        with torch.no_grad():
+            assert_close(compiled(x), model(x), **tolerances)
+        model.train()
+        optimizer.zero_grad()
+        model(x).square().mean().backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        assert_close(compiled(x), model(x), **tolerances)
+
+
+def run_python(code, **environment):
+    """Runs code in a fresh interpreter with only these DYNAFUSE_* variables
+    (and no disk cache); returns the last line it printed."""
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "DYNAFUSE_DISK_CACHE": "0",
+                                 **environment})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()[-1]
+
+
 def randomize_batch_norm(model):
     """Random running statistics, so eval-mode batch norm is not identity."""
     with torch.no_grad():

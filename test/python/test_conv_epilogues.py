@@ -7,16 +7,14 @@ bias, over batch sizes and input layouts; dynafuse.stats()
 an in-place update of any of the batch norm's tensors or of the weight is
 seen; what stays unfolded (training, a batch norm read twice, the variable
 set to 0)."""
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 import dynafuse
-from conftest import assert_close, assert_compiled
+from conftest import (INPUT_LAYOUTS, assert_close, assert_compiled, infer_between_training_steps,
+                      input_in_layout, run_python)
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
 
@@ -82,15 +80,10 @@ def test_folded_block_matches_eager(activation, bias, batch):
     assert dynafuse.stats()["batch_norm_folds"] == 1, "folded again per call"
 
 
-@pytest.mark.parametrize("layout", ["channels_last", "sliced", "expanded_batch"])
+@pytest.mark.parametrize("layout", INPUT_LAYOUTS)
 def test_input_layouts(layout):
     model = ConvBlock("relu6").eval()
-    if layout == "channels_last":
-        x = torch.randn(2, 32, 16, 16).contiguous(memory_format=torch.channels_last)
-    elif layout == "sliced":
-        x = torch.randn(2, 32, 16, 40)[:, :, :, 3:35:2]
-    else:
-        x = torch.randn(1, 32, 16, 16).expand(3, 32, 16, 16)
+    x = input_in_layout(layout, 32)
     run(model, x)
     assert_compiled()
     assert dynafuse.stats()["batch_norm_folds"] == 1
@@ -125,20 +118,8 @@ def test_optimizer_steps_and_running_statistics_between_inference_calls():
     """Training steps run eagerly move the weights and the running
     statistics; each compiled inference call after one folds again."""
     model = ConvBlock("relu")
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    compiled = dynafuse.compile(model)
-    x = torch.randn(2, 32, 16, 16)
-    for _ in range(3):
-        model.eval()
-        with torch.no_grad():
-            assert_close(compiled(x), model(x), **TOLERANCE)
-        model.train()
-        optimizer.zero_grad()
-        model(x).square().mean().backward()
-        optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        assert_close(compiled(x), model(x), **TOLERANCE)
+    infer_between_training_steps(model, dynafuse.compile(model),
+                                 torch.randn(2, 32, 16, 16), **TOLERANCE)
     assert dynafuse.stats()["batch_norm_folds"] == 4
 
 
@@ -206,11 +187,8 @@ def test_the_variable_turns_folding_off(setting, folds):
         "s = dynafuse.stats()\n"
         "assert s['captures'] == 1 and s['weight_prepacks'] >= 1, s\n"
         "print(s['batch_norm_folds'])\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin", "DYNAFUSE_DISK_CACHE": "0",
-                                 "DYNAFUSE_FOLD_BATCH_NORM": setting})
-    assert result.returncode == 0, result.stderr
-    assert (int(result.stdout.split()[-1]) > 0) == folds
+    printed = run_python(code, DYNAFUSE_FOLD_BATCH_NORM=setting)
+    assert (int(printed) > 0) == folds
 
 
 def test_two_instances_of_one_model_keep_their_own_folded_weights():

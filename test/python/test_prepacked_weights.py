@@ -11,7 +11,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dynafuse
-from conftest import assert_close, assert_compiled, randomize_batch_norm
+from conftest import (INPUT_LAYOUTS, assert_close, assert_compiled, infer_between_training_steps,
+                      input_in_layout, randomize_batch_norm, run_python)
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
 
@@ -147,20 +148,8 @@ def test_in_place_weight_update_is_seen():
 
 def test_optimizer_steps_between_compiled_inference_calls():
     model = ConvNet()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    compiled = dynafuse.compile(model)
-    x = torch.randn(2, 3, 16, 16)
-    for _ in range(3):
-        model.eval()
-        with torch.no_grad():
-            assert_close(compiled(x), model(x), **TOLERANCE)
-        model.train()
-        optimizer.zero_grad()
-        model(x).square().sum().backward()  # eager training step
-        optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        assert_close(compiled(x), model(x), **TOLERANCE)
+    infer_between_training_steps(model, dynafuse.compile(model),
+                                 torch.randn(2, 3, 16, 16), **TOLERANCE)
     # conv and project (4.2 MFLOP at batch 2), reordered after each step.
     assert dynafuse.stats()["weight_prepacks"] == 4 * 2
 
@@ -174,15 +163,10 @@ def test_replaced_parameter_is_seen():
         assert_close(compiled(x), model(x), **TOLERANCE)
 
 
-@pytest.mark.parametrize("layout", ["channels_last", "sliced", "expanded_batch"])
+@pytest.mark.parametrize("layout", INPUT_LAYOUTS)
 def test_input_layouts(layout):
     model = ConvNet().eval()
-    if layout == "channels_last":
-        x = torch.randn(2, 3, 16, 16).contiguous(memory_format=torch.channels_last)
-    elif layout == "sliced":
-        x = torch.randn(2, 3, 16, 40)[:, :, :, 3:35:2]
-    else:
-        x = torch.randn(1, 3, 16, 16).expand(3, 3, 16, 16)
+    x = input_in_layout(layout, 3)
     run(model, x)
     assert_compiled()
     assert dynafuse.stats()["weight_prepacks"] == len(prepackable(model, x))
@@ -243,8 +227,6 @@ def test_a_weight_computed_in_the_graph_is_not_prepacked():
 
 @pytest.mark.parametrize("setting,prepacked", [("0", False), ("1", True)])
 def test_the_variable_turns_prepacking_off(setting, prepacked):
-    import subprocess
-    import sys
     code = (
         "import torch, dynafuse, torch.nn as nn\n"
         "m = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),\n"
@@ -254,8 +236,5 @@ def test_the_variable_turns_prepacking_off(setting, prepacked):
         "    torch.testing.assert_close(dynafuse.compile(m)(x), m(x), rtol=1e-4, atol=1e-4)\n"
         "assert dynafuse.stats()['captures'] == 1\n"
         "print(dynafuse.stats()['weight_prepacks'])\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin", "DYNAFUSE_DISK_CACHE": "0",
-                                 "DYNAFUSE_PREPACK_WEIGHTS": setting})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == (["2"] if prepacked else ["0"])
+    printed = run_python(code, DYNAFUSE_PREPACK_WEIGHTS=setting)
+    assert printed == ("2" if prepacked else "0")
