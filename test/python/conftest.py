@@ -61,6 +61,17 @@ def assert_outputs_close(actual, expected, where="output", **tolerances):
         assert actual == expected, (where, actual, expected)
 
 
+def compile_and_compare(model, x, **tolerances):
+    """dynafuse.compile(model), its first inference call checked against
+    eager's; returns the compiled callable."""
+    compiled = dynafuse.compile(model)
+    with torch.no_grad():
+        expected = model(x)
+        actual = compiled(x)
+    assert_close(actual, expected, **tolerances)
+    return compiled
+
+
 INPUT_LAYOUTS = ("channels_last", "sliced", "expanded_batch")
 
 

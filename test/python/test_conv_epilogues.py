@@ -13,7 +13,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dynafuse
-from conftest import (INPUT_LAYOUTS, assert_close, assert_compiled, infer_between_training_steps,
+from conftest import (INPUT_LAYOUTS, assert_close, assert_compiled, compile_and_compare,
+                      infer_between_training_steps,
                       input_in_layout, run_python)
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
@@ -56,12 +57,7 @@ class ConvBlock(nn.Module):
 
 
 def run(model, x):
-    compiled = dynafuse.compile(model)
-    with torch.no_grad():
-        expected = model(x)
-        actual = compiled(x)
-    assert_close(actual, expected, **TOLERANCE)
-    return compiled
+    return compile_and_compare(model, x, **TOLERANCE)
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)

@@ -11,7 +11,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dynafuse
-from conftest import (INPUT_LAYOUTS, assert_close, assert_compiled, infer_between_training_steps,
+from conftest import (INPUT_LAYOUTS, assert_close, assert_compiled, compile_and_compare,
+                      infer_between_training_steps,
                       input_in_layout, randomize_batch_norm, run_python)
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
@@ -71,12 +72,7 @@ def prepackable(model, x):
 
 
 def run(model, x):
-    compiled = dynafuse.compile(model)
-    with torch.no_grad():
-        expected = model(x)
-        actual = compiled(x)
-    assert_close(actual, expected, **TOLERANCE)
-    return compiled
+    return compile_and_compare(model, x, **TOLERANCE)
 
 
 CONFIGS = {
