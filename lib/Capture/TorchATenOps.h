@@ -42,6 +42,11 @@ std::vector<int64_t> perDim(const std::map<std::string, Attribute> &attributes,
 /// Throws Error when it is not a number.
 double attributeNumber(const std::map<std::string, Attribute> &attributes,
                        const std::string &name, double fallback);
+/// A string attribute, `fallback` when absent. Throws Error when it is not
+/// a string.
+std::string attributeText(const std::map<std::string, Attribute> &attributes,
+                          const std::string &name,
+                          const std::string &fallback);
 
 /// conv2d or conv2d_bn step `step` on tensors through oneDNN with its weight kept
 /// reordered in `weights` (TorchPrepackedWeights.cpp); nullopt when

@@ -186,10 +186,7 @@ at::Tensor convolutionBatchNorm(const Attributes &a,
   y = at::batch_norm(y, t[norm + 2], t[norm + 3], t[norm], t[norm + 1],
                      /*training=*/false, /*momentum=*/0.0,
                      number(a, "eps", 1e-5), /*cudnn_enabled=*/false);
-  auto found = a.find("activation");
-  std::string activation = found == a.end()
-                               ? "none"
-                               : std::get<std::string>(found->second);
+  std::string activation = attributeText(a, "activation", "none");
   if (activation == "relu")
     return at::relu(y);
   if (activation == "hardtanh")
@@ -258,6 +255,17 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
 double attributeNumber(const Attributes &attributes, const std::string &name,
                        double fallback) {
   return number(attributes, name, fallback);
+}
+
+std::string attributeText(const Attributes &attributes,
+                          const std::string &name,
+                          const std::string &fallback) {
+  auto found = attributes.find(name);
+  if (found == attributes.end())
+    return fallback;
+  if (auto *value = std::get_if<std::string>(&found->second))
+    return *value;
+  fail("extern attribute '" + name + "' must be a string");
 }
 
 std::vector<int64_t> perDim(const std::map<std::string, Attribute> &a,

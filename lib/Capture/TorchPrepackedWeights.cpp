@@ -71,8 +71,8 @@ struct ParameterStamp {
     return tensor.lock().get() == source.unsafeGetTensorImpl();
   }
   bool current(const at::Tensor &source) const {
-    return tensor.lock().get() == source.unsafeGetTensorImpl() &&
-           data == source.data_ptr() && version == source._version();
+    return sameTensor(source) && data == source.data_ptr() &&
+           version == source._version();
   }
 };
 
@@ -80,11 +80,7 @@ struct ParameterStamp {
 std::pair<std::string, c10::List<std::optional<at::Scalar>>>
 postOpOf(const ProgramStep &step) {
   c10::List<std::optional<at::Scalar>> scalars;
-  auto found = step.attributes.find("activation");
-  std::string activation =
-      found == step.attributes.end()
-          ? "none"
-          : std::get<std::string>(found->second);
+  std::string activation = attributeText(step.attributes, "activation", "none");
   if (activation == "hardtanh") {
     scalars.push_back(at::Scalar(attributeNumber(step.attributes, "min_val", -1.0)));
     scalars.push_back(at::Scalar(attributeNumber(step.attributes, "max_val", 1.0)));

@@ -34,24 +34,31 @@ double convolutionFlops(int64_t weightElements, int64_t batch,
   return flops;
 }
 
-namespace {
-
-/// Activations oneDNN applies to a convolution's result as a post-op.
-const std::set<std::string> &postOpActivations() {
+bool isPostOpActivation(const std::string &op) {
   static const std::set<std::string> names = {"relu", "hardtanh", "silu",
                                               "hardswish", "sigmoid"};
-  return names;
+  return names.count(op) > 0;
 }
 
-/// How many operands (of any node) and graph outputs read each value.
-std::map<const Value *, int> readerCounts(const Graph &graph) {
-  std::map<const Value *, int> readers;
+namespace {
+
+/// Who reads each value: how many operands (of any node) and graph outputs
+/// do, and the last node that does (the only one where the count is 1).
+struct Readers {
+  std::map<const Value *, int> count;
+  std::map<const Value *, Node *> reader;
+};
+
+Readers readersOf(const Graph &graph) {
+  Readers readers;
   for (const auto &node : graph.nodes)
     for (const Operand &operand : node->operands)
-      if (operand.isValue())
-        ++readers[operand.value];
+      if (operand.isValue()) {
+        ++readers.count[operand.value];
+        readers.reader[operand.value] = node.get();
+      }
   for (const Value *output : graph.outputs)
-    readers[output] += 2; // an intermediate output is never folded away
+    readers.count[output] += 2; // an intermediate output is never folded away
   return readers;
 }
 
@@ -105,32 +112,27 @@ bool foldableBatchNorm(const Node &norm, const Value *convResult) {
 }
 
 bool foldableActivation(const Node &node, const Value *normResult) {
-  return postOpActivations().count(node.op) && node.operands.size() == 1 &&
+  return isPostOpActivation(node.op) && node.operands.size() == 1 &&
          node.operands[0].value == normResult && node.results.size() == 1;
 }
 
 } // namespace
 
 bool fuseConvolutionEpilogues(Graph &graph) {
-  std::map<const Value *, int> readers = readerCounts(graph);
-  std::map<const Value *, Node *> readerOf;
-  for (const auto &node : graph.nodes)
-    for (const Operand &operand : node->operands)
-      if (operand.isValue())
-        readerOf[operand.value] = node.get();
+  Readers readers = readersOf(graph);
   std::set<const Node *> folded;
   for (const auto &node : graph.nodes) {
     Node &conv = *node;
-    if (!runsPrepacked(conv) || readers[conv.results[0]] != 1)
+    if (!runsPrepacked(conv) || readers.count[conv.results[0]] != 1)
       continue;
-    Node *norm = readerOf[conv.results[0]];
+    Node *norm = readers.reader[conv.results[0]];
     if (!foldableBatchNorm(*norm, conv.results[0]))
       continue;
     Node *activation = nullptr;
     Value *normResult = norm->results[0];
-    if (readers[normResult] == 1 &&
-        foldableActivation(*readerOf[normResult], normResult))
-      activation = readerOf[normResult];
+    if (readers.count[normResult] == 1 &&
+        foldableActivation(*readers.reader[normResult], normResult))
+      activation = readers.reader[normResult];
     Value *result = activation ? activation->results[0] : normResult;
     TensorType type = conv.results[0]->type;
     conv.attributes["has_bias"] = conv.operands.size() == 3;

@@ -8,10 +8,9 @@
 // capture declared.
 //
 //===----------------------------------------------------------------------===//
+#include "dynafuse/Graph/ConvolutionEpilogues.h"
 #include "dynafuse/Graph/OpRegistry.h"
 #include "dynafuse/Support/TextCursor.h"
-
-#include <set>
 
 namespace dynafuse {
 namespace {
@@ -168,9 +167,7 @@ std::vector<TensorType> inferConvBatchNorm(const Node &node) {
     opError(node, "takes input, weight, a bias if has_bias, and the batch "
                   "norm's mean, variance, weight and bias");
   std::string activation = node.stringAttr("activation", "none");
-  static const std::set<std::string> known = {
-      "none", "relu", "hardtanh", "silu", "hardswish", "sigmoid"};
-  if (!known.count(activation))
+  if (activation != "none" && !isPostOpActivation(activation))
     opError(node, "unknown activation '" + activation + "'");
   floatAttr(node, "eps", 1e-5); // checks its type
   return inferConv(node, 2, convOperands);

@@ -31,6 +31,10 @@ double convolutionFlops(int64_t weightElements, int64_t batch,
                         const int64_t kernel[2], const int64_t stride[2],
                         const int64_t padding[2], const int64_t dilation[2]);
 
+/// Whether `op` is an activation oneDNN applies as a convolution post-op
+/// (relu, hardtanh, silu, hardswish, sigmoid): conv2d_bn's `activation`.
+bool isPostOpActivation(const std::string &op);
+
 /// Rewrites conv2d {weight_prepacked} -> batch_norm [-> activation] into
 /// conv2d_bn where the runtime runs the convolution through its prepacked
 /// path (static sizes; depthwise, unless the convolution is a fused window

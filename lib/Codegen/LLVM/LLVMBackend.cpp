@@ -15,7 +15,6 @@
 #include "dynafuse/Runtime/DiskCache.h"
 #include "dynafuse/Runtime/Parallel.h"
 #include "dynafuse/Support/Error.h"
-
 #include "dynafuse/Support/ThreadPool.h"
 
 #include <algorithm>
