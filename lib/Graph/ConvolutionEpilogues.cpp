@@ -13,7 +13,6 @@
 
 #include "dynafuse/Graph/OpRegistry.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 
@@ -24,13 +23,10 @@ double convolutionFlops(int64_t weightElements, int64_t batch,
                         const int64_t kernel[2], const int64_t stride[2],
                         const int64_t padding[2], const int64_t dilation[2]) {
   double flops = 2.0 * double(weightElements) * double(batch);
-  for (size_t d = 0; d < 2; ++d) {
-    int64_t span = dilation[d] * (kernel[d] - 1) + 1;
-    int64_t positions =
-        stride[d] > 0 ? (inputSpatial[d] + 2 * padding[d] - span) / stride[d] + 1
-                      : 0;
-    flops *= double(std::max<int64_t>(positions, 0));
-  }
+  for (size_t d = 0; d < 2; ++d)
+    flops *= double(windowCount(inputSpatial[d], kernel[d], stride[d],
+                                padding[d], dilation[d], false)
+                        .value_or(0));
   return flops;
 }
 

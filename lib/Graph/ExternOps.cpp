@@ -96,7 +96,6 @@ std::vector<TensorType> inferBiasedProduct(const Node &node,
   return {type};
 }
 
-
 int64_t staticSize(const Node &node, const SymExpr &size) {
   if (!size.isConstant())
     opError(node, "needs static spatial sizes");
