@@ -17,22 +17,12 @@ namespace dynafuse {
 namespace {
 
 constexpr size_t kLargeBlock = size_t(1) << 20;
-constexpr size_t kHugePage = size_t(2) << 20;
 /// Guard-page mode: how many released mappings stay reserved and
 /// inaccessible (each costs a kernel mapping, not memory).
 constexpr size_t kQuarantinedMappings = 1024;
-#ifndef MADV_POPULATE_WRITE
-constexpr int MADV_POPULATE_WRITE = 23;
-#endif
 
 size_t roundUp(size_t value, size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
-}
-
-size_t roundedSize(size_t bytes) {
-  if (bytes < kLargeBlock)
-    return roundUp(bytes ? bytes : 1, 64);
-  return roundUp(bytes, kHugePage);
 }
 
 double now() {
@@ -41,52 +31,12 @@ double now() {
       .count();
 }
 
-#ifndef MAP_HUGE_2MB
-#define MAP_HUGE_2MB (21 << 26)
-#endif
-
-/// A block of reserved 2 MiB huge pages, or null when none are free.
-void *mapReservedHugePages(size_t size) {
-  void *raw =
-      mmap(nullptr, size, PROT_READ | PROT_WRITE,
-           MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
-  return raw == MAP_FAILED ? nullptr : raw;
-}
-
-/// Options::hugePages (DYNAFUSE_HUGE_PAGES): "off" (the default, also "auto"):
-/// normal pages; "hugetlb": the reserved 2 MiB hugetlb pool when the
-/// administrator set pages aside (vm.nr_hugepages), else normal pages; "thp":
-/// transparent huge pages (madvise). Neither is the default. Private hugetlb
-/// pages are reserved for this process only: a forked child (a DataLoader
-/// worker) writing to one needs a copy the pool may not have, and dies of
-/// SIGBUS. Transparent huge pages under the kernel's usual defrag=madvise may
-/// compact memory synchronously on a fault: every other first call of the
-/// GPT-2 block took 0.22 s instead of 0.08 s, and no steady-state gain was
-/// measurable on the memory-bound workloads.
-void *mapLarge(size_t size, HugePages hugePages) {
-  if (hugePages == HugePages::Reserved)
-    if (void *block = mapReservedHugePages(size))
-      return block;
-  // Map one huge page more and cut the ends off to align the block.
-  size_t mapped = size + kHugePage;
-  void *raw = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED)
-    return nullptr;
-  uintptr_t start = uintptr_t(raw);
-  uintptr_t aligned = roundUp(start, kHugePage);
-  if (aligned > start)
-    munmap(raw, aligned - start);
-  size_t tail = (start + mapped) - (aligned + size);
-  if (tail)
-    munmap(reinterpret_cast<void *>(aligned + size), tail);
-  void *block = reinterpret_cast<void *>(aligned);
-  if (hugePages == HugePages::Transparent)
-    madvise(block, size, MADV_HUGEPAGE);
-  // Fault the pages in now, in the kernel, rather than one by one on first
-  // touch (ignored where unsupported).
-  madvise(block, size, MADV_POPULATE_WRITE);
-  return block;
+/// Address space for the large blocks: twice the machine's memory (only
+/// what is ever in use gets pages), at least 4 GiB, at most 64 TiB.
+size_t defaultArenaBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  size_t memory = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+  return std::min(std::max(2 * memory, size_t(4) << 30), size_t(1) << 46);
 }
 
 size_t pageSize() {
@@ -96,10 +46,22 @@ size_t pageSize() {
 
 } // namespace
 
-CachingAllocator::CachingAllocator(Options options) : options(options) {}
+CachingAllocator::CachingAllocator(Options options) : options(options) {
+  if (!options.guardPages)
+    arena = std::make_unique<BlockArena>(
+        options.arenaBytes ? options.arenaBytes : defaultArenaBytes(),
+        options.hugePages);
+}
 
 CachingAllocator::~CachingAllocator() {
-  trim(0);
+  for (auto &entry : smallCached)
+    std::free(entry.second.block);
+  // Blocks still in use stay valid: the arena's range is then left mapped.
+  for (const auto &entry : live)
+    if (arena && arena->owns(entry.first)) {
+      (void)arena.release();
+      break;
+    }
   for (auto &mapping : quarantine)
     munmap(mapping.first, mapping.second);
 }
@@ -107,36 +69,51 @@ CachingAllocator::~CachingAllocator() {
 void *CachingAllocator::allocate(size_t bytes) {
   if (options.guardPages)
     return allocateGuarded(bytes);
-  size_t size = roundedSize(bytes);
+  if (bytes >= kLargeBlock)
+    return allocateLarge(bytes);
+  size_t size = roundUp(bytes ? bytes : 1, 64);
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto found = cached.lower_bound(size);
-    // Of the blocks of the best size, the one freed last: still in cache.
-    if (found != cached.end())
-      found = std::prev(cached.upper_bound(found->first));
-    size_t slack = size < kLargeBlock ? 0 : size / 4;
-    if (found != cached.end() && found->first <= size + slack) {
-      Cached entry = found->second;
-      cached.erase(found);
-      counters.bytesCached -= entry.size;
-      counters.bytesInUse += entry.size;
+    // Of the cached blocks of this size, the one freed last: still in cache.
+    auto found = smallCached.upper_bound(size);
+    if (found != smallCached.begin() && (--found)->first == size) {
+      void *block = found->second.block;
+      smallCached.erase(found);
+      smallCachedBytes -= size;
       ++counters.hits;
-      live[entry.block] = entry.size;
-      return entry.block;
+      counters.bytesInUse += size;
+      live[block] = size;
+      return block;
     }
   }
-  void *block = size < kLargeBlock ? std::aligned_alloc(64, size)
-                                   : mapLarge(size, options.hugePages);
+  void *block = std::aligned_alloc(64, size);
   if (!block) {
     // Give the cache back to the system and try once more.
     trim(0);
-    block = size < kLargeBlock ? std::aligned_alloc(64, size)
-                               : mapLarge(size, options.hugePages);
+    block = std::aligned_alloc(64, size);
     if (!block)
       fail("out of memory allocating " + std::to_string(bytes) + " bytes");
   }
   std::lock_guard<std::mutex> lock(mutex);
   ++counters.misses;
+  counters.bytesInUse += size;
+  live[block] = size;
+  return block;
+}
+
+void *CachingAllocator::allocateLarge(size_t bytes) {
+  size_t size = roundUp(bytes, BlockArena::granularity());
+  std::lock_guard<std::mutex> lock(mutex);
+  bool fromCache = false;
+  void *block = arena->carve(size, fromCache);
+  if (!block) {
+    // Give the cache back to the system and try once more.
+    evictLocked(0, 0);
+    block = arena->carve(size, fromCache);
+    if (!block)
+      fail("out of memory allocating " + std::to_string(bytes) + " bytes");
+  }
+  ++(fromCache ? counters.hits : counters.misses);
   counters.bytesInUse += size;
   live[block] = size;
   return block;
@@ -156,14 +133,18 @@ void CachingAllocator::release(void *block) {
     releaseGuardedLocked(block, size);
     return;
   }
-  if (size > options.cacheLimit) {
-    freeBlockLocked(block, size);
-    return;
+  if (arena->owns(block)) {
+    arena->release(block, size, now());
+  } else {
+    smallCached.emplace(size, SmallBlock{block, now()});
+    smallCachedBytes += size;
   }
-  cached.emplace(size, Cached{block, size, now()});
-  counters.bytesCached += size;
-  if (counters.bytesCached > options.cacheLimit)
+  if (cachedBytesLocked() > options.cacheLimit)
     evictLocked(options.cacheLimit, 0);
+}
+
+size_t CachingAllocator::cachedBytesLocked() const {
+  return smallCachedBytes + (arena ? arena->residentFreeBytes() : 0);
 }
 
 /// One mapping per block: an inaccessible page, the block's pages, an
@@ -207,30 +188,40 @@ void CachingAllocator::releaseGuardedLocked(void *block, size_t bytes) {
   }
 }
 
-void CachingAllocator::freeBlockLocked(void *block, size_t size) {
-  if (size < kLargeBlock)
-    std::free(block);
-  else
-    munmap(block, size);
-  ++counters.trimmed;
-}
-
-/// Frees the oldest cached blocks while more than keepBytes are cached,
-/// and every block released before idleBefore (when nonzero).
+/// Frees cached memory, oldest first, while more than keepBytes are cached,
+/// and everything released before idleBefore (when nonzero): small blocks
+/// go back to the C heap, the arena's free ranges give their pages back.
 void CachingAllocator::evictLocked(size_t keepBytes, double idleBefore) {
-  std::vector<std::multimap<size_t, Cached>::iterator> order;
-  for (auto it = cached.begin(); it != cached.end(); ++it)
-    order.push_back(it);
-  std::sort(order.begin(), order.end(), [](auto a, auto b) {
-    return a->second.releasedAt < b->second.releasedAt;
-  });
-  for (auto it : order) {
-    bool idle = idleBefore > 0 && it->second.releasedAt < idleBefore;
-    if (!idle && counters.bytesCached <= keepBytes)
+  struct Candidate {
+    double releasedAt;
+    std::multimap<size_t, SmallBlock>::iterator small; // or end(): arena
+    size_t offset;
+  };
+  std::vector<Candidate> order;
+  for (auto it = smallCached.begin(); it != smallCached.end(); ++it)
+    order.push_back({it->second.releasedAt, it, 0});
+  if (arena)
+    arena->forEachResidentRange(
+        [&](size_t offset, size_t, double releasedAt) {
+          order.push_back({releasedAt, smallCached.end(), offset});
+        });
+  std::sort(order.begin(), order.end(),
+            [](const Candidate &a, const Candidate &b) {
+              return a.releasedAt < b.releasedAt;
+            });
+  for (const Candidate &candidate : order) {
+    bool idle = idleBefore > 0 && candidate.releasedAt < idleBefore;
+    if (!idle && cachedBytesLocked() <= keepBytes)
       continue;
-    counters.bytesCached -= it->second.size;
-    freeBlockLocked(it->second.block, it->second.size);
-    cached.erase(it);
+    if (candidate.small == smallCached.end()) {
+      if (arena->trimRange(candidate.offset))
+        ++counters.trimmed;
+      continue;
+    }
+    smallCachedBytes -= candidate.small->first;
+    std::free(candidate.small->second.block);
+    smallCached.erase(candidate.small);
+    ++counters.trimmed;
   }
 }
 
@@ -241,12 +232,15 @@ void CachingAllocator::trim(size_t keepBytes) {
 
 void CachingAllocator::trimIdle() {
   std::lock_guard<std::mutex> lock(mutex);
-  evictLocked(counters.bytesCached, now() - options.idleSeconds);
+  evictLocked(cachedBytesLocked(), now() - options.idleSeconds);
 }
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex);
-  return counters;
+  AllocatorStats stats = counters;
+  stats.bytesCached = cachedBytesLocked();
+  stats.bytesMapped = arena ? arena->mappedBytes() : 0;
+  return stats;
 }
 
 size_t CachingAllocator::blockSize(void *block) const {

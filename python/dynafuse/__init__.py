@@ -173,5 +173,7 @@ def stats():
 def memory_stats():
     """The caching allocator behind compiled graphs' tensors (their outputs,
     intermediates, and ATen's results inside a compiled run): bytes_in_use,
-    bytes_cached, hits, misses, trimmed."""
+    bytes_cached (free and resident), bytes_mapped (the large blocks' extent:
+    the most ever in use at once plus fragmentation), hits, misses,
+    trimmed."""
     return _C.memory_stats()

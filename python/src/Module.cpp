@@ -238,9 +238,10 @@ PyObject *pyStats(PyObject *, PyObject *) {
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {
   AllocatorStats stats = CachingAllocator::global().stats();
-  return Py_BuildValue("{s:n,s:n,s:L,s:L,s:L}", "bytes_in_use",
+  return Py_BuildValue("{s:n,s:n,s:n,s:L,s:L,s:L}", "bytes_in_use",
                        Py_ssize_t(stats.bytesInUse), "bytes_cached",
-                       Py_ssize_t(stats.bytesCached), "hits",
+                       Py_ssize_t(stats.bytesCached), "bytes_mapped",
+                       Py_ssize_t(stats.bytesMapped), "hits",
                        (long long)stats.hits, "misses", (long long)stats.misses,
                        "trimmed", (long long)stats.trimmed);
 }

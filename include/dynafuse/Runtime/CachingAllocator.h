@@ -2,20 +2,22 @@
 //
 // DESIGN decision 10. A fresh large allocation is fresh mmap'd memory that
 // page-faults on first touch, which costs more than the kernel filling it.
-// This allocator keeps freed blocks mapped and hands them out again:
-// - blocks of 1 MiB and more are mmap'd, 2 MiB aligned, normal pages
-//   pre-faulted with MADV_POPULATE_WRITE; huge pages on request
-//   (Options::hugePages, DYNAFUSE_HUGE_PAGES=hugetlb: the reserved pool
-//   where the system set pages aside; =thp: transparent ones; see
-//   CachingAllocator.cpp for why neither is the default);
-//   a request reuses a cached block of at least its size and at most 1/4
-//   more (of the smallest such size, the one freed last: still in cache);
+// This allocator keeps freed memory mapped and hands it out again:
+// - blocks of 1 MiB and more are pieces of one reserved address range, a
+//   heap with best fit and merged free neighbours (BlockArena.h, decision
+//   81): a request takes free memory of any earlier size that fits, so the
+//   process keeps the peak of the bytes live at once, not the peak of each
+//   size; fresh pages are faulted in at once (MADV_POPULATE_WRITE); huge
+//   pages on request (Options::hugePages, DYNAFUSE_HUGE_PAGES=hugetlb: the
+//   reserved pool where the system set pages aside; =thp: transparent ones;
+//   see BlockArena.cpp and docs/performance.md for why neither is the
+//   default);
 // - smaller blocks come from aligned_alloc (64 bytes) and are reused by
-//   exact rounded size;
-// - the cached (free) bytes are bounded: releasing past the cap unmaps the
-//   oldest cached blocks, and blocks idle for longer than the idle time are
-//   unmapped by trimIdle() (the global allocator runs it from a background
-//   thread);
+//   exact rounded size, the one freed last first;
+// - the cached (free, resident) bytes are bounded: releasing past the cap
+//   gives the oldest free memory back to the system, and memory idle for
+//   longer than the idle time goes back by trimIdle() (the global allocator
+//   runs it from a background thread);
 // - every method is thread-safe.
 // Guard-page mode (Options::guardPages; DYNAFUSE_GUARD_PAGES=1 for the global
 // allocator, through dynafuse::Options) is a debugging aid for JIT code, which
@@ -31,6 +33,7 @@
 #ifndef DYNAFUSE_RUNTIME_CACHINGALLOCATOR_H
 #define DYNAFUSE_RUNTIME_CACHINGALLOCATOR_H
 
+#include "dynafuse/Runtime/BlockArena.h"
 #include "dynafuse/Support/Options.h"
 
 #include <cstddef>
@@ -50,8 +53,11 @@ struct AllocatorStats {
   /// Allocations served from the cache / from the system.
   int64_t hits = 0;
   int64_t misses = 0;
-  /// Cached blocks returned to the system.
+  /// Cached blocks and free ranges returned to the system.
   int64_t trimmed = 0;
+  /// The large blocks' mapped extent: the most bytes ever in use at once
+  /// plus what fragmentation left free below it.
+  size_t bytesMapped = 0;
 };
 
 class CachingAllocator {
@@ -65,11 +71,14 @@ public:
     bool guardPages = false;
     /// Which pages large blocks are mapped with.
     HugePages hugePages = HugePages::Off;
+    /// Address space reserved for large blocks; 0: twice the machine's
+    /// memory (at least 4 GiB).
+    size_t arenaBytes = 0;
   };
 
   explicit CachingAllocator(Options options);
   CachingAllocator() : CachingAllocator(Options()) {}
-  /// Frees the cached blocks; blocks still in use are leaked.
+  /// Frees the cached blocks; blocks still in use stay valid (leaked).
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator &) = delete;
   CachingAllocator &operator=(const CachingAllocator &) = delete;
@@ -101,20 +110,24 @@ public:
   bool guardPages() const { return options.guardPages; }
 
 private:
-  struct Cached {
+  struct SmallBlock {
     void *block;
-    size_t size;
     double releasedAt;
   };
-  void freeBlockLocked(void *block, size_t size);
+  void *allocateLarge(size_t bytes);
+  size_t cachedBytesLocked() const;
   void evictLocked(size_t keepBytes, double idleBefore);
   void *allocateGuarded(size_t bytes);
   void releaseGuardedLocked(void *block, size_t bytes);
-
   Options options;
   mutable std::mutex mutex;
   std::map<void *, size_t> live;
-  std::multimap<size_t, Cached> cached;
+  /// Large blocks (null in guard-page mode).
+  std::unique_ptr<BlockArena> arena;
+  /// Released small blocks by size.
+  std::multimap<size_t, SmallBlock> smallCached;
+  size_t smallCachedBytes = 0;
+  /// Hits, misses, bytes in use and trims (bytesCached is computed).
   AllocatorStats counters;
   /// Guard-page mode: each block's whole mapping (start, length), and the
   /// released mappings kept inaccessible, oldest first.
