@@ -42,6 +42,10 @@ std::vector<int64_t> perDim(const std::map<std::string, Attribute> &attributes,
 /// Throws Error when it is not a number.
 double attributeNumber(const std::map<std::string, Attribute> &attributes,
                        const std::string &name, double fallback);
+/// A boolean attribute, false when absent. Throws Error when it is not a
+/// boolean.
+bool attributeFlag(const std::map<std::string, Attribute> &attributes,
+                   const std::string &name);
 /// A string attribute, `fallback` when absent. Throws Error when it is not
 /// a string.
 std::string attributeText(const std::map<std::string, Attribute> &attributes,

@@ -171,11 +171,12 @@ at::Tensor indexedBackward(const std::string &op, const Attributes &a,
 }
 
 /// conv2d_bn where oneDNN's prepacked path declines (its parameters are
-/// not the caller's tensors): ATen's convolution, eval batch norm and
-/// activation in turn, as the graph had them.
+/// not the caller's tensors): ATen's convolution, eval batch norm, residual
+/// add and activation in turn, as the graph had them.
 at::Tensor convolutionBatchNorm(const Attributes &a,
                                 const std::vector<at::Tensor> &t) {
-  size_t norm = t.size() - 4;
+  bool residual = flag(a, "residual");
+  size_t norm = t.size() - 4 - (residual ? 1 : 0);
   std::optional<at::Tensor> bias;
   if (norm == 3)
     bias = t[2];
@@ -186,6 +187,8 @@ at::Tensor convolutionBatchNorm(const Attributes &a,
   y = at::batch_norm(y, t[norm + 2], t[norm + 3], t[norm], t[norm + 1],
                      /*training=*/false, /*momentum=*/0.0,
                      number(a, "eps", 1e-5), /*cudnn_enabled=*/false);
+  if (residual)
+    y = y + t.back();
   std::string activation = attributeText(a, "activation", "none");
   if (activation == "relu")
     return at::relu(y);
@@ -255,6 +258,10 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
 double attributeNumber(const Attributes &attributes, const std::string &name,
                        double fallback) {
   return number(attributes, name, fallback);
+}
+
+bool attributeFlag(const Attributes &attributes, const std::string &name) {
+  return flag(attributes, name);
 }
 
 std::string attributeText(const Attributes &attributes,

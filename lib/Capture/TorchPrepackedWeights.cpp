@@ -21,6 +21,8 @@
 //   weight and bias before the reorder and pass their activation to
 //   _convolution_pointwise as a post-op; the folded copy is kept while the
 //   weight, the bias and the four batch norm tensors are all unchanged.
+//   A residual (conv2d_bn's last operand, not a parameter) is added by
+//   _convolution_pointwise.binary's "add" post-op, before relu.
 //
 // Small convolutions stay with at::conv2d: _convolution_pointwise builds
 // its primitive on each call (a ~45 us floor on this machine) where ATen
@@ -166,8 +168,9 @@ std::vector<const at::Tensor *>
 PrepackedWeights::sources(StepWeights &weights, const ProgramStep &step,
                           const std::vector<at::Tensor> &tensors,
                           const ForwardInputs &inputs) {
+  size_t parameterEnd = step.args.size() - (attributeFlag(step.attributes, "residual") ? 1 : 0);
   if (weights.inputs.empty())
-    for (size_t arg = 1; arg < step.args.size(); ++arg) {
+    for (size_t arg = 1; arg < parameterEnd; ++arg) {
       int found = -1;
       for (size_t i = 0; inputs.names && i < inputs.names->size(); ++i)
         if ((*inputs.names)[i].name == step.args[arg])
@@ -175,7 +178,7 @@ PrepackedWeights::sources(StepWeights &weights, const ProgramStep &step,
       weights.inputs.push_back(found);
     }
   std::vector<const at::Tensor *> result;
-  for (size_t arg = 1; arg < step.args.size(); ++arg) {
+  for (size_t arg = 1; arg < parameterEnd; ++arg) {
     int input = weights.inputs[arg - 1];
     if (input < 0 || !inputs.objects ||
         size_t(input) >= inputs.objects->size())
@@ -200,6 +203,7 @@ PrepackedWeights::run(const ProgramStep &step,
                       const ForwardInputs &inputs) {
   const at::Tensor &x = tensors.at(0), &w = tensors.at(1);
   bool folded = step.op == "conv2d_bn";
+  bool residual = folded && attributeFlag(step.attributes, "residual");
   if (!oneDnnAvailable() || x.dim() != 4 || w.dim() != 4 ||
       x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat ||
       !x.is_cpu() || x.size(0) == 0)
@@ -257,7 +261,7 @@ PrepackedWeights::run(const ProgramStep &step,
     if (folded) {
       // Batch norm of the convolution: scale = gamma / sqrt(var + eps),
       // weight * scale per output channel, (bias - mean) * scale + beta.
-      size_t norm = tensors.size() - 4;
+      size_t norm = tensors.size() - 4 - (residual ? 1 : 0);
       const at::Tensor &mean = tensors[norm], &variance = tensors[norm + 1],
                        &gamma = tensors[norm + 2], &beta = tensors[norm + 3];
       double eps = attributeNumber(step.attributes, "eps", 1e-5);
@@ -291,6 +295,26 @@ PrepackedWeights::run(const ProgramStep &step,
       folded ? postOpOf(step)
              : std::make_pair(std::string("none"),
                               c10::List<std::optional<at::Scalar>>());
+  if (residual) {
+    static auto convolutionAdd =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("mkldnn::_convolution_pointwise", "binary")
+            .typed<at::Tensor(
+                const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                const std::optional<at::Tensor> &, at::IntArrayRef,
+                at::IntArrayRef, at::IntArrayRef, int64_t, c10::string_view,
+                std::optional<at::Scalar>, std::optional<c10::string_view>,
+                c10::List<std::optional<at::Scalar>>,
+                std::optional<c10::string_view>)>();
+    const at::Tensor &other = tensors.back();
+    std::optional<c10::string_view> unary;
+    if (activation != "none")
+      unary = activation; // relu, the shape rule's only choice
+    ++compilerStats().convResidualAdds;
+    return convolutionAdd.call(input, other, packed.packed, packed.bias,
+                               padding, stride, dilation, groups, "add",
+                               std::nullopt, unary, scalars, std::nullopt);
+  }
   return convolution.call(input, packed.packed, packed.bias, padding, stride,
                           dilation, groups, activation, scalars, std::nullopt);
 }

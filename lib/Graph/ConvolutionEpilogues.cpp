@@ -4,9 +4,12 @@
 // prepacked convolution, its eval-mode batch norm and an activation oneDNN
 // has as a post-op become one conv2d_bn node. Operands: input, weight,
 // [bias], running mean, running variance, batch norm weight, batch norm
-// bias; attributes: the convolution's, the batch norm's eps, has_bias, and
-// activation (the activation op's name, "none" without one; hardtanh keeps
-// its min_val and max_val).
+// bias, [residual]; attributes: the convolution's, the batch norm's eps,
+// has_bias, residual, and activation (the activation op's name, "none"
+// without one; hardtanh keeps its min_val and max_val). With residual the
+// batch norm's result is added to the last operand before the activation
+// (relu or none: oneDNN has no other unary post-op after a binary one), and
+// the fused node takes the add's place, after the residual's producer.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/ConvolutionEpilogues.h"
@@ -112,11 +115,33 @@ bool foldableActivation(const Node &node, const Value *normResult) {
          node.operands[0].value == normResult && node.results.size() == 1;
 }
 
+/// The operand an add of `normResult` and another value of its type adds
+/// (a residual), or null.
+Value *residualOf(const Node &add, const Value *normResult) {
+  if (add.op != "add" || add.operands.size() != 2 ||
+      !add.attributes.empty() || add.results.size() != 1 ||
+      !add.operands[0].isValue() || !add.operands[1].isValue())
+    return nullptr;
+  Value *left = add.operands[0].value, *right = add.operands[1].value;
+  if ((left == normResult) == (right == normResult))
+    return nullptr; // not an operand, or both
+  Value *other = left == normResult ? right : left;
+  const TensorType &type = normResult->type;
+  if (other->type.sizes != type.sizes || other->type.dtype != type.dtype ||
+      other->type.device != type.device ||
+      add.results[0]->type.sizes != type.sizes)
+    return nullptr;
+  return other;
+}
+
 } // namespace
 
 bool fuseConvolutionEpilogues(Graph &graph) {
   Readers readers = readersOf(graph);
   std::set<const Node *> folded;
+  // A fused node with a residual moves to the add's place (the last node it
+  // replaces), where the residual is defined.
+  std::map<const Node *, Node *> movedTo;
   for (const auto &node : graph.nodes) {
     Node &conv = *node;
     if (!runsPrepacked(conv) || readers.count[conv.results[0]] != 1)
@@ -124,12 +149,23 @@ bool fuseConvolutionEpilogues(Graph &graph) {
     Node *norm = readers.reader[conv.results[0]];
     if (!foldableBatchNorm(*norm, conv.results[0]))
       continue;
-    Node *activation = nullptr;
-    Value *normResult = norm->results[0];
-    if (readers.count[normResult] == 1 &&
-        foldableActivation(*readers.reader[normResult], normResult))
-      activation = readers.reader[normResult];
-    Value *result = activation ? activation->results[0] : normResult;
+    Node *activation = nullptr, *add = nullptr;
+    Value *normResult = norm->results[0], *residual = nullptr;
+    Node *next = readers.count[normResult] == 1 ? readers.reader[normResult]
+                                                 : nullptr;
+    if (next && foldableActivation(*next, normResult)) {
+      activation = next;
+    } else if (next && !folded.count(next) &&
+               (residual = residualOf(*next, normResult))) {
+      add = next;
+      Value *sum = add->results[0];
+      if (readers.count[sum] == 1 && readers.reader[sum]->op == "relu" &&
+          foldableActivation(*readers.reader[sum], sum))
+        activation = readers.reader[sum];
+    }
+    Value *result = activation ? activation->results[0]
+                    : add      ? add->results[0]
+                               : normResult;
     TensorType type = conv.results[0]->type;
     conv.attributes["has_bias"] = conv.operands.size() == 3;
     conv.attributes["eps"] = norm->attributes.count("eps")
@@ -143,6 +179,12 @@ bool fuseConvolutionEpilogues(Graph &graph) {
     }
     for (size_t i = 1; i < 5; ++i)
       conv.operands.push_back(norm->operands[i]);
+    if (residual) {
+      conv.attributes["residual"] = true;
+      conv.operands.push_back(Operand(residual));
+      movedTo[activation ? activation : add] = &conv;
+      folded.insert(add);
+    }
     conv.op = "conv2d_bn";
     conv.info = lookupOp("conv2d_bn");
     result->type = type;
@@ -154,10 +196,23 @@ bool fuseConvolutionEpilogues(Graph &graph) {
   }
   if (folded.empty())
     return false;
-  std::vector<std::unique_ptr<Node>> kept;
+  std::set<const Node *> moved;
+  for (const auto &[place, conv] : movedTo)
+    moved.insert(conv);
+  std::map<const Node *, std::unique_ptr<Node>> owned;
   for (auto &node : graph.nodes)
-    if (!folded.count(node.get()))
+    if (moved.count(node.get()))
+      owned[node.get()] = std::move(node);
+  std::vector<std::unique_ptr<Node>> kept;
+  for (auto &node : graph.nodes) {
+    if (!node)
+      continue; // a moved convolution, placed below
+    auto place = movedTo.find(node.get());
+    if (place != movedTo.end())
+      kept.push_back(std::move(owned.at(place->second)));
+    else if (!folded.count(node.get()))
       kept.push_back(std::move(node));
+  }
   graph.nodes = std::move(kept);
   return true;
 }

@@ -121,9 +121,9 @@ TensorType keepChannelsLast(const Node &node, TensorType type) {
 }
 
 /// conv1d (spatial = 1) and conv2d (spatial = 2); conv2d_bn's first
-/// `convOperands` operands.
+/// `convOperands` operands, then per-channel tensors up to `channelsEnd`.
 std::vector<TensorType> inferConv(const Node &node, size_t spatial,
-                                  size_t convOperands) {
+                                  size_t convOperands, size_t channelsEnd) {
   requireFloat(node);
   requireRank(node, 0, spatial + 2);
   requireRank(node, 1, spatial + 2);
@@ -142,7 +142,7 @@ std::vector<TensorType> inferConv(const Node &node, size_t spatial,
         SymExpr(windowOutput(node, staticSize(node, x.sizes[2 + d]),
                              staticSize(node, w.sizes[2 + d]), stride[d],
                              padding[d], dilation[d], false)));
-  for (size_t i = 2; i < node.operands.size(); ++i) {
+  for (size_t i = 2; i < channelsEnd; ++i) {
     requireRank(node, i, 1);
     requireEqual(node, operandType(node, i).sizes[0], w.sizes[0],
                  i < convOperands ? "bias and output channels"
@@ -154,22 +154,35 @@ std::vector<TensorType> inferConv(const Node &node, size_t spatial,
 std::vector<TensorType> inferConvolution(const Node &node, size_t spatial) {
   if (node.operands.size() < 2 || node.operands.size() > 3)
     opError(node, "takes input, weight and an optional bias");
-  return inferConv(node, spatial, node.operands.size());
+  return inferConv(node, spatial, node.operands.size(), node.operands.size());
 }
 
 /// conv2d_bn (ConvolutionEpilogues.h): input, weight, [bias], running mean,
-/// running variance, batch norm weight and bias; has_bias says whether the
-/// convolution's bias is there.
+/// running variance, batch norm weight and bias, [residual]; has_bias says
+/// whether the convolution's bias is there, residual whether a tensor of
+/// the result's type is added before the activation.
 std::vector<TensorType> inferConvBatchNorm(const Node &node) {
   size_t convOperands = boolAttr(node, "has_bias", false) ? 3 : 2;
-  if (node.operands.size() != convOperands + 4)
-    opError(node, "takes input, weight, a bias if has_bias, and the batch "
-                  "norm's mean, variance, weight and bias");
+  bool residual = boolAttr(node, "residual", false);
+  if (node.operands.size() != convOperands + 4 + (residual ? 1 : 0))
+    opError(node, "takes input, weight, a bias if has_bias, the batch "
+                  "norm's mean, variance, weight and bias, and a residual "
+                  "if residual");
   std::string activation = node.stringAttr("activation", "none");
   if (activation != "none" && !isPostOpActivation(activation))
     opError(node, "unknown activation '" + activation + "'");
+  if (residual && activation != "none" && activation != "relu")
+    opError(node, "a residual takes relu or no activation after it, not " +
+                      activation);
   floatAttr(node, "eps", 1e-5); // checks its type
-  return inferConv(node, 2, convOperands);
+  std::vector<TensorType> result =
+      inferConv(node, 2, convOperands, convOperands + 4);
+  if (residual) {
+    const TensorType &other = operandType(node, node.operands.size() - 1);
+    if (other.sizes != result[0].sizes || other.dtype != result[0].dtype)
+      opError(node, "needs a residual of the result's sizes and dtype");
+  }
+  return result;
 }
 
 std::vector<TensorType> inferPool(const Node &node) {
@@ -494,7 +507,7 @@ void addExternOps(std::vector<OpInfo> &table) {
   layoutKeeping.push_back(externOp(
       "conv2d_bn", -1,
       {"stride", "padding", "dilation", "groups", "weight_prepacked", "eps",
-       "has_bias", "activation", "min_val", "max_val"},
+       "has_bias", "activation", "min_val", "max_val", "residual"},
       inferConvBatchNorm));
   layoutKeeping.back().startsChannelsLast = true;
   layoutKeeping.push_back(

@@ -166,7 +166,9 @@ def stats():
     these were compiled by LLVM in this process), weight_prepacks
     (convolution weights of inference graphs reordered into oneDNN's
     layout: once per parameter version, not per call), batch_norm_folds (of
-    those, weights with the batch norm after them folded in)."""
+    those, weights with the batch norm after them folded in),
+    conv_residual_adds (convolution runs that added a residual block's input
+    in oneDNN's post-op: every run counts)."""
     return _C.stats()
 
 

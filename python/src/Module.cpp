@@ -225,7 +225,7 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures",
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures",
       stats.captures,
       "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
       "compile_failures", stats.compileFailures, "eager_frames",
@@ -233,7 +233,8 @@ PyObject *pyStats(PyObject *, PyObject *) {
       "run_failures", stats.runFailures, "backend_compiles",
       stats.backendCompiles, "symbolic_captures", stats.symbolicCaptures,
       "disk_cache_hits", long(DiskCache::stats().hits), "weight_prepacks",
-      stats.weightPrepacks, "batch_norm_folds", stats.batchNormFolds);
+      stats.weightPrepacks, "batch_norm_folds", stats.batchNormFolds,
+      "conv_residual_adds", stats.convResidualAdds);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

@@ -119,9 +119,14 @@ def test_optimizer_steps_and_running_statistics_between_inference_calls():
     assert dynafuse.stats()["batch_norm_folds"] == 4
 
 
+def residual_adds():
+    return dynafuse.stats()["conv_residual_adds"]
+
+
 def test_residual_block_folds_both_convolutions():
     """Residual block: conv-bn-relu, conv-bn, add, relu: the first fold takes
-    the activation, the second only its batch norm (the add comes first)."""
+    the activation, the second the add of the block's input and the relu
+    after it (oneDNN's binary post-op)."""
 
     class Residual(nn.Module):
         def __init__(self):
@@ -135,9 +140,114 @@ def test_residual_block_folds_both_convolutions():
             y = F.relu(self.na(self.a(x)))
             return F.relu(self.nb(self.b(y)) + x)
 
-    run(Residual().eval(), torch.randn(2, 64, 12, 12))
+    x = torch.randn(2, 64, 12, 12)
+    kept = x.clone()
+    run(Residual().eval(), x)
     assert_compiled()
     assert dynafuse.stats()["batch_norm_folds"] == 2
+    assert residual_adds() == 1
+    assert torch.equal(x, kept), "the residual (an input) is read, not written"
+
+
+class Bottleneck(nn.Module):
+    """torchvision's bottleneck order: the main branch's last batch norm is
+    computed before the downsampling branch it is added to."""
+
+    def __init__(self, channels=32, bias=False, relu_after=True):
+        super().__init__()
+        wide = channels * 2
+        self.a = nn.Conv2d(channels, channels, 1, bias=bias)
+        self.na = randomize(nn.BatchNorm2d(channels))
+        self.b = nn.Conv2d(channels, wide, 3, padding=1, bias=bias)
+        self.nb = randomize(nn.BatchNorm2d(wide))
+        self.down = nn.Conv2d(channels, wide, 1, bias=bias)
+        self.nd = randomize(nn.BatchNorm2d(wide))
+        self.relu_after = relu_after
+
+    def forward(self, x):
+        out = self.nb(self.b(F.relu(self.na(self.a(x)))))
+        out += self.nd(self.down(x))
+        return F.relu(out) if self.relu_after else out
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("relu_after", [False, True])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_bottleneck_adds_its_downsampled_input_in_the_convolution(bias, relu_after, batch):
+    model = Bottleneck(bias=bias, relu_after=relu_after).eval()
+    compiled = run(model, torch.randn(batch, 32, 16, 16))
+    assert_compiled()
+    assert residual_adds() == 1
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(batch, 32, 16, 16)
+            assert_close(compiled(x), model(x), **TOLERANCE)
+    assert residual_adds() == 3, "every run adds in the convolution"
+
+
+@pytest.mark.parametrize("layout", INPUT_LAYOUTS)
+def test_residual_from_an_input_in_any_layout(layout):
+    """The residual is the block's input: channels-last, a strided slice, or
+    expanded over the batch (stride 0), so oneDNN gets it converted."""
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(32, 32, 3, padding=1)
+            self.norm = randomize(nn.BatchNorm2d(32))
+
+        def forward(self, x):
+            return x + self.norm(self.conv(x))  # residual on the left
+
+    x = input_in_layout(layout, 32)
+    run(Block().eval(), x)
+    assert_compiled()
+    assert residual_adds() == 1
+
+
+def test_residual_then_an_activation_oneDNN_cannot_add_after_it():
+    """Only relu may follow the add as a post-op: a sigmoid stays a kernel of
+    its own after the fused convolution."""
+    class Gated(Bottleneck):
+        def forward(self, x):
+            return torch.sigmoid(super().forward(x))
+
+    run(Gated(relu_after=False).eval(), torch.randn(2, 32, 16, 16))
+    assert_compiled()
+    assert residual_adds() == 1
+
+
+def test_broadcast_residual_is_added_by_a_kernel():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(32, 64, 3, padding=1)
+            self.norm = randomize(nn.BatchNorm2d(64))
+
+        def forward(self, x, r):
+            return F.relu(self.norm(self.conv(x)) + r)
+
+    model = Block().eval()
+    x, r = torch.randn(2, 32, 16, 16), torch.randn(1, 64, 1, 16)
+    compiled = dynafuse.compile(model)
+    with torch.no_grad():
+        assert_close(compiled(x, r), model(x, r), **TOLERANCE)
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 1
+    assert residual_adds() == 0
+
+
+def test_torchvision_resnets_add_every_residual_in_a_convolution():
+    torchvision = pytest.importorskip("torchvision")
+    for make, blocks in ((torchvision.models.resnet18, 8), (torchvision.models.resnet50, 16)):
+        dynafuse.reset()
+        model = make(num_classes=10).eval()
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                randomize(module)
+        run(model, torch.randn(2, 3, 64, 64))
+        assert_compiled()
+        assert residual_adds() == blocks, (make.__name__, dynafuse.stats())
 
 
 def test_batch_norm_read_twice_keeps_its_activation_apart():

@@ -69,6 +69,9 @@ struct CompilerStats {
   long weightPrepacks = 0;
   /// Of those, weights with their batch norm folded in (conv2d_bn).
   long batchNormFolds = 0;
+  /// Convolutions run with a residual added by oneDNN's post-op (conv2d_bn
+  /// with a residual; every run of one counts).
+  long convResidualAdds = 0;
 };
 
 /// What was compiled, for dynafuse.compiled_graphs().
