@@ -52,13 +52,15 @@ TOO_BIG = {"vit_h_14", "regnet_y_128gf", "regnet_y_32gf", "regnet_y_16gf", "vit_
 FIXED_224 = ("vit_", "swin_", "maxvit")
 
 
-def zoo(selected, batch=1):
+def zoo(selected, batch=1, image_size=None):
+    """torchvision's classification models: (name, make, inputs); images of
+    image_size pixels a side where the architecture allows (else 128)."""
     import torchvision
     names = torchvision.models.list_models(module=torchvision.models)
     for name in names:
         if name in TOO_BIG or (selected and name not in selected):
             continue
-        size = 224 if name.startswith(FIXED_224) else 128
+        size = 224 if name.startswith(FIXED_224) else image_size or 128
         if name == "inception_v3":
             size = 299
 

@@ -8,12 +8,12 @@ library_models.py), reads its peak RSS (getrusage's ru_maxrss), runs the
 first call (capture and compile included) and --calls more, and reads the
 peak again: the table gives the difference, in MB (and in parentheses the
 difference after the first call alone). For Dynafuse it also
-gives the caching allocator's cached and in-use bytes after the calls
-(dynafuse.memory_stats()) and the reordered convolution weights it keeps
+gives the caching allocator's mapped, cached and in-use bytes after the
+calls (dynafuse.memory_stats()) and the reordered convolution weights it keeps
 (prepacked weights count in the peak: one copy of each).
 
     .venv/bin/python benchmarks/peak_memory.py [--only resnet50 mobilenet_v2 ...]
-        [--batch 8] [--calls 20] [--no-inductor] [--markdown FILE]
+        [--batch 8] [--image-size 224] [--calls 20] [--no-inductor] [--markdown FILE]
 """
 import argparse
 import json
@@ -32,7 +32,7 @@ def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def child(name, backend, batch, calls):
+def child(name, backend, batch, calls, image_size):
     """Runs in the fresh process: prints one JSON line."""
     import warnings
     warnings.filterwarnings("ignore")
@@ -42,7 +42,7 @@ def child(name, backend, batch, calls):
     from library_models import zoo, transformers_models
     from handwritten_blocks import handwritten_blocks
     found = None
-    for source in (zoo([name], batch), handwritten_blocks([name], batch),
+    for source in (zoo([name], batch, image_size), handwritten_blocks([name], batch),
                    transformers_models([name], batch)):
         for entry in source:
             if entry[0] == name:
@@ -74,6 +74,7 @@ def child(name, backend, batch, calls):
         import dynafuse
         memory = dynafuse.memory_stats()
         result["cached_mb"] = memory.get("bytes_cached", 0) / 2**20
+        result["mapped_mb"] = memory.get("bytes_mapped", 0) / 2**20
         result["in_use_mb"] = memory.get("bytes_in_use", 0) / 2**20
     print(json.dumps(result))
 
@@ -81,6 +82,8 @@ def child(name, backend, batch, calls):
 def measure(name, backend, args):
     command = [sys.executable, os.path.abspath(__file__), "--child", name, backend,
                "--batch", str(args.batch), "--calls", str(args.calls)]
+    if args.image_size:
+        command += ["--image-size", str(args.image_size)]
     environment = dict(os.environ)
     if backend == "inductor":
         environment.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -98,16 +101,18 @@ def main():
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--image-size", type=int,
+                        help="pixels a side for the vision models (default 128)")
     parser.add_argument("--no-inductor", action="store_true")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], args.batch, args.calls)
+        child(args.child[0], args.child[1], args.batch, args.calls, args.image_size)
         return
     backends = [b for b in BACKENDS if not (args.no_inductor and b == "inductor")]
     header = ("| model | " + " | ".join(f"{b} peak RSS +MB (after the first call)"
                                          for b in backends) +
-              " | Dynafuse pool cached / in use (MB) |")
+              " | Dynafuse pool mapped / cached / in use (MB) |")
     rule = "|---" * (len(backends) + 2) + "|"
     lines = [header, rule]
     print(header)
@@ -120,7 +125,8 @@ def main():
             cells.append(f"error: {r['error']}" if "error" in r else
                          f"{r['peak_mb']:.0f} ({r['first_mb']:.0f})")
         d = results.get("dynafuse", {})
-        cells.append(f"{d['cached_mb']:.0f} / {d['in_use_mb']:.0f}" if "cached_mb" in d else "-")
+        cells.append(f"{d['mapped_mb']:.0f} / {d['cached_mb']:.0f} / {d['in_use_mb']:.0f}"
+                     if "cached_mb" in d else "-")
         line = "| " + " | ".join(cells) + " |"
         lines.append(line)
         print(line, flush=True)

@@ -174,21 +174,24 @@ size_t BlockArena::grow(size_t wanted) {
 void BlockArena::release(void *block, size_t size, double releasedAt) {
   size_t offset = size_t(static_cast<char *>(block) - base);
   FreeRange range{size, releasedAt, true};
-  // Merge with the free neighbours on both sides.
+  // Merge with the free neighbours on both sides. A merged range counts as
+  // resident when any part is: trimming then reaches every resident page
+  // (remapping a trimmed part again is harmless), and a carve from it lets
+  // the trimmed part fault on first touch instead of populating it.
   auto next = freeByOffset.lower_bound(offset);
   if (next != freeByOffset.begin()) {
     auto previous = std::prev(next);
     if (previous->first + previous->second.size == offset) {
       offset = previous->first;
       range.size += previous->second.size;
-      range.resident = range.resident && previous->second.resident;
+      range.resident = range.resident || previous->second.resident;
       eraseFree(previous);
     }
   }
   next = freeByOffset.lower_bound(offset + range.size);
   if (next != freeByOffset.end() && next->first == offset + range.size) {
     range.size += next->second.size;
-    range.resident = range.resident && next->second.resident;
+    range.resident = range.resident || next->second.resident;
     eraseFree(next);
   }
   insertFree(offset, range);

@@ -100,6 +100,24 @@ TEST(BlockArena, TrimmedRangesGiveTheirPagesBack) {
   EXPECT_EQ(again[3 * MiB - 1], 0);
 }
 
+TEST(BlockArena, AResidentBlockMergedWithATrimmedRangeCanStillBeTrimmed) {
+  // Its pages are resident: counted in the cache and reached by trimming,
+  // not hidden in a range marked trimmed.
+  BlockArena arena(64 * MiB, HugePages::Off);
+  char *a = carve(arena, 2 * MiB), *b = carve(arena, 2 * MiB);
+  carve(arena, MiB);
+  arena.release(a, 2 * MiB, 1);
+  EXPECT_EQ(arena.trimRange(0), 2 * MiB);
+  std::memset(b, 9, 2 * MiB);
+  arena.release(b, 2 * MiB, 2);
+  EXPECT_EQ(arena.residentFreeBytes(), 4 * MiB);
+  EXPECT_EQ(arena.trimRange(0), 4 * MiB);
+  EXPECT_EQ(arena.residentFreeBytes(), 0u);
+  char *again = carve(arena, 4 * MiB);
+  EXPECT_EQ(again, a);
+  EXPECT_EQ(again[2 * MiB], 0) << "b's old pages were given back";
+}
+
 TEST(BlockArena, AFullRangeRefusesUntilMemoryIsReleased) {
   BlockArena arena(8 * MiB, HugePages::Off);
   char *six = carve(arena, 6 * MiB);
