@@ -100,8 +100,11 @@ void *BlockArena::carve(size_t size, bool &fromCache) {
   fromCache = false;
   if (!base || size == 0 || size % granularity())
     return nullptr;
-  // Best fit: the smallest free range that holds the block.
+  // Best fit: the smallest free range that holds the block; of several of
+  // that size the one inserted last (freed last: the likeliest in cache).
   auto fit = freeBySize.lower_bound(size);
+  if (fit != freeBySize.end())
+    fit = std::prev(freeBySize.upper_bound(fit->first));
   if (fit != freeBySize.end()) {
     auto found = freeByOffset.find(fit->second);
     size_t offset = found->first;

@@ -42,6 +42,21 @@ TEST(BlockArena, TakesTheSmallestFreeRangeThatFits) {
   EXPECT_EQ(arena.residentFreeBytes(), 0u);
 }
 
+TEST(BlockArena, OfEqualFitsTheOneFreedLast) {
+  // Its lines are the likeliest to be in cache.
+  BlockArena arena(64 * MiB, HugePages::Off);
+  char *a = carve(arena, 2 * MiB);
+  carve(arena, MiB);
+  char *b = carve(arena, 2 * MiB);
+  carve(arena, MiB);
+  arena.release(a, 2 * MiB, 1);
+  arena.release(b, 2 * MiB, 2);
+  EXPECT_EQ(carve(arena, 2 * MiB), b);
+  arena.release(b, 2 * MiB, 3);
+  char *c = carve(arena, MiB);
+  EXPECT_EQ(c, b) << "the range freed last, though a is as good a fit";
+}
+
 TEST(BlockArena, FreedNeighboursMergeForALargerBlock) {
   BlockArena arena(64 * MiB, HugePages::Off);
   char *a = carve(arena, 2 * MiB), *b = carve(arena, 2 * MiB),
