@@ -38,11 +38,8 @@ public:
       int64_t count = 1;
       for (int64_t size : sizes)
         count *= size;
-      int64_t span = 1; // strided: the elements up to the farthest one
-      for (size_t k = 0; k < strides.size() && k < sizes.size(); ++k)
-        span += sizes[k] > 0 ? (sizes[k] - 1) * strides[k] : 0;
-      if (!strides.empty())
-        count = std::max<int64_t>(count ? span : 0, count);
+      if (!strides.empty()) // strided: the elements up to the farthest one
+        count = std::max(stridedElementSpan(sizes, strides), count);
       ScratchBlock &block = scratch[step.result];
       block.reset(CachingAllocator::global().allocate(
           size_t(count) * dtypeSize(step.type.dtype)));

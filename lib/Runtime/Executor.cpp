@@ -11,6 +11,17 @@
 #include <cstdio>
 
 namespace dynafuse {
+
+int64_t stridedElementSpan(const std::vector<int64_t> &sizes,
+                           const std::vector<int64_t> &strides) {
+  int64_t span = 1;
+  for (size_t k = 0; k < sizes.size() && k < strides.size(); ++k) {
+    if (sizes[k] == 0)
+      return 0;
+    span += (sizes[k] - 1) * strides[k];
+  }
+  return span;
+}
 namespace {
 
 TensorArg concrete(const TensorType &type, char *data,

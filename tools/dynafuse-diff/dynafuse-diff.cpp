@@ -269,17 +269,6 @@ struct ParamStorage {
   }
 };
 
-int64_t elementSpan(const std::vector<int64_t> &sizes,
-                    const std::vector<int64_t> &strides) {
-  int64_t span = 1;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    if (sizes[k] == 0)
-      return 0;
-    span += (sizes[k] - 1) * strides[k];
-  }
-  return span;
-}
-
 /// --inputs=edge: the values where implementations part ways. The huge
 /// floats have one sign each and magnitudes far apart, so no two cancel:
 /// a sum's result must not hang on the order of its terms, which differs
@@ -317,7 +306,7 @@ std::vector<ParamStorage> randomParams(const Kernel &kernel,
     ParamStorage storage;
     storage.sizes = evaluateAll(param.type.sizes, bindings);
     storage.strides = evaluateAll(param.type.effectiveStrides(), bindings);
-    int64_t count = elementSpan(storage.sizes, storage.strides);
+    int64_t count = stridedElementSpan(storage.sizes, storage.strides);
     storage.elementBytes = size_t(count) * dtypeSize(param.type.dtype);
     storage.bytes.assign(storage.elementBytes + 2 * kGuardBytes,
                          char(kGuardByte));

@@ -27,6 +27,12 @@ struct TensorArg {
   DType dtype = DType::F32;
 };
 
+/// How many elements a strided layout reaches: one past the offset of its
+/// farthest element; 0 when a size is 0. Less than the element count when
+/// a stride is 0 (an expanded dim).
+int64_t stridedElementSpan(const std::vector<int64_t> &sizes,
+                           const std::vector<int64_t> &strides);
+
 /// Where storage comes from and who runs extern ops.
 class ExecutionContext {
 public:
