@@ -168,7 +168,9 @@ std::vector<const at::Tensor *>
 PrepackedWeights::sources(StepWeights &weights, const ProgramStep &step,
                           const std::vector<at::Tensor> &tensors,
                           const ForwardInputs &inputs) {
-  size_t parameterEnd = step.args.size() - (attributeFlag(step.attributes, "residual") ? 1 : 0);
+  // A residual is the last argument, and no parameter.
+  size_t parameterEnd =
+      step.args.size() - (attributeFlag(step.attributes, "residual") ? 1 : 0);
   if (weights.inputs.empty())
     for (size_t arg = 1; arg < parameterEnd; ++arg) {
       int found = -1;

@@ -140,8 +140,8 @@ bool fuseConvolutionEpilogues(Graph &graph) {
   Readers readers = readersOf(graph);
   std::set<const Node *> folded;
   // A fused node with a residual moves to the add's place (the last node it
-  // replaces), where the residual is defined.
-  std::map<const Node *, Node *> movedTo;
+  // replaces, always after it), where the residual is defined.
+  std::map<const Node *, const Node *> placeOf;
   for (const auto &node : graph.nodes) {
     Node &conv = *node;
     if (!runsPrepacked(conv) || readers.count[conv.results[0]] != 1)
@@ -182,7 +182,7 @@ bool fuseConvolutionEpilogues(Graph &graph) {
     if (residual) {
       conv.attributes["residual"] = true;
       conv.operands.push_back(Operand(residual));
-      movedTo[activation ? activation : add] = &conv;
+      placeOf[&conv] = activation ? activation : add;
       folded.insert(add);
     }
     conv.op = "conv2d_bn";
@@ -196,20 +196,16 @@ bool fuseConvolutionEpilogues(Graph &graph) {
   }
   if (folded.empty())
     return false;
-  std::set<const Node *> moved;
-  for (const auto &[place, conv] : movedTo)
-    moved.insert(conv);
-  std::map<const Node *, std::unique_ptr<Node>> owned;
-  for (auto &node : graph.nodes)
-    if (moved.count(node.get()))
-      owned[node.get()] = std::move(node);
+  // One pass: a moved node waits, by its place, until the walk reaches it.
+  std::map<const Node *, std::unique_ptr<Node>> waiting;
   std::vector<std::unique_ptr<Node>> kept;
   for (auto &node : graph.nodes) {
-    if (!node)
-      continue; // a moved convolution, placed below
-    auto place = movedTo.find(node.get());
-    if (place != movedTo.end())
-      kept.push_back(std::move(owned.at(place->second)));
+    auto place = placeOf.find(node.get());
+    auto arrived = waiting.find(node.get());
+    if (place != placeOf.end())
+      waiting[place->second] = std::move(node);
+    else if (arrived != waiting.end())
+      kept.push_back(std::move(arrived->second));
     else if (!folded.count(node.get()))
       kept.push_back(std::move(node));
   }
