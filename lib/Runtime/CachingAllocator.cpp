@@ -39,11 +39,6 @@ size_t defaultArenaBytes() {
   return std::min(std::max(2 * memory, size_t(4) << 30), size_t(1) << 46);
 }
 
-size_t pageSize() {
-  static const size_t size = size_t(sysconf(_SC_PAGESIZE));
-  return size;
-}
-
 } // namespace
 
 CachingAllocator::CachingAllocator(Options options) : options(options) {
@@ -102,7 +97,7 @@ void *CachingAllocator::allocate(size_t bytes) {
 }
 
 void *CachingAllocator::allocateLarge(size_t bytes) {
-  size_t size = roundUp(bytes, BlockArena::granularity());
+  size_t size = roundUp(bytes, BlockArena::pageSize());
   std::lock_guard<std::mutex> lock(mutex);
   bool fromCache = false;
   void *block = arena->carve(size, fromCache);
@@ -151,7 +146,7 @@ size_t CachingAllocator::cachedBytesLocked() const {
 /// inaccessible page; the block ends where the last inaccessible page
 /// starts.
 void *CachingAllocator::allocateGuarded(size_t bytes) {
-  size_t page = pageSize();
+  size_t page = BlockArena::pageSize();
   size_t dataPages = roundUp(bytes ? bytes : 1, page);
   size_t length = dataPages + 2 * page;
   void *base =

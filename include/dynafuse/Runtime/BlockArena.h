@@ -44,9 +44,9 @@ public:
   BlockArena(const BlockArena &) = delete;
   BlockArena &operator=(const BlockArena &) = delete;
 
-  /// Block sizes are multiples of this (the page size).
-  static size_t granularity();
-  /// A block of `size` bytes (a multiple of granularity()), its pages
+  /// The system's page size: block sizes are multiples of it.
+  static size_t pageSize();
+  /// A block of `size` bytes (a multiple of pageSize()), its pages
   /// resident; null when the reserved range is full or the system has no
   /// memory. `fromCache` says whether it was carved from resident free
   /// memory alone (no page was faulted in).
