@@ -227,13 +227,12 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
     if (training->tangentOutputs.empty() || training->gradientOf.empty())
       training.reset();
   }
-  // Inference convolutions keep their weights reordered for oneDNN.
+  // Inference convolutions and linear layers keep their weights packed.
   std::unique_ptr<Graph> marked;
   if (!training) {
     marked = graph.clone();
     if (options.config->options.prepackWeights)
-      markPrepackedConvolutions(*marked,
-                                options.config->options.foldBatchNorm);
+      markPrepackedWeights(*marked, options.config->options.foldBatchNorm);
     entry.prepackedWeights = newPrepackedWeights();
   }
   CompiledPart forward = compilePart(training ? *training->forward : *marked,

@@ -112,16 +112,18 @@ struct ForwardInputs {
   const std::vector<PyObject *> *objects = nullptr;
 };
 
-/// Convolution weights kept in oneDNN's blocked layout between the runs of
-/// one compiled inference entry, per parameter version
-/// (TorchPrepackedWeights.cpp).
+/// Weights kept packed between the runs of one compiled inference entry,
+/// per parameter version: convolutions' in oneDNN's blocked layout, linear
+/// layers' in MKL's packed sgemm layout (TorchPrepackedWeights.h).
 class PrepackedWeights;
 std::shared_ptr<PrepackedWeights> newPrepackedWeights();
-/// Marks weight_prepacked the CPU float32 conv2d nodes of an inference
-/// graph whose weight is a graph input, when ATen has oneDNN; with
-/// foldBatchNorm, then folds their batch norms and activations into them
-/// (fuseConvolutionEpilogues: conv2d_bn nodes).
-void markPrepackedConvolutions(Graph &graph, bool foldBatchNorm);
+/// Marks weight_prepacked the nodes of an inference graph whose weight is a
+/// graph input and which the runtime may run with it kept packed: CPU
+/// float32 conv2d when ATen has oneDNN (with foldBatchNorm, then folds
+/// their batch norms and activations into them: fuseConvolutionEpilogues,
+/// conv2d_bn nodes), and linear and addmm of static rows where MKL's
+/// packed sgemm pays, when ATen has MKL.
+void markPrepackedWeights(Graph &graph, bool foldBatchNorm);
 
 /// What an extern step of a forward run may keep between runs.
 struct ExternReuse {

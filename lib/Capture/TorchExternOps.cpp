@@ -391,8 +391,7 @@ void runExternOp(const std::string &op, const Attributes &attributes,
         poolsFasterChannelsLast(tensors[0]))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
     std::optional<at::Tensor> prepacked;
-    if (reuse.weights && (op == "conv2d" || op == "conv2d_bn") &&
-        flag(attributes, "weight_prepacked"))
+    if (reuse.weights && flag(attributes, "weight_prepacked"))
       prepacked = runWithPrepackedWeight(*reuse.weights, *reuse.step, tensors,
                                          reuse.inputs);
     results = prepacked ? std::vector<at::Tensor>{*prepacked}

@@ -378,7 +378,12 @@ std::vector<Value *> decomposeCrossEntropy(Graph &graph, const Node &node) {
 std::vector<Value *> decomposeLinear(Graph &graph, const Node &node) {
   Value *weightT = emit(graph, node, "transpose", {input(node, 1)},
                         {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
-  Value *product = emit(graph, node, "matmul", {input(node, 0), weightT});
+  // weight_prepacked (the torch bridge's mark) passes to the product.
+  std::map<std::string, Attribute> attributes;
+  if (boolAttr(node, "weight_prepacked", false))
+    attributes["weight_prepacked"] = true;
+  Value *product =
+      emit(graph, node, "matmul", {input(node, 0), weightT}, attributes);
   if (node.operands.size() == 3)
     product = emit(graph, node, "add", {product, input(node, 2)});
   return {product};
@@ -501,7 +506,7 @@ void addCompositeOps(std::vector<OpInfo> &table) {
                             decomposeNllLoss));
   table.push_back(composite("cross_entropy", 2, {"ignore_index", "reduction"},
                             decomposeCrossEntropy));
-  table.push_back(composite("linear", -1, {}, decomposeLinear));
+  table.push_back(composite("linear", -1, {"weight_prepacked"}, decomposeLinear));
   table.push_back(composite("stack", -1, {"dim"}, decomposeStack, false));
   table.push_back(
       composite("dropout", 1, {"p", "training"}, decomposeDropout, false));

@@ -481,8 +481,12 @@ void addExternOps(std::vector<OpInfo> &table) {
       "ceil_mode",   "count_include_pad", "divisor_override"};
   table.push_back(externOp("mm", 2, {}, inferMm));
   table.push_back(externOp("bmm", 2, {}, inferBmm));
-  table.push_back(externOp("matmul", 2, {}, inferMatmul));
-  table.push_back(externOp("addmm", 3, {"beta", "alpha"}, [](const Node &n) {
+  // matmul's and addmm's weight_prepacked (a linear layer's weight, a
+  // graph input, in an inference graph): the torch bridge may keep the
+  // weight packed for MKL's sgemm, once per parameter version.
+  table.push_back(externOp("matmul", 2, {"weight_prepacked"}, inferMatmul));
+  table.push_back(externOp("addmm", 3, {"beta", "alpha", "weight_prepacked"},
+                           [](const Node &n) {
     return inferBiasedProduct(n, "mm", inferMm);
   }));
   table.push_back(externOp("baddbmm", 3, {"beta", "alpha"}, [](const Node &n) {

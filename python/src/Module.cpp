@@ -225,7 +225,7 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures",
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures",
       stats.captures,
       "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
       "compile_failures", stats.compileFailures, "eager_frames",
@@ -234,7 +234,8 @@ PyObject *pyStats(PyObject *, PyObject *) {
       stats.backendCompiles, "symbolic_captures", stats.symbolicCaptures,
       "disk_cache_hits", long(DiskCache::stats().hits), "weight_prepacks",
       stats.weightPrepacks, "batch_norm_folds", stats.batchNormFolds,
-      "conv_residual_adds", stats.convResidualAdds);
+      "conv_residual_adds", stats.convResidualAdds, "packed_gemms",
+      stats.packedGemms);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

@@ -64,14 +64,18 @@ struct CompilerStats {
   /// cache has it), and captures with symbolic sizes.
   long backendCompiles = 0;
   long symbolicCaptures = 0;
-  /// Convolution weights reordered into oneDNN's layout for inference
-  /// entries (once per parameter version; TorchPrepackedWeights.cpp).
+  /// Weights packed for inference entries: convolutions' reordered into
+  /// oneDNN's layout, linear layers' into MKL's (once per parameter
+  /// version and input size; TorchPrepackedWeights.h).
   long weightPrepacks = 0;
   /// Of those, weights with their batch norm folded in (conv2d_bn).
   long batchNormFolds = 0;
   /// Convolutions run with a residual added by oneDNN's post-op (conv2d_bn
   /// with a residual; every run of one counts).
   long convResidualAdds = 0;
+  /// Matrix products run through MKL's packed sgemm with a packed weight
+  /// (every run of one counts).
+  long packedGemms = 0;
 };
 
 /// What was compiled, for dynafuse.compiled_graphs().
