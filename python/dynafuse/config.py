@@ -42,10 +42,11 @@ DYNAFUSE_GUARD_PAGES           0           1: every block Dynafuse allocates is
                                            allocations too
 DYNAFUSE_CACHING_ALLOCATOR     1           0: tensors Dynafuse creates come
                                            from at::empty, not the pool
-DYNAFUSE_PREPACK_WEIGHTS       1           0: inference convolutions keep no
-                                           reordered copy of their weights
-                                           (oneDNN reorders them on every
-                                           call; less memory, slower)
+DYNAFUSE_PREPACK_WEIGHTS       1           0: inference convolutions and
+                                           linear layers keep no packed copy
+                                           of their weights (oneDNN and MKL
+                                           pack them on every call; less
+                                           memory, slower)
 DYNAFUSE_FOLD_BATCH_NORM       1           0: prepacked convolutions leave
                                            their batch norm and activation
                                            to a fused kernel instead of

@@ -23,8 +23,9 @@
 //   DYNAFUSE_GUARD_PAGES         1: guard pages on Dynafuse's blocks; all:
 //                                on torch's CPU allocations too
 //   DYNAFUSE_CACHING_ALLOCATOR   0: tensors from at::empty, no pool
-//   DYNAFUSE_PREPACK_WEIGHTS     0: inference convolutions let oneDNN
-//                                reorder their weights on every call
+//   DYNAFUSE_PREPACK_WEIGHTS     0: inference convolutions and linear layers
+//                                let oneDNN and MKL pack their weights on
+//                                every call
 //   DYNAFUSE_FOLD_BATCH_NORM     0: prepacked convolutions leave their batch
 //                                norm and activation to a fused kernel
 //   DYNAFUSE_ALLOCATOR_CACHE_MB  cached bytes the pool keeps (2048)
@@ -94,8 +95,9 @@ struct Options {
   GuardPages guardPages = GuardPages::Off;
   /// Whether tensors Dynafuse creates come from the caching allocator.
   bool cachingAllocator = true;
-  /// Inference convolutions keep their weights in oneDNN's layout (a copy
-  /// per weight, reordered once per parameter version).
+  /// Inference convolutions and linear layers keep their weights packed in
+  /// oneDNN's and MKL's layouts (a copy per weight, packed once per
+  /// parameter version).
   bool prepackWeights = true;
   /// Prepacked convolutions fold their eval batch norm into the weight and
   /// run their activation as a oneDNN post-op (fuse-conv-epilogues).
