@@ -74,9 +74,11 @@ std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
   const at::Tensor &matrix = tensors.at(matrixArg);
   if (!packedGemmAvailable() || x.dim() < 2 || matrix.dim() != 2 ||
       x.scalar_type() != at::kFloat || matrix.scalar_type() != at::kFloat ||
-      !x.is_cpu() || x.size(-1) != matrix.size(0))
+      !x.is_cpu() || x.size(-1) != matrix.size(0) || matrix.numel() == 0)
     return std::nullopt;
-  int64_t rows = x.numel() / x.size(-1);
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d)
+    rows *= x.size(d);
   std::optional<at::Tensor> bias;
   if (biased) {
     // _mkl_linear copies a bias of N elements into each row.

@@ -175,3 +175,9 @@ def test_prepacking_turned_off_packs_nothing():
             "print(f\"{s['captures']}/{s['packed_gemms']}\")\n")
     assert run_python(code, DYNAFUSE_PREPACK_WEIGHTS="0") == "1/0"
     assert run_python(code) == "1/1"
+
+
+@pytest.mark.parametrize("features,out", [(0, 40), (64, 0)])
+def test_empty_weights_run_unpacked(features, out):
+    model = nn.Linear(features, out).eval()
+    assert run_compiled(model, torch.randn(16, features)) == 0
