@@ -52,10 +52,11 @@ std::string attributeText(const std::map<std::string, Attribute> &attributes,
                           const std::string &name,
                           const std::string &fallback);
 
-/// conv2d or conv2d_bn step `step` on tensors through oneDNN with its weight kept
-/// reordered in `weights` (TorchPrepackedWeights.cpp); nullopt when
-/// at::conv2d should run it (a small convolution, a weight that is not a
-/// graph input, no oneDNN).
+/// Marked step `step` on tensors with its weight kept packed in `weights`
+/// (TorchPrepackedWeights.h: conv2d and conv2d_bn through oneDNN, a linear
+/// layer's matmul and addmm through MKL's packed sgemm); nullopt when ATen
+/// should run it as usual (a small convolution, rows where packing does
+/// not pay, a weight that is not a graph input, no oneDNN or MKL).
 std::optional<at::Tensor>
 runWithPrepackedWeight(PrepackedWeights &weights, const ProgramStep &step,
                        const std::vector<at::Tensor> &tensors,

@@ -7,7 +7,9 @@
 // allocator), TorchExternOps.cpp (extern ops through ATen), and
 // TorchStreams.cpp (torch's current CUDA stream, read through Python),
 // TorchAutograd.cpp (the autograd node of compiled training graphs) and
-// TorchPrepackedWeights.cpp (convolution weights kept for oneDNN).
+// TorchPrepackedWeights.h (convolution and linear weights kept packed for
+// oneDNN and MKL: TorchPrepackedWeights.cpp, TorchPackedConvolutions.cpp,
+// TorchPackedGemms.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_TORCHBRIDGE_H
@@ -158,9 +160,9 @@ private:
 /// Runs extern op `op` with ATen on non-owning views of args; keeps its
 /// results in `held` under `names`, each laid out as its entry of
 /// `expected` declares, and fills in their data. Throws Error when a
-/// result does not have the expected sizes. A conv2d marked
-/// weight_prepacked runs with its weight kept in `reuse.weights` when
-/// there is one.
+/// result does not have the expected sizes. A step marked
+/// weight_prepacked (conv2d, conv2d_bn, a linear layer's matmul, addmm)
+/// runs with its weight kept packed in `reuse.weights` when there is one.
 void runExternOp(const std::string &op,
                  const std::map<std::string, Attribute> &attributes,
                  const std::vector<TensorArg> &args,

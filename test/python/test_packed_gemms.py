@@ -177,6 +177,7 @@ def test_prepacking_turned_off_packs_nothing():
     assert run_python(code) == "1/1"
 
 
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")
 @pytest.mark.parametrize("features,out", [(0, 40), (64, 0)])
 def test_empty_weights_run_unpacked(features, out):
     model = nn.Linear(features, out).eval()
