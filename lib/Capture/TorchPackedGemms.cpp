@@ -35,15 +35,28 @@ namespace {
 constexpr int64_t kPackedGemmMinRows = 4;
 constexpr int64_t kPackedGemmMaxRows = 1024;
 
-std::optional<c10::OperatorHandle> findOp(const char *name) {
-  return c10::Dispatcher::singleton().findSchema({name, ""});
+using ReorderSignature = at::Tensor(const at::Tensor &, int64_t);
+using LinearSignature = at::Tensor(const at::Tensor &, const at::Tensor &,
+                                   const at::Tensor &,
+                                   const std::optional<at::Tensor> &, int64_t);
+
+/// Operator `name`'s handle typed as Signature, when ATen registers it.
+template <typename Signature>
+std::optional<c10::TypedOperatorHandle<Signature>> findOp(const char *name) {
+  std::optional<c10::OperatorHandle> handle =
+      c10::Dispatcher::singleton().findSchema({name, ""});
+  if (!handle)
+    return std::nullopt;
+  return handle->typed<Signature>();
 }
 
-/// mkl::_mkl_reorder_linear_weight and mkl::_mkl_linear, when registered.
+/// mkl::_mkl_reorder_linear_weight and mkl::_mkl_linear, when registered
+/// (typed once: a typed call checks its signature).
 struct MklLinearOps {
-  std::optional<c10::OperatorHandle> reorder =
-      findOp("mkl::_mkl_reorder_linear_weight");
-  std::optional<c10::OperatorHandle> linear = findOp("mkl::_mkl_linear");
+  std::optional<c10::TypedOperatorHandle<ReorderSignature>> reorder =
+      findOp<ReorderSignature>("mkl::_mkl_reorder_linear_weight");
+  std::optional<c10::TypedOperatorHandle<LinearSignature>> linear =
+      findOp<LinearSignature>("mkl::_mkl_linear");
 };
 
 const MklLinearOps &mklLinearOps() {
@@ -97,19 +110,12 @@ std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
   at::Tensor weight = matrix.t();
   PackedWeight &packed = copyFor(weights, *parameters[0]);
   if (!packed.current(parameters, x.sizes())) {
-    packed.packed = mklLinearOps()
-                        .reorder->typed<at::Tensor(const at::Tensor &, int64_t)>()
-                        .call(weight, rows);
+    packed.packed = mklLinearOps().reorder->call(weight, rows);
     packed.stamp(parameters, x.sizes());
     ++compilerStats().weightPrepacks;
   }
   ++compilerStats().packedGemms;
-  return mklLinearOps()
-      .linear
-      ->typed<at::Tensor(const at::Tensor &, const at::Tensor &,
-                         const at::Tensor &, const std::optional<at::Tensor> &,
-                         int64_t)>()
-      .call(x, packed.packed, weight, bias, rows);
+  return mklLinearOps().linear->call(x, packed.packed, weight, bias, rows);
 }
 
 } // namespace dynafuse

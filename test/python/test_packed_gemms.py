@@ -17,8 +17,8 @@ from conftest import (assert_close, assert_compiled, infer_between_training_step
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
 
-torch.backends.mkl.is_available() or pytest.skip("ATen built without MKL",
-                                                 allow_module_level=True)
+if not torch.backends.mkl.is_available():
+    pytest.skip("ATen built without MKL", allow_module_level=True)
 
 
 class TwoLayers(nn.Module):
