@@ -231,9 +231,12 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   std::unique_ptr<Graph> marked;
   if (!training) {
     marked = graph.clone();
+    std::optional<GemmLibrary> gemmLibrary =
+        gemmLibraryFor(options.config->options.gemmLibrary);
     if (options.config->options.prepackWeights)
-      markPrepackedWeights(*marked, options.config->options.foldBatchNorm);
-    entry.prepackedWeights = newPrepackedWeights();
+      markPrepackedWeights(*marked, options.config->options.foldBatchNorm,
+                           gemmLibrary);
+    entry.prepackedWeights = newPrepackedWeights(gemmLibrary);
   }
   CompiledPart forward = compilePart(training ? *training->forward : *marked,
                                      folder, options, frame);

@@ -62,6 +62,15 @@ runWithPrepackedWeight(PrepackedWeights &weights, const ProgramStep &step,
                        const std::vector<at::Tensor> &tensors,
                        const ForwardInputs &inputs);
 
+/// Matrix product step `op` (mm, bmm, matmul) of an inference entry
+/// through the entry's GEMM library where it is oneDNN
+/// (TorchOneDnnMatmul.cpp); nullopt when ATen should run it (another
+/// library, a small or matrix-vector product, not float32 CPU).
+std::optional<at::Tensor>
+runProductWithGemmLibrary(const PrepackedWeights &weights,
+                          const std::string &op,
+                          const std::vector<at::Tensor> &tensors);
+
 /// Runs graph on inputs (one per graph input) node by node with ATen's
 /// differentiable ops and returns its outputs. With grad mode on, autograd
 /// records every step, so the outputs can be differentiated (twice) with

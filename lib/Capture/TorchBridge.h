@@ -116,16 +116,24 @@ struct ForwardInputs {
 
 /// Weights kept packed between the runs of one compiled inference entry,
 /// per parameter version: convolutions' in oneDNN's blocked layout, linear
-/// layers' in MKL's packed sgemm layout (TorchPrepackedWeights.h).
+/// layers' in the layout of the library running them (TorchPrepackedWeights.h).
+/// `gemmLibrary`: that library, as gemmLibraryFor resolved it.
 class PrepackedWeights;
-std::shared_ptr<PrepackedWeights> newPrepackedWeights();
+std::shared_ptr<PrepackedWeights>
+newPrepackedWeights(std::optional<GemmLibrary> gemmLibrary);
+/// The library that runs inference linear layers on this machine for the
+/// `requested` one (DYNAFUSE_GEMM_LIBRARY; Auto: MKL's packed sgemm on
+/// Intel CPUs, oneDNN elsewhere), the other when ATen lacks it; nullopt
+/// when ATen has neither.
+std::optional<GemmLibrary> gemmLibraryFor(GemmLibrary requested);
 /// Marks weight_prepacked the nodes of an inference graph whose weight is a
 /// graph input and which the runtime may run with it kept packed: CPU
 /// float32 conv2d when ATen has oneDNN (with foldBatchNorm, then folds
 /// their batch norms and activations into them: fuseConvolutionEpilogues,
-/// conv2d_bn nodes), and linear and addmm of static rows where MKL's
-/// packed sgemm pays, when ATen has MKL.
-void markPrepackedWeights(Graph &graph, bool foldBatchNorm);
+/// conv2d_bn nodes), and float32 linear and addmm whose rows `gemmLibrary`
+/// runs (TorchPackedGemms.cpp; MKL: static rows only).
+void markPrepackedWeights(Graph &graph, bool foldBatchNorm,
+                          std::optional<GemmLibrary> gemmLibrary);
 
 /// What an extern step of a forward run may keep between runs.
 struct ExternReuse {

@@ -390,13 +390,16 @@ void runExternOp(const std::string &op, const Attributes &attributes,
     if ((op == "max_pool2d" || op == "max_pool2d_with_indices") &&
         poolsFasterChannelsLast(tensors[0]))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
-    std::optional<at::Tensor> prepacked;
+    // An inference entry's packed weights and GEMM library first.
+    std::optional<at::Tensor> library;
     if (reuse.weights && flag(attributes, "weight_prepacked"))
-      prepacked = runWithPrepackedWeight(*reuse.weights, *reuse.step, tensors,
-                                         reuse.inputs);
-    results = prepacked ? std::vector<at::Tensor>{*prepacked}
-                        : externResultsWithATen(op, attributes, tensors,
-                                                expected[0].sizes);
+      library = runWithPrepackedWeight(*reuse.weights, *reuse.step, tensors,
+                                       reuse.inputs);
+    else if (reuse.weights)
+      library = runProductWithGemmLibrary(*reuse.weights, op, tensors);
+    results = library ? std::vector<at::Tensor>{*library}
+                      : externResultsWithATen(op, attributes, tensors,
+                                              expected[0].sizes);
   } catch (const c10::Error &error) {
     fail("extern " + op + " failed: " + error.what_without_backtrace());
   }

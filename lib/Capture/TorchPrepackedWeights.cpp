@@ -8,8 +8,9 @@
 //   nodes whose weight is a graph input (lowering then lays the network
 //   out channels-last), and folds their batch norms and activations
 //   (fuse-conv-epilogues); and the linear and addmm nodes whose weight is
-//   a graph input, with static rows where MKL's packed sgemm pays
-//   (TorchPackedGemms.cpp).
+//   a graph input, with rows the linear library runs (TorchPackedGemms.cpp:
+//   MKL's packed sgemm for static rows where packing pays, oneDNN's inner
+//   product for 2 rows and up, static or symbolic).
 // - at run time a marked step finds its parameters among the caller's
 //   tensors by address (a linear layer's matmul reads its weight through a
 //   transposing view), once, and checks them on every later call.
@@ -59,23 +60,24 @@ bool isGraphInput(const Operand &operand) {
   return operand.isValue() && !operand.value->producer;
 }
 
-/// The rows of a matrix product's input of type `type` (all dims but the
-/// last), when they are static.
-std::optional<int64_t> staticRows(const TensorType &type) {
+/// Whether `library` runs a matrix product whose input has type `type`
+/// (rows: all dims but the last): static rows in its range, or, for
+/// oneDNN, symbolic ones (checked per call; a new size packs again).
+bool routedRows(GemmLibrary library, const TensorType &type) {
   if (type.rank() < 2)
-    return std::nullopt;
+    return false;
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < type.rank(); ++d) {
     if (!type.sizes[d].isConstant())
-      return std::nullopt;
+      return library == GemmLibrary::OneDnn;
     rows *= type.sizes[d].constant();
   }
-  return rows;
+  return linearRowsRouted(library, rows);
 }
 
 /// linear(x, W[, b]) or addmm(b, x, W) (beta = alpha = 1) with W a 2-D
-/// float32 CPU graph input and x of static rows where packing pays.
-bool packableGemm(const Node &node) {
+/// float32 CPU graph input and x of rows `library` runs.
+bool packableGemm(const Node &node, GemmLibrary library) {
   bool linear = node.op == "linear";
   if ((!linear && node.op != "addmm") || node.results.empty())
     return false;
@@ -87,9 +89,8 @@ bool packableGemm(const Node &node) {
                   floatAttr(node, "alpha", 1) != 1))
     return false;
   const TensorType &type = node.results[0]->type;
-  std::optional<int64_t> rows = staticRows(x.value->type);
-  return type.device == "cpu" && type.dtype == DType::F32 && rows &&
-         packedGemmRows(*rows);
+  return type.device == "cpu" && type.dtype == DType::F32 &&
+         routedRows(library, x.value->type);
 }
 
 } // namespace
@@ -155,8 +156,9 @@ PackedWeight &copyFor(StepWeights &weights, const at::Tensor &weight) {
   return copies.back();
 }
 
-std::shared_ptr<PrepackedWeights> newPrepackedWeights() {
-  return std::make_shared<PrepackedWeights>();
+std::shared_ptr<PrepackedWeights>
+newPrepackedWeights(std::optional<GemmLibrary> gemmLibrary) {
+  return std::make_shared<PrepackedWeights>(gemmLibrary);
 }
 
 std::optional<at::Tensor>
@@ -174,15 +176,16 @@ PrepackedWeights::run(const ProgramStep &step,
   StepWeights &weights = byStep[&step];
   if (step.op == "conv2d" || step.op == "conv2d_bn")
     return runPackedConvolution(weights, step, tensors, inputs);
-  if (step.op == "matmul" || step.op == "addmm")
-    return runPackedGemm(weights, step, tensors, inputs);
+  if ((step.op == "matmul" || step.op == "addmm") && library)
+    return runPackedGemm(weights, *library, step, tensors, inputs);
   return std::nullopt;
 }
 
-void markPrepackedWeights(Graph &graph, bool foldBatchNorm) {
-  bool oneDnn = at::hasMKLDNN(), mkl = packedGemmAvailable();
+void markPrepackedWeights(Graph &graph, bool foldBatchNorm,
+                          std::optional<GemmLibrary> gemmLibrary) {
+  bool oneDnn = at::hasMKLDNN();
   for (const auto &node : graph.nodes) {
-    if (mkl && packableGemm(*node))
+    if (gemmLibrary && packableGemm(*node, *gemmLibrary))
       node->attributes["weight_prepacked"] = true;
     if (!oneDnn || node->op != "conv2d" || node->operands.size() < 2 ||
         !isGraphInput(node->operands[1]) || node->results.empty())

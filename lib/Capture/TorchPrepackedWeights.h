@@ -3,7 +3,7 @@
 // Private to the torch bridge (compiled against PyTorch's headers). An
 // inference entry keeps, per marked step, its weight in the layout the
 // library computing the step reads (oneDNN's blocked layout for a
-// convolution, MKL's packed matrix for a GEMM), so the library does not
+// convolution, MKL's packed matrix or oneDNN's for a GEMM), so the library does not
 // repack it on every call. A packed copy stays valid while every
 // parameter it was computed from is the same tensor, at the same address,
 // at the same version (an in-place update, load_state_dict or an optimizer
@@ -79,6 +79,15 @@ struct StepWeights {
 
 class PrepackedWeights {
 public:
+  /// `gemmLibrary`: the library linear layers run through (resolved by
+  /// gemmLibraryFor; nullopt: none, ATen runs them).
+  explicit PrepackedWeights(std::optional<GemmLibrary> gemmLibrary)
+      : library(gemmLibrary) {}
+  /// The library matrix products run through (Auto: none, ATen's).
+  GemmLibrary gemmLibrary() const {
+    return library.value_or(GemmLibrary::Auto);
+  }
+
   /// The result of marked step `step` with its weight kept packed, or
   /// nullopt when ATen should run it as usual.
   std::optional<at::Tensor> run(const ProgramStep &step,
@@ -86,6 +95,7 @@ public:
                                 const ForwardInputs &inputs);
 
 private:
+  std::optional<GemmLibrary> library;
   std::mutex mutex;
   std::unordered_map<const ProgramStep *, StepWeights> byStep;
 };
@@ -110,19 +120,18 @@ runPackedConvolution(StepWeights &weights, const ProgramStep &step,
                      const std::vector<at::Tensor> &tensors,
                      const ForwardInputs &inputs);
 
-/// matmul of a linear layer and addmm through MKL's packed sgemm;
-/// nullopt outside the rows where packing pays.
+/// matmul of a linear layer and addmm through `library` (resolved, not
+/// Auto): MKL's packed sgemm or oneDNN's inner product; nullopt outside the
+/// rows the library is used for.
 std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
+                                        GemmLibrary library,
                                         const ProgramStep &step,
                                         const std::vector<at::Tensor> &tensors,
                                         const ForwardInputs &inputs);
 
-/// ATen's MKL build, with its packed sgemm ops.
-bool packedGemmAvailable();
-
-/// Rows (the product of the input's leading dims) where a GEMM runs with
-/// its weight packed; also the marking's bounds for static sizes.
-bool packedGemmRows(int64_t rows);
+/// Rows (the product of the input's leading dims) where `library` runs a
+/// linear layer; also the marking's bounds for static rows.
+bool linearRowsRouted(GemmLibrary library, int64_t rows);
 
 } // namespace dynafuse
 

@@ -69,27 +69,55 @@ void realizeBroadcastMath(const Graph &graph,
   }
 }
 
+/// Whether a batched product (matmul, bmm) reads `view` as it is: its
+/// batch dims (all but the last two) merge into one, as at::matmul's
+/// reshape to [batch, M, K] needs, else it copies the operand.
+bool batchDimsMerge(const StridedView &view) {
+  size_t rank = view.sizes.size();
+  std::vector<size_t> batch;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (view.sizes[d] != SymExpr(1))
+      batch.push_back(d);
+  for (size_t i = 0; i + 1 < batch.size(); ++i)
+    if (view.strides[batch[i]] !=
+        view.strides[batch[i + 1]] * view.sizes[batch[i + 1]])
+      return false;
+  return true;
+}
+
 /// What an extern reads through a view chain (a transposed, reshaped
 /// product in a backward graph: mm(x^T, g)) is realized at the chain's
 /// base when the chain is a strided view of it: the producer then writes
 /// its own layout contiguously, and the extern reads the view without a
 /// copy. Realizing the view's result instead would make the producer's
 /// kernel write (or read) through the transposition, element by element.
-/// Returns the value to realize.
-const Value *externOperandBuffer(const Value *operand,
+/// A batched product's operand whose batch dims would not merge in such a
+/// view (attention's q of [b, t, h, d] viewed as [b, h, t, d]) is realized
+/// at the first value of the chain that gives mergeable ones (q itself; k,
+/// not k^T): at::matmul would copy the view anyway, and the producer's
+/// kernel writes that copy in its stead. Returns the value to realize.
+const Value *externOperandBuffer(const Node &consumer, const Value *operand,
                                  const std::set<const Value *> &realized) {
-  const Value *base = operand;
-  while (base->producer && kindOf(*base->producer) == OpKind::View &&
-         base->producer->results.size() == 1 &&
-         !base->producer->operands.empty() &&
-         base->producer->operands[0].value)
-    base = base->producer->operands[0].value;
-  if (base == operand || !base->producer)
+  std::vector<const Value *> chain{operand}; // operand down to the base
+  while (chain.back()->producer &&
+         kindOf(*chain.back()->producer) == OpKind::View &&
+         chain.back()->producer->results.size() == 1 &&
+         !chain.back()->producer->operands.empty() &&
+         chain.back()->producer->operands[0].value)
+    chain.push_back(chain.back()->producer->operands[0].value);
+  if (chain.size() == 1 || !chain.back()->producer)
     return operand;
-  std::set<const Value *> withBase = realized;
-  withBase.insert(base);
-  BufferView viewed;
-  return describeView(operand, withBase, viewed) ? base : operand;
+  bool batched = (consumer.op == "matmul" || consumer.op == "bmm") &&
+                 operand->type.rank() >= 3;
+  for (size_t i = chain.size(); i-- > 0;) {
+    std::set<const Value *> withCandidate = realized;
+    withCandidate.insert(chain[i]);
+    BufferView viewed;
+    if (describeView(operand, withCandidate, viewed) &&
+        (!batched || batchDimsMerge(viewed.view)))
+      return chain[i];
+  }
+  return operand;
 }
 
 /// The computed value a window tap (a slice, through pads, slices and other
@@ -203,7 +231,7 @@ void realizeValues(LoweringState &state) {
       if (int(i) == opInfoOf(*node)->indexedOperand)
         realized.insert(operand);
       else if (extern_ && !describeView(operand, realized, viewed))
-        realized.insert(externOperandBuffer(operand, realized));
+        realized.insert(externOperandBuffer(*node, operand, realized));
     }
   }
   realizeBroadcastMath(graph, realized);

@@ -53,6 +53,15 @@ HugePages hugePagesOf(const char *value) {
   return HugePages::Off;
 }
 
+GemmLibrary gemmLibraryOf(const char *value) {
+  std::string text = value ? value : "auto";
+  if (text == "mkl")
+    return GemmLibrary::Mkl;
+  if (text == "onednn")
+    return GemmLibrary::OneDnn;
+  return GemmLibrary::Auto;
+}
+
 } // namespace
 
 Options readOptions(const EnvironmentLookup &lookup) {
@@ -95,6 +104,7 @@ Options readOptions(const EnvironmentLookup &lookup) {
   options.cachingAllocator = !(pool && std::string(pool) == "0");
   const char *prepack = lookup("DYNAFUSE_PREPACK_WEIGHTS");
   options.prepackWeights = !(prepack && std::string(prepack) == "0");
+  options.gemmLibrary = gemmLibraryOf(lookup("DYNAFUSE_GEMM_LIBRARY"));
   const char *fold = lookup("DYNAFUSE_FOLD_BATCH_NORM");
   options.foldBatchNorm = !(fold && std::string(fold) == "0");
   options.allocatorCacheMB =
@@ -141,6 +151,10 @@ const std::vector<OptionVariable> &optionVariables() {
        "0: inference convolutions and linear layers keep no packed copy of "
        "their weights (oneDNN and MKL pack them on every call; less memory, "
        "slower)"},
+      {"DYNAFUSE_GEMM_LIBRARY", "auto",
+       "library running the float32 matrix products of inference graphs: "
+       "mkl (packed sgemm for linear layers, ATen's for the rest), onednn, "
+       "or auto (MKL on Intel CPUs, oneDNN elsewhere)"},
       {"DYNAFUSE_FOLD_BATCH_NORM", "1",
        "0: prepacked convolutions leave their batch norm and activation to "
        "a fused kernel instead of folding them into oneDNN's call"},

@@ -168,7 +168,11 @@ def stats():
     layout: once per parameter version, not per call), batch_norm_folds (of
     those, weights with the batch norm after them folded in),
     conv_residual_adds (convolution runs that added a residual block's input
-    in oneDNN's post-op: every run counts)."""
+    in oneDNN's post-op: every run counts), packed_gemms (inference linear
+    layers run by the GEMM library, MKL's packed sgemm or oneDNN: every run
+    counts), linear_prepacks (their weights packed for it: once per
+    parameter version and input size), onednn_products (products of two
+    computed tensors run through oneDNN's matmul: every run counts)."""
     return _C.stats()
 
 

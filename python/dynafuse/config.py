@@ -47,6 +47,12 @@ DYNAFUSE_PREPACK_WEIGHTS       1           0: inference convolutions and
                                            of their weights (oneDNN and MKL
                                            pack them on every call; less
                                            memory, slower)
+DYNAFUSE_GEMM_LIBRARY          auto        library running the float32
+                                           matrix products of inference
+                                           graphs: mkl (packed sgemm for
+                                           linear layers, ATen's for the
+                                           rest), onednn, or auto (MKL on
+                                           Intel CPUs, oneDNN elsewhere)
 DYNAFUSE_FOLD_BATCH_NORM       1           0: prepacked convolutions leave
                                            their batch norm and activation
                                            to a fused kernel instead of

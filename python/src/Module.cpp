@@ -225,7 +225,8 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "captures",
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}",
+      "captures",
       stats.captures,
       "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
       "compile_failures", stats.compileFailures, "eager_frames",
@@ -235,7 +236,8 @@ PyObject *pyStats(PyObject *, PyObject *) {
       "disk_cache_hits", long(DiskCache::stats().hits), "weight_prepacks",
       stats.weightPrepacks, "batch_norm_folds", stats.batchNormFolds,
       "conv_residual_adds", stats.convResidualAdds, "packed_gemms",
-      stats.packedGemms);
+      stats.packedGemms, "linear_prepacks", stats.linearPrepacks,
+      "onednn_products", stats.oneDnnProducts);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

@@ -117,6 +117,41 @@ def run_python(code, **environment):
     return result.stdout.split()[-1]
 
 
+def intel_cpu():
+    try:
+        with open("/proc/cpuinfo") as info:
+            return "GenuineIntel" in info.read()
+    except OSError:
+        return False
+
+
+def default_gemm_library():
+    """DYNAFUSE_GEMM_LIBRARY=auto's choice (TorchPackedGemms.cpp): MKL on
+    Intel CPUs, oneDNN elsewhere, the other when ATen lacks one; None with
+    neither."""
+    mkl, onednn = torch.backends.mkl.is_available(), torch.backends.mkldnn.is_available()
+    if (intel_cpu() and mkl) or not onednn:
+        return "mkl" if mkl else None
+    return "onednn"
+
+
+#: The library this process's inference matrix products run through.
+GEMM_LIBRARY = default_gemm_library()
+
+
+def linear_routed(rows, library=GEMM_LIBRARY):
+    """Whether the library runs an inference linear layer of this many rows
+    (MKL's packed sgemm 4..1024, oneDNN 2 and up)."""
+    if library is None:
+        return False
+    return 4 <= rows <= 1024 if library == "mkl" else rows >= 2
+
+
+def linear_packed(rows, library=GEMM_LIBRARY):
+    """Whether it keeps a packed copy of the weight for them (up to 1024)."""
+    return linear_routed(rows, library) and rows <= 1024
+
+
 def randomize_batch_norm(model):
     """Random running statistics, so eval-mode batch norm is not identity."""
     with torch.no_grad():

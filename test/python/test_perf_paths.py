@@ -162,7 +162,7 @@ def test_intermediate_buffers_are_scratch_returned_when_the_run_ends():
     """Buffers no output keeps are raw pool blocks (no torch tensor per
     intermediate): in use during the run, all back once it ends, and reused
     by the next run; only the output stays allocated."""
-    w = torch.randn(256, 256)
+    w = torch.randn(256, 256) / 16  # products of order 1 (softmax amplifies rounding)
 
     def f(x):
         h = torch.softmax(x @ w, dim=-1)  # a reduction result, an extern, ...

@@ -64,18 +64,23 @@ struct CompilerStats {
   /// cache has it), and captures with symbolic sizes.
   long backendCompiles = 0;
   long symbolicCaptures = 0;
-  /// Weights packed for inference entries: convolutions' reordered into
-  /// oneDNN's layout, linear layers' into MKL's (once per parameter
-  /// version and input size; TorchPrepackedWeights.h).
+  /// Convolution weights of inference entries reordered into oneDNN's
+  /// layout (once per parameter version and input size;
+  /// TorchPrepackedWeights.h).
   long weightPrepacks = 0;
   /// Of those, weights with their batch norm folded in (conv2d_bn).
   long batchNormFolds = 0;
   /// Convolutions run with a residual added by oneDNN's post-op (conv2d_bn
   /// with a residual; every run of one counts).
   long convResidualAdds = 0;
-  /// Matrix products run through MKL's packed sgemm with a packed weight
-  /// (every run of one counts).
+  /// Linear layers run through the GEMM library (MKL's packed sgemm or
+  /// oneDNN's inner product; every run counts), and their weights packed
+  /// for it (once per parameter version and input size).
   long packedGemms = 0;
+  long linearPrepacks = 0;
+  /// Products of two computed tensors (mm, bmm, matmul) run through
+  /// oneDNN's matmul (every run counts; TorchOneDnnMatmul.cpp).
+  long oneDnnProducts = 0;
 };
 
 /// What was compiled, for dynafuse.compiled_graphs().

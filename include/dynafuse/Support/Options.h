@@ -26,6 +26,9 @@
 //   DYNAFUSE_PREPACK_WEIGHTS     0: inference convolutions and linear layers
 //                                let oneDNN and MKL pack their weights on
 //                                every call
+//   DYNAFUSE_GEMM_LIBRARY        auto | mkl | onednn: the library running
+//                                inference float32 matrix products (auto:
+//                                MKL on Intel CPUs, oneDNN elsewhere)
 //   DYNAFUSE_FOLD_BATCH_NORM     0: prepacked convolutions leave their batch
 //                                norm and activation to a fused kernel
 //   DYNAFUSE_ALLOCATOR_CACHE_MB  cached bytes the pool keeps (2048)
@@ -71,6 +74,12 @@ enum class GuardPages {
 
 enum class HugePages { Off, Reserved, Transparent };
 
+/// The library computing the float32 matrix products of inference graphs:
+/// MKL (its packed sgemm for linear layers, ATen's sgemm for the rest) or
+/// oneDNN (inner product and matmul); Auto picks by the CPU
+/// (TorchPackedGemms.cpp).
+enum class GemmLibrary { Auto, Mkl, OneDnn };
+
 struct Options {
   /// Comma-separated log channels (graph_breaks, guards, recompiles,
   /// compile, steps, profile, or all).
@@ -99,6 +108,8 @@ struct Options {
   /// oneDNN's and MKL's layouts (a copy per weight, packed once per
   /// parameter version).
   bool prepackWeights = true;
+  /// Which library runs the matrix products of inference graphs.
+  GemmLibrary gemmLibrary = GemmLibrary::Auto;
   /// Prepacked convolutions fold their eval batch norm into the weight and
   /// run their activation as a oneDNN post-op (fuse-conv-epilogues).
   bool foldBatchNorm = true;
