@@ -116,13 +116,15 @@ struct ForwardInputs {
 
 /// Weights kept packed between the runs of one compiled inference entry,
 /// per parameter version: convolutions' in oneDNN's blocked layout, linear
-/// layers' in the layout of the library running them (TorchPrepackedWeights.h).
-/// `gemmLibrary`: that library, as gemmLibraryFor resolved it.
+/// layers' in the layout of the GEMM library running them
+/// (TorchPrepackedWeights.h). `gemmLibrary`: that library, as
+/// gemmLibraryFor resolved it (the entry's other matrix products use it
+/// too).
 class PrepackedWeights;
 std::shared_ptr<PrepackedWeights>
 newPrepackedWeights(std::optional<GemmLibrary> gemmLibrary);
-/// The library that runs inference linear layers on this machine for the
-/// `requested` one (DYNAFUSE_GEMM_LIBRARY; Auto: MKL's packed sgemm on
+/// The library that runs the matrix products of inference entries on this
+/// machine for the `requested` one (DYNAFUSE_GEMM_LIBRARY; Auto: MKL's packed sgemm on
 /// Intel CPUs, oneDNN elsewhere), the other when ATen lacks it; nullopt
 /// when ATen has neither.
 std::optional<GemmLibrary> gemmLibraryFor(GemmLibrary requested);

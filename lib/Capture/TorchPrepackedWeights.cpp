@@ -8,7 +8,7 @@
 //   nodes whose weight is a graph input (lowering then lays the network
 //   out channels-last), and folds their batch norms and activations
 //   (fuse-conv-epilogues); and the linear and addmm nodes whose weight is
-//   a graph input, with rows the linear library runs (TorchPackedGemms.cpp:
+//   a graph input, with rows the GEMM library runs (TorchPackedGemms.cpp:
 //   MKL's packed sgemm for static rows where packing pays, oneDNN's inner
 //   product for 2 rows and up, static or symbolic).
 // - at run time a marked step finds its parameters among the caller's

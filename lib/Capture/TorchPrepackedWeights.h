@@ -3,8 +3,8 @@
 // Private to the torch bridge (compiled against PyTorch's headers). An
 // inference entry keeps, per marked step, its weight in the layout the
 // library computing the step reads (oneDNN's blocked layout for a
-// convolution, MKL's packed matrix or oneDNN's for a GEMM), so the library does not
-// repack it on every call. A packed copy stays valid while every
+// convolution, MKL's packed matrix or oneDNN's for a GEMM), so the library
+// does not repack it on every call. A packed copy stays valid while every
 // parameter it was computed from is the same tensor, at the same address,
 // at the same version (an in-place update, load_state_dict or an optimizer
 // step bumps it), and the step's input has the sizes it was packed for.

@@ -1,4 +1,4 @@
-"""Linear layers run by the linear library with their weight kept packed
+"""Linear layers run by the GEMM library with their weight kept packed
 (the torch bridge's lib/Capture/TorchPackedGemms.cpp): MKL's packed sgemm
 on Intel CPUs, oneDNN's inner product elsewhere (DYNAFUSE_GEMM_LIBRARY).
 Compiled results against eager on random data, over input ranks, layouts,
