@@ -124,9 +124,9 @@ class PrepackedWeights;
 std::shared_ptr<PrepackedWeights>
 newPrepackedWeights(std::optional<GemmLibrary> gemmLibrary);
 /// The library that runs the matrix products of inference entries on this
-/// machine for the `requested` one (DYNAFUSE_GEMM_LIBRARY; Auto: MKL's packed sgemm on
-/// Intel CPUs, oneDNN elsewhere), the other when ATen lacks it; nullopt
-/// when ATen has neither.
+/// machine for the `requested` one (DYNAFUSE_GEMM_LIBRARY; Auto: MKL's
+/// packed sgemm on Intel CPUs, oneDNN elsewhere), the other when ATen lacks
+/// it; nullopt when ATen has neither.
 std::optional<GemmLibrary> gemmLibraryFor(GemmLibrary requested);
 /// Marks weight_prepacked the nodes of an inference graph whose weight is a
 /// graph input and which the runtime may run with it kept packed: CPU

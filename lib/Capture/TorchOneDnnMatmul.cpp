@@ -44,7 +44,7 @@ constexpr int64_t kOneDnnMatmulMinMultiplyAdds = int64_t(1) << 22;
 /// oneDNN, or nullopt where ATen should run it.
 std::optional<at::Tensor> oneDnnMatmul(const at::Tensor &a,
                                        const at::Tensor &b) {
-  if (!at::native::mkldnn_matmul || !at::hasMKLDNN() || a.dim() < 2 ||
+  if (!at::native::mkldnn_matmul || a.dim() < 2 ||
       b.dim() < 2 || a.scalar_type() != at::kFloat ||
       b.scalar_type() != at::kFloat || !a.is_cpu() || !b.is_cpu() ||
       a.size(-1) != b.size(-2))

@@ -114,17 +114,18 @@ bool intelCpu() {
 } // namespace
 
 std::optional<GemmLibrary> gemmLibraryFor(GemmLibrary requested) {
-  bool mkl = mklAvailable(), oneDnn = oneDnnAvailable();
+  auto available = [](GemmLibrary library) {
+    return library == GemmLibrary::Mkl ? mklAvailable() : oneDnnAvailable();
+  };
   if (requested == GemmLibrary::Auto)
     requested = intelCpu() ? GemmLibrary::Mkl : GemmLibrary::OneDnn;
-  if (requested == GemmLibrary::Mkl && !mkl)
-    requested = GemmLibrary::OneDnn;
-  else if (requested == GemmLibrary::OneDnn && !oneDnn)
-    requested = GemmLibrary::Mkl;
-  if ((requested == GemmLibrary::Mkl && !mkl) ||
-      (requested == GemmLibrary::OneDnn && !oneDnn))
-    return std::nullopt;
-  return requested;
+  GemmLibrary other = requested == GemmLibrary::Mkl ? GemmLibrary::OneDnn
+                                                    : GemmLibrary::Mkl;
+  if (available(requested))
+    return requested;
+  if (available(other))
+    return other;
+  return std::nullopt;
 }
 
 bool linearRowsRouted(GemmLibrary library, int64_t rows) {
@@ -145,13 +146,11 @@ std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
   size_t matrixArg = biased ? 2 : 1;
   const at::Tensor &x = tensors.at(biased ? 1 : 0);
   const at::Tensor &matrix = tensors.at(matrixArg);
-  if (library == GemmLibrary::Auto || x.dim() < 2 || matrix.dim() != 2 ||
-      x.scalar_type() != at::kFloat || matrix.scalar_type() != at::kFloat ||
-      !x.is_cpu() || x.size(-1) != matrix.size(0) || matrix.numel() == 0)
+  if (x.dim() < 2 || matrix.dim() != 2 || x.scalar_type() != at::kFloat ||
+      matrix.scalar_type() != at::kFloat || !x.is_cpu() ||
+      x.size(-1) != matrix.size(0) || matrix.numel() == 0)
     return std::nullopt;
   bool mkl = library == GemmLibrary::Mkl;
-  if (mkl ? !mklAvailable() : !oneDnnAvailable())
-    return std::nullopt;
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d)
     rows *= x.size(d);

@@ -79,14 +79,12 @@ struct StepWeights {
 
 class PrepackedWeights {
 public:
-  /// `gemmLibrary`: the library linear layers run through (resolved by
-  /// gemmLibraryFor; nullopt: none, ATen runs them).
+  /// `gemmLibrary`: the library matrix products run through, as
+  /// gemmLibraryFor resolved it (available, never Auto; nullopt: none,
+  /// ATen runs them).
   explicit PrepackedWeights(std::optional<GemmLibrary> gemmLibrary)
       : library(gemmLibrary) {}
-  /// The library matrix products run through (Auto: none, ATen's).
-  GemmLibrary gemmLibrary() const {
-    return library.value_or(GemmLibrary::Auto);
-  }
+  std::optional<GemmLibrary> gemmLibrary() const { return library; }
 
   /// The result of marked step `step` with its weight kept packed, or
   /// nullopt when ATen should run it as usual.
@@ -120,9 +118,9 @@ runPackedConvolution(StepWeights &weights, const ProgramStep &step,
                      const std::vector<at::Tensor> &tensors,
                      const ForwardInputs &inputs);
 
-/// matmul of a linear layer and addmm through `library` (resolved, not
-/// Auto): MKL's packed sgemm or oneDNN's inner product; nullopt outside the
-/// rows the library is used for.
+/// matmul of a linear layer and addmm through `library` (as gemmLibraryFor
+/// resolved it: available, not Auto): MKL's packed sgemm or oneDNN's inner
+/// product; nullopt outside the rows the library is used for.
 std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
                                         GemmLibrary library,
                                         const ProgramStep &step,

@@ -38,6 +38,7 @@ bool fromInputsOnly(const Value *value, std::map<const Value *, bool> &memo) {
   return memo[value] = pure;
 }
 
+/// A pointwise op whose math costs more than a load (rsqrt, exp, ...).
 bool isCostlyMath(const Node &node) {
   return kindOf(node) == OpKind::Pointwise && opInfoOf(node)->costlyMath;
 }
