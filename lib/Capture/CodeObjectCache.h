@@ -16,6 +16,7 @@
 #include "BackwardProgram.h"
 #include "CapturedFrame.h"
 #include "dynafuse/Capture/FrameCompiler.h"
+#include "dynafuse/Runtime/AllocationPlan.h"
 #include "dynafuse/Runtime/Executor.h"
 
 #include <Python.h>
@@ -57,6 +58,9 @@ struct CacheEntry {
   /// Inference entries: the convolution weights their runs keep reordered
   /// for oneDNN (shared: a run's TorchContext points into it).
   std::shared_ptr<PrepackedWeights> prepackedWeights;
+  /// Where its forward runs' large blocks go (null with
+  /// Options::allocationPlan off).
+  std::unique_ptr<AllocationPlanner> allocationPlanner;
 };
 
 struct CodeCache {

@@ -258,6 +258,8 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
     logLine("guards", text);
   }
   entry.module = std::move(forward.module);
+  if (options.config->options.allocationPlan)
+    entry.allocationPlanner = std::make_unique<AllocationPlanner>();
   if (training) {
     std::string backwardFolder = dumpTraining(folder, *training);
     entry.backward =

@@ -220,7 +220,8 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
   context.weights = entry.prepackedWeights.get();
   if (entry.module) { // null: a break before any tensor operation
     context.inputs = ForwardInputs{&entry.module->module().inputs, &inputs};
-    PooledTorchAllocations pooled;
+    PooledTorchAllocations pooled(entry.allocationPlanner.get());
+    context.run = pooled.run();
     entry.module->run(args, context);
   }
   for (const auto &[input, output] : entry.captured.writeBacks) {

@@ -10,6 +10,8 @@
 
 #include "TorchTypes.h"
 
+#include "dynafuse/Capture/FrameCompiler.h"
+
 #include "dynafuse/Runtime/CachingAllocator.h"
 
 #include <ATen/EmptyTensor.h>
@@ -29,9 +31,12 @@ struct PoolAllocator final : c10::Allocator {
     CachingAllocator::global().release(block);
   }
   c10::DataPtr allocate(size_t bytes) override {
-    void *block = CachingAllocator::global().allocate(bytes);
+    void *block = CachingAllocator::global().allocate(bytes, currentRun);
     return {block, block, &returnBlock, c10::Device(c10::DeviceType::CPU)};
   }
+  /// The planned run whose scope (PooledTorchAllocations) this thread is
+  /// in, if any: ATen's results inside its steps are part of its trace.
+  static inline thread_local RunAllocations *currentRun = nullptr;
   c10::DeleterFnPtr raw_deleter() const override { return &returnBlock; }
   void copy_data(void *dest, const void *src, size_t count) const override {
     std::memcpy(dest, src, count);
@@ -117,16 +122,42 @@ static void installRunScopedAllocator() {
   c10::SetCPUAllocator(allocator, /*priority=*/0);
 }
 
-PooledTorchAllocations::PooledTorchAllocations() {
+PooledTorchAllocations::PooledTorchAllocations(AllocationPlanner *planner) {
   if (!RunScopedAllocator::fallback)
     return;
   ++RunScopedAllocator::runDepth;
   active = true;
+  if (!planner)
+    return;
+  this->planner = planner;
+  planned = CachingAllocator::global().beginRun(planner->current());
+  outer = PoolAllocator::currentRun;
+  PoolAllocator::currentRun = planned.get();
 }
 
 PooledTorchAllocations::~PooledTorchAllocations() {
-  if (active)
-    --RunScopedAllocator::runDepth;
+  if (!active)
+    return;
+  --RunScopedAllocator::runDepth;
+  if (!planned)
+    return;
+  PoolAllocator::currentRun = outer;
+  RunOutcome outcome = CachingAllocator::global().endRun(*planned);
+  try {
+    if (planner->learn(outcome))
+      ++compilerStats().allocationPlans;
+  } catch (const std::exception &) {
+    // No memory for a plan: the current one stays.
+  }
+}
+
+UntracedAllocations::UntracedAllocations()
+    : suspended(PoolAllocator::currentRun) {
+  PoolAllocator::currentRun = nullptr;
+}
+
+UntracedAllocations::~UntracedAllocations() {
+  PoolAllocator::currentRun = suspended;
 }
 
 bool cachingAllocatorInUse() { return torchAllocatorSettings.pool; }

@@ -17,6 +17,7 @@
 
 #include "BackwardProgram.h"
 #include "dynafuse/Graph/Graph.h"
+#include "dynafuse/Runtime/CachingAllocator.h"
 #include "dynafuse/Runtime/Executor.h"
 #include "dynafuse/Support/Options.h"
 
@@ -78,16 +79,41 @@ PyObject *newTensor(const std::vector<int64_t> &sizes, DType dtype,
 
 /// For the duration of a compiled graph's run, torch's CPU allocations on
 /// this thread come from the runtime's caching allocator (unless
-/// Options::cachingAllocator is off or under guard pages).
+/// Options::cachingAllocator is off or under guard pages), and with a
+/// planner the run's large blocks follow the program's allocation plan
+/// (AllocationPlan.h): the scope opens the run, and closing it lets the
+/// planner learn from the run's trace.
 class PooledTorchAllocations {
 public:
-  PooledTorchAllocations();
+  /// `planner`: the compiled program's (null: no plan, nothing traced).
+  explicit PooledTorchAllocations(AllocationPlanner *planner = nullptr);
   ~PooledTorchAllocations();
   PooledTorchAllocations(const PooledTorchAllocations &) = delete;
   PooledTorchAllocations &operator=(const PooledTorchAllocations &) = delete;
+  /// The run's allocations, for the blocks the run allocates itself (null
+  /// without a planner).
+  RunAllocations *run() const { return planned.get(); }
 
 private:
   bool active = false;
+  AllocationPlanner *planner = nullptr;
+  std::shared_ptr<RunAllocations> planned;
+  /// The run the thread's torch allocations went to before this scope.
+  RunAllocations *outer = nullptr;
+};
+
+/// Within a planned run, allocations on this thread that are no part of its
+/// trace: packing a weight happens once and its copy outlives the run, so
+/// the first run's trace would otherwise differ from every later one's.
+class UntracedAllocations {
+public:
+  UntracedAllocations();
+  ~UntracedAllocations();
+  UntracedAllocations(const UntracedAllocations &) = delete;
+  UntracedAllocations &operator=(const UntracedAllocations &) = delete;
+
+private:
+  RunAllocations *suspended;
 };
 
 /// Whether tensors Dynafuse makes come from the runtime's caching allocator

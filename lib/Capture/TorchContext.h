@@ -42,7 +42,7 @@ public:
         count = std::max(stridedElementSpan(sizes, strides), count);
       ScratchBlock &block = scratch[step.result];
       block.reset(CachingAllocator::global().allocate(
-          size_t(count) * dtypeSize(step.type.dtype)));
+          size_t(count) * dtypeSize(step.type.dtype), run));
       return static_cast<char *>(block.get());
     }
     char *data = nullptr;
@@ -107,6 +107,9 @@ public:
   /// and the run's inputs (null and empty elsewhere).
   PrepackedWeights *weights = nullptr;
   ForwardInputs inputs;
+  /// The run's planned allocations (PooledTorchAllocations::run; null:
+  /// scratch blocks are not planned).
+  RunAllocations *run = nullptr;
 
 private:
   const TorchCall &torchCallOf(const ProgramStep &step) const {

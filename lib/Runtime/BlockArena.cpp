@@ -148,6 +148,10 @@ void *BlockArena::carve(size_t size, bool &fromCache) {
   return base + start;
 }
 
+bool BlockArena::fits(size_t size) const {
+  return freeBySize.lower_bound(size) != freeBySize.end();
+}
+
 bool BlockArena::growReserved(size_t end) {
   void *mapped = mmap(base + top, end - top, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_HUGETLB |

@@ -16,7 +16,7 @@
 namespace dynafuse {
 namespace {
 
-constexpr size_t kLargeBlock = size_t(1) << 20;
+constexpr size_t kLargeBlock = size_t(64) << 10;
 /// Guard-page mode: how many released mappings stay reserved and
 /// inaccessible (each costs a kernel mapping, not memory).
 constexpr size_t kQuarantinedMappings = 1024;
@@ -62,10 +62,14 @@ CachingAllocator::~CachingAllocator() {
 }
 
 void *CachingAllocator::allocate(size_t bytes) {
+  return allocate(bytes, nullptr);
+}
+
+void *CachingAllocator::allocate(size_t bytes, RunAllocations *run) {
   if (options.guardPages)
     return allocateGuarded(bytes);
   if (bytes >= kLargeBlock)
-    return allocateLarge(bytes);
+    return allocateLarge(bytes, run);
   size_t size = roundUp(bytes ? bytes : 1, 64);
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -77,7 +81,7 @@ void *CachingAllocator::allocate(size_t bytes) {
       smallCachedBytes -= size;
       ++counters.hits;
       counters.bytesInUse += size;
-      live[block] = size;
+      live[block].size = size;
       return block;
     }
   }
@@ -92,13 +96,28 @@ void *CachingAllocator::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex);
   ++counters.misses;
   counters.bytesInUse += size;
-  live[block] = size;
+  live[block].size = size;
   return block;
 }
 
-void *CachingAllocator::allocateLarge(size_t bytes) {
+void *CachingAllocator::allocateLarge(size_t bytes, RunAllocations *run) {
   size_t size = roundUp(bytes, BlockArena::pageSize());
   std::lock_guard<std::mutex> lock(mutex);
+  LiveBlock entry;
+  entry.size = size;
+  if (run && run->open) {
+    entry.run = run->shared_from_this();
+    entry.index = run->next++;
+    run->trace.push_back(
+        {AllocationEvent::Kind::Allocate, entry.index, size});
+    if (void *block = placeLocked(*run, entry.index, size)) {
+      entry.planned = true;
+      ++counters.hits;
+      ++counters.plannedAllocations;
+      live[block] = std::move(entry);
+      return block;
+    }
+  }
   bool fromCache = false;
   void *block = arena->carve(size, fromCache);
   if (!block) {
@@ -110,8 +129,95 @@ void *CachingAllocator::allocateLarge(size_t bytes) {
   }
   ++(fromCache ? counters.hits : counters.misses);
   counters.bytesInUse += size;
-  live[block] = size;
+  live[block] = std::move(entry);
   return block;
+}
+
+/// The slot's place in the run's region when the plan has one for an
+/// allocation of this size at this index and no block sharing its bytes is
+/// live; the region is carved at the first. A size other than the slot's,
+/// or a run longer than its plan, stops the planning for the rest of the
+/// run (the sizes no longer say which block is which).
+void *CachingAllocator::placeLocked(RunAllocations &run, uint32_t index,
+                                    size_t size) {
+  if (!run.plan || !run.followsPlan)
+    return nullptr;
+  const AllocationPlan &plan = *run.plan;
+  if (index >= plan.slots.size() || plan.slots[index].bytes != size) {
+    run.followsPlan = false;
+    return nullptr;
+  }
+  const AllocationPlan::Slot &slot = plan.slots[index];
+  if (slot.offset < 0)
+    return nullptr;
+  for (uint32_t other : slot.sharing)
+    if (run.slotLive[other]) {
+      // The trace said this block had died by now; this run keeps it.
+      ++counters.planConflicts;
+      run.followsPlan = false;
+      return nullptr;
+    }
+  if (!run.region) {
+    size_t bytes = roundUp(plan.regionBytes, BlockArena::pageSize());
+    if (!arena->fits(bytes)) {
+      // The region grows the top: the free ranges below, too small for
+      // it, give their pages back first (runs that follow the plan do not
+      // need them), so the process does not hold both.
+      std::vector<size_t> offsets;
+      arena->forEachResidentRange(
+          [&](size_t offset, size_t, double) { offsets.push_back(offset); });
+      for (size_t offset : offsets)
+        if (arena->trimRange(offset))
+          ++counters.trimmed;
+    }
+    bool fromCache = false;
+    run.region = static_cast<char *>(arena->carve(bytes, fromCache));
+    if (!run.region) {
+      run.followsPlan = false;
+      return nullptr;
+    }
+    counters.bytesInUse += bytes;
+  }
+  run.slotLive[index] = 1;
+  ++run.liveInRegion;
+  ++run.planned;
+  return run.region + slot.offset;
+}
+
+std::shared_ptr<RunAllocations>
+CachingAllocator::beginRun(std::shared_ptr<const AllocationPlan> plan) {
+  auto run = std::make_shared<RunAllocations>();
+  if (options.guardPages) {
+    run->open = false; // nothing traced, nothing planned
+    return run;
+  }
+  if (plan)
+    run->slotLive.assign(plan->slots.size(), 0);
+  run->plan = std::move(plan);
+  return run;
+}
+
+RunOutcome CachingAllocator::endRun(RunAllocations &run) {
+  std::lock_guard<std::mutex> lock(mutex);
+  RunOutcome outcome;
+  outcome.followedPlan = run.plan && run.followsPlan &&
+                         run.next == run.plan->slots.size();
+  outcome.plannedAllocations = run.planned;
+  outcome.trace = std::move(run.trace);
+  run.trace.clear();
+  run.open = false;
+  if (run.liveInRegion == 0)
+    releaseRegionLocked(run);
+  return outcome;
+}
+
+void CachingAllocator::releaseRegionLocked(RunAllocations &run) {
+  if (!run.region)
+    return;
+  size_t size = roundUp(run.plan->regionBytes, BlockArena::pageSize());
+  arena->release(run.region, size, now());
+  counters.bytesInUse -= size;
+  run.region = nullptr;
 }
 
 void CachingAllocator::release(void *block) {
@@ -121,8 +227,20 @@ void CachingAllocator::release(void *block) {
   auto found = live.find(block);
   if (found == live.end())
     fail("CachingAllocator: release of a block it did not allocate");
-  size_t size = found->second;
+  LiveBlock entry = std::move(found->second);
   live.erase(found);
+  size_t size = entry.size;
+  if (entry.run) {
+    RunAllocations &run = *entry.run;
+    if (run.open)
+      run.trace.push_back({AllocationEvent::Kind::Release, entry.index, 0});
+    if (entry.planned) {
+      run.slotLive[entry.index] = 0;
+      if (--run.liveInRegion == 0 && !run.open)
+        releaseRegionLocked(run);
+      return;
+    }
+  }
   counters.bytesInUse -= size;
   if (options.guardPages) {
     releaseGuardedLocked(block, size);
@@ -163,7 +281,7 @@ void *CachingAllocator::allocateGuarded(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex);
   ++counters.misses;
   counters.bytesInUse += bytes;
-  live[block] = bytes;
+  live[block].size = bytes;
   mappings[block] = {base, length};
   return block;
 }
@@ -241,7 +359,7 @@ AllocatorStats CachingAllocator::stats() const {
 size_t CachingAllocator::blockSize(void *block) const {
   std::lock_guard<std::mutex> lock(mutex);
   auto found = live.find(block);
-  return found == live.end() ? 0 : found->second;
+  return found == live.end() ? 0 : found->second.size;
 }
 
 namespace {

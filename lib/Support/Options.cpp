@@ -107,6 +107,8 @@ Options readOptions(const EnvironmentLookup &lookup) {
   options.gemmLibrary = gemmLibraryOf(lookup("DYNAFUSE_GEMM_LIBRARY"));
   const char *fold = lookup("DYNAFUSE_FOLD_BATCH_NORM");
   options.foldBatchNorm = !(fold && std::string(fold) == "0");
+  const char *plan = lookup("DYNAFUSE_ALLOCATION_PLAN");
+  options.allocationPlan = !(plan && std::string(plan) == "0");
   options.allocatorCacheMB =
       readNumber(lookup, "DYNAFUSE_ALLOCATOR_CACHE_MB", 2048);
   options.allocatorIdleSeconds =
@@ -158,6 +160,9 @@ const std::vector<OptionVariable> &optionVariables() {
       {"DYNAFUSE_FOLD_BATCH_NORM", "1",
        "0: prepacked convolutions leave their batch norm and activation to "
        "a fused kernel instead of folding them into oneDNN's call"},
+      {"DYNAFUSE_ALLOCATION_PLAN", "1",
+       "0: a compiled run's large blocks are placed by the pool's heap as "
+       "they come instead of by a plan made from an earlier run"},
       {"DYNAFUSE_ALLOCATOR_CACHE_MB", "2048",
        "most megabytes of freed blocks the pool keeps"},
       {"DYNAFUSE_ALLOCATOR_IDLE_S", "10",

@@ -172,7 +172,10 @@ def stats():
     layers run by the GEMM library, MKL's packed sgemm or oneDNN: every run
     counts), linear_prepacks (their weights packed for it: once per
     parameter version and input size), onednn_products (products of two
-    computed tensors run through oneDNN's matmul: every run counts)."""
+    computed tensors run through oneDNN's matmul: every run counts),
+    allocation_plans (plans of where a compiled run's large blocks go, made
+    from a run's trace: the first run's, then one per run that strayed from
+    its plan, a few at most per compiled graph)."""
     return _C.stats()
 
 
@@ -181,5 +184,7 @@ def memory_stats():
     intermediates, and ATen's results inside a compiled run): bytes_in_use,
     bytes_cached (free and resident), bytes_mapped (the large blocks' extent:
     the most ever in use at once plus fragmentation), hits, misses,
-    trimmed."""
+    trimmed, planned_allocations (large blocks of compiled runs placed by
+    their program's allocation plan) and plan_conflicts (blocks a plan
+    would have placed while a block sharing its bytes was still live)."""
     return _C.memory_stats()

@@ -57,6 +57,10 @@ DYNAFUSE_FOLD_BATCH_NORM       1           0: prepacked convolutions leave
                                            their batch norm and activation
                                            to a fused kernel instead of
                                            folding them into oneDNN's call
+DYNAFUSE_ALLOCATION_PLAN       1           0: a compiled run's large blocks
+                                           are placed by the pool's heap as
+                                           they come instead of by a plan
+                                           made from an earlier run
 DYNAFUSE_ALLOCATOR_CACHE_MB    2048        most megabytes of freed blocks the
                                            pool keeps
 DYNAFUSE_ALLOCATOR_IDLE_S      10          seconds after which an unused

@@ -225,7 +225,7 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}",
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}",
       "captures",
       stats.captures,
       "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
@@ -237,17 +237,20 @@ PyObject *pyStats(PyObject *, PyObject *) {
       stats.weightPrepacks, "batch_norm_folds", stats.batchNormFolds,
       "conv_residual_adds", stats.convResidualAdds, "packed_gemms",
       stats.packedGemms, "linear_prepacks", stats.linearPrepacks,
-      "onednn_products", stats.oneDnnProducts);
+      "onednn_products", stats.oneDnnProducts, "allocation_plans",
+      stats.allocationPlans);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {
   AllocatorStats stats = CachingAllocator::global().stats();
-  return Py_BuildValue("{s:n,s:n,s:n,s:L,s:L,s:L}", "bytes_in_use",
-                       Py_ssize_t(stats.bytesInUse), "bytes_cached",
-                       Py_ssize_t(stats.bytesCached), "bytes_mapped",
-                       Py_ssize_t(stats.bytesMapped), "hits",
-                       (long long)stats.hits, "misses", (long long)stats.misses,
-                       "trimmed", (long long)stats.trimmed);
+  return Py_BuildValue(
+      "{s:n,s:n,s:n,s:L,s:L,s:L,s:L,s:L}", "bytes_in_use",
+      Py_ssize_t(stats.bytesInUse), "bytes_cached",
+      Py_ssize_t(stats.bytesCached), "bytes_mapped",
+      Py_ssize_t(stats.bytesMapped), "hits", (long long)stats.hits, "misses",
+      (long long)stats.misses, "trimmed", (long long)stats.trimmed,
+      "planned_allocations", (long long)stats.plannedAllocations,
+      "plan_conflicts", (long long)stats.planConflicts);
 }
 
 PyObject *pyGraphs(PyObject *, PyObject *) {

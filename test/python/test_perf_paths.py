@@ -196,7 +196,8 @@ def test_pool_holds_the_peak_of_live_bytes_not_of_each_size():
     neighbours. At most 14 MiB are live at once (two neighbours, and the
     previous call's output while the next call runs): the arena maps 16 MiB
     here, the cache of blocks reused by size (at most 1/4 larger) that it
-    replaced mapped 24 MiB, each size apart."""
+    replaced mapped 24 MiB, each size apart. (The heap's own placement: the
+    allocation plan, decision 86, is off here; test_allocation_plan.py.)"""
     code = """
 import torch, dynafuse
 torch.manual_seed(0)
@@ -215,6 +216,6 @@ assert dynafuse.stats()["backend_compiles"] == 1
 stats = dynafuse.memory_stats()
 print(f"{stats['bytes_mapped'] / 2 ** 20:.2f}:{stats['hits']}")
 """
-    mapped, hits = run_python(code).split(":")
+    mapped, hits = run_python(code, DYNAFUSE_ALLOCATION_PLAN="0").split(":")
     assert int(hits) >= 12, "later calls reuse the pool's memory"
     assert 14 <= float(mapped) <= 18, mapped

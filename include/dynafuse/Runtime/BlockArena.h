@@ -51,6 +51,8 @@ public:
   /// memory. `fromCache` says whether it was carved from resident free
   /// memory alone (no page was faulted in).
   void *carve(size_t size, bool &fromCache);
+  /// Whether a free range holds `size` bytes (else carve() grows the top).
+  bool fits(size_t size) const;
   /// Returns a block carve() gave, of the size it was carved with.
   void release(void *block, size_t size, double releasedAt);
   /// Whether `block` lies in the reserved range.

@@ -3,7 +3,7 @@
 // DESIGN decision 10. A fresh large allocation is fresh mmap'd memory that
 // page-faults on first touch, which costs more than the kernel filling it.
 // This allocator keeps freed memory mapped and hands it out again:
-// - blocks of 1 MiB and more are pieces of one reserved address range, a
+// - blocks of 64 KiB and more are pieces of one reserved address range, a
 //   heap with best fit and merged free neighbours (BlockArena.h, decision
 //   81): a request takes free memory of any earlier size that fits, so the
 //   process keeps the peak of the bytes live at once, not the peak of each
@@ -18,6 +18,13 @@
 //   gives the oldest free memory back to the system, and memory idle for
 //   longer than the idle time goes back by trimIdle() (the global allocator
 //   runs it from a background thread);
+// - a compiled run's large blocks can follow a plan (AllocationPlan.h,
+//   decision 86): beginRun() opens the run, allocate(bytes, run) gives the
+//   k-th large block of the run its planned place in one region carved for
+//   the run (or a heap block when the run strays from its plan), and
+//   endRun() returns the run's trace for the next plan; the region goes
+//   back to the heap when the run has ended and its last planned block is
+//   released;
 // - every method is thread-safe.
 // Guard-page mode (Options::guardPages; DYNAFUSE_GUARD_PAGES=1 for the global
 // allocator, through dynafuse::Options) is a debugging aid for JIT code, which
@@ -33,6 +40,7 @@
 #ifndef DYNAFUSE_RUNTIME_CACHINGALLOCATOR_H
 #define DYNAFUSE_RUNTIME_CACHINGALLOCATOR_H
 
+#include "dynafuse/Runtime/AllocationPlan.h"
 #include "dynafuse/Runtime/BlockArena.h"
 #include "dynafuse/Support/Options.h"
 
@@ -42,6 +50,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace dynafuse {
 
@@ -58,6 +67,31 @@ struct AllocatorStats {
   /// The large blocks' mapped extent: the most bytes ever in use at once
   /// plus what fragmentation left free below it.
   size_t bytesMapped = 0;
+  /// Large blocks of runs placed by their plan, and those the plan would
+  /// have placed but a block sharing their bytes was still live.
+  int64_t plannedAllocations = 0;
+  int64_t planConflicts = 0;
+};
+
+/// One compiled run's large allocations (CachingAllocator::beginRun): its
+/// plan, its trace so far, the region its planned blocks lie in. Only the
+/// caching allocator reads or changes it, under its lock.
+class RunAllocations : public std::enable_shared_from_this<RunAllocations> {
+  friend class CachingAllocator;
+  std::shared_ptr<const AllocationPlan> plan;
+  std::vector<AllocationEvent> trace;
+  /// The index the run's next large allocation gets.
+  uint32_t next = 0;
+  /// Cleared when an allocation's size differs from its slot's, or a slot's
+  /// place was taken.
+  bool followsPlan = true;
+  size_t planned = 0;
+  /// The region (carved at the first planned allocation) and which of its
+  /// slots are live.
+  char *region = nullptr;
+  std::vector<uint8_t> slotLive;
+  size_t liveInRegion = 0;
+  bool open = true;
 };
 
 class CachingAllocator {
@@ -88,6 +122,18 @@ public:
   /// aligned only to the largest power of two (up to the page) dividing
   /// `bytes`. Throws Error when the system has no memory left.
   void *allocate(size_t bytes);
+  /// A large block (`bytes` of at least 64 KiB) of `run` (null: none) in
+  /// its planned place where the plan holds, else as allocate(bytes); a
+  /// small one as allocate(bytes).
+  void *allocate(size_t bytes, RunAllocations *run);
+  /// Opens a run placed by `plan` (null: recorded only). Guard-page mode
+  /// plans nothing (every block keeps its own mapping).
+  std::shared_ptr<RunAllocations> beginRun(
+      std::shared_ptr<const AllocationPlan> plan);
+  /// Closes the run: its trace and how it went against its plan. Blocks
+  /// released afterwards are no longer traced; the region is returned when
+  /// the last of its blocks is.
+  RunOutcome endRun(RunAllocations &run);
   /// Returns a block from allocate() to the cache.
   void release(void *block);
   /// Unmaps cached blocks until at most `keepBytes` stay cached.
@@ -114,14 +160,25 @@ private:
     void *block;
     double releasedAt;
   };
-  void *allocateLarge(size_t bytes);
+  /// A block in use: its size and, for a large block of a run, the run
+  /// and its index there (planned: in the run's region).
+  struct LiveBlock {
+    size_t size = 0;
+    std::shared_ptr<RunAllocations> run;
+    uint32_t index = 0;
+    bool planned = false;
+  };
+  void *allocateLarge(size_t bytes, RunAllocations *run);
+  /// The planned place of the run's next allocation of `size`, or null.
+  void *placeLocked(RunAllocations &run, uint32_t index, size_t size);
+  void releaseRegionLocked(RunAllocations &run);
   size_t cachedBytesLocked() const;
   void evictLocked(size_t keepBytes, double idleBefore);
   void *allocateGuarded(size_t bytes);
   void releaseGuardedLocked(void *block, size_t bytes);
   Options options;
   mutable std::mutex mutex;
-  std::map<void *, size_t> live;
+  std::map<void *, LiveBlock> live;
   /// Large blocks (null in guard-page mode).
   std::unique_ptr<BlockArena> arena;
   /// Released small blocks by size.

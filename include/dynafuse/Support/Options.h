@@ -113,6 +113,9 @@ struct Options {
   /// Prepacked convolutions fold their eval batch norm into the weight and
   /// run their activation as a oneDNN post-op (fuse-conv-epilogues).
   bool foldBatchNorm = true;
+  /// A compiled run's large blocks follow a plan made from an earlier run's
+  /// trace (AllocationPlan.h) instead of the heap's online placement.
+  bool allocationPlan = true;
   /// The most bytes the caching allocator keeps cached.
   double allocatorCacheMB = 2048;
   /// Cached blocks idle for this long are unmapped.
