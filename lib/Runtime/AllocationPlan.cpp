@@ -78,6 +78,8 @@ AllocationPlan
 AllocationPlan::fromTrace(const std::vector<AllocationEvent> &trace) {
   AllocationPlan plan;
   std::vector<Lifetime> blocks = lifetimesOf(trace);
+  if (blocks.empty())
+    return plan; // malformed or empty: nothing planned
   plan.slots.resize(blocks.size());
   std::vector<uint32_t> order;
   for (uint32_t i = 0; i < blocks.size(); ++i) {
