@@ -11,6 +11,7 @@
 #define DYNAFUSE_CAPTURE_BACKWARDPROGRAM_H
 
 #include "dynafuse/Graph/Autodiff.h"
+#include "dynafuse/Runtime/AllocationPlan.h"
 #include "dynafuse/Runtime/Executor.h"
 
 #include <memory>
@@ -33,6 +34,9 @@ struct BackwardProgram {
   /// The backward graph's name (in errors and the node's name).
   std::string name;
   std::unique_ptr<CompiledModule> module;
+  /// Where its runs' large blocks go (null with Options::allocationPlan
+  /// off).
+  std::unique_ptr<AllocationPlanner> allocationPlanner;
   /// What each backward module input is bound to (Autodiff.h).
   std::vector<TrainingGraphs::BackwardInput> inputs;
   /// Per backward module output: the forward graph input it is the

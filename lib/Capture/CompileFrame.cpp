@@ -192,6 +192,8 @@ compileBackward(TrainingGraphs &graphs,
   info.backwardKernels = part.distinctKernels;
   info.backwardExternCalls = part.externCalls;
   program->module = std::move(part.module);
+  if (options.config->options.allocationPlan)
+    program->allocationPlanner = std::make_unique<AllocationPlanner>();
   program->outputInput = part.outputInput;
   program->outputViews = part.outputViews;
   program->replayBlocked = replayBlockedReason(graphs, writeBacks);

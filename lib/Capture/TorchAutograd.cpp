@@ -198,7 +198,8 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   bool cuda = !held.empty() && held[0].is_cuda();
   TorchContext context(noTorchCalls, cuda ? currentTorchCudaStream() : nullptr);
   {
-    PooledTorchAllocations pooled;
+    PooledTorchAllocations pooled(program->allocationPlanner.get());
+    context.run = pooled.run();
     module.run(args, context);
   }
   variable_list result;

@@ -93,6 +93,8 @@ def test_training_steps_plan_the_forward_and_match_eager():
         for p, q in zip(model.parameters(), reference.parameters()):
             assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
     assert planned() > before
+    # One plan for the forward module, one for the backward.
+    assert dynafuse.stats()["allocation_plans"] == 2, dynafuse.stats()
 
 
 def test_new_sizes_replan_a_bounded_number_of_times():
