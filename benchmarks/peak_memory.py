@@ -7,13 +7,17 @@ A child process builds the model and its input (the models of
 library_models.py), reads its peak RSS (getrusage's ru_maxrss), runs the
 first call (capture and compile included) and --calls more, and reads the
 peak again: the table gives the difference, in MB (and in parentheses the
-difference after the first call alone). For Dynafuse it also
+difference after the first call alone). With --repeat N each eager and
+Dynafuse figure is the median of N fresh processes, with their range in
+brackets (eager's own figure moves by tens of MB between processes);
+Inductor, whose first call takes minutes, is measured once. For Dynafuse it also
 gives the caching allocator's mapped, cached and in-use bytes after the
 calls (dynafuse.memory_stats()) and the reordered convolution weights it keeps
 (prepacked weights count in the peak: one copy of each).
 
     .venv/bin/python benchmarks/peak_memory.py [--only resnet50 mobilenet_v2 ...]
-        [--batch 8] [--image-size 224] [--calls 20] [--no-inductor] [--markdown FILE]
+        [--batch 8] [--image-size 224] [--calls 20] [--repeat 3] [--no-inductor]
+        [--markdown FILE]
 """
 import argparse
 import json
@@ -94,6 +98,19 @@ def measure(name, backend, args):
     return json.loads(lines[-1])
 
 
+def measure_repeated(name, backend, args):
+    """The median run of --repeat fresh processes (Inductor: one), by peak,
+    with the lowest and highest peaks."""
+    times = 1 if backend == "inductor" else max(1, args.repeat)
+    runs = [measure(name, backend, args) for _ in range(times)]
+    good = sorted((r for r in runs if "error" not in r), key=lambda r: r["peak_mb"])
+    if not good:
+        return runs[0]
+    median = dict(good[len(good) // 2])
+    median["low_mb"], median["high_mb"] = good[0]["peak_mb"], good[-1]["peak_mb"]
+    return median
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,6 +120,8 @@ def main():
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--image-size", type=int,
                         help="pixels a side for the vision models (default 128)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="fresh processes per eager and Dynafuse figure (median)")
     parser.add_argument("--no-inductor", action="store_true")
     parser.add_argument("--markdown")
     args = parser.parse_args()
@@ -118,12 +137,16 @@ def main():
     print(header)
     print(rule, flush=True)
     for name in args.only or DEFAULT_MODELS:
-        results = {b: measure(name, b, args) for b in backends}
+        results = {b: measure_repeated(name, b, args) for b in backends}
         cells = [name]
         for b in backends:
             r = results[b]
-            cells.append(f"error: {r['error']}" if "error" in r else
-                         f"{r['peak_mb']:.0f} ({r['first_mb']:.0f})")
+            if "error" in r:
+                cells.append(f"error: {r['error']}")
+                continue
+            spread = (f" [{r['low_mb']:.0f}-{r['high_mb']:.0f}]"
+                      if r["high_mb"] > r["low_mb"] else "")
+            cells.append(f"{r['peak_mb']:.0f}{spread} ({r['first_mb']:.0f})")
         d = results.get("dynafuse", {})
         cells.append(f"{d['mapped_mb']:.0f} / {d['cached_mb']:.0f} / {d['in_use_mb']:.0f}"
                      if "cached_mb" in d else "-")

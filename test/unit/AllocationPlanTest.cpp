@@ -36,6 +36,11 @@ std::vector<AllocationEvent> chainTrace() {
           release(2),           allocate(4, 4 * MiB), release(3)};
 }
 
+std::shared_ptr<const AllocationPlan> chainPlan() {
+  return std::make_shared<const AllocationPlan>(
+      AllocationPlan::fromTrace(chainTrace()));
+}
+
 struct Span {
   size_t allocated, released;
 };
@@ -228,8 +233,7 @@ TEST(AllocationPlan, RunsFollowingThePlanGetTheirPlaces) {
 
 TEST(AllocationPlan, ABlockStillLiveSendsItsSharersToTheHeap) {
   CachingAllocator allocator;
-  auto plan = std::make_shared<const AllocationPlan>(
-      AllocationPlan::fromTrace(chainTrace()));
+  std::shared_ptr<const AllocationPlan> plan = chainPlan();
   ASSERT_TRUE(bytesOverlap(plan->slots[0], plan->slots[2]));
   auto run = allocator.beginRun(plan);
   // This run keeps block 0 past its planned release.
@@ -253,8 +257,7 @@ TEST(AllocationPlan, ABlockStillLiveSendsItsSharersToTheHeap) {
 
 TEST(AllocationPlan, AnotherSizeEndsThePlanForTheRun) {
   CachingAllocator allocator;
-  auto plan = std::make_shared<const AllocationPlan>(
-      AllocationPlan::fromTrace(chainTrace()));
+  std::shared_ptr<const AllocationPlan> plan = chainPlan();
   auto run = allocator.beginRun(plan);
   void *zero = allocator.allocate(8 * MiB, run.get());
   void *other = allocator.allocate(3 * MiB, run.get()); // the trace had 2
@@ -272,8 +275,7 @@ TEST(AllocationPlan, AnotherSizeEndsThePlanForTheRun) {
 
 TEST(AllocationPlan, TheRegionOutlivesItsRunWhileABlockDoes) {
   CachingAllocator allocator;
-  auto plan = std::make_shared<const AllocationPlan>(
-      AllocationPlan::fromTrace(chainTrace()));
+  std::shared_ptr<const AllocationPlan> plan = chainPlan();
   auto run = allocator.beginRun(plan);
   char *zero = static_cast<char *>(allocator.allocate(8 * MiB, run.get()));
   allocator.endRun(*run);
@@ -303,8 +305,7 @@ TEST(AllocationPlan, SmallBlocksAndGuardPagesAreNotPlanned) {
   CachingAllocator::Options guarded;
   guarded.guardPages = true;
   CachingAllocator fenced(guarded);
-  auto plan = std::make_shared<const AllocationPlan>(
-      AllocationPlan::fromTrace(chainTrace()));
+  std::shared_ptr<const AllocationPlan> plan = chainPlan();
   auto fencedRun = fenced.beginRun(plan);
   void *block = fenced.allocate(8 * MiB, fencedRun.get());
   RunOutcome outcome = fenced.endRun(*fencedRun);
