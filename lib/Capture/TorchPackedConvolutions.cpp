@@ -23,6 +23,9 @@
 // 16x16 16 vs 86; depthwise 3x3 and 5x5 70-110 vs 47-80 at every size;
 // googlenet's 57 convolutions (all above 4 MFLOP) 19.4 ms vs 15.5 ms in
 // sequence. So: depthwise convolutions, and dense ones of 4 MFLOP or more.
+// (Small 1x1 convolutions of channels-last inputs are not ATen's
+// convolutions either: they run as matrix products, decision 87,
+// TorchExternOps.cpp.)
 //
 //===----------------------------------------------------------------------===//
 #include "TorchATenOps.h"

@@ -173,7 +173,8 @@ def stats():
     counts), linear_prepacks (their weights packed for it: once per
     parameter version and input size), onednn_products (products of two
     computed tensors run through oneDNN's matmul: every run counts),
-    allocation_plans (plans of where a compiled run's large blocks go, made
+    pointwise_conv_products (small 1x1 convolutions of channels-last inputs
+    run as a matrix product: every run counts), allocation_plans (plans of where a compiled run's large blocks go, made
     from a run's trace: the first run's, then one per run that strayed from
     its plan, a few at most per compiled graph)."""
     return _C.stats()

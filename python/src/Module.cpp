@@ -225,7 +225,7 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}",
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}",
       "captures",
       stats.captures,
       "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
@@ -237,8 +237,8 @@ PyObject *pyStats(PyObject *, PyObject *) {
       stats.weightPrepacks, "batch_norm_folds", stats.batchNormFolds,
       "conv_residual_adds", stats.convResidualAdds, "packed_gemms",
       stats.packedGemms, "linear_prepacks", stats.linearPrepacks,
-      "onednn_products", stats.oneDnnProducts, "allocation_plans",
-      stats.allocationPlans);
+      "onednn_products", stats.oneDnnProducts, "pointwise_conv_products",
+      stats.pointwiseConvProducts, "allocation_plans", stats.allocationPlans);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

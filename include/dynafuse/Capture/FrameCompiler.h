@@ -81,6 +81,9 @@ struct CompilerStats {
   /// Products of two computed tensors (mm, bmm, matmul) run through
   /// oneDNN's matmul (every run counts; TorchOneDnnMatmul.cpp).
   long oneDnnProducts = 0;
+  /// Small 1x1 convolutions of channels-last inputs run as a matrix
+  /// product by ATen (every run counts; TorchExternOps.cpp).
+  long pointwiseConvProducts = 0;
   /// Allocation plans made from compiled runs' traces (AllocationPlan.h;
   /// a program's first run makes one, a run that strayed from it another).
   long allocationPlans = 0;
