@@ -16,9 +16,17 @@ model for tens of seconds on this machine), and with --max-autotune the
 same for torch.compile(mode="max-autotune-no-cudagraphs") (slower still:
 it benchmarks GEMM templates while compiling).
 
+Each round times one call of each version by default, so every timed call
+comes right after another version's call (whose caches and spinning worker
+threads it inherits: a /tmp measurement outside this file had
+shufflenet_v2 at batch 1 34% slower right after an eager call than in a run
+of its own calls). --calls-per-round K makes each version run one untimed
+call and then K timed ones in its turn: the time of a call that follows
+calls of the same model.
+
     .venv/bin/python benchmarks/library_models.py [--only resnet18 gpt2 ...]
         [--skip-zoo] [--skip-blocks] [--skip-transformers] [--inductor]
-        [--max-autotune] [--runs 10]
+        [--max-autotune] [--runs 10] [--calls-per-round 1]
         [--no-disk-cache] [--batch 8] [--markdown docs/library-models.md]
 
 --no-disk-cache starts from an empty kernel cache, so first-call times are
@@ -129,23 +137,29 @@ def matches(actual, expected):
         for x, y in zip(a, e))
 
 
-def seconds(call):
+def seconds(call, calls=1):
+    """One call's time; with calls > 1, the mean of that many after an
+    untimed one."""
+    if calls > 1:
+        call()
     start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - start) / calls
 
 
-def interleaved_ratios(eager, others, runs):
-    """Per round, one call of eager and of each compiled version in turn
-    (so a slow stretch of a noisy machine hits all of them): for each
-    compiled version, eager's time over its time, one ratio per round."""
+def interleaved_ratios(eager, others, runs, calls=1):
+    """Per round, eager and each compiled version in turn (so a slow stretch
+    of a noisy machine hits all of them), each timed over `calls` calls
+    (seconds()): for each compiled version, eager's time over its time, one
+    ratio per round."""
     for call in [eager] + others:  # warm-up
         call()
     ratios = [[] for _ in others]
     for _ in range(runs):
-        base = seconds(eager)
+        base = seconds(eager, calls)
         for k, call in enumerate(others):
-            ratios[k].append(base / seconds(call))
+            ratios[k].append(base / seconds(call, calls))
     return ratios
 
 
@@ -187,7 +201,7 @@ def measure(name, make, inputs, args):
             row["ma_first"] = time.perf_counter() - start
             calls.append(lambda: tuned(*positional, **keywords))
         ratios = interleaved_ratios(lambda: model(*positional, **keywords), calls,
-                                    args.runs)
+                                    args.runs, args.calls_per_round)
         row["speedup"] = statistics.median(ratios[0])
         row["spread"] = spread(ratios[0]) if args.runs >= 4 else 0.0
         if args.inductor:
@@ -225,6 +239,8 @@ def main():
     parser.add_argument("--inductor", action="store_true")
     parser.add_argument("--max-autotune", action="store_true")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--calls-per-round", type=int, default=1,
+                        help="timed calls of each version per round, after an untimed one")
     parser.add_argument("--markdown")
     parser.add_argument("--no-disk-cache", action="store_true")
     parser.add_argument("--batch", type=int, default=1,
