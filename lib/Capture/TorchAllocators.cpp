@@ -151,13 +151,17 @@ PooledTorchAllocations::~PooledTorchAllocations() {
   }
 }
 
-UntracedAllocations::UntracedAllocations()
-    : suspended(PoolAllocator::currentRun) {
+WeightPackingAllocations::WeightPackingAllocations()
+    : suspended(PoolAllocator::currentRun),
+      opened(CachingAllocator::clock()) {
   PoolAllocator::currentRun = nullptr;
 }
 
-UntracedAllocations::~UntracedAllocations() {
+WeightPackingAllocations::~WeightPackingAllocations() {
   PoolAllocator::currentRun = suspended;
+  // The packing's temporaries are free now and nothing later asks for
+  // their sizes; the blocks the run cached before stay.
+  CachingAllocator::global().trimReleasedSince(opened);
 }
 
 bool cachingAllocatorInUse() { return torchAllocatorSettings.pool; }

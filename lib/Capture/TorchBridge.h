@@ -102,18 +102,25 @@ private:
   RunAllocations *outer = nullptr;
 };
 
-/// Within a planned run, allocations on this thread that are no part of its
-/// trace: packing a weight happens once and its copy outlives the run, so
-/// the first run's trace would otherwise differ from every later one's.
-class UntracedAllocations {
+/// Packing a weight, within a run: its allocations are no part of the
+/// run's trace (packing happens once and its copy outlives the run, so the
+/// first run's trace would otherwise differ from every later one's), and
+/// closing the scope gives the pool blocks its temporaries left cached back
+/// to the system. A model's
+/// weights mostly grow layer by layer: each packed copy lands beside the
+/// hole its temporaries left, a hole no later, larger temporary fits, and
+/// resnet18 at batch 1 kept 30 MB of them in the pool.
+class WeightPackingAllocations {
 public:
-  UntracedAllocations();
-  ~UntracedAllocations();
-  UntracedAllocations(const UntracedAllocations &) = delete;
-  UntracedAllocations &operator=(const UntracedAllocations &) = delete;
+  WeightPackingAllocations();
+  ~WeightPackingAllocations();
+  WeightPackingAllocations(const WeightPackingAllocations &) = delete;
+  WeightPackingAllocations &operator=(const WeightPackingAllocations &) = delete;
 
 private:
   RunAllocations *suspended;
+  /// CachingAllocator::clock() when the scope opened.
+  double opened;
 };
 
 /// Whether tensors Dynafuse makes come from the runtime's caching allocator

@@ -90,7 +90,7 @@ runPackedConvolution(StepWeights &weights, const ProgramStep &step,
     return std::nullopt;
   PackedWeight &packed = copyFor(weights, *parameters[0]);
   if (!packed.current(parameters, x.sizes())) {
-    UntracedAllocations once;
+    WeightPackingAllocations packing;
     static auto reorder =
         c10::Dispatcher::singleton()
             .findSchemaOrThrow("mkldnn::_reorder_convolution_weight", "")

@@ -178,7 +178,7 @@ std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
                                           std::nullopt);
   PackedWeight &packed = copyFor(weights, *parameters[0]);
   if (!packed.current(parameters, x.sizes())) {
-    UntracedAllocations once;
+    WeightPackingAllocations packing;
     packed.packed = mkl ? linearOps().mklReorder->call(weight, rows)
                         : linearOps().oneDnnReorder->call(weight, rows);
     packed.stamp(parameters, x.sizes());

@@ -348,6 +348,32 @@ void CachingAllocator::trimIdle() {
   evictLocked(cachedBytesLocked(), now() - options.idleSeconds);
 }
 
+void CachingAllocator::trimReleasedSince(double since) {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = smallCached.begin(); it != smallCached.end();) {
+    if (it->second.releasedAt < since) {
+      ++it;
+      continue;
+    }
+    smallCachedBytes -= it->first;
+    std::free(it->second.block);
+    it = smallCached.erase(it);
+    ++counters.trimmed;
+  }
+  if (!arena)
+    return;
+  std::vector<size_t> recent;
+  arena->forEachResidentRange([&](size_t offset, size_t, double releasedAt) {
+    if (releasedAt >= since)
+      recent.push_back(offset);
+  });
+  for (size_t offset : recent)
+    if (arena->trimRange(offset))
+      ++counters.trimmed;
+}
+
+double CachingAllocator::clock() { return now(); }
+
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex);
   AllocatorStats stats = counters;

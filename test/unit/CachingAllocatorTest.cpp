@@ -120,6 +120,37 @@ TEST(CachingAllocator, TrimIdleFreesOldBlocks) {
   EXPECT_EQ(allocator.stats().bytesCached, 0u);
 }
 
+TEST(CachingAllocator, TrimReleasedSinceLeavesOlderBlocks) {
+  // Weight packing gives back what its temporaries left cached, and only
+  // that: the blocks a run cached before stay for its later steps.
+  CachingAllocator allocator(limit(64 << 20));
+  void *older = allocator.allocate(2 << 20);
+  void *separator = allocator.allocate(1 << 20);
+  void *olderSmall = allocator.allocate(1000);
+  allocator.release(older);
+  allocator.release(olderSmall);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  double since = CachingAllocator::clock();
+  void *recent = allocator.allocate(3 << 20);
+  void *recentSmall = allocator.allocate(2000);
+  allocator.release(recent);
+  allocator.release(recentSmall);
+  size_t cached = allocator.stats().bytesCached;
+  allocator.trimReleasedSince(since);
+  AllocatorStats stats = allocator.stats();
+  EXPECT_EQ(stats.trimmed, 2) << "the recent large range and small block";
+  EXPECT_LE(stats.bytesCached + (3 << 20) + 2000, cached);
+  EXPECT_GE(stats.bytesCached, size_t(2) << 20) << "the older range stays";
+  EXPECT_EQ(allocator.allocate(1000), olderSmall) << "older small block stays";
+  // A trimmed range is still free address space: it serves requests again.
+  void *again = allocator.allocate(3 << 20);
+  EXPECT_NE(again, nullptr);
+  std::memset(again, 1, 3 << 20);
+  allocator.release(again);
+  allocator.release(separator);
+  allocator.release(olderSmall);
+}
+
 TEST(CachingAllocator, ThreadSafe) {
   CachingAllocator allocator(limit(32 << 20));
   std::vector<std::thread> threads;

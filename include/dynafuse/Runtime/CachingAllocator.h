@@ -140,6 +140,12 @@ public:
   void trim(size_t keepBytes = 0);
   /// Unmaps cached blocks idle for longer than the idle time.
   void trimIdle();
+  /// Unmaps the cached blocks released at or after `since` (a clock()
+  /// reading): what one piece of work left cached, older blocks untouched
+  /// (a free range merged with a newer neighbour counts as newer).
+  void trimReleasedSince(double since);
+  /// The clock of release times, in seconds.
+  static double clock();
   AllocatorStats stats() const;
   /// The usable size of a block from allocate().
   size_t blockSize(void *block) const;
