@@ -118,7 +118,7 @@ class GPT2Block(nn.Module):
         k = k.view(b, t, self.heads, d // self.heads).transpose(1, 2)
         v = v.view(b, t, self.heads, d // self.heads).transpose(1, 2)
         scores = q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         scores = scores.masked_fill(~mask, float("-inf"))
         attention = F.softmax(scores, dim=-1) @ v
         x = x + self.proj(attention.transpose(1, 2).reshape(b, t, d))

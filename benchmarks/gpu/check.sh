@@ -6,7 +6,10 @@
 #      GPU pytest modules: CUDA tensors captured, guarded by device and run
 #      with backend "auto" and "cuda" (test_backends.py, test_cuda_models.py:
 #      an MLP, a conv net, an attention block, resnet18), and
-#      test_capture_devices.py;
+#      test_capture_devices.py; then times whole models (ResNet-18,
+#      MobileNetV2, ViT-B/16, a GPT-2 block, an MLP) in eager torch,
+#      Dynafuse's cuda backend and torch.compile (benchmarks/gpu/models.py,
+#      a report: it does not fail the check);
 # then builds the CUDA path without LLVM and Python, and
 #   1. runs the CUDA GoogleTests (device runs compared with the interpreter;
 #      here a missing device is an error, not a skip),
@@ -86,6 +89,9 @@ PY
     (cd "$root/test/python" && PYTHONPATH="$stage" timeout 400 "$python" -m pytest -q \
       -p no:cacheprovider test_backends.py test_cuda_models.py \
       test_capture_devices.py -rs) || status=1
+    echo "== whole models: eager, Dynafuse (cuda) and torch.compile (benchmarks/gpu/models.py)"
+    PYTHONPATH="$stage" timeout 420 "$python" "$root/benchmarks/gpu/models.py" ||
+      echo "models.py: a model failed, or it did not finish"
   else
     echo "check.sh: building the Python extension failed"; status=1
   fi
