@@ -29,6 +29,15 @@
 # GoogleTest and lit where present. Exit status 0 only when everything that
 # ran passed.
 #
+# The lent GPU machine has no GoogleTest, FileCheck or lit. Where this
+# machine has GoogleTest (Debian's libgtest-dev),
+#   benchmarks/gpu/check.sh --carry-gtest   # here: headers, static libraries
+#                                           # and CMake config (1.5 MB) into
+#                                           # benchmarks/gpu/carry (ignored)
+# and carry that folder along: the GoogleTests then build and run there
+# (found through CMAKE_PREFIX_PATH), without the lit tier
+# (DYNAFUSE_LIT_TESTS=OFF where FileCheck or lit is missing).
+#
 # A GPU machine without NVRTC runs cubins prepared on a machine with it:
 #   benchmarks/gpu/check.sh --prepare   # here: sm_90 cubins of every test
 #                                       # kernel and suite module into
@@ -41,6 +50,20 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 prepare=0
 python_only=0
+carry=$root/benchmarks/gpu/carry
+if [ "${1:-}" = "--carry-gtest" ]; then
+  # The /usr layout under $carry: GTest's CMake config finds its headers
+  # and libraries relative to itself.
+  libdir=lib/x86_64-linux-gnu
+  [ -e /usr/include/gtest/gtest.h ] && [ -e /usr/$libdir/cmake/GTest ] ||
+    { echo "check.sh: no GoogleTest in /usr (apt-get install libgtest-dev)"; exit 1; }
+  rm -rf "$carry" && mkdir -p "$carry/include" "$carry/$libdir/cmake"
+  cp -r /usr/include/gtest "$carry/include/" &&
+    cp /usr/$libdir/libgtest*.a "$carry/$libdir/" &&
+    cp -r /usr/$libdir/cmake/GTest "$carry/$libdir/cmake/" || exit 1
+  du -sh "$carry"
+  exit 0
+fi
 if [ "${1:-}" = "--prepare" ]; then prepare=1; shift; fi
 if [ "${1:-}" = "--python" ]; then python_only=1; shift; fi
 build=${1:-$root/build-gpu}
@@ -105,13 +128,20 @@ fi
 # has neither): their steps are then reported as not run, and the device is
 # checked by the runner over the suite and by the Python tests above.
 have_gtest=OFF
-for header in /usr/include/gtest/gtest.h /usr/local/include/gtest/gtest.h; do
+for header in /usr/include/gtest/gtest.h /usr/local/include/gtest/gtest.h \
+    "$carry/include/gtest/gtest.h"; do
   [ -e "$header" ] && have_gtest=ON
 done
-echo "== configure and build (CUDA on, LLVM and Python off; GoogleTest $have_gtest)"
+lit=$(command -v lit || echo "$root/.venv/bin/lit")
+have_lit=OFF
+if command -v FileCheck >/dev/null || [ -x /usr/lib/llvm-16/bin/FileCheck ]; then
+  [ -x "$lit" ] && have_lit=ON
+fi
+echo "== configure and build (CUDA on, LLVM and Python off; GoogleTest $have_gtest, lit $have_lit)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DDYNAFUSE_ENABLE_LLVM=OFF -DDYNAFUSE_ENABLE_PYTHON=OFF \
-  -DDYNAFUSE_BUILD_TESTS=$have_gtest \
+  -DDYNAFUSE_BUILD_TESTS=$have_gtest -DDYNAFUSE_LIT_TESTS=$have_lit \
+  -DCMAKE_PREFIX_PATH="$carry" \
   -DDYNAFUSE_ENABLE_CUDA=ON >/dev/null || { echo "== check.sh: FAILED"; exit 1; }
 cmake --build "$build" -j "$jobs" || { echo "== check.sh: FAILED"; exit 1; }
 
@@ -152,8 +182,7 @@ for file in "$root"/benchmarks/gpu/suite/*.graph "$root"/benchmarks/gpu/suite/*.
 done
 
 echo "== lit: test/lit/cuda"
-lit=$(command -v lit || echo "$root/.venv/bin/lit")
-if [ $have_gtest = ON ] && [ -x "$lit" ]; then
+if [ $have_gtest = ON ] && [ $have_lit = ON ]; then
   "$lit" -sv "$build/test/lit" --filter cuda || status=1
 else
   echo "not run: no lit (or no test build) on this machine"
