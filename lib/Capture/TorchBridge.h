@@ -106,10 +106,11 @@ private:
 /// run's trace (packing happens once and its copy outlives the run, so the
 /// first run's trace would otherwise differ from every later one's), and
 /// closing the scope gives the pool blocks its temporaries left cached back
-/// to the system. A model's
-/// weights mostly grow layer by layer: each packed copy lands beside the
-/// hole its temporaries left, a hole no later, larger temporary fits, and
-/// resnet18 at batch 1 kept 30 MB of them in the pool.
+/// to the system (decision 88). A model's weights mostly grow layer by
+/// layer: each packed copy lands beside the hole its temporaries left, a
+/// hole no later, larger temporary fits, and resnet18 at batch 1 kept 30 MB
+/// of them in the pool. (Blocks another thread released meanwhile go back
+/// too: only their pages, which a later request faults in again.)
 class WeightPackingAllocations {
 public:
   WeightPackingAllocations();
