@@ -3,8 +3,9 @@
 // max_pool2d, avg_pool2d and small depthwise conv2d (one input channel per
 // group) decompose, on CPU, into the taps of their window: one strided
 // slice of the (padded) input per kernel position, combined by maximum, by
-// a sum and a division, or by multiply-adds with the weight's column of
-// that position. Fusion then makes the pool or convolution one loop nest
+// a sum and a division, or by multiply-adds with the weights of that
+// position (a row of one copy of the weight with the channel innermost,
+// decision 89). Fusion then makes the pool or convolution one loop nest
 // with its epilogue (batch norm, activation) and its producer, instead of
 // an ATen call and a pass over its result: measured at batch 1, oneDNN's
 // depthwise kernels cost ~60 us a call on shufflenet's 8x8 layers, and
@@ -207,15 +208,23 @@ std::vector<Value *> decomposeDepthwise(Graph &graph, const Node &node) {
   Value *weight = node.operands[1].value;
   int64_t channels = weight->type.sizes[0].constant();
   std::vector<int64_t> perChannel = {channels, 1, 1};
-  Value *column = emit(graph, node, "select", {weight},
-                       {{"dim", int64_t(1)}, {"index", int64_t(0)}});
+  // The weight with the channel innermost, [kh, kw, C]: each tap's
+  // weights are then one contiguous row, read a vector at a time where
+  // the taps' innermost loop is the channel (channels-last), instead of a
+  // column of channel stride kh * kw (RealizationPolicy realizes it).
+  Value *tapWeights = emit(
+      graph, node, "contiguous",
+      {emit(graph, node, "permute",
+            {emit(graph, node, "select", {weight},
+                  {{"dim", int64_t(1)}, {"index", int64_t(0)}})},
+            {{"dims", std::vector<int64_t>{1, 2, 0}}})});
   Value *sum = nullptr;
   for (int64_t kh = 0; kh < dims[0].kernel; ++kh) {
-    Value *row = emit(graph, node, "select", {column},
-                      {{"dim", int64_t(1)}, {"index", kh}});
+    Value *row = emit(graph, node, "select", {tapWeights},
+                      {{"dim", int64_t(0)}, {"index", kh}});
     for (int64_t kw = 0; kw < dims[1].kernel; ++kw) {
       Value *w = emit(graph, node, "select", {row},
-                      {{"dim", int64_t(1)}, {"index", kw}});
+                      {{"dim", int64_t(0)}, {"index", kw}});
       w = emit(graph, node, "reshape", {w}, {{"shape", perChannel}});
       Value *term =
           emit(graph, node, "mul", {tap(graph, node, x, dims, kh, kw), w});

@@ -128,6 +128,30 @@ def test_depthwise_convolution(name, layout):
                  rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_depthwise_tap_weights_follow_weight_updates(batch):
+    """efficientnet_b0's late depthwise layers: 5x5 over many channels at a
+    4x4 output, channels-last. The taps read the weight through a copy with
+    the channel innermost, made on every call (decision 89): an in-place
+    update of the weight between calls is seen."""
+    conv = nn.Conv2d(96, 96, 5, padding=2, groups=96, bias=False).eval()
+
+    def block(t):
+        return F.silu(conv(torch.relu(t) - 0.5))
+
+    dynafuse.reset()
+    compiled = dynafuse.compile(block)
+    with torch.no_grad():
+        for _ in range(3):
+            x = channels_last(batch, 96, 4, 4)
+            assert_close(compiled(x), block(x), rtol=1e-4, atol=1e-5)
+            conv.weight.mul_(-1.5).add_(0.25)
+    assert_compiled()
+    (graph,) = dynafuse.compiled_graphs()
+    assert graph["extern_calls"] == 0, graph
+    assert dynafuse.stats()["cache_hits"] >= 2, dynafuse.stats()
+
+
 @pytest.mark.parametrize("batch", [0, 1, 3])
 def test_depthwise_batches(batch):
     conv = nn.Conv2d(4, 4, 3, padding=1, groups=4).eval()
