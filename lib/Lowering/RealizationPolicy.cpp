@@ -97,7 +97,9 @@ void realizeBroadcastMath(const Graph &graph,
 /// which every tap reads a row of. Realized, it is one small copy per call
 /// (kh * kw * C floats) and every tap reads vectors; inline, each tap read
 /// the weight's column of channel stride kh * kw, a gather per vector:
-/// efficientnet_b0's 5x5 taps at 4x4 outputs ran at ~3 GMAC/s.
+/// efficientnet_b0's 5x5 taps at 4x4 outputs ran at ~3 GMAC/s (decision
+/// 89). A program's own `x.t().contiguous()` of an input is realized too:
+/// the copy eager makes.
 void realizeTransposedCopies(const Graph &graph,
                              std::set<const Value *> &realized) {
   for (const auto &node : graph.nodes)
