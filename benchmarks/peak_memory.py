@@ -10,10 +10,10 @@ peak again: the table gives the difference, in MB (and in parentheses the
 difference after the first call alone). With --repeat N each eager and
 Dynafuse figure is the median of N fresh processes, with their range in
 brackets (eager's own figure moves by tens of MB between processes);
-Inductor, whose first call takes minutes, is measured once. For Dynafuse it also
-gives the caching allocator's mapped, cached and in-use bytes after the
-calls (dynafuse.memory_stats()) and the reordered convolution weights it keeps
-(prepacked weights count in the peak: one copy of each).
+Inductor, whose first call takes minutes, is measured once. For Dynafuse
+it also gives the caching allocator's mapped, cached and in-use bytes
+after the calls (dynafuse.memory_stats()) and the reordered convolution
+weights it keeps (prepacked weights count in the peak: one copy of each).
 
     .venv/bin/python benchmarks/peak_memory.py [--only resnet50 mobilenet_v2 ...]
         [--batch 8] [--image-size 224] [--calls 20] [--repeat 3] [--no-inductor]

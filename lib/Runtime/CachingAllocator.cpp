@@ -25,6 +25,11 @@ size_t roundUp(size_t value, size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+/// The bytes a run's region takes in the arena.
+size_t regionSize(const AllocationPlan &plan) {
+  return roundUp(plan.regionBytes, BlockArena::pageSize());
+}
+
 double now() {
   return std::chrono::duration<double>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -158,18 +163,12 @@ void *CachingAllocator::placeLocked(RunAllocations &run, uint32_t index,
       return nullptr;
     }
   if (!run.region) {
-    size_t bytes = roundUp(plan.regionBytes, BlockArena::pageSize());
-    if (!arena->fits(bytes)) {
+    size_t bytes = regionSize(plan);
+    if (!arena->fits(bytes))
       // The region grows the top: the free ranges below, too small for
       // it, give their pages back first (runs that follow the plan do not
       // need them), so the process does not hold both.
-      std::vector<size_t> offsets;
-      arena->forEachResidentRange(
-          [&](size_t offset, size_t, double) { offsets.push_back(offset); });
-      for (size_t offset : offsets)
-        if (arena->trimRange(offset))
-          ++counters.trimmed;
-    }
+      trimRangesReleasedSinceLocked(0);
     bool fromCache = false;
     run.region = static_cast<char *>(arena->carve(bytes, fromCache));
     if (!run.region) {
@@ -214,7 +213,7 @@ RunOutcome CachingAllocator::endRun(RunAllocations &run) {
 void CachingAllocator::releaseRegionLocked(RunAllocations &run) {
   if (!run.region)
     return;
-  size_t size = roundUp(run.plan->regionBytes, BlockArena::pageSize());
+  size_t size = regionSize(*run.plan);
   arena->release(run.region, size, now());
   counters.bytesInUse -= size;
   run.region = nullptr;
@@ -331,11 +330,28 @@ void CachingAllocator::evictLocked(size_t keepBytes, double idleBefore) {
         ++counters.trimmed;
       continue;
     }
-    smallCachedBytes -= candidate.small->first;
-    std::free(candidate.small->second.block);
-    smallCached.erase(candidate.small);
-    ++counters.trimmed;
+    freeSmallLocked(candidate.small);
   }
+}
+
+std::multimap<size_t, CachingAllocator::SmallBlock>::iterator
+CachingAllocator::freeSmallLocked(
+    std::multimap<size_t, SmallBlock>::iterator cached) {
+  smallCachedBytes -= cached->first;
+  std::free(cached->second.block);
+  ++counters.trimmed;
+  return smallCached.erase(cached);
+}
+
+void CachingAllocator::trimRangesReleasedSinceLocked(double since) {
+  std::vector<size_t> offsets;
+  arena->forEachResidentRange([&](size_t offset, size_t, double releasedAt) {
+    if (releasedAt >= since)
+      offsets.push_back(offset);
+  });
+  for (size_t offset : offsets)
+    if (arena->trimRange(offset))
+      ++counters.trimmed;
 }
 
 void CachingAllocator::trim(size_t keepBytes) {
@@ -350,26 +366,10 @@ void CachingAllocator::trimIdle() {
 
 void CachingAllocator::trimReleasedSince(double since) {
   std::lock_guard<std::mutex> lock(mutex);
-  for (auto it = smallCached.begin(); it != smallCached.end();) {
-    if (it->second.releasedAt < since) {
-      ++it;
-      continue;
-    }
-    smallCachedBytes -= it->first;
-    std::free(it->second.block);
-    it = smallCached.erase(it);
-    ++counters.trimmed;
-  }
-  if (!arena)
-    return;
-  std::vector<size_t> recent;
-  arena->forEachResidentRange([&](size_t offset, size_t, double releasedAt) {
-    if (releasedAt >= since)
-      recent.push_back(offset);
-  });
-  for (size_t offset : recent)
-    if (arena->trimRange(offset))
-      ++counters.trimmed;
+  for (auto it = smallCached.begin(); it != smallCached.end();)
+    it = it->second.releasedAt >= since ? freeSmallLocked(it) : std::next(it);
+  if (arena)
+    trimRangesReleasedSinceLocked(since);
 }
 
 double CachingAllocator::clock() { return now(); }

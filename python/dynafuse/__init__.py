@@ -174,9 +174,10 @@ def stats():
     parameter version and input size), onednn_products (products of two
     computed tensors run through oneDNN's matmul: every run counts),
     pointwise_conv_products (small 1x1 convolutions of channels-last inputs
-    run as a matrix product: every run counts), allocation_plans (plans of where a compiled run's large blocks go, made
-    from a run's trace: the first run's, then one per run that strayed from
-    its plan, a few at most per compiled graph)."""
+    run as a matrix product: every run counts), allocation_plans (plans of
+    where a compiled run's large blocks go, made from a run's trace: the
+    first run's, then one per run that strayed from its plan, a few at most
+    per compiled graph)."""
     return _C.stats()
 
 

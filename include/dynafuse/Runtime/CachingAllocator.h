@@ -180,6 +180,12 @@ private:
   void releaseRegionLocked(RunAllocations &run);
   size_t cachedBytesLocked() const;
   void evictLocked(size_t keepBytes, double idleBefore);
+  /// Frees a cached small block; returns the entry after it.
+  std::multimap<size_t, SmallBlock>::iterator
+  freeSmallLocked(std::multimap<size_t, SmallBlock>::iterator cached);
+  /// Gives back the pages of the arena's resident free ranges released at
+  /// or after `since` (0: all of them).
+  void trimRangesReleasedSinceLocked(double since);
   void *allocateGuarded(size_t bytes);
   void releaseGuardedLocked(void *block, size_t bytes);
   Options options;
