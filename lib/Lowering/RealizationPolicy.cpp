@@ -21,11 +21,12 @@ bool isStaticViewOfInput(const Value *value) {
          allConstant(viewed.view.sizes) && allConstant(viewed.view.strides);
 }
 
-/// Whether a value is computed from graph inputs through pointwise and
-/// view ops only (no reduction, no extern): the same for every element of
-/// a larger consumer that broadcasts it.
-bool fromInputsOnly(const Value *value, std::map<const Value *, bool> &memo) {
-  if (!value->producer)
+/// Whether a value is computed through pointwise and view ops only from
+/// graph inputs and extern results, buffers that exist before any kernel
+/// runs (no reduction, whose kernel its consumers fuse into): the same
+/// for every element of a larger consumer that broadcasts it.
+bool fromBuffersOnly(const Value *value, std::map<const Value *, bool> &memo) {
+  if (!value->producer || kindOf(*value->producer) == OpKind::Extern)
     return true;
   auto found = memo.find(value);
   if (found != memo.end())
@@ -34,7 +35,7 @@ bool fromInputsOnly(const Value *value, std::map<const Value *, bool> &memo) {
   bool pure = kind == OpKind::Pointwise || kind == OpKind::View;
   for (const Operand &operand : value->producer->operands)
     if (pure && operand.value)
-      pure = fromInputsOnly(operand.value, memo);
+      pure = fromBuffersOnly(operand.value, memo);
   return memo[value] = pure;
 }
 
@@ -43,16 +44,19 @@ bool isCostlyMath(const Node &node) {
   return kindOf(node) == OpKind::Pointwise && opInfoOf(node)->costlyMath;
 }
 
-/// A view of a graph input whose innermost dim of more than one element is
-/// not contiguous: a depthwise convolution's tap weight, one column of a
-/// [C, 1, kh, kw] weight (channel stride kh * kw). Its consumer's innermost
-/// loop is the channel (channels-last), so each vector of weights would be
-/// a gather.
+/// A view of a buffer (a graph input; with `ofComputed` also a realized
+/// value, such as an extern's result) whose innermost dim of more than one
+/// element is not contiguous: a depthwise convolution's tap weight, one
+/// column of a [C, 1, kh, kw] weight (channel stride kh * kw). Its
+/// consumer's innermost loop is the channel (channels-last), so each
+/// vector of weights would be a gather.
 bool isGatheredView(const Value *value,
-                    const std::set<const Value *> &realized) {
+                    const std::set<const Value *> &realized,
+                    bool ofComputed = false) {
   BufferView viewed;
   if (kindOf(*value->producer) != OpKind::View ||
-      !describeView(value, realized, viewed) || viewed.base->producer)
+      !describeView(value, realized, viewed) ||
+      (viewed.base->producer && !ofComputed))
     return false;
   for (size_t d = viewed.view.sizes.size(); d-- > 0;)
     if (viewed.view.sizes[d] != SymExpr(1))
@@ -60,32 +64,121 @@ bool isGatheredView(const Value *value,
   return false;
 }
 
-/// Costly math on a small value computed from inputs only, which a much
-/// larger pointwise result broadcasts (batch norm's rsqrt of the running
-/// variance, per channel): realized, it is computed once per element of
-/// its own instead of once per element of the consumer. With channels-last
-/// buffers the channel is the innermost loop, so LLVM cannot hoist it:
-/// mobilenet's batch-norm+ReLU6 kernel on 8x96x112x112 took 2.45 ms with
-/// the rsqrt per element, 1.75 ms with the per-channel factors precomputed.
-/// Likewise a small gathered view of an input (isGatheredView): copied
-/// once into a contiguous buffer, it is read a vector at a time.
+/// Whether a chain of views indexes what it views with divisions and
+/// remainders: no strided view of the value below it (a window partition,
+/// reshape-permute-reshape, of a [56, 56] mask), were that a buffer.
+bool regroupsItsBase(const Value *value,
+                     const std::set<const Value *> &realized) {
+  const Value *base = value;
+  while (base->producer && !realized.count(base) &&
+         kindOf(*base->producer) == OpKind::View &&
+         !base->producer->operands.empty() &&
+         base->producer->operands[0].value) {
+    if (opInfoOf(*base->producer)->indexedOperand >= 0)
+      return false; // a gather: a load of its index, no arithmetic
+    base = base->producer->operands[0].value;
+  }
+  std::set<const Value *> buffers = realized;
+  buffers.insert(base);
+  BufferView viewed;
+  return !describeView(value, buffers, viewed);
+}
+
+/// Whether computing a value inline costs more than loading it: its
+/// pointwise and view producers, down to buffers, hold costly math or read
+/// a buffer through a gathered view or a regrouping one (no strided view
+/// of its base: its index divides and takes remainders per element).
+bool costsMoreThanLoad(const Value *value,
+                       const std::set<const Value *> &realized,
+                       std::map<const Value *, bool> &memo) {
+  if (!value->producer || realized.count(value))
+    return false;
+  auto found = memo.find(value);
+  if (found != memo.end())
+    return found->second;
+  const Node &producer = *value->producer;
+  OpKind kind = kindOf(producer);
+  bool costly = isCostlyMath(producer) ||
+                (kind == OpKind::View &&
+                 (regroupsItsBase(value, realized) ||
+                  isGatheredView(value, realized, /*ofComputed=*/true)));
+  if (kind == OpKind::Pointwise || kind == OpKind::View)
+    for (const Operand &operand : producer.operands)
+      if (!costly && operand.value)
+        costly = costsMoreThanLoad(operand.value, realized, memo);
+  return memo[value] = costly;
+}
+
+/// What a pointwise op's operand reads once per element of its own: the
+/// operand itself, or below the views that broadcast it (expand) the first
+/// value of at most `limit` elements. Null when there is none.
+const Value *broadcastSource(const Value *operand, int64_t limit) {
+  while (operand) {
+    SymExpr count = operand->type.numel();
+    if (count.isConstant() && count.constant() > 0 &&
+        count.constant() <= limit)
+      return operand;
+    if (!operand->producer || kindOf(*operand->producer) != OpKind::View ||
+        operand->producer->operands.empty())
+      return nullptr;
+    operand = operand->producer->operands[0].value;
+  }
+  return nullptr;
+}
+
+/// A small value, computed from buffers only with costly math or through a
+/// gathered view, that a larger pointwise result broadcasts: realized, it
+/// is computed once per element of its own instead of once per element of
+/// the consumer (and again in each pass of a softmax over it).
+/// - Batch norm's rsqrt of the running variance, per channel: with
+///   channels-last buffers the channel is the innermost loop, so LLVM
+///   cannot hoist it: mobilenet's batch-norm+ReLU6 kernel on
+///   8x96x112x112 took 2.45 ms with the rsqrt per element, 1.75 ms with
+///   the per-channel factors precomputed.
+/// - A small gathered view of an input (isGatheredView): copied once into
+///   a contiguous buffer, it is read a vector at a time.
+/// - swin_v2's relative position bias, 16 * sigmoid of a permuted
+///   [heads, 64, 64] view of an extern's [4096, heads] result, which every
+///   window's attention scores add: computed per element of the
+///   [windows, heads, 64, 64] scores, in the softmax's max and again in its
+///   sum, swin_v2_t's first-stage softmax took 11 ms (decision 90).
+/// The stored value costs one store per element of its own (the consumer's
+/// load of it replaces the loads its computation made) and a kernel call
+/// of its own, a few microseconds: realized when the consumer has 64 times
+/// its elements, or twice them and at least 2^16 elements more (a batch
+/// norm's factors at 4x4 pixels, 16 per channel, stay inline).
+constexpr int64_t kBroadcastFactor = 2;
+constexpr int64_t kAlwaysBroadcastFactor = 64;
+constexpr int64_t kRecomputationsSaved = int64_t(1) << 16;
+
+/// Whether a consumer of `consumerCount` elements broadcasting a value of
+/// `smallCount` pays for realizing it (see kBroadcastFactor).
+bool broadcastPays(int64_t consumerCount, int64_t smallCount) {
+  return consumerCount >= kAlwaysBroadcastFactor * smallCount ||
+         (consumerCount >= kBroadcastFactor * smallCount &&
+          consumerCount - smallCount >= kRecomputationsSaved);
+}
+
 void realizeBroadcastMath(const Graph &graph,
                           std::set<const Value *> &realized) {
-  std::map<const Value *, bool> memo;
+  std::map<const Value *, bool> pureMemo;
   for (const auto &node : graph.nodes) {
     if (kindOf(*node) != OpKind::Pointwise || node->results.empty())
       continue;
     SymExpr consumerCount = node->results[0]->type.numel();
+    if (!consumerCount.isConstant())
+      continue;
     for (const Operand &operand : node->operands) {
-      const Value *small = operand.value;
-      if (!small || !small->producer || realized.count(small) ||
-          !(isCostlyMath(*small->producer) || isGatheredView(small, realized)))
+      if (!operand.value)
         continue;
-      SymExpr smallCount = small->type.numel();
-      if (!smallCount.isConstant() || !consumerCount.isConstant() ||
-          smallCount.constant() <= 0 ||
-          consumerCount.constant() < 64 * smallCount.constant() ||
-          !fromInputsOnly(small, memo))
+      const Value *small = broadcastSource(
+          operand.value, consumerCount.constant() / kBroadcastFactor);
+      std::map<const Value *, bool> costMemo; // fresh: realized grows
+      if (!small || !small->producer || realized.count(small) ||
+          !broadcastPays(consumerCount.constant(),
+                         small->type.numel().constant()) ||
+          !costsMoreThanLoad(small, realized, costMemo) ||
+          !fromBuffersOnly(small, pureMemo))
         continue;
       realized.insert(small);
     }
