@@ -102,7 +102,26 @@ void OpBinder::bindParam(const ParamSpec &param, const VarPtr &arg,
     return;
   case ParamSpec::Kind::Ignored:
     return;
+  case ParamSpec::Kind::ShapeOf:
+  case ParamSpec::Kind::DTypeOf:
+    bindTypeOf(param, arg, what, bound);
+    return;
   }
+}
+
+void OpBinder::bindTypeOf(const ParamSpec &param, const VarPtr &arg,
+                          const std::string &what, Binding &bound) {
+  if (!arg || arg->kind != Var::Kind::Tensor)
+    tracer.unsupported(what + " with a non-tensor '" + param.name + "'");
+  const TensorType &type = arg->tensor->type;
+  if (param.kind == ParamSpec::Kind::ShapeOf) {
+    bound.attributes[param.attribute] = canonicalAttribute(type.sizes);
+    return;
+  }
+  if (bound.self && bound.self->tensor->type.device != type.device)
+    tracer.unsupported(what + " to a tensor on another device (" +
+                       type.device + ")");
+  bound.attributes[param.attribute] = type.dtype;
 }
 
 void OpBinder::bindAttribute(const ParamSpec &param, const VarPtr &arg,

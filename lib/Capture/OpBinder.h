@@ -55,6 +55,11 @@ private:
   void checkFixed(const ParamSpec &param, const VarPtr &arg,
                   const std::string &what);
 
+  /// "shape_of" / "dtype_of": the sizes or dtype of a tensor argument as
+  /// the attribute (x.expand_as(y), x.type_as(y)).
+  void bindTypeOf(const ParamSpec &param, const VarPtr &arg,
+                  const std::string &what, Binding &bound);
+
   /// Integer list from vararg ints or one tuple/list of ints.
   Attribute intsOf(const std::vector<VarPtr> &args,
                               const std::string &what,

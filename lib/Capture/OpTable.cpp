@@ -23,7 +23,9 @@ ParamSpec::Kind parseKind(const std::string &kind) {
       {"ints*", ParamSpec::Kind::IntsVararg},
       {"fixed", ParamSpec::Kind::Fixed},
       {"attr_ignored", ParamSpec::Kind::Ignored},
-      {"inplace", ParamSpec::Kind::InPlaceFlag}};
+      {"inplace", ParamSpec::Kind::InPlaceFlag},
+      {"shape_of", ParamSpec::Kind::ShapeOf},
+      {"dtype_of", ParamSpec::Kind::DTypeOf}};
   auto found = kinds.find(kind);
   if (found == kinds.end())
     fail("op table: unknown parameter kind '" + kind + "'");

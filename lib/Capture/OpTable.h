@@ -27,7 +27,9 @@ struct ParamSpec {
     IntsVararg,
     Fixed,
     Ignored,
-    InPlaceFlag
+    InPlaceFlag,
+    ShapeOf,
+    DTypeOf
   };
   std::string name;
   /// The node attribute the parameter becomes (its name unless renamed).

@@ -26,6 +26,7 @@ OPS = [
     "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "var", "std", "logsumexp",
     "any", "all", "softmax", "log_softmax", "nn.functional.layer_norm",
     "nn.functional.group_norm", "reshape", "view", "permute", "transpose", "t", "expand",
+    "expand_as", "view_as", "reshape_as",
     "squeeze", "unsqueeze", "flatten", "select", "narrow", "split", "chunk", "unbind", "cat",
     "stack", "nn.functional.pad", "flip", "roll", "repeat", "index_select", "gather", "tril",
     "triu", "nn.functional.embedding", "matmul", "mm", "bmm", "addmm", "nn.functional.linear",

@@ -599,3 +599,21 @@ def test_opinfo_samples(request, name, backend):
                   what=f"{name} {dtype} sample {sample}", **tolerances(dtype))
             checked += 1
     assert checked > 0, f"no usable OpInfo sample for {name}"
+
+
+@pytest.mark.parametrize("source,target", [
+    (torch.float32, torch.float64), (torch.float64, torch.float32),
+    (torch.int64, torch.float32), (torch.float32, torch.int32),
+    (torch.float32, torch.bfloat16), (torch.float32, torch.float32)])
+def test_type_as_casts_in_the_graph(source, target):
+    """x.type_as(y) is a cast to y's dtype (decision 91), not a Python call."""
+    def f(x, y):
+        return (x * 3).type_as(y) + y
+
+    x = (torch.randn(4, 7) * 10).to(source)
+    y = torch.ones(7, dtype=target)
+    dynafuse.reset()
+    actual = dynafuse.compile(f)(x, y)
+    assert_close(actual, f(x, y))
+    assert_compiled()
+    assert dynafuse.compiled_graphs()[0]["extern_calls"] == 0

@@ -12,7 +12,9 @@ A parameter is (name, kind[, default]) with kind
   "fixed":   only its default is supported (anything else is a graph break);
   "attr_ignored": accepted and dropped;
   "inplace": a bool; True makes the call update its first tensor argument
-             (like the attribute {"__inplace__": True} for x.relu_()).
+             (like the attribute {"__inplace__": True} for x.relu_());
+  "shape_of", "dtype_of": a tensor whose sizes or dtype become the
+             attribute (x.expand_as(y), x.type_as(y)).
 An entry ("overload", [entry, ...], {}) tries its entries in order and
 takes the first whose parameters bind (torch.max(x) / max(x, dim) /
 max(x, y)). A fourth element renames the attribute; "size_or_sizes" becomes "size" for

@@ -52,6 +52,7 @@ def _method_table():
     methods["pow"] = _spec("pow", [_INPUT, ("exponent", "operand")])
     for name, dtype in _CASTS.items():
         methods[name] = _spec("cast", [_INPUT], {"dtype": dtype})
+    methods["type_as"] = _spec("cast", [_INPUT, ("other", "dtype_of", None, "dtype")])
     methods["to"] = _spec("cast", [_INPUT, ("dtype", "attr"),
                                    ("non_blocking", "fixed", False),
                                    ("copy", "fixed", False)])
