@@ -127,7 +127,8 @@ const Value *broadcastSource(const Value *operand, int64_t limit) {
 }
 
 /// A small value, computed from buffers only with costly math or through a
-/// gathered view, that a larger pointwise result broadcasts: realized, it
+/// gathered or regrouping view, that a larger pointwise result broadcasts
+/// (costsMoreThanLoad): realized, it
 /// is computed once per element of its own instead of once per element of
 /// the consumer (and again in each pass of a softmax over it).
 /// - Batch norm's rsqrt of the running variance, per channel: with
