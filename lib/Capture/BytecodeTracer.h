@@ -145,6 +145,17 @@ private:
   /// matmul's inner dims) that are two symbols of equal hints become one.
   void unifyOperandSizes(const std::string &op,
                          const std::vector<Operand> &operands);
+  /// Two sizes an op needs equal, as unifyOperandSizes pairs them: two
+  /// symbols of equal hints become one, a symbol meeting a constant (not
+  /// 1) of its hint becomes it. Whether it unified.
+  bool unifyEqualSizes(const SymExpr &lhs, const SymExpr &rhs,
+                       std::vector<ShapeGuard> &decided);
+  /// An expand's kept dims: the input's size and the target's (other
+  /// than -1), right-aligned, are unified (`x.expand_as(y)` with x
+  /// [s0, 1] and y [s1, 4], s0 and s1 of one hint), and the target shape
+  /// is rewritten in the unified symbols.
+  void unifyExpandedSizes(const TensorType &input,
+                          std::map<std::string, Attribute> &attributes);
   /// A reshape's -1 on symbolic sizes that does not divide provably:
   /// numel // (the other sizes), guarded to divide exactly.
   void resolveInferredSize(const TensorType &input,

@@ -45,6 +45,8 @@ VarPtr BytecodeTracer::emit(const std::string &op,
     unifyOperandSizes(op, operands);
     if (op == "reshape" && !operands.empty() && operands[0].isValue())
       resolveInferredSize(operands[0].value->type, attributes);
+    if (op == "expand" && !operands.empty() && operands[0].isValue())
+      unifyExpandedSizes(operands[0].value->type, attributes);
   }
   Node *node;
   try {

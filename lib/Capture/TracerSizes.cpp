@@ -274,22 +274,8 @@ void BytecodeTracer::unifyOperandSizes(const std::string &op,
     return;
   bool unified = false;
   std::vector<ShapeGuard> decided;
-  // Two sizes the op needs equal: two symbols of equal hints become one; a
-  // symbol meeting a constant (not 1) of its hint becomes that constant.
   auto pair = [&](const SymExpr &lhs, const SymExpr &rhs) {
-    SymExpr a = shapes.canonical(lhs), b = shapes.canonical(rhs);
-    if (a == b || a == SymExpr(1) || b == SymExpr(1))
-      return;
-    if (!a.isSymbol() && !b.isSymbol())
-      return;
-    if (shapes.hintOf(a) != shapes.hintOf(b))
-      return; // the op's own shape rule reports the mismatch
-    if (!b.isSymbol())
-      std::swap(a, b);
-    if (a.isSymbol() && !b.isSymbol())
-      return;
-    shapes.unify(a, b, decided);
-    unified = true;
+    unified |= unifyEqualSizes(lhs, rhs, decided);
   };
   const OpInfo *info = lookupOp(op);
   bool matmul = op == "matmul" || op == "bmm" || op == "mm";
@@ -313,6 +299,50 @@ void BytecodeTracer::unifyOperandSizes(const std::string &op,
   addShapeGuards(std::move(decided));
   if (unified)
     applyUnifiedSizes();
+}
+
+bool BytecodeTracer::unifyEqualSizes(const SymExpr &lhs, const SymExpr &rhs,
+                                     std::vector<ShapeGuard> &decided) {
+  SymExpr a = shapes.canonical(lhs), b = shapes.canonical(rhs);
+  if (a == b || a == SymExpr(1) || b == SymExpr(1))
+    return false;
+  if (!a.isSymbol() && !b.isSymbol())
+    return false;
+  if (shapes.hintOf(a) != shapes.hintOf(b))
+    return false; // the op's own shape rule reports the mismatch
+  if (!b.isSymbol())
+    std::swap(a, b);
+  if (a.isSymbol() && !b.isSymbol())
+    return false;
+  shapes.unify(a, b, decided);
+  return true;
+}
+
+void BytecodeTracer::unifyExpandedSizes(
+    const TensorType &input, std::map<std::string, Attribute> &attributes) {
+  auto found = attributes.find("shape");
+  if (found == attributes.end())
+    return;
+  std::vector<SymExpr> shape;
+  if (auto *symbolic = std::get_if<std::vector<SymExpr>>(&found->second))
+    shape = *symbolic;
+  else if (auto *values = std::get_if<std::vector<int64_t>>(&found->second))
+    shape.assign(values->begin(), values->end());
+  else
+    return;
+  bool unified = false;
+  std::vector<ShapeGuard> decided;
+  for (size_t k = 1; k <= std::min(input.rank(), shape.size()); ++k)
+    if (shape[shape.size() - k] != SymExpr(-1))
+      unified |= unifyEqualSizes(input.sizes[input.rank() - k],
+                                 shape[shape.size() - k], decided);
+  addShapeGuards(std::move(decided));
+  if (!unified)
+    return;
+  applyUnifiedSizes();
+  for (SymExpr &size : shape)
+    size = shapes.canonical(size);
+  found->second = canonicalAttribute(shape);
 }
 
 void BytecodeTracer::resolveInferredSize(

@@ -316,3 +316,21 @@ def test_norms_over_a_symbolic_last_dim():
         x, w, b = torch.randn(rows, cols), torch.randn(cols), torch.randn(cols)
         assert_close(f(x, w, b), fn(x, w, b), rtol=1e-5, atol=1e-5)
     assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, y: x.expand_as(y) * y,
+    lambda x, y: x.expand(y.shape) + y,
+    lambda x, y: x.expand(y.size(0), -1) - y.sum(-1, keepdim=True),
+], ids=["expand_as", "expand_to_shape", "expand_minus_one"])
+def test_expand_to_another_inputs_size_stays_symbolic(fn):
+    """x [n, 1] expanded to y [n, 4]: the two inputs' n are two symbols
+    of one hint, unified with a guard as broadcasting does, so one graph
+    serves every n; a mismatch raises as in eager."""
+    f = dynafuse.compile(fn, dynamic=True)
+    run_sizes(f, fn, lambda n: (torch.randn(n, 1), torch.randn(n, 4)), [3, 5, 11, 2])
+    assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
+    with pytest.raises(RuntimeError):
+        fn(torch.randn(3, 1), torch.randn(5, 4))
+    with pytest.raises(RuntimeError):
+        f(torch.randn(3, 1), torch.randn(5, 4))
