@@ -77,9 +77,8 @@ bool runsPrepacked(const Node &conv) {
       !allConstant(w.sizes) || y.device != "cpu" || y.dtype != DType::F32 ||
       x.sizes[0].constant() == 0)
     return false;
-  int64_t groups = conv.intAttr("groups", 1);
-  if (groups > 1 && w.sizes[1] == SymExpr(1))
-    return true; // depthwise
+  if (conv.intAttr("groups", 1) > 1)
+    return true; // grouped or depthwise: prepacked at every size
   std::vector<int64_t> stride = perDim(conv, "stride", 2, 1),
                        padding = perDim(conv, "padding", 2, 0),
                        dilation = perDim(conv, "dilation", 2, 1);
@@ -210,6 +209,15 @@ bool fuseConvolutionEpilogues(Graph &graph) {
       kept.push_back(std::move(node));
   }
   graph.nodes = std::move(kept);
+  // A folded result takes the convolution's layout (channels-last where its
+  // input is): what reads it, and what reads that, infer their strides
+  // anew, as the verifier will (a conv-bn-relu, then a convolution, of a
+  // channels-last input failed to compile).
+  for (auto &node : graph.nodes) {
+    std::vector<TensorType> inferred = inferResultTypes(*node);
+    for (size_t i = 0; i < inferred.size() && i < node->results.size(); ++i)
+      node->results[i]->type = std::move(inferred[i]);
+  }
   return true;
 }
 

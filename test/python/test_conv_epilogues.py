@@ -85,6 +85,21 @@ def test_input_layouts(layout):
     assert dynafuse.stats()["batch_norm_folds"] == 1
 
 
+@pytest.mark.parametrize("layout", INPUT_LAYOUTS)
+@pytest.mark.parametrize("groups", [1, 4])
+def test_a_convolution_after_a_folded_block(layout, groups):
+    """conv-bn-relu, then a convolution of its result: the folded result
+    takes the convolution's layout (channels-last of a channels-last input),
+    and what reads it is retyped to match (this failed to compile)."""
+    model = nn.Sequential(
+        nn.Conv2d(32, 32, 3, padding=1, groups=groups, bias=False), randomize(nn.BatchNorm2d(32)),
+        nn.ReLU(), nn.Conv2d(32, 48, 3, stride=2, padding=1, groups=groups), nn.ReLU()).eval()
+    x = input_in_layout(layout, 32)
+    run(model, x)
+    assert_compiled()
+    assert dynafuse.stats()["batch_norm_folds"] == 1
+
+
 def test_large_depthwise_convolution_folds():
     # 64 channels 3x3 at 48x48: 1.3M multiply-adds, past the window taps.
     model = ConvBlock("relu6", groups=64, channels=64).eval()
