@@ -93,7 +93,7 @@ def run(module, *args, dump_dir=None):
     compiled = dynafuse.compile(module)
     with torch.no_grad():
         actual, expected = compiled(*args), module(*args)
-    assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+    assert_close(actual, expected, rtol=1e-4, atol=1e-4)
     assert_compiled()
     return compiled
 
@@ -136,5 +136,5 @@ def test_bias_follows_weight_updates():
     with torch.no_grad():
         for parameter in module.cpb_mlp.parameters():
             parameter.mul_(-1.5)
-        assert_close(compiled(*args), module(*args), rtol=1e-4, atol=1e-5)
+        assert_close(compiled(*args), module(*args), rtol=1e-4, atol=1e-4)
     assert dynafuse.stats()["captures"] == 1
