@@ -9,6 +9,7 @@
 #include "BytecodeTracer.h"
 
 #include <numeric>
+#include <optional>
 
 namespace dynafuse {
 namespace capture {
@@ -34,6 +35,16 @@ std::set<int64_t> markedDims(PyObject *tensor, const char *attribute) {
       dims.insert(PyLong_AsLongLong(item));
   }
   return dims;
+}
+
+/// A size-list attribute (a reshape's or an expand's shape) as sizes,
+/// whether symbolic or all constant; nullopt for any other attribute.
+std::optional<std::vector<SymExpr>> sizeList(const Attribute &attribute) {
+  if (auto *symbolic = std::get_if<std::vector<SymExpr>>(&attribute))
+    return *symbolic;
+  if (auto *values = std::get_if<std::vector<int64_t>>(&attribute))
+    return std::vector<SymExpr>(values->begin(), values->end());
+  return std::nullopt;
 }
 
 } // namespace
@@ -323,13 +334,10 @@ void BytecodeTracer::unifyExpandedSizes(
   auto found = attributes.find("shape");
   if (found == attributes.end())
     return;
-  std::vector<SymExpr> shape;
-  if (auto *symbolic = std::get_if<std::vector<SymExpr>>(&found->second))
-    shape = *symbolic;
-  else if (auto *values = std::get_if<std::vector<int64_t>>(&found->second))
-    shape.assign(values->begin(), values->end());
-  else
+  std::optional<std::vector<SymExpr>> listed = sizeList(found->second);
+  if (!listed)
     return;
+  std::vector<SymExpr> &shape = *listed;
   bool unified = false;
   std::vector<ShapeGuard> decided;
   for (size_t k = 1; k <= std::min(input.rank(), shape.size()); ++k)
@@ -350,17 +358,14 @@ void BytecodeTracer::resolveInferredSize(
   auto found = attributes.find("shape");
   if (found == attributes.end())
     return;
-  auto *shape = std::get_if<std::vector<SymExpr>>(&found->second);
   SymExpr numel = shapes.canonical(input.numel());
-  if (!shape && numel.isConstant())
+  if (!std::holds_alternative<std::vector<SymExpr>>(found->second) &&
+      numel.isConstant())
     return;
-  std::vector<SymExpr> sizes;
-  if (shape)
-    sizes = *shape;
-  else if (auto *values = std::get_if<std::vector<int64_t>>(&found->second))
-    sizes.assign(values->begin(), values->end());
-  else
+  std::optional<std::vector<SymExpr>> listed = sizeList(found->second);
+  if (!listed)
     return;
+  std::vector<SymExpr> &sizes = *listed;
   SymExpr known(1);
   int inferred = -1;
   for (size_t k = 0; k < sizes.size(); ++k) {

@@ -162,7 +162,9 @@ bool broadcastPays(int64_t consumerCount, int64_t smallCount) {
 
 void realizeBroadcastMath(const Graph &graph,
                           std::set<const Value *> &realized) {
-  std::map<const Value *, bool> pureMemo;
+  // costMemo holds for the realized set it was filled under: cleared when
+  // that grows (a newly realized value cuts the cones above it).
+  std::map<const Value *, bool> pureMemo, costMemo;
   for (const auto &node : graph.nodes) {
     if (kindOf(*node) != OpKind::Pointwise || node->results.empty())
       continue;
@@ -174,7 +176,6 @@ void realizeBroadcastMath(const Graph &graph,
         continue;
       const Value *small = broadcastSource(
           operand.value, consumerCount.constant() / kBroadcastFactor);
-      std::map<const Value *, bool> costMemo; // fresh: realized grows
       if (!small || !small->producer || realized.count(small) ||
           !broadcastPays(consumerCount.constant(),
                          small->type.numel().constant()) ||
@@ -182,6 +183,7 @@ void realizeBroadcastMath(const Graph &graph,
           !fromBuffersOnly(small, pureMemo))
         continue;
       realized.insert(small);
+      costMemo.clear();
     }
   }
 }
