@@ -23,6 +23,7 @@
 #include "InputTable.h"
 #include "OpBinder.h"
 #include "ShapeEnv.h"
+#include "TensorAliases.h"
 #include "Var.h"
 
 #include "Bytecode.h"
@@ -156,6 +157,11 @@ private:
   /// is rewritten in the unified symbols.
   void unifyExpandedSizes(const TensorType &input,
                           std::map<std::string, Attribute> &attributes);
+  /// narrow on a symbolic dim: start and start + length inside it, decided
+  /// at the hints and guarded (eager raises past the end; the static rule
+  /// checks it, the symbolic one needs the guard).
+  void guardNarrowInRange(const TensorType &input,
+                          const std::map<std::string, Attribute> &attributes);
   /// A reshape's -1 on symbolic sizes that does not divide provably:
   /// numel // (the other sizes), guarded to divide exactly.
   void resolveInferredSize(const TensorType &input,
@@ -352,9 +358,52 @@ private:
   /// container with container[index] = value (dynafuse.functional.setitem).
   VarPtr functionalSetItem(const VarPtr &container, const VarPtr &index,
                            const VarPtr &value);
-  /// An in-place update through the only view of an intermediate: the base
-  /// becomes its functional setitem; null when that is not the case.
-  VarPtr updateThroughView(const VarPtr &target, const VarPtr &value);
+
+  //===--------------------------------------------------------------------===//
+  // Views and in-place updates through them (TracerAliases.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// Which values share memory in eager, and their newest values.
+  TensorAliases aliases;
+  /// Alias sets an in-place update changed during the current frame-level
+  /// instruction, as they were (restored when it breaks).
+  std::vector<std::pair<std::shared_ptr<AliasSet>, AliasSet>> aliasJournal;
+  /// Whether eager certainly lays a value out row-major (graph inputs by
+  /// their strides, computed values from their operands'): what decides
+  /// whether a reshape is a view.
+  std::map<const Value *, bool> contiguousInEager;
+  bool eagerContiguous(const Value *value);
+  /// value, or, when an update of its memory made it stale, its view chain
+  /// replayed on its base's newest value. Every graph operand and output
+  /// is read through this.
+  Value *latestValue(Value *value);
+  Value *replayView(const ViewStep &step, Value *base, bool asIs = false);
+  /// Records the views node made (called by emit).
+  void trackViews(const Node &node);
+  /// result shares memory with base in a way capture cannot follow (a torch
+  /// call returned a view): in-place updates of either are refused.
+  void aliasOfUnknownKind(Value *base, Value *result, const std::string &why);
+  /// x.contiguous(): x itself when eager's x is certainly contiguous.
+  VarPtr viewIfContiguous(const VarPtr &tensor);
+  /// Refuses an update whose operands share memory with what it writes.
+  void refuseOverlappingOperands(const Value *target, const Value *updated);
+  /// The base with its view (the chain's last step) replaced by updated.
+  Value *scatterThroughChain(Value *root, const std::vector<ViewStep> &chain,
+                             Value *updated);
+  Value *scatterStep(Value *base, const ViewStep &step, Value *updated);
+  Value *sliceOf(Value *base, int64_t dim, const SymExpr &start,
+                 const SymExpr &end);
+  /// base with [start, start + length) along dim replaced by piece.
+  Value *spliceAlong(Value *base, int64_t dim, const SymExpr &start,
+                     const SymExpr &length, Value *piece);
+  Value *sliceScatter(Value *base, Value *updated, const SliceBounds &bounds);
+  /// A returned view of an input updated in place: the view of the graph
+  /// input itself (the run writes the update back into it), so the result
+  /// shares the input's memory as in eager. Other values are unchanged.
+  Value *viewOfUpdatedInput(Value *value);
+  /// Whether value is a view or has views (a graph break cannot pass it to
+  /// resume code without losing the aliasing).
+  bool isViewOrHasViews(Value *value);
 
   //===--------------------------------------------------------------------===//
   // Operators and calls
@@ -362,8 +411,13 @@ private:
 
   Operand operandOf(const VarPtr &var, const std::string &what);
 
+  /// A graph node of op, its operands read at their newest values.
   VarPtr emit(const std::string &op, std::vector<Operand> operands,
               std::map<std::string, Attribute> attributes = {});
+  /// The same, with the operands as given (a view of an input's value
+  /// before an update, for an output that must alias the input object).
+  VarPtr emitAsIs(const std::string &op, std::vector<Operand> operands,
+                  std::map<std::string, Attribute> attributes);
 
   bool bothConstantNumbers(const VarPtr &lhs, const VarPtr &rhs);
 
@@ -372,8 +426,9 @@ private:
   VarPtr binaryOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
 
   /// x.op_(...) / x += y: the graph computes a new value and every reference
-  /// to x's Var sees it. Refused where the graph would have to write into
-  /// memory it does not own (inputs) or into aliases (views).
+  /// to x's Var sees it; through views, the base gets the update scattered
+  /// back and every other view of it reads the base's new value; an input
+  /// updated so is written back after the run (TracerAliases.cpp).
   VarPtr updateInPlace(const VarPtr &target, const VarPtr &value);
   /// Adds the write-back outputs once the frame has returned.
   void addWriteBacks();

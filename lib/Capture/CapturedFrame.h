@@ -193,6 +193,10 @@ struct CapturedFrame {
   /// index); each run copies the output into the input tensor, as eager
   /// would have written it.
   std::vector<std::pair<int, int>> writeBacks;
+  /// Graph outputs that are views of an input updated in place, computed
+  /// from the input's value before the update: valid only when the run
+  /// returns them as views of the input object (after its write-back).
+  std::vector<int> outputsViewingUpdatedInputs;
   /// The callables of the graph's call_torch nodes (attribute "call").
   std::vector<TorchCall> torchCalls;
   /// The global state capture ran under (and the graph depends on): an

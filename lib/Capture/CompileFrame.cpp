@@ -244,6 +244,11 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
                                      folder, options, frame);
   entry.outputInput = forward.outputInput;
   entry.outputViews = forward.outputViews;
+  for (int output : entry.captured.outputsViewingUpdatedInputs)
+    if (entry.outputViews.at(size_t(output)).input < 0)
+      fail("output " + std::to_string(output) +
+           " views an input updated in place but was not lowered to a view "
+           "of it (it would hold the values before the update)");
   CompiledGraphInfo info;
   info.name = graph.name;
   info.where = codeWhere(frame->code);

@@ -4,9 +4,8 @@
 // tensor object reached is (one input per object, however many sources lead
 // to it), the source each input was first read from, the inputs that
 // require grad, the latest value of each input updated in place (written
-// back after the run), and the values that are views or have views (in-place
-// updates of them would need aliasing the graph does not model). Guards and
-// refusals stay with the tracer; this only records and answers.
+// back after the run). Guards and refusals stay with the tracer; this only
+// records and answers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_INPUTTABLE_H
@@ -70,12 +69,7 @@ public:
     return latestOfInput;
   }
 
-  /// Values that are views or have views.
-  void markAliased(const Value *value) { aliased.insert(value); }
-  bool isAliased(const Value *value) const { return aliased.count(value); }
-
 private:
-  std::set<const Value *> aliased;
   std::set<const Value *> valuesRequiringGrad;
   std::map<const Value *, Value *> latestOfInput;
   std::map<int, Value *> inputOfSource;

@@ -44,6 +44,10 @@ OpBinder::bind(const OpBinding &binding, const std::string &what,
       bound.inPlace = true;
       continue;
     }
+    if (extra.first == "__view_if_contiguous__") {
+      bound.selfIfContiguous = true;
+      continue;
+    }
     bound.attributes[extra.first] = attributeOf(extra.second.get(), what);
   }
   return bound;
@@ -68,6 +72,16 @@ void OpBinder::bindParam(const ParamSpec &param, const VarPtr &arg,
             : tracer.operandOf(tracer.constant(param.defaultValue.get()),
                                what));
     if (arg && !bound.self && arg->kind == Var::Kind::Tensor)
+      bound.self = arg;
+    return;
+  case ParamSpec::Kind::TensorOperand:
+    // torch.maximum(x, 2.0), torch.eq(1, x): eager has no overload taking
+    // a Python number there and raises TypeError; the call runs eagerly.
+    if (!arg || arg->kind != Var::Kind::Tensor)
+      tracer.unsupported(what + ": '" + param.name +
+                         "' must be a tensor, as eager requires");
+    bound.operands.push_back(arg->tensor);
+    if (!bound.self)
       bound.self = arg;
     return;
   case ParamSpec::Kind::InPlaceFlag: {

@@ -33,6 +33,8 @@ public:
     /// The first tensor argument, and whether the call updates it in place.
     VarPtr self;
     bool inPlace = false;
+    /// x.contiguous(): x itself when it is contiguous in eager.
+    bool selfIfContiguous = false;
   };
 
   explicit OpBinder(BytecodeTracer &tracer) : tracer(tracer) {}

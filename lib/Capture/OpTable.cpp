@@ -18,6 +18,7 @@ ParamSpec::Kind parseKind(const std::string &kind) {
   static const std::map<std::string, ParamSpec::Kind> kinds = {
       {"operand", ParamSpec::Kind::Operand},
       {"operands", ParamSpec::Kind::Operands},
+      {"tensor", ParamSpec::Kind::TensorOperand},
       {"optional_operand", ParamSpec::Kind::OptionalOperand},
       {"attr", ParamSpec::Kind::Attr},
       {"ints*", ParamSpec::Kind::IntsVararg},

@@ -22,6 +22,7 @@ struct ParamSpec {
   enum class Kind {
     Operand,
     Operands,
+    TensorOperand,
     OptionalOperand,
     Attr,
     IntsVararg,

@@ -574,6 +574,8 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
       }
     }
   }
+  if (bound.selfIfContiguous && bound.self && !bound.inPlace)
+    return viewIfContiguous(bound.self);
   VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
   if (!bound.inPlace)
     return result;

@@ -522,6 +522,9 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
 OutputSpec BytecodeTracer::tensorOutput(Value *value) {
   OutputSpec spec;
   Graph &graph = *result.graph;
+  Value *latest = latestValue(value);
+  value = viewOfUpdatedInput(latest);
+  bool viewsUpdatedInput = value != latest;
   // An input updated in place is returned as the input object itself (the
   // run writes the new value back into it first).
   if (const Value *input = inputs.inputUpdatedTo(value))
@@ -542,6 +545,8 @@ OutputSpec BytecodeTracer::tensorOutput(Value *value) {
   }
   graph.outputs.push_back(value);
   spec.index = int(graph.outputs.size()) - 1;
+  if (viewsUpdatedInput)
+    result.outputsViewingUpdatedInputs.push_back(spec.index);
   return spec;
 }
 

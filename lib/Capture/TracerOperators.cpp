@@ -40,6 +40,15 @@ Operand BytecodeTracer::operandOf(const VarPtr &var, const std::string &what) {
 VarPtr BytecodeTracer::emit(const std::string &op,
                             std::vector<Operand> operands,
                             std::map<std::string, Attribute> attributes) {
+  for (Operand &operand : operands)
+    if (operand.isValue())
+      operand.value = latestValue(operand.value);
+  return emitAsIs(op, std::move(operands), std::move(attributes));
+}
+
+VarPtr BytecodeTracer::emitAsIs(const std::string &op,
+                                std::vector<Operand> operands,
+                                std::map<std::string, Attribute> attributes) {
   bool differentiable = checkDifferentiable(op, operands);
   if (!shapes.empty()) {
     unifyOperandSizes(op, operands);
@@ -47,6 +56,8 @@ VarPtr BytecodeTracer::emit(const std::string &op,
       resolveInferredSize(operands[0].value->type, attributes);
     if (op == "expand" && !operands.empty() && operands[0].isValue())
       unifyExpandedSizes(operands[0].value->type, attributes);
+    if (op == "narrow" && !operands.empty() && operands[0].isValue())
+      guardNarrowInRange(operands[0].value->type, attributes);
   }
   Node *node;
   try {
@@ -62,13 +73,7 @@ VarPtr BytecodeTracer::emit(const std::string &op,
       if (isDifferentiable(result->type.dtype))
         inputs.markRequiresGrad(result);
   const OpInfo *info = opInfoOf(*node);
-  if (info && info->kind == OpKind::View) {
-    for (const Operand &operand : node->operands)
-      if (operand.isValue())
-        inputs.markAliased(operand.value);
-    for (Value *result : node->results)
-      inputs.markAliased(result);
-  }
+  trackViews(*node);
   // split/chunk/unbind give a tuple even of one piece, as torch does.
   if (node->results.size() == 1 && !(info && info->resultsAreSequence)) {
     VarPtr var = makeVar(Var::Kind::Tensor);
@@ -153,72 +158,6 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
   if (inPlace && lhs->kind == Var::Kind::Tensor)
     return updateInPlace(lhs, value);
   return value;
-}
-
-VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
-                                     const VarPtr &value) {
-  if (target->kind != Var::Kind::Tensor || value->kind != Var::Kind::Tensor)
-    unsupported("in-place update of a non-tensor");
-  Value *old = target->tensor;
-  if (target->viewBase)
-    if (VarPtr updated = updateThroughView(target, value))
-      return updated;
-  if (inputs.isAliased(old))
-    unsupported("in-place update of a tensor that has views");
-  if (value->tensor->type.dtype != old->type.dtype ||
-      value->tensor->type.sizes != old->type.sizes)
-    unsupported("in-place update that changes dtype or shape");
-  const Value *input = old->producer ? inputs.inputUpdatedTo(old) : old;
-  if (input) {
-    if (inputRequiresGrad(input) && gradMode)
-      unsupported("in-place update of a tensor that requires grad while "
-                  "grad mode is on");
-    if (inputs.requiresGrad(value->tensor))
-      unsupported("in-place update of an input with a value that requires "
-                  "grad (the input would join the autograd graph)");
-    willUpdateInputs();
-    inputs.updateInput(input, value->tensor);
-  }
-  willMutate(target);
-  target->tensor = value->tensor;
-  return target;
-}
-
-VarPtr BytecodeTracer::updateThroughView(const VarPtr &target,
-                                         const VarPtr &value) {
-  // base[a:b].zero_() on an intermediate the trace computed: safe when
-  // this view is the only view taken of the base and nothing views the
-  // view, so no other value would miss the update.
-  const VarPtr &base = target->viewBase;
-  if (!base || base->kind != Var::Kind::Tensor || !base->tensor->producer ||
-      inputs.originalInput(base->tensor) || base->viewBase ||
-      value->tensor->type.dtype != target->tensor->type.dtype ||
-      value->tensor->type.sizes != target->tensor->type.sizes)
-    return nullptr;
-  int otherViewsOfBase = 0, viewsOfTarget = 0;
-  for (const auto &node : result.graph->nodes) {
-    // Views that alias (slices, reshapes, permutes); cat, pad and fills
-    // copy.
-    const OpInfo *info = opInfoOf(*node);
-    if (!info || info->kind != OpKind::View || !info->view ||
-        info->view->form != ViewForm::Remap)
-      continue;
-    for (const Operand &operand : node->operands) {
-      otherViewsOfBase += operand.isValue() && operand.value == base->tensor &&
-                          node->result() != target->tensor;
-      viewsOfTarget += operand.isValue() && operand.value == target->tensor;
-    }
-  }
-  if (otherViewsOfBase != 0 || viewsOfTarget != 0)
-    return nullptr;
-  VarPtr updated = functionalSetItem(base, target->viewIndex, value);
-  willMutate(base);
-  base->tensor = updated->tensor;
-  // The view holds its new values and stays tied to the base: a second
-  // update through it goes the same way.
-  willMutate(target);
-  target->tensor = value->tensor;
-  return target;
 }
 
 void BytecodeTracer::addWriteBacks() {

@@ -71,6 +71,7 @@ int BytecodeTracer::stepOrBreak(size_t pc) {
   bool gradModeBefore = gradMode;
   std::vector<bool> gradModeStackBefore = gradModeStack;
   journal.clear();
+  aliasJournal.clear();
   inputsBefore.reset();
   size_t storesBefore = pendingStores.size();
   try {
@@ -84,6 +85,10 @@ int BytecodeTracer::stepOrBreak(size_t pc) {
     journal.clear();
     if (inputsBefore)
       inputs = std::move(*inputsBefore);
+    for (auto entry = aliasJournal.rbegin(); entry != aliasJournal.rend();
+         ++entry)
+      *entry->first = entry->second;
+    aliasJournal.clear();
     current.stack = std::move(stackBefore);
     current.kwNames = kwNamesBefore;
     current.currentLine = instruction.line;
@@ -111,7 +116,8 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
   case Var::Kind::Tensor:
     // A computed view (or a value with views) would come back as a tensor
     // of its own: the aliasing eager relies on would be lost.
-    if (inputs.isAliased(var->tensor) && !inputs.originalInput(var->tensor))
+    if (isViewOrHasViews(var->tensor) &&
+        !inputs.originalInput(latestValue(var->tensor)))
       throw CannotResume{"a live tensor is a view or has views"};
     return tensorOutput(var->tensor);
   case Var::Kind::Constant:

@@ -329,6 +329,37 @@ bool BytecodeTracer::unifyEqualSizes(const SymExpr &lhs, const SymExpr &rhs,
   return true;
 }
 
+void BytecodeTracer::guardNarrowInRange(
+    const TensorType &input, const std::map<std::string, Attribute> &attributes) {
+  auto integer = [&](const char *name) -> std::optional<SymExpr> {
+    auto found = attributes.find(name);
+    if (found == attributes.end())
+      return std::nullopt;
+    if (const int64_t *value = std::get_if<int64_t>(&found->second))
+      return SymExpr(*value);
+    if (const SymExpr *value = std::get_if<SymExpr>(&found->second))
+      return *value;
+    return std::nullopt;
+  };
+  std::optional<SymExpr> dim = integer("dim"), start = integer("start"),
+                         length = integer("length");
+  if (!dim || !start || !length || !dim->isConstant() || input.rank() == 0)
+    return;
+  int64_t rank = int64_t(input.rank());
+  int64_t d = dim->constant() < 0 ? dim->constant() + rank : dim->constant();
+  if (d < 0 || d >= rank || input.sizes[size_t(d)].isConstant())
+    return;
+  const SymExpr &size = input.sizes[size_t(d)];
+  SymExpr first = *start;
+  if (first.isConstant() && first.constant() < 0)
+    first = first + size;
+  if (!decideSizes(Py_GE, first, SymExpr(0)) ||
+      !decideSizes(Py_GE, *length, SymExpr(0)) ||
+      !decideSizes(Py_LE, first + *length, size))
+    unsupported("narrow(" + std::to_string(d) + ", " + start->str() + ", " +
+                length->str() + ") is out of range for size " + size.str());
+}
+
 void BytecodeTracer::unifyExpandedSizes(
     const TensorType &input, std::map<std::string, Attribute> &attributes) {
   auto found = attributes.find("shape");

@@ -350,12 +350,13 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
   for (const VarPtr &item : var->items)
     results.push_back(item->tensor);
   if (returnsView) {
-    // The graph copies views; refuse in-place updates that would need the
-    // alias (same rule as view ops).
+    // The graph copies the views a torch call returns: in-place updates of
+    // them or of their operands are refused.
     for (const Operand &operand : operands)
-      inputs.markAliased(operand.value);
-    for (Value *result : results)
-      inputs.markAliased(result);
+      for (Value *result : results)
+        if (operand.isValue())
+          aliasOfUnknownKind(operand.value, result,
+                             "a torch call returned a view of it");
   }
   size_t next = 0;
   return resultVar(output.get(), results, next);

@@ -160,15 +160,8 @@ void BytecodeTracer::unpack(const VarPtr &var, int count) {
 }
 
 VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
-  if (container->kind == Var::Kind::Tensor) {
-    VarPtr view = indexTensor(container, index);
-    if (view->kind == Var::Kind::Tensor && view->tensor != container->tensor &&
-        container->tensor->producer && !inputs.originalInput(container->tensor)) {
-      view->viewBase = container;
-      view->viewIndex = index;
-    }
-    return view;
-  }
+  if (container->kind == Var::Kind::Tensor)
+    return indexTensor(container, index);
   if (container->kind == Var::Kind::Object && isModule(container->object.get()))
     return moduleItem(container, index);
   if (container->kind == Var::Kind::NewObject)

@@ -63,11 +63,6 @@ struct Var {
   /// the dict's own items (a Dict var).
   VarPtr attributes;
   VarPtr content;
-  /// Tensor: made by basic indexing (`base[a:b]`) of an intermediate the
-  /// trace computed, with the index: an in-place update through it updates
-  /// the base (as a functional setitem).
-  VarPtr viewBase;
-  VarPtr viewIndex;
   /// Where a concrete object came from (-1: made during capture).
   int source = -1;
   /// A Tuple var built as a list (rebuilt as a list when returned), or as a

@@ -39,6 +39,19 @@ Operand countOperand(Graph &graph, const Node &node, const SymExpr &count) {
                {"dtype", DType::F32}});
 }
 
+/// sum / count in sum's dtype. A symbolic count is a 0-dim f32 tensor, and
+/// a full reduction's sum is 0-dim too: their quotient would promote a
+/// bf16/f16 sum to f32 where eager keeps the input's dtype.
+Value *divideByCount(Graph &graph, const Node &node, Value *sum,
+                     const Operand &count) {
+  Value *quotient = emit(graph, node, "div", {sum, count});
+  if (quotient->type.dtype == sum->type.dtype ||
+      !isFloating(sum->type.dtype))
+    return quotient;
+  return emit(graph, node, "cast", {quotient},
+              {{"dtype", sum->type.dtype}});
+}
+
 Attribute dimsAttr(const std::vector<int64_t> &dims) { return dims; }
 
 /// Casts integer inputs to f32 (mean, logsumexp on ints) as torch does.
@@ -53,7 +66,7 @@ Value *meanOver(Graph &graph, const Node &node, Value *x,
                 const SymExpr &count) {
   Value *sum = emit(graph, node, "sum", {x},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
-  return emit(graph, node, "div", {sum, countOperand(graph, node, count)});
+  return divideByCount(graph, node, sum, countOperand(graph, node, count));
 }
 
 /// Normalizes x over dims: (x - mean) * rsqrt(var + eps), biased variance.
@@ -134,7 +147,7 @@ std::vector<Value *> decomposeVariance(Graph &graph, const Node &node,
       opError(node, "needs a static count for this correction");
     divisor = countOperand(graph, node, count - int64_t(correction));
   }
-  Value *variance = emit(graph, node, "div", {sum, divisor});
+  Value *variance = divideByCount(graph, node, sum, divisor);
   if (squareRoot)
     return {emit(graph, node, "sqrt", {variance})};
   return {variance};
@@ -202,9 +215,33 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
   return {emit(graph, node, "sub", {shifted, emit(graph, node, "log", {sum})})};
 }
 
-std::vector<Value *> decomposeLayerNorm(Graph &graph, const Node &node) {
+/// layer_norm's and rms_norm's dims: normalized_shape must be the input's
+/// last sizes, and each weight or bias that shape, as eager checks them (a
+/// symbolic size that is not provably equal is refused: capture then
+/// retries with static sizes, where eager's error shows).
+std::vector<int64_t> normalizedDims(const Node &node) {
   std::vector<SymExpr> shape = symListAttr(node, "normalized_shape", {});
   std::vector<int64_t> dims = lastDims(node, shape.size());
+  const TensorType &x = operandType(node, 0);
+  auto shapeText = [&] {
+    std::string text;
+    for (const SymExpr &size : shape)
+      text += (text.empty() ? "" : ", ") + size.str();
+    return "[" + text + "]";
+  };
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (x.sizes[size_t(dims[k])] != shape[k])
+      opError(node, "normalized_shape " + shapeText() +
+                        " is not the last sizes of the input " + x.str());
+  for (size_t i = 1; i < node.operands.size(); ++i)
+    if (operandType(node, i).sizes != shape)
+      opError(node, "weight and bias must have the normalized shape " +
+                        shapeText() + ", not " + operandType(node, i).str());
+  return dims;
+}
+
+std::vector<Value *> decomposeLayerNorm(Graph &graph, const Node &node) {
+  std::vector<int64_t> dims = normalizedDims(node);
   size_t next = 1;
   Value *weight = optionalOperand(node, "has_weight", next);
   Value *bias = optionalOperand(node, "has_bias", next);
@@ -214,8 +251,7 @@ std::vector<Value *> decomposeLayerNorm(Graph &graph, const Node &node) {
 }
 
 std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
-  std::vector<int64_t> dims =
-      lastDims(node, symListAttr(node, "normalized_shape", {}).size());
+  std::vector<int64_t> dims = normalizedDims(node);
   size_t next = 1;
   Value *weight = optionalOperand(node, "has_weight", next);
   Value *x = input(node, 0);

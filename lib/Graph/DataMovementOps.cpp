@@ -38,6 +38,10 @@ std::vector<TensorType> inferPad(const Node &node) {
 
 std::vector<TensorType> inferCat(const Node &node) {
   const TensorType &first = operandType(node, 0);
+  for (size_t i = 0; i < node.operands.size(); ++i)
+    if (operandType(node, i).rank() == 0)
+      opError(node, "zero-dimensional tensor (at position " +
+                        std::to_string(i) + ") cannot be concatenated");
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0), first.rank());
   TensorType result = likeFirstOperand(node, first.sizes);
   result.sizes[dim] = SymExpr(0);

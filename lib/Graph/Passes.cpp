@@ -38,6 +38,24 @@ const std::map<std::string, PassFn> &passTable() {
   return table;
 }
 
+/// Whether merging `duplicate` into `kept` would make two graph outputs one
+/// value: eager returns two tensors there (`return x * 2, x * 2`, two
+/// `torch.zeros` caches), and one buffer behind both would let a write into
+/// one show through the other. `claimed` holds the values some output is
+/// (or will be, after earlier merges) and grows when a merge goes ahead.
+bool mergesTwoOutputs(const Node &duplicate, const Node &kept,
+                      const std::set<const Value *> &outputs,
+                      std::set<const Value *> &claimed) {
+  for (size_t r = 0; r < duplicate.results.size(); ++r)
+    if (outputs.count(duplicate.results[r]) &&
+        claimed.count(kept.results[r]))
+      return true;
+  for (size_t r = 0; r < duplicate.results.size(); ++r)
+    if (outputs.count(duplicate.results[r]))
+      claimed.insert(kept.results[r]);
+  return false;
+}
+
 } // namespace
 
 bool eliminateDeadCode(Graph &graph) {
@@ -65,13 +83,17 @@ bool eliminateDeadCode(Graph &graph) {
 bool eliminateCommonSubexpressions(Graph &graph) {
   std::map<std::string, Node *> seen;
   std::map<const Value *, Value *> replacement;
+  const std::set<const Value *> outputs(graph.outputs.begin(),
+                                        graph.outputs.end());
+  std::set<const Value *> claimed = outputs;
   bool changed = false;
   for (auto &node : graph.nodes) {
     for (Operand &operand : node->operands)
       if (operand.isValue() && replacement.count(operand.value))
         operand.value = replacement[operand.value];
     auto inserted = seen.insert({nodeKey(*node), node.get()});
-    if (inserted.second)
+    if (inserted.second ||
+        mergesTwoOutputs(*node, *inserted.first->second, outputs, claimed))
       continue;
     for (size_t r = 0; r < node->results.size(); ++r)
       replacement[node->results[r]] = inserted.first->second->results[r];

@@ -111,6 +111,34 @@ std::vector<TensorType> inferValuesAndIndices(const Node &node) {
           resultLike(node, DType::I64)};
 }
 
+/// max and min of bools (amax, amin, max_dim, min_dim): the same reduction
+/// of the values as i32, whose values are cast back (bool has no ordered
+/// reduction in the loop IR; eager orders False < True).
+std::vector<Value *> extremeOfBools(Graph &graph, const Node &node) {
+  Node &reduced = *graph.addNode(
+      node.op,
+      {Operand(emit(graph, node, "cast", {node.operands[0].value},
+                    {{"dtype", DType::I32}}))},
+      node.attributes, node.location);
+  std::vector<Value *> results = reduced.results;
+  results[0] =
+      emit(graph, node, "cast", {results[0]}, {{"dtype", DType::Bool}});
+  return results;
+}
+
+bool reducesBools(const Node &node) {
+  return node.operands.size() == 1 && node.operands[0].isValue() &&
+         node.operands[0].value->type.dtype == DType::Bool;
+}
+
+OpInfo extremeReduction(const std::string &name,
+                        std::vector<std::string> attributes, ShapeRule infer) {
+  OpInfo info = reduction(name, std::move(attributes), std::move(infer));
+  info.decompose = extremeOfBools;
+  info.decomposesWhen = reducesBools;
+  return info;
+}
+
 } // namespace
 
 void addReductionOps(std::vector<OpInfo> &table) {
@@ -118,16 +146,18 @@ void addReductionOps(std::vector<OpInfo> &table) {
       reduction("sum", {"dim", "dims", "keepdim", "dtype"}, inferSum));
   table.push_back(
       reduction("prod", {"dim", "dims", "keepdim", "dtype"}, inferSum));
-  table.push_back(reduction("amax", {"dim", "dims", "keepdim"}, inferExtreme));
-  table.push_back(reduction("amin", {"dim", "dims", "keepdim"}, inferExtreme));
+  table.push_back(
+      extremeReduction("amax", {"dim", "dims", "keepdim"}, inferExtreme));
+  table.push_back(
+      extremeReduction("amin", {"dim", "dims", "keepdim"}, inferExtreme));
   table.push_back(reduction("any", {"dim", "dims", "keepdim"}, inferLogical));
   table.push_back(reduction("all", {"dim", "dims", "keepdim"}, inferLogical));
   table.push_back(reduction("argmax", {"dim", "keepdim"}, inferArg));
   table.push_back(reduction("argmin", {"dim", "keepdim"}, inferArg));
   table.push_back(
-      reduction("max_dim", {"dim", "keepdim"}, inferValuesAndIndices));
+      extremeReduction("max_dim", {"dim", "keepdim"}, inferValuesAndIndices));
   table.push_back(
-      reduction("min_dim", {"dim", "keepdim"}, inferValuesAndIndices));
+      extremeReduction("min_dim", {"dim", "keepdim"}, inferValuesAndIndices));
 }
 
 } // namespace dynafuse

@@ -511,6 +511,18 @@ Index remapFlip(const Node &node, size_t, const Index &index) {
   return in;
 }
 
+/// The index `shift` places before `index` along an extent of `size`
+/// (> 0): (index - shift) mod size, written with non-negative operands for a
+/// symbolic size as for a constant one.
+SymExpr rolledIndex(const SymExpr &index, int64_t shift, const SymExpr &size) {
+  if (size.isConstant())
+    return mod(index + (size.constant() - modInt(shift, size.constant())),
+               size);
+  if (shift >= 0)
+    return mod(index + (size - mod(SymExpr(shift), size)), size);
+  return mod(index + mod(SymExpr(-shift), size), size);
+}
+
 Index remapRoll(const Node &node, size_t, const Index &index) {
   const TensorType &input = operandType(node, 0);
   Index in = index;
@@ -518,20 +530,17 @@ Index remapRoll(const Node &node, size_t, const Index &index) {
   std::vector<int64_t> dims = intListAttr(node, "dims", {});
   // An empty tensor has no element to roll: its index stays as it is (in
   // the loops, which run no iteration), with no modulo by its zero size.
+  // Symbolic sizes are at least 2 (capture specializes 0 and 1).
   if (dims.empty() && input.numel() != SymExpr(0)) {
     SymExpr flat = linearizeIndex(index, input.sizes);
-    SymExpr count = input.numel();
-    int64_t total = count.isConstant() ? count.constant() : 1;
-    int64_t shift = modInt(shifts.at(0), total);
-    in = delinearizeIndex(mod(flat + (count - shift), count), input.sizes);
+    in = delinearizeIndex(rolledIndex(flat, shifts.at(0), input.numel()),
+                          input.sizes);
   }
   for (size_t s = 0; s < dims.size(); ++s) {
     int64_t d = normalizeDim(node, dims[s], input.rank());
-    int64_t size = input.sizes[d].constant();
-    if (size == 0)
+    if (input.sizes[d] == SymExpr(0))
       continue;
-    int64_t shift = modInt(shifts.at(s), size);
-    in[d] = mod(index[d] + (size - shift), SymExpr(size));
+    in[d] = rolledIndex(in[d], shifts.at(s), input.sizes[d]);
   }
   return in;
 }

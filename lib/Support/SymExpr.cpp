@@ -274,7 +274,14 @@ SymExpr SymExpr::symbol(const std::string &name) {
 }
 
 SymExpr::Kind SymExpr::kind() const { return node->kind; }
-int64_t SymExpr::constant() const { return node->value; }
+int64_t SymExpr::constant() const {
+  // A symbolic size read as a number would be a wrong result, not an error:
+  // every rule that needs a constant must have checked isConstant().
+  if (node->kind != Kind::Constant)
+    fail("a symbolic size (" + node->text +
+         ") where a static one is needed");
+  return node->value;
+}
 const std::string &SymExpr::symbolName() const { return node->name; }
 const std::vector<SymExpr> &SymExpr::operands() const { return node->operands; }
 const std::string &SymExpr::str() const { return node->text; }

@@ -4,6 +4,8 @@ module per op family, merged here.
 
 A parameter is (name, kind[, default]) with kind
   "operand": a tensor or Python number, becomes a graph operand;
+  "tensor":  a tensor only, becomes a graph operand (a Python number is a
+             graph break: eager raises TypeError for it);
   "operands": a list or tuple of tensors, each an operand (cat, stack);
   "optional_operand": a tensor or None; sets the attribute has_<name> when
              the graph op declares it (layer_norm's weight and bias);

@@ -7,6 +7,10 @@ import torch.nn.functional as F
 _INPUT = ("input", "operand")
 _OTHER = ("other", "operand")
 _ALPHA = ("alpha", "fixed", 1)
+# Where eager has no overload taking a Python number (torch.maximum(x, 2.0),
+# torch.eq(1, x)): a number there is a graph break, and eager's TypeError.
+_TENSOR_INPUT = ("input", "tensor")
+_TENSOR_OTHER = ("other", "tensor")
 
 _UNARY = ["exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "neg", "relu",
           "erf", "exp2", "log1p", "expm1", "sin", "cos", "floor", "ceil", "trunc",
@@ -31,7 +35,9 @@ def _method_table():
     methods = {name: _spec(name, [_INPUT]) for name in _UNARY}
     methods["negative"] = _spec("neg", [_INPUT])
     for name in _COMPARE + _BINARY:
-        methods[name] = _spec(name, [_INPUT, _OTHER])
+        logical = name.startswith("logical_")
+        first = _INPUT if name == "remainder" else _TENSOR_INPUT  # remainder(5, x)
+        methods[name] = _spec(name, [first, _TENSOR_OTHER if logical else _OTHER])
     methods["sgn"] = methods["sign"]
     methods["fix"] = methods["trunc"]
     methods["round"] = _spec("round", [_INPUT, "*", ("decimals", "fixed", 0)])
@@ -47,8 +53,8 @@ def _method_table():
     methods["sub"] = _spec("sub", [_INPUT, _OTHER, "*", _ALPHA])
     methods["mul"] = _spec("mul", [_INPUT, _OTHER])
     methods["div"] = _spec("div", [_INPUT, _OTHER, "*", ("rounding_mode", "fixed", None)])
-    methods["maximum"] = _spec("maximum", [_INPUT, _OTHER])
-    methods["minimum"] = _spec("minimum", [_INPUT, _OTHER])
+    methods["maximum"] = _spec("maximum", [_TENSOR_INPUT, _TENSOR_OTHER])
+    methods["minimum"] = _spec("minimum", [_TENSOR_INPUT, _TENSOR_OTHER])
     methods["pow"] = _spec("pow", [_INPUT, ("exponent", "operand")])
     for name, dtype in _CASTS.items():
         methods[name] = _spec("cast", [_INPUT], {"dtype": dtype})

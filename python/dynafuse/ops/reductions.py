@@ -33,7 +33,7 @@ def _tables():
         methods[name] = ("overload", [
             _spec(extreme, [_INPUT]),
             _spec(name + "_dim", [_INPUT, ("dim", "attr"), _KEEPDIM]),
-            _spec(elementwise, [_INPUT, ("other", "operand")]),
+            _spec(elementwise, [_INPUT, ("other", "tensor")]),
         ], {})
     functions = {getattr(torch, name): spec for name, spec in methods.items()}
     functions.update({getattr(torch.Tensor, name): spec for name, spec in methods.items()})

@@ -28,7 +28,10 @@ def _tables():
         "flatten": _spec("flatten", [_INPUT, ("start_dim", "attr", 0), ("end_dim", "attr", -1)]),
         "select": _spec("select", [_INPUT, ("dim", "attr"), ("index", "attr")]),
         "narrow": _spec("narrow", [_INPUT, ("dim", "attr"), ("start", "attr"), ("length", "attr")]),
-        "contiguous": _spec("contiguous", [_INPUT, ("memory_format", "fixed", torch.contiguous_format)]),
+        # x.contiguous() is x itself when x is contiguous (a copy otherwise);
+        # clone() always copies.
+        "contiguous": _spec("contiguous", [_INPUT, ("memory_format", "fixed", torch.contiguous_format)],
+                            {"__view_if_contiguous__": True}),
         "detach": _spec("detach", [_INPUT]),
         "clone": _spec("contiguous", [_INPUT, "*", ("memory_format", "fixed", None)]),
         "flip": _spec("flip", [_INPUT, ("dims", "ints*")]),

@@ -1,0 +1,379 @@
+//===- TracerAliases.cpp - Views, and in-place updates through them -------===//
+//
+// Eager's aliasing in a functional graph (TensorAliases.h): which ops make
+// views, the newest value of a view after an update of its memory, and
+// in-place updates of any tensor, scattered back through the views between
+// it and its base.
+//
+//===----------------------------------------------------------------------===//
+#include "BytecodeTracer.h"
+
+#include "dynafuse/Graph/OpRegistry.h"
+
+#include <numeric>
+#include <set>
+
+namespace dynafuse {
+namespace capture {
+namespace {
+
+/// Ops whose result is always a view of their operand in eager.
+bool alwaysViews(const std::string &op) {
+  static const std::set<std::string> ops = {
+      "slice",  "narrow", "select", "permute", "transpose", "squeeze",
+      "unsqueeze", "detach", "split", "chunk", "unbind", "expand"};
+  return ops.count(op) != 0;
+}
+
+/// Ops whose result is a view when their operand's strides allow it, and
+/// a copy otherwise (eager's reshape and flatten).
+bool viewsWhenStridesAllow(const std::string &op) {
+  return op == "reshape" || op == "flatten";
+}
+
+/// Row-major strides, ignoring size-1 dims (torch's is_contiguous).
+bool rowMajor(const TensorType &type) {
+  if (type.strides.empty())
+    return true;
+  std::vector<SymExpr> dense = contiguousStrides(type.sizes);
+  for (size_t k = 0; k < type.rank(); ++k)
+    if (type.sizes[k] != SymExpr(1) && type.strides[k] != dense[k])
+      return false;
+  return true;
+}
+
+/// What torch allows an in-place op to cast its result to: no floating to
+/// integral, no non-bool to bool (torch.can_cast).
+bool canCastInPlace(DType from, DType to) {
+  if (isFloating(from) && !isFloating(to))
+    return false;
+  return !(from != DType::Bool && to == DType::Bool);
+}
+
+std::map<std::string, Attribute> sliceAttributes(int64_t dim,
+                                                 const SymExpr &start,
+                                                 const SymExpr &end) {
+  auto integer = [](const SymExpr &value) -> Attribute {
+    if (value.isConstant())
+      return value.constant();
+    return value;
+  };
+  return {{"dim", dim}, {"start", integer(start)}, {"end", integer(end)},
+          {"step", int64_t(1)}};
+}
+
+} // namespace
+
+Value *BytecodeTracer::latestValue(Value *value) {
+  if (!value || !aliases.isStale(value))
+    return value;
+  if (Value *fresh = aliases.refreshed(value))
+    return fresh;
+  AliasMember member = *aliases.memberOf(value);
+  Value *current = member.set->root;
+  for (const ViewStep &step : member.chain)
+    current = replayView(step, current);
+  aliases.setRefreshed(value, current);
+  return current;
+}
+
+Value *BytecodeTracer::replayView(const ViewStep &step, Value *base,
+                                  bool asIs) {
+  VarPtr view = asIs ? emitAsIs(step.node->op, {base}, step.node->attributes)
+                     : emit(step.node->op, {base}, step.node->attributes);
+  if (view->kind == Var::Kind::Tensor)
+    return view->tensor;
+  return view->items.at(step.result)->tensor;
+}
+
+void BytecodeTracer::trackViews(const Node &node) {
+  if (node.operands.empty() || !node.operands[0].isValue())
+    return;
+  Value *base = node.operands[0].value;
+  bool views = alwaysViews(node.op);
+  if (!views && viewsWhenStridesAllow(node.op)) {
+    views = eagerContiguous(base);
+    if (!views) {
+      for (Value *result : node.results)
+        aliases.addUnknownAlias(base, result,
+                                node.op + " of a tensor whose strides capture "
+                                          "does not know (a view or a copy)");
+      return;
+    }
+  }
+  if (!views)
+    return;
+  for (size_t r = 0; r < node.results.size(); ++r)
+    aliases.addView(base, node.results[r], ViewStep{&node, r});
+}
+
+void BytecodeTracer::aliasOfUnknownKind(Value *base, Value *result,
+                                        const std::string &why) {
+  aliases.addUnknownAlias(latestValue(base), result, why);
+}
+
+VarPtr BytecodeTracer::viewIfContiguous(const VarPtr &tensor) {
+  Value *value = latestValue(tensor->tensor);
+  if (eagerContiguous(value))
+    return tensor; // eager returns the tensor itself
+  VarPtr copy = emit("contiguous", {value});
+  aliasOfUnknownKind(value, copy->tensor,
+                     "contiguous() of a tensor whose strides capture does "
+                     "not know (itself or a copy)");
+  return copy;
+}
+
+bool BytecodeTracer::eagerContiguous(const Value *value) {
+  auto known = contiguousInEager.find(value);
+  if (known != contiguousInEager.end())
+    return known->second;
+  bool contiguous = false;
+  const Node *node = value->producer;
+  if (!node) {
+    contiguous = rowMajor(value->type);
+  } else if (node->op == "call_torch") {
+    contiguous = false;
+  } else if (alwaysViews(node->op) || viewsWhenStridesAllow(node->op)) {
+    // Views of contiguous data that stay contiguous: reshapes, dropping or
+    // adding size-1 dims, and leading slices of the outermost dim.
+    const Value *base = node->operands[0].value;
+    const std::string &op = node->op;
+    bool outermost = node->intAttr("dim", 0) == 0 ||
+                     (node->intAttr("dim", 0) == -1 && base->type.rank() == 1);
+    bool keepsLayout =
+        op == "squeeze" || op == "unsqueeze" || op == "detach" ||
+        viewsWhenStridesAllow(op) ||
+        ((op == "select" || op == "narrow" || op == "split" ||
+          op == "chunk" || op == "unbind") &&
+         outermost) ||
+        (op == "slice" && outermost && node->intAttr("step", 1) == 1);
+    contiguous = keepsLayout && eagerContiguous(base);
+  } else {
+    // Computed: eager lays results out like their operands (TensorIterator,
+    // reductions) or fresh; contiguous when every tensor operand is.
+    contiguous = true;
+    for (const Operand &operand : node->operands)
+      contiguous = contiguous &&
+                   (!operand.isValue() || eagerContiguous(operand.value));
+  }
+  contiguousInEager[value] = contiguous;
+  return contiguous;
+}
+
+void BytecodeTracer::refuseOverlappingOperands(const Value *target,
+                                               const Value *updated) {
+  const Node *producer = updated->producer;
+  const AliasMember *written = aliases.memberOf(target);
+  if (!producer || !written)
+    return;
+  for (const Operand &operand : producer->operands) {
+    if (!operand.isValue() || operand.value == target)
+      continue;
+    const AliasMember *read = aliases.memberOf(operand.value);
+    if (read && read->set == written->set)
+      unsupported("in-place update whose operand shares memory with the "
+                  "tensor it writes (eager refuses partial overlaps)");
+  }
+}
+
+VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
+                                     const VarPtr &value) {
+  if (target->kind != Var::Kind::Tensor || value->kind != Var::Kind::Tensor)
+    unsupported("in-place update of a non-tensor");
+  Value *old = latestValue(target->tensor);
+  Value *updated = latestValue(value->tensor);
+  if (updated == old)
+    return target;
+  refuseOverlappingOperands(old, updated);
+  if (!updated->producer || aliases.memberOf(updated))
+    updated = emit("contiguous", {updated})->tensor; // a value of its own
+  if (updated->type.sizes != old->type.sizes)
+    unsupported("in-place update that changes the shape (" +
+                old->type.str() + " to " + updated->type.str() + ")");
+  if (updated->type.dtype != old->type.dtype) {
+    if (!canCastInPlace(updated->type.dtype, old->type.dtype))
+      unsupported(std::string("in-place update whose result type ") +
+                  dtypeName(updated->type.dtype) + " cannot be cast to " +
+                  dtypeName(old->type.dtype));
+    updated = emit("cast", {updated}, {{"dtype", old->type.dtype}})->tensor;
+  }
+  std::shared_ptr<AliasSet> set = aliases.setOf(old);
+  if (!set->uncertain.empty())
+    unsupported("in-place update of a tensor that may share memory with "
+                "another: " + set->uncertain);
+  std::vector<ViewStep> chain = aliases.memberOf(old)->chain;
+  for (const ViewStep &step : chain)
+    if (step.node->op == "expand" &&
+        step.node->operands[0].value->type.numel() !=
+            step.node->results[step.result]->type.numel())
+      unsupported("in-place update of an expanded tensor (more than one "
+                  "element refers to one memory location)");
+  Value *root = set->root;
+  const Value *input = inputs.originalInput(root);
+  if (input) {
+    for (size_t k = 0; k < input->type.strides.size(); ++k)
+      if (input->type.strides[k] == SymExpr(0) &&
+          input->type.sizes[k] != SymExpr(1))
+        unsupported("in-place update of an input whose elements overlap "
+                    "(an expanded tensor)");
+    if (inputRequiresGrad(input) && gradMode)
+      unsupported("in-place update of a tensor that requires grad while "
+                  "grad mode is on");
+    if (inputs.requiresGrad(updated))
+      unsupported("in-place update of an input with a value that requires "
+                  "grad (the input would join the autograd graph)");
+  }
+  Value *newRoot = chain.empty() ? updated : scatterThroughChain(root, chain, updated);
+  if (input) {
+    willUpdateInputs();
+    inputs.updateInput(input, newRoot);
+  }
+  aliasJournal.emplace_back(set, *set);
+  aliases.bump(*set);
+  set->root = newRoot;
+  aliases.addMember(newRoot, set, {});
+  if (!chain.empty())
+    aliases.addMember(updated, set, chain);
+  willMutate(target);
+  target->tensor = updated;
+  return target;
+}
+
+Value *BytecodeTracer::scatterThroughChain(Value *root,
+                                           const std::vector<ViewStep> &chain,
+                                           Value *updated) {
+  std::vector<Value *> bases = {root};
+  for (size_t i = 0; i + 1 < chain.size(); ++i)
+    bases.push_back(replayView(chain[i], bases.back()));
+  Value *current = updated;
+  for (size_t i = chain.size(); i-- > 0;)
+    current = scatterStep(bases[i], chain[i], current);
+  return current;
+}
+
+Value *BytecodeTracer::sliceOf(Value *base, int64_t dim, const SymExpr &start,
+                               const SymExpr &end) {
+  return emit("slice", {base}, sliceAttributes(dim, start, end))->tensor;
+}
+
+Value *BytecodeTracer::spliceAlong(Value *base, int64_t dim,
+                                   const SymExpr &start, const SymExpr &length,
+                                   Value *piece) {
+  const SymExpr &size = base->type.sizes[size_t(dim)];
+  SymExpr end = start + length;
+  std::vector<Operand> parts;
+  if (start != SymExpr(0))
+    parts.push_back(sliceOf(base, dim, 0, start));
+  parts.push_back(piece);
+  if (end != size)
+    parts.push_back(sliceOf(base, dim, end, size));
+  if (parts.size() == 1)
+    return piece;
+  return emit("cat", parts, {{"dim", dim}})->tensor;
+}
+
+Value *BytecodeTracer::scatterStep(Value *base, const ViewStep &step,
+                                   Value *updated) {
+  const Node &node = *step.node;
+  const std::string &op = node.op;
+  const TensorType &type = base->type;
+  if (op == "detach")
+    return updated;
+  if (op == "permute") {
+    std::vector<int64_t> dims = intListAttr(node, "dims", {});
+    std::vector<int64_t> inverse(dims.size());
+    for (size_t k = 0; k < dims.size(); ++k)
+      inverse[size_t(normalizeDim(node, dims[k], dims.size()))] = int64_t(k);
+    return emit("permute", {updated}, {{"dims", inverse}})->tensor;
+  }
+  if (op == "transpose")
+    return emit("transpose", {updated}, node.attributes)->tensor;
+  if (op == "squeeze" || op == "unsqueeze" || op == "expand" ||
+      viewsWhenStridesAllow(op))
+    return emit("reshape", {updated}, {{"shape", type.sizes}})->tensor;
+  if (op == "select" || op == "unbind") {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), type.rank());
+    SymExpr index = op == "select" ? SymExpr(node.intAttr("index", 0))
+                                   : SymExpr(int64_t(step.result));
+    if (index.isConstant() && index.constant() < 0)
+      index = index + type.sizes[size_t(dim)];
+    Value *piece =
+        emit("unsqueeze", {updated}, {{"dim", dim}})->tensor;
+    return spliceAlong(base, dim, index, 1, piece);
+  }
+  if (op == "split" || op == "chunk") {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), type.rank());
+    const SymExpr &total = type.sizes[size_t(dim)];
+    if (!total.isConstant())
+      unsupported("in-place update of a piece of a split of a symbolic size");
+    std::vector<int64_t> lengths = splitLengths(node, total.constant());
+    int64_t start = std::accumulate(lengths.begin(),
+                                    lengths.begin() + long(step.result),
+                                    int64_t(0));
+    return spliceAlong(base, dim, start, lengths.at(step.result), updated);
+  }
+  if (op == "slice" || op == "narrow") {
+    SliceBounds bounds = sliceBounds(node);
+    if (bounds.step == 1)
+      return spliceAlong(base, bounds.dim, bounds.start, bounds.length,
+                         updated);
+    return sliceScatter(base, updated, bounds);
+  }
+  unsupported("in-place update through a view made by '" + op + "'");
+}
+
+Value *BytecodeTracer::sliceScatter(Value *base, Value *updated,
+                                    const SliceBounds &bounds) {
+  if (!bounds.start.isConstant() || !bounds.length.isConstant())
+    unsupported("in-place update through a strided slice with symbolic "
+                "bounds");
+  static PyObject *slot = nullptr;
+  PyObject *scatter = lookupOnce(slot, "torch", "slice_scatter");
+  if (!scatter)
+    unsupported("in-place update through a strided slice (no "
+                "torch.slice_scatter)");
+  int64_t start = bounds.start.constant();
+  int64_t end = start + bounds.length.constant() * bounds.step;
+  TorchCall call;
+  call.callable = PyRef::borrow(scatter);
+  call.target = "torch.slice_scatter";
+  std::vector<Operand> operands;
+  std::vector<VarPtr> args;
+  for (Value *tensor : {base, updated}) {
+    VarPtr var = makeVar(Var::Kind::Tensor);
+    var->tensor = tensor;
+    args.push_back(var);
+  }
+  for (int64_t number : {bounds.dim, start, end, bounds.step}) {
+    PyRef object = PyRef::steal(PyLong_FromLongLong(number));
+    args.push_back(constant(object.get()));
+  }
+  for (const VarPtr &arg : args)
+    call.args.push_back(callArgOf(arg, operands, "torch.slice_scatter"));
+  return emitTorchCall(std::move(call), std::move(operands))->tensor;
+}
+
+Value *BytecodeTracer::viewOfUpdatedInput(Value *value) {
+  const AliasMember *member = aliases.memberOf(value);
+  if (!member || member->chain.empty())
+    return value;
+  const Value *input = inputs.originalInput(member->set->root);
+  if (!input || input == member->set->root)
+    return value;
+  // The run writes the input's new value back into the input tensor, so
+  // the chain replayed on the graph input is a view of the input object
+  // holding the updated values, as eager's is.
+  std::vector<ViewStep> chain = member->chain;
+  Value *view = const_cast<Value *>(input);
+  for (const ViewStep &step : chain)
+    view = replayView(step, view, true);
+  return view;
+}
+
+bool BytecodeTracer::isViewOrHasViews(Value *value) {
+  const AliasMember *member = aliases.memberOf(latestValue(value));
+  return member && member->set->hasViews;
+}
+
+} // namespace capture
+} // namespace dynafuse

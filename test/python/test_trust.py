@@ -1,0 +1,189 @@
+"""Trust regressions (issue 40): results whose storage must follow eager's,
+values after size changes, reductions of bools and empty dims, and inputs
+eager refuses, which the compiled function must refuse with eager's
+exception type. Each case was a wrong result, a crash or a silently
+accepted input before its fix."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynafuse
+from conftest import assert_compiled, assert_outputs_close
+
+
+def storage(tensor):
+    return tensor.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (torch.zeros(2, 8), torch.zeros(2, 8)),
+    lambda x: (x * 2, x * 2),
+    lambda x: (torch.full_like(x, 3.0), torch.full_like(x, 3.0), x.sin()),
+], ids=["factories", "same_expression", "three"])
+def test_equal_outputs_made_twice_are_two_tensors(fn):
+    """Two equal tensors made in one frame are two tensors, as in eager: a
+    write into one (a static KV cache's keys) must not show in the other."""
+    x = torch.randn(2, 8)
+    expected = fn(x)
+    actual = dynafuse.compile(fn)(x)
+    assert_outputs_close(actual, expected)
+    assert_compiled()
+    assert len({storage(t) for t in actual}) == len(actual)
+    actual[0].add_(1)
+    assert_outputs_close(actual[1], expected[1])
+
+
+def test_a_tensor_returned_twice_is_one_object():
+    def f(x):
+        y = x * 2
+        return y, y
+
+    first, second = dynafuse.compile(f)(torch.randn(3))
+    assert first is second
+    assert_compiled()
+
+
+@pytest.mark.parametrize("shifts,dims", [(1, 0), (-2, 0), (3, None), (-5, None),
+                                         ((1, -1), (0, 1))])
+def test_roll_after_a_size_change(shifts, dims):
+    def f(a):
+        return a.roll(shifts, dims)
+
+    compiled = dynafuse.compile(f)
+    for rows in (3, 3, 7, 5, 2):
+        a = torch.randn(rows, 4)
+        assert_outputs_close(compiled(a), f(a))
+    assert dynafuse.stats()["symbolic_captures"] >= 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_full_reductions_keep_their_dtype_after_a_size_change(dtype):
+    def f(a):
+        return a.mean(), a.std(), a.var(), a.mean(0)
+
+    compiled = dynafuse.compile(f)
+    for size in (16, 16, 33, 20):
+        a = torch.randn(size, size, dtype=dtype)
+        assert_outputs_close(compiled(a), f(a), atol=2e-2, rtol=2e-2)
+    assert dynafuse.stats()["symbolic_captures"] >= 1
+
+
+def test_cat_of_zero_dim_tensors_raises_as_eager():
+    def f(a):
+        v = a.max(0).values
+        return torch.cat([v, v, v], 0)
+
+    a = torch.randn(5)
+    with pytest.raises(RuntimeError, match="zero-dimensional"):
+        f(a)
+    with pytest.raises(RuntimeError, match="zero-dimensional"):
+        dynafuse.compile(f)(a)
+
+
+def test_max_and_min_of_bools_compile():
+    def f(a):
+        return a.amax(0), a.amin(), a.max(1).values, a.min(1).indices, a.amax((0, 1))
+
+    for shape in ((4, 5), (1, 3), (6, 1)):
+        dynafuse.reset()
+        a = torch.rand(shape) > 0.5
+        assert_outputs_close(dynafuse.compile(f)(a), f(a))
+        assert_compiled()
+
+
+def test_argmax_of_bools_raises_as_eager():
+    a = torch.rand(4, 5) > 0.5
+    with pytest.raises(RuntimeError):
+        dynafuse.compile(lambda t: t.argmax())(a)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: a.sin(),
+    lambda a: a.flip(0),
+    lambda a: a.narrow(1, 1, 2),
+    lambda a: a.roll(1, 0),
+], ids=["sin", "flip", "narrow", "roll"])
+def test_size_zero_dims_after_a_size_change(fn):
+    compiled = dynafuse.compile(fn)
+    for rows in (3, 5, 0, 4):
+        a = torch.randn(rows, 4)
+        assert_outputs_close(compiled(a), fn(a))
+    assert dynafuse.stats()["compile_failures"] == 0
+
+
+def test_linear_of_a_flattened_slice_with_an_empty_batch():
+    def f(a, w):
+        return F.linear(a[:, 1:].flatten(1), w)
+
+    compiled = dynafuse.compile(f)
+    w = torch.randn(5, 6)
+    for rows in (3, 5, 0):
+        a = torch.randn(rows, 4, 2)
+        assert_outputs_close(compiled(a, w), f(a, w))
+    assert dynafuse.stats()["compile_failures"] == 0
+
+
+def eager_and_compiled_raise(fn, *calls):
+    """Each call's args: eager raises for the last and compiled raises the
+    same exception type; the calls before it match eager."""
+    compiled = dynafuse.compile(fn)
+    for args in calls[:-1]:
+        assert_outputs_close(compiled(*args), fn(*args))
+    with pytest.raises(Exception) as eager:
+        fn(*calls[-1])
+    with pytest.raises(type(eager.value)):
+        compiled(*calls[-1])
+
+
+@pytest.mark.parametrize("norm", [F.layer_norm, F.rms_norm], ids=["layer_norm", "rms_norm"])
+def test_normalized_shape_is_checked_when_the_dim_becomes_symbolic(norm):
+    eager_and_compiled_raise(lambda a: norm(a, (4,)),
+                             (torch.randn(3, 4),), (torch.randn(5, 4),),
+                             (torch.randn(3, 5),))
+
+
+def test_norm_weight_of_another_shape_raises():
+    eager_and_compiled_raise(lambda a, w: F.layer_norm(a, (4,), w),
+                             (torch.randn(3, 4), torch.randn(4)),
+                             (torch.randn(3, 4), torch.randn(1)))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: torch.minimum(a, 3.0),
+    lambda a: torch.maximum(a, 2),
+    lambda a: a.maximum(1.5),
+    lambda a: torch.max(a, 1.0),
+    lambda a: torch.logical_or(a, 1),
+    lambda a: a.logical_and(True),
+    lambda a: torch.eq(1, a),
+], ids=["minimum", "maximum", "method", "max_overload", "logical_or", "logical_and",
+        "scalar_first"])
+def test_python_numbers_where_eager_needs_tensors_raise_type_error(fn):
+    a = torch.randn(3)
+    with pytest.raises(TypeError):
+        fn(a)
+    with pytest.raises(TypeError):
+        dynafuse.compile(fn)(a)
+
+
+def test_narrow_out_of_range_after_a_size_change_raises():
+    def f(a):
+        unused = a.narrow(0, 2, 3)  # noqa: F841 - eager checks it all the same
+        return a * 2
+
+    eager_and_compiled_raise(f, (torch.randn(6),), (torch.randn(7),), (torch.randn(4),))
+
+
+def test_in_place_update_overlapping_its_source_raises_as_eager():
+    def f(v):
+        v[None].add_(v)
+        return v
+
+    v = torch.randn(3)
+    try:
+        expected = f(v.clone())
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            dynafuse.compile(f)(v.clone())
+        return
+    assert_outputs_close(dynafuse.compile(f)(v.clone()), expected)
