@@ -53,6 +53,7 @@ private:
   const TorchContext &context;
   SourceResolver &resolver;
   std::map<int, PyRef> built;
+  std::map<int, PyRef> graphOutputs;
 };
 
 PyObject *ResultBuilder::build(const OutputSpec &spec) {
@@ -97,10 +98,15 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
     return PyLong_FromLongLong(spec.size.evaluate(resolver.symbols));
   case OutputSpec::Kind::Input:
     return PyRef::borrow(inputs[spec.index]).release();
-  case OutputSpec::Kind::GraphOutput:
-    return graphOutput(entry, size_t(spec.index), inputs, context,
-                       resolver.symbols)
-        .release();
+  case OutputSpec::Kind::GraphOutput: {
+    // One object per graph output and run: a tensor returned twice is one
+    // object, as in eager (a view of an input is made once).
+    PyRef &made = graphOutputs[spec.index];
+    if (!made)
+      made = graphOutput(entry, size_t(spec.index), inputs, context,
+                         resolver.symbols);
+    return PyRef(made).release();
+  }
   case OutputSpec::Kind::Tuple: {
     PyObject *tuple = PyTuple_New(Py_ssize_t(spec.items.size()));
     for (size_t i = 0; i < spec.items.size(); ++i)

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
+#include <set>
 
 namespace dynafuse {
 namespace {
@@ -504,11 +505,38 @@ Strided stridedIdentity(const Node &, size_t, StridedView view) {
 Index remapFlip(const Node &node, size_t, const Index &index) {
   const TensorType &input = operandType(node, 0);
   Index in = index;
+  if (input.rank() == 0) // flip(0) of a 0-dim tensor is itself, as in eager
+    return in;
   for (int64_t dim : intListAttr(node, "dims", {})) {
     int64_t d = normalizeDim(node, dim, input.rank());
     in[d] = input.sizes[d] - 1 - index[d];
   }
   return in;
+}
+
+/// roll and flip: eager's checks of their dims (a roll of a 0-dim tensor
+/// takes no dim; one shift per dim), the shape unchanged.
+std::vector<TensorType> inferRoll(const Node &node) {
+  const TensorType &input = operandType(node, 0);
+  std::vector<int64_t> dims = intListAttr(node, "dims", {});
+  if (!dims.empty() && input.rank() == 0)
+    opError(node, "dimension specified as " + std::to_string(dims[0]) +
+                      " but the tensor has no dimensions");
+  for (int64_t dim : dims)
+    normalizeDim(node, dim, input.rank());
+  size_t shifts = intListAttr(node, "shifts", {}).size();
+  if (dims.empty() ? shifts != 1 : shifts != dims.size())
+    opError(node, "shifts and dimensions must align");
+  return {likeFirstOperand(node, input.sizes)};
+}
+
+std::vector<TensorType> inferFlip(const Node &node) {
+  const TensorType &input = operandType(node, 0);
+  std::set<int64_t> seen;
+  for (int64_t dim : intListAttr(node, "dims", {}))
+    if (!seen.insert(normalizeDim(node, dim, input.rank())).second)
+      opError(node, "dims has duplicates");
+  return {likeFirstOperand(node, input.sizes)};
 }
 
 /// The index `shift` places before `index` along an extent of `size`
@@ -537,6 +565,8 @@ Index remapRoll(const Node &node, size_t, const Index &index) {
                           input.sizes);
   }
   for (size_t s = 0; s < dims.size(); ++s) {
+    if (input.rank() == 0)
+      opError(node, "dimension specified but the tensor has no dimensions");
     int64_t d = normalizeDim(node, dims[s], input.rank());
     if (input.sizes[d] == SymExpr(0))
       continue;
@@ -656,9 +686,9 @@ void addViewOps(std::vector<OpInfo> &table) {
                             stridedIdentity));
   table.push_back(remapView("contiguous", {}, inferSameShape, remapIdentity,
                             noStridedForm));
-  table.push_back(remapView("flip", {"dims"}, inferSameShape, remapFlip,
+  table.push_back(remapView("flip", {"dims"}, inferFlip, remapFlip,
                             noStridedForm));
-  table.push_back(remapView("roll", {"shifts", "dims"}, inferSameShape,
+  table.push_back(remapView("roll", {"shifts", "dims"}, inferRoll,
                             remapRoll, noStridedForm));
   table.push_back(remapView("repeat", {"repeats"}, inferRepeat, remapRepeat,
                             noStridedForm));

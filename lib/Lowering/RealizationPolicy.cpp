@@ -12,13 +12,13 @@
 namespace dynafuse {
 namespace {
 
-/// An output that views a graph input with static sizes, strides and
-/// offset: returned as a view of the input, as eager returns it, not a copy.
-bool isStaticViewOfInput(const Value *value) {
+/// An output that is a strided view of a graph input: returned as a view
+/// of the input, as eager returns it, not a copy. Symbolic sizes, strides
+/// and offset are evaluated per run with the call's sizes.
+bool isViewOfInput(const Value *value) {
   BufferView viewed;
   return value->producer && describeView(value, {}, viewed) &&
-         !viewed.base->producer && viewed.view.offset.isConstant() &&
-         allConstant(viewed.view.sizes) && allConstant(viewed.view.strides);
+         !viewed.base->producer;
 }
 
 /// Whether a value is computed through pointwise and view ops only from
@@ -356,7 +356,7 @@ void realizeValues(LoweringState &state) {
   const Graph &graph = state.graph;
   std::set<const Value *> &realized = state.realized;
   for (const Value *output : graph.outputs)
-    if (output->producer && !isStaticViewOfInput(output))
+    if (output->producer && !isViewOfInput(output))
       realized.insert(output);
   for (const auto &node : graph.nodes) {
     if (kindOf(*node) == OpKind::Extern)
