@@ -401,6 +401,7 @@ private:
   /// input itself (the run writes the update back into it), so the result
   /// shares the input's memory as in eager. Other values are unchanged.
   Value *viewOfUpdatedInput(Value *value);
+  std::map<const Value *, Value *> viewsOfUpdatedInputs;
   /// Whether value is a view or has views (a graph break cannot pass it to
   /// resume code without losing the aliasing).
   bool isViewOrHasViews(Value *value);

@@ -9,6 +9,7 @@
 #include "BytecodeTracer.h"
 
 #include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Lowering/StridedView.h"
 
 #include <numeric>
 #include <set>
@@ -354,6 +355,9 @@ Value *BytecodeTracer::sliceScatter(Value *base, Value *updated,
 }
 
 Value *BytecodeTracer::viewOfUpdatedInput(Value *value) {
+  auto made = viewsOfUpdatedInputs.find(value);
+  if (made != viewsOfUpdatedInputs.end())
+    return made->second;
   const AliasMember *member = aliases.memberOf(value);
   if (!member || member->chain.empty())
     return value;
@@ -367,6 +371,13 @@ Value *BytecodeTracer::viewOfUpdatedInput(Value *value) {
   Value *view = const_cast<Value *>(input);
   for (const ViewStep &step : chain)
     view = replayView(step, view, true);
+  // Lowering returns strided views of an input as views of it; another
+  // chain would be computed from the input's old values: return the copy
+  // of the new ones then (the values right, the aliasing lost).
+  BufferView viewed;
+  if (!describeView(view, {}, viewed) || viewed.base != input)
+    view = value;
+  viewsOfUpdatedInputs[value] = view;
   return view;
 }
 

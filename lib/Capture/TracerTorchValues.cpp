@@ -106,9 +106,11 @@ VarPtr BytecodeTracer::constantTensor(
   std::string device = "cpu";
   for (const auto &[name, value] : keywords) {
     if (name == "dtype" && value->kind == Var::Kind::Object &&
-        typeName(value) == "torch.dtype")
+        typeName(value) == "torch.dtype") {
       dtype = dtypeFromObject(value->object.get());
-    else if (name == "dtype" && value->kind == Var::Kind::Constant &&
+      if (!dtype)
+        unsupported("torch.tensor of a dtype graphs do not have");
+    } else if (name == "dtype" && value->kind == Var::Kind::Constant &&
              value->object.get() == Py_None)
       continue;
     else if (name == "device" && value->kind == Var::Kind::Object &&
@@ -173,6 +175,9 @@ VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
     std::string name = typeName(arg);
     if (name == "torch.dtype") {
       dtype = dtypeFromObject(arg->object.get());
+      if (!dtype)
+        unsupported("Tensor.to a dtype graphs do not have (bool, int32, "
+                    "int64, float16, bfloat16, float32 and float64 only)");
       return;
     }
     std::string device;

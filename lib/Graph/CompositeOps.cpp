@@ -215,6 +215,20 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
   return {emit(graph, node, "sub", {shifted, emit(graph, node, "log", {sum})})};
 }
 
+/// torch.finfo(dtype).eps.
+double machineEpsilon(DType dtype) {
+  switch (dtype) {
+  case DType::F64:
+    return 2.220446049250313e-16;
+  case DType::F16:
+    return 0.0009765625;
+  case DType::BF16:
+    return 0.0078125;
+  default:
+    return 1.1920928955078125e-07;
+  }
+}
+
 /// layer_norm's and rms_norm's dims: normalized_shape must be the input's
 /// last sizes, and each weight or bias that shape, as eager checks them (a
 /// symbolic size that is not provably equal is refused: capture then
@@ -258,7 +272,8 @@ std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
   Value *square = emit(graph, node, "mul", {x, x});
   Value *mean =
       meanOver(graph, node, square, dims, true, reducedCount(node, dims));
-  double eps = floatAttr(node, "eps", 1.1920928955078125e-07);
+  // eps=None: torch.finfo(x.dtype).eps.
+  double eps = floatAttr(node, "eps", machineEpsilon(x->type.dtype));
   Value *scale = emit(graph, node, "rsqrt",
                       {emit(graph, node, "add", {mean, Scalar::ofFloat(eps)})});
   return {affine(graph, node, emit(graph, node, "mul", {x, scale}), weight,
@@ -412,8 +427,16 @@ std::vector<Value *> decomposeCrossEntropy(Graph &graph, const Node &node) {
 }
 
 std::vector<Value *> decomposeLinear(Graph &graph, const Node &node) {
-  Value *weightT = emit(graph, node, "transpose", {input(node, 1)},
-                        {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
+  // Eager transposes the weight with t(): at most 2 dims, a 1-d weight as
+  // it is (a dot product with the last dim).
+  size_t weightRank = operandType(node, 1).rank();
+  if (weightRank > 2)
+    opError(node, "t() expects a tensor with <= 2 dimensions, but the weight "
+                  "is " + std::to_string(weightRank) + "-d");
+  Value *weightT = weightRank < 2
+                       ? input(node, 1)
+                       : emit(graph, node, "transpose", {input(node, 1)},
+                              {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
   // weight_prepacked (the torch bridge's mark) passes to the product.
   std::map<std::string, Attribute> attributes;
   if (boolAttr(node, "weight_prepacked", false))

@@ -69,10 +69,16 @@ DerivativeInfo binary(
   return info;
 }
 
+/// floor, sign, ...: a zero gradient, as a tensor of zeros (eager's
+/// SignBackward gives zeros_like(grad)), so the operand still gets one and
+/// the result requires grad as in eager.
 DerivativeInfo zeroGradient() {
   DerivativeInfo info;
-  info.rule = [](GradBuilder &, const Node &node, const Grads &) {
-    return Grads(node.operands.size(), nullptr);
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(node.operands.size(), nullptr);
+    if (grads.at(0))
+      result[0] = b.emit("full_like", {grads[0]}, {{"value", 0.0}});
+    return result;
   };
   return info;
 }
@@ -375,9 +381,10 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     return result;
   };
   table["masked_fill"] = maskedFill;
-  // clamp(x, min, max) is minimum(maximum(x, min), max): x gets the
-  // gradient where it was inside [min, max], min where x was below it
-  // (and min <= max), max where the clamped value exceeded it.
+  // clamp(x, min, max), as ATen's clamp_backward and
+  // clamp_backward_min_max: x gets the gradient where min <= x <= max; min
+  // where x < min (and min < max); max where x > max (or max < min). NaNs
+  // compare false, so they pass no gradient to the bounds.
   DerivativeInfo clamp;
   clamp.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(node.operands.size(), nullptr);
@@ -387,29 +394,34 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     Operand x = node.operands[0];
     int min = optionalOperandIndex(node, "min");
     int max = optionalOperandIndex(node, "max");
-    Operand raised = x;
+    auto both = [&](Value *lhs, Value *rhs, const char *op) {
+      return lhs && rhs ? b.emit(op, {lhs, rhs}) : lhs ? lhs : rhs;
+    };
     Value *passes = nullptr;
-    if (min >= 0) {
-      Operand low = node.operands[size_t(min)];
-      raised = b.emit("maximum", {x, low});
-      passes = b.emit("ge", {x, low});
-    }
-    Value *belowMax = nullptr;
-    if (max >= 0) {
-      Operand high = node.operands[size_t(max)];
-      belowMax = b.emit("le", {raised, high});
-      passes = passes ? b.emit("logical_and", {passes, belowMax}) : belowMax;
-      if (high.isValue())
-        result[size_t(max)] = toOperand(
-            b, node, size_t(max),
-            masked(b, b.emit("logical_not", {belowMax}), g));
-    }
+    if (min >= 0)
+      passes = b.emit("ge", {x, node.operands[size_t(min)]});
+    if (max >= 0)
+      passes = both(passes, b.emit("le", {x, node.operands[size_t(max)]}),
+                    "logical_and");
     result[0] = toOperand(b, node, 0, passes ? masked(b, passes, g) : g);
+    Value *ordered = min >= 0 && max >= 0
+                         ? b.emit("lt", {node.operands[size_t(min)],
+                                         node.operands[size_t(max)]})
+                         : nullptr;
     if (min >= 0 && node.operands[size_t(min)].isValue()) {
-      Value *below = b.emit("lt", {x, node.operands[size_t(min)]});
-      if (belowMax)
-        below = b.emit("logical_and", {below, belowMax});
-      result[size_t(min)] = toOperand(b, node, size_t(min), masked(b, below, g));
+      Value *below = both(b.emit("lt", {x, node.operands[size_t(min)]}),
+                          ordered, "logical_and");
+      result[size_t(min)] =
+          toOperand(b, node, size_t(min), masked(b, below, g));
+    }
+    if (max >= 0 && node.operands[size_t(max)].isValue()) {
+      Value *above = b.emit("gt", {x, node.operands[size_t(max)]});
+      if (min >= 0)
+        above = b.emit("logical_or",
+                       {above, b.emit("lt", {node.operands[size_t(max)],
+                                             node.operands[size_t(min)]})});
+      result[size_t(max)] =
+          toOperand(b, node, size_t(max), masked(b, above, g));
     }
     return result;
   };

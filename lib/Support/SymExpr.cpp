@@ -364,8 +364,12 @@ SymExpr operator*(const SymExpr &lhs, const SymExpr &rhs) {
 SymExpr floorDiv(const SymExpr &lhs, const SymExpr &rhs) {
   if (rhs.isConstant()) {
     int64_t divisor = rhs.constant();
+    // A zero divisor is the extent of an empty dim in index arithmetic
+    // (delinearizing over a [0, n] shape): loops over it run no iteration,
+    // so any index will do. Sizes a program divides are checked by the
+    // tracer (a zero divisor raises in eager) before they get here.
     if (divisor == 0)
-      fail("symbolic integer division by zero");
+      return SymExpr(int64_t(0));
     if (lhs.isConstant())
       return SymExpr(floorDivInt(lhs.constant(), divisor));
     if (divisor == 1)
@@ -398,8 +402,8 @@ SymExpr floorDiv(const SymExpr &lhs, const SymExpr &rhs) {
 SymExpr mod(const SymExpr &lhs, const SymExpr &rhs) {
   if (rhs.isConstant()) {
     int64_t divisor = rhs.constant();
-    if (divisor == 0)
-      fail("symbolic integer modulo by zero");
+    if (divisor == 0) // as in floorDiv: an empty dim's index
+      return SymExpr(int64_t(0));
     if (lhs.isConstant())
       return SymExpr(modInt(lhs.constant(), divisor));
     if (divisor == 1 || divisor == -1)
