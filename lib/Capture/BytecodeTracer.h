@@ -385,6 +385,8 @@ private:
   void aliasOfUnknownKind(Value *base, Value *result, const std::string &why);
   /// x.contiguous(): x itself when eager's x is certainly contiguous.
   VarPtr viewIfContiguous(const VarPtr &tensor);
+  /// flatten(start_dim, end_dim) over one dim: eager returns the tensor.
+  bool flattensNothing(const OpBinder::Binding &bound);
   /// Refuses an update whose operands share memory with what it writes.
   void refuseOverlappingOperands(const Value *target, const Value *updated);
   /// The base with its view (the chain's last step) replaced by updated.

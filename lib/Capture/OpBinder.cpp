@@ -44,6 +44,10 @@ OpBinder::bind(const OpBinding &binding, const std::string &what,
       bound.inPlace = true;
       continue;
     }
+    if (extra.first == "__must_view__") {
+      bound.mustView = true;
+      continue;
+    }
     if (extra.first == "__view_if_contiguous__") {
       bound.selfIfContiguous = true;
       continue;

@@ -35,6 +35,8 @@ public:
     bool inPlace = false;
     /// x.contiguous(): x itself when it is contiguous in eager.
     bool selfIfContiguous = false;
+    /// x.view(...): eager raises where x's strides allow no view.
+    bool mustView = false;
   };
 
   explicit OpBinder(BytecodeTracer &tracer) : tracer(tracer) {}

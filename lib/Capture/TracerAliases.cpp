@@ -36,6 +36,9 @@ bool viewsWhenStridesAllow(const std::string &op) {
 bool rowMajor(const TensorType &type) {
   if (type.strides.empty())
     return true;
+  for (const SymExpr &size : type.sizes)
+    if (size == SymExpr(0)) // an empty tensor is contiguous (is_contiguous)
+      return true;
   std::vector<SymExpr> dense = contiguousStrides(type.sizes);
   for (size_t k = 0; k < type.rank(); ++k)
     if (type.sizes[k] != SymExpr(1) && type.strides[k] != dense[k])
@@ -134,6 +137,8 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
     contiguous = rowMajor(value->type);
   } else if (node->op == "call_torch") {
     contiguous = false;
+  } else if (node->op == "contiguous") {
+    contiguous = true; // x itself when contiguous, else a contiguous copy
   } else if (alwaysViews(node->op) || viewsWhenStridesAllow(node->op)) {
     // Views of contiguous data that stay contiguous: reshapes, dropping or
     // adding size-1 dims, and leading slices of the outermost dim.

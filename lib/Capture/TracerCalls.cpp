@@ -576,12 +576,33 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
   }
   if (bound.selfIfContiguous && bound.self && !bound.inPlace)
     return viewIfContiguous(bound.self);
+  if (binding.graphOp == "flatten" && bound.self && flattensNothing(bound))
+    return bound.self; // eager's flatten returns the tensor itself
+  if (bound.mustView && bound.self &&
+      !eagerContiguous(latestValue(bound.self->tensor)))
+    unsupported(what + " of a tensor whose strides capture does not know "
+                       "(eager raises where they allow no view)");
   VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
   if (!bound.inPlace)
     return result;
   if (!bound.self)
     unsupported(what + " in place without a tensor to update");
   return updateInPlace(bound.self, result);
+}
+
+bool BytecodeTracer::flattensNothing(const OpBinder::Binding &bound) {
+  int64_t rank = int64_t(bound.self->tensor->type.rank());
+  if (rank == 0)
+    return false; // a 0-dim tensor flattens to a view of one element
+  auto dimOf = [&](const char *name, int64_t fallback) {
+    auto found = bound.attributes.find(name);
+    const int64_t *value =
+        found == bound.attributes.end() ? nullptr
+                                        : std::get_if<int64_t>(&found->second);
+    int64_t dim = value ? *value : fallback;
+    return dim < 0 ? dim + rank : dim;
+  };
+  return dimOf("start_dim", 0) == dimOf("end_dim", -1);
 }
 
 } // namespace capture

@@ -276,6 +276,7 @@ VarPtr BytecodeTracer::indexTensor(VarPtr tensor, const VarPtr &index) {
   }
   int64_t rank = int64_t(tensor->tensor->type.rank());
   int64_t dim = 0;
+  const VarPtr indexed = tensor;
   for (const VarPtr &item : items) {
     if (item->kind == Var::Kind::SymSlice) {
       tensor = sliceSymbolic(tensor, item->items[0], item->items[1],
@@ -304,6 +305,15 @@ VarPtr BytecodeTracer::indexTensor(VarPtr tensor, const VarPtr &index) {
                   Py_TYPE(object)->tp_name);
     tensor = sliceTensor(tensor, object, dim++);
   }
+  // x[:], x[...]: eager returns a new tensor viewing x, never x itself.
+  if (tensor == indexed && rank == 0)
+    tensor = emit("reshape", {tensor->tensor},
+                  {{"shape", std::vector<int64_t>{}}});
+  else if (tensor == indexed)
+    tensor = emit("slice", {tensor->tensor},
+                  {{"dim", int64_t(0)}, {"start", int64_t(0)},
+                   {"end", std::numeric_limits<int64_t>::max()},
+                   {"step", int64_t(1)}});
   return tensor;
 }
 

@@ -21,6 +21,7 @@ LoopPassFn eachKernel(void (*rewrite)(Kernel &)) {
 
 const std::map<std::string, LoopPassFn> &loopPassTable() {
   static const std::map<std::string, LoopPassFn> table = {
+      {"drop-empty-loops", eachKernel(dropEmptyLoops)},
       {"drop-unit-loops", eachKernel(dropUnitLoops)},
       {"column-reductions", eachKernel(interchangeColumnReductions)},
       {"reuse-reduction-elements", eachKernel(reuseReductionElements)},

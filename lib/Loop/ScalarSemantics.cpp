@@ -3,6 +3,7 @@
 
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/HalfFloat.h"
+#include "dynafuse/Support/IndexErrors.h"
 
 #include <cmath>
 #include <cstring>
@@ -138,6 +139,9 @@ ScalarValue floatBinary(ScalarOp op, DType type, double a, double b) {
 int64_t intArithmetic(ScalarOp op, int64_t a, int64_t b) {
   uint64_t ua = uint64_t(a), ub = uint64_t(b);
   bool badDivisor = b == 0 || (b == -1 && a == INT64_MIN);
+  if (b == 0 && (op == ScalarOp::Div || op == ScalarOp::Fmod ||
+                 op == ScalarOp::Remainder))
+    dynafuse_division_error(a, b);
   switch (op) {
   case ScalarOp::Add:
     return int64_t(ua + ub);

@@ -48,7 +48,7 @@ Reach reach(const LoweringState &state, const Value *from,
       continue;
     Reach inner = Reach::None;
     if (operand.value == target)
-      inner = Reach::Direct;
+      inner = narrowsToHalfPrecision(target) ? Reach::Indirect : Reach::Direct;
     else if (!state.isBuffer(operand.value))
       inner = reach(state, operand.value, target, shape);
     if (inner == Reach::Indirect || (inner == Reach::Direct && !direct))

@@ -97,7 +97,8 @@ LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
 
   LoopModule module = std::move(state.module);
   for (const char *pass :
-       {"drop-unit-loops", "column-reductions", "reuse-reduction-elements",
+       {"drop-empty-loops", "drop-unit-loops", "column-reductions",
+        "reuse-reduction-elements",
         "plan-memory", "merge-duplicate-kernels"}) {
     runLoopPass(pass, module);
     if (observer)

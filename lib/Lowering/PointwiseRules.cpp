@@ -2,6 +2,7 @@
 #include "dynafuse/Lowering/PointwiseRules.h"
 
 #include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Support/HalfFloat.h"
 
 #include <cmath>
 #include <map>
@@ -57,10 +58,46 @@ int ScalarBuilder::cast(int arg, DType type) {
   return append(instr);
 }
 
+namespace {
+
+/// The dtype eager's kernel holds a Python-number operand in: the op's
+/// common dtype (the promoted operands' for a comparison).
+DType scalarStorageType(const Node &node) {
+  const OpInfo *info = opInfoOf(node);
+  if (info && info->rule == TypeRule::Compare)
+    return promotedOperandType(node);
+  return node.result()->type.dtype;
+}
+
+/// Whether eager rounds a Python-number operand to the common dtype before
+/// computing: every op but add, sub, mul and true division, whose CPU
+/// kernels read the number at full precision (original_scalar_value). For
+/// f16/bf16 this decides comparisons and fmod: `x > 0.1` compares with
+/// 0.0999756 in f16.
+bool roundsScalarOperands(const std::string &op) {
+  return op != "add" && op != "sub" && op != "mul" && op != "div" &&
+         op != "pow";
+}
+
+double roundedTo(DType dtype, double value) {
+  if (dtype == DType::F16)
+    return dynafuse_f16_to_f32(dynafuse_f32_to_f16(float(value)));
+  if (dtype == DType::BF16)
+    return dynafuse_bf16_to_f32(dynafuse_f32_to_bf16(float(value)));
+  if (dtype == DType::F32)
+    return double(float(value));
+  return value;
+}
+
+} // namespace
+
 int PointwiseContext::raw(size_t i) const {
   if (elements[i] >= 0)
     return elements[i];
-  return builder.constant(type, node.operands[i].scalar.asDouble());
+  double value = node.operands[i].scalar.asDouble();
+  if (roundsScalarOperands(node.op) && isFloating(scalarStorageType(node)))
+    value = roundedTo(scalarStorageType(node), value);
+  return builder.constant(type, value);
 }
 
 int PointwiseContext::operand(size_t i) const {

@@ -205,6 +205,24 @@ void realizeTransposedCopies(const Graph &graph,
       realized.insert(node->results[0]);
 }
 
+/// A cast to f16 or bf16 from a wider type is realized when something
+/// reads it: kernels compute f16 and bf16 in f32 (the loop IR has no
+/// narrower float), so inline, `x.half()` would hand its reader x's f32
+/// value unrounded; a buffer of the narrow type rounds it on the store, as
+/// eager's cast does (`torch.fmod(x.half(), 1e-3)` differed everywhere).
+void realizeNarrowingFloatCasts(const Graph &graph,
+                                std::set<const Value *> &realized) {
+  std::set<const Value *> read;
+  for (const auto &node : graph.nodes)
+    for (const Operand &operand : node->operands)
+      if (operand.isValue())
+        read.insert(operand.value);
+  for (const auto &node : graph.nodes)
+    if (narrowsToHalfPrecision(node->results[0]) &&
+        read.count(node->results[0]))
+      realized.insert(node->results[0]);
+}
+
 /// Whether a batched product (matmul, bmm) reads `view` as it is: its
 /// batch dims (all but the last two) merge into one, as at::matmul's
 /// reshape to [batch, M, K] needs, else it copies the operand.
@@ -352,6 +370,16 @@ void realizeDeepRegroupings(const Graph &graph,
 
 } // namespace
 
+bool narrowsToHalfPrecision(const Value *value) {
+  const Node *node = value->producer;
+  if (!node || node->op != "cast" || node->operands.empty() ||
+      !node->operands[0].isValue())
+    return false;
+  DType to = value->type.dtype;
+  DType from = node->operands[0].value->type.dtype;
+  return (to == DType::F16 || to == DType::BF16) && from != to;
+}
+
 void realizeValues(LoweringState &state) {
   const Graph &graph = state.graph;
   std::set<const Value *> &realized = state.realized;
@@ -377,6 +405,7 @@ void realizeValues(LoweringState &state) {
     }
   }
   realizeTransposedCopies(graph, realized);
+  realizeNarrowingFloatCasts(graph, realized);
   realizeBroadcastMath(graph, realized);
   realizeWindowSources(graph, realized);
   realizeDeepRegroupings(graph, realized);

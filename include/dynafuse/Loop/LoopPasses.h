@@ -20,6 +20,11 @@ namespace dynafuse {
 /// it (so distinct iterations of var store distinct elements).
 bool injectiveIn(const std::vector<SymExpr> &index, const std::string &var);
 
+/// Loops of no iteration (an empty dim) removed, with the loads and
+/// arithmetic only they read: a load placed before such a loop would read
+/// an empty buffer (EmptyLoops.cpp).
+void dropEmptyLoops(Kernel &kernel);
+
 /// Loops of one iteration (a batch-1 dim) replaced by their body with the
 /// variable 0, so the outermost loop left is the one worth splitting over
 /// threads (UnitLoops.cpp).
@@ -44,7 +49,8 @@ void planMemory(LoopModule &module);
 /// repeated layers once (DuplicateKernels.cpp).
 void mergeDuplicateKernels(LoopModule &module);
 
-/// Runs the loop pass called name on module (drop-unit-loops,
+/// Runs the loop pass called name on module (drop-empty-loops,
+/// drop-unit-loops,
 /// column-reductions, reuse-reduction-elements, plan-memory,
 /// merge-duplicate-kernels); throws Error naming the known passes for an
 /// unknown name.

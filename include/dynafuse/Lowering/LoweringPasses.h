@@ -27,6 +27,11 @@ namespace dynafuse {
 /// and costly math a much larger consumer broadcasts.
 void realizeValues(LoweringState &state);
 
+/// A cast to f16 or bf16 from another type: realized when read, and never
+/// computed in the kernel of what reads it (kernels hold f16 and bf16 in
+/// f32 registers; only the store into its buffer rounds it as eager does).
+bool narrowsToHalfPrecision(const Value *value);
+
 /// layout: each realized value's loop order and buffer strides (pointwise
 /// results follow a strided input's layout; convolution networks run
 /// channels-last inside the graph).

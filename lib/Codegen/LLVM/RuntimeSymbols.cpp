@@ -58,6 +58,8 @@ std::vector<RuntimeSymbol> buildTable() {
       {"cos", addressOf<UnaryF64>(::cos), S::F64ToF64},
       {"dynafuse_index_error", addressOf(&dynafuse_index_error),
        S::I64I64ToVoid},
+      {"dynafuse_division_error", addressOf(&dynafuse_division_error),
+       S::I64I64ToVoid},
       {"dynafuse_f16_to_f32", addressOf(&dynafuse_f16_to_f32), S::I16ToF32},
       {"dynafuse_f32_to_f16", addressOf(&dynafuse_f32_to_f16), S::F32ToI16},
       {"dynafuse_bf16_to_f32", addressOf(&dynafuse_bf16_to_f32), S::I16ToF32},

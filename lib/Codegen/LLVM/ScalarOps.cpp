@@ -187,6 +187,26 @@ Value *emitFloatBinary(IRBuilder<> &builder, ScalarOp op, DType type, Value *a,
        "' is not defined on floats");
 }
 
+/// Reports a zero divisor (dynafuse_division_error) on a cold branch; the
+/// runtime raises after the kernel and the frame reruns eagerly, where
+/// eager raises ZeroDivisionError. Constant divisors need no check.
+void reportZeroDivisor(IRBuilder<> &builder, Value *a, Value *b,
+                       Value *byZero) {
+  if (llvm::isa<llvm::Constant>(b))
+    return;
+  llvm::Function *function = builder.GetInsertBlock()->getParent();
+  llvm::LLVMContext &context = builder.getContext();
+  auto *report = llvm::BasicBlock::Create(context, "divzero", function);
+  auto *done = llvm::BasicBlock::Create(context, "divzero.done", function);
+  builder.CreateCondBr(byZero, report, done);
+  builder.SetInsertPoint(report);
+  callRuntimeFunction(builder, "dynafuse_division_error",
+                      {builder.CreateSExt(a, builder.getInt64Ty()),
+                       builder.CreateSExt(b, builder.getInt64Ty())});
+  builder.CreateBr(done);
+  builder.SetInsertPoint(done);
+}
+
 /// Truncating division that never traps: a zero divisor gives 0, and
 /// MIN / -1 gives what the interpreter's 64-bit arithmetic wraps to (0 for
 /// i64, MIN for i32).
@@ -198,6 +218,7 @@ Value *emitSafeIntDiv(IRBuilder<> &builder, DType type, Value *a, Value *b) {
   Value *min = llvm::ConstantInt::get(
       intType, llvm::APInt::getSignedMinValue(intType->getIntegerBitWidth()));
   Value *byZero = builder.CreateICmpEQ(b, zero);
+  reportZeroDivisor(builder, a, b, byZero);
   Value *byMinusOne = builder.CreateICmpEQ(b, minusOne);
   Value *overflow = builder.CreateAnd(byMinusOne, builder.CreateICmpEQ(a, min));
   Value *unsafe = builder.CreateOr(byZero, overflow);
@@ -216,6 +237,7 @@ Value *emitSafeIntMod(IRBuilder<> &builder, bool floor, Value *a, Value *b) {
   Value *zero = llvm::ConstantInt::get(intType, 0);
   Value *one = llvm::ConstantInt::get(intType, 1);
   Value *byZero = builder.CreateICmpEQ(b, zero);
+  reportZeroDivisor(builder, a, b, byZero);
   Value *byMinusOne =
       builder.CreateICmpEQ(b, llvm::ConstantInt::getSigned(intType, -1));
   Value *unsafe = builder.CreateOr(byZero, byMinusOne);

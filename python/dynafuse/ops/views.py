@@ -13,12 +13,14 @@ def _spec(op, params, attributes=None):
 
 def _tables():
     methods = {
-        "view": _spec("reshape", [_INPUT, ("shape", "ints*")]),
+        # view (unlike reshape) raises where the strides do not allow a view.
+        "view": _spec("reshape", [_INPUT, ("shape", "ints*")], {"__must_view__": True}),
         "reshape": _spec("reshape", [_INPUT, ("shape", "ints*")]),
         "permute": _spec("permute", [_INPUT, ("dims", "ints*")]),
         "expand": _spec("expand", [_INPUT, ("size", "ints*", None, "shape")]),
         "expand_as": _spec("expand", [_INPUT, ("other", "shape_of", None, "shape")]),
-        "view_as": _spec("reshape", [_INPUT, ("other", "shape_of", None, "shape")]),
+        "view_as": _spec("reshape", [_INPUT, ("other", "shape_of", None, "shape")],
+                         {"__must_view__": True}),
         "reshape_as": _spec("reshape", [_INPUT, ("other", "shape_of", None, "shape")]),
         "repeat": _spec("repeat", [_INPUT, ("repeats", "ints*")]),
         "transpose": _spec("transpose", [_INPUT, ("dim0", "attr"), ("dim1", "attr")]),
