@@ -139,9 +139,6 @@ ScalarValue floatBinary(ScalarOp op, DType type, double a, double b) {
 int64_t intArithmetic(ScalarOp op, int64_t a, int64_t b) {
   uint64_t ua = uint64_t(a), ub = uint64_t(b);
   bool badDivisor = b == 0 || (b == -1 && a == INT64_MIN);
-  if (b == 0 && (op == ScalarOp::Div || op == ScalarOp::Fmod ||
-                 op == ScalarOp::Remainder))
-    dynafuse_division_error(a, b);
   switch (op) {
   case ScalarOp::Add:
     return int64_t(ua + ub);
@@ -242,7 +239,9 @@ void fillRandomElements(DType type, char *data, int64_t count,
   for (int64_t k = 0; k < count; ++k) {
     ScalarValue value;
     value.f = real(rng);
-    value.i = integer(rng);
+    // Integers 1..3 (no zero divisor: integer division by zero is an
+    // error every backend reports); bools both ways.
+    value.i = type == DType::Bool ? integer(rng) % 2 : integer(rng) % 3 + 1;
     storeElement(type, data + k * dtypeSize(type), value);
   }
 }
@@ -311,6 +310,12 @@ ScalarValue evalBinary(ScalarOp op, DType type, ScalarValue a, ScalarValue b) {
     result.i = compareValues(op, a.i, b.i);
     return result;
   }
+  // An integer (not bool) division by zero is reported, as the code
+  // generators do: eager raises ZeroDivisionError.
+  if (type != DType::Bool && b.i == 0 &&
+      (op == ScalarOp::Div || op == ScalarOp::Fmod ||
+       op == ScalarOp::Remainder))
+    dynafuse_division_error(a.i, b.i);
   result.i = wrapInt(type, intArithmetic(op, a.i, b.i));
   return result;
 }

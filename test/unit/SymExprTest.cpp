@@ -79,7 +79,15 @@ TEST(SymExpr, SubstituteAndCollect) {
 TEST(SymExpr, ErrorsAreReported) {
   EXPECT_THROW(parseSymExpr("s0 +"), Error);
   EXPECT_THROW(parseSymExpr("(s0"), Error);
-  EXPECT_THROW(floorDiv(sym("x"), SymExpr(0)), Error);
+  EXPECT_THROW(sym("x").evaluate({}), Error);
+  EXPECT_THROW(sym("x").constant(), Error);
+}
+
+TEST(SymExpr, ZeroDivisorsAreEmptyExtents) {
+  // Index arithmetic over an empty dim divides by its zero extent; the
+  // loops over it run no iteration, so any index will do.
+  EXPECT_EQ(floorDiv(sym("x"), SymExpr(0)), SymExpr(0));
+  EXPECT_EQ(mod(sym("x"), SymExpr(0)), SymExpr(0));
   EXPECT_THROW(sym("x").evaluate({}), Error);
 }
 

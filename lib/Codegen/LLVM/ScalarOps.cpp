@@ -189,10 +189,11 @@ Value *emitFloatBinary(IRBuilder<> &builder, ScalarOp op, DType type, Value *a,
 
 /// Reports a zero divisor (dynafuse_division_error) on a cold branch; the
 /// runtime raises after the kernel and the frame reruns eagerly, where
-/// eager raises ZeroDivisionError. Constant divisors need no check.
+/// eager raises ZeroDivisionError. Nonzero constant divisors need no check.
 void reportZeroDivisor(IRBuilder<> &builder, Value *a, Value *b,
                        Value *byZero) {
-  if (llvm::isa<llvm::Constant>(b))
+  auto *constant = llvm::dyn_cast<llvm::ConstantInt>(b);
+  if (constant && !constant->isZero())
     return;
   llvm::Function *function = builder.GetInsertBlock()->getParent();
   llvm::LLVMContext &context = builder.getContext();

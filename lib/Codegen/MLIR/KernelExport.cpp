@@ -25,6 +25,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Verifier.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace dynafuse {
@@ -76,6 +77,12 @@ mlir::MemRefType memrefType(mlir::MLIRContext &context,
   for (const SymExpr &stride : type.effectiveStrides())
     strides.push_back(stride.isConstant() ? stride.constant()
                                           : mlir::ShapedType::kDynamic);
+  // An empty buffer's row-major strides can be 0 (f32[1, 0, 1]), which
+  // MLIR's strided layout refuses; none of its strides is ever used.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end())
+    for (int64_t &stride : strides)
+      if (stride == 0)
+        stride = 1;
   mlir::Type element = storageType(context, type.dtype);
   if (shape.empty())
     return mlir::MemRefType::get(shape, element);

@@ -180,6 +180,9 @@ std::shared_ptr<mlir::ExecutionEngine> buildEngine(mlir::ModuleOp lowered) {
     symbols[interner("dynafuse_index_error")] = llvm::JITEvaluatedSymbol(
         llvm::pointerToJITTargetAddress(&dynafuse_index_error),
         llvm::JITSymbolFlags::Exported);
+    symbols[interner("dynafuse_division_error")] = llvm::JITEvaluatedSymbol(
+        llvm::pointerToJITTargetAddress(&dynafuse_division_error),
+        llvm::JITSymbolFlags::Exported);
     return symbols;
   });
   return engine;

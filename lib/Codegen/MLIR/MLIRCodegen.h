@@ -97,6 +97,8 @@ private:
   mlir::Value indirectIndex(const std::string &symbol);
   /// `func.func private @dynafuse_index_error(i64, i64)`, once per module.
   void declareIndexError();
+  /// Declares dynafuse_division_error (an integer division by zero).
+  void declareDivisionError();
   mlir::Value emitLoad(const Instr &instr);
   void emitStore(const Instr &instr);
   /// Runs `access` on the element's indices inside the scf.if nest of the

@@ -38,6 +38,7 @@ namespace arith = mlir::arith;
 
 namespace {
 constexpr const char *kIndexErrorFunction = "dynafuse_index_error";
+constexpr const char *kDivisionErrorFunction = "dynafuse_division_error";
 } // namespace
 
 Value KernelExporter::emitIndex(const SymExpr &expr) {
@@ -112,6 +113,17 @@ void KernelExporter::declareIndexError() {
   mlir::Type i64 = builder.getI64Type();
   auto declaration = builder.create<mlir::func::FuncOp>(
       loc, kIndexErrorFunction, builder.getFunctionType({i64, i64}, {}));
+  declaration.setPrivate();
+}
+
+void KernelExporter::declareDivisionError() {
+  if (module.lookupSymbol(kDivisionErrorFunction))
+    return;
+  mlir::OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(module.getBody());
+  mlir::Type i64 = builder.getI64Type();
+  auto declaration = builder.create<mlir::func::FuncOp>(
+      loc, kDivisionErrorFunction, builder.getFunctionType({i64, i64}, {}));
   declaration.setPrivate();
 }
 

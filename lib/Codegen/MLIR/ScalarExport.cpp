@@ -414,6 +414,24 @@ Value KernelExporter::emitIntBinary(ScalarOp op, DType type, Value a, Value b) {
                                       minusOne),
         builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, a,
                                       constantInt(minimum, t)));
+    // A zero divisor is reported (eager raises ZeroDivisionError; the
+    // runtime raises after the kernel and the frame reruns eagerly).
+    emitIf(
+        byZero, t,
+        [&]() -> Value {
+          mlir::Type i64 = builder.getI64Type();
+          auto wide = [&](Value v) -> Value {
+            return type == DType::I64
+                       ? v
+                       : Value(builder.create<arith::ExtSIOp>(loc, i64, v));
+          };
+          declareDivisionError();
+          builder.create<mlir::func::CallOp>(loc, "dynafuse_division_error",
+                                             mlir::TypeRange{},
+                                             mlir::ValueRange{wide(a), wide(b)});
+          return zero;
+        },
+        [&]() -> Value { return zero; });
     Value bad = builder.create<arith::OrIOp>(loc, byZero, overflow);
     // What a bad divisor gives: 0, except i32 MIN / -1, which is MIN.
     Value badResult = zero;
