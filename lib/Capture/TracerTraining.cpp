@@ -70,6 +70,12 @@ bool BytecodeTracer::checkDifferentiable(const std::string &op,
   if (!info)
     unsupported("'" + op + "' on a tensor that requires grad (no derivative "
                 "rule for it yet)");
+  // ATen's remainder and fmod of a number by a tensor have no derivative:
+  // eager raises "derivative for aten::remainder is not implemented".
+  if ((op == "remainder" || op == "fmod") && operands.size() == 2 &&
+      !operands[0].isValue())
+    unsupported("'" + op + "' of a number by a tensor that requires grad "
+                "(eager has no derivative for it)");
   return info->kind != DerivativeInfo::Kind::NonDifferentiable;
 }
 

@@ -406,9 +406,20 @@ VarPtr BytecodeTracer::tensorAttribute(const VarPtr &base,
       unsupported("Tensor.layout without torch.strided");
     return unguardedObject(PyRef::borrow(strided));
   }
+  if (attribute == "T" && type.rank() != 2) {
+    // Every dim reversed (a view even of fewer than 2 dims: eager's .T is
+    // not the tensor itself).
+    if (type.rank() < 2)
+      return emit("transpose", {base->tensor},
+                  {{"dim0", int64_t(0)}, {"dim1", int64_t(0)}});
+    std::vector<int64_t> reversed;
+    for (size_t k = type.rank(); k-- > 0;)
+      reversed.push_back(int64_t(k));
+    return emit("permute", {base->tensor}, {{"dims", reversed}});
+  }
   if (attribute == "T" || attribute == "mT") {
     if (type.rank() < 2)
-      return base;
+      unsupported("Tensor.mT of fewer than 2 dims (eager raises)");
     return emit("transpose", {base->tensor},
                 {{"dim0", int64_t(type.rank() - 2)},
                  {"dim1", int64_t(type.rank() - 1)}});

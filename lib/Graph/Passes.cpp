@@ -46,6 +46,14 @@ const std::map<std::string, PassFn> &passTable() {
 bool mergesTwoOutputs(const Node &duplicate, const Node &kept,
                       const std::set<const Value *> &outputs,
                       std::set<const Value *> &claimed) {
+  // A view that is an output stays a node of its own (it costs nothing):
+  // merged into one that another op reads through a buffer, it would be
+  // returned as that buffer, not as a view of its base.
+  const OpInfo *info = opInfoOf(duplicate);
+  if (info && info->kind == OpKind::View)
+    for (const Value *result : duplicate.results)
+      if (outputs.count(result))
+        return true;
   for (size_t r = 0; r < duplicate.results.size(); ++r)
     if (outputs.count(duplicate.results[r]) &&
         claimed.count(kept.results[r]))

@@ -148,8 +148,11 @@ Strided stridedPermute(const Node &node, size_t, StridedView view) {
 std::vector<TensorType> inferTranspose(const Node &node) {
   const TensorType &input = operandType(node, 0);
   std::vector<SymExpr> sizes = input.sizes;
-  if (input.rank() == 0)
+  if (input.rank() == 0) { // dims 0 and -1 only, as in eager
+    normalizeDim(node, node.intAttr("dim0", 0), 0);
+    normalizeDim(node, node.intAttr("dim1", 1), 0);
     return {likeFirstOperand(node, sizes)};
+  }
   int64_t a = normalizeDim(node, node.intAttr("dim0", 0), input.rank());
   int64_t b = normalizeDim(node, node.intAttr("dim1", 1), input.rank());
   std::swap(sizes[a], sizes[b]);
@@ -167,8 +170,8 @@ Index remapTranspose(const Node &node, size_t, const Index &index) {
 
 Strided stridedTranspose(const Node &node, size_t, StridedView view) {
   size_t rank = view.sizes.size();
-  if (rank < 2)
-    return std::nullopt;
+  if (rank < 2) // the identity (its dims are one)
+    return view;
   int64_t a = normalizeDim(node, node.intAttr("dim0", 0), rank);
   int64_t b = normalizeDim(node, node.intAttr("dim1", 1), rank);
   std::swap(view.sizes[a], view.sizes[b]);

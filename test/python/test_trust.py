@@ -187,3 +187,46 @@ def test_in_place_update_overlapping_its_source_raises_as_eager():
             dynafuse.compile(f)(v.clone())
         return
     assert_outputs_close(dynafuse.compile(f)(v.clone()), expected)
+
+
+def test_t_reverses_every_dim_and_is_a_view():
+    """.T of a 3-d tensor reverses all dims (it transposed the last two);
+    of fewer than 2 dims it is a view, not the tensor itself."""
+    def f(x, v, s):
+        return x.T, x.mT, v.T, s.T, s.transpose(0, 0)
+
+    args = (torch.randn(2, 3, 4), torch.randn(5), torch.tensor(2.0))
+    actual = dynafuse.compile(f)(*args)
+    assert_outputs_close(actual, f(*args))
+    assert_compiled()
+    for out, base in zip(actual[2:], args[1:] + args[2:]):
+        assert out is not base and storage(out) == storage(base)
+
+
+@pytest.mark.parametrize("fn", [torch.tanh, torch.erf, torch.expm1, torch.log1p, torch.sin])
+def test_odd_functions_keep_the_sign_of_zero(fn):
+    x = torch.tensor([-0.0, 0.0, 0.5, -3.0])
+    assert_outputs_close(dynafuse.compile(lambda a: 1 / fn(a))(x), 1 / fn(x))
+    assert_compiled()
+
+
+def test_integer_modulo_by_zero_raises_as_eager():
+    def f(a, b):
+        return torch.fmod(a, b) + torch.remainder(a, b)
+
+    a, b = torch.tensor([3, 4, 5]), torch.tensor([1, 0, 2])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(a, b)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        dynafuse.compile(f)(a, b)
+    assert_outputs_close(dynafuse.compile(f)(a, b + 3), f(a, b + 3))
+
+
+def test_explicit_half_casts_round_before_their_readers():
+    def f(x):
+        h = x.half()
+        return h, torch.fmod(h, 1e-3), h > 0.1
+
+    x = torch.randn(64) * 0.2
+    assert_outputs_close(dynafuse.compile(f)(x), f(x))
+    assert_compiled()

@@ -344,11 +344,55 @@ Value *sinCos32(llvm::IRBuilder<> &b, bool wantSin, Value *x32) {
 
 } // namespace
 
+static Value *emitOddMath(llvm::IRBuilder<> &builder, MathBuilder &m, ScalarOp op,
+                   Value *x);
+static Value *emitOtherMath(llvm::IRBuilder<> &builder, MathBuilder &m, ScalarOp op,
+                     llvm::ArrayRef<Value *> operands);
+
+/// The polynomial's result, or x itself at +-0: odd functions (tanh, erf,
+/// expm1, log1p, sin) keep the sign of a zero as libm does (1 / tanh(-0.0)
+/// is -inf in eager).
+static Value *keepSignedZero(llvm::IRBuilder<> &builder, Value *x, Value *result) {
+  Value *zero = builder.CreateFCmpOEQ(x, llvm::ConstantFP::get(x->getType(), 0.0));
+  return builder.CreateSelect(zero, x, result);
+}
+
 Value *emitInlineMath(llvm::IRBuilder<> &builder, ScalarOp op, DType type,
                       llvm::ArrayRef<Value *> operands) {
   if (type != DType::F32)
     return nullptr;
   MathBuilder m(builder, builder.getFloatTy());
+  Value *x = operands[0];
+  switch (op) {
+  case ScalarOp::Tanh:
+  case ScalarOp::Erf:
+  case ScalarOp::Expm1:
+  case ScalarOp::Log1p:
+  case ScalarOp::Sin:
+    return keepSignedZero(builder, x, emitOddMath(builder, m, op, x));
+  default:
+    return emitOtherMath(builder, m, op, operands);
+  }
+}
+
+static Value *emitOddMath(llvm::IRBuilder<> &builder, MathBuilder &m, ScalarOp op,
+                   Value *x) {
+  switch (op) {
+  case ScalarOp::Tanh:
+    return tanh32(m, x);
+  case ScalarOp::Erf:
+    return erf32(m, x);
+  case ScalarOp::Expm1:
+    return expm1_32(m, x);
+  case ScalarOp::Log1p:
+    return log1p32(m, x);
+  default:
+    return sinCos32(builder, true, x);
+  }
+}
+
+static Value *emitOtherMath(llvm::IRBuilder<> &builder, MathBuilder &m, ScalarOp op,
+                     llvm::ArrayRef<Value *> operands) {
   Value *x = operands[0];
   switch (op) {
   case ScalarOp::Exp:
@@ -357,18 +401,8 @@ Value *emitInlineMath(llvm::IRBuilder<> &builder, ScalarOp op, DType type,
     return exp2_32(m, x);
   case ScalarOp::Log:
     return log32(m, x);
-  case ScalarOp::Tanh:
-    return tanh32(m, x);
-  case ScalarOp::Erf:
-    return erf32(m, x);
   case ScalarOp::Sigmoid:
     return m.div(m.c(1.0), m.add(m.c(1.0), exp32(m, builder.CreateFNeg(x))));
-  case ScalarOp::Expm1:
-    return expm1_32(m, x);
-  case ScalarOp::Log1p:
-    return log1p32(m, x);
-  case ScalarOp::Sin:
-    return sinCos32(builder, true, x);
   case ScalarOp::Cos:
     return sinCos32(builder, false, x);
   case ScalarOp::Pow:
