@@ -385,6 +385,12 @@ private:
   void aliasOfUnknownKind(Value *base, Value *result, const std::string &why);
   /// x.contiguous(): x itself when eager's x is certainly contiguous.
   VarPtr viewIfContiguous(const VarPtr &tensor);
+  /// x.view(...) gives `reshaped` where eager's strides of x provably allow
+  /// no view (eager raises there); false when they allow one or capture
+  /// cannot tell.
+  bool provablyNoView(Value *tensor, const Value *reshaped);
+  /// add/sub's alpha: the second operand scaled by it (checked as eager).
+  void scaleByAlpha(OpBinder::Binding &bound, const std::string &what);
   /// flatten(start_dim, end_dim) over one dim: eager returns the tensor.
   bool flattensNothing(const OpBinder::Binding &bound);
   /// Refuses an update whose operands share memory with what it writes.
@@ -403,6 +409,9 @@ private:
   /// input itself (the run writes the update back into it), so the result
   /// shares the input's memory as in eager. Other values are unchanged.
   Value *viewOfUpdatedInput(Value *value);
+  /// Outputs that are views of other outputs (the root of their alias set
+  /// is one) are recorded to be made as views of them per run.
+  void linkOutputViews();
   std::map<const Value *, Value *> viewsOfUpdatedInputs;
   /// Whether value is a view or has views (a graph break cannot pass it to
   /// resume code without losing the aliasing).

@@ -172,6 +172,21 @@ struct StoreEffect {
   OutputSpec value; ///< a dict item removed (dict.pop): Kind::Null
 };
 
+/// A graph output that eager returns as a view of another output (`y = x *
+/// 2; return y, y[1:]`): each run makes it from the other output's tensor
+/// with the same view ops (through ATen), so the two share memory as in
+/// eager. Steps: op, attributes, result sizes and piece of each view node.
+struct OutputViewStep {
+  std::string op;
+  std::map<std::string, Attribute> attributes;
+  std::vector<SymExpr> sizes;
+  size_t piece = 0;
+};
+struct OutputOfOutput {
+  int base = -1;
+  std::vector<OutputViewStep> steps;
+};
+
 struct CapturedFrame {
   std::unique_ptr<Graph> graph;
   std::vector<Source> sources;
@@ -197,6 +212,8 @@ struct CapturedFrame {
   /// from the input's value before the update: valid only when the run
   /// returns them as views of the input object (after its write-back).
   std::vector<int> outputsViewingUpdatedInputs;
+  /// Graph outputs made per run as views of other graph outputs.
+  std::map<int, OutputOfOutput> outputsViewingOutputs;
   /// The callables of the graph's call_torch nodes (attribute "call").
   std::vector<TorchCall> torchCalls;
   /// The global state capture ran under (and the graph depends on): an

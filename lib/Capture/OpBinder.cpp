@@ -44,6 +44,10 @@ OpBinder::bind(const OpBinding &binding, const std::string &what,
       bound.inPlace = true;
       continue;
     }
+    if (extra.first == "__matrix_transpose__") {
+      bound.matrixTranspose = true;
+      continue;
+    }
     if (extra.first == "__must_view__") {
       bound.mustView = true;
       continue;

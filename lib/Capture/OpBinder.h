@@ -37,6 +37,8 @@ public:
     bool selfIfContiguous = false;
     /// x.view(...): eager raises where x's strides allow no view.
     bool mustView = false;
+    /// x.t(): a view of x below 2 dims, an error above.
+    bool matrixTranspose = false;
   };
 
   explicit OpBinder(BytecodeTracer &tracer) : tracer(tracer) {}

@@ -27,6 +27,121 @@ PyRef graphOutput(const CacheEntry &entry, size_t index,
   return context.output(name);
 }
 
+int64_t integerOf(const std::map<std::string, Attribute> &attributes,
+                  const std::string &name, int64_t fallback,
+                  const std::map<std::string, int64_t> &symbols) {
+  auto found = attributes.find(name);
+  if (found == attributes.end())
+    return fallback;
+  if (const int64_t *value = std::get_if<int64_t>(&found->second))
+    return *value;
+  if (const SymExpr *value = std::get_if<SymExpr>(&found->second))
+    return value->evaluate(symbols);
+  return fallback;
+}
+
+PyObject *tupleOf(const std::vector<int64_t> &values) {
+  PyObject *tuple = PyTuple_New(Py_ssize_t(values.size()));
+  for (size_t i = 0; i < values.size(); ++i)
+    PyTuple_SET_ITEM(tuple, Py_ssize_t(i), PyLong_FromLongLong(values[i]));
+  return tuple;
+}
+
+std::vector<int64_t> integersOf(const Attribute *attribute,
+                                const std::map<std::string, int64_t> &symbols) {
+  std::vector<int64_t> values;
+  if (!attribute)
+    return values;
+  if (const auto *list = std::get_if<std::vector<int64_t>>(attribute))
+    return *list;
+  if (const auto *list = std::get_if<std::vector<SymExpr>>(attribute))
+    return evaluateAll(*list, symbols);
+  if (const int64_t *value = std::get_if<int64_t>(attribute))
+    values.push_back(*value);
+  return values;
+}
+
+/// One view op of an output made from another output's tensor, as eager
+/// makes it (a new reference, or null with a Python error set).
+PyObject *applyViewStep(PyObject *tensor, const OutputViewStep &step,
+                        const std::map<std::string, int64_t> &symbols) {
+  const auto &attributes = step.attributes;
+  auto attribute = [&](const char *name) -> const Attribute * {
+    auto found = attributes.find(name);
+    return found == attributes.end() ? nullptr : &found->second;
+  };
+  auto integer = [&](const char *name, int64_t fallback) {
+    return integerOf(attributes, name, fallback, symbols);
+  };
+  PyRef sizes = PyRef::steal(tupleOf(evaluateAll(step.sizes, symbols)));
+  const std::string &op = step.op;
+  if (op == "slice") {
+    int64_t dim = integer("dim", 0);
+    PyRef index = PyRef::steal(PyTuple_New(Py_ssize_t(dim + 1)));
+    for (int64_t k = 0; k < dim; ++k)
+      PyTuple_SET_ITEM(index.get(), Py_ssize_t(k),
+                       PySlice_New(nullptr, nullptr, nullptr));
+    PyRef start = PyRef::steal(PyLong_FromLongLong(integer("start", 0)));
+    PyRef end = PyRef::steal(PyLong_FromLongLong(
+        integer("end", std::numeric_limits<int64_t>::max())));
+    PyRef stride = PyRef::steal(PyLong_FromLongLong(integer("step", 1)));
+    PyTuple_SET_ITEM(index.get(), Py_ssize_t(dim),
+                     PySlice_New(start.get(), end.get(), stride.get()));
+    return PyObject_GetItem(tensor, index.get());
+  }
+  if (op == "narrow")
+    return PyObject_CallMethod(tensor, "narrow", "LLL",
+                               (long long)integer("dim", 0),
+                               (long long)integer("start", 0),
+                               (long long)integer("length", 0));
+  if (op == "select")
+    return PyObject_CallMethod(tensor, "select", "LL",
+                               (long long)integer("dim", 0),
+                               (long long)integer("index", 0));
+  if (op == "transpose")
+    return PyObject_CallMethod(tensor, "transpose", "LL",
+                               (long long)integer("dim0", 0),
+                               (long long)integer("dim1", 1));
+  if (op == "permute") {
+    PyRef dims = PyRef::steal(tupleOf(integersOf(attribute("dims"), symbols)));
+    return PyObject_CallMethod(tensor, "permute", "O", dims.get());
+  }
+  if (op == "expand")
+    return PyObject_CallMethod(tensor, "expand", "O", sizes.get());
+  if (op == "detach")
+    return PyObject_CallMethod(tensor, "detach", nullptr);
+  if (op == "split" || op == "chunk" || op == "unbind") {
+    PyRef pieces;
+    if (op == "unbind")
+      pieces = PyRef::steal(PyObject_CallMethod(tensor, "unbind", "L",
+                                                (long long)integer("dim", 0)));
+    else if (op == "chunk")
+      pieces = PyRef::steal(PyObject_CallMethod(
+          tensor, "chunk", "LL", (long long)integer("chunks", 1),
+          (long long)integer("dim", 0)));
+    else if (attribute("sizes"))
+      pieces = PyRef::steal(PyObject_CallMethod(
+          tensor, "split", "OL",
+          PyRef::steal(tupleOf(integersOf(attribute("sizes"), symbols))).get(),
+          (long long)integer("dim", 0)));
+    else
+      pieces = PyRef::steal(PyObject_CallMethod(
+          tensor, "split", "LL", (long long)integer("size", 1),
+          (long long)integer("dim", 0)));
+    if (!pieces)
+      return nullptr;
+    PyObject *piece = PySequence_GetItem(pieces.get(), Py_ssize_t(step.piece));
+    return piece;
+  }
+  // reshape, flatten, squeeze, unsqueeze: a view with the node's sizes; a
+  // copy when the output's layout allows no view (the values still right).
+  PyObject *view = PyObject_CallMethod(tensor, "view", "O", sizes.get());
+  if (view)
+    return view;
+  PyErr_Clear();
+  return PyObject_CallMethod(tensor, "reshape", "O", sizes.get());
+}
+
 /// Builds the Python values a run hands back (its return value, or the
 /// state at a graph break) from their specs. Lists, dicts and objects made
 /// during capture are built once per run: a second reference to one is a
@@ -47,6 +162,32 @@ private:
     return object;
   }
   PyObject *newObject(const OutputSpec &spec);
+  /// Graph output `index` of this run: one object per output and run (a
+  /// tensor returned twice is one object, as in eager), made as a view of
+  /// another output where eager's is one.
+  PyRef outputTensor(int index) {
+    PyRef &made = graphOutputs[index];
+    if (made)
+      return made;
+    auto link = entry.captured.outputsViewingOutputs.find(index);
+    if (link == entry.captured.outputsViewingOutputs.end()) {
+      made = graphOutput(entry, size_t(index), inputs, context,
+                         resolver.symbols);
+      return made;
+    }
+    PyRef view = outputTensor(link->second.base);
+    for (const OutputViewStep &step : link->second.steps) {
+      view = PyRef::steal(applyViewStep(view.get(), step, resolver.symbols));
+      if (!view) {
+        PyErr_Clear();
+        fail("making output " + std::to_string(index) +
+             " as a view of output " + std::to_string(link->second.base) +
+             " failed at its " + step.op);
+      }
+    }
+    graphOutputs[index] = view;
+    return view;
+  }
 
   const CacheEntry &entry;
   const std::vector<PyObject *> &inputs;
@@ -98,15 +239,8 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
     return PyLong_FromLongLong(spec.size.evaluate(resolver.symbols));
   case OutputSpec::Kind::Input:
     return PyRef::borrow(inputs[spec.index]).release();
-  case OutputSpec::Kind::GraphOutput: {
-    // One object per graph output and run: a tensor returned twice is one
-    // object, as in eager (a view of an input is made once).
-    PyRef &made = graphOutputs[spec.index];
-    if (!made)
-      made = graphOutput(entry, size_t(spec.index), inputs, context,
-                         resolver.symbols);
-    return PyRef(made).release();
-  }
+  case OutputSpec::Kind::GraphOutput:
+    return PyRef(outputTensor(spec.index)).release();
   case OutputSpec::Kind::Tuple: {
     PyObject *tuple = PyTuple_New(Py_ssize_t(spec.items.size()));
     for (size_t i = 0; i < spec.items.size(); ++i)

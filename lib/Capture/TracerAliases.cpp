@@ -9,6 +9,7 @@
 #include "BytecodeTracer.h"
 
 #include "dynafuse/Graph/OpRegistry.h"
+#include "dynafuse/Graph/ViewRules.h"
 #include "dynafuse/Lowering/StridedView.h"
 
 #include <numeric>
@@ -136,9 +137,13 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
   if (!node) {
     contiguous = rowMajor(value->type);
   } else if (node->op == "call_torch") {
-    contiguous = false;
-  } else if (node->op == "contiguous") {
-    contiguous = true; // x itself when contiguous, else a contiguous copy
+    // Its result types are eager's own, strides included (a meta run).
+    contiguous = rowMajor(value->type);
+  } else if (node->op == "contiguous" || node->op == "matmul" ||
+             node->op == "linear" || node->op == "bmm" || node->op == "mm") {
+    // x itself when contiguous, else a contiguous copy; products are
+    // written row-major whatever their operands' layouts.
+    contiguous = true;
   } else if (alwaysViews(node->op) || viewsWhenStridesAllow(node->op)) {
     // Views of contiguous data that stay contiguous: reshapes, dropping or
     // adding size-1 dims, and leading slices of the outermost dim.
@@ -156,11 +161,29 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
     contiguous = keepsLayout && eagerContiguous(base);
   } else {
     // Computed: eager lays results out like their operands (TensorIterator,
-    // reductions) or fresh; contiguous when every tensor operand is.
+    // reductions) or fresh; contiguous when every tensor operand is, or is
+    // a broadcast (an expand) of a contiguous one: TensorIterator orders
+    // dims by the operands' strides and passes over stride-0 ones.
     contiguous = true;
-    for (const Operand &operand : node->operands)
-      contiguous = contiguous &&
-                   (!operand.isValue() || eagerContiguous(operand.value));
+    for (const Operand &operand : node->operands) {
+      if (!operand.isValue())
+        continue;
+      const Value *read = operand.value;
+      if (read->producer && read->producer->op == "expand")
+        read = read->producer->operands[0].value;
+      contiguous = contiguous && eagerContiguous(read);
+    }
+    // Pointwise: TensorIterator takes the dim order from the first operand
+    // of the result's full shape whose strides decide it; a contiguous one
+    // decides every pair of dims, so the result is contiguous.
+    const OpInfo *info = opInfoOf(*node);
+    if (!contiguous && info && info->kind == OpKind::Pointwise)
+      for (const Operand &operand : node->operands)
+        if (operand.isValue() &&
+            operand.value->type.sizes == value->type.sizes) {
+          contiguous = eagerContiguous(operand.value);
+          break;
+        }
   }
   contiguousInEager[value] = contiguous;
   return contiguous;
@@ -384,6 +407,49 @@ Value *BytecodeTracer::viewOfUpdatedInput(Value *value) {
     view = value;
   viewsOfUpdatedInputs[value] = view;
   return view;
+}
+
+void BytecodeTracer::linkOutputViews() {
+  const std::vector<Value *> &outputs = result.graph->outputs;
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const AliasMember *member = aliases.memberOf(outputs[j]);
+    // Views of inputs (updated or not) are lowering's: views of the input
+    // object.
+    if (!member || member->chain.empty() || aliases.isStale(outputs[j]) ||
+        !member->set->uncertain.empty() || !member->set->root->producer ||
+        inputs.originalInput(member->set->root))
+      continue;
+    auto base = std::find(outputs.begin(), outputs.end(), member->set->root);
+    if (base == outputs.end() || size_t(base - outputs.begin()) == j)
+      continue;
+    OutputOfOutput link;
+    link.base = int(base - outputs.begin());
+    for (const ViewStep &step : member->chain)
+      link.steps.push_back({step.node->op, step.node->attributes,
+                            step.node->results[step.result]->type.sizes,
+                            step.result});
+    result.outputsViewingOutputs[int(j)] = std::move(link);
+  }
+}
+
+bool BytecodeTracer::provablyNoView(Value *tensor, const Value *reshaped) {
+  if (eagerContiguous(tensor))
+    return false;
+  // Eager's strides are known from a graph input's, or from a contiguous
+  // root through the view ops between (a split piece of a linear layer's
+  // output views as heads; a transposed or expanded input does not).
+  const Value *base = tensor->producer ? nullptr : tensor;
+  if (const AliasMember *member = aliases.memberOf(tensor))
+    if (member->set->uncertain.empty() &&
+        (!member->set->root->producer || eagerContiguous(member->set->root)))
+      base = member->set->root;
+  BufferView viewed;
+  if (!base || !describeView(tensor, {base}, viewed) || viewed.base != base)
+    return false;
+  for (const SymExpr &size : reshaped->type.sizes)
+    if (!size.isConstant())
+      return false; // undecided: lowering computes the values either way
+  return !reshapedView(reshaped->type.sizes, viewed.view);
 }
 
 bool BytecodeTracer::isViewOrHasViews(Value *value) {

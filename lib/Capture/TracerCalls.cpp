@@ -578,16 +578,63 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
     return viewIfContiguous(bound.self);
   if (binding.graphOp == "flatten" && bound.self && flattensNothing(bound))
     return bound.self; // eager's flatten returns the tensor itself
-  if (bound.mustView && bound.self &&
-      !eagerContiguous(latestValue(bound.self->tensor)))
-    unsupported(what + " of a tensor whose strides capture does not know "
-                       "(eager raises where they allow no view)");
+  if (bound.matrixTranspose && bound.self) {
+    size_t rank = bound.self->tensor->type.rank();
+    if (rank > 2)
+      unsupported(what + " of more than 2 dims (eager raises)");
+    if (rank < 2)
+      bound.attributes["dim1"] = int64_t(0);
+  }
+  if (binding.graphOp == "add" || binding.graphOp == "sub")
+    scaleByAlpha(bound, what);
   VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
+  if (bound.mustView && bound.self && result->kind == Var::Kind::Tensor &&
+      provablyNoView(latestValue(bound.self->tensor), result->tensor))
+    unsupported(what + " where the strides allow no view (eager raises)");
   if (!bound.inPlace)
     return result;
   if (!bound.self)
     unsupported(what + " in place without a tensor to update");
   return updateInPlace(bound.self, result);
+}
+
+void BytecodeTracer::scaleByAlpha(OpBinder::Binding &bound,
+                                  const std::string &what) {
+  auto found = bound.attributes.find("alpha");
+  if (found == bound.attributes.end())
+    return;
+  Attribute alpha = found->second;
+  bound.attributes.erase(found);
+  if (bound.operands.size() != 2)
+    return;
+  DType type = DType::Bool;
+  for (const Operand &operand : bound.operands)
+    if (operand.isValue())
+      type = promoteTypes(type, operand.value->type.dtype);
+  Scalar scale;
+  if (const int64_t *value = std::get_if<int64_t>(&alpha))
+    scale = Scalar::ofInt(*value);
+  else if (const double *value = std::get_if<double>(&alpha))
+    scale = Scalar::ofFloat(*value);
+  else if (const bool *value = std::get_if<bool>(&alpha))
+    scale = Scalar::ofInt(*value ? 1 : 0);
+  else
+    unsupported(what + " with an alpha that is not a number");
+  if (scale.kind == Scalar::Kind::Float && !isFloating(type))
+    unsupported(what + ": for integral tensors alpha must not be a float "
+                       "(eager raises)");
+  if (type == DType::Bool)
+    unsupported(what + " of bools with alpha");
+  if (scale.asDouble() == 1.0 && scale.kind == Scalar::Kind::Int)
+    return;
+  Operand &second = bound.operands[1];
+  if (second.isValue())
+    second = emit("mul", {second, scale})->tensor;
+  else if (second.scalar.kind == Scalar::Kind::Float ||
+           scale.kind == Scalar::Kind::Float)
+    second = Scalar::ofFloat(second.scalar.asDouble() * scale.asDouble());
+  else
+    second = Scalar::ofInt(second.scalar.intValue * scale.intValue);
 }
 
 bool BytecodeTracer::flattensNothing(const OpBinder::Binding &bound) {

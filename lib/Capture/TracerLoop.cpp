@@ -39,6 +39,8 @@ CapturedFrame BytecodeTracer::run() {
           storeEffects([&](const VarPtr &value) { return outputOf(value); });
     }
     addWriteBacks();
+    if (!result.training())
+      linkOutputViews();
   } catch (Unsupported &error) {
     // What the trace relied on so far keys the negative entry.
     auto guards = std::make_shared<BreakGuards>();

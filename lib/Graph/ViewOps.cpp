@@ -256,6 +256,20 @@ Index remapSqueeze(const Node &node, size_t, const Index &index) {
   return in;
 }
 
+/// The dims squeeze drops leave the view, with their strides.
+Strided stridedSqueeze(const Node &node, size_t, StridedView view) {
+  const TensorType &input = operandType(node, 0);
+  StridedView squeezed;
+  squeezed.offset = view.offset;
+  for (size_t k = 0; k < input.rank() && k < view.sizes.size(); ++k) {
+    if (squeezeDrops(node, input, k))
+      continue;
+    squeezed.sizes.push_back(view.sizes[k]);
+    squeezed.strides.push_back(view.strides[k]);
+  }
+  return squeezed;
+}
+
 std::vector<TensorType> inferUnsqueeze(const Node &node) {
   const TensorType &input = operandType(node, 0);
   int64_t dim = normalizeDim(node, node.intAttr("dim", 0), input.rank() + 1);
@@ -674,7 +688,7 @@ void addViewOps(std::vector<OpInfo> &table) {
   table.push_back(remapView("expand", {"shape"}, inferExpand, remapExpand,
                             stridedExpand));
   table.push_back(remapView("squeeze", {"dims"}, inferSqueeze, remapSqueeze,
-                            noStridedForm));
+                            stridedSqueeze));
   table.push_back(remapView("unsqueeze", {"dim"}, inferUnsqueeze,
                             remapUnsqueeze, stridedUnsqueeze));
   table.push_back(remapView("flatten", {"start_dim", "end_dim"}, inferFlatten,

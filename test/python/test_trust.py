@@ -230,3 +230,30 @@ def test_explicit_half_casts_round_before_their_readers():
     x = torch.randn(64) * 0.2
     assert_outputs_close(dynafuse.compile(f)(x), f(x))
     assert_compiled()
+
+
+def test_outputs_that_view_other_outputs_share_their_memory():
+    """y and views of y returned together share y's memory as in eager: a
+    write into y shows through them (they were separate copies)."""
+    def f(x):
+        y = x * 2
+        first, second = y.chunk(2)
+        return y, y[1:], y.t(), y.view(-1), y.unsqueeze(0), second
+
+    x = torch.randn(4, 6)
+    actual = dynafuse.compile(f)(x)
+    assert_outputs_close(actual, f(x))
+    assert_compiled()
+    assert all(storage(view) == storage(actual[0]) for view in actual[1:])
+    actual[0].fill_(1.0)
+    assert all(bool((view == 1.0).all()) for view in actual[1:])
+
+
+def test_views_of_zero_dim_inputs_share_their_memory():
+    def f(s):
+        return s.squeeze(), s.unsqueeze(0), s.T, s[...]
+
+    s = torch.tensor(3.0)
+    actual = dynafuse.compile(f)(s)
+    assert_outputs_close(actual, f(s))
+    assert all(out is not s and storage(out) == storage(s) for out in actual)

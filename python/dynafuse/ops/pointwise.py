@@ -6,7 +6,8 @@ import torch.nn.functional as F
 
 _INPUT = ("input", "operand")
 _OTHER = ("other", "operand")
-_ALPHA = ("alpha", "fixed", 1)
+# add/sub's alpha scales the second operand (capture multiplies it).
+_ALPHA = ("alpha", "attr", 1)
 # Where eager has no overload taking a Python number (torch.maximum(x, 2.0),
 # torch.eq(1, x)): a number there is a graph break, and eager's TypeError.
 _TENSOR_INPUT = ("input", "tensor")

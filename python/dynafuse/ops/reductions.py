@@ -8,6 +8,16 @@ _DIM = ("dim", "attr", None)
 _KEEPDIM = ("keepdim", "attr", False)
 
 
+def _variance(op):
+    """var/std: with correction=, or the older unbiased= (True: 1, False: 0),
+    keyword or positional after dim."""
+    return ("overload", [
+        _spec(op, [_INPUT, _DIM, "*", ("correction", "attr", 1), _KEEPDIM]),
+        _spec(op, [_INPUT, _DIM, ("unbiased", "fixed", True), _KEEPDIM]),
+        _spec(op, [_INPUT, _DIM, ("unbiased", "fixed", False), _KEEPDIM], {"correction": 0}),
+    ], {})
+
+
 def _spec(op, params, attributes=None):
     return (op, list(params), dict(attributes or {}))
 
@@ -23,8 +33,8 @@ def _tables():
         "all": _spec("all", [_INPUT, _DIM, _KEEPDIM]),
         "argmax": _spec("argmax", [_INPUT, _DIM, _KEEPDIM]),
         "argmin": _spec("argmin", [_INPUT, _DIM, _KEEPDIM]),
-        "var": _spec("var", [_INPUT, _DIM, "*", ("correction", "attr", 1), _KEEPDIM]),
-        "std": _spec("std", [_INPUT, _DIM, "*", ("correction", "attr", 1), _KEEPDIM]),
+        "var": _variance("var"),
+        "std": _variance("std"),
         "logsumexp": _spec("logsumexp", [_INPUT, ("dim", "attr"), _KEEPDIM]),
         "softmax": _spec("softmax", [_INPUT, ("dim", "attr")]),
         "log_softmax": _spec("log_softmax", [_INPUT, ("dim", "attr")]),

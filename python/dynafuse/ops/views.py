@@ -24,7 +24,8 @@ def _tables():
         "reshape_as": _spec("reshape", [_INPUT, ("other", "shape_of", None, "shape")]),
         "repeat": _spec("repeat", [_INPUT, ("repeats", "ints*")]),
         "transpose": _spec("transpose", [_INPUT, ("dim0", "attr"), ("dim1", "attr")]),
-        "t": _spec("transpose", [_INPUT], {"dim0": 0, "dim1": 1}),
+        # t() of fewer than 2 dims is a view of the tensor; of more, an error.
+        "t": _spec("transpose", [_INPUT], {"dim0": 0, "dim1": 1, "__matrix_transpose__": True}),
         "squeeze": _spec("squeeze", [_INPUT, ("dim", "attr", None, "dims")]),
         "unsqueeze": _spec("unsqueeze", [_INPUT, ("dim", "attr")]),
         "flatten": _spec("flatten", [_INPUT, ("start_dim", "attr", 0), ("end_dim", "attr", -1)]),
