@@ -140,9 +140,12 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
     // Its result types are eager's own, strides included (a meta run).
     contiguous = rowMajor(value->type);
   } else if (node->op == "contiguous" || node->op == "matmul" ||
-             node->op == "linear" || node->op == "bmm" || node->op == "mm") {
-    // x itself when contiguous, else a contiguous copy; products are
-    // written row-major whatever their operands' layouts.
+             node->op == "linear" || node->op == "bmm" || node->op == "mm" ||
+             node->op == "index_select" || node->op == "embedding" ||
+             node->op == "repeat" || !node->operands.size()) {
+    // x itself when contiguous, else a contiguous copy; products, row
+    // gathers, repeats and factories are written row-major whatever their
+    // operands' layouts.
     contiguous = true;
   } else if (alwaysViews(node->op) || viewsWhenStridesAllow(node->op)) {
     // Views of contiguous data that stay contiguous: reshapes, dropping or
@@ -410,25 +413,64 @@ Value *BytecodeTracer::viewOfUpdatedInput(Value *value) {
 }
 
 void BytecodeTracer::linkOutputViews() {
-  const std::vector<Value *> &outputs = result.graph->outputs;
-  for (size_t j = 0; j < outputs.size(); ++j) {
+  std::vector<Value *> &outputs = result.graph->outputs;
+  // Outputs viewing one alias set, by set. Views of inputs (updated or
+  // not) are lowering's: views of the input object.
+  std::map<const AliasSet *, std::vector<size_t>> bySet;
+  size_t count = outputs.size();
+  for (size_t j = 0; j < count; ++j) {
     const AliasMember *member = aliases.memberOf(outputs[j]);
-    // Views of inputs (updated or not) are lowering's: views of the input
-    // object.
-    if (!member || member->chain.empty() || aliases.isStale(outputs[j]) ||
+    if (!member || aliases.isStale(outputs[j]) ||
         !member->set->uncertain.empty() || !member->set->root->producer ||
         inputs.originalInput(member->set->root))
       continue;
-    auto base = std::find(outputs.begin(), outputs.end(), member->set->root);
-    if (base == outputs.end() || size_t(base - outputs.begin()) == j)
-      continue;
-    OutputOfOutput link;
-    link.base = int(base - outputs.begin());
-    for (const ViewStep &step : member->chain)
-      link.steps.push_back({step.node->op, step.node->attributes,
-                            step.node->results[step.result]->type.sizes,
-                            step.result});
-    result.outputsViewingOutputs[int(j)] = std::move(link);
+    bySet[member->set.get()].push_back(j);
+  }
+  for (const auto &[set, members] : bySet) {
+    if (members.size() < 2)
+      continue; // one output alone: its storage relation is not observable
+    int rootOutput = -1;
+    for (size_t j : members) {
+      const std::vector<ViewStep> &chain = aliases.memberOf(outputs[j])->chain;
+      if (chain.empty())
+        continue;
+      // The base: the output whose chain is the longest proper prefix of
+      // this one's (the root itself, made an output when none is one).
+      int base = -1;
+      size_t prefix = 0;
+      for (size_t k : members) {
+        const std::vector<ViewStep> &other =
+            aliases.memberOf(outputs[k])->chain;
+        bool isPrefix =
+            k != j && other.size() < chain.size() &&
+            (base < 0 || other.size() > prefix) &&
+            std::equal(other.begin(), other.end(), chain.begin(),
+                       [](const ViewStep &a, const ViewStep &b) {
+                         return a.node == b.node && a.result == b.result;
+                       });
+        if (isPrefix) {
+          base = int(k);
+          prefix = other.size();
+        }
+      }
+      if (base < 0) {
+        if (rootOutput < 0) {
+          outputs.push_back(set->root);
+          rootOutput = int(outputs.size()) - 1;
+        }
+        base = rootOutput;
+        prefix = 0;
+      }
+      OutputOfOutput link;
+      link.base = base;
+      for (size_t s = prefix; s < chain.size(); ++s) {
+        const ViewStep &step = chain[s];
+        link.steps.push_back({step.node->op, step.node->attributes,
+                              step.node->results[step.result]->type.sizes,
+                              step.result});
+      }
+      result.outputsViewingOutputs[int(j)] = std::move(link);
+    }
   }
 }
 

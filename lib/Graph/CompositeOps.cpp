@@ -215,18 +215,10 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
   return {emit(graph, node, "sub", {shifted, emit(graph, node, "log", {sum})})};
 }
 
-/// torch.finfo(dtype).eps.
+/// ATen's rms_norm default eps: the epsilon of the type it computes in
+/// (double for f64, float for f32, f16 and bf16).
 double machineEpsilon(DType dtype) {
-  switch (dtype) {
-  case DType::F64:
-    return 2.220446049250313e-16;
-  case DType::F16:
-    return 0.0009765625;
-  case DType::BF16:
-    return 0.0078125;
-  default:
-    return 1.1920928955078125e-07;
-  }
+  return dtype == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
 }
 
 /// layer_norm's and rms_norm's dims: normalized_shape must be the input's
@@ -272,7 +264,7 @@ std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
   Value *square = emit(graph, node, "mul", {x, x});
   Value *mean =
       meanOver(graph, node, square, dims, true, reducedCount(node, dims));
-  // eps=None: torch.finfo(x.dtype).eps.
+  // eps=None: the epsilon of ATen's compute type.
   double eps = floatAttr(node, "eps", machineEpsilon(x->type.dtype));
   Value *scale = emit(graph, node, "rsqrt",
                       {emit(graph, node, "add", {mean, Scalar::ofFloat(eps)})});

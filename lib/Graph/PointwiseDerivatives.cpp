@@ -381,10 +381,10 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     return result;
   };
   table["masked_fill"] = maskedFill;
-  // clamp(x, min, max), as ATen's clamp_backward and
-  // clamp_backward_min_max: x gets the gradient where min <= x <= max; min
-  // where x < min (and min < max); max where x > max (or max < min). NaNs
-  // compare false, so they pass no gradient to the bounds.
+  // clamp(x, min, max), as eager's: x gets the gradient unless x < min or
+  // x > max; min where x < min (and min < max); max where x > max (or
+  // max < min). NaNs compare false: a NaN x passes its gradient, NaN
+  // bounds get none.
   DerivativeInfo clamp;
   clamp.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(node.operands.size(), nullptr);
@@ -397,11 +397,15 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     auto both = [&](Value *lhs, Value *rhs, const char *op) {
       return lhs && rhs ? b.emit(op, {lhs, rhs}) : lhs ? lhs : rhs;
     };
+    // x passes unless it is below min or above max (a NaN passes).
     Value *passes = nullptr;
     if (min >= 0)
-      passes = b.emit("ge", {x, node.operands[size_t(min)]});
+      passes = b.emit("logical_not",
+                      {b.emit("lt", {x, node.operands[size_t(min)]})});
     if (max >= 0)
-      passes = both(passes, b.emit("le", {x, node.operands[size_t(max)]}),
+      passes = both(passes,
+                    b.emit("logical_not",
+                           {b.emit("gt", {x, node.operands[size_t(max)]})}),
                     "logical_and");
     result[0] = toOperand(b, node, 0, passes ? masked(b, passes, g) : g);
     Value *ordered = min >= 0 && max >= 0
