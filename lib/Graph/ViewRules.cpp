@@ -28,6 +28,12 @@ std::optional<StridedView> stridedViewOf(const Node &node, size_t resultIndex,
 
 std::optional<StridedView> reshapedView(const std::vector<SymExpr> &newSizes,
                                         StridedView view) {
+  // Row-major data reshapes to row-major strides, symbolic sizes included.
+  if (view.strides == contiguousStrides(view.sizes)) {
+    view.sizes = newSizes;
+    view.strides = contiguousStrides(newSizes);
+    return view;
+  }
   std::vector<int64_t> oldShape, newShape;
   for (const SymExpr &size : view.sizes) {
     if (!size.isConstant())
