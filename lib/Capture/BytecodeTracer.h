@@ -390,7 +390,8 @@ private:
   /// cannot tell.
   bool provablyNoView(Value *tensor, const Value *reshaped);
   /// add/sub's alpha: the second operand scaled by it (checked as eager).
-  void scaleByAlpha(OpBinder::Binding &bound, const std::string &what);
+  void scaleByAlpha(const std::string &op, OpBinder::Binding &bound,
+                    const std::string &what);
   /// flatten(start_dim, end_dim) over one dim: eager returns the tensor.
   bool flattensNothing(const OpBinder::Binding &bound);
   /// Refuses an update whose operands share memory with what it writes.

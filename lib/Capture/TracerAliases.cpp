@@ -134,7 +134,9 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
     return known->second;
   bool contiguous = false;
   const Node *node = value->producer;
-  if (!node) {
+  if (value->type.numel() == SymExpr(0)) {
+    contiguous = true; // an empty tensor is contiguous (is_contiguous)
+  } else if (!node) {
     contiguous = rowMajor(value->type);
   } else if (node->op == "call_torch") {
     // Its result types are eager's own, strides included (a meta run).
@@ -162,6 +164,18 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
          outermost) ||
         (op == "slice" && outermost && node->intAttr("step", 1) == 1);
     contiguous = keepsLayout && eagerContiguous(base);
+    // Otherwise its strides from a contiguous root (a transpose of [1, n],
+    // a slice keeping every element): row-major but for size-1 dims.
+    const AliasMember *member = aliases.memberOf(value);
+    BufferView viewed;
+    if (!contiguous && member && member->set->uncertain.empty() &&
+        member->set->root != value && eagerContiguous(member->set->root) &&
+        describeView(value, {member->set->root}, viewed) &&
+        viewed.base == member->set->root) {
+      TensorType strided = value->type;
+      strided.strides = viewed.view.strides;
+      contiguous = rowMajor(strided);
+    }
   } else {
     // Computed: eager lays results out like their operands (TensorIterator,
     // reductions) or fresh; contiguous when every tensor operand is, or is
@@ -256,6 +270,10 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
                   "grad (the input would join the autograd graph)");
   }
   Value *newRoot = chain.empty() ? updated : scatterThroughChain(root, chain, updated);
+  // A view of all of its base (x[-1:] of one row) scatters to the update
+  // itself: the root gets a value of its own, the view stays a view.
+  if (!chain.empty() && newRoot == updated)
+    newRoot = emit("contiguous", {updated})->tensor;
   if (input) {
     willUpdateInputs();
     inputs.updateInput(input, newRoot);

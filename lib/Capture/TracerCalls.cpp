@@ -586,7 +586,7 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
       bound.attributes["dim1"] = int64_t(0);
   }
   if (binding.graphOp == "add" || binding.graphOp == "sub")
-    scaleByAlpha(bound, what);
+    scaleByAlpha(binding.graphOp, bound, what);
   VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
   if (bound.mustView && bound.self && result->kind == Var::Kind::Tensor &&
       provablyNoView(latestValue(bound.self->tensor), result->tensor))
@@ -598,7 +598,8 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
   return updateInPlace(bound.self, result);
 }
 
-void BytecodeTracer::scaleByAlpha(OpBinder::Binding &bound,
+void BytecodeTracer::scaleByAlpha(const std::string &op,
+                                  OpBinder::Binding &bound,
                                   const std::string &what) {
   auto found = bound.attributes.find("alpha");
   if (found == bound.attributes.end())
@@ -628,8 +629,14 @@ void BytecodeTracer::scaleByAlpha(OpBinder::Binding &bound,
   if (scale.asDouble() == 1.0 && scale.kind == Scalar::Kind::Int)
     return;
   Operand &second = bound.operands[1];
-  if (second.isValue())
-    second = emit("mul", {second, scale})->tensor;
+  if (second.isValue()) {
+    // The scaled operand in the type the op computes in (eager's
+    // x + alpha * y promotes x and y, not alpha): the op's own result type.
+    DType result = emit(op, bound.operands)->tensor->type.dtype;
+    second = emit("cast", {emit("mul", {second, scale})->tensor},
+                  {{"dtype", result}})
+                 ->tensor;
+  }
   else if (second.scalar.kind == Scalar::Kind::Float ||
            scale.kind == Scalar::Kind::Float)
     second = Scalar::ofFloat(second.scalar.asDouble() * scale.asDouble());

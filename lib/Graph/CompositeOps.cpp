@@ -227,6 +227,8 @@ double machineEpsilon(DType dtype) {
 /// retries with static sizes, where eager's error shows).
 std::vector<int64_t> normalizedDims(const Node &node) {
   std::vector<SymExpr> shape = symListAttr(node, "normalized_shape", {});
+  if (shape.empty())
+    opError(node, "normalized_shape must have at least one element");
   std::vector<int64_t> dims = lastDims(node, shape.size());
   const TensorType &x = operandType(node, 0);
   auto shapeText = [&] {

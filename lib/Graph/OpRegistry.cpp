@@ -88,6 +88,11 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
   case TypeRule::NumericOnly:
     if (promoted == DType::Bool)
       opError(node, "not supported for bool tensors");
+    // Eager's sub refuses a bool tensor operand whatever the other is.
+    if (node.op == "sub")
+      for (const Operand &operand : node.operands)
+        if (operand.isValue() && operand.value->type.dtype == DType::Bool)
+          opError(node, "subtraction with a bool tensor is not supported");
     return promoted;
   case TypeRule::IntegralOnly:
     if (isFloating(promoted))

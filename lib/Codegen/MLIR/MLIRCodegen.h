@@ -96,6 +96,7 @@ private:
                               const SymExpr &divisor);
   mlir::Value indirectIndex(const std::string &symbol);
   /// `func.func private @dynafuse_index_error(i64, i64)`, once per module.
+  void declareErrorReport(const char *name);
   void declareIndexError();
   /// Declares dynafuse_division_error (an integer division by zero).
   void declareDivisionError();

@@ -105,26 +105,24 @@ Value KernelExporter::emitFloorDivMod(bool wantMod, Value lhs, Value rhs,
   return builder.create<arith::SelectOp>(loc, isMinusOne, byMinusOne, result);
 }
 
-void KernelExporter::declareIndexError() {
-  if (module.lookupSymbol(kIndexErrorFunction))
+/// Declares the runtime's error report `name` (i64, i64) -> () once.
+void KernelExporter::declareErrorReport(const char *name) {
+  if (module.lookupSymbol(name))
     return;
   mlir::OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(module.getBody());
   mlir::Type i64 = builder.getI64Type();
   auto declaration = builder.create<mlir::func::FuncOp>(
-      loc, kIndexErrorFunction, builder.getFunctionType({i64, i64}, {}));
+      loc, name, builder.getFunctionType({i64, i64}, {}));
   declaration.setPrivate();
 }
 
+void KernelExporter::declareIndexError() {
+  declareErrorReport(kIndexErrorFunction);
+}
+
 void KernelExporter::declareDivisionError() {
-  if (module.lookupSymbol(kDivisionErrorFunction))
-    return;
-  mlir::OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(module.getBody());
-  mlir::Type i64 = builder.getI64Type();
-  auto declaration = builder.create<mlir::func::FuncOp>(
-      loc, kDivisionErrorFunction, builder.getFunctionType({i64, i64}, {}));
-  declaration.setPrivate();
+  declareErrorReport(kDivisionErrorFunction);
 }
 
 Value KernelExporter::indirectIndex(const std::string &symbol) {
