@@ -132,6 +132,9 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
   auto known = contiguousInEager.find(value);
   if (known != contiguousInEager.end())
     return known->second;
+  // Provisionally not: a value's root may be computed from its older views
+  // (an update scattered back), and the walk must not go round.
+  contiguousInEager[value] = false;
   bool contiguous = false;
   const Node *node = value->producer;
   if (value->type.numel() == SymExpr(0)) {

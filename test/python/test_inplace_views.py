@@ -195,3 +195,18 @@ def test_in_place_casts_to_the_tensors_dtype():
         return x, y
 
     check(f, torch.randn(3, 4))
+
+
+def test_a_view_read_after_its_base_took_an_update_through_it():
+    """The base's new value is computed from its old views (the update
+    scattered back); asking whether a later view is contiguous walked
+    round that cycle and overflowed the stack (a fuzzer crash)."""
+    def f(x):
+        head = x.narrow(0, 0, 2)
+        head += head
+        picked = torch.where(head > 1, head, 2).select(-1, -1)
+        return picked.view(-1), x
+
+    for base in (torch.arange(7)[::2], torch.arange(3)):
+        check(f, base)
+        dynafuse.reset()
