@@ -207,6 +207,8 @@ def test_a_view_read_after_its_base_took_an_update_through_it():
         picked = torch.where(head > 1, head, 2).select(-1, -1)
         return picked.view(-1), x
 
-    for base in (torch.arange(7)[::2], torch.arange(3)):
-        check(f, base)
-        dynafuse.reset()
+    expected = f(torch.arange(7)[::2])
+    strided = torch.arange(7)[::2]  # not cloned: the strides are the case
+    actual = dynafuse.compile(f)(strided)
+    assert_outputs_close(actual, expected)
+    assert_compiled()
