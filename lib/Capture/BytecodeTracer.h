@@ -438,6 +438,12 @@ private:
 
   VarPtr binaryOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
 
+  /// A torch builtin x.op_(...) outside the op table: x.copy_(src) as src
+  /// broadcast and cast, others as the out-of-place op, then an in-place
+  /// update of x (TracerTorchCalls.cpp).
+  VarPtr functionalInPlace(PyObject *callable, const std::string &what,
+                           const std::vector<VarPtr> &args,
+                           const Keywords &keywords);
   /// x.op_(...) / x += y: the graph computes a new value and every reference
   /// to x's Var sees it; through views, the base gets the update scattered
   /// back and every other view of it reads the base's new value; an input

@@ -172,6 +172,52 @@ VarPtr BytecodeTracer::resultVar(PyObject *output,
   return tuple;
 }
 
+VarPtr BytecodeTracer::functionalInPlace(PyObject *callable,
+                                         const std::string &what,
+                                         const std::vector<VarPtr> &args,
+                                         const Keywords &keywords) {
+  std::string name = nameOf(callable);
+  const VarPtr &self = args[0];
+  if (name == "copy_") {
+    // x.copy_(src): src broadcast to x's shape and cast to its dtype.
+    if (args.size() != 2 || args[1]->kind != Var::Kind::Tensor ||
+        (keywords.size() == 1 && !keywords.count("non_blocking")) ||
+        keywords.size() > 1)
+      unsupported("call to " + what + " other than x.copy_(tensor)");
+    const TensorType &type = latestValue(self->tensor)->type;
+    VarPtr source = emit("cast", {args[1]->tensor}, {{"dtype", type.dtype}});
+    if (source->tensor->type.sizes != type.sizes)
+      source = emit("expand", {source->tensor}, {{"shape", type.sizes}});
+    return updateInPlace(self, source);
+  }
+  // x.op_(...): the out-of-place op, then an in-place update of x (its
+  // result's shape and dtype checked there as eager checks them). Not
+  // where the two differ in meaning (bernoulli_(p) fills x; bernoulli()
+  // reads x) or the method changes more than values.
+  static const std::set<std::string> different = {
+      "bernoulli_", "resize_", "resize_as_", "set_", "requires_grad_",
+      "share_memory_", "detach_", "map_", "apply_", "as_strided_",
+      "squeeze_", "unsqueeze_", "transpose_", "t_", "swapdims_",
+      "swapaxes_"};
+  if (different.count(name))
+    unsupported("call to " + what +
+                " (not in the op table; it writes into its arguments)");
+  PyObject *outOfPlace = tensorMethodObject(name.substr(0, name.size() - 1),
+                                            self->baseMethods);
+  if (!outOfPlace) {
+    PyErr_Clear();
+    unsupported("call to " + what +
+                " (not in the op table; it writes into its arguments)");
+  }
+  PyRef owned = PyRef::steal(outOfPlace);
+  VarPtr value = torchExtern(owned.get(), what.substr(0, what.size() - 1),
+                             args, keywords);
+  if (value->kind != Var::Kind::Tensor)
+    unsupported("call to " + what + " whose out-of-place form does not "
+                "return one tensor");
+  return updateInPlace(self, value);
+}
+
 VarPtr
 BytecodeTracer::torchExtern(PyObject *callable, const std::string &what,
                             const std::vector<VarPtr> &args,
@@ -180,6 +226,10 @@ BytecodeTracer::torchExtern(PyObject *callable, const std::string &what,
     return attention;
   if (!isTorchBuiltin(callable))
     unsupported("call to " + what + " (not in the op table)");
+  if (!keywords.count("out") && !isTorchOperator(callable) &&
+      isInPlaceName(nameOf(callable)) && !args.empty() &&
+      args[0]->kind == Var::Kind::Tensor)
+    return functionalInPlace(callable, what, args, keywords);
   if (writesIntoArguments(callable) || keywords.count("out"))
     unsupported("call to " + what +
                 " (not in the op table; it writes into its arguments)");

@@ -70,6 +70,9 @@ bool BytecodeTracer::checkDifferentiable(const std::string &op,
   if (!info)
     unsupported("'" + op + "' on a tensor that requires grad (no derivative "
                 "rule for it yet)");
+  if (op == "pow" && operands.size() == 2 && operands[1].isValue())
+    unsupported("pow with a tensor exponent on a tensor that requires grad "
+                "(no derivative rule for it yet)");
   // ATen's remainder and fmod of a number by a tensor have no derivative:
   // eager raises "derivative for aten::remainder is not implemented".
   if ((op == "remainder" || op == "fmod") && operands.size() == 2 &&

@@ -137,9 +137,13 @@ void checkOperands(const Node &node, const OpInfo &info) {
         opError(node, "operands must be tensors");
     return;
   }
-  if (info.scalarLast && node.operands.back().isValue())
-    opError(node, "the exponent must be a scalar");
-  if (info.scalarLast &&
+  // A tensor exponent only for a floating result: eager raises on integers
+  // to negative powers, which only a scalar exponent shows at capture.
+  if (info.scalarLast && node.operands.back().isValue() &&
+      !isFloating(promotedOperandType(node)))
+    opError(node, "an integer power's exponent must be a scalar");
+  if (info.scalarLast && !node.operands.back().isValue() &&
+      node.operands.front().isValue() &&
       node.operands.back().scalar.kind == Scalar::Kind::Int &&
       node.operands.back().scalar.intValue < 0 &&
       isIntegral(node.operands[0].value->type.dtype))

@@ -151,6 +151,8 @@ int geluRule(PointwiseContext &c) {
 int powRule(PointwiseContext &c) {
   ScalarBuilder &b = c.builder;
   int x = c.operand(0);
+  if (c.node.operands[1].isValue()) // a tensor exponent (floating results)
+    return b.binary(ScalarOp::Pow, x, c.operand(1));
   double exponent = c.node.operands[1].scalar.asDouble();
   if (isFloating(c.type)) {
     if (exponent == 1.0)

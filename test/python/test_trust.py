@@ -257,3 +257,31 @@ def test_views_of_zero_dim_inputs_share_their_memory():
     actual = dynafuse.compile(f)(s)
     assert_outputs_close(actual, f(s))
     assert all(out is not s and storage(out) == storage(s) for out in actual)
+
+
+def test_in_place_torch_methods_outside_the_op_table_compile():
+    """x.copy_(src) (broadcast and cast) and x.op_(...) through the
+    out-of-place op, on views too (they were graph breaks)."""
+    def f(x, s, index):
+        y = x * 1
+        y[0].copy_(s)
+        y.index_add_(0, index, x)
+        x.copy_(s.double())
+        return y, x
+
+    args = (torch.randn(3, 4), torch.randn(4), torch.tensor([0, 2, 2]))
+    eager_args = [a.clone() for a in args]
+    expected = f(*eager_args)
+    compiled_args = [a.clone() for a in args]
+    assert_outputs_close(dynafuse.compile(f)(*compiled_args), expected)
+    assert_outputs_close(compiled_args, eager_args)
+    assert_compiled()
+
+
+def test_tensor_exponents_compile():
+    def f(x, y):
+        return x ** y, torch.pow(x.abs(), y), 2 ** y, torch.pow(2.5, y)
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    assert_outputs_close(dynafuse.compile(f)(x, y), f(x, y))
+    assert_compiled()
