@@ -4,6 +4,8 @@
 #include "TorchBridge.h"
 #include "TorchContext.h"
 
+#include "dynafuse/Graph/OpRegistry.h"
+
 #include <map>
 
 namespace dynafuse {
@@ -33,11 +35,8 @@ int64_t integerOf(const std::map<std::string, Attribute> &attributes,
   auto found = attributes.find(name);
   if (found == attributes.end())
     return fallback;
-  if (const int64_t *value = std::get_if<int64_t>(&found->second))
-    return *value;
-  if (const SymExpr *value = std::get_if<SymExpr>(&found->second))
-    return value->evaluate(symbols);
-  return fallback;
+  std::optional<SymExpr> size = sizeOfAttribute(found->second);
+  return size ? size->evaluate(symbols) : fallback;
 }
 
 PyObject *tupleOf(const std::vector<int64_t> &values) {
@@ -49,16 +48,13 @@ PyObject *tupleOf(const std::vector<int64_t> &values) {
 
 std::vector<int64_t> integersOf(const Attribute *attribute,
                                 const std::map<std::string, int64_t> &symbols) {
-  std::vector<int64_t> values;
   if (!attribute)
-    return values;
-  if (const auto *list = std::get_if<std::vector<int64_t>>(attribute))
-    return *list;
-  if (const auto *list = std::get_if<std::vector<SymExpr>>(attribute))
-    return evaluateAll(*list, symbols);
+    return {};
+  if (std::optional<std::vector<SymExpr>> sizes = sizesOfAttribute(*attribute))
+    return evaluateAll(*sizes, symbols);
   if (const int64_t *value = std::get_if<int64_t>(attribute))
-    values.push_back(*value);
-  return values;
+    return {*value};
+  return {};
 }
 
 /// One view op of an output made from another output's tensor, as eager

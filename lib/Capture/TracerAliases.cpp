@@ -33,13 +33,11 @@ bool viewsWhenStridesAllow(const std::string &op) {
   return op == "reshape" || op == "flatten";
 }
 
-/// Row-major strides, ignoring size-1 dims (torch's is_contiguous).
+/// Row-major strides, ignoring size-1 dims (torch's is_contiguous; empty
+/// tensors are eagerContiguous's).
 bool rowMajor(const TensorType &type) {
   if (type.strides.empty())
     return true;
-  for (const SymExpr &size : type.sizes)
-    if (size == SymExpr(0)) // an empty tensor is contiguous (is_contiguous)
-      return true;
   std::vector<SymExpr> dense = contiguousStrides(type.sizes);
   for (size_t k = 0; k < type.rank(); ++k)
     if (type.sizes[k] != SymExpr(1) && type.strides[k] != dense[k])

@@ -37,16 +37,6 @@ std::set<int64_t> markedDims(PyObject *tensor, const char *attribute) {
   return dims;
 }
 
-/// A size-list attribute (a reshape's or an expand's shape) as sizes,
-/// whether symbolic or all constant; nullopt for any other attribute.
-std::optional<std::vector<SymExpr>> sizeList(const Attribute &attribute) {
-  if (auto *symbolic = std::get_if<std::vector<SymExpr>>(&attribute))
-    return *symbolic;
-  if (auto *values = std::get_if<std::vector<int64_t>>(&attribute))
-    return std::vector<SymExpr>(values->begin(), values->end());
-  return std::nullopt;
-}
-
 } // namespace
 
 std::vector<bool> BytecodeTracer::symbolicDims(
@@ -335,11 +325,7 @@ void BytecodeTracer::guardNarrowInRange(
     auto found = attributes.find(name);
     if (found == attributes.end())
       return std::nullopt;
-    if (const int64_t *value = std::get_if<int64_t>(&found->second))
-      return SymExpr(*value);
-    if (const SymExpr *value = std::get_if<SymExpr>(&found->second))
-      return *value;
-    return std::nullopt;
+    return sizeOfAttribute(found->second);
   };
   std::optional<SymExpr> dim = integer("dim"), start = integer("start"),
                          length = integer("length");
@@ -365,7 +351,7 @@ void BytecodeTracer::unifyExpandedSizes(
   auto found = attributes.find("shape");
   if (found == attributes.end())
     return;
-  std::optional<std::vector<SymExpr>> listed = sizeList(found->second);
+  std::optional<std::vector<SymExpr>> listed = sizesOfAttribute(found->second);
   if (!listed)
     return;
   std::vector<SymExpr> &shape = *listed;
@@ -393,7 +379,7 @@ void BytecodeTracer::resolveInferredSize(
   if (!std::holds_alternative<std::vector<SymExpr>>(found->second) &&
       numel.isConstant())
     return;
-  std::optional<std::vector<SymExpr>> listed = sizeList(found->second);
+  std::optional<std::vector<SymExpr>> listed = sizesOfAttribute(found->second);
   if (!listed)
     return;
   std::vector<SymExpr> &sizes = *listed;

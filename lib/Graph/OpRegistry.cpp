@@ -211,14 +211,29 @@ std::vector<int64_t> intListAttr(const Node &node, const std::string &name,
   opError(node, "attribute '" + name + "' must be a list of integers");
 }
 
+std::optional<SymExpr> sizeOfAttribute(const Attribute &attribute) {
+  if (auto *integer = std::get_if<int64_t>(&attribute))
+    return SymExpr(*integer);
+  if (auto *expr = std::get_if<SymExpr>(&attribute))
+    return *expr;
+  return std::nullopt;
+}
+
+std::optional<std::vector<SymExpr>>
+sizesOfAttribute(const Attribute &attribute) {
+  if (auto *exprs = std::get_if<std::vector<SymExpr>>(&attribute))
+    return *exprs;
+  if (auto *values = std::get_if<std::vector<int64_t>>(&attribute))
+    return std::vector<SymExpr>(values->begin(), values->end());
+  return std::nullopt;
+}
+
 SymExpr symAttr(const Node &node, const std::string &name, SymExpr fallback) {
   const Attribute *found = node.attribute(name);
   if (!found)
     return fallback;
-  if (auto *integer = std::get_if<int64_t>(found))
-    return SymExpr(*integer);
-  if (auto *expr = std::get_if<SymExpr>(found))
-    return *expr;
+  if (std::optional<SymExpr> size = sizeOfAttribute(*found))
+    return *size;
   opError(node, "attribute '" + name + "' must be an integer or a size");
 }
 

@@ -151,6 +151,10 @@ std::vector<int64_t> intListAttr(const Node &node, const std::string &name,
 /// Size attributes that may be symbolic (an integer or a SymExpr; a list of
 /// either).
 SymExpr symAttr(const Node &node, const std::string &name, SymExpr fallback);
+/// The same readings of an attribute value alone (capture's attribute maps,
+/// a run's recorded view steps): nullopt for any other kind.
+std::optional<SymExpr> sizeOfAttribute(const Attribute &attribute);
+std::optional<std::vector<SymExpr>> sizesOfAttribute(const Attribute &attribute);
 std::vector<SymExpr> symListAttr(const Node &node, const std::string &name,
                                  std::vector<SymExpr> fallback);
 /// Wraps a possibly negative dim into [0, rank); throws when out of range.
