@@ -394,6 +394,8 @@ private:
                     const std::string &what);
   /// flatten(start_dim, end_dim) over one dim: eager returns the tensor.
   bool flattensNothing(const OpBinder::Binding &bound);
+  /// x.unflatten(dim, sizes): a reshape that always views.
+  VarPtr unflatten(const OpBinder::Binding &bound, const std::string &what);
   /// Refuses an update whose operands share memory with what it writes.
   void refuseOverlappingOperands(const Value *target, const Value *updated);
   /// The base with its view (the chain's last step) replaced by updated.

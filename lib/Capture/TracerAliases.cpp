@@ -33,6 +33,42 @@ bool viewsWhenStridesAllow(const std::string &op) {
   return op == "reshape" || op == "flatten";
 }
 
+/// Ops eager writes into a fresh row-major tensor whatever their operands'
+/// layouts (transposed, strided, expanded, channels-last): reductions,
+/// with or without keepdim, and softmax, cumulative sums and triangles.
+bool writesRowMajor(const Node &node) {
+  static const std::set<std::string> ops = {
+      "mean", "var", "std", "logsumexp", "norm", "softmax", "log_softmax",
+      "cumsum", "tril", "triu"};
+  const OpInfo *info = opInfoOf(node);
+  return (info && info->kind == OpKind::Reduction) || ops.count(node.op);
+}
+
+/// Whether a reshape from `in` to `out` only splits dims and adds or drops
+/// size-1 ones (or has no elements): a view whatever the strides, in eager
+/// as in any layout (each split dim keeps its stride for its last piece).
+bool reshapeOnlySplits(const TensorType &in, const TensorType &out) {
+  if (in.numel() == SymExpr(0) || out.numel() == SymExpr(0))
+    return true;
+  size_t j = 0;
+  for (const SymExpr &size : in.sizes) {
+    if (size == SymExpr(1))
+      continue;
+    SymExpr product(1);
+    while (j < out.rank() && product != size) {
+      if (out.sizes[j] != SymExpr(1))
+        product = product * out.sizes[j];
+      ++j;
+    }
+    if (product != size)
+      return false;
+  }
+  for (; j < out.rank(); ++j)
+    if (out.sizes[j] != SymExpr(1))
+      return false;
+  return true;
+}
+
 /// Row-major strides, ignoring size-1 dims (torch's is_contiguous; empty
 /// tensors are eagerContiguous's).
 bool rowMajor(const TensorType &type) {
@@ -93,7 +129,9 @@ void BytecodeTracer::trackViews(const Node &node) {
   if (node.operands.empty() || !node.operands[0].isValue())
     return;
   Value *base = node.operands[0].value;
-  bool views = alwaysViews(node.op);
+  bool views = alwaysViews(node.op) ||
+               (viewsWhenStridesAllow(node.op) &&
+                reshapeOnlySplits(base->type, node.results[0]->type));
   if (!views && viewsWhenStridesAllow(node.op)) {
     views = eagerContiguous(base);
     if (!views) {
@@ -120,6 +158,8 @@ VarPtr BytecodeTracer::viewIfContiguous(const VarPtr &tensor) {
   if (eagerContiguous(value))
     return tensor; // eager returns the tensor itself
   VarPtr copy = emit("contiguous", {value});
+  if (!value->producer || value->producer->op == "call_torch")
+    return copy; // eager's strides are known: not contiguous, a copy
   aliasOfUnknownKind(value, copy->tensor,
                      "contiguous() of a tensor whose strides capture does "
                      "not know (itself or a copy)");
@@ -145,10 +185,11 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
   } else if (node->op == "contiguous" || node->op == "matmul" ||
              node->op == "linear" || node->op == "bmm" || node->op == "mm" ||
              node->op == "index_select" || node->op == "embedding" ||
-             node->op == "repeat" || !node->operands.size()) {
+             node->op == "repeat" || !node->operands.size() ||
+             writesRowMajor(*node)) {
     // x itself when contiguous, else a contiguous copy; products, row
-    // gathers, repeats and factories are written row-major whatever their
-    // operands' layouts.
+    // gathers, repeats, factories, reductions and the ops below are
+    // written row-major whatever their operands' layouts.
     contiguous = true;
   } else if (alwaysViews(node->op) || viewsWhenStridesAllow(node->op)) {
     // Views of contiguous data that stay contiguous: reshapes, dropping or

@@ -578,6 +578,8 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
     return viewIfContiguous(bound.self);
   if (binding.graphOp == "flatten" && bound.self && flattensNothing(bound))
     return bound.self; // eager's flatten returns the tensor itself
+  if (binding.graphOp == "unflatten")
+    return unflatten(bound, what);
   if (bound.matrixTranspose && bound.self) {
     size_t rank = bound.self->tensor->type.rank();
     if (rank > 2)
@@ -642,6 +644,64 @@ void BytecodeTracer::scaleByAlpha(const std::string &op,
     second = Scalar::ofFloat(second.scalar.asDouble() * scale.asDouble());
   else
     second = Scalar::ofInt(second.scalar.intValue * scale.intValue);
+}
+
+VarPtr BytecodeTracer::unflatten(const OpBinder::Binding &bound,
+                                 const std::string &what) {
+  // Splitting one dim is always a view (its stride divides): a reshape
+  // that always views, with the sizes eager infers.
+  if (!bound.self || bound.inPlace)
+    unsupported(what + " of a non-tensor");
+  const TensorType &type = latestValue(bound.self->tensor)->type;
+  auto found = bound.attributes.find("dim");
+  const int64_t *dimValue = found == bound.attributes.end()
+                                ? nullptr
+                                : std::get_if<int64_t>(&found->second);
+  int64_t rank = int64_t(type.rank());
+  if (!dimValue || rank == 0)
+    unsupported(what + " without an integer dim of a tensor with dims");
+  int64_t dim = *dimValue < 0 ? *dimValue + rank : *dimValue;
+  if (dim < 0 || dim >= rank)
+    unsupported(what + ": dim " + std::to_string(*dimValue) +
+                " is out of range (eager raises)");
+  found = bound.attributes.find("sizes");
+  std::optional<std::vector<SymExpr>> sizes =
+      found == bound.attributes.end() ? std::nullopt
+                                      : sizesOfAttribute(found->second);
+  if (!sizes || sizes->empty())
+    unsupported(what + " without a non-empty list of sizes (eager raises)");
+  const SymExpr &size = type.sizes[size_t(dim)];
+  SymExpr known(1);
+  int inferred = -1;
+  for (size_t k = 0; k < sizes->size(); ++k) {
+    if ((*sizes)[k] == SymExpr(-1)) {
+      if (inferred >= 0)
+        unsupported(what + " with two inferred sizes (eager raises)");
+      inferred = int(k);
+    } else {
+      known = known * (*sizes)[k];
+    }
+  }
+  if (inferred >= 0) {
+    if (!known.isConstant() || known.constant() <= 0)
+      unsupported(what + " inferring a size beside sizes " + known.str());
+    if (known.constant() != 1 && !(size.isConstant() &&
+                                   size.constant() % known.constant() == 0))
+      unsupported(what + ": sizes do not multiply up to dim " +
+                  std::to_string(dim) + "'s size " + size.str());
+    (*sizes)[size_t(inferred)] = floorDiv(size, known);
+    known = size;
+  }
+  if (shapes.canonical(known) != shapes.canonical(size))
+    unsupported(what + ": sizes do not multiply up to dim " +
+                std::to_string(dim) + "'s size " + size.str() +
+                " (eager raises)");
+  std::vector<SymExpr> shape(type.sizes.begin(), type.sizes.begin() + dim);
+  shape.insert(shape.end(), sizes->begin(), sizes->end());
+  shape.insert(shape.end(), type.sizes.begin() + dim + 1, type.sizes.end());
+  VarPtr view = emit("reshape", {bound.self->tensor},
+                     {{"shape", canonicalAttribute(shape)}});
+  return view;
 }
 
 bool BytecodeTracer::flattensNothing(const OpBinder::Binding &bound) {

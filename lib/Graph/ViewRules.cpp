@@ -34,42 +34,43 @@ std::optional<StridedView> reshapedView(const std::vector<SymExpr> &newSizes,
     view.strides = contiguousStrides(newSizes);
     return view;
   }
-  std::vector<int64_t> oldShape, newShape;
-  for (const SymExpr &size : view.sizes) {
-    if (!size.isConstant())
-      return std::nullopt;
-    oldShape.push_back(size.constant());
-  }
-  for (const SymExpr &size : newSizes) {
-    if (!size.isConstant())
-      return std::nullopt;
-    newShape.push_back(size.constant());
-  }
-  std::vector<SymExpr> newStrides(newShape.size());
-  if (oldShape.empty()) {
+  // ATen's computeStride: the old dims fall into chunks of row-major
+  // neighbours; each chunk must be exactly a run of the new dims, which
+  // take strides from the chunk's innermost one. Symbolic sizes match
+  // where their products are equal as expressions (sizes symbols stand for
+  // are never 0 or 1, so a run equal here is equal in every call).
+  std::vector<SymExpr> newStrides(newSizes.size());
+  if (view.sizes.empty()) {
     for (SymExpr &stride : newStrides)
       stride = SymExpr(1);
   } else {
-    int64_t viewD = int64_t(newShape.size()) - 1;
+    const std::vector<SymExpr> &oldSizes = view.sizes;
+    int64_t viewD = int64_t(newSizes.size()) - 1;
     SymExpr chunkBase = view.strides.back();
-    int64_t tensorNumel = 1, viewNumel = 1;
-    for (int64_t d = int64_t(oldShape.size()) - 1; d >= 0; --d) {
-      tensorNumel *= oldShape[d];
+    SymExpr tensorNumel(1), viewNumel(1);
+    auto fewer = [](const SymExpr &a, const SymExpr &b) {
+      if (a.isConstant() && b.isConstant())
+        return a.constant() < b.constant();
+      return a != b; // grows past b, or matches it exactly
+    };
+    for (int64_t d = int64_t(oldSizes.size()) - 1; d >= 0; --d) {
+      tensorNumel = tensorNumel * oldSizes[d];
       bool chunkEnds =
-          d == 0 || (oldShape[d - 1] != 1 &&
+          d == 0 || (oldSizes[d - 1] != SymExpr(1) &&
                      view.strides[d - 1] != chunkBase * tensorNumel);
       if (!chunkEnds)
         continue;
-      while (viewD >= 0 && (viewNumel < tensorNumel || newShape[viewD] == 1)) {
+      while (viewD >= 0 && (fewer(viewNumel, tensorNumel) ||
+                            newSizes[viewD] == SymExpr(1))) {
         newStrides[viewD] = chunkBase * viewNumel;
-        viewNumel *= newShape[viewD];
+        viewNumel = viewNumel * newSizes[viewD];
         --viewD;
       }
       if (viewNumel != tensorNumel)
         return std::nullopt;
       if (d > 0) {
         chunkBase = view.strides[d - 1];
-        tensorNumel = viewNumel = 1;
+        tensorNumel = viewNumel = SymExpr(1);
       }
     }
     if (viewD != -1)

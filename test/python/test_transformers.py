@@ -77,7 +77,7 @@ def test_multihead_self_attention(fast_path, need_weights, batch_first, shape):
     if native:
         assert graph()["kernels"] == 0 and graph()["extern_calls"] == 1
     else:
-        assert graph()["kernels"] >= 3
+        assert graph()["kernels"] >= 2  # projections, attention, output
 
 
 def test_cross_attention_guards_that_query_and_key_differ():

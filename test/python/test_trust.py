@@ -285,3 +285,116 @@ def test_tensor_exponents_compile():
     x, y = torch.randn(3, 4), torch.randn(3, 4)
     assert_outputs_close(dynafuse.compile(f)(x, y), f(x, y))
     assert_compiled()
+
+
+def _same_storage_relations(actual, expected, args_actual, args_expected):
+    """Which outputs are one object or share memory, with each other and
+    with the inputs, is the same in both runs."""
+    def relations(outputs, args):
+        items = list(outputs) + list(args)
+        found = set()
+        for i in range(len(outputs)):
+            for j in range(i + 1, len(items)):
+                if items[i] is items[j]:
+                    found.add((i, j, "is"))
+                elif items[i].numel() and items[j].numel() and storage(items[i]) == storage(items[j]):
+                    found.add((i, j, "shares"))
+        return found
+    assert relations(actual, args_actual) == relations(expected, args_expected)
+
+
+def _layouts(shape):
+    """The same values laid out contiguous, transposed and strided."""
+    base = torch.randn(shape)
+    wide = torch.randn(*shape[:-1], 2 * shape[-1])
+    return [base, base.mT.contiguous().mT, wide[..., ::2].copy_(base)]
+
+
+@pytest.mark.parametrize("dim,sizes", [(0, (2, -1)), (1, (3, 2)), (-1, (1, -1)),
+                                       (1, (6,)), (0, (-1, 1, 2))])
+def test_unflatten_is_a_view_of_any_layout(dim, sizes):
+    """unflatten splits one dim: a view whatever the strides (it was a torch
+    call whose result the graph copied)."""
+    def f(x):
+        return (x.unflatten(dim, sizes),)
+
+    for x in _layouts((4, 6)):
+        dynafuse.reset()
+        (actual,) = dynafuse.compile(f)(x)
+        (expected,) = f(x)
+        assert_outputs_close(actual, expected)
+        assert_compiled()
+        assert storage(actual) == storage(x) and actual.stride() == expected.stride()
+        actual.fill_(7.0)
+        assert bool((x == 7.0).all())
+
+
+@pytest.mark.parametrize("dim,sizes", [(0, (2, -1)), (0, (-1, -1)), (1, ()), (2, (1, -1)),
+                                       (0, (5, -1)), (1, (4, 2))])
+def test_unflatten_raises_as_eager(dim, sizes):
+    def f(x):
+        return x.unflatten(dim, sizes) + 1
+
+    for shape in [(4, 6), (3, 6), (0, 6)]:
+        x = torch.randn(shape)
+        try:
+            expected = f(x)
+        except Exception as error:
+            with pytest.raises(type(error)):
+                dynafuse.compile(f)(x)
+        else:
+            assert_outputs_close(dynafuse.compile(f)(x), expected)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (x.unflatten(0, (1, -1)),),
+    lambda x: (x.view(1, -1, x.shape[1]),),
+    lambda x: (x.reshape(x.shape[0], 1, x.shape[1]),),
+], ids=["unflatten", "view", "reshape"])
+def test_splitting_reshapes_of_transposed_inputs_view_them_after_size_changes(fn):
+    """A reshape that only splits dims views any layout, with symbolic sizes
+    too (the strided form was worked out for constant sizes only)."""
+    compiled = dynafuse.compile(fn)
+    for rows in (3, 5, 7, 2):
+        x = torch.randn(4, rows).t()
+        (actual,) = compiled(x)
+        (expected,) = fn(x)
+        assert_outputs_close(actual, expected)
+        assert storage(actual) == storage(x) and actual.stride() == expected.stride()
+    stats = dynafuse.stats()
+    assert stats["symbolic_captures"] >= 1 and stats["graph_breaks"] == 0, stats
+
+
+@pytest.mark.parametrize("reduce", [
+    lambda x: x.sum(0, keepdim=True), lambda x: x.amax(1), lambda x: x.argmax(0, keepdim=True),
+    lambda x: x.std(1), lambda x: x.logsumexp(0), lambda x: x.tril(),
+    lambda x: x.mean(1, keepdim=True)],
+    ids=["sum", "amax", "argmax", "std", "logsumexp", "tril", "mean"])
+def test_contiguous_of_a_reduction_of_a_transposed_input_is_itself(reduce):
+    """Eager writes reductions, softmax and triangles row-major whatever the
+    operand's layout: their contiguous() is the tensor itself."""
+    def f(x):
+        y = reduce(x)
+        return y, y.contiguous(), y.reshape(-1)
+
+    x = torch.randn(6, 5).t()
+    actual = dynafuse.compile(f)(x)
+    expected = f(x)
+    assert_outputs_close(actual, expected)
+    assert_compiled()
+    _same_storage_relations(actual, expected, [x], [x])
+
+
+def test_contiguous_copy_of_a_strided_input_is_shared_by_its_views():
+    """x.contiguous() of a non-contiguous input is certainly a copy (the
+    input's strides are known): views of it returned beside it share it."""
+    def f(x):
+        y = x.contiguous()
+        return y.permute(1, 0), y, y[1:]
+
+    x = torch.randn(5, 4).t()
+    actual = dynafuse.compile(f)(x)
+    expected = f(x)
+    assert_outputs_close(actual, expected)
+    assert_compiled()
+    _same_storage_relations(actual, expected, [x], [x])

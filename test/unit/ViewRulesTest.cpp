@@ -157,3 +157,32 @@ TEST(ViewRules, PiecesAreSequences) {
 }
 
 } // namespace
+
+TEST(ViewRules, ReshapesOfStridedDataWithSymbolicSizes) {
+  SymExpr s = SymExpr::symbol("s0");
+  // A transposed [s, 4] buffer: strides [1, s].
+  StridedView transposed{{s, SymExpr(4)}, {SymExpr(1), s}, SymExpr(0)};
+  // Splitting (and adding size-1 dims) is a view of any layout.
+  std::optional<StridedView> split =
+      reshapedView({SymExpr(1), s, SymExpr(2), SymExpr(2)}, transposed);
+  ASSERT_TRUE(split);
+  EXPECT_EQ(split->strides[1], SymExpr(1));
+  EXPECT_EQ(split->strides[2], s * SymExpr(2));
+  EXPECT_EQ(split->strides[3], s);
+  // Merging dims whose strides are not row-major is not.
+  EXPECT_FALSE(reshapedView({s * SymExpr(4)}, transposed));
+  // Nor is a split whose sizes match no run of the old dims.
+  EXPECT_FALSE(reshapedView({SymExpr(2), s * SymExpr(2)}, transposed));
+  // Constant sizes keep ATen's rule: every other column of a [4, 13]
+  // buffer splits its rows, but its rows and columns do not merge.
+  StridedView everyOther{exprs({4, 6}), exprs({13, 2}), SymExpr(0)};
+  std::optional<StridedView> rows = reshapedView(exprs({2, 2, 6}), everyOther);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows->strides, exprs({26, 13, 2}));
+  EXPECT_FALSE(reshapedView(exprs({24}), everyOther));
+  // Every other column of a [4, 12] buffer does (row stride 12 = 6 * 2).
+  StridedView merging{exprs({4, 6}), exprs({12, 2}), SymExpr(0)};
+  std::optional<StridedView> flat = reshapedView(exprs({24}), merging);
+  ASSERT_TRUE(flat);
+  EXPECT_EQ(flat->strides, exprs({2}));
+}

@@ -29,6 +29,8 @@ def _tables():
         "squeeze": _spec("squeeze", [_INPUT, ("dim", "attr", None, "dims")]),
         "unsqueeze": _spec("unsqueeze", [_INPUT, ("dim", "attr")]),
         "flatten": _spec("flatten", [_INPUT, ("start_dim", "attr", 0), ("end_dim", "attr", -1)]),
+        # Splitting one dim: always a view (the tracer makes it a reshape).
+        "unflatten": _spec("unflatten", [_INPUT, ("dim", "attr"), ("sizes", "attr")]),
         "select": _spec("select", [_INPUT, ("dim", "attr"), ("index", "attr")]),
         "narrow": _spec("narrow", [_INPUT, ("dim", "attr"), ("start", "attr"), ("length", "attr")]),
         # x.contiguous() is x itself when x is contiguous (a copy otherwise);
@@ -51,7 +53,7 @@ def _tables():
     functions = {getattr(torch.Tensor, name): spec for name, spec in methods.items()}
     for name in ("permute", "flatten", "select", "narrow", "flip", "roll", "tril", "triu",
                  "transpose", "squeeze", "unsqueeze", "chunk", "unbind", "index_select",
-                 "gather", "t", "clone"):
+                 "gather", "t", "clone", "unflatten"):
         functions[getattr(torch, name)] = methods[name]
     functions[torch.reshape] = _spec("reshape", [_INPUT, ("shape", "attr")])
     functions[torch.split] = _spec("split", [("tensor", "operand"),
