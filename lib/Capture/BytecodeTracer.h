@@ -394,6 +394,12 @@ private:
                     const std::string &what);
   /// flatten(start_dim, end_dim) over one dim: eager returns the tensor.
   bool flattensNothing(const OpBinder::Binding &bound);
+  /// Breaks where eager records an op it cannot differentiate.
+  void refuseWithoutDerivative(const std::vector<Operand> &operands,
+                               const std::string &what);
+  /// div's graph op for its rounding_mode (div, div_floor, div_trunc);
+  /// takes the attribute out of bound.
+  std::string divisionOp(OpBinder::Binding &bound, const std::string &what);
   /// x.unflatten(dim, sizes): a reshape that always views.
   VarPtr unflatten(const OpBinder::Binding &bound, const std::string &what);
   /// Refuses an update whose operands share memory with what it writes.
@@ -453,6 +459,9 @@ private:
   VarPtr updateInPlace(const VarPtr &target, const VarPtr &value);
   /// Adds the write-back outputs once the frame has returned.
   void addWriteBacks();
+  /// Makes integer divisions the outputs do not read outputs too (unused by
+  /// the caller): eager raises ZeroDivisionError for them all the same.
+  void keepDivisionChecks();
   /// Refuses, or guards against, other inputs sharing the memory of an
   /// input updated in place (eager would see the update through them).
   void guardDisjointFromOtherInputs(const Value *input);

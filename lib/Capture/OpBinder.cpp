@@ -48,6 +48,10 @@ OpBinder::bind(const OpBinding &binding, const std::string &what,
       bound.matrixTranspose = true;
       continue;
     }
+    if (extra.first == "__no_derivative__") {
+      bound.noDerivative = true;
+      continue;
+    }
     if (extra.first == "__must_view__") {
       bound.mustView = true;
       continue;

@@ -39,6 +39,9 @@ public:
     bool mustView = false;
     /// x.t(): a view of x below 2 dims, an error above.
     bool matrixTranspose = false;
+    /// Eager has no derivative for the op (floor_divide): its backward
+    /// raises, so capture must not differentiate it.
+    bool noDerivative = false;
   };
 
   explicit OpBinder(BytecodeTracer &tracer) : tracer(tracer) {}

@@ -153,6 +153,8 @@ at::Tensor binaryOp(const std::string &op, const at::Tensor &a,
     return at::add(a, b);
   if (op == "sub")
     return at::sub(a, b);
+  if (op == "div_floor" || op == "div_trunc")
+    return at::div(a, b, op == "div_floor" ? "floor" : "trunc");
   auto found = table.find(op);
   return found == table.end() ? at::Tensor() : found->second(a, b);
 }

@@ -81,6 +81,27 @@ bool rowMajor(const TensorType &type) {
   return true;
 }
 
+/// Whether strides order a tensor's dims outermost first, passing over
+/// size-1 and broadcast (stride-0) dims: TensorIterator then keeps the dim
+/// order and writes a fresh result row-major (a strided slice, an expanded
+/// input), however sparse the operand.
+bool rowMajorOrder(const TensorType &type) {
+  if (type.strides.empty())
+    return true;
+  std::optional<int64_t> inner;
+  for (size_t k = type.rank(); k-- > 0;) {
+    if (type.sizes[k] == SymExpr(1) || type.strides[k] == SymExpr(0))
+      continue;
+    if (!type.strides[k].isConstant())
+      return false;
+    int64_t stride = type.strides[k].constant();
+    if (inner && stride < *inner)
+      return false;
+    inner = stride;
+  }
+  return true;
+}
+
 /// What torch allows an in-place op to cast its result to: no floating to
 /// integral, no non-bool to bool (torch.can_cast).
 bool canCastInPlace(DType from, DType to) {
@@ -230,7 +251,8 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
       const Value *read = operand.value;
       if (read->producer && read->producer->op == "expand")
         read = read->producer->operands[0].value;
-      contiguous = contiguous && eagerContiguous(read);
+      contiguous = contiguous && (eagerContiguous(read) ||
+                                  (!read->producer && rowMajorOrder(read->type)));
     }
     // Pointwise: TensorIterator takes the dim order from the first operand
     // of the result's full shape whose strides decide it; a contiguous one

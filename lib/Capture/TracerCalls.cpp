@@ -580,6 +580,21 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
     return bound.self; // eager's flatten returns the tensor itself
   if (binding.graphOp == "unflatten")
     return unflatten(bound, what);
+  if (bound.noDerivative)
+    refuseWithoutDerivative(bound.operands, what);
+  std::string graphOp = binding.graphOp;
+  if ((graphOp == "softmax" || graphOp == "log_softmax") &&
+      bound.attributes.count("dtype") && bound.operands[0].isValue()) {
+    // softmax(x, dim, dtype=d) casts x to d first, as eager does.
+    Attribute dtype = bound.attributes["dtype"];
+    bound.attributes.erase("dtype");
+    if (!std::holds_alternative<DType>(dtype))
+      unsupported(what + " with a dtype that is not a torch.dtype");
+    bound.operands[0] =
+        emit("cast", {bound.operands[0]}, {{"dtype", dtype}})->tensor;
+  }
+  if (graphOp == "div")
+    graphOp = divisionOp(bound, what);
   if (bound.matrixTranspose && bound.self) {
     size_t rank = bound.self->tensor->type.rank();
     if (rank > 2)
@@ -589,7 +604,7 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
   }
   if (binding.graphOp == "add" || binding.graphOp == "sub")
     scaleByAlpha(binding.graphOp, bound, what);
-  VarPtr result = emit(binding.graphOp, bound.operands, bound.attributes);
+  VarPtr result = emit(graphOp, bound.operands, bound.attributes);
   if (bound.mustView && bound.self && result->kind == Var::Kind::Tensor &&
       provablyNoView(latestValue(bound.self->tensor), result->tensor))
     unsupported(what + " where the strides allow no view (eager raises)");
@@ -626,8 +641,24 @@ void BytecodeTracer::scaleByAlpha(const std::string &op,
   if (scale.kind == Scalar::Kind::Float && !isFloating(type))
     unsupported(what + ": for integral tensors alpha must not be a float "
                        "(eager raises)");
-  if (type == DType::Bool)
-    unsupported(what + " of bools with alpha");
+  Operand &other = bound.operands[1];
+  const Operand &first = bound.operands[0];
+  bool firstIsBool = first.isValue()
+                         ? first.value->type.dtype == DType::Bool
+                         : first.scalar.kind == Scalar::Kind::Bool;
+  bool otherIsBool = other.isValue()
+                         ? other.value->type.dtype == DType::Bool
+                         : other.scalar.kind == Scalar::Kind::Bool;
+  if (firstIsBool && otherIsBool) {
+    // Bools: x + alpha * y is x or (alpha and y).
+    if (op == "sub")
+      return; // eager refuses to subtract bools: the op's own check
+    if (scale.asDouble() == 0.0)
+      other = other.isValue()
+                  ? Operand(emit("mul", {other, Scalar::ofBool(false)})->tensor)
+                  : Operand(Scalar::ofBool(false));
+    return;
+  }
   if (scale.asDouble() == 1.0 && scale.kind == Scalar::Kind::Int)
     return;
   Operand &second = bound.operands[1];
@@ -644,6 +675,31 @@ void BytecodeTracer::scaleByAlpha(const std::string &op,
     second = Scalar::ofFloat(second.scalar.asDouble() * scale.asDouble());
   else
     second = Scalar::ofInt(second.scalar.intValue * scale.intValue);
+}
+
+void BytecodeTracer::refuseWithoutDerivative(
+    const std::vector<Operand> &operands, const std::string &what) {
+  for (const Operand &operand : operands)
+    if (gradMode && operand.isValue() && inputs.requiresGrad(operand.value))
+      unsupported(what + " of a tensor that requires grad (eager has no "
+                         "derivative for it: its backward raises)");
+}
+
+std::string BytecodeTracer::divisionOp(OpBinder::Binding &bound,
+                                      const std::string &what) {
+  auto mode = bound.attributes.find("rounding_mode");
+  if (mode == bound.attributes.end())
+    return "div";
+  const std::string *name = std::get_if<std::string>(&mode->second);
+  std::string op = !name                ? ""
+                   : *name == "floor"   ? "div_floor"
+                   : *name == "trunc"   ? "div_trunc"
+                                        : "";
+  if (op.empty())
+    unsupported(what + ": rounding_mode must be None, 'trunc' or 'floor' "
+                       "(eager raises)");
+  bound.attributes.erase(mode);
+  return op;
 }
 
 VarPtr BytecodeTracer::unflatten(const OpBinder::Binding &bound,

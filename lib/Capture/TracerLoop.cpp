@@ -39,8 +39,10 @@ CapturedFrame BytecodeTracer::run() {
           storeEffects([&](const VarPtr &value) { return outputOf(value); });
     }
     addWriteBacks();
-    if (!result.training())
+    if (!result.training()) {
+      keepDivisionChecks();
       linkOutputViews();
+    }
   } catch (Unsupported &error) {
     // What the trace relied on so far keys the negative entry.
     auto guards = std::make_shared<BreakGuards>();

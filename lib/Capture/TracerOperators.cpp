@@ -143,6 +143,7 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
                                                  {NB_SUBTRACT, "sub"},
                                                  {NB_MULTIPLY, "mul"},
                                                  {NB_TRUE_DIVIDE, "div"},
+                                                 {NB_FLOOR_DIVIDE, "div_floor"},
                                                  {NB_POWER, "pow"},
                                                  {NB_MATRIX_MULTIPLY, "matmul"},
                                                  {NB_REMAINDER, "remainder"},
@@ -153,11 +154,42 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
   auto found = ops.find(inPlace ? kind - (NB_INPLACE_ADD - NB_ADD) : kind);
   if (found == ops.end())
     unsupported("binary operator " + std::to_string(kind) + " on a tensor");
-  VarPtr value = emit(found->second, {operandOf(lhs, found->second),
-                                      operandOf(rhs, found->second)});
+  std::vector<Operand> operands = {operandOf(lhs, found->second),
+                                   operandOf(rhs, found->second)};
+  if (found->second == "div_floor")
+    refuseWithoutDerivative(operands, "x // y");
+  VarPtr value = emit(found->second, operands);
   if (inPlace && lhs->kind == Var::Kind::Tensor)
     return updateInPlace(lhs, value);
   return value;
+}
+
+void BytecodeTracer::keepDivisionChecks() {
+  Graph &graph = *result.graph;
+  std::set<const Value *> read(graph.outputs.begin(), graph.outputs.end());
+  for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
+    bool live = false;
+    for (const Value *value : (*node)->results)
+      live |= read.count(value) != 0;
+    if (live)
+      for (const Operand &operand : (*node)->operands)
+        if (operand.isValue())
+          read.insert(operand.value);
+  }
+  std::vector<Value *> checks;
+  for (const auto &node : graph.nodes) {
+    static const std::set<std::string> divisions = {"div_floor", "div_trunc",
+                                                    "remainder", "fmod"};
+    if (!divisions.count(node->op) || node->results.size() != 1 ||
+        read.count(node->result()) ||
+        isFloating(node->result()->type.dtype) || node->operands.size() != 2)
+      continue;
+    const Operand &divisor = node->operands[1];
+    if (divisor.isValue() || divisor.scalar.asDouble() == 0.0)
+      checks.push_back(node->result());
+  }
+  for (Value *check : checks)
+    graph.outputs.push_back(check);
 }
 
 void BytecodeTracer::addWriteBacks() {

@@ -157,6 +157,10 @@ std::vector<Value *> decomposeLogSumExp(Graph &graph, const Node &node) {
   std::vector<int64_t> dims = dimsOf(node);
   bool keepdim = boolAttr(node, "keepdim", false);
   Value *x = asFloat(graph, node, input(node, 0));
+  if (reducedCount(node, dims) == SymExpr(0)) // log(0): -inf, as in eager
+    return {emit(graph, node, "log",
+                 {emit(graph, node, "sum", {emit(graph, node, "exp", {x})},
+                       {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}})})};
   Value *max = emit(graph, node, "amax", {x},
                     {{"dims", dimsAttr(dims)}, {"keepdim", true}});
   // An infinite max would give inf - inf: shift by 0 there, as torch does.
@@ -206,6 +210,8 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
     dims.clear();
   std::map<std::string, Attribute> reduce = {{"dims", dimsAttr(dims)},
                                              {"keepdim", true}};
+  if (x->type.numel() == SymExpr(0)) // no elements: nothing to normalize
+    return {emit(graph, node, "full_like", {x}, {{"value", 0.0}})};
   Value *max = emit(graph, node, "amax", {x}, reduce);
   Value *shifted = emit(graph, node, "sub", {x, max});
   Value *exp = emit(graph, node, "exp", {shifted});

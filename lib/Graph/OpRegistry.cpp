@@ -137,11 +137,11 @@ void checkOperands(const Node &node, const OpInfo &info) {
         opError(node, "operands must be tensors");
     return;
   }
-  // A tensor exponent only for a floating result: eager raises on integers
-  // to negative powers, which only a scalar exponent shows at capture.
+  // Eager has no pow of two bools; integers to a negative tensor power are
+  // 0 (or 1, -1): only a scalar exponent raises.
   if (info.scalarLast && node.operands.back().isValue() &&
-      !isFloating(promotedOperandType(node)))
-    opError(node, "an integer power's exponent must be a scalar");
+      promotedOperandType(node) == DType::Bool)
+    opError(node, "pow is not implemented for bool");
   if (info.scalarLast && !node.operands.back().isValue() &&
       node.operands.front().isValue() &&
       node.operands.back().scalar.kind == Scalar::Kind::Int &&

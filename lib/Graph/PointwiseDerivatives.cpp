@@ -140,6 +140,12 @@ void addArithmetic(std::map<std::string, DerivativeInfo> &table) {
                            Value *) { return g; }); // sumTo casts back
   for (const char *op : {"floor", "ceil", "round", "trunc", "sign"})
     table[op] = zeroGradient();
+  // Rounded division: zero gradients for both operands, as eager's.
+  auto zeros = [](GradBuilder &b, Value *g, Operand, Operand, Value *) {
+    return b.emit("full_like", {g}, {{"value", 0.0}});
+  };
+  table["div_floor"] = binary(zeros, zeros);
+  table["div_trunc"] = binary(zeros, zeros);
   // fmod / remainder: a - trunc|floor(a / b) * b.
   table["fmod"] = binary(identity, [](GradBuilder &b, Value *g, Operand a,
                                       Operand c, Value *) {

@@ -57,6 +57,10 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
     table.push_back(binary(name, TypeRule::Promote));
   table.push_back(binary("sub", TypeRule::NumericOnly));
   table.push_back(binary("div", TypeRule::PromoteToFloat));
+  // div with rounding_mode "floor" (x // y) and "trunc": in the operands'
+  // dtype, integers included.
+  for (const char *name : {"div_floor", "div_trunc"})
+    table.push_back(binary(name, TypeRule::NumericOnly));
   for (const char *name : {"eq", "ne", "lt", "le", "gt", "ge"})
     table.push_back(binary(name, TypeRule::Compare));
   for (const char *name :
@@ -78,7 +82,9 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
     table.push_back(binary(name, TypeRule::Compare));
   table.push_back(unary("logical_not", TypeRule::Compare));
   addActivations(table);
-  OpInfo clamp = unary("clamp", TypeRule::NumericOnly);
+  // Bools clamp too (False < True), to bool or, beside numbers, to the
+  // promoted type.
+  OpInfo clamp = unary("clamp", TypeRule::Promote);
   clamp.arity = 3;
   clamp.optionalOperands = {"min", "max"};
   clamp.attributes = {"has_min", "has_max"};
@@ -87,6 +93,12 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
       opError(node, "at least one of min and max must be given");
     if (!node.operands[0].isValue())
       opError(node, "the input must be a tensor");
+    // Eager's clamp_min and clamp_max of a bool tensor take bools; its
+    // clamp and its scalar bounds do not.
+    if (promotedOperandType(node) == DType::Bool &&
+        ((boolAttr(node, "has_min", true) && boolAttr(node, "has_max", true)) ||
+         !node.operands.back().isValue()))
+      opError(node, "clamp of bools is implemented for one tensor bound only");
   };
   table.push_back(clamp);
   OpInfo maskedFill;
@@ -115,7 +127,7 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
   table.push_back(where);
   for (OpInfo &info : table)
     for (const char *name :
-         {"rsqrt", "sqrt", "div", "exp", "log", "tanh", "erf", "sigmoid", "pow",
+         {"rsqrt", "sqrt", "div", "div_floor", "div_trunc", "exp", "log", "tanh", "erf", "sigmoid", "pow",
           "exp2", "log1p", "expm1", "sin", "cos", "reciprocal"})
       info.costlyMath |= info.name == name;
 }

@@ -148,12 +148,55 @@ int geluRule(PointwiseContext &c) {
 
 /// pow with a scalar exponent; the exponents PyTorch special-cases are
 /// computed the way PyTorch computes them.
+/// x ** e on integers, exactly as eager's powi: square and multiply with
+/// wrapping products over every bit of a tensor exponent; a negative one
+/// gives 1 for x = 1, +-1 for x = -1 and 0 otherwise.
+int integerPowOfTensor(ScalarBuilder &b, DType type, int x, int e) {
+  int bits = type == DType::I64 ? 63 : 31;
+  int zero = b.constant(type, 0.0), one = b.constant(type, 1.0);
+  int result = one, base = x;
+  for (int k = 0; k < bits; ++k) {
+    int mask = b.constant(type, double(int64_t(1) << k));
+    int set = b.binary(ScalarOp::Ne, b.binary(ScalarOp::BitAnd, e, mask), zero);
+    result = b.select(set, b.binary(ScalarOp::Mul, result, base), result);
+    if (k + 1 < bits)
+      base = b.binary(ScalarOp::Mul, base, base);
+  }
+  int minusOne = b.constant(type, -1.0);
+  int odd = b.binary(ScalarOp::Ne, b.binary(ScalarOp::BitAnd, e, one), zero);
+  int ofMinusOne = b.select(odd, minusOne, one);
+  int negative = b.select(
+      b.binary(ScalarOp::Eq, x, one), one,
+      b.select(b.binary(ScalarOp::Eq, x, minusOne), ofMinusOne, zero));
+  return b.select(b.binary(ScalarOp::Lt, e, zero), negative, result);
+}
+
+/// x ** e on integers for a constant e >= 0 (capture refuses a negative
+/// one, as eager does): its bits' squares, multiplied with wrapping.
+int integerPowOfConstant(ScalarBuilder &b, DType type, int x, int64_t e) {
+  int result = b.constant(type, 1.0);
+  for (int base = x; e > 0; e >>= 1) {
+    if (e & 1)
+      result = b.binary(ScalarOp::Mul, result, base);
+    if (e > 1)
+      base = b.binary(ScalarOp::Mul, base, base);
+  }
+  return result;
+}
+
 int powRule(PointwiseContext &c) {
   ScalarBuilder &b = c.builder;
   int x = c.operand(0);
-  if (c.node.operands[1].isValue()) // a tensor exponent (floating results)
+  bool integral = c.type == DType::I32 || c.type == DType::I64;
+  if (c.node.operands[1].isValue()) {
+    if (integral)
+      return integerPowOfTensor(b, c.type, x, c.operand(1));
     return b.binary(ScalarOp::Pow, x, c.operand(1));
-  double exponent = c.node.operands[1].scalar.asDouble();
+  }
+  const Scalar &scalar = c.node.operands[1].scalar;
+  if (integral && scalar.kind != Scalar::Kind::Float && scalar.intValue >= 0)
+    return integerPowOfConstant(b, c.type, x, scalar.intValue);
+  double exponent = scalar.asDouble();
   if (isFloating(c.type)) {
     if (exponent == 1.0)
       return x;
@@ -169,6 +212,48 @@ int powRule(PointwiseContext &c) {
       return b.binary(ScalarOp::Div, b.constant(c.type, 1.0), x);
   }
   return b.binary(ScalarOp::Pow, x, b.constant(c.type, exponent));
+}
+
+/// a / b rounded toward zero: trunc of the quotient on floats, C's integer
+/// division on integers (a zero divisor is reported by the backends).
+int divTruncRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int quotient = b.binary(ScalarOp::Div, c.operand(0), c.operand(1));
+  return isFloating(c.type) ? b.unary(ScalarOp::Trunc, quotient) : quotient;
+}
+
+/// a // b as eager's div_floor: on integers the truncated quotient less
+/// one where the signs differ and the division is inexact; on floats
+/// (a - fmod(a, b)) / b corrected the same way and rounded to the nearest
+/// integer, a signed zero for a zero quotient and IEEE's a / b for b = 0.
+int divFloorRule(PointwiseContext &c) {
+  ScalarBuilder &b = c.builder;
+  int x = c.operand(0), y = c.operand(1);
+  int zero = b.constant(c.type, 0.0), one = b.constant(c.type, 1.0);
+  if (!isFloating(c.type)) {
+    int quotient = b.binary(ScalarOp::Div, x, y);
+    int inexact = b.binary(ScalarOp::Ne, b.binary(ScalarOp::Fmod, x, y), zero);
+    int signsDiffer = b.binary(ScalarOp::Ne, b.binary(ScalarOp::Lt, x, zero),
+                               b.binary(ScalarOp::Lt, y, zero));
+    return b.select(b.binary(ScalarOp::And, signsDiffer, inexact),
+                    b.binary(ScalarOp::Sub, quotient, one), quotient);
+  }
+  int mod = b.binary(ScalarOp::Fmod, x, y);
+  int div = b.binary(ScalarOp::Div, b.binary(ScalarOp::Sub, x, mod), y);
+  int modNonzero = b.binary(ScalarOp::Ne, mod, zero);
+  int signsDiffer = b.binary(ScalarOp::Ne, b.binary(ScalarOp::Lt, y, zero),
+                             b.binary(ScalarOp::Lt, mod, zero));
+  div = b.select(b.binary(ScalarOp::And, modNonzero, signsDiffer),
+                 b.binary(ScalarOp::Sub, div, one), div);
+  int floored = b.unary(ScalarOp::Floor, div);
+  int roundUp = b.binary(ScalarOp::Gt, b.binary(ScalarOp::Sub, div, floored),
+                         b.constant(c.type, 0.5));
+  floored = b.select(roundUp, b.binary(ScalarOp::Add, floored, one), floored);
+  int quotient = b.binary(ScalarOp::Div, x, y);
+  // copysign(0, a / b): a zero times the quotient (finite where div is 0).
+  int signedZero = b.binary(ScalarOp::Mul, zero, quotient);
+  int result = b.select(b.binary(ScalarOp::Ne, div, zero), floored, signedZero);
+  return b.select(b.binary(ScalarOp::Eq, y, zero), quotient, result);
 }
 
 int reluRule(PointwiseContext &c) {
@@ -414,6 +499,8 @@ std::map<std::string, PointwiseRule> buildRules() {
   rules["minimum"] = arithmeticRule(ScalarOp::Min, ScalarOp::And);
   rules["sub"] = binaryRule(ScalarOp::Sub);
   rules["div"] = binaryRule(ScalarOp::Div);
+  rules["div_floor"] = divFloorRule;
+  rules["div_trunc"] = divTruncRule;
   const std::pair<const char *, ScalarOp> comparisons[] = {
       {"eq", ScalarOp::Eq}, {"ne", ScalarOp::Ne}, {"lt", ScalarOp::Lt},
       {"le", ScalarOp::Le}, {"gt", ScalarOp::Gt}, {"ge", ScalarOp::Ge}};

@@ -39,11 +39,12 @@ def _in_place_variants():
     import torch.nn.functional as F
     for name in list(METHODS):
         underscored = name + "_"
-        if METHODS[name][0] == "overload":
-            continue
         if hasattr(torch.Tensor, underscored) and underscored not in METHODS:
             op, params, attributes = METHODS[name]
-            spec = (op, params, dict(attributes, __inplace__=True))
+            if op == "overload":
+                spec = (op, [(o, p, dict(a, __inplace__=True)) for o, p, a in params], attributes)
+            else:
+                spec = (op, params, dict(attributes, __inplace__=True))
             METHODS[underscored] = spec
             FUNCTIONS[getattr(torch.Tensor, underscored)] = spec
     for function in (F.relu, F.relu6, F.leaky_relu, F.elu, F.hardswish, F.hardsigmoid,

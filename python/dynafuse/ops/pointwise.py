@@ -53,7 +53,11 @@ def _method_table():
     methods["add"] = _spec("add", [_INPUT, _OTHER, "*", _ALPHA])
     methods["sub"] = _spec("sub", [_INPUT, _OTHER, "*", _ALPHA])
     methods["mul"] = _spec("mul", [_INPUT, _OTHER])
-    methods["div"] = _spec("div", [_INPUT, _OTHER, "*", ("rounding_mode", "fixed", None)])
+    # rounding_mode picks the graph op: div (None), div_floor or div_trunc.
+    methods["div"] = _spec("div", [_INPUT, _OTHER, "*", ("rounding_mode", "attr", None)])
+    methods["divide"] = methods["div"]
+    # Eager has no derivative for floor_divide (x // y): its backward raises.
+    methods["floor_divide"] = _spec("div_floor", [_INPUT, _OTHER], {"__no_derivative__": True})
     methods["maximum"] = _spec("maximum", [_TENSOR_INPUT, _TENSOR_OTHER])
     methods["minimum"] = _spec("minimum", [_TENSOR_INPUT, _TENSOR_OTHER])
     methods["pow"] = _spec("pow", [_INPUT, ("exponent", "operand")])
@@ -69,7 +73,7 @@ def _method_table():
 def _function_table(methods):
     functions = {}
     for name in _UNARY + _COMPARE + _BINARY + [
-            "add", "sub", "mul", "div", "maximum", "minimum", "pow", "sgn", "fix",
+            "add", "sub", "mul", "div", "divide", "floor_divide", "maximum", "minimum", "pow", "sgn", "fix",
             "round", "clamp", "clip", "clamp_min", "clamp_max", "masked_fill"]:
         functions[getattr(torch, name)] = methods[name]
     for name in ["erf", "exp2", "expm1", "log1p"]:

@@ -36,8 +36,9 @@ def _tables():
         "var": _variance("var"),
         "std": _variance("std"),
         "logsumexp": _spec("logsumexp", [_INPUT, ("dim", "attr"), _KEEPDIM]),
-        "softmax": _spec("softmax", [_INPUT, ("dim", "attr")]),
-        "log_softmax": _spec("log_softmax", [_INPUT, ("dim", "attr")]),
+        # dtype casts the input first (the tracer emits the cast).
+        "softmax": _spec("softmax", [_INPUT, ("dim", "attr"), ("dtype", "attr", None)]),
+        "log_softmax": _spec("log_softmax", [_INPUT, ("dim", "attr"), ("dtype", "attr", None)]),
     }
     for name, extreme, elementwise in (("max", "amax", "maximum"), ("min", "amin", "minimum")):
         methods[name] = ("overload", [
@@ -51,7 +52,7 @@ def _tables():
         "norm", [_INPUT, ("ord", "attr", 2, "p"), _DIM, _KEEPDIM, "*", ("dtype", "fixed", None)])
     # _stacklevel only picks the frame of a warning (dim=None, deprecated).
     softmax = [_INPUT, ("dim", "attr"), ("_stacklevel", "attr_ignored", 3),
-               ("dtype", "fixed", None)]
+               ("dtype", "attr", None)]
     functions[F.softmax] = _spec("softmax", softmax)
     functions[F.log_softmax] = _spec("log_softmax", softmax)
     functions[F.layer_norm] = _spec("layer_norm", [
