@@ -206,3 +206,22 @@ def test_floor_divide_of_a_tensor_requiring_grad_backward_raises_as_eager(fn):
         dynafuse.compile(f)(x).backward()
     with torch.no_grad():
         assert_outputs_close(dynafuse.compile(f)(x), f(x))
+
+
+BACKENDS = ["interp", "llvm"] + (["mlir"] if "mlir" in dynafuse._C.backends() else [])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32], ids=str)
+def test_every_cpu_backend_rounds_and_powers_alike(backend, dtype):
+    def f(a, b):
+        return a // b, torch.div(a, b, rounding_mode="trunc"), a ** b.abs(), a ** (b - 3)
+
+    a = torch.randint(-20, 20, (5, 6)).to(dtype)
+    b = (torch.randint(1, 5, (6,)) * torch.tensor([1, -1, 1, -1, 1, -1])).to(dtype)
+    actual = dynafuse.compile(f, backend=backend)(a, b)
+    for got, want in zip(actual, f(a, b)):
+        assert_outputs_close(got, want)
+    assert_compiled()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        dynafuse.compile(lambda a: a // torch.tensor([1, 0]), backend=backend)(torch.tensor([4, 5]))

@@ -60,9 +60,12 @@ TEST(Graph, InvalidNodesAreRejected) {
   EXPECT_THROW(graph.addNode("neg", {flags}), Error);
   EXPECT_THROW(graph.addNode("where", {a, a, a}), Error);
   Value *ints = graph.addInput("i", tensor(DType::I32, {4}));
-  // A tensor exponent for floats only (integers to negative powers raise).
+  // A tensor exponent for numbers (an integer to a negative power is 0,
+  // 1 or -1), not for two bools (eager has no such pow).
   EXPECT_NO_THROW(graph.addNode("pow", {a, a}));
-  EXPECT_THROW(graph.addNode("pow", {ints, ints}), Error);
+  EXPECT_NO_THROW(graph.addNode("pow", {ints, ints}));
+  EXPECT_THROW(graph.addNode("pow", {flags, flags}), Error);
+  EXPECT_THROW(graph.addNode("pow", {ints, Scalar::ofInt(-1)}), Error);
   EXPECT_THROW(graph.addNode("exp", {a}, {{"bogus", int64_t(1)}}), Error);
   EXPECT_THROW(graph.addInput("a", tensor(DType::F32, {1})), Error);
 }
