@@ -184,11 +184,18 @@ VarPtr BytecodeTracer::functionalInPlace(PyObject *callable,
         (keywords.size() == 1 && !keywords.count("non_blocking")) ||
         keywords.size() > 1)
       unsupported("call to " + what + " other than x.copy_(tensor)");
-    const TensorType &type = latestValue(self->tensor)->type;
-    VarPtr source = emit("cast", {args[1]->tensor}, {{"dtype", type.dtype}});
-    if (source->tensor->type.sizes != type.sizes)
-      source = emit("expand", {source->tensor}, {{"shape", type.sizes}});
-    return updateInPlace(self, source);
+    Value *target = latestValue(self->tensor);
+    Value *read = latestValue(args[1]->tensor);
+    const AliasMember *written = aliases.memberOf(target);
+    const AliasMember *source = aliases.memberOf(read);
+    if (read != target && written && source && written->set == source->set)
+      unsupported(what + " from a tensor sharing memory with its target "
+                         "(eager's result depends on its copy order)");
+    const TensorType &type = target->type;
+    VarPtr copied = emit("cast", {args[1]->tensor}, {{"dtype", type.dtype}});
+    if (copied->tensor->type.sizes != type.sizes)
+      copied = emit("expand", {copied->tensor}, {{"shape", type.sizes}});
+    return updateInPlace(self, copied);
   }
   // x.op_(...): the out-of-place op, then an in-place update of x (its
   // result's shape and dtype checked there as eager checks them). Not

@@ -82,6 +82,23 @@ Value *normalize(Graph &graph, const Node &node, Value *x,
   return emit(graph, node, "mul", {centered, scale});
 }
 
+/// ATen's norms compute in float for f16 and bf16 inputs (opmath) and
+/// round once at the end: the input in f32 for those, as is otherwise.
+Value *inComputeType(Graph &graph, const Node &node, Value *x) {
+  DType type = x->type.dtype;
+  if (type != DType::F16 && type != DType::BF16)
+    return x;
+  return emit(graph, node, "cast", {x}, {{"dtype", DType::F32}});
+}
+
+/// y back in the dtype of the node's input (after inComputeType).
+Value *inInputType(Graph &graph, const Node &node, Value *y) {
+  DType type = operandType(node, 0).dtype;
+  if (y->type.dtype == type)
+    return y;
+  return emit(graph, node, "cast", {y}, {{"dtype", type}});
+}
+
 /// Multiplies by weight and adds bias, each optional, broadcast as given.
 Value *affine(Graph &graph, const Node &node, Value *y, Value *weight,
               Value *bias) {
@@ -259,16 +276,22 @@ std::vector<Value *> decomposeLayerNorm(Graph &graph, const Node &node) {
   size_t next = 1;
   Value *weight = optionalOperand(node, "has_weight", next);
   Value *bias = optionalOperand(node, "has_bias", next);
-  Value *y = normalize(graph, node, input(node, 0), dims,
-                       reducedCount(node, dims), floatAttr(node, "eps", 1e-5));
-  return {affine(graph, node, y, weight, bias)};
+  Value *y = normalize(graph, node, inComputeType(graph, node, input(node, 0)),
+                       dims, reducedCount(node, dims),
+                       floatAttr(node, "eps", 1e-5));
+  Value *scaled = affine(graph, node, y, weight, bias);
+  // Eager adds a zero bias when there is none: a zero scaled by a negative
+  // weight is +0.0 there, not -0.0.
+  if (weight && !bias)
+    scaled = emit(graph, node, "add", {scaled, Scalar::ofFloat(0.0)});
+  return {inInputType(graph, node, scaled)};
 }
 
 std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
   std::vector<int64_t> dims = normalizedDims(node);
   size_t next = 1;
   Value *weight = optionalOperand(node, "has_weight", next);
-  Value *x = input(node, 0);
+  Value *x = inComputeType(graph, node, input(node, 0));
   Value *square = emit(graph, node, "mul", {x, x});
   Value *mean =
       meanOver(graph, node, square, dims, true, reducedCount(node, dims));
@@ -276,8 +299,9 @@ std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
   double eps = floatAttr(node, "eps", machineEpsilon(x->type.dtype));
   Value *scale = emit(graph, node, "rsqrt",
                       {emit(graph, node, "add", {mean, Scalar::ofFloat(eps)})});
-  return {affine(graph, node, emit(graph, node, "mul", {x, scale}), weight,
-                 nullptr)};
+  // ATen rounds the normalized input to its dtype before the weight.
+  Value *y = inInputType(graph, node, emit(graph, node, "mul", {x, scale}));
+  return {affine(graph, node, y, weight, nullptr)};
 }
 
 /// Per-channel parameters ([C]) reshaped to broadcast over dim 1.
@@ -308,7 +332,7 @@ std::vector<Value *> decomposeGroupNorm(Graph &graph, const Node &node) {
     perGroup *= shape[k];
   perGroup /= groups;
   Value *grouped =
-      emit(graph, node, "reshape", {input(node, 0)},
+      emit(graph, node, "reshape", {inComputeType(graph, node, input(node, 0))},
            {{"shape", std::vector<int64_t>{shape[0], groups, perGroup}}});
   Value *y = normalize(graph, node, grouped, {2}, SymExpr(perGroup),
                        floatAttr(node, "eps", 1e-5));
@@ -318,7 +342,7 @@ std::vector<Value *> decomposeGroupNorm(Graph &graph, const Node &node) {
       perChannel(graph, node, optionalOperand(node, "has_weight", next));
   Value *bias =
       perChannel(graph, node, optionalOperand(node, "has_bias", next));
-  return {affine(graph, node, y, weight, bias)};
+  return {inInputType(graph, node, affine(graph, node, y, weight, bias))};
 }
 
 std::vector<Value *> decomposeBatchNorm(Graph &graph, const Node &node) {

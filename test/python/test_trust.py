@@ -483,3 +483,49 @@ def test_pointwise_results_of_sparse_inputs_are_row_major_as_in_eager(make):
     assert_outputs_close(actual, expected)
     assert_compiled()
     _same_storage_relations(actual, expected, [x], [x])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("norm,weight_size", [
+    (lambda x, w: F.layer_norm(x, x.shape[-2:]), 5),
+    (lambda x, w: F.layer_norm(x, x.shape[-1:], w, w), 5),
+    (lambda x, w: F.rms_norm(x, x.shape[-1:], w), 5),
+    (lambda x, w: F.group_norm(x, 2, w, w), 4),
+], ids=["layer_norm", "layer_norm_affine", "rms_norm", "group_norm"])
+def test_low_precision_norms_compute_in_float(norm, weight_size, dtype):
+    """f16/bf16 norms accumulate and normalize in f32 and round once, as
+    ATen's do (channels-last inputs split them into kernels whose buffers
+    were f16: 0.01 off)."""
+    x = torch.randn(2, 4, 3, 5).to(dtype).contiguous(memory_format=torch.channels_last)
+    x[0, 0] += 20
+    w = torch.randn(weight_size).to(dtype)
+    expected = norm(x, w)
+    actual = dynafuse.compile(norm)(x, w)
+    reference = norm(x.float(), w.float()).to(dtype)
+    assert actual.dtype == expected.dtype
+    # Within one rounding of the f32 result, as eager is.
+    torch.testing.assert_close(actual.float(), reference.float(), rtol=2 ** -7, atol=2 ** -7)
+    assert_compiled()
+
+
+def test_layer_norm_with_a_weight_and_no_bias_keeps_eagers_zero_signs():
+    def f(x, w):
+        return 1 / F.layer_norm(x, (3,), w)
+
+    x = torch.tensor([[1.0, 1.0, 1.0], [2.0, -2.0, 0.0]])
+    w = torch.tensor([-1.0, 2.0, -3.0])
+    assert torch.equal(dynafuse.compile(f)(x, w), f(x, w))
+    assert_compiled()
+
+
+def test_copy_from_a_view_of_the_target_runs_eagerly():
+    """x.copy_(src) where src shares x's memory gives what eager's copy
+    order gives: the call runs eagerly (it was a functional copy)."""
+    def f(x):
+        return x.copy_(x.select(1, 0).unsqueeze(1))
+
+    x = torch.randn(2, 3, 4)
+    expected = f(x.clone())
+    actual = dynafuse.compile(f)(x.clone())
+    assert torch.equal(actual, expected)
+    assert dynafuse.stats()["graph_breaks"] == 1
