@@ -326,6 +326,12 @@ private:
   void unpack(const VarPtr &var, int count);
 
   VarPtr subscript(const VarPtr &container, const VarPtr &index);
+  /// container[index] = value, value sharing container's memory: whether
+  /// the elements written and those read provably do not meet (their
+  /// ranges in the root's memory are apart), so the functional copy is
+  /// eager's.
+  bool assignsFromDisjointMemory(const VarPtr &container, const VarPtr &index,
+                                 const VarPtr &value);
   /// ModuleDict["name"], ModuleList[i], Sequential[i] through the guarded
   /// _modules dict.
   VarPtr moduleItem(const VarPtr &container, const VarPtr &index);
@@ -387,8 +393,10 @@ private:
   VarPtr viewIfContiguous(const VarPtr &tensor);
   /// x.view(...) gives `reshaped` where eager's strides of x provably allow
   /// no view (eager raises there); false when they allow one or capture
-  /// cannot tell.
-  bool provablyNoView(Value *tensor, const Value *reshaped);
+  /// cannot tell. setWasCertain: whether tensor's alias set was certain
+  /// before the reshape was emitted.
+  bool provablyNoView(Value *tensor, const Value *reshaped,
+                      bool setWasCertain);
   /// add/sub's alpha: the second operand scaled by it (checked as eager).
   void scaleByAlpha(const std::string &op, OpBinder::Binding &bound,
                     const std::string &what);
@@ -456,7 +464,10 @@ private:
   /// to x's Var sees it; through views, the base gets the update scattered
   /// back and every other view of it reads the base's new value; an input
   /// updated so is written back after the run (TracerAliases.cpp).
-  VarPtr updateInPlace(const VarPtr &target, const VarPtr &value);
+  /// overlapChecked: the caller has shown value's operands do not overlap
+  /// what it writes (item assignment).
+  VarPtr updateInPlace(const VarPtr &target, const VarPtr &value,
+                       bool overlapChecked = false);
   /// Adds the write-back outputs once the frame has returned.
   void addWriteBacks();
   /// Makes integer divisions the outputs do not read outputs too (unused by

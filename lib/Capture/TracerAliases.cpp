@@ -287,14 +287,16 @@ void BytecodeTracer::refuseOverlappingOperands(const Value *target,
 }
 
 VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
-                                     const VarPtr &value) {
+                                     const VarPtr &value,
+                                     bool overlapChecked) {
   if (target->kind != Var::Kind::Tensor || value->kind != Var::Kind::Tensor)
     unsupported("in-place update of a non-tensor");
   Value *old = latestValue(target->tensor);
   Value *updated = latestValue(value->tensor);
   if (updated == old)
     return target;
-  refuseOverlappingOperands(old, updated);
+  if (!overlapChecked)
+    refuseOverlappingOperands(old, updated);
   if (!updated->producer || aliases.memberOf(updated))
     updated = emit("contiguous", {updated})->tensor; // a value of its own
   if (updated->type.sizes != old->type.sizes)
@@ -556,7 +558,8 @@ void BytecodeTracer::linkOutputViews() {
   }
 }
 
-bool BytecodeTracer::provablyNoView(Value *tensor, const Value *reshaped) {
+bool BytecodeTracer::provablyNoView(Value *tensor, const Value *reshaped,
+                                    bool setWasCertain) {
   if (eagerContiguous(tensor))
     return false;
   // Eager's strides are known from a graph input's, or from a contiguous
@@ -564,7 +567,7 @@ bool BytecodeTracer::provablyNoView(Value *tensor, const Value *reshaped) {
   // output views as heads; a transposed or expanded input does not).
   const Value *base = tensor->producer ? nullptr : tensor;
   if (const AliasMember *member = aliases.memberOf(tensor))
-    if (member->set->uncertain.empty() &&
+    if (setWasCertain &&
         (!member->set->root->producer || eagerContiguous(member->set->root)))
       base = member->set->root;
   BufferView viewed;

@@ -604,9 +604,15 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
   }
   if (binding.graphOp == "add" || binding.graphOp == "sub")
     scaleByAlpha(binding.graphOp, bound, what);
+  // Whether the tensor's alias set is certain before the reshape, which
+  // marks it uncertain where it may copy.
+  const AliasMember *before =
+      bound.self ? aliases.memberOf(latestValue(bound.self->tensor)) : nullptr;
+  bool certainBefore = !before || before->set->uncertain.empty();
   VarPtr result = emit(graphOp, bound.operands, bound.attributes);
   if (bound.mustView && bound.self && result->kind == Var::Kind::Tensor &&
-      provablyNoView(latestValue(bound.self->tensor), result->tensor))
+      provablyNoView(latestValue(bound.self->tensor), result->tensor,
+                     certainBefore))
     unsupported(what + " where the strides allow no view (eager raises)");
   if (!bound.inPlace)
     return result;

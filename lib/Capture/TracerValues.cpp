@@ -1,6 +1,8 @@
 //===- TracerValues.cpp - Containers, indexing, iteration, metadata -------===//
 #include "BytecodeTracer.h"
 
+#include "dynafuse/Lowering/StridedView.h"
+
 namespace dynafuse {
 namespace capture {
 
@@ -564,7 +566,81 @@ void BytecodeTracer::storeSubscript(const VarPtr &container,
   if (container->kind != Var::Kind::Tensor)
     unsupported("item assignment into a value that is not a tensor, dict "
                 "or list made by the frame");
-  updateInPlace(container, functionalSetItem(container, index, value));
+  if (value->kind == Var::Kind::Tensor) {
+    // x[i] = (a view of) x: where the source overlaps what it writes,
+    // eager refuses the overlap or copies in an order of its own; it runs
+    // eagerly.
+    const AliasMember *written = aliases.memberOf(latestValue(container->tensor));
+    const AliasMember *read = aliases.memberOf(latestValue(value->tensor));
+    bool shared = (written && read && written->set == read->set) ||
+                  latestValue(container->tensor) == latestValue(value->tensor);
+    if (shared && !assignsFromDisjointMemory(container, index, value))
+      unsupported("item assignment from a tensor sharing memory with its "
+                  "target");
+  }
+  updateInPlace(container, functionalSetItem(container, index, value),
+                /*overlapChecked=*/true);
+}
+
+bool BytecodeTracer::assignsFromDisjointMemory(const VarPtr &container,
+                                               const VarPtr &index,
+                                               const VarPtr &value) {
+  VarPtr target;
+  try {
+    target = subscript(container, index); // a view the graph drops
+  } catch (const Unsupported &) {
+    return false;
+  }
+  if (target->kind != Var::Kind::Tensor)
+    return false;
+  const AliasMember *member = aliases.memberOf(latestValue(value->tensor));
+  if (!member || !member->set->uncertain.empty())
+    return false;
+  const Value *root = member->set->root;
+  if (root->producer && !eagerContiguous(root))
+    return false;
+  // Each side's elements in the root's memory: (size, stride) of its dims,
+  // its offset and its first and last element.
+  struct Footprint {
+    std::vector<std::pair<int64_t, int64_t>> dims;
+    int64_t offset = 0, first = 0, last = 0;
+    bool empty = false;
+  };
+  auto footprint = [&](Value *view, Footprint &result) {
+    BufferView described;
+    if (!describeView(latestValue(view), {root}, described) ||
+        described.base != root || !described.view.offset.isConstant())
+      return false;
+    result.offset = result.first = result.last =
+        described.view.offset.constant();
+    for (size_t k = 0; k < described.view.sizes.size(); ++k) {
+      const SymExpr &size = described.view.sizes[k];
+      const SymExpr &stride = described.view.strides[k];
+      if (!size.isConstant() || !stride.isConstant())
+        return false;
+      result.empty |= size.constant() == 0;
+      result.dims.push_back({size.constant(), stride.constant()});
+      if (size.constant() == 1)
+        continue;
+      int64_t reach = (size.constant() - 1) * stride.constant();
+      (reach < 0 ? result.first : result.last) += reach;
+    }
+    return true;
+  };
+  Footprint written, read;
+  if (!footprint(target->tensor, written) || !footprint(value->tensor, read))
+    return false;
+  if (written.empty || read.empty)
+    return true;
+  // Every element copied onto itself, the same sizes and strides but for
+  // leading size-1 dims the value broadcasts over (x[:] = x, x[None] = x):
+  // eager's copy of a tensor onto itself.
+  while (written.dims.size() > read.dims.size() &&
+         written.dims.front().first == 1)
+    written.dims.erase(written.dims.begin());
+  if (written.dims == read.dims && written.offset == read.offset)
+    return true;
+  return written.last < read.first || read.last < written.first;
 }
 
 VarPtr BytecodeTracer::functionalSetItem(const VarPtr &container,

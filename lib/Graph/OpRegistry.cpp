@@ -88,11 +88,13 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
   case TypeRule::NumericOnly:
     if (promoted == DType::Bool)
       opError(node, "not supported for bool tensors");
-    // Eager's sub refuses a bool tensor operand whatever the other is.
+    // Eager's sub refuses a bool operand (a Python bool too: it becomes a
+    // bool tensor) whatever the other is.
     if (node.op == "sub")
       for (const Operand &operand : node.operands)
-        if (operand.isValue() && operand.value->type.dtype == DType::Bool)
-          opError(node, "subtraction with a bool tensor is not supported");
+        if (operand.isValue() ? operand.value->type.dtype == DType::Bool
+                              : operand.scalar.kind == Scalar::Kind::Bool)
+          opError(node, "subtraction with a bool is not supported");
     return promoted;
   case TypeRule::IntegralOnly:
     if (isFloating(promoted))

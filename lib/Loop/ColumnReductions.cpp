@@ -426,6 +426,7 @@ private:
       for (int &arg : copy.args)
         if (lastRenames.count(arg))
           arg = lastRenames[arg];
+      remapIndirectIndex(copy, lastRenames);
       int id = add(copy);
       lastRenames[stmt.instr] = id;
       copies.push_back(Stmt::instruction(id));
@@ -453,6 +454,18 @@ private:
       if (found != renamed.end())
         arg = found->second;
     }
+    remapIndirectIndex(target, renamed);
+  }
+
+  /// An indirect index names the value it reads ("%7"): the copy's name.
+  void remapIndirectIndex(Instr &target, const std::map<int, int> &renamed) {
+    std::map<std::string, SymExpr> replacements;
+    for (const auto &[from, to] : renamed)
+      replacements["%" + kernel.instrs[size_t(from)].name] =
+          SymExpr::symbol("%" + kernel.instrs[size_t(to)].name);
+    for (SymExpr &index : target.index)
+      if (isIndirectIndex(index))
+        index = index.substitute(replacements);
   }
 
   std::map<int, int> lastRenames;
