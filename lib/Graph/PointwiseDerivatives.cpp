@@ -240,9 +240,10 @@ void addTranscendental(std::map<std::string, DerivativeInfo> &table) {
 }
 
 void addActivationDerivatives(std::map<std::string, DerivativeInfo> &table) {
+  // Eager's threshold_backward: zero where y <= 0, g elsewhere (NaN too).
   table["relu"] = unary(
       [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-        return masked(b, b.emit("gt", {y, number(0)}), g);
+        return b.emit("where", {b.emit("le", {y, number(0)}), number(0), g});
       });
   // gelu: g * (Phi(x) + x * phi(x)); tanh approximation: its own slope.
   table["gelu"] = unary([](GradBuilder &b, const Node &node, Value *g,
@@ -414,8 +415,10 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
                            {b.emit("gt", {x, node.operands[size_t(max)]})}),
                     "logical_and");
     result[0] = toOperand(b, node, 0, passes ? masked(b, passes, g) : g);
+    // min takes the gradient below it unless it exceeds max (equal bounds
+    // give it to min, as eager does).
     Value *ordered = min >= 0 && max >= 0
-                         ? b.emit("lt", {node.operands[size_t(min)],
+                         ? b.emit("le", {node.operands[size_t(min)],
                                          node.operands[size_t(max)]})
                          : nullptr;
     if (min >= 0 && node.operands[size_t(min)].isValue()) {

@@ -582,3 +582,71 @@ def test_item_assignment_from_the_targets_own_memory_runs_eagerly():
     dynafuse.reset()
     assert torch.equal(dynafuse.compile(onto_itself)(x.clone()), onto_itself(x.clone()))
     assert_compiled()
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.cat([x * 0.25, x], 0),
+    lambda x: torch.cat([x, x, x.sin()], 0).sum(0),
+    lambda x: torch.stack([x, x * 2]).flatten(),
+], ids=["cat", "cat3", "stack"])
+def test_backward_after_a_size_change_binds_sizes_only_expressions_give(fn):
+    """A backward whose inputs give a size symbol only as an expression (the
+    gradient of a concatenation: 2*s0) solves for it (it raised 'unbound
+    symbol' out of backward())."""
+    compiled = dynafuse.compile(fn)
+    for rows in (1, 1, 2, 3, 5):
+        x = torch.randn(rows, 3, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        weights = torch.randn(fn(x2).shape)
+        (fn(x2) * weights).sum().backward()
+        (compiled(x) * weights).sum().backward()
+        assert_outputs_close(x.grad, x2.grad)
+    stats = dynafuse.stats()
+    assert stats["symbolic_captures"] >= 1 and stats["graph_breaks"] == 0, stats
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.select(-1, 1), lambda x: x.transpose(0, 1), lambda x: x * 3],
+    ids=["select", "transpose", "product"])
+def test_gradients_of_an_expanded_leaf_are_eagers(fn):
+    """A leaf whose elements overlap (expanded) runs eagerly: outputs viewing
+    an input are strided views of it, whose as_strided backward shares the
+    gradient among the overlapping elements ([0.32, 0.32] for [0, 0.64])."""
+    base = torch.randn(1, 3)
+    x = base.expand(2, 3).detach().requires_grad_()
+    x_compiled = base.expand(2, 3).detach().requires_grad_()
+    weights = torch.randn(fn(x).shape)
+    (fn(x) * weights).sum().backward()
+    (dynafuse.compile(fn)(x_compiled) * weights).sum().backward()
+    assert_outputs_close(x_compiled.grad, x.grad)
+
+
+def test_relu_gradient_passes_nan_as_eager():
+    def f(x):
+        return F.relu(torch.log1p(x))
+
+    x = torch.tensor([0.5, -0.3, 2.0, -2.0], requires_grad=True)
+    x_compiled = x.detach().clone().requires_grad_()
+    f(x).sum().backward()
+    dynafuse.compile(f)(x_compiled).sum().backward()
+    assert_outputs_close(x_compiled.grad, x.grad)
+    assert_compiled()
+
+
+@pytest.mark.parametrize("value,low,high", [(-1.0, 2.0, 2.0), (3.0, 2.0, 2.0), (2.0, 2.0, 2.0),
+                                            (-1.0, 3.0, 2.0), (2.5, 3.0, 2.0), (0.0, 1.0, 2.0),
+                                            (float("nan"), 1.0, 2.0)])
+def test_clamp_gradients_between_tensor_bounds(value, low, high):
+    """Equal bounds give the gradient below them to min, as eager does (it
+    was lost)."""
+    def f(x, low, high):
+        return torch.clamp(x, low, high) * 3
+
+    def grads(fn):
+        leaves = [torch.tensor([v], requires_grad=True) for v in (value, low, high)]
+        fn(*leaves).sum().backward()
+        return [leaf.grad for leaf in leaves]
+
+    for got, want in zip(grads(dynafuse.compile(f)), grads(f)):
+        assert_outputs_close(got, want)
+    assert_compiled()
