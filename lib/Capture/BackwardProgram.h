@@ -51,6 +51,10 @@ struct BackwardProgram {
   std::vector<int> outputInput;
   /// Per backward module output: a view of a backward input, or not.
   std::vector<OutputView> outputViews;
+  /// The forward graph's input types: the size symbols their sizes give
+  /// bind the backward's symbols its own inputs may not give (a gradient
+  /// of a flatten of [s0, s1] is [s0 * s1]).
+  std::vector<TensorType> forwardInputTypes;
   /// The forward graph, replayed by ATen from the forward's inputs when a
   /// backward must itself be differentiable (create_graph=True), and why
   /// it cannot be when it cannot (then empty: nothing is kept for it).

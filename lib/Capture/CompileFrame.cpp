@@ -196,6 +196,8 @@ compileBackward(TrainingGraphs &graphs,
     program->allocationPlanner = std::make_unique<AllocationPlanner>();
   program->outputInput = part.outputInput;
   program->outputViews = part.outputViews;
+  for (const Value *input : graphs.forward->inputs)
+    program->forwardInputTypes.push_back(input->type);
   program->replayBlocked = replayBlockedReason(graphs, writeBacks);
   if (program->replayBlocked.empty())
     program->replayableForward = graphs.forward->clone();

@@ -99,6 +99,8 @@ public:
   std::vector<int> tangentSlot;
   std::vector<at::TensorOptions> tangentOptions;
   std::vector<std::vector<int64_t>> tangentSizes;
+  /// The size symbols' values in the forward run.
+  std::map<std::string, int64_t> forwardSymbols;
 };
 
 variable_list DynafuseBackward::applyByReplay(variable_list &&grads) {
@@ -200,7 +202,7 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   {
     PooledTorchAllocations pooled(program->allocationPlanner.get());
     context.run = pooled.run();
-    module.run(args, context);
+    module.run(args, context, forwardSymbols);
   }
   variable_list result;
   for (size_t k = 0; k < program->gradientOf.size(); ++k) {
@@ -217,7 +219,8 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
     if (input >= 0)
       result.push_back(held[size_t(input)]);
     else if (view.input >= 0) {
-      std::map<std::string, int64_t> symbols = module.bindSymbols(args);
+      std::map<std::string, int64_t> symbols =
+          module.bindSymbols(args, forwardSymbols);
       result.push_back(held[size_t(view.input)].as_strided(
           evaluateAll(view.sizes, symbols), evaluateAll(view.strides, symbols),
           held[size_t(view.input)].storage_offset() +
@@ -242,6 +245,16 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
   NodePtr node = makeNode<DynafuseBackward>(
       program, torch::autograd::collect_next_edges(differentiated));
   auto &backward = static_cast<DynafuseBackward &>(*node);
+  for (size_t i = 0; i < program->forwardInputTypes.size() && i < inputs.size();
+       ++i) {
+    const TensorType &type = program->forwardInputTypes[i];
+    if (!THPVariable_Check(inputs[i]))
+      continue;
+    const at::Tensor &tensor = THPVariable_Unpack(inputs[i]);
+    for (size_t k = 0; k < type.rank() && k < size_t(tensor.dim()); ++k)
+      if (type.sizes[k].isSymbol())
+        backward.forwardSymbols[type.sizes[k].symbolName()] = tensor.size(k);
+  }
   int slots = 0;
   for (int output : program->tangentOutputs) {
     const at::Tensor &tensor = THPVariable_Unpack(outputs.at(size_t(output)));

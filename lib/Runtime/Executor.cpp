@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <set>
 
 namespace dynafuse {
 
@@ -41,37 +40,6 @@ void bindInput(const LoopBuffer &buffer, const TensorArg &arg,
   for (size_t k = 0; k < type.rank(); ++k)
     if (type.sizes[k].isSymbol() && !bindings.count(type.sizes[k].symbolName()))
       bindings[type.sizes[k].symbolName()] = arg.sizes[k];
-}
-
-/// A size that is an expression of one symbol no input size is alone
-/// (a backward's tangent of a concatenation: 2*s0): the symbol's value
-/// where the expression is linear in it and the size divides exactly.
-void bindDerivedSizes(const LoopBuffer &buffer, const TensorArg &arg,
-                      std::map<std::string, int64_t> &bindings) {
-  const TensorType &type = buffer.type;
-  for (size_t k = 0; k < type.rank(); ++k) {
-    const SymExpr &size = type.sizes[k];
-    if (size.isConstant() || size.isSymbol())
-      continue;
-    std::set<std::string> symbols;
-    size.collectSymbols(symbols);
-    std::vector<std::string> unbound;
-    for (const std::string &symbol : symbols)
-      if (!bindings.count(symbol))
-        unbound.push_back(symbol);
-    if (unbound.size() != 1)
-      continue;
-    std::map<std::string, int64_t> at = bindings;
-    auto value = [&](int64_t s) {
-      at[unbound[0]] = s;
-      return size.evaluate(at);
-    };
-    int64_t base = value(0), slope = value(1) - base;
-    if (slope <= 0 || value(2) != base + 2 * slope ||
-        (arg.sizes[k] - base) % slope != 0)
-      continue; // checkInput reports the size
-    bindings[unbound[0]] = (arg.sizes[k] - base) / slope;
-  }
 }
 
 void checkInput(const LoopBuffer &buffer, const TensorArg &arg,
@@ -210,16 +178,15 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
 }
 
 std::map<std::string, int64_t>
-CompiledModule::bindSymbols(const std::vector<TensorArg> &inputs) const {
+CompiledModule::bindSymbols(const std::vector<TensorArg> &inputs,
+                            const std::map<std::string, int64_t> &known) const {
   if (inputs.size() != loopModule.inputs.size())
     fail("module @" + loopModule.name + " expects " +
          std::to_string(loopModule.inputs.size()) + " inputs, got " +
          std::to_string(inputs.size()));
-  std::map<std::string, int64_t> bindings;
+  std::map<std::string, int64_t> bindings = known;
   for (size_t i = 0; i < inputs.size(); ++i)
     bindInput(loopModule.inputs[i], inputs[i], bindings);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    bindDerivedSizes(loopModule.inputs[i], inputs[i], bindings);
   for (size_t i = 0; i < inputs.size(); ++i)
     checkInput(loopModule.inputs[i], inputs[i], bindings);
   return bindings;
@@ -250,9 +217,11 @@ private:
   std::chrono::steady_clock::time_point start;
 };
 
-std::vector<TensorArg> CompiledModule::run(const std::vector<TensorArg> &inputs,
-                                           ExecutionContext &context) const {
-  std::map<std::string, int64_t> env = bindSymbols(inputs);
+std::vector<TensorArg>
+CompiledModule::run(const std::vector<TensorArg> &inputs,
+                    ExecutionContext &context,
+                    const std::map<std::string, int64_t> &known) const {
+  std::map<std::string, int64_t> env = bindSymbols(inputs, known);
   std::vector<TensorArg> buffers(slotCount);
   for (size_t i = 0; i < inputs.size(); ++i) {
     buffers[i] = inputs[i];

@@ -588,14 +588,15 @@ def test_item_assignment_from_the_targets_own_memory_runs_eagerly():
     lambda x: torch.cat([x * 0.25, x], 0),
     lambda x: torch.cat([x, x, x.sin()], 0).sum(0),
     lambda x: torch.stack([x, x * 2]).flatten(),
-], ids=["cat", "cat3", "stack"])
-def test_backward_after_a_size_change_binds_sizes_only_expressions_give(fn):
-    """A backward whose inputs give a size symbol only as an expression (the
-    gradient of a concatenation: 2*s0) solves for it (it raised 'unbound
-    symbol' out of backward())."""
+    lambda x: torch.remainder(x.flatten(), 2.0),
+], ids=["cat", "cat3", "stack", "flatten"])
+def test_backward_after_a_size_change_binds_the_forwards_sizes(fn):
+    """A backward whose inputs give a size symbol only in an expression (the
+    gradient of a concatenation: 2*s0; of a flatten: s0*s1) takes it from
+    the forward's inputs (it raised 'unbound symbol' out of backward())."""
     compiled = dynafuse.compile(fn)
     for rows in (1, 1, 2, 3, 5):
-        x = torch.randn(rows, 3, requires_grad=True)
+        x = torch.randn(rows, 3, rows + 1, requires_grad=True)
         x2 = x.detach().clone().requires_grad_()
         weights = torch.randn(fn(x2).shape)
         (fn(x2) * weights).sum().backward()

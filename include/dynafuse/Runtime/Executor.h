@@ -70,11 +70,15 @@ public:
   const LoopModule &module() const { return loopModule; }
   /// Binds symbols, runs every step; returns the module's outputs in
   /// order. Throws Error when inputs do not match the module's input types.
-  std::vector<TensorArg> run(const std::vector<TensorArg> &inputs,
-                             ExecutionContext &context) const;
+  /// known: symbol values the caller has from elsewhere (a backward's
+  /// from its forward's inputs), where the inputs' sizes do not give them.
+  std::vector<TensorArg>
+  run(const std::vector<TensorArg> &inputs, ExecutionContext &context,
+      const std::map<std::string, int64_t> &known = {}) const;
   /// Symbol values implied by inputs (also checks the inputs).
   std::map<std::string, int64_t>
-  bindSymbols(const std::vector<TensorArg> &inputs) const;
+  bindSymbols(const std::vector<TensorArg> &inputs,
+              const std::map<std::string, int64_t> &known = {}) const;
   /// Bytes of intermediate (non-output) storage live at the worst step.
   int64_t
   peakIntermediateBytes(const std::map<std::string, int64_t> &bindings) const;
