@@ -348,9 +348,13 @@ void addActivationDerivatives(std::map<std::string, DerivativeInfo> &table) {
         return double(std::get<int64_t>(*value));
       return fallback;
     };
-    Value *inside = b.emit("logical_and",
-                           {b.emit("gt", {x, number(bound("min_val", -1))}),
-                            b.emit("lt", {x, number(bound("max_val", 1))})});
+    // Eager's hardtanh_backward: zero where x <= min or x >= max (so a
+    // NaN passes the gradient).
+    Value *inside = b.emit(
+        "logical_not",
+        {b.emit("logical_or",
+                {b.emit("le", {x, number(bound("min_val", -1))}),
+                 b.emit("ge", {x, number(bound("max_val", 1))})})});
     return masked(b, inside, g);
   });
 }
@@ -404,20 +408,26 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     auto both = [&](Value *lhs, Value *rhs, const char *op) {
       return lhs && rhs ? b.emit(op, {lhs, rhs}) : lhs ? lhs : rhs;
     };
-    // x passes unless it is below min or above max (a NaN passes).
+    // Between tensor bounds x passes unless it is below min or above max
+    // (a NaN passes); a number bound passes it only strictly inside (not
+    // at the bound, not a NaN), as eager's clamp(x, min, max) does.
+    auto within = [&](int bound, const char *inside, const char *outside) {
+      const Operand &limit = node.operands[size_t(bound)];
+      if (!limit.isValue())
+        return b.emit(inside, {x, limit});
+      return b.emit("logical_not", {b.emit(outside, {x, limit})});
+    };
     Value *passes = nullptr;
     if (min >= 0)
-      passes = b.emit("logical_not",
-                      {b.emit("lt", {x, node.operands[size_t(min)]})});
+      passes = within(min, "gt", "lt");
     if (max >= 0)
-      passes = both(passes,
-                    b.emit("logical_not",
-                           {b.emit("gt", {x, node.operands[size_t(max)]})}),
-                    "logical_and");
+      passes = both(passes, within(max, "lt", "gt"), "logical_and");
     result[0] = toOperand(b, node, 0, passes ? masked(b, passes, g) : g);
     // min takes the gradient below it unless it exceeds max (equal bounds
     // give it to min, as eager does).
-    Value *ordered = min >= 0 && max >= 0
+    bool tensorBound = (min >= 0 && node.operands[size_t(min)].isValue()) ||
+                       (max >= 0 && node.operands[size_t(max)].isValue());
+    Value *ordered = min >= 0 && max >= 0 && tensorBound
                          ? b.emit("le", {node.operands[size_t(min)],
                                          node.operands[size_t(max)]})
                          : nullptr;

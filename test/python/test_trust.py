@@ -651,3 +651,20 @@ def test_clamp_gradients_between_tensor_bounds(value, low, high):
     for got, want in zip(grads(dynafuse.compile(f)), grads(f)):
         assert_outputs_close(got, want)
     assert_compiled()
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.clamp(0.0, 1.5), lambda x: x.clamp(min=0.0), lambda x: x.clamp(max=1.5),
+    lambda x: F.relu6(x), lambda x: F.hardtanh(x, 0.0, 1.5)],
+    ids=["clamp", "clamp_min", "clamp_max", "relu6", "hardtanh"])
+def test_gradients_of_number_bounds_at_ties_and_nan_are_eagers(fn):
+    """clamp with number bounds passes the gradient strictly inside them
+    (not at a bound, not at NaN); hardtanh's backward zeroes it only at or
+    beyond its bounds (a NaN passes)."""
+    def grad(run):
+        x = torch.tensor([0.0, 1.5, 0.7, float("nan"), -3.0, 9.0, 6.0], requires_grad=True)
+        (run(x) * torch.arange(1.0, 8.0)).sum().backward()
+        return x.grad
+
+    assert torch.equal(grad(dynafuse.compile(fn)), grad(fn))
+    assert_compiled()
