@@ -444,9 +444,7 @@ def test_softmax_and_logsumexp_over_empty_dims(shape):
 ], ids=["alpha2", "alpha0", "true_alpha2", "true_alpha0", "int_first", "int_other",
         "in_place", "sub"])
 def test_bool_addition_with_alpha(fn):
-    b = torch.tensor([True, False, True, False])
-    c = torch.tensor([False, False, True, True])
-    _compare_with_eager(fn, b, c)
+    _compare_with_eager(fn, *_bool_pair())
 
 
 @pytest.mark.parametrize("fn", [
@@ -457,9 +455,12 @@ def test_bool_addition_with_alpha(fn):
 ], ids=["max_tensor", "min_tensor", "ints", "negative", "float", "int_tensor", "both_bools",
         "bool_scalar_min", "bool_scalar_max"])
 def test_clamp_of_bools(fn):
-    b = torch.tensor([True, False, True, False])
-    c = torch.tensor([False, False, True, True])
-    _compare_with_eager(fn, b, c)
+    _compare_with_eager(fn, *_bool_pair())
+
+
+def _bool_pair():
+    """Two bool tensors with every pairing of values."""
+    return torch.tensor([True, False, True, False]), torch.tensor([False, False, True, True])
 
 
 @pytest.mark.parametrize("make", [
