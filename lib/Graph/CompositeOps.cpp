@@ -165,9 +165,15 @@ std::vector<Value *> decomposeVariance(Graph &graph, const Node &node,
     divisor = countOperand(graph, node, count - int64_t(correction));
   }
   Value *variance = divideByCount(graph, node, sum, divisor);
-  if (squareRoot)
-    return {emit(graph, node, "sqrt", {variance})};
-  return {variance};
+  if (!squareRoot)
+    return {variance};
+  // sqrt of a zero variance is 0 with eager's gradient 0 (std_backward
+  // masks it): sqrt's own, g / (2 * 0) times the variance's zero, is NaN.
+  // The square root reads 1 there, and the result is 0.
+  Value *zero = emit(graph, node, "eq", {variance, Scalar::ofFloat(0.0)});
+  Value *safe = emit(graph, node, "where", {zero, Scalar::ofFloat(1.0), variance});
+  return {emit(graph, node, "where",
+               {zero, Scalar::ofFloat(0.0), emit(graph, node, "sqrt", {safe})})};
 }
 
 std::vector<Value *> decomposeLogSumExp(Graph &graph, const Node &node) {

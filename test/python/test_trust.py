@@ -669,3 +669,19 @@ def test_gradients_of_number_bounds_at_ties_and_nan_are_eagers(fn):
 
     assert torch.equal(grad(dynafuse.compile(fn)), grad(fn))
     assert_compiled()
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(1, 3), lambda: torch.ones(2, 3),
+                                  lambda: torch.randn(4, 3)], ids=["one_row", "constant", "random"])
+def test_std_gradient_at_zero_spread_is_eagers(make):
+    """std over elements that do not vary has gradient 0 in eager (it masks
+    g / (2 * std)); through sqrt's rule it was NaN."""
+    def f(x):
+        return x.std(0, unbiased=False) * 2 + x.std(0, keepdim=True).sum()
+
+    x = make().requires_grad_()
+    x_compiled = x.detach().clone().requires_grad_()
+    f(x).sum().backward()
+    dynafuse.compile(f)(x_compiled).sum().backward()
+    assert_outputs_close(x_compiled.grad, x.grad)
+    assert_compiled()
