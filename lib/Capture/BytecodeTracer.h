@@ -470,6 +470,11 @@ private:
                        bool overlapChecked = false);
   /// Adds the write-back outputs once the frame has returned.
   void addWriteBacks();
+  /// Outputs viewing an input are made as strided views of it, whose
+  /// backward (as_strided's) shares a gradient among overlapping elements:
+  /// a training frame with an output viewing an expanded input that
+  /// requires grad runs eagerly.
+  void refuseViewsOfOverlappingGradInputs();
   /// Makes integer divisions the outputs do not read outputs too (unused by
   /// the caller): eager raises ZeroDivisionError for them all the same.
   void keepDivisionChecks();

@@ -573,9 +573,8 @@ bool BytecodeTracer::provablyNoView(Value *tensor, const Value *reshaped,
   BufferView viewed;
   if (!base || !describeView(tensor, {base}, viewed) || viewed.base != base)
     return false;
-  for (const SymExpr &size : reshaped->type.sizes)
-    if (!size.isConstant())
-      return false; // undecided: lowering computes the values either way
+  // With symbolic sizes no view found may still be one in some call: the
+  // break then runs the call eagerly, which decides.
   return !reshapedView(reshaped->type.sizes, viewed.view);
 }
 

@@ -1,6 +1,8 @@
 //===- TracerLoop.cpp - The bytecode loop: stack, jumps, return values ----===//
 #include "BytecodeTracer.h"
 
+#include "dynafuse/Lowering/StridedView.h"
+
 namespace dynafuse {
 namespace capture {
 
@@ -39,6 +41,8 @@ CapturedFrame BytecodeTracer::run() {
           storeEffects([&](const VarPtr &value) { return outputOf(value); });
     }
     addWriteBacks();
+    if (result.training())
+      refuseViewsOfOverlappingGradInputs();
     if (!result.training()) {
       keepDivisionChecks();
       linkOutputViews();
@@ -56,6 +60,20 @@ CapturedFrame BytecodeTracer::run() {
   result.symbolic = !shapes.empty();
   result.sizeHints = shapes.symbolHints();
   return std::move(result);
+}
+
+void BytecodeTracer::refuseViewsOfOverlappingGradInputs() {
+  for (const Value *output : result.graph->outputs) {
+    BufferView viewed;
+    if (!output->producer || !describeView(output, {}, viewed) ||
+        !inputs.requiresGrad(viewed.base))
+      continue;
+    const TensorType &type = viewed.base->type;
+    for (size_t k = 0; k < type.strides.size(); ++k)
+      if (type.sizes[k] != SymExpr(1) && type.strides[k] == SymExpr(0))
+        unsupported("an output viewing an input that requires grad and "
+                    "whose elements overlap (an expanded tensor)");
+  }
 }
 
 void BytecodeTracer::loadCode() {

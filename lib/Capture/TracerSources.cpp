@@ -134,14 +134,6 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   // Gradients flow from the frame's inputs only when it started in grad
   // mode (a frame run under no_grad computes nothing that requires grad).
   bool requiresGrad = meta.requiresGrad && result.state.gradMode;
-  // Outputs viewing an input are made as strided views of it, whose
-  // backward (as_strided's) shares a gradient among elements that overlap:
-  // an input that requires grad must not (an expanded leaf runs eagerly).
-  if (requiresGrad)
-    for (size_t k = 0; k < meta.sizes.size(); ++k)
-      if (meta.sizes[k] > 1 && meta.strides[k] == 0)
-        unsupported("an input that requires grad whose elements overlap "
-                    "(an expanded tensor)");
   inputs.addInput(object, source, var->tensor, requiresGrad);
   result.inputSources.push_back(source);
   result.inputRequiresGrad.push_back(requiresGrad);

@@ -685,3 +685,39 @@ def test_std_gradient_at_zero_spread_is_eagers(make):
     dynafuse.compile(f)(x_compiled).sum().backward()
     assert_outputs_close(x_compiled.grad, x.grad)
     assert_compiled()
+
+
+def test_view_of_a_transposed_input_raises_after_a_size_change():
+    """With symbolic sizes too: no view found is a break, and eager decides
+    (the compiled call returned a copy)."""
+    def f(x):
+        return x.view(x.shape[0], -1) * 2
+
+    compiled = dynafuse.compile(f)
+    for rows in (3, 5, 7):
+        x = torch.randn(rows, 4)
+        assert_outputs_close(compiled(x), f(x))
+        transposed = torch.randn(rows, 3, 4).transpose(1, 2)
+        with pytest.raises(RuntimeError):
+            f(transposed)
+        with pytest.raises(RuntimeError):
+            compiled(transposed)
+
+
+def test_training_views_of_expanded_inputs_run_eagerly_and_the_rest_compiles():
+    def view(x):
+        return x.select(-1, 1)
+
+    def product(x):
+        return x * 3
+
+    base = torch.randn(1, 3)
+    for fn, breaks in ((view, 1), (product, 0)):
+        dynafuse.reset()
+        x = base.expand(2, 3).detach().requires_grad_()
+        x_compiled = base.expand(2, 3).detach().requires_grad_()
+        weights = torch.randn(fn(x).shape)
+        (fn(x) * weights).sum().backward()
+        (dynafuse.compile(fn)(x_compiled) * weights).sum().backward()
+        assert_outputs_close(x_compiled.grad, x.grad)
+        assert dynafuse.stats()["graph_breaks"] == breaks
