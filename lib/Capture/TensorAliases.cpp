@@ -9,6 +9,11 @@ const AliasMember *TensorAliases::memberOf(const Value *value) const {
   return found == members.end() ? nullptr : &found->second;
 }
 
+bool TensorAliases::inOneSet(const Value *a, const Value *b) const {
+  const AliasMember *first = memberOf(a), *second = memberOf(b);
+  return first && second && first->set == second->set;
+}
+
 bool TensorAliases::isStale(const Value *value) const {
   const AliasMember *member = memberOf(value);
   return member && member->version != member->set->version;

@@ -63,6 +63,8 @@ public:
   const AliasMember *memberOf(const Value *value) const;
   /// Whether value is a member computed before its set's last update.
   bool isStale(const Value *value) const;
+  /// Whether a and b are members of one set (they may share memory).
+  bool inOneSet(const Value *a, const Value *b) const;
   /// The member's set, made with value as its root when it has none.
   std::shared_ptr<AliasSet> setOf(Value *value);
   /// result = step(base): result joins base's set.

@@ -246,15 +246,11 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
       program, torch::autograd::collect_next_edges(differentiated));
   auto &backward = static_cast<DynafuseBackward &>(*node);
   for (size_t i = 0; i < program->forwardInputTypes.size() && i < inputs.size();
-       ++i) {
-    const TensorType &type = program->forwardInputTypes[i];
-    if (!THPVariable_Check(inputs[i]))
-      continue;
-    const at::Tensor &tensor = THPVariable_Unpack(inputs[i]);
-    for (size_t k = 0; k < type.rank() && k < size_t(tensor.dim()); ++k)
-      if (type.sizes[k].isSymbol())
-        backward.forwardSymbols[type.sizes[k].symbolName()] = tensor.size(k);
-  }
+       ++i)
+    if (THPVariable_Check(inputs[i]))
+      bindSizeSymbols(program->forwardInputTypes[i],
+                      THPVariable_Unpack(inputs[i]).sizes().vec(),
+                      backward.forwardSymbols);
   int slots = 0;
   for (int output : program->tangentOutputs) {
     const at::Tensor &tensor = THPVariable_Unpack(outputs.at(size_t(output)));

@@ -35,11 +35,11 @@ bool viewsWhenStridesAllow(const std::string &op) {
 
 /// Ops eager writes into a fresh row-major tensor whatever their operands'
 /// layouts (transposed, strided, expanded, channels-last): reductions,
-/// with or without keepdim, and softmax, cumulative sums and triangles.
+/// with or without keepdim, softmax and triangles.
 bool writesRowMajor(const Node &node) {
   static const std::set<std::string> ops = {
       "mean", "var", "std", "logsumexp", "norm", "softmax", "log_softmax",
-      "cumsum", "tril", "triu"};
+      "tril", "triu"};
   const OpInfo *info = opInfoOf(node);
   return (info && info->kind == OpKind::Reduction) || ops.count(node.op);
 }
@@ -273,14 +273,12 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
 void BytecodeTracer::refuseOverlappingOperands(const Value *target,
                                                const Value *updated) {
   const Node *producer = updated->producer;
-  const AliasMember *written = aliases.memberOf(target);
-  if (!producer || !written)
+  if (!producer)
     return;
   for (const Operand &operand : producer->operands) {
     if (!operand.isValue() || operand.value == target)
       continue;
-    const AliasMember *read = aliases.memberOf(operand.value);
-    if (read && read->set == written->set)
+    if (aliases.inOneSet(operand.value, target))
       unsupported("in-place update whose operand shares memory with the "
                   "tensor it writes (eager refuses partial overlaps)");
   }

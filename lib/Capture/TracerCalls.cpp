@@ -604,10 +604,12 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
   }
   if (binding.graphOp == "add" || binding.graphOp == "sub")
     scaleByAlpha(binding.graphOp, bound, what);
-  // Whether the tensor's alias set is certain before the reshape, which
-  // marks it uncertain where it may copy.
+  // view(): whether the tensor's alias set is certain before the reshape,
+  // which marks it uncertain where it may copy.
   const AliasMember *before =
-      bound.self ? aliases.memberOf(latestValue(bound.self->tensor)) : nullptr;
+      bound.mustView && bound.self
+          ? aliases.memberOf(latestValue(bound.self->tensor))
+          : nullptr;
   bool certainBefore = !before || before->set->uncertain.empty();
   VarPtr result = emit(graphOp, bound.operands, bound.attributes);
   if (bound.mustView && bound.self && result->kind == Var::Kind::Tensor &&
@@ -761,9 +763,8 @@ VarPtr BytecodeTracer::unflatten(const OpBinder::Binding &bound,
   std::vector<SymExpr> shape(type.sizes.begin(), type.sizes.begin() + dim);
   shape.insert(shape.end(), sizes->begin(), sizes->end());
   shape.insert(shape.end(), type.sizes.begin() + dim + 1, type.sizes.end());
-  VarPtr view = emit("reshape", {bound.self->tensor},
-                     {{"shape", canonicalAttribute(shape)}});
-  return view;
+  return emit("reshape", {bound.self->tensor},
+              {{"shape", canonicalAttribute(shape)}});
 }
 
 bool BytecodeTracer::flattensNothing(const OpBinder::Binding &bound) {

@@ -41,9 +41,9 @@ CapturedFrame BytecodeTracer::run() {
           storeEffects([&](const VarPtr &value) { return outputOf(value); });
     }
     addWriteBacks();
-    if (result.training())
+    if (result.training()) {
       refuseViewsOfOverlappingGradInputs();
-    if (!result.training()) {
+    } else {
       keepDivisionChecks();
       linkOutputViews();
     }

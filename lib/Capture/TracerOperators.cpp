@@ -2,7 +2,7 @@
 #include "BytecodeTracer.h"
 
 #include "dynafuse/Graph/Derivatives.h"
-
+#include "dynafuse/Graph/Passes.h"
 #include "dynafuse/Graph/ViewRules.h"
 
 namespace dynafuse {
@@ -166,16 +166,7 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
 
 void BytecodeTracer::keepDivisionChecks() {
   Graph &graph = *result.graph;
-  std::set<const Value *> read(graph.outputs.begin(), graph.outputs.end());
-  for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
-    bool live = false;
-    for (const Value *value : (*node)->results)
-      live |= read.count(value) != 0;
-    if (live)
-      for (const Operand &operand : (*node)->operands)
-        if (operand.isValue())
-          read.insert(operand.value);
-  }
+  std::set<const Value *> read = liveValues(graph);
   std::vector<Value *> checks;
   for (const auto &node : graph.nodes) {
     static const std::set<std::string> divisions = {"div_floor", "div_trunc",

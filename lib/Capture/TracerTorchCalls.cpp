@@ -186,9 +186,7 @@ VarPtr BytecodeTracer::functionalInPlace(PyObject *callable,
       unsupported("call to " + what + " other than x.copy_(tensor)");
     Value *target = latestValue(self->tensor);
     Value *read = latestValue(args[1]->tensor);
-    const AliasMember *written = aliases.memberOf(target);
-    const AliasMember *source = aliases.memberOf(read);
-    if (read != target && written && source && written->set == source->set)
+    if (read != target && aliases.inOneSet(read, target))
       unsupported(what + " from a tensor sharing memory with its target "
                          "(eager's result depends on its copy order)");
     const TensorType &type = target->type;

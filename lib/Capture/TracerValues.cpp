@@ -570,10 +570,9 @@ void BytecodeTracer::storeSubscript(const VarPtr &container,
     // x[i] = (a view of) x: where the source overlaps what it writes,
     // eager refuses the overlap or copies in an order of its own; it runs
     // eagerly.
-    const AliasMember *written = aliases.memberOf(latestValue(container->tensor));
-    const AliasMember *read = aliases.memberOf(latestValue(value->tensor));
-    bool shared = (written && read && written->set == read->set) ||
-                  latestValue(container->tensor) == latestValue(value->tensor);
+    Value *written = latestValue(container->tensor);
+    Value *read = latestValue(value->tensor);
+    bool shared = written == read || aliases.inOneSet(written, read);
     if (shared && !assignsFromDisjointMemory(container, index, value))
       unsupported("item assignment from a tensor sharing memory with its "
                   "target");

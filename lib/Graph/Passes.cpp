@@ -66,23 +66,32 @@ bool mergesTwoOutputs(const Node &duplicate, const Node &kept,
 
 } // namespace
 
-bool eliminateDeadCode(Graph &graph) {
+std::set<const Value *> liveValues(const Graph &graph) {
   std::set<const Value *> live(graph.outputs.begin(), graph.outputs.end());
-  std::vector<bool> keep(graph.nodes.size(), false);
   for (size_t i = graph.nodes.size(); i-- > 0;) {
     const Node &node = *graph.nodes[i];
+    bool read = false;
     for (const Value *result : node.results)
-      keep[i] = keep[i] || live.count(result);
-    if (!keep[i])
+      read = read || live.count(result);
+    if (!read)
       continue;
     for (const Operand &operand : node.operands)
       if (operand.isValue())
         live.insert(operand.value);
   }
+  return live;
+}
+
+bool eliminateDeadCode(Graph &graph) {
+  std::set<const Value *> live = liveValues(graph);
   std::vector<std::unique_ptr<Node>> kept;
-  for (size_t i = 0; i < graph.nodes.size(); ++i)
-    if (keep[i])
-      kept.push_back(std::move(graph.nodes[i]));
+  for (auto &node : graph.nodes) {
+    bool keep = false;
+    for (const Value *result : node->results)
+      keep = keep || live.count(result);
+    if (keep)
+      kept.push_back(std::move(node));
+  }
   bool changed = kept.size() != graph.nodes.size();
   graph.nodes = std::move(kept);
   return changed;

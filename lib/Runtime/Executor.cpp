@@ -30,6 +30,17 @@ TensorArg concrete(const TensorType &type, char *data,
                    evaluateAll(type.effectiveStrides(), env), type.dtype};
 }
 
+} // namespace
+
+void bindSizeSymbols(const TensorType &type, const std::vector<int64_t> &sizes,
+                     std::map<std::string, int64_t> &bindings) {
+  for (size_t k = 0; k < type.rank() && k < sizes.size(); ++k)
+    if (type.sizes[k].isSymbol() && !bindings.count(type.sizes[k].symbolName()))
+      bindings[type.sizes[k].symbolName()] = sizes[k];
+}
+
+namespace {
+
 void bindInput(const LoopBuffer &buffer, const TensorArg &arg,
                std::map<std::string, int64_t> &bindings) {
   const TensorType &type = buffer.type;
@@ -37,9 +48,7 @@ void bindInput(const LoopBuffer &buffer, const TensorArg &arg,
     fail("input %" + buffer.name + " expects rank " +
          std::to_string(type.rank()) + ", got " +
          std::to_string(arg.sizes.size()));
-  for (size_t k = 0; k < type.rank(); ++k)
-    if (type.sizes[k].isSymbol() && !bindings.count(type.sizes[k].symbolName()))
-      bindings[type.sizes[k].symbolName()] = arg.sizes[k];
+  bindSizeSymbols(type, arg.sizes, bindings);
 }
 
 void checkInput(const LoopBuffer &buffer, const TensorArg &arg,

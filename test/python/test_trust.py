@@ -303,6 +303,16 @@ def _same_storage_relations(actual, expected, args_actual, args_expected):
     assert relations(actual, args_actual) == relations(expected, args_expected)
 
 
+def _compiled_with_eagers_storage(f, x):
+    """f compiled gives eager's values, compiled whole, and the same outputs
+    are one object or share memory with each other and with x."""
+    actual = dynafuse.compile(f)(x)
+    expected = f(x)
+    assert_outputs_close(actual, expected)
+    assert_compiled()
+    _same_storage_relations(actual, expected, [x], [x])
+
+
 def _layouts(shape):
     """The same values laid out contiguous, transposed and strided."""
     base = torch.randn(shape)
@@ -371,18 +381,14 @@ def test_splitting_reshapes_of_transposed_inputs_view_them_after_size_changes(fn
     lambda x: x.mean(1, keepdim=True)],
     ids=["sum", "amax", "argmax", "std", "logsumexp", "tril", "mean"])
 def test_contiguous_of_a_reduction_of_a_transposed_input_is_itself(reduce):
-    """Eager writes reductions, softmax and triangles row-major whatever the
+    """Eager writes reductions and triangles row-major whatever the
     operand's layout: their contiguous() is the tensor itself."""
     def f(x):
         y = reduce(x)
         return y, y.contiguous(), y.reshape(-1)
 
     x = torch.randn(6, 5).t()
-    actual = dynafuse.compile(f)(x)
-    expected = f(x)
-    assert_outputs_close(actual, expected)
-    assert_compiled()
-    _same_storage_relations(actual, expected, [x], [x])
+    _compiled_with_eagers_storage(f, x)
 
 
 def test_contiguous_copy_of_a_strided_input_is_shared_by_its_views():
@@ -393,11 +399,7 @@ def test_contiguous_copy_of_a_strided_input_is_shared_by_its_views():
         return y.permute(1, 0), y, y[1:]
 
     x = torch.randn(5, 4).t()
-    actual = dynafuse.compile(f)(x)
-    expected = f(x)
-    assert_outputs_close(actual, expected)
-    assert_compiled()
-    _same_storage_relations(actual, expected, [x], [x])
+    _compiled_with_eagers_storage(f, x)
 
 
 def _compare_with_eager(fn, *args):
@@ -479,11 +481,7 @@ def test_pointwise_results_of_sparse_inputs_are_row_major_as_in_eager(make):
         return y.flatten(), y, z.flatten(), z
 
     x = make()
-    actual = dynafuse.compile(f)(x)
-    expected = f(x)
-    assert_outputs_close(actual, expected)
-    assert_compiled()
-    _same_storage_relations(actual, expected, [x], [x])
+    _compiled_with_eagers_storage(f, x)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)

@@ -10,6 +10,7 @@
 #include "dynafuse/Graph/Graph.h"
 
 #include <functional>
+#include <set>
 
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@ namespace dynafuse {
 
 /// Removes nodes whose results are never used.
 bool eliminateDeadCode(Graph &graph);
+/// The outputs and every value a node computing one reads, transitively.
+std::set<const Value *> liveValues(const Graph &graph);
 /// Merges nodes with the same op, operands and attributes.
 bool eliminateCommonSubexpressions(Graph &graph);
 /// Which composite nodes decomposeComposites rewrites (null: all).

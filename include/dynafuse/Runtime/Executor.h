@@ -62,6 +62,11 @@ public:
   virtual void *deviceStream() const { return nullptr; }
 };
 
+/// Binds each size of type that is a symbol (and not bound yet) to the
+/// concrete size in its place.
+void bindSizeSymbols(const TensorType &type, const std::vector<int64_t> &sizes,
+                     std::map<std::string, int64_t> &bindings);
+
 class CompiledModule {
 public:
   CompiledModule(LoopModule module, Backend &backend,
