@@ -14,7 +14,10 @@
 #include "dynafuse/Runtime/AllocationPlan.h"
 #include "dynafuse/Runtime/Executor.h"
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,13 +33,33 @@ struct OutputView {
   SymExpr offset;
 };
 
-struct BackwardProgram {
-  /// The backward graph's name (in errors and the node's name).
-  std::string name;
+/// A backward graph compiled: its module and how its outputs come back.
+struct BackwardModule {
   std::unique_ptr<CompiledModule> module;
   /// Where its runs' large blocks go (null with Options::allocationPlan
   /// off).
   std::unique_ptr<AllocationPlanner> allocationPlanner;
+  /// Per backward module output: the backward input it is (index), or -1.
+  std::vector<int> outputInput;
+  /// Per backward module output: a view of a backward input, or not.
+  std::vector<OutputView> outputViews;
+};
+
+struct BackwardProgram {
+  /// The backward graph's name (in errors and the node's name).
+  std::string name;
+  /// The backward graph compiled for every tangent arriving.
+  BackwardModule whole;
+  /// The backward graph, and how to compile a variant of it: a call whose
+  /// loss did not use some forward outputs gets no gradient for them, and
+  /// runs the graph with those tangents as symbolic zeros
+  /// (SymbolicZeros.h), compiled on first use and kept per set of
+  /// tangents that arrived.
+  std::shared_ptr<const Graph> graph;
+  std::function<std::unique_ptr<BackwardModule>(const Graph &)> compile;
+  /// The module for the tangents flagged in `arrived` (whole when all
+  /// did). Throws Error when the variant does not compile.
+  const BackwardModule &moduleFor(const std::vector<bool> &arrived) const;
   /// What each backward module input is bound to (Autodiff.h).
   std::vector<TrainingGraphs::BackwardInput> inputs;
   /// Per backward module output: the forward graph input it is the
@@ -47,10 +70,6 @@ struct BackwardProgram {
   /// Per backward module output: the tangents it is computed from (an
   /// undefined gradient when none arrives).
   std::vector<std::vector<int>> tangentsOfGradient;
-  /// Per backward module output: the backward input it is (index), or -1.
-  std::vector<int> outputInput;
-  /// Per backward module output: a view of a backward input, or not.
-  std::vector<OutputView> outputViews;
   /// The forward graph's input types: the size symbols their sizes give
   /// bind the backward's symbols its own inputs may not give (a gradient
   /// of a flatten of [s0, s1] is [s0 * s1]).
@@ -60,6 +79,11 @@ struct BackwardProgram {
   /// it cannot be when it cannot (then empty: nothing is kept for it).
   std::shared_ptr<const Graph> replayableForward;
   std::string replayBlocked;
+
+private:
+  mutable std::mutex variantsMutex;
+  mutable std::map<std::vector<bool>, std::unique_ptr<BackwardModule>>
+      variants;
 };
 
 } // namespace dynafuse

@@ -612,6 +612,11 @@ private:
   Value *randomSeed(const std::string &device);
   /// F.dropout in training mode: x where uniform numbers reach p, scaled by
   /// 1 / (1 - p); zero elsewhere.
+  /// Whether overwriting target in place must keep its history (it
+  /// requires grad, in grad mode), and the update that does: x.zero_(),
+  /// x.fill_(v) and x.copy_(src) as a where that keeps x's.
+  bool overwritesHistory(Value *target);
+  VarPtr overwriteKeepingHistory(Value *target, Operand value);
   VarPtr trainingDropout(Value *x, double p);
   /// F.batch_norm: the eval op, or in training mode batch_norm_train with
   /// the running statistics (args 1 and 2) updated in place by momentum.

@@ -93,16 +93,30 @@ struct CompiledPart {
 /// The chain's two halves (CompileGraph.h), with the loop IR dumped into
 /// `folder` and its devices checked in between, so a backend failure still
 /// leaves kernels.loop to replay.
+/// What compiling a graph for a frame's call needs, copied out of the call
+/// (a backward variant compiles later, when autograd runs it).
+struct PartTarget {
+  CompileOptions compileOptions;
+  std::string backend, registeredBackend;
+  /// The code the graph came from (in the log).
+  std::string where;
+};
+
+PartTarget partTargetOf(const CallOptions &options, DynafuseFrame *frame) {
+  return {compileOptionsFrom(options.config->options), options.backend,
+          options.registeredBackend, codeWhere(frame->code)};
+}
+
 CompiledPart compilePart(const Graph &graph, const std::string &folder,
-                         const CallOptions &options, DynafuseFrame *frame) {
-  CompileOptions compileOptions = compileOptionsFrom(options.config->options);
+                         const PartTarget &target) {
+  CompileOptions compileOptions = target.compileOptions;
   compileOptions.dumpDir = folder;
   GraphCompileOptions chain;
   LoopModule module = std::move(compileGraph(graph, chain).loopModule);
   dumpLoopModule(folder, module);
   logLine("compile", "compiled " + graph.name + " (" +
                          std::to_string(module.kernels.size()) +
-                         " kernels) from " + codeWhere(frame->code));
+                         " kernels) from " + target.where);
   CompiledPart part;
   for (const std::string &output : module.outputs) {
     int input = -1;
@@ -117,8 +131,8 @@ CompiledPart compilePart(const Graph &graph, const std::string &folder,
     part.kernels += step.kind == ProgramStep::Kind::Call;
     part.externCalls += step.kind == ProgramStep::Kind::Extern;
   }
-  requireDevicesOf(module, options.backend);
-  chain.backend = &backendNamed(options.registeredBackend);
+  requireDevicesOf(module, target.backend);
+  chain.backend = &backendNamed(target.registeredBackend);
   chain.backendOptions = compileOptions;
   ++compilerStats().backendCompiles;
   part.module = compileLoopModule(std::move(module), chain).compiled;
@@ -187,15 +201,30 @@ compileBackward(TrainingGraphs &graphs,
   program->gradientOf = graphs.gradientOf;
   program->tangentOutputs = graphs.tangentOutputs;
   program->tangentsOfGradient = graphs.tangentsOfGradient;
-  CompiledPart part = compilePart(*graphs.backward, folder, options, frame);
-  info.training = true;
-  info.backwardKernels = part.distinctKernels;
-  info.backwardExternCalls = part.externCalls;
-  program->module = std::move(part.module);
-  if (options.config->options.allocationPlan)
-    program->allocationPlanner = std::make_unique<AllocationPlanner>();
-  program->outputInput = part.outputInput;
-  program->outputViews = part.outputViews;
+  PartTarget target = partTargetOf(options, frame);
+  bool allocationPlan = options.config->options.allocationPlan;
+  auto compile = [target, allocationPlan](const Graph &graph,
+                                          const std::string &folder,
+                                          CompiledGraphInfo *info) {
+    CompiledPart part = compilePart(graph, folder, target);
+    if (info) {
+      info->training = true;
+      info->backwardKernels = part.distinctKernels;
+      info->backwardExternCalls = part.externCalls;
+    }
+    auto compiled = std::make_unique<BackwardModule>();
+    compiled->module = std::move(part.module);
+    if (allocationPlan)
+      compiled->allocationPlanner = std::make_unique<AllocationPlanner>();
+    compiled->outputInput = part.outputInput;
+    compiled->outputViews = part.outputViews;
+    return compiled;
+  };
+  program->whole = std::move(*compile(*graphs.backward, folder, &info));
+  program->graph = graphs.backward->clone();
+  program->compile = [compile](const Graph &graph) {
+    return compile(graph, "", nullptr);
+  };
   for (const Value *input : graphs.forward->inputs)
     program->forwardInputTypes.push_back(input->type);
   program->replayBlocked = replayBlockedReason(graphs, writeBacks);
@@ -243,7 +272,7 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
     entry.prepackedWeights = newPrepackedWeights(gemmLibrary);
   }
   CompiledPart forward = compilePart(training ? *training->forward : *marked,
-                                     folder, options, frame);
+                                     folder, partTargetOf(options, frame));
   entry.outputInput = forward.outputInput;
   entry.outputViews = forward.outputViews;
   for (int output : entry.captured.outputsViewingUpdatedInputs)

@@ -166,22 +166,44 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   if (at::GradMode::is_enabled())
     return applyByReplay(std::move(grads));
   std::lock_guard<std::mutex> lock(mutex_);
-  const CompiledModule &module = *program->module;
+  std::vector<bool> arrived;
+  for (int slot : tangentSlot)
+    arrived.push_back(slot >= 0 && grads.at(size_t(slot)).defined());
+  // Tangents that did not arrive are symbolic zeros of the module chosen,
+  // which does not read them.
+  const BackwardModule *chosen = nullptr;
+  try {
+    chosen = &program->moduleFor(arrived);
+  } catch (const Error &error) {
+    TORCH_CHECK(false, "dynafuse: compiling the backward '", program->name,
+                "' for the gradients that arrived failed: ", error.what());
+  }
+  const CompiledModule &module = *chosen->module;
   const std::vector<LoopBuffer> &moduleInputs = module.module().inputs;
   std::vector<at::Tensor> held;
   std::vector<TensorArg> args(program->inputs.size());
-  std::vector<bool> arrived;
   size_t tangent = 0;
   for (size_t i = 0; i < program->inputs.size(); ++i) {
     at::Tensor value;
     if (program->inputs[i].kind ==
         TrainingGraphs::BackwardInput::Kind::Tangent) {
-      int slot = tangentSlot[tangent];
-      arrived.push_back(slot >= 0 && grads.at(size_t(slot)).defined());
-      if (arrived.back())
-        value = grads[size_t(slot)];
-      else
+      if (arrived[tangent]) {
+        value = grads[size_t(tangentSlot[tangent])];
+      } else if (chosen != &program->whole) {
+        // Unread: its sizes with row-major strides over one zero.
+        static double zero = 0;
+        const std::vector<int64_t> &sizes = tangentSizes[tangent];
+        args[i].data = reinterpret_cast<char *>(&zero);
+        args[i].sizes = sizes;
+        args[i].strides.assign(sizes.size(), 1);
+        for (size_t k = sizes.size(); k-- > 1;)
+          args[i].strides[k - 1] = args[i].strides[k] * sizes[k];
+        held.emplace_back();
+        ++tangent;
+        continue;
+      } else {
         value = at::zeros(tangentSizes[tangent], tangentOptions[tangent]);
+      }
       ++tangent;
     } else {
       value = saved[i].unpack();
@@ -197,10 +219,12 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   }
   GILHeld gil;
   static const std::vector<TorchCall> noTorchCalls;
-  bool cuda = !held.empty() && held[0].is_cuda();
+  bool cuda = false;
+  for (const at::Tensor &tensor : held)
+    cuda = cuda || (tensor.defined() && tensor.is_cuda());
   TorchContext context(noTorchCalls, cuda ? currentTorchCudaStream() : nullptr);
   {
-    PooledTorchAllocations pooled(program->allocationPlanner.get());
+    PooledTorchAllocations pooled(chosen->allocationPlanner.get());
     context.run = pooled.run();
     module.run(args, context, forwardSymbols);
   }
@@ -214,8 +238,8 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
       result.emplace_back();
       continue;
     }
-    int input = program->outputInput[k];
-    const OutputView &view = program->outputViews[k];
+    int input = chosen->outputInput[k];
+    const OutputView &view = chosen->outputViews[k];
     if (input >= 0)
       result.push_back(held[size_t(input)]);
     else if (view.input >= 0) {

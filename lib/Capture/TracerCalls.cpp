@@ -466,6 +466,20 @@ void BytecodeTracer::setFunctionAttribute(const VarPtr &function, int flag,
     unsupported("a function made with keyword-only defaults");
 }
 
+/// The number x.zero_() / x.fill_(v) writes (none for a symbolic one).
+static std::optional<Scalar> fillValueOf(const OpBinder::Binding &bound) {
+  auto value = bound.attributes.find("value");
+  if (value == bound.attributes.end())
+    return Scalar::ofInt(0);
+  if (const double *number = std::get_if<double>(&value->second))
+    return Scalar::ofFloat(*number);
+  if (const int64_t *number = std::get_if<int64_t>(&value->second))
+    return Scalar::ofInt(*number);
+  if (const bool *flag = std::get_if<bool>(&value->second))
+    return Scalar::ofBool(*flag);
+  return std::nullopt;
+}
+
 VarPtr BytecodeTracer::makeFunction(int flags) {
   VarPtr codeVar = pop();
   if (flags & 2)
@@ -604,6 +618,12 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
   }
   if (binding.graphOp == "add" || binding.graphOp == "sub")
     scaleByAlpha(binding.graphOp, bound, what);
+  if (graphOp == "full_like" && bound.inPlace && bound.self &&
+      overwritesHistory(bound.self->tensor))
+    if (std::optional<Scalar> value = fillValueOf(bound))
+      return updateInPlace(
+          bound.self,
+          overwriteKeepingHistory(latestValue(bound.self->tensor), *value));
   // view(): whether the tensor's alias set is certain before the reshape,
   // which marks it uncertain where it may copy.
   const AliasMember *before =

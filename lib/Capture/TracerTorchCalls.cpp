@@ -191,6 +191,13 @@ VarPtr BytecodeTracer::functionalInPlace(PyObject *callable,
                          "(eager's result depends on its copy order)");
     const TensorType &type = target->type;
     VarPtr copied = emit("cast", {args[1]->tensor}, {{"dtype", type.dtype}});
+    if (overwritesHistory(target)) {
+      VarPtr overwritten = overwriteKeepingHistory(target, copied->tensor);
+      if (overwritten->tensor->type.sizes != type.sizes)
+        unsupported(what + " from a tensor that does not broadcast to its "
+                           "target's shape");
+      return updateInPlace(self, overwritten);
+    }
     if (copied->tensor->type.sizes != type.sizes)
       copied = emit("expand", {copied->tensor}, {{"shape", type.sizes}});
     return updateInPlace(self, copied);

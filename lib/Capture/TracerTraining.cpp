@@ -49,6 +49,23 @@ VarPtr BytecodeTracer::trainingDropout(Value *x, double p) {
   return emit("where", {keep->tensor, scaled->tensor, Scalar::ofFloat(0)});
 }
 
+VarPtr BytecodeTracer::overwriteKeepingHistory(Value *target,
+                                               Operand value) {
+  // x.zero_(), x.fill_(v), x.copy_(src) of a tensor that requires grad:
+  // eager's result still requires grad, and the old value gets a zero
+  // gradient (fill_'s and copy_'s zeros_like(grad)), which reaches the ops
+  // before it (an input's .grad becomes zeros, not None; their backward
+  // formulas run on zeros). As where(true, value, x), whose rule gives x
+  // exactly where(true, 0, g) and value g.
+  VarPtr everywhere = emit("full_like", {target},
+                           {{"value", int64_t(1)}, {"dtype", DType::Bool}});
+  return emit("where", {everywhere->tensor, value, target});
+}
+
+bool BytecodeTracer::overwritesHistory(Value *target) {
+  return gradMode && inputs.requiresGrad(latestValue(target));
+}
+
 bool BytecodeTracer::checkDifferentiable(const std::string &op,
                                          std::vector<Operand> &operands) {
   bool reads = false;

@@ -27,6 +27,13 @@ Value *toOperand(GradBuilder &b, const Node &node, size_t i, Value *g) {
   return b.sumTo(g, operand.value->type);
 }
 
+/// g where an operand neither lost nor tied, half of g where it tied, 0 where
+/// it lost (eager's maximum/minimum rule: NaNs neither lose nor tie).
+Value *tieSplit(GradBuilder &b, Value *g, Value *lost, Value *tied) {
+  Value *half = b.emit("mul", {g, number(0.5)});
+  return b.emit("where", {lost, number(0), b.emit("where", {tied, half, g})});
+}
+
 /// A rule for a unary op: the input's gradient from (g, x, y).
 DerivativeInfo unary(std::function<Value *(GradBuilder &, const Node &,
                                            Value *g, Operand x, Value *y)>
@@ -157,18 +164,17 @@ void addArithmetic(std::map<std::string, DerivativeInfo> &table) {
     return b.emit("neg",
                   {b.emit("mul", {g, b.emit("floor", {b.emit("div", {a, c})})})});
   });
-  // maximum / minimum: eager splits the gradient of ties in half.
-  auto extreme = [](const char *wins) {
-    return [wins](GradBuilder &b, Value *g, Operand a, Operand c, Value *,
-                  bool first) {
-      Value *winner = first ? b.emit(wins, {a, c}) : b.emit(wins, {c, a});
-      Value *tie = b.emit("eq", {a, c});
-      Value *half = b.emit("mul", {g, number(0.5)});
-      return b.emit("where", {winner, g, masked(b, tie, half)});
+  // maximum / minimum, as eager's: the operand that loses gets nothing, ties
+  // split the gradient in half, and where either is NaN both get it.
+  auto extreme = [](const char *loses) {
+    return [loses](GradBuilder &b, Value *g, Operand a, Operand c, Value *,
+                   bool first) {
+      return tieSplit(b, g, first ? b.emit(loses, {a, c}) : b.emit(loses, {c, a}),
+                      b.emit("eq", {a, c}));
     };
   };
-  for (auto [op, wins] : {std::pair{"maximum", "gt"}, {"minimum", "lt"}}) {
-    auto pick = extreme(wins);
+  for (auto [op, loses] : {std::pair{"maximum", "lt"}, {"minimum", "gt"}}) {
+    auto pick = extreme(loses);
     table[op] = binary(
         [pick](GradBuilder &b, Value *g, Operand a, Operand c, Value *y) {
           return pick(b, g, a, c, y, true);
@@ -293,13 +299,14 @@ void addActivationDerivatives(std::map<std::string, DerivativeInfo> &table) {
     Value *positive = b.emit("gt", {x, number(0)});
     return b.emit("where", {positive, g, b.emit("mul", {g, number(slope)})});
   });
-  // elu: alpha * exp(x) where x <= 0.
+  // elu: alpha * exp(x) unless x > 0; a NaN x takes that branch and gives
+  // NaN, as eager's vectorized elu_backward does (its scalar tail passes g).
   table["elu"] = unary([](GradBuilder &b, const Node &node, Value *g,
                           Operand x, Value *) {
     Value *negative = b.emit(
         "mul", {b.emit("mul", {g, b.emit("exp", {x})}),
                 number(floatAttr(node, "alpha", 1.0))});
-    return b.emit("where", {b.emit("le", {x, number(0)}), negative, g});
+    return b.emit("where", {b.emit("gt", {x, number(0)}), g, negative});
   });
   // softplus: g * z / (z + 1), z = exp(x * beta); g past the threshold.
   table["softplus"] = unary([](GradBuilder &b, const Node &node, Value *g,
@@ -392,10 +399,8 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     return result;
   };
   table["masked_fill"] = maskedFill;
-  // clamp(x, min, max), as eager's: x gets the gradient unless x < min or
-  // x > max; min where x < min (and min < max); max where x > max (or
-  // max < min). NaNs compare false: a NaN x passes its gradient, NaN
-  // bounds get none.
+  // clamp(x, min, max), as eager's ClampBackward (checked against it on
+  // every order of x and its bounds, NaNs and ties included).
   DerivativeInfo clamp;
   clamp.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(node.operands.size(), nullptr);
@@ -403,49 +408,68 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     if (!g)
       return result;
     Operand x = node.operands[0];
-    int min = optionalOperandIndex(node, "min");
-    int max = optionalOperandIndex(node, "max");
-    auto both = [&](Value *lhs, Value *rhs, const char *op) {
-      return lhs && rhs ? b.emit(op, {lhs, rhs}) : lhs ? lhs : rhs;
+    int minIndex = optionalOperandIndex(node, "min");
+    int maxIndex = optionalOperandIndex(node, "max");
+    auto isTensor = [&](int i) {
+      return i >= 0 && node.operands[size_t(i)].isValue();
     };
-    // Between tensor bounds x passes unless it is below min or above max
-    // (a NaN passes); a number bound passes it only strictly inside (not
-    // at the bound, not a NaN), as eager's clamp(x, min, max) does.
-    auto within = [&](int bound, const char *inside, const char *outside) {
-      const Operand &limit = node.operands[size_t(bound)];
-      if (!limit.isValue())
-        return b.emit(inside, {x, limit});
-      return b.emit("logical_not", {b.emit(outside, {x, limit})});
+    auto give = [&](int i, Value *grad) {
+      result[size_t(i)] = toOperand(b, node, size_t(i), grad);
     };
-    Value *passes = nullptr;
-    if (min >= 0)
-      passes = within(min, "gt", "lt");
-    if (max >= 0)
-      passes = both(passes, within(max, "lt", "gt"), "logical_and");
-    result[0] = toOperand(b, node, 0, passes ? masked(b, passes, g) : g);
-    // min takes the gradient below it unless it exceeds max (equal bounds
-    // give it to min, as eager does).
-    bool tensorBound = (min >= 0 && node.operands[size_t(min)].isValue()) ||
-                       (max >= 0 && node.operands[size_t(max)].isValue());
-    Value *ordered = min >= 0 && max >= 0 && tensorBound
-                         ? b.emit("le", {node.operands[size_t(min)],
-                                         node.operands[size_t(max)]})
-                         : nullptr;
-    if (min >= 0 && node.operands[size_t(min)].isValue()) {
-      Value *below = both(b.emit("lt", {x, node.operands[size_t(min)]}),
-                          ordered, "logical_and");
-      result[size_t(min)] =
-          toOperand(b, node, size_t(min), masked(b, below, g));
+    if (!isTensor(minIndex) && !isTensor(maxIndex)) {
+      // Number bounds: x passes only strictly inside (not at a bound, not
+      // a NaN).
+      Value *inside = nullptr;
+      if (minIndex >= 0)
+        inside = b.emit("gt", {x, node.operands[size_t(minIndex)]});
+      if (maxIndex >= 0) {
+        Value *below = b.emit("lt", {x, node.operands[size_t(maxIndex)]});
+        inside = inside ? b.emit("logical_and", {inside, below}) : below;
+      }
+      give(0, inside ? masked(b, inside, g) : g);
+      return result;
     }
-    if (max >= 0 && node.operands[size_t(max)].isValue()) {
-      Value *above = b.emit("gt", {x, node.operands[size_t(max)]});
-      if (min >= 0)
-        above = b.emit("logical_or",
-                       {above, b.emit("lt", {node.operands[size_t(max)],
-                                             node.operands[size_t(min)]})});
-      result[size_t(max)] =
-          toOperand(b, node, size_t(max), masked(b, above, g));
+    Value *half = b.emit("mul", {g, number(0.5)});
+    auto either = [&](Value *lhs, Value *rhs) {
+      return b.emit("logical_or", {lhs, rhs});
+    };
+    auto both = [&](Value *lhs, Value *rhs) {
+      return b.emit("logical_and", {lhs, rhs});
+    };
+    if (minIndex < 0 || maxIndex < 0) {
+      // One tensor bound: eager's maximum(x, min) or minimum(x, max).
+      int bound = minIndex >= 0 ? minIndex : maxIndex;
+      Operand limit = node.operands[size_t(bound)];
+      const char *loses = minIndex >= 0 ? "lt" : "gt";
+      Value *tied = b.emit("eq", {x, limit});
+      give(0, tieSplit(b, g, b.emit(loses, {x, limit}), tied));
+      give(bound, tieSplit(b, g, b.emit(loses, {limit, x}), tied));
+      return result;
     }
+    // Two bounds: x passes between them (a NaN x always), a bound takes
+    // what lies beyond it, max all of it when max < min; a tie with one
+    // bound of an ordered pair splits in half.
+    Operand lo = node.operands[size_t(minIndex)];
+    Operand hi = node.operands[size_t(maxIndex)];
+    Value *ordered = b.emit("lt", {lo, hi});
+    Value *notInverted = b.emit("le", {lo, hi});
+    Value *inverted = b.emit("lt", {hi, lo});
+    Value *atMin = both(b.emit("eq", {x, lo}), ordered);
+    Value *atMax = both(b.emit("eq", {x, hi}), ordered);
+    Value *xIsNumber = b.emit("eq", {x, x});
+    Value *outside = either(inverted, either(b.emit("lt", {x, lo}),
+                                             b.emit("gt", {x, hi})));
+    give(0, tieSplit(b, g, both(xIsNumber, outside), either(atMin, atMax)));
+    auto zeroOr = [&](Value *full, Value *tied) {
+      return b.emit("where", {full, g, b.emit("where", {tied, half, number(0)})});
+    };
+    if (isTensor(minIndex))
+      give(minIndex,
+           zeroOr(both(b.emit("lt", {x, lo}), notInverted), atMin));
+    if (isTensor(maxIndex))
+      give(maxIndex,
+           zeroOr(either(inverted, both(b.emit("gt", {x, hi}), notInverted)),
+                  atMax));
     return result;
   };
   table["clamp"] = clamp;

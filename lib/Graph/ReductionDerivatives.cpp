@@ -38,17 +38,18 @@ Value *sumGradient(GradBuilder &b, const std::vector<int64_t> &dims,
   return b.sumTo(b.expandReduced(g, x->type, dims, keepdim), x->type);
 }
 
-/// amax / amin: the gradient shared by the elements equal to the result.
+/// amax / amin: the gradient shared by the elements equal to the result,
+/// as eager's scale_grad_by_count, (g / count) * hits: where the result is
+/// NaN nothing equals it, and 0 * (g / 0) makes the whole slice NaN.
 Value *extremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
                        bool keepdim, Value *g, Value *x, Value *y) {
   Value *extreme = b.expandReduced(y, x->type, dims, keepdim);
-  Value *hits = b.emit("eq", {x, extreme});
-  Value *count =
-      b.emit("sum", {b.emit("cast", {hits}, {{"dtype", x->type.dtype}})},
-             {{"dims", dims}, {"keepdim", true}});
+  Value *hits = b.emit("cast", {b.emit("eq", {x, extreme})},
+                       {{"dtype", x->type.dtype}});
+  Value *count = b.emit("sum", {hits}, {{"dims", dims}, {"keepdim", true}});
   Value *share =
       b.emit("div", {b.expandReduced(g, x->type, dims, keepdim), count});
-  return b.emit("where", {hits, share, Scalar::ofFloat(0)});
+  return b.emit("mul", {share, hits});
 }
 
 /// max_dim / min_dim -> (values, indices): the values' gradient placed at

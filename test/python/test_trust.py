@@ -3,6 +3,8 @@ values after size changes, reductions of bools and empty dims, and inputs
 eager refuses, which the compiled function must refuse with eager's
 exception type. Each case was a wrong result, a crash or a silently
 accepted input before its fix."""
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -633,22 +635,34 @@ def test_relu_gradient_passes_nan_as_eager():
     assert_compiled()
 
 
-@pytest.mark.parametrize("value,low,high", [(-1.0, 2.0, 2.0), (3.0, 2.0, 2.0), (2.0, 2.0, 2.0),
-                                            (-1.0, 3.0, 2.0), (2.5, 3.0, 2.0), (0.0, 1.0, 2.0),
-                                            (float("nan"), 1.0, 2.0)])
-def test_clamp_gradients_between_tensor_bounds(value, low, high):
-    """Equal bounds give the gradient below them to min, as eager does (it
-    was lost)."""
-    def f(x, low, high):
-        return torch.clamp(x, low, high) * 3
+def every_order_of(count):
+    """count tensors whose elements run through every order of 1, 2, 3 and
+    NaN among count operands (ties and NaNs included)."""
+    nan = float("nan")
+    rows = list(itertools.product([1.0, 2.0, 3.0, nan], repeat=count))
+    return [torch.tensor(column) for column in zip(*rows)]
 
-    def grads(fn):
-        leaves = [torch.tensor([v], requires_grad=True) for v in (value, low, high)]
-        fn(*leaves).sum().backward()
+
+@pytest.mark.parametrize("fn,count", [
+    (lambda x, low, high: torch.clamp(x, low, high) * 3, 3),
+    (lambda x, low: x.clamp(min=low) * 3, 2),
+    (lambda x, high: torch.clamp(x, max=high) * 3, 2),
+    (lambda x, high: x.clamp_max(high) * 3, 2),
+    (lambda x, y: torch.maximum(x, y) * 3, 2),
+    (lambda x, y: torch.minimum(x, y) * 3, 2)],
+    ids=["clamp", "clamp_min", "clamp_max", "clamp_max_method", "maximum", "minimum"])
+def test_gradients_of_tensor_bounds_are_eagers_at_ties_and_nan(fn, count):
+    """Every order of x and its tensor bounds, ties and NaNs included: eager
+    splits ties with one bound in half, gives a NaN's gradient to both
+    operands of maximum/minimum and one-bound clamp, and gives max all of it
+    when max < min (equal bounds gave min nothing; NaNs were lost)."""
+    def grads(run):
+        leaves = [t.clone().requires_grad_() for t in every_order_of(count)]
+        (run(*leaves) * torch.arange(1.0, leaves[0].numel() + 1)).sum().backward()
         return [leaf.grad for leaf in leaves]
 
-    for got, want in zip(grads(dynafuse.compile(f)), grads(f)):
-        assert_outputs_close(got, want)
+    for got, want in zip(grads(dynafuse.compile(fn)), grads(fn)):
+        assert torch.equal(got, want), (got, want)
     assert_compiled()
 
 
@@ -719,3 +733,84 @@ def test_training_views_of_expanded_inputs_run_eagerly_and_the_rest_compiles():
         (dynafuse.compile(fn)(x_compiled) * weights).sum().backward()
         assert_outputs_close(x_compiled.grad, x.grad)
         assert dynafuse.stats()["graph_breaks"] == breaks
+
+
+def compiled_and_eager_grads(fn, make_inputs, loss_of):
+    """Gradients of fn's inputs in eager and compiled, with loss_of picking
+    what of the outputs the loss uses."""
+    def grads(run):
+        leaves = [t.detach().clone().requires_grad_() for t in make_inputs()]
+        loss_of(run(*leaves)).backward()
+        return [leaf.grad for leaf in leaves]
+
+    return grads(dynafuse.compile(fn)), grads(fn)
+
+
+@pytest.mark.parametrize("values", [[2.0, 1.0, float("inf")], [float("nan"), 0.0, 3.0],
+                                    [0.5, -1.0, 2.0]], ids=["inf", "nan", "finite"])
+def test_an_output_the_loss_did_not_use_adds_nothing_to_gradients(values):
+    """The loss uses one output; the other's gradient never arrives. Eager
+    skips it; fed as zeros, 0 * exp(inf) made NaN gradients (the backward
+    now runs a variant with that tangent a symbolic zero)."""
+    def f(x, w):
+        h = x * w
+        big = torch.exp(h * 3)
+        return h.sum(), big
+
+    make = lambda: [torch.tensor(values), torch.tensor([1.5, -0.5, 2.0])]
+    for loss_of in (lambda out: out[0], lambda out: out[0] + out[1].sum()):
+        got, want = compiled_and_eager_grads(f, make, loss_of)
+        for g, w in zip(got, want):
+            assert_outputs_close(g, w)
+        assert_compiled()
+
+
+def test_gradients_of_several_outputs_arriving_in_turn_are_eagers():
+    """Each subset of three outputs in the loss (the variant for each is
+    compiled once) gives eager's gradients, None where eager's is."""
+    def f(x, y):
+        return x.sin() * y, (x * 2).exp(), y.square()
+
+    x, y = torch.randn(4, 3), torch.randn(4, 3)
+    make = lambda: [x, y]
+    for used in [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2), (1,)]:
+        got, want = compiled_and_eager_grads(
+            f, make, lambda out: sum(out[k].sum() * (k + 1) for k in used))
+        for g, w in zip(got, want):
+            assert (g is None) == (w is None), used
+            if w is not None:
+                assert_outputs_close(g, w)
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.amax(x), lambda x: x.amin(0),
+                                lambda x: torch.amax(x.sqrt().exp(), 0)],
+                         ids=["amax", "amin_dim", "amax_of_exp"])
+def test_amax_gradient_of_a_nan_extreme_is_eagers(fn):
+    """Nothing equals a NaN extreme: eager's (g / count) * mask is NaN over
+    the slice, where a masked where gave 0."""
+    for row in ([1.0, float("nan"), 2.0], [1.0, 2.0, float("inf")], [3.0, 3.0, 1.0]):
+        make = lambda: [torch.tensor([row, [0.5, 0.25, 4.0]]).t().contiguous()]
+        got, want = compiled_and_eager_grads(fn, make, lambda out: (out * 2).sum())
+        assert_outputs_close(got[0], want[0])
+        assert_compiled()
+
+
+@pytest.mark.parametrize("overwrite", [lambda t: t.zero_(), lambda t: t.fill_(2.5)],
+                         ids=["zero_", "fill_"])
+def test_overwriting_a_tensor_that_requires_grad_keeps_its_history(overwrite):
+    """x.zero_() / x.fill_(v) of a tensor with history: the result still
+    requires grad, and what came before gets zeros (eager's fill_ rule),
+    not None; its backward formulas run on them (0 * silu'(inf) is NaN)."""
+    def f(x, y):
+        h = F.silu(x * y)
+        overwrite(h)
+        return h * 2
+
+    make = lambda: [torch.tensor([1.0, float("inf"), -2.0]), torch.tensor([0.5, 1.0, 2.0])]
+    out = dynafuse.compile(f)(*[t.requires_grad_() for t in make()])
+    assert out.requires_grad
+    got, want = compiled_and_eager_grads(f, make, lambda out: out.sum())
+    for g, w in zip(got, want):
+        assert w is not None and g is not None
+        assert_outputs_close(g, w)
+    assert_compiled()
