@@ -329,6 +329,15 @@ Tensors compositeOp(const Node &node, const Tensors &t) {
     return {at::softmax(t[0], node.intAttr("dim", -1))};
   if (op == "log_softmax")
     return {at::log_softmax(t[0], node.intAttr("dim", -1))};
+  if (op == "var" || op == "std") {
+    std::vector<int64_t> dims = reducedDims(node);
+    at::Scalar correction = floatAttr(node, "correction", 1.0);
+    bool keepdim = boolAttr(node, "keepdim", false);
+    return {op == "var" ? at::var(t[0], at::IntArrayRef(dims), correction,
+                                  keepdim)
+                        : at::std(t[0], at::IntArrayRef(dims), correction,
+                                  keepdim)};
+  }
   size_t next = 1;
   if (op == "layer_norm") {
     std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);

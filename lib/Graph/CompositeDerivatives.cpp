@@ -16,6 +16,8 @@
 
 #include "dynafuse/Graph/OpRegistry.h"
 
+#include <cmath>
+
 namespace dynafuse {
 namespace {
 
@@ -187,6 +189,59 @@ DerivativeInfo batchNormTrainRule() {
   return info;
 }
 
+/// var and std, as eager's var_backward: 2 / (N - correction) * g *
+/// (x - mean(x)), the mean recomputed here. Through the decomposition the
+/// mean's own term, zero in exact arithmetic, made every element NaN where
+/// x holds an inf. std first takes g / (2 * std), 0 where std is 0
+/// (std_backward).
+DerivativeInfo varianceRule(bool squareRoot) {
+  DerivativeInfo info;
+  info.rule = [squareRoot](GradBuilder &b, const Node &node,
+                           const Grads &grads) {
+    Grads result(1, nullptr);
+    Value *x = node.operands[0].value;
+    Value *g = grads[0];
+    if (!g || !isDifferentiable(x->type.dtype))
+      return result;
+    std::vector<int64_t> dims = reducedDims(node);
+    bool keepdim = boolAttr(node, "keepdim", false);
+    double correction = floatAttr(node, "correction", 1.0);
+    if (squareRoot) {
+      Value *y = node.result();
+      g = b.emit("where",
+                 {b.emit("eq", {y, Scalar::ofFloat(0)}), Scalar::ofFloat(0),
+                  b.emit("div", {g, b.emit("mul", {y, Scalar::ofFloat(2)})})});
+    }
+    SymExpr count = 1;
+    for (int64_t dim : dims)
+      count = count * x->type.sizes[size_t(dim)];
+    Value *twice = b.emit("mul", {g, Scalar::ofFloat(2)});
+    Value *scaled = nullptr;
+    if (count.isConstant()) {
+      scaled = b.emit("div", {twice, Scalar::ofFloat(double(count.constant()) -
+                                                     correction)});
+    } else {
+      if (correction != std::floor(correction))
+        throw Error("var's gradient needs a static count for a correction "
+                    "that is not an integer",
+                    node.location);
+      Value *divisor = b.emit("full", {},
+                              {{"shape", std::vector<int64_t>{}},
+                               {"value", count - int64_t(correction)},
+                               {"dtype", DType::F32}});
+      scaled = b.emit("cast", {b.emit("div", {twice, divisor})},
+                      {{"dtype", twice->type.dtype}});
+    }
+    Value *centered = b.emit("sub", {x, meanOver(b, x, dims)});
+    result[0] = b.sumTo(
+        b.emit("mul",
+               {b.expandReduced(scaled, x->type, dims, keepdim), centered}),
+        x->type);
+    return result;
+  };
+  return info;
+}
+
 } // namespace
 
 void addCompositeDerivatives(std::map<std::string, DerivativeInfo> &table) {
@@ -195,6 +250,8 @@ void addCompositeDerivatives(std::map<std::string, DerivativeInfo> &table) {
   table["layer_norm"] = normRule(true);
   table["rms_norm"] = normRule(false);
   table["batch_norm_train"] = batchNormTrainRule();
+  table["var"] = varianceRule(false);
+  table["std"] = varianceRule(true);
 }
 
 } // namespace dynafuse

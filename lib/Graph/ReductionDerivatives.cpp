@@ -17,17 +17,23 @@ using Grads = std::vector<Value *>;
 
 /// A rule for a reduction of operand x over dims: x's gradient from the
 /// result's (g) and the reduction's result (y).
-DerivativeInfo reductionRule(
+/// (A node marked "whole", max()/min() of the whole tensor, takes
+/// `whole`'s gradient when given.)
+using ReductionGradient =
     std::function<Value *(GradBuilder &, const std::vector<int64_t> &dims,
-                          bool keepdim, Value *g, Value *x, Value *y)>
-        gradient) {
+                          bool keepdim, Value *g, Value *x, Value *y)>;
+DerivativeInfo reductionRule(ReductionGradient gradient,
+                             ReductionGradient whole = nullptr) {
   DerivativeInfo info;
-  info.rule = [gradient](GradBuilder &b, const Node &node, const Grads &grads) {
+  info.rule = [gradient, whole](GradBuilder &b, const Node &node,
+                                const Grads &grads) {
     Grads result(1, nullptr);
     Value *x = node.operands[0].value;
+    const ReductionGradient &rule =
+        whole && boolAttr(node, "whole", false) ? whole : gradient;
     if (grads[0] && isDifferentiable(x->type.dtype))
-      result[0] = gradient(b, reducedDims(node), boolAttr(node, "keepdim", false),
-                           grads[0], x, node.result());
+      result[0] = rule(b, reducedDims(node), boolAttr(node, "keepdim", false),
+                       grads[0], x, node.result());
     return result;
   };
   return info;
@@ -50,6 +56,23 @@ Value *extremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
   Value *share =
       b.emit("div", {b.expandReduced(g, x->type, dims, keepdim), count});
   return b.emit("mul", {share, hits});
+}
+
+/// max() / min() of the whole tensor (amax/amin marked "whole"), as
+/// eager's evenly_distribute_backward: g / count at the elements equal to
+/// the result, or at the NaNs when the result is NaN; 0 elsewhere.
+Value *wholeExtremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
+                            bool keepdim, Value *g, Value *x, Value *y) {
+  Value *extreme = b.expandReduced(y, x->type, dims, keepdim);
+  Value *hits = b.emit(
+      "where", {b.emit("ne", {extreme, extreme}), b.emit("ne", {x, x}),
+                b.emit("eq", {x, extreme})});
+  Value *count =
+      b.emit("sum", {b.emit("cast", {hits}, {{"dtype", x->type.dtype}})},
+             {{"dims", dims}, {"keepdim", true}});
+  Value *share =
+      b.emit("div", {b.expandReduced(g, x->type, dims, keepdim), count});
+  return b.emit("where", {hits, share, Scalar::ofFloat(0)});
 }
 
 /// max_dim / min_dim -> (values, indices): the values' gradient placed at
@@ -83,8 +106,8 @@ void addReductionDerivatives(std::map<std::string, DerivativeInfo> &table) {
   table["max_dim"] = selectingRule();
   table["min_dim"] = selectingRule();
   table["sum"] = reductionRule(sumGradient);
-  table["amax"] = reductionRule(extremeGradient);
-  table["amin"] = reductionRule(extremeGradient);
+  table["amax"] = reductionRule(extremeGradient, wholeExtremeGradient);
+  table["amin"] = reductionRule(extremeGradient, wholeExtremeGradient);
 }
 
 } // namespace dynafuse

@@ -147,9 +147,9 @@ void addReductionOps(std::vector<OpInfo> &table) {
   table.push_back(
       reduction("prod", {"dim", "dims", "keepdim", "dtype"}, inferSum));
   table.push_back(
-      extremeReduction("amax", {"dim", "dims", "keepdim"}, inferExtreme));
+      extremeReduction("amax", {"dim", "dims", "keepdim", "whole"}, inferExtreme));
   table.push_back(
-      extremeReduction("amin", {"dim", "dims", "keepdim"}, inferExtreme));
+      extremeReduction("amin", {"dim", "dims", "keepdim", "whole"}, inferExtreme));
   table.push_back(reduction("any", {"dim", "dims", "keepdim"}, inferLogical));
   table.push_back(reduction("all", {"dim", "dims", "keepdim"}, inferLogical));
   table.push_back(reduction("argmax", {"dim", "keepdim"}, inferArg));

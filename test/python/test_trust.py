@@ -783,16 +783,30 @@ def test_gradients_of_several_outputs_arriving_in_turn_are_eagers():
 
 
 @pytest.mark.parametrize("fn", [lambda x: torch.amax(x), lambda x: x.amin(0),
-                                lambda x: torch.amax(x.sqrt().exp(), 0)],
-                         ids=["amax", "amin_dim", "amax_of_exp"])
-def test_amax_gradient_of_a_nan_extreme_is_eagers(fn):
-    """Nothing equals a NaN extreme: eager's (g / count) * mask is NaN over
-    the slice, where a masked where gave 0."""
+                                lambda x: torch.amax(x.sqrt().exp(), 0),
+                                lambda x: torch.min(x), lambda x: x.max() * 2],
+                         ids=["amax", "amin_dim", "amax_of_exp", "min", "max"])
+def test_extreme_gradient_of_a_nan_extreme_is_eagers(fn):
+    """Nothing equals a NaN extreme: amax's (g / count) * mask is NaN over
+    the slice, where a masked where gave 0; max()/min() of the whole tensor
+    share it among the NaNs (eager's evenly_distribute_backward)."""
     for row in ([1.0, float("nan"), 2.0], [1.0, 2.0, float("inf")], [3.0, 3.0, 1.0]):
         make = lambda: [torch.tensor([row, [0.5, 0.25, 4.0]]).t().contiguous()]
         got, want = compiled_and_eager_grads(fn, make, lambda out: (out * 2).sum())
         assert_outputs_close(got[0], want[0])
         assert_compiled()
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.var(correction=0), lambda x: x.var(0),
+                                lambda x: x.std(1, keepdim=True)], ids=["var", "var_dim", "std"])
+def test_variance_gradient_with_an_infinite_element_is_eagers(fn):
+    """var and std have eager's rule, 2 / (N - c) * g * (x - mean): through
+    the decomposition the mean's own term (zero in exact arithmetic) made
+    every element NaN."""
+    make = lambda: [torch.tensor([[1.0, 2.0], [float("-inf"), 0.5], [3.0, float("inf")]])]
+    got, want = compiled_and_eager_grads(fn, make, lambda out: (out * 3).sum())
+    assert_outputs_close(got[0], want[0])
+    assert_compiled()
 
 
 @pytest.mark.parametrize("overwrite", [lambda t: t.zero_(), lambda t: t.fill_(2.5)],

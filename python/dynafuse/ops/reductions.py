@@ -41,8 +41,11 @@ def _tables():
         "log_softmax": _spec("log_softmax", [_INPUT, ("dim", "attr"), ("dtype", "attr", None)]),
     }
     for name, extreme, elementwise in (("max", "amax", "maximum"), ("min", "amin", "minimum")):
+        # max()/min() of the whole tensor: amax/amin marked "whole", whose
+        # gradient (eager's evenly_distribute_backward) goes to the NaNs
+        # when the result is NaN, where amax's makes the tensor NaN.
         methods[name] = ("overload", [
-            _spec(extreme, [_INPUT]),
+            _spec(extreme, [_INPUT], {"whole": True}),
             _spec(name + "_dim", [_INPUT, ("dim", "attr"), _KEEPDIM]),
             _spec(elementwise, [_INPUT, ("other", "tensor")]),
         ], {})
