@@ -23,34 +23,41 @@ namespace {
 
 using Grads = std::vector<Value *>;
 
+/// A rule for a composite whose operand 0 alone takes a gradient: x's from
+/// the result's (g).
+DerivativeInfo firstOperandRule(
+    std::function<Value *(GradBuilder &, const Node &, Value *g, Value *x)>
+        gradient) {
+  DerivativeInfo info;
+  info.rule = [gradient](GradBuilder &b, const Node &node,
+                         const Grads &grads) {
+    Grads result(1, nullptr);
+    Value *x = node.operands[0].value;
+    if (grads[0] && isDifferentiable(x->type.dtype))
+      result[0] = gradient(b, node, grads[0], x);
+    return result;
+  };
+  return info;
+}
+
 /// softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g), the
 /// sums over dim kept.
 DerivativeInfo softmaxRule(bool logarithmic) {
-  DerivativeInfo info;
-  info.rule = [logarithmic](GradBuilder &b, const Node &node,
-                            const Grads &grads) {
-    Grads result(1, nullptr);
-    Value *x = node.operands[0].value;
-    Value *g = grads[0];
-    if (!g || !isDifferentiable(x->type.dtype))
-      return result;
+  return firstOperandRule([logarithmic](GradBuilder &b, const Node &node,
+                                        Value *g, Value *x) {
     Value *y = node.result();
     int64_t dim = normalizeDim(node, node.intAttr("dim", -1), y->type.rank());
     std::map<std::string, Attribute> overDim = {
         {"dims", std::vector<int64_t>{dim}}, {"keepdim", true}};
     if (logarithmic) {
       Value *total = b.emit("sum", {g}, overDim);
-      result[0] = b.sumTo(
+      return b.sumTo(
           b.emit("sub", {g, b.emit("mul", {b.emit("exp", {y}), total})}),
           x->type);
-    } else {
-      Value *dot = b.emit("sum", {b.emit("mul", {g, y})}, overDim);
-      result[0] =
-          b.sumTo(b.emit("mul", {y, b.emit("sub", {g, dot})}), x->type);
     }
-    return result;
-  };
-  return info;
+    Value *dot = b.emit("sum", {b.emit("mul", {g, y})}, overDim);
+    return b.sumTo(b.emit("mul", {y, b.emit("sub", {g, dot})}), x->type);
+  });
 }
 
 /// A sum over dims of x (whose sizes are `sizes`) divided by their element
@@ -195,14 +202,8 @@ DerivativeInfo batchNormTrainRule() {
 /// x holds an inf. std first takes g / (2 * std), 0 where std is 0
 /// (std_backward).
 DerivativeInfo varianceRule(bool squareRoot) {
-  DerivativeInfo info;
-  info.rule = [squareRoot](GradBuilder &b, const Node &node,
-                           const Grads &grads) {
-    Grads result(1, nullptr);
-    Value *x = node.operands[0].value;
-    Value *g = grads[0];
-    if (!g || !isDifferentiable(x->type.dtype))
-      return result;
+  return firstOperandRule([squareRoot](GradBuilder &b, const Node &node,
+                                       Value *g, Value *x) {
     std::vector<int64_t> dims = reducedDims(node);
     bool keepdim = boolAttr(node, "keepdim", false);
     double correction = floatAttr(node, "correction", 1.0);
@@ -233,13 +234,11 @@ DerivativeInfo varianceRule(bool squareRoot) {
                       {{"dtype", twice->type.dtype}});
     }
     Value *centered = b.emit("sub", {x, meanOver(b, x, dims)});
-    result[0] = b.sumTo(
+    return b.sumTo(
         b.emit("mul",
                {b.expandReduced(scaled, x->type, dims, keepdim), centered}),
         x->type);
-    return result;
-  };
-  return info;
+  });
 }
 
 } // namespace
