@@ -9,14 +9,17 @@ namespace dynafuse {
 const BackwardModule &
 BackwardProgram::moduleFor(const std::vector<bool> &arrived) const {
   bool all = true;
-  for (bool came : arrived)
-    all = all && came;
-  if (all || !graph || !compile)
+  for (size_t t = 0; t < arrived.size(); ++t)
+    all = all && (arrived[t] || neverArrives.at(t));
+  if (all)
     return whole;
   std::lock_guard<std::mutex> lock(variantsMutex);
   std::unique_ptr<BackwardModule> &variant = variants[arrived];
   if (variant)
     return *variant;
+  if (!graph || !compile)
+    throw Error("the backward graph '" + name + "' has no variant compiler",
+                Location{});
   std::vector<bool> isZero;
   size_t tangent = 0;
   for (const TrainingGraphs::BackwardInput &input : inputs) {

@@ -48,8 +48,11 @@ struct BackwardModule {
 struct BackwardProgram {
   /// The backward graph's name (in errors and the node's name).
   std::string name;
-  /// The backward graph compiled for every tangent arriving.
+  /// The backward graph compiled for every tangent arriving but those that
+  /// never do (neverArrives: outputs that are inputs, or views of inputs
+  /// or of other outputs, whose gradients autograd routes around the node).
   BackwardModule whole;
+  std::vector<bool> neverArrives;
   /// The backward graph, and how to compile a variant of it: a call whose
   /// loss did not use some forward outputs gets no gradient for them, and
   /// runs the graph with those tangents as symbolic zeros
@@ -58,7 +61,7 @@ struct BackwardProgram {
   std::shared_ptr<const Graph> graph;
   std::function<std::unique_ptr<BackwardModule>(const Graph &)> compile;
   /// The module for the tangents flagged in `arrived` (whole when all
-  /// did). Throws Error when the variant does not compile.
+  /// that can did). Throws Error when the variant does not compile.
   const BackwardModule &moduleFor(const std::vector<bool> &arrived) const;
   /// What each backward module input is bound to (Autodiff.h).
   std::vector<TrainingGraphs::BackwardInput> inputs;

@@ -3,6 +3,7 @@
 
 #include "Dumps.h"
 #include "dynafuse/Graph/Autodiff.h"
+#include "dynafuse/Graph/SymbolicZeros.h"
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Logging.h"
 
@@ -192,6 +193,7 @@ replayBlockedReason(const TrainingGraphs &graphs,
 std::shared_ptr<const BackwardProgram>
 compileBackward(TrainingGraphs &graphs,
                 const std::vector<std::pair<int, int>> &writeBacks,
+                const std::vector<bool> &outputNotMade,
                 const std::string &folder,
                 const CallOptions &options, DynafuseFrame *frame,
                 CompiledGraphInfo &info) {
@@ -220,7 +222,17 @@ compileBackward(TrainingGraphs &graphs,
     compiled->outputViews = part.outputViews;
     return compiled;
   };
-  program->whole = std::move(*compile(*graphs.backward, folder, &info));
+  // The whole module has the tangents that never arrive as zeros.
+  std::vector<bool> zeroInputs;
+  for (const TrainingGraphs::BackwardInput &input : graphs.backwardInputs) {
+    bool never = input.kind == TrainingGraphs::BackwardInput::Kind::Tangent &&
+                 outputNotMade.at(size_t(input.index));
+    zeroInputs.push_back(never);
+    if (input.kind == TrainingGraphs::BackwardInput::Kind::Tangent)
+      program->neverArrives.push_back(never);
+  }
+  std::unique_ptr<Graph> whole = withZeroInputs(*graphs.backward, zeroInputs);
+  program->whole = std::move(*compile(*whole, folder, &info));
   program->graph = graphs.backward->clone();
   program->compile = [compile](const Graph &graph) {
     return compile(graph, "", nullptr);
@@ -300,9 +312,16 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
     entry.allocationPlanner = std::make_unique<AllocationPlanner>();
   if (training) {
     std::string backwardFolder = dumpTraining(folder, *training);
+    // Outputs that are inputs, views of inputs or views of other outputs
+    // are not the backward node's: their gradients never reach it.
+    std::vector<bool> notMade;
+    for (size_t j = 0; j < entry.outputInput.size(); ++j)
+      notMade.push_back(entry.outputInput[j] >= 0 ||
+                        entry.outputViews[j].input >= 0 ||
+                        entry.captured.outputsViewingOutputs.count(int(j)));
     entry.backward =
-        compileBackward(*training, entry.captured.writeBacks, backwardFolder,
-                        options, frame, info);
+        compileBackward(*training, entry.captured.writeBacks, notMade,
+                        backwardFolder, options, frame, info);
   }
   // For the sizes of the call captured.
   info.peakIntermediateBytes =

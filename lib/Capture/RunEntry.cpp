@@ -381,8 +381,12 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
       objects.push_back(
           graphOutput(entry, j, inputs, context, resolver.symbols));
       outputs.push_back(objects.back().get());
+      // Outputs returned as views of another output (made from it after
+      // the node is attached, so autograd routes their gradients through
+      // it) are not the node's: their tangents never arrive.
       made.push_back(entry.outputInput[j] < 0 &&
-                     entry.outputViews[j].input < 0);
+                     entry.outputViews[j].input < 0 &&
+                     !entry.captured.outputsViewingOutputs.count(int(j)));
     }
     attachBackward(entry.backward, inputs, outputs, made);
   }

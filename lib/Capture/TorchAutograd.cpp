@@ -93,11 +93,10 @@ public:
   /// Every forward input, when the program's forward can be replayed.
   std::vector<SavedVariable> forwardInputs;
   /// Per tangent: the node input its gradient arrives at, or -1 when the
-  /// forward's output was not made by the run (an input, or a view of
-  /// one: autograd routes its gradient around this node), with the sizes,
-  /// dtype and device of the zeros it then gets.
+  /// forward's output was not made by the run (an input, or a view of an
+  /// input or of another output: autograd routes its gradient around this
+  /// node), and its sizes (what the module is told when none arrives).
   std::vector<int> tangentSlot;
-  std::vector<at::TensorOptions> tangentOptions;
   std::vector<std::vector<int64_t>> tangentSizes;
   /// The size symbols' values in the forward run.
   std::map<std::string, int64_t> forwardSymbols;
@@ -189,8 +188,9 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
         TrainingGraphs::BackwardInput::Kind::Tangent) {
       if (arrived[tangent]) {
         value = grads[size_t(tangentSlot[tangent])];
-      } else if (chosen != &program->whole) {
-        // Unread: its sizes with row-major strides over one zero.
+      } else {
+        // A symbolic zero of the module chosen (moduleFor), unread: its
+        // sizes with row-major strides over one zero.
         static double zero = 0;
         const std::vector<int64_t> &sizes = tangentSizes[tangent];
         args[i].data = reinterpret_cast<char *>(&zero);
@@ -201,8 +201,6 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
         held.emplace_back();
         ++tangent;
         continue;
-      } else {
-        value = at::zeros(tangentSizes[tangent], tangentOptions[tangent]);
       }
       ++tangent;
     } else {
@@ -278,7 +276,6 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
   int slots = 0;
   for (int output : program->tangentOutputs) {
     const at::Tensor &tensor = THPVariable_Unpack(outputs.at(size_t(output)));
-    backward.tangentOptions.push_back(tensor.options());
     backward.tangentSizes.emplace_back(tensor.sizes().begin(),
                                        tensor.sizes().end());
     if (made.at(size_t(output))) {

@@ -45,8 +45,8 @@ CapturedFrame BytecodeTracer::run() {
       refuseViewsOfOverlappingGradInputs();
     } else {
       keepDivisionChecks();
-      linkOutputViews();
     }
+    linkOutputViews();
   } catch (Unsupported &error) {
     // What the trace relied on so far keys the negative entry.
     auto guards = std::make_shared<BreakGuards>();

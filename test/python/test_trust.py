@@ -828,3 +828,41 @@ def test_overwriting_a_tensor_that_requires_grad_keeps_its_history(overwrite):
         assert w is not None and g is not None
         assert_outputs_close(g, w)
     assert_compiled()
+
+
+def _transposed_output(x):
+    y = torch.minimum(x, x) * 2
+    return y, y.transpose(1, 2)
+
+
+def _selected_and_flattened_outputs(x):
+    y = x.exp()
+    return y, y[0], y.flatten()
+
+
+def _view_chain_outputs(x):
+    y = x.sin()
+    z = y.unsqueeze(0).select(0, 0)
+    return z, y, z[:, 1:]
+
+
+@pytest.mark.parametrize("f", [_transposed_output, _selected_and_flattened_outputs,
+                               _view_chain_outputs])
+def test_training_outputs_viewing_outputs_share_memory_and_gradients(f):
+    """In training too, outputs that are views of another output in eager
+    are views of it (made from it after the backward node is attached, so
+    autograd routes their gradients through it; they were copies), and
+    gradients are eager's with any subset of them in the loss."""
+    x = torch.randn(2, 3, 4)
+    out = dynafuse.compile(f)(x.clone().requires_grad_())
+    eager = f(x.clone().requires_grad_())
+    for a, b in zip(out, eager):
+        assert_outputs_close(a, b)
+    assert_compiled()
+    storage = lambda t: t.untyped_storage().data_ptr()
+    assert [storage(o) == storage(out[0]) for o in out] == [True] * len(out)
+    for used in [(0,), (1,), (0, 1), tuple(range(len(eager)))]:
+        weights = [torch.randn(o.shape) for o in eager]
+        loss_of = lambda outs: sum((outs[k] * weights[k]).sum() for k in used)
+        got, want = compiled_and_eager_grads(f, lambda: [x], loss_of)
+        assert_outputs_close(got[0], want[0])
