@@ -398,8 +398,13 @@ void realizeValues(LoweringState &state) {
       if (!operand || !operand->producer)
         continue;
       BufferView viewed;
-      if (int(i) == opInfoOf(*node)->indexedOperand)
-        realized.insert(operand);
+      // Gathers read their data at loaded indices: from a buffer, or a
+      // strided view of one (a transposed input returned as well stays a
+      // view of it, as eager's).
+      if (int(i) == opInfoOf(*node)->indexedOperand) {
+        if (!describeView(operand, realized, viewed))
+          realized.insert(operand);
+      }
       else if (extern_ && !describeView(operand, realized, viewed))
         realized.insert(externOperandBuffer(*node, operand, realized));
     }

@@ -866,3 +866,27 @@ def test_training_outputs_viewing_outputs_share_memory_and_gradients(f):
         loss_of = lambda outs: sum((outs[k] * weights[k]).sum() for k in used)
         got, want = compiled_and_eager_grads(f, lambda: [x], loss_of)
         assert_outputs_close(got[0], want[0])
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: (x.transpose(0, 1).index_select(-2, torch.arange(0, x.shape[1], 2)),
+               x.transpose(0, 1)),
+    lambda x: (torch.gather(x.narrow(0, 0, x.shape[0]), 1,
+                            torch.zeros(x.shape, dtype=torch.long)), x.narrow(0, 0, x.shape[0])),
+    lambda x: (x.permute(1, 0)[torch.tensor([0, 0, 1])], x.permute(1, 0))],
+    ids=["index_select", "gather", "indexing"])
+def test_gathered_views_of_inputs_stay_views(f):
+    """A view of an input that a gather also reads is returned as a view of
+    the input, as eager's (lowering had copied it into a buffer for the
+    gather, and returned the copy)."""
+    compiled = dynafuse.compile(f)
+    for shape in [(3, 4), (1, 2), (5, 2)]:
+        x = torch.randn(shape)
+        got, want = compiled(x), f(x)
+        for a, b in zip(got, want):
+            assert_outputs_close(a, b)
+        assert got[1].untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        assert got[1].stride() == want[1].stride()
+    stats = dynafuse.stats()
+    assert stats["captures"] >= 1 and stats["graph_breaks"] == 0, stats
+    assert not stats["compile_failures"] and not stats["run_failures"], stats
