@@ -198,6 +198,10 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
   const Node *node = value->producer;
   if (value->type.numel() == SymExpr(0)) {
     contiguous = true; // an empty tensor is contiguous (is_contiguous)
+  } else if (const Value *input = inputs.inputUpdatedTo(value)) {
+    // An input's latest value is the input tensor's memory (written back),
+    // however the update computed it (scattered through a transpose).
+    contiguous = rowMajor(input->type);
   } else if (!node) {
     contiguous = rowMajor(value->type);
   } else if (node->op == "call_torch") {

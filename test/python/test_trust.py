@@ -890,3 +890,39 @@ def test_gathered_views_of_inputs_stay_views(f):
     stats = dynafuse.stats()
     assert stats["captures"] >= 1 and stats["graph_breaks"] == 0, stats
     assert not stats["compile_failures"] and not stats["run_failures"], stats
+
+
+def _fill_through_transpose(x):
+    flat = x.flatten()
+    x.mT.fill_(1e-3)
+    return (flat,)
+
+
+def _setitem_through_transpose(x):
+    x.T[..., :1] = 2.0
+    return x, x.reshape(-1)
+
+
+def _setitem_then_reshape(x):
+    v = x.transpose(1, -2)
+    v[None, :1] = -2.0
+    return v, x.reshape(-1)
+
+
+@pytest.mark.parametrize("g", [_fill_through_transpose, _setitem_through_transpose,
+                               _setitem_then_reshape])
+def test_reshapes_of_an_input_updated_through_a_transpose_are_views(g):
+    """An input's latest value is the input's memory, however the update
+    computed it (scattered back through a transpose): reshapes of it are
+    views of the input, as eager's (they were copies with the new values)."""
+    for shape in [(2, 2), (3, 5)]:
+        x = torch.randn(shape)
+        y = x.clone()
+        got, want = dynafuse.compile(g)(x), g(y)
+        assert_outputs_close(x, y)
+        for a, b in zip(got, want):
+            assert_outputs_close(a, b)
+            assert (a.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()) == \
+                (b.untyped_storage().data_ptr() == y.untyped_storage().data_ptr())
+    stats = dynafuse.stats()
+    assert stats["captures"] >= 1 and stats["graph_breaks"] == 0, dynafuse._C.break_reasons()
