@@ -390,6 +390,9 @@ private:
   /// call returned a view): in-place updates of either are refused.
   void aliasOfUnknownKind(Value *base, Value *result, const std::string &why);
   /// x.contiguous(): x itself when eager's x is certainly contiguous.
+  /// x.clone(): a copy in x's layout where eager's is (a densely
+  /// permuted input), else a contiguous one.
+  VarPtr cloneKeepingLayout(const VarPtr &tensor);
   VarPtr viewIfContiguous(const VarPtr &tensor);
   /// x.view(...) gives `reshaped` where eager's strides of x provably allow
   /// no view (eager raises there); false when they allow one or capture

@@ -60,6 +60,10 @@ OpBinder::bind(const OpBinding &binding, const std::string &what,
       bound.selfIfContiguous = true;
       continue;
     }
+    if (extra.first == "__keeps_layout__") {
+      bound.keepsLayout = true;
+      continue;
+    }
     bound.attributes[extra.first] = attributeOf(extra.second.get(), what);
   }
   return bound;

@@ -35,6 +35,8 @@ public:
     bool inPlace = false;
     /// x.contiguous(): x itself when it is contiguous in eager.
     bool selfIfContiguous = false;
+    /// x.clone(): a copy in x's layout when x is densely permuted.
+    bool keepsLayout = false;
     /// x.view(...): eager raises where x's strides allow no view.
     bool mustView = false;
     /// x.t(): a view of x below 2 dims, an error above.

@@ -12,6 +12,7 @@
 #include "dynafuse/Graph/ViewRules.h"
 #include "dynafuse/Lowering/StridedView.h"
 
+#include <algorithm>
 #include <numeric>
 #include <set>
 
@@ -174,6 +175,43 @@ void BytecodeTracer::aliasOfUnknownKind(Value *base, Value *result,
   aliases.addUnknownAlias(latestValue(base), result, why);
 }
 
+VarPtr BytecodeTracer::cloneKeepingLayout(const VarPtr &tensor) {
+  Value *value = latestValue(tensor->tensor);
+  // eager's clone (preserve_format) of a densely permuted tensor (a
+  // transposed or channels-last input) keeps its strides: the copy is made
+  // in memory order and permuted back, so it is the same permuted view of
+  // a fresh buffer (reshapes of it copy, as eager's do).
+  std::vector<int64_t> order;
+  const TensorType &type = value->type;
+  bool known = !value->producer && !type.strides.empty() && !rowMajor(type);
+  for (size_t k = 0; known && k < type.rank(); ++k)
+    known = type.strides[k].isConstant() && type.sizes[k].isConstant();
+  if (known) {
+    for (size_t k = 0; k < type.rank(); ++k)
+      order.push_back(int64_t(k));
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return type.strides[size_t(a)].constant() >
+             type.strides[size_t(b)].constant();
+    });
+    int64_t expected = 1;
+    for (size_t k = order.size(); known && k-- > 0;) {
+      size_t dim = size_t(order[k]);
+      if (type.sizes[dim] == SymExpr(1))
+        continue;
+      known = type.strides[dim].constant() == expected;
+      expected *= type.sizes[dim].constant();
+    }
+  }
+  if (!known)
+    return emit("contiguous", {value});
+  std::vector<int64_t> back(order.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    back[size_t(order[k])] = int64_t(k);
+  VarPtr inMemoryOrder = emit("permute", {value}, {{"dims", order}});
+  VarPtr copy = emit("contiguous", {inMemoryOrder->tensor});
+  return emit("permute", {copy->tensor}, {{"dims", back}});
+}
+
 VarPtr BytecodeTracer::viewIfContiguous(const VarPtr &tensor) {
   Value *value = latestValue(tensor->tensor);
   if (eagerContiguous(value))
@@ -235,8 +273,11 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
     // a slice keeping every element): row-major but for size-1 dims.
     const AliasMember *member = aliases.memberOf(value);
     BufferView viewed;
+    // (Or from an input's own strides: a select of a transposed input can
+    // be contiguous.)
     if (!contiguous && member && member->set->uncertain.empty() &&
-        member->set->root != value && eagerContiguous(member->set->root) &&
+        member->set->root != value &&
+        (eagerContiguous(member->set->root) || !member->set->root->producer) &&
         describeView(value, {member->set->root}, viewed) &&
         viewed.base == member->set->root) {
       TensorType strided = value->type;

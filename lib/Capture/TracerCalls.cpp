@@ -590,6 +590,8 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
   }
   if (bound.selfIfContiguous && bound.self && !bound.inPlace)
     return viewIfContiguous(bound.self);
+  if (bound.keepsLayout && bound.self)
+    return cloneKeepingLayout(bound.self);
   if (binding.graphOp == "flatten" && bound.self && flattensNothing(bound))
     return bound.self; // eager's flatten returns the tensor itself
   if (binding.graphOp == "unflatten")

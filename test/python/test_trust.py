@@ -926,3 +926,33 @@ def test_reshapes_of_an_input_updated_through_a_transpose_are_views(g):
                 (b.untyped_storage().data_ptr() == y.untyped_storage().data_ptr())
     stats = dynafuse.stats()
     assert stats["captures"] >= 1 and stats["graph_breaks"] == 0, dynafuse._C.break_reasons()
+
+
+def _clone_then_flatten(x):
+    copy = torch.clone(x)
+    return copy, copy.flatten(0)
+
+
+def _select_then_contiguous(x):
+    row = x.select(1, 0)
+    return row.contiguous(), row
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(2, 3).t(), lambda: torch.randn(3, 4),
+    lambda: torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),
+    lambda: torch.randn(4, 6)[:, ::2]], ids=["transposed", "contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("f", [_clone_then_flatten, _select_then_contiguous])
+def test_storage_relations_follow_the_inputs_strides(make, f):
+    """clone() of a densely permuted input keeps its layout as eager's does
+    (a flatten of it copies, where it had viewed a row-major clone), and a
+    select of a transposed input that is contiguous by its strides is its
+    own contiguous() (it was copied)."""
+    x = make()
+    got, want = dynafuse.compile(f)(x), f(x)
+    for a, b in zip(got, want):
+        assert_outputs_close(a, b)
+    ptr = lambda t: t.untyped_storage().data_ptr()
+    relations = lambda outs: [(ptr(o) == ptr(outs[0]), o is outs[0], ptr(o) == ptr(x)) for o in outs]
+    assert relations(got) == relations(want)
+    assert_compiled()

@@ -38,7 +38,9 @@ def _tables():
         "contiguous": _spec("contiguous", [_INPUT, ("memory_format", "fixed", torch.contiguous_format)],
                             {"__view_if_contiguous__": True}),
         "detach": _spec("detach", [_INPUT]),
-        "clone": _spec("contiguous", [_INPUT, "*", ("memory_format", "fixed", None)]),
+        # clone() keeps a densely permuted input's layout (preserve_format).
+        "clone": _spec("contiguous", [_INPUT, "*", ("memory_format", "fixed", None)],
+                       {"__keeps_layout__": True}),
         "flip": _spec("flip", [_INPUT, ("dims", "ints*")]),
         "roll": _spec("roll", [_INPUT, ("shifts", "attr"), ("dims", "attr", None)]),
         "tril": _spec("tril", [_INPUT, ("diagonal", "attr", 0)]),
