@@ -31,9 +31,11 @@ std::shared_ptr<AliasSet> TensorAliases::setOf(Value *value) {
 void TensorAliases::addView(Value *base, Value *result, ViewStep step) {
   std::shared_ptr<AliasSet> set = setOf(base);
   std::vector<ViewStep> chain = memberOf(base)->chain;
+  bool uncertain = memberOf(base)->uncertain;
   chain.push_back(step);
   set->hasViews = true;
   addMember(result, set, std::move(chain));
+  members[result].uncertain = uncertain;
 }
 
 void TensorAliases::addUnknownAlias(Value *base, Value *result,
@@ -43,6 +45,7 @@ void TensorAliases::addUnknownAlias(Value *base, Value *result,
     set->uncertain = why;
   set->hasViews = true;
   addMember(result, set, memberOf(base)->chain);
+  members[result].uncertain = true;
 }
 
 void TensorAliases::addMember(Value *value,
@@ -52,6 +55,7 @@ void TensorAliases::addMember(Value *value,
   member.set = set;
   member.chain = std::move(chain);
   member.version = set->version;
+  member.uncertain = false;
 }
 
 Value *TensorAliases::refreshed(const Value *stale) const {

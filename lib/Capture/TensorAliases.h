@@ -54,6 +54,9 @@ struct AliasSet {
 struct AliasMember {
   std::shared_ptr<AliasSet> set;
   std::vector<ViewStep> chain;
+  /// Reached through a copy-or-view capture cannot tell apart (the set's
+  /// uncertain): its chain is not its storage relation.
+  bool uncertain = false;
   /// The set's version this value was computed at.
   int version = 0;
 };

@@ -543,18 +543,24 @@ void BytecodeTracer::linkOutputViews() {
   std::vector<Value *> &outputs = result.graph->outputs;
   // Outputs viewing one alias set, by set. Views of inputs (updated or
   // not) are lowering's: views of the input object.
+  // A set is linked unless an output in it was reached through a
+  // copy-or-view capture cannot tell apart (uncertain members nothing
+  // returns do not matter: a dead flatten of an expanded output).
   std::map<const AliasSet *, std::vector<size_t>> bySet;
+  std::set<const AliasSet *> unknown;
   size_t count = outputs.size();
   for (size_t j = 0; j < count; ++j) {
     const AliasMember *member = aliases.memberOf(outputs[j]);
     if (!member || aliases.isStale(outputs[j]) ||
-        !member->set->uncertain.empty() || !member->set->root->producer ||
+        !member->set->root->producer ||
         inputs.originalInput(member->set->root))
       continue;
+    if (member->uncertain)
+      unknown.insert(member->set.get());
     bySet[member->set.get()].push_back(j);
   }
   for (const auto &[set, members] : bySet) {
-    if (members.size() < 2)
+    if (members.size() < 2 || unknown.count(set))
       continue; // one output alone: its storage relation is not observable
     int rootOutput = -1;
     for (size_t j : members) {

@@ -956,3 +956,22 @@ def test_storage_relations_follow_the_inputs_strides(make, f):
     relations = lambda outs: [(ptr(o) == ptr(outs[0]), o is outs[0], ptr(o) == ptr(x)) for o in outs]
     assert relations(got) == relations(want)
     assert_compiled()
+
+
+def test_an_unused_copy_or_view_leaves_outputs_linked():
+    """A flatten of an expanded output that nothing returns (a copy or a
+    view capture cannot tell) no longer keeps the expand, returned too,
+    from being a view of its base as eager's is."""
+    def f(x):
+        base = 2 ** x
+        wide = base.expand(3, *base.shape)
+        torch.flatten(wide, 0, 3)
+        return base, wide
+
+    x = torch.randn(1, 1, 2)
+    got, want = dynafuse.compile(f)(x), f(x)
+    for a, b in zip(got, want):
+        assert_outputs_close(a, b)
+    assert got[1].untyped_storage().data_ptr() == got[0].untyped_storage().data_ptr()
+    assert got[1].stride() == want[1].stride()
+    assert_compiled()
