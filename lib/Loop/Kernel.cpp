@@ -55,6 +55,8 @@ bool isFloatMath(ScalarOp op) {
   case ScalarOp::Ceil:
   case ScalarOp::Round:
   case ScalarOp::Trunc:
+  case ScalarOp::RoundF16:
+  case ScalarOp::RoundBF16:
     return true;
   default:
     return false;

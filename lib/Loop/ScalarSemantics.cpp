@@ -69,6 +69,10 @@ template <typename T> T applyFloatMath(ScalarOp op, T x) {
     return std::nearbyint(x); // Ties to even, as torch.round.
   case ScalarOp::Trunc:
     return std::trunc(x);
+  case ScalarOp::RoundF16:
+    return dynafuse_f16_to_f32(dynafuse_f32_to_f16(float(x)));
+  case ScalarOp::RoundBF16:
+    return dynafuse_bf16_to_f32(dynafuse_f32_to_bf16(float(x)));
   default:
     fail(std::string("'") + scalarOpName(op) + "' is not float math");
   }

@@ -261,7 +261,20 @@ int reluRule(PointwiseContext &c) {
                           c.builder.constant(c.type, 0));
 }
 
-int castRule(PointwiseContext &c) { return c.builder.cast(c.raw(0), c.type); }
+/// A cast of an f16/bf16 value to another dtype first rounds it to its own
+/// type: kernels compute f16 and bf16 in f32, and eager's value of a half
+/// op is rounded (7 ** 7 in bf16 is 823296, and so is its int64 cast).
+int castRule(PointwiseContext &c) {
+  int x = c.raw(0);
+  const Operand &from = c.node.operands.at(0);
+  DType source = from.isValue() ? from.value->type.dtype : DType::F64;
+  if (source != c.node.result()->type.dtype &&
+      (source == DType::F16 || source == DType::BF16))
+    x = c.builder.unary(source == DType::F16 ? ScalarOp::RoundF16
+                                             : ScalarOp::RoundBF16,
+                        x);
+  return c.builder.cast(x, c.type);
+}
 
 /// floor, ceil, round, trunc: the identity on integers.
 PointwiseRule roundingRule(ScalarOp op) {

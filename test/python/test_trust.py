@@ -975,3 +975,22 @@ def test_an_unused_copy_or_view_leaves_outputs_linked():
     assert got[1].untyped_storage().data_ptr() == got[0].untyped_storage().data_ptr()
     assert got[1].stride() == want[1].stride()
     assert_compiled()
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm"] + (["mlir"] if "mlir" in dynafuse._C.backends() else []))
+def test_half_values_cast_to_other_dtypes_are_rounded_first(backend):
+    """Kernels compute f16/bf16 in f32; a half result cast to an integer
+    or a wider float is rounded to its type first (round_f16/round_bf16),
+    as eager's half op rounds it (an int64 of a bf16 product was truncated
+    from the unrounded f32)."""
+    def f(x):
+        h = x.bfloat16()
+        return ((h * 1.01).long(), (x.half() * 1.001).int(), (h * 1.01).float(),
+                (x.half() * 1.001).double(), (h.float().exp().bfloat16() * 3).long(),
+                (h * 1.01).half())
+
+    x = torch.arange(-400, 400).view(8, 100) * 7
+    got, want = dynafuse.compile(f, backend=backend)(x), f(x)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    assert_compiled()

@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "LLVMTestHarness.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace dynafuse;
 using namespace dynafuse::llvmtest;
 
@@ -236,6 +239,31 @@ TEST(LLVMBackend, RoundHalfToEven) {
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(out[i], want[i]) << i;
   EXPECT_TRUE(std::signbit(out[3]));
+}
+
+TEST(LLVMBackend, RoundToHalfPrecisionInRegisters) {
+  // round_f16 / round_bf16 keep an f32 but round it to the nearest f16 /
+  // bf16 (ties to even, NaN stays NaN), as a store and load would.
+  for (const char *op : {"round_f16", "round_bf16"}) {
+    SCOPED_TRACE(op);
+    checkAgainstLoopInterpreter(unaryKernel(op, "f32"));
+  }
+  LoopModule module = parseLoopModule(unaryKernel("round_bf16", "f32"));
+  float x[64] = {823543.0f, 1.0f, 257.0f, 259.0f, -0.0f, 1e-40f};
+  x[6] = std::numeric_limits<float>::quiet_NaN();
+  x[7] = std::numeric_limits<float>::infinity();
+  float out[64];
+  char *buffers[] = {reinterpret_cast<char *>(x),
+                     reinterpret_cast<char *>(out)};
+  createLLVMBackend()->compile(module, CompileOptions())[0]->run(buffers,
+                                                                 nullptr);
+  EXPECT_EQ(out[0], 823296.0f);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_EQ(out[2], 256.0f); // 257 ties to even
+  EXPECT_EQ(out[3], 260.0f);
+  EXPECT_TRUE(out[4] == 0.0f && std::signbit(out[4]));
+  EXPECT_TRUE(std::isnan(out[6]));
+  EXPECT_EQ(out[7], x[7]);
 }
 
 TEST(LLVMBackend, FloatModulo) {

@@ -51,6 +51,8 @@ namespace dynafuse {
   X(Ceil, "ceil", 1)                                                           \
   X(Round, "round", 1)                                                         \
   X(Trunc, "trunc", 1)                                                         \
+  X(RoundF16, "round_f16", 1)                                                  \
+  X(RoundBF16, "round_bf16", 1)                                                \
   X(BitNot, "bitnot", 1)                                                       \
   X(Add, "add", 2)                                                             \
   X(Sub, "sub", 2)                                                             \
@@ -87,7 +89,9 @@ int scalarOpArity(ScalarOp op);
 bool parseScalarOp(const std::string &name, ScalarOp &op);
 bool isComparison(ScalarOp op);
 /// exp, log, tanh, sigmoid, sqrt, rsqrt, erf, exp2, log1p, expm1, sin, cos,
-/// floor, ceil, round, trunc: floating operands only.
+/// floor, ceil, round, trunc, and round_f16 / round_bf16 (an f32 rounded to
+/// the nearest f16 / bf16, as a store and load of it would: kernels compute
+/// f16 and bf16 in f32): floating operands only.
 bool isFloatMath(ScalarOp op);
 /// bitand, bitor, bitxor, bitnot: integer (or bool) operands.
 bool isBitwise(ScalarOp op);

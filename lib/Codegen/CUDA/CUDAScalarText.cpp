@@ -139,6 +139,10 @@ std::string floatMath(ScalarOp op, bool f32, const std::string &x) {
     return "rint" + s + "(" + x + ")";
   case ScalarOp::Trunc:
     return "trunc" + s + "(" + x + ")";
+  case ScalarOp::RoundF16:
+    return "__half2float(__float2half_rn(" + x + "))";
+  case ScalarOp::RoundBF16:
+    return "__bfloat162float(__float2bfloat16_rn(" + x + "))";
   default:
     fail(std::string("CUDA backend: '") + scalarOpName(op) +
          "' is not float math");

@@ -89,6 +89,14 @@ Value *emitFloatUnary(IRBuilder<> &builder, ScalarOp op, DType type, Value *x) {
     return builder.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x);
   case ScalarOp::Round: // Half to even, like nearbyint and torch.round.
     return builder.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x);
+  case ScalarOp::RoundF16: // Through the helpers loads and stores use.
+    return callRuntimeFunction(
+        builder, "dynafuse_f16_to_f32",
+        {callRuntimeFunction(builder, "dynafuse_f32_to_f16", {x})});
+  case ScalarOp::RoundBF16:
+    return callRuntimeFunction(
+        builder, "dynafuse_bf16_to_f32",
+        {callRuntimeFunction(builder, "dynafuse_f32_to_bf16", {x})});
   default:
     break;
   }
