@@ -113,6 +113,9 @@ private:
   // Small builders.
   mlir::Value constantIndex(int64_t value);
   mlir::Value constantInt(int64_t value, mlir::Type type);
+  /// An f32's bits rounded to the nearest bf16 (ties to even; a NaN stays
+  /// a quiet NaN): the bf16 is the upper half of the i32 returned.
+  mlir::Value bf16RoundedBits(mlir::Value f32);
   mlir::Value constantFloat(double value, mlir::Type type);
   mlir::Value constant(mlir::TypedAttr value);
   /// Builds an scf.if; each branch callback returns its yielded value

@@ -241,22 +241,8 @@ void KernelExporter::emitStore(const Instr &instr) {
     value = builder.create<arith::TruncFOp>(loc, builder.getF16Type(), value);
     break;
   case DType::BF16: {
-    // Round to nearest even on the bits; a NaN stays a quiet NaN.
     mlir::Type i32 = builder.getI32Type();
-    Value bits = builder.create<arith::BitcastOp>(loc, i32, value);
-    Value lsb = builder.create<arith::AndIOp>(
-        loc, builder.create<arith::ShRUIOp>(loc, bits, constantInt(16, i32)),
-        constantInt(1, i32));
-    Value rounded = builder.create<arith::AddIOp>(
-        loc, builder.create<arith::AddIOp>(loc, bits, constantInt(0x7fff, i32)),
-        lsb);
-    Value quietNaN =
-        builder.create<arith::OrIOp>(loc, bits, constantInt(0x400000, i32));
-    Value isNaN = builder.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::ugt,
-        builder.create<arith::AndIOp>(loc, bits, constantInt(0x7fffffff, i32)),
-        constantInt(0x7f800000, i32));
-    Value chosen = builder.create<arith::SelectOp>(loc, isNaN, quietNaN, rounded);
+    Value chosen = bf16RoundedBits(value);
     Value upper = builder.create<arith::TruncIOp>(
         loc, builder.getI16Type(),
         builder.create<arith::ShRUIOp>(loc, chosen, constantInt(16, i32)));
@@ -271,6 +257,24 @@ void KernelExporter::emitStore(const Instr &instr) {
     builder.create<mlir::memref::StoreOp>(loc, value, memref, indices);
     return Value();
   });
+}
+
+Value KernelExporter::bf16RoundedBits(Value f32) {
+  mlir::Type i32 = builder.getI32Type();
+  Value bits = builder.create<arith::BitcastOp>(loc, i32, f32);
+  Value lsb = builder.create<arith::AndIOp>(
+      loc, builder.create<arith::ShRUIOp>(loc, bits, constantInt(16, i32)),
+      constantInt(1, i32));
+  Value rounded = builder.create<arith::AddIOp>(
+      loc, builder.create<arith::AddIOp>(loc, bits, constantInt(0x7fff, i32)),
+      lsb);
+  Value quietNaN =
+      builder.create<arith::OrIOp>(loc, bits, constantInt(0x400000, i32));
+  Value isNaN = builder.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::ugt,
+      builder.create<arith::AndIOp>(loc, bits, constantInt(0x7fffffff, i32)),
+      constantInt(0x7f800000, i32));
+  return builder.create<arith::SelectOp>(loc, isNaN, quietNaN, rounded);
 }
 
 } // namespace mlircg

@@ -251,26 +251,9 @@ Value KernelExporter::emitUnary(ScalarOp op, DType type, Value x) {
     return builder.create<arith::ExtFOp>(
         loc, t, builder.create<arith::TruncFOp>(loc, builder.getF16Type(), x));
   case ScalarOp::RoundBF16: {
-    // Round to nearest even on the bits (as a bf16 store), keeping the
-    // upper half; a NaN stays a quiet NaN.
-    mlir::Type i32 = builder.getI32Type();
-    Value bits = builder.create<arith::BitcastOp>(loc, i32, x);
-    Value lsb = builder.create<arith::AndIOp>(
-        loc, builder.create<arith::ShRUIOp>(loc, bits, constantInt(16, i32)),
-        constantInt(1, i32));
-    Value rounded = builder.create<arith::AddIOp>(
-        loc, builder.create<arith::AddIOp>(loc, bits, constantInt(0x7fff, i32)),
-        lsb);
-    Value quietNaN =
-        builder.create<arith::OrIOp>(loc, bits, constantInt(0x400000, i32));
-    Value isNaN = builder.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::ugt,
-        builder.create<arith::AndIOp>(loc, bits, constantInt(0x7fffffff, i32)),
-        constantInt(0x7f800000, i32));
-    Value chosen =
-        builder.create<arith::SelectOp>(loc, isNaN, quietNaN, rounded);
+    // The upper half of the rounded bits, as a bf16 store and load.
     Value upper = builder.create<arith::AndIOp>(
-        loc, chosen, constantInt(-65536, i32));
+        loc, bf16RoundedBits(x), constantInt(-65536, builder.getI32Type()));
     return builder.create<arith::BitcastOp>(loc, t, upper);
   }
   case ScalarOp::Sigmoid: {
