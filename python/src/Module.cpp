@@ -21,15 +21,7 @@
 #include <map>
 #include <tuple>
 
-#ifdef DYNAFUSE_HAVE_LLVM
-#include "dynafuse/Codegen/LLVM/LLVMBackend.h"
-#endif
-#ifdef DYNAFUSE_HAVE_MLIR
-#include "dynafuse/Codegen/MLIR/MLIRBackend.h"
-#endif
-#ifdef DYNAFUSE_HAVE_CUDA
-#include "dynafuse/Codegen/CUDA/CUDABackend.h"
-#endif
+#include "dynafuse/Codegen/Backends.h"
 
 using namespace dynafuse;
 
@@ -419,16 +411,7 @@ PyMODINIT_FUNC PyInit__C() {
   Py_INCREF(irError);
   PyModule_AddStringConstant(module, "version", DYNAFUSE_VERSION_STRING);
   PyModule_AddStringConstant(module, "torch_version", DYNAFUSE_TORCH_VERSION);
-  registerBuiltinBackends();
-#ifdef DYNAFUSE_HAVE_LLVM
-  registerLLVMBackend();
-#endif
-#ifdef DYNAFUSE_HAVE_MLIR
-  registerMLIRBackend();
-#endif
-#ifdef DYNAFUSE_HAVE_CUDA
-  registerCUDABackend();
-#endif
+  registerAllBackends();
   // The extension's boundary: the one place it reads the environment.
   Options &options = moduleConfig().options;
   options = readOptions([](const char *name) { return std::getenv(name); });

@@ -42,9 +42,7 @@
 #include "dynafuse/Support/IndexErrors.h"
 #include "dynafuse/Support/Options.h"
 
-#ifdef DYNAFUSE_HAVE_LLVM
-#include "dynafuse/Codegen/LLVM/LLVMBackend.h"
-#endif
+#include "dynafuse/Codegen/Backends.h"
 #ifdef DYNAFUSE_HAVE_MLIR
 #include "dynafuse/Codegen/MLIR/MLIRBackend.h"
 #endif
@@ -564,13 +562,7 @@ int main(int argc, char **argv) {
   dynafuse::Options settings =
       readOptions([](const char *name) { return std::getenv(name); });
   (void)settings;
-  registerBuiltinBackends();
-#ifdef DYNAFUSE_HAVE_LLVM
-  registerLLVMBackend();
-#endif
-#ifdef DYNAFUSE_HAVE_MLIR
-  registerMLIRBackend();
-#endif
+  registerAllBackends();
   Tally tally;
   for (const std::string &input : options.inputs) {
     std::optional<std::string> text = tools::readTextFile(input);

@@ -31,12 +31,7 @@
 #include "dynafuse/Support/Options.h"
 #include "dynafuse/Support/ThreadPool.h"
 
-#ifdef DYNAFUSE_HAVE_LLVM
-#include "dynafuse/Codegen/LLVM/LLVMBackend.h"
-#endif
-#ifdef DYNAFUSE_HAVE_MLIR
-#include "dynafuse/Codegen/MLIR/MLIRBackend.h"
-#endif
+#include "dynafuse/Codegen/Backends.h"
 #ifdef DYNAFUSE_HAVE_CUDA
 #include "dynafuse/Codegen/CUDA/CUDABackend.h"
 #endif
@@ -272,16 +267,7 @@ int runModule(const LoopModule &module, const std::string &where,
 }
 
 int run(const Options &options) {
-  registerBuiltinBackends();
-#ifdef DYNAFUSE_HAVE_LLVM
-  registerLLVMBackend();
-#endif
-#ifdef DYNAFUSE_HAVE_MLIR
-  registerMLIRBackend();
-#endif
-#ifdef DYNAFUSE_HAVE_CUDA
-  registerCUDABackend();
-#endif
+  registerAllBackends();
   int failures = 0;
   std::vector<std::string> chunks = readChunks(options.input);
   for (size_t c = 0; c < chunks.size(); ++c) {
