@@ -181,29 +181,24 @@ VarPtr BytecodeTracer::cloneKeepingLayout(const VarPtr &tensor) {
   // transposed or channels-last input) keeps its strides: the copy is made
   // in memory order and permuted back, so it is the same permuted view of
   // a fresh buffer (reshapes of it copy, as eager's do).
-  std::vector<int64_t> order;
   const TensorType &type = value->type;
   bool known = !value->producer && !type.strides.empty() && !rowMajor(type);
   for (size_t k = 0; known && k < type.rank(); ++k)
-    known = type.strides[k].isConstant() && type.sizes[k].isConstant();
-  if (known) {
-    for (size_t k = 0; k < type.rank(); ++k)
-      order.push_back(int64_t(k));
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return type.strides[size_t(a)].constant() >
-             type.strides[size_t(b)].constant();
-    });
-    int64_t expected = 1;
-    for (size_t k = order.size(); known && k-- > 0;) {
-      size_t dim = size_t(order[k]);
-      if (type.sizes[dim] == SymExpr(1))
-        continue;
-      known = type.strides[dim].constant() == expected;
-      expected *= type.sizes[dim].constant();
-    }
-  }
+    known = type.strides[k].isConstant();
+  std::vector<size_t> memoryOrder(type.rank());
+  std::iota(memoryOrder.begin(), memoryOrder.end(), size_t(0));
+  if (known)
+    std::stable_sort(memoryOrder.begin(), memoryOrder.end(),
+                     [&](size_t a, size_t b) {
+                       return type.strides[a].constant() >
+                              type.strides[b].constant();
+                     });
+  std::vector<SymExpr> dense = stridesInOrder(type.sizes, memoryOrder);
+  for (size_t k = 0; known && k < type.rank(); ++k)
+    known = type.sizes[k] == SymExpr(1) || type.strides[k] == dense[k];
   if (!known)
     return emit("contiguous", {value});
+  std::vector<int64_t> order(memoryOrder.begin(), memoryOrder.end());
   std::vector<int64_t> back(order.size());
   for (size_t k = 0; k < order.size(); ++k)
     back[size_t(order[k])] = int64_t(k);

@@ -61,19 +61,27 @@ DerivativeInfo softmaxRule(bool logarithmic) {
 }
 
 /// A sum over dims of x (whose sizes are `sizes`) divided by their element
-/// count, which may be symbolic (a 0-dim f32 full, as the decompositions
-/// make it).
+/// count less `correction` (var's), which may be symbolic (a 0-dim f32
+/// full, as the decompositions make it; then the correction must be an
+/// integer).
 Value *divideByCount(GradBuilder &b, Value *sum,
                      const std::vector<SymExpr> &sizes,
-                     const std::vector<int64_t> &dims) {
+                     const std::vector<int64_t> &dims,
+                     double correction = 0) {
   SymExpr count = 1;
   for (int64_t dim : dims)
     count = count * sizes[size_t(dim)];
   if (count.isConstant())
-    return b.emit("div", {sum, Scalar::ofFloat(double(count.constant()))});
+    return b.emit("div", {sum, Scalar::ofFloat(double(count.constant()) -
+                                               correction)});
+  if (correction != std::floor(correction))
+    throw Error("a gradient divided by a symbolic count less a correction "
+                "that is not an integer needs a static count");
   Value *divisor = b.emit("full", {},
                           {{"shape", std::vector<int64_t>{}},
-                           {"value", count},
+                           {"value", correction != 0
+                                         ? count - int64_t(correction)
+                                         : count},
                            {"dtype", DType::F32}});
   return b.emit("div", {sum, divisor});
 }
@@ -213,26 +221,11 @@ DerivativeInfo varianceRule(bool squareRoot) {
                  {b.emit("eq", {y, Scalar::ofFloat(0)}), Scalar::ofFloat(0),
                   b.emit("div", {g, b.emit("mul", {y, Scalar::ofFloat(2)})})});
     }
-    SymExpr count = 1;
-    for (int64_t dim : dims)
-      count = count * x->type.sizes[size_t(dim)];
     Value *twice = b.emit("mul", {g, Scalar::ofFloat(2)});
-    Value *scaled = nullptr;
-    if (count.isConstant()) {
-      scaled = b.emit("div", {twice, Scalar::ofFloat(double(count.constant()) -
-                                                     correction)});
-    } else {
-      if (correction != std::floor(correction))
-        throw Error("var's gradient needs a static count for a correction "
-                    "that is not an integer",
-                    node.location);
-      Value *divisor = b.emit("full", {},
-                              {{"shape", std::vector<int64_t>{}},
-                               {"value", count - int64_t(correction)},
-                               {"dtype", DType::F32}});
-      scaled = b.emit("cast", {b.emit("div", {twice, divisor})},
-                      {{"dtype", twice->type.dtype}});
-    }
+    Value *scaled =
+        divideByCount(b, twice, x->type.sizes, dims, correction);
+    if (scaled->type.dtype != twice->type.dtype) // a symbolic count's f32
+      scaled = b.emit("cast", {scaled}, {{"dtype", twice->type.dtype}});
     Value *centered = b.emit("sub", {x, meanOver(b, x, dims)});
     return b.sumTo(
         b.emit("mul",

@@ -429,7 +429,6 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
       give(0, inside ? masked(b, inside, g) : g);
       return result;
     }
-    Value *half = b.emit("mul", {g, number(0.5)});
     auto either = [&](Value *lhs, Value *rhs) {
       return b.emit("logical_or", {lhs, rhs});
     };
@@ -460,6 +459,7 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     Value *outside = either(inverted, either(b.emit("lt", {x, lo}),
                                              b.emit("gt", {x, hi})));
     give(0, tieSplit(b, g, both(xIsNumber, outside), either(atMin, atMax)));
+    Value *half = b.emit("mul", {g, number(0.5)});
     auto zeroOr = [&](Value *full, Value *tied) {
       return b.emit("where", {full, g, b.emit("where", {tied, half, number(0)})});
     };

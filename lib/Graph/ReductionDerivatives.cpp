@@ -44,18 +44,24 @@ Value *sumGradient(GradBuilder &b, const std::vector<int64_t> &dims,
   return b.sumTo(b.expandReduced(g, x->type, dims, keepdim), x->type);
 }
 
+/// g spread back over the reduced dims and divided by how many elements
+/// the bool mask `hits` holds in each reduced slice.
+Value *sharedAmong(GradBuilder &b, Value *hits, const std::vector<int64_t> &dims,
+                   bool keepdim, Value *g, Value *x) {
+  Value *count =
+      b.emit("sum", {b.emit("cast", {hits}, {{"dtype", x->type.dtype}})},
+             {{"dims", dims}, {"keepdim", true}});
+  return b.emit("div", {b.expandReduced(g, x->type, dims, keepdim), count});
+}
+
 /// amax / amin: the gradient shared by the elements equal to the result,
 /// as eager's scale_grad_by_count, (g / count) * hits: where the result is
 /// NaN nothing equals it, and 0 * (g / 0) makes the whole slice NaN.
 Value *extremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
                        bool keepdim, Value *g, Value *x, Value *y) {
-  Value *extreme = b.expandReduced(y, x->type, dims, keepdim);
-  Value *hits = b.emit("cast", {b.emit("eq", {x, extreme})},
-                       {{"dtype", x->type.dtype}});
-  Value *count = b.emit("sum", {hits}, {{"dims", dims}, {"keepdim", true}});
-  Value *share =
-      b.emit("div", {b.expandReduced(g, x->type, dims, keepdim), count});
-  return b.emit("mul", {share, hits});
+  Value *hits = b.emit("eq", {x, b.expandReduced(y, x->type, dims, keepdim)});
+  return b.emit("mul", {sharedAmong(b, hits, dims, keepdim, g, x),
+                        b.emit("cast", {hits}, {{"dtype", x->type.dtype}})});
 }
 
 /// max() / min() of the whole tensor (amax/amin marked "whole"), as
@@ -67,12 +73,8 @@ Value *wholeExtremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
   Value *hits = b.emit(
       "where", {b.emit("ne", {extreme, extreme}), b.emit("ne", {x, x}),
                 b.emit("eq", {x, extreme})});
-  Value *count =
-      b.emit("sum", {b.emit("cast", {hits}, {{"dtype", x->type.dtype}})},
-             {{"dims", dims}, {"keepdim", true}});
-  Value *share =
-      b.emit("div", {b.expandReduced(g, x->type, dims, keepdim), count});
-  return b.emit("where", {hits, share, Scalar::ofFloat(0)});
+  return b.emit("where", {hits, sharedAmong(b, hits, dims, keepdim, g, x),
+                          Scalar::ofFloat(0)});
 }
 
 /// max_dim / min_dim -> (values, indices): the values' gradient placed at

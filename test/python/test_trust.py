@@ -607,6 +607,17 @@ def test_backward_after_a_size_change_binds_the_forwards_sizes(fn):
     assert stats["symbolic_captures"] >= 1 and stats["graph_breaks"] == 0, stats
 
 
+def expanded_leaf_grads(fn, base):
+    """The compiled and the eager gradient of a leaf that expands base
+    [1, n] to [2, n] (its elements overlap), under random output weights."""
+    x = base.expand(2, 3).detach().requires_grad_()
+    x_compiled = base.expand(2, 3).detach().requires_grad_()
+    weights = torch.randn(fn(x).shape)
+    (fn(x) * weights).sum().backward()
+    (dynafuse.compile(fn)(x_compiled) * weights).sum().backward()
+    return x_compiled.grad, x.grad
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: x.select(-1, 1), lambda x: x.transpose(0, 1), lambda x: x * 3],
     ids=["select", "transpose", "product"])
@@ -614,13 +625,7 @@ def test_gradients_of_an_expanded_leaf_are_eagers(fn):
     """A leaf whose elements overlap (expanded) runs eagerly: outputs viewing
     an input are strided views of it, whose as_strided backward shares the
     gradient among the overlapping elements ([0.32, 0.32] for [0, 0.64])."""
-    base = torch.randn(1, 3)
-    x = base.expand(2, 3).detach().requires_grad_()
-    x_compiled = base.expand(2, 3).detach().requires_grad_()
-    weights = torch.randn(fn(x).shape)
-    (fn(x) * weights).sum().backward()
-    (dynafuse.compile(fn)(x_compiled) * weights).sum().backward()
-    assert_outputs_close(x_compiled.grad, x.grad)
+    assert_outputs_close(*expanded_leaf_grads(fn, torch.randn(1, 3)))
 
 
 def test_relu_gradient_passes_nan_as_eager():
@@ -726,12 +731,7 @@ def test_training_views_of_expanded_inputs_run_eagerly_and_the_rest_compiles():
     base = torch.randn(1, 3)
     for fn, breaks in ((view, 1), (product, 0)):
         dynafuse.reset()
-        x = base.expand(2, 3).detach().requires_grad_()
-        x_compiled = base.expand(2, 3).detach().requires_grad_()
-        weights = torch.randn(fn(x).shape)
-        (fn(x) * weights).sum().backward()
-        (dynafuse.compile(fn)(x_compiled) * weights).sum().backward()
-        assert_outputs_close(x_compiled.grad, x.grad)
+        assert_outputs_close(*expanded_leaf_grads(fn, base))
         assert dynafuse.stats()["graph_breaks"] == breaks
 
 
