@@ -6,7 +6,7 @@
 // the hook path must not pay for a binding layer.
 //
 //===----------------------------------------------------------------------===//
-#include "dynafuse/Capture/FrameCompiler.h"
+#include "dynafuse/Frontend/FrameCompiler.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Runtime/CachingAllocator.h"

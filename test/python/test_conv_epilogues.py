@@ -1,6 +1,6 @@
 """Batch norm and activations folded into prepacked convolutions
 (fuse-conv-epilogues, lib/Graph/ConvolutionEpilogues.cpp; the runtime in
-lib/Capture/TorchPrepackedWeights.cpp): compiled results against eager on
+lib/Torch/TorchPrepackedWeights.cpp): compiled results against eager on
 random data for each post-op activation, with and without a convolution
 bias, over batch sizes and input layouts; dynafuse.stats()
 ["batch_norm_folds"] proves the folded path ran, once per parameter version:

@@ -1,5 +1,5 @@
 """Products of two computed tensors through oneDNN's matmul where the GEMM
-library is oneDNN (lib/Capture/TorchOneDnnMatmul.cpp; DYNAFUSE_GEMM_LIBRARY,
+library is oneDNN (lib/Torch/TorchOneDnnMatmul.cpp; DYNAFUSE_GEMM_LIBRARY,
 auto on non-Intel CPUs): attention scores and weighted values, bmm, mm and
 broadcasting matmul against eager on random data, over transposed,
 expanded, sliced and size-1 operands; dynafuse.stats()["onednn_products"]

@@ -1,5 +1,5 @@
 """Linear layers run by the GEMM library with their weight kept packed
-(the torch bridge's lib/Capture/TorchPackedGemms.cpp): MKL's packed sgemm
+(the torch bridge's lib/Torch/TorchPackedGemms.cpp): MKL's packed sgemm
 on Intel CPUs, oneDNN's inner product elsewhere (DYNAFUSE_GEMM_LIBRARY).
 Compiled results against eager on random data, over input ranks, layouts,
 biases and HuggingFace's Conv1D (addmm); dynafuse.stats()["packed_gemms"]

@@ -1,4 +1,4 @@
-"""Small 1x1 convolutions as matrix products (lib/Capture/TorchExternOps.cpp,
+"""Small 1x1 convolutions as matrix products (lib/Torch/TorchExternOps.cpp,
 pointwiseConvolutionAsProduct): a 1x1, stride-1, unpadded, ungrouped float32
 convolution of a channels-last input under 4 MFLOP runs as at::mm (at::addmm
 with a bias) of the input viewed [N*H*W, Cin]; compiled results against

@@ -1,5 +1,5 @@
 """Inference convolutions whose weights stay in oneDNN's blocked layout
-between calls (lib/Capture/TorchPrepackedWeights.cpp): compiled results
+between calls (lib/Torch/TorchPrepackedWeights.cpp): compiled results
 against eager on random data over strides, padding, dilation, groups, bias,
 batch sizes and input layouts; each weight reordered once per parameter
 version (dynafuse.stats()["weight_prepacks"] proves the prepacked path ran),

@@ -7,7 +7,7 @@
 // through configureThreadPool before the first kernel runs, or the
 // machine's hardware concurrency; the calling thread is one of the workers.
 // Inside Python, torch's intra-op threads replace it
-// (lib/Capture/TorchThreadPool.cpp) unless Options::numThreads is set. A call
+// (lib/Torch/TorchThreadPool.cpp) unless Options::numThreads is set. A call
 // made while the pool is busy (from another thread, or nested inside a chunk)
 // runs serially in the caller.
 //

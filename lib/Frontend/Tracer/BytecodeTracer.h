@@ -1,0 +1,846 @@
+//===- BytecodeTracer.h - Symbolic execution of a frame's bytecode -*- C++
+//-*-===//
+//
+// Internal to the capture layer: the tracer walks a frame's bytecode with
+// its real arguments (the bytecode loop and the frame's symbolic stack and
+// locals), records tensor operations into a graph, and hands sources and
+// guards to its GuardBuilder. Values are Vars (Var.h). Its pieces: the
+// GuardBuilder, the InputTable (tensor inputs, their in-place updates and
+// aliasing), the OpBinder (call arguments to op operands) and the
+// CallInliner (inlined calls, which re-enter the loop); its own members are
+// split by concern across the Tracer*.cpp files (loop, branches, sources,
+// values, module containers, operators, calls, super, builtins, torch
+// calls).
+// CapturedFrame.h is the entry point (captureFrame).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_BYTECODETRACER_H
+#define DYNAFUSE_CAPTURE_BYTECODETRACER_H
+
+#include "CallInliner.h"
+#include "Entry/CapturedFrame.h"
+#include "Guards/GuardBuilder.h"
+#include "Entry/InputTable.h"
+#include "OpBinder.h"
+#include "Guards/ShapeEnv.h"
+#include "TensorAliases.h"
+#include "Var.h"
+
+#include "Bytecode.h"
+#include "OpTable.h"
+#include "dynafuse/Torch/TorchBridge.h"
+#include "dynafuse/Graph/OpRegistry.h"
+
+#include <algorithm>
+
+#include <opcode.h>
+
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+
+namespace dynafuse {
+namespace capture {
+
+/// The state of the code being traced (the frame's, or an inlined
+/// function's): inlining a call swaps in a fresh one and restores the
+/// caller's afterwards.
+struct TracedCode {
+  PyCodeObject *code = nullptr;
+  std::string fileName;
+  /// The globals and closure of the code, and its function's source (-1
+  /// for the frame).
+  PyObject *globals = nullptr;
+  PyObject *closure = nullptr;
+  int functionSource = -1;
+  std::vector<Instruction> instructions;
+  std::map<int, int> indexOfOffset;
+  std::vector<VarPtr> stack;
+  std::vector<VarPtr> locals;
+  /// Closure cells of an inlined function made during capture, and where
+  /// an inlined generator's yielded values go.
+  std::vector<VarPtr> symbolicClosure;
+  std::vector<VarPtr> *yielded = nullptr;
+  PyRef kwNames;
+  int currentLine = 0;
+};
+
+class BytecodeTracer {
+public:
+  /// Binds call arguments for the tracer (its operands, constants and
+  /// refusals).
+  friend class OpBinder;
+  /// Inlines calls, re-entering the bytecode loop with the callee's code.
+  friend class CallInliner;
+
+  BytecodeTracer(DynafuseFrame *frame, const std::string &graphName,
+                 bool allowResume, const ShapePolicy &shapePolicy);
+
+  CapturedFrame run();
+
+private:
+  static constexpr int kReturned = -2;
+  /// A frame-level instruction broke: capture ends before it.
+  static constexpr int kBroke = -3;
+  DynafuseFrame *frame;
+  /// The code being traced: the frame's, or an inlined callee's.
+  TracedCode current;
+  /// Inlines calls (and knows how deeply they nest).
+  CallInliner inliner{*this};
+  VarPtr returned;
+  /// Grad mode as the interpreted code sees it (with blocks change it), and
+  /// the modes to restore on leaving them.
+  bool gradMode = false;
+  std::vector<bool> gradModeStack;
+  /// The graph's random seed inputs, by device (RandomSeed sources), and
+  /// the counter offset the next `uniform` starts at.
+  std::map<std::string, Value *> randomSeeds;
+  SymExpr randomOffset = 0;
+  CapturedFrame result;
+  int steps = 0;
+  /// Sources and guards (the captured frame takes them at the end).
+  GuardBuilder guardBuilder;
+  /// Tensor inputs by source and object, their in-place updates, and the
+  /// values that are views or have views.
+  InputTable inputs;
+
+  //===--------------------------------------------------------------------===//
+  // Symbolic sizes (TracerSizes.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// Which dims of tensor inputs stay symbolic, and the symbols made.
+  ShapePolicy shapePolicy;
+  ShapeEnv shapes;
+  /// The dims of a tensor input (read from source) to make symbolic.
+  std::vector<bool> symbolicDims(PyObject *object, int source,
+                                 const std::vector<int64_t> &sizes);
+  /// A tensor input's type and guard with the chosen dims symbolic (false
+  /// when its strides are not a dense layout: then it stays static).
+  bool makeSymbolic(const std::vector<bool> &dims, const TensorMeta &meta,
+                    TensorType &type, Guard &guard);
+  /// A size as a Var: a Constant when it is one, else a SymInt.
+  VarPtr sizeVar(const SymExpr &size);
+  static bool isSymInt(const VarPtr &var) {
+    return var->kind == Var::Kind::SymInt;
+  }
+  /// The size a Constant int or SymInt var holds (else unsupported).
+  SymExpr sizeOf(const VarPtr &var, const std::string &what);
+  /// Whether var is a Constant int or a SymInt.
+  static bool isSizeLike(const VarPtr &var);
+  /// Records decisions on sizes as the entry's shape guards.
+  void addShapeGuards(std::vector<ShapeGuard> shapeGuards);
+  /// lhs <relation> rhs decided at the hints, guarded.
+  bool decideSizes(int relation, const SymExpr &lhs, const SymExpr &rhs);
+  /// +, -, *, //, % with a SymInt operand (null: not such an operation).
+  VarPtr sizeArithmetic(int kind, const VarPtr &lhs, const VarPtr &rhs);
+  /// int(), min() and max() of sizes with a SymInt among them (null:
+  /// not such a call).
+  VarPtr sizeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
+  /// A slice of a tensor dim with a symbolic bound or on a symbolic dim:
+  /// bounds clamped as Python does, each decision guarded.
+  VarPtr sliceSymbolic(const VarPtr &tensor, const VarPtr &start,
+                       const VarPtr &stop, const VarPtr &step, int64_t dim);
+  /// Before an op combines tensors: sizes it needs equal (broadcast dims,
+  /// matmul's inner dims) that are two symbols of equal hints become one.
+  void unifyOperandSizes(const std::string &op,
+                         const std::vector<Operand> &operands);
+  /// Two sizes an op needs equal, as unifyOperandSizes pairs them: two
+  /// symbols of equal hints become one, a symbol meeting a constant (not
+  /// 1) of its hint becomes it. Whether it unified.
+  bool unifyEqualSizes(const SymExpr &lhs, const SymExpr &rhs,
+                       std::vector<ShapeGuard> &decided);
+  /// An expand's kept dims: the input's size and the target's (other
+  /// than -1), right-aligned, are unified (`x.expand_as(y)` with x
+  /// [s0, 1] and y [s1, 4], s0 and s1 of one hint), and the target shape
+  /// is rewritten in the unified symbols.
+  void unifyExpandedSizes(const TensorType &input,
+                          std::map<std::string, Attribute> &attributes);
+  /// narrow on a symbolic dim: start and start + length inside it, decided
+  /// at the hints and guarded (eager raises past the end; the static rule
+  /// checks it, the symbolic one needs the guard).
+  void guardNarrowInRange(const TensorType &input,
+                          const std::map<std::string, Attribute> &attributes);
+  /// A reshape's -1 on symbolic sizes that does not divide provably:
+  /// numel // (the other sizes), guarded to divide exactly.
+  void resolveInferredSize(const TensorType &input,
+                           std::map<std::string, Attribute> &attributes);
+  /// Rewrites the graph's types after symbols were unified.
+  void applyUnifiedSizes();
+
+  int firstLine() const { return current.code->co_firstlineno; }
+
+  /// Interprets the current code to its RETURN_VALUE. At frame level (the
+  /// frame's own code, not an inlined callee) a break may end it early:
+  /// then result.resume is set and it returns null.
+  VarPtr runBody(bool frameLevel = false);
+  /// Decodes the current code (instructions, offsets) and checks its
+  /// exception handlers.
+  void loadCode();
+
+  //===--------------------------------------------------------------------===//
+  // Graph breaks the frame resumes after (TracerResume.cpp)
+  //===--------------------------------------------------------------------===//
+
+  bool allowResume;
+  /// One frame-level instruction; when it breaks, what it changed is undone,
+  /// the resume point recorded (breakAt) and kBroke returned.
+  int stepOrBreak(size_t pc);
+  /// What a frame-level instruction changed before it broke, to undo:
+  /// symbolic values it mutated (their state before), the input table.
+  std::vector<std::pair<VarPtr, Var>> journal;
+  std::unique_ptr<InputTable> inputsBefore;
+  void willMutate(const VarPtr &var);
+  void willUpdateInputs();
+  /// Records the resume point for a break at instruction pc, or rethrows
+  /// error (with why it cannot resume).
+  void breakAt(size_t pc, const Unsupported &error);
+  OutputSpec stateOf(const VarPtr &var);
+  /// Whether a call of callee cannot run in a stub (it reads its caller's
+  /// frame: super() without arguments, locals(), eval(), ...).
+  bool needsItsCallersFrame(const VarPtr &callee) const;
+  /// The with-block exits a break at `in` sits inside (stack slots,
+  /// innermost first); throws when a handler is not a with block's.
+  std::vector<int> withExitSlots(const Instruction &in);
+  void checkHandlers();
+  /// What the exception handler at instruction index `at` does.
+  enum class Handler { WithCleanup, Reraise, User };
+  Handler handlerAt(size_t at) const;
+  Location here(int line) const { return Location{current.fileName, line, 0}; }
+
+  [[noreturn]] void unsupported(const std::string &what, int line) const;
+  [[noreturn]] void unsupported(const std::string &what) const;
+
+  VarPtr pop();
+  void push(VarPtr var) { current.stack.push_back(std::move(var)); }
+  VarPtr peek(size_t depth);
+
+  //===--------------------------------------------------------------------===//
+  // Sources and guards
+  //===--------------------------------------------------------------------===//
+
+  /// Turns a concrete object read from a source into a symbolic value,
+  /// guarding what the capture assumes about it.
+  VarPtr classify(PyObject *object, int source);
+
+  VarPtr classifyObject(PyObject *object, int source);
+
+  /// Tuples and lists read from a source: type and length guarded, items
+  /// classified one by one.
+  VarPtr tupleOfSource(PyObject *sequence, int source);
+
+  /// A dict with string keys: its length and every value are guarded.
+  VarPtr dictOfSource(PyObject *dict, int source);
+
+  VarPtr tensorInput(PyObject *object, int source);
+
+  //===--------------------------------------------------------------------===//
+  // Instructions
+  //===--------------------------------------------------------------------===//
+
+  /// Returns the next instruction index, -1 for the following one, or
+  /// kReturned.
+  int step(const Instruction &in);
+
+  int jumpTarget(int offset);
+
+  /// The conditional jumps of every supported interpreter, by what they do.
+  enum class Branch {
+    None,
+    PopIfFalse,
+    PopIfTrue,
+    PopIfNone,
+    PopIfNotNone,
+    IfFalseOrPop,
+    IfTrueOrPop
+  };
+  static Branch branchOf(int opcode);
+
+  /// Whether a condition var is None / truthy, decided at capture time.
+  bool truthOf(const VarPtr &condition, bool noneTest);
+
+  int conditionalJump(const Instruction &in);
+  int forIter(const Instruction &in);
+
+  VarPtr constant(PyObject *object);
+
+  VarPtr loadLocal(int index);
+  /// LOAD_FAST_AND_CLEAR: the local's value (or a Null var when unbound),
+  /// leaving it unbound.
+  VarPtr takeLocal(int index);
+  /// The cell in a cell or free slot (what LOAD_CLOSURE, and 3.13's LOAD_FAST
+  /// of such a slot, push), or null.
+  VarPtr closureSlot(int index);
+
+  VarPtr loadGlobal(PyObject *name);
+  static bool isEnvironment(PyObject *object);
+  /// os.environ.get(name[, fallback]) / os.environ[name], guarded.
+  VarPtr environmentVariable(const VarPtr &name, const VarPtr &fallback);
+  /// IMPORT_NAME of a module already imported (sys.modules has it): the
+  /// module, guarded by identity; importing anew would run module code.
+  VarPtr importModule(PyObject *name, const VarPtr &level,
+                      const VarPtr &fromList);
+
+  VarPtr loadDeref(int index);
+
+  /// Attributes are read only where reading cannot run user code with
+  /// effects: modules, and objects whose type defines no Python-level
+  /// descriptor for the name.
+  VarPtr loadAttr(const VarPtr &base, PyObject *name);
+  void storeAttribute(const VarPtr &owner, PyObject *name, const VarPtr &value);
+
+  /// The source a concrete object var was read from (recorded in the guard
+  /// that protects it).
+  int sourceOfObject(const VarPtr &var);
+  /// The same, or -1 when the object has none.
+  int knownSourceOf(const VarPtr &var);
+  /// Modules are guarded by type; where capture relies on which instance
+  /// one is (it is returned), this pins the instance.
+  void guardObjectIdentity(const VarPtr &var);
+
+  /// f-strings of constants (assert messages) are formatted at capture:
+  /// conversion (0 none, 1 str, 2 repr, 3 ascii), then format(value, spec).
+  VarPtr convertValue(const VarPtr &value, int conversion);
+  VarPtr formatValue(const VarPtr &value, const VarPtr &spec);
+
+  VarPtr buildString(int count);
+
+  VarPtr buildMap(int count);
+
+  VarPtr buildConstKeyMap(int count);
+
+  void setDictItem(const VarPtr &dict, const VarPtr &key, const VarPtr &value);
+
+  void mergeInto(const VarPtr &dict, const VarPtr &other);
+
+  void callWithUnpacking(bool hasKeywords);
+
+  VarPtr buildTuple(int count);
+  /// SET_ADD into a set var made during capture: items are constants (or
+  /// objects comparable at capture), kept once.
+  void addToSet(const VarPtr &set, const VarPtr &item);
+
+  std::vector<VarPtr> itemsOf(const VarPtr &var);
+
+  void unpack(const VarPtr &var, int count);
+
+  VarPtr subscript(const VarPtr &container, const VarPtr &index);
+  /// container[index] = value, value sharing container's memory: whether
+  /// the elements written and those read provably do not meet (their
+  /// ranges in the root's memory are apart), so the functional copy is
+  /// eager's.
+  bool assignsFromDisjointMemory(const VarPtr &container, const VarPtr &index,
+                                 const VarPtr &value);
+  /// ModuleDict["name"], ModuleList[i], Sequential[i] through the guarded
+  /// _modules dict.
+  VarPtr moduleItem(const VarPtr &container, const VarPtr &index);
+  /// ParameterList[i] / ParameterDict["name"] as guarded attribute reads.
+  VarPtr parameterItem(const VarPtr &container, const VarPtr &index);
+  /// dict.items() / keys() / values() of a dict var, as a list var.
+  VarPtr dictMethod(const std::string &method, const VarPtr &dict);
+
+  /// BUILD_SLICE of constants: a slice object, usable as an index.
+  VarPtr sliceItems(const VarPtr &container, PyObject *slice);
+  VarPtr buildSlice(int count);
+  /// A slice of start, stop and step (null: absent): a constant slice
+  /// object, or a SymSlice when a bound is a symbolic size.
+  VarPtr makeSlice(const VarPtr &start, const VarPtr &stop,
+                   const VarPtr &step);
+
+  /// Basic indexing (ints, slices, None, Ellipsis) as select, slice and
+  /// unsqueeze nodes.
+  VarPtr indexTensor(VarPtr tensor, const VarPtr &index);
+
+  VarPtr sliceTensor(const VarPtr &tensor, PyObject *slice, int64_t dim);
+  /// Indexing with tensors (gathers; masks break the graph: their shape
+  /// depends on the data), kept as a call_torch of Tensor.__getitem__.
+  VarPtr advancedIndex(const VarPtr &tensor, const VarPtr &index);
+  /// container[index] = value on a computed tensor: the graph computes the
+  /// updated copy (dynafuse.functional.setitem) and every reference to
+  /// container sees it.
+  void storeSubscript(const VarPtr &container, const VarPtr &index,
+                      const VarPtr &value);
+  /// container with container[index] = value (dynafuse.functional.setitem).
+  VarPtr functionalSetItem(const VarPtr &container, const VarPtr &index,
+                           const VarPtr &value);
+
+  //===--------------------------------------------------------------------===//
+  // Views and in-place updates through them (TracerAliases.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// Which values share memory in eager, and their newest values.
+  TensorAliases aliases;
+  /// Alias sets an in-place update changed during the current frame-level
+  /// instruction, as they were (restored when it breaks).
+  std::vector<std::pair<std::shared_ptr<AliasSet>, AliasSet>> aliasJournal;
+  /// Whether eager certainly lays a value out row-major (graph inputs by
+  /// their strides, computed values from their operands'): what decides
+  /// whether a reshape is a view.
+  std::map<const Value *, bool> contiguousInEager;
+  bool eagerContiguous(const Value *value);
+  /// value, or, when an update of its memory made it stale, its view chain
+  /// replayed on its base's newest value. Every graph operand and output
+  /// is read through this.
+  Value *latestValue(Value *value);
+  Value *replayView(const ViewStep &step, Value *base, bool asIs = false);
+  /// Records the views node made (called by emit).
+  void trackViews(const Node &node);
+  /// result shares memory with base in a way capture cannot follow (a torch
+  /// call returned a view): in-place updates of either are refused.
+  void aliasOfUnknownKind(Value *base, Value *result, const std::string &why);
+  /// x.contiguous(): x itself when eager's x is certainly contiguous.
+  /// x.clone(): a copy in x's layout where eager's is (a densely
+  /// permuted input), else a contiguous one.
+  VarPtr cloneKeepingLayout(const VarPtr &tensor);
+  VarPtr viewIfContiguous(const VarPtr &tensor);
+  /// x.view(...) gives `reshaped` where eager's strides of x provably allow
+  /// no view (eager raises there); false when they allow one or capture
+  /// cannot tell. setWasCertain: whether tensor's alias set was certain
+  /// before the reshape was emitted.
+  bool provablyNoView(Value *tensor, const Value *reshaped,
+                      bool setWasCertain);
+  /// add/sub's alpha: the second operand scaled by it (checked as eager).
+  void scaleByAlpha(const std::string &op, OpBinder::Binding &bound,
+                    const std::string &what);
+  /// flatten(start_dim, end_dim) over one dim: eager returns the tensor.
+  bool flattensNothing(const OpBinder::Binding &bound);
+  /// Breaks where eager records an op it cannot differentiate.
+  void refuseWithoutDerivative(const std::vector<Operand> &operands,
+                               const std::string &what);
+  /// div's graph op for its rounding_mode (div, div_floor, div_trunc);
+  /// takes the attribute out of bound.
+  std::string divisionOp(OpBinder::Binding &bound, const std::string &what);
+  /// x.unflatten(dim, sizes): a reshape that always views.
+  VarPtr unflatten(const OpBinder::Binding &bound, const std::string &what);
+  /// Refuses an update whose operands share memory with what it writes.
+  void refuseOverlappingOperands(const Value *target, const Value *updated);
+  /// The base with its view (the chain's last step) replaced by updated.
+  Value *scatterThroughChain(Value *root, const std::vector<ViewStep> &chain,
+                             Value *updated);
+  Value *scatterStep(Value *base, const ViewStep &step, Value *updated);
+  Value *sliceOf(Value *base, int64_t dim, const SymExpr &start,
+                 const SymExpr &end);
+  /// base with [start, start + length) along dim replaced by piece.
+  Value *spliceAlong(Value *base, int64_t dim, const SymExpr &start,
+                     const SymExpr &length, Value *piece);
+  Value *sliceScatter(Value *base, Value *updated, const SliceBounds &bounds);
+  /// A returned view of an input updated in place: the view of the graph
+  /// input itself (the run writes the update back into it), so the result
+  /// shares the input's memory as in eager. Other values are unchanged.
+  Value *viewOfUpdatedInput(Value *value);
+  /// Outputs that are views of other outputs (the root of their alias set
+  /// is one) are recorded to be made as views of them per run.
+  void linkOutputViews();
+  std::map<const Value *, Value *> viewsOfUpdatedInputs;
+  /// Whether value is a view or has views (a graph break cannot pass it to
+  /// resume code without losing the aliasing).
+  bool isViewOrHasViews(Value *value);
+
+  //===--------------------------------------------------------------------===//
+  // Operators and calls
+  //===--------------------------------------------------------------------===//
+
+  Operand operandOf(const VarPtr &var, const std::string &what);
+
+  /// A graph node of op, its operands read at their newest values.
+  VarPtr emit(const std::string &op, std::vector<Operand> operands,
+              std::map<std::string, Attribute> attributes = {});
+  /// The same, with the operands as given (a view of an input's value
+  /// before an update, for an output that must alias the input object).
+  VarPtr emitAsIs(const std::string &op, std::vector<Operand> operands,
+                  std::map<std::string, Attribute> attributes);
+
+  bool bothConstantNumbers(const VarPtr &lhs, const VarPtr &rhs);
+
+  VarPtr foldPython(PyObject *value);
+
+  VarPtr binaryOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
+
+  /// A torch builtin x.op_(...) outside the op table: x.copy_(src) as src
+  /// broadcast and cast, others as the out-of-place op, then an in-place
+  /// update of x (TracerTorchCalls.cpp).
+  VarPtr functionalInPlace(PyObject *callable, const std::string &what,
+                           const std::vector<VarPtr> &args,
+                           const Keywords &keywords);
+  /// x.op_(...) / x += y: the graph computes a new value and every reference
+  /// to x's Var sees it; through views, the base gets the update scattered
+  /// back and every other view of it reads the base's new value; an input
+  /// updated so is written back after the run (TracerAliases.cpp).
+  /// overlapChecked: the caller has shown value's operands do not overlap
+  /// what it writes (item assignment).
+  VarPtr updateInPlace(const VarPtr &target, const VarPtr &value,
+                       bool overlapChecked = false);
+  /// Adds the write-back outputs once the frame has returned.
+  void addWriteBacks();
+  /// Outputs viewing an input are made as strided views of it, whose
+  /// backward (as_strided's) shares a gradient among overlapping elements:
+  /// a training frame with an output viewing an expanded input that
+  /// requires grad runs eagerly.
+  void refuseViewsOfOverlappingGradInputs();
+  /// Makes integer divisions the outputs do not read outputs too (unused by
+  /// the caller): eager raises ZeroDivisionError for them all the same.
+  void keepDivisionChecks();
+  /// Refuses, or guards against, other inputs sharing the memory of an
+  /// input updated in place (eager would see the update through them).
+  void guardDisjointFromOtherInputs(const Value *input);
+
+  PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs);
+
+  /// Constants, dtypes and devices compare without running user code.
+  static bool comparableAtCapture(const VarPtr &var);
+
+  VarPtr compareOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
+
+  VarPtr negate(const VarPtr &var);
+
+  VarPtr logicalNot(const VarPtr &var);
+
+  VarPtr containsOp(const VarPtr &item, const VarPtr &container, bool negated);
+  VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted);
+  /// A mutable value the trace made (object, list, dict, set): `is`
+  /// compares it by var.
+  static bool madeDuringCapture(const VarPtr &var);
+  void guardSameness(const VarPtr &lhs, const VarPtr &rhs, bool same);
+  /// `a is b` for tensors; guards that two inputs stay distinct objects.
+  bool sameTensorObject(const VarPtr &lhs, const VarPtr &rhs);
+
+  /// How the interpreter lays out a callable and its self-or-NULL slot
+  /// under CALL's arguments: 3.11 and 3.12 put NULL (or the method) below
+  /// the callable, 3.13 puts NULL (or self) above it. pushCallable splits a
+  /// bound method into function and self.
+  void pushCallable(const VarPtr &callable);
+  void pushWithNull(const VarPtr &callable);
+  struct CallTarget {
+    VarPtr callee;
+    VarPtr self; ///< null when the slot held NULL
+  };
+  CallTarget popCallTarget();
+
+  void call(int argc);
+  /// LOAD_SUPER_ATTR (3.12): super().name, or super(cls, self).name.
+  void loadSuperAttr(int arg);
+  /// CALL_INTRINSIC_1 (3.12): unary plus and list-to-tuple; others refused.
+  VarPtr callIntrinsic(int which, const VarPtr &operand);
+  VarPtr positive(const VarPtr &var);
+  VarPtr listToTuple(const VarPtr &list);
+
+  VarPtr callAny(const VarPtr &callee, const std::vector<VarPtr> &args,
+                 const Keywords &keywords);
+
+  VarPtr callTorch(const VarPtr &callee, std::vector<VarPtr> args,
+                   const Keywords &keywords);
+
+  /// A torch builtin outside the op table, kept in the graph as a
+  /// call_torch extern (its result types from a run on meta tensors).
+  VarPtr torchExtern(PyObject *callable, const std::string &what,
+                     const std::vector<VarPtr> &args,
+                     const Keywords &keywords);
+  VarPtr emitTorchCall(TorchCall call, std::vector<Operand> operands);
+  CallArg callArgOf(const VarPtr &var, std::vector<Operand> &operands,
+                    const std::string &what);
+  /// The var for a call's Python result, its tensors taken from results.
+  VarPtr resultVar(PyObject *output, const std::vector<Value *> &results,
+                   size_t &next);
+  /// torch.Tensor.<name>, or torch._C.TensorBase.<name> for base (new
+  /// reference), or null.
+  static PyObject *tensorMethodObject(const std::string &name,
+                                      bool base = false);
+  /// super() with no arguments inside an inlined torch.Tensor method.
+  VarPtr superOfTensor(const std::vector<VarPtr> &args);
+  /// super() / super(cls, self) in a method of a Python object (an
+  /// nn.Module's forward calling its base class's): a proxy var (method
+  /// "super") whose attributes are the Python methods found past cls,
+  /// bound to self and guarded as SuperAttr sources. Null otherwise.
+  VarPtr superOfObject(const std::vector<VarPtr> &args);
+  VarPtr superAttr(const VarPtr &proxy, PyObject *name);
+  /// An object fixed for the entry's lifetime (torch.Tensor's Python
+  /// methods), with a source its inlined code's globals hang off.
+  VarPtr fixedObject(const PyRef &object, const std::string &name);
+  static bool isTorchAssert(PyObject *object);
+  /// torchvision's and torch's _log_api_usage_once: calls skipped.
+  static bool onlyLogsUsage(PyObject *callable);
+
+  /// torch._assert(condition, message) with a condition known at capture.
+  VarPtr checkedAssert(const std::vector<VarPtr> &args);
+
+  //===--------------------------------------------------------------------===//
+  // Functions, methods, cells and nn.Module calls (the CallInliner inlines
+  // them)
+  //===--------------------------------------------------------------------===//
+
+  static PyObject *moduleClass();
+
+  /// isinstance(object, torch.nn.<name>).
+  static bool isInstanceOf(PyObject *object, const char *name);
+
+  static bool isModule(PyObject *object);
+
+  /// obj.name where type(obj) defines name as a plain Python function:
+  /// a method bound to obj, its function guarded through type(obj).
+  VarPtr boundMethod(const VarPtr &base, PyObject *name);
+
+  VarPtr makeFunction(int flags);
+  /// MAKE_FUNCTION's flag (3.13's SET_FUNCTION_ATTRIBUTE): only a closure.
+  void setFunctionAttribute(const VarPtr &function, int flag,
+                            const VarPtr &attribute);
+  VarPtr makeCell(int index);
+  VarPtr cellAt(int index);
+  /// all, any, sum, len, tuple, list, zip, enumerate over containers.
+  VarPtr isInstance(PyObject *callable, const std::vector<VarPtr> &args);
+  VarPtr containerIsInstance(const VarPtr &var, PyObject *cls);
+  /// type(x): the class of a constant, of a guarded object (its type
+  /// guarded), of a container var or of a tensor; null when unknown.
+  VarPtr typeOf(const VarPtr &var);
+  VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
+                          const Keywords &keywords);
+  /// getattr(obj, "name"[, default]) and hasattr(obj, "name").
+  VarPtr attributeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
+  /// torch.no_grad() / enable_grad() / inference_mode(): a context var.
+  VarPtr gradModeContext(PyObject *callable, const std::vector<VarPtr> &args,
+                         const Keywords &keywords);
+  /// BEFORE_WITH: enters a grad-mode context.
+  void enterWith(const VarPtr &context);
+  /// The __exit__ of a torch.no_grad() / enable_grad() entered before the
+  /// frame resumed (object read from source): it restores the grad mode in
+  /// its `prev`, guarded. Null for other objects.
+  VarPtr gradModeExit(PyObject *object, int source);
+  /// Refuses ops that eager would record for autograd: an operand that
+  /// requires grad while grad mode is on.
+  /// Whether op's results require grad (an operand does); breaks before an
+  /// op without a derivative rule, or inside a no_grad block.
+  bool checkDifferentiable(const std::string &op,
+                           std::vector<Operand> &operands);
+  /// The graph input holding this run's random seed on `device`.
+  Value *randomSeed(const std::string &device);
+  /// F.dropout in training mode: x where uniform numbers reach p, scaled by
+  /// 1 / (1 - p); zero elsewhere.
+  /// Whether overwriting target in place must keep its history (it
+  /// requires grad, in grad mode), and the update that does: x.zero_(),
+  /// x.fill_(v) and x.copy_(src) as a where that keeps x's.
+  bool overwritesHistory(Value *target);
+  VarPtr overwriteKeepingHistory(Value *target, Operand value);
+  VarPtr trainingDropout(Value *x, double p);
+  /// F.batch_norm: the eval op, or in training mode batch_norm_train with
+  /// the running statistics (args 1 and 2) updated in place by momentum.
+  VarPtr batchNorm(OpBinder::Binding &bound, const std::vector<VarPtr> &args,
+                   const Keywords &keywords);
+  /// F.scaled_dot_product_attention on q, k or v requiring grad (grad mode
+  /// on): ATen's CPU flash kernel (sdpa_flash), whose rule runs its
+  /// backward. Null where that kernel does not apply: the call stays a
+  /// call_torch extern (a graph break in training, with the reason).
+  VarPtr trainingAttention(PyObject *callable, const std::vector<VarPtr> &args,
+                           const Keywords &keywords);
+  /// Guards that obj (read from a source) still lacks attribute name.
+  void guardMissingAttribute(const VarPtr &object, PyObject *name);
+
+  //===--------------------------------------------------------------------===//
+  // Exceptions raised by traced code (TracerObjects.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// BuiltinError(constants...): the exception, made at capture (null for
+  /// other calls).
+  VarPtr makeException(PyObject *callable, const std::vector<VarPtr> &args,
+                       const Keywords &keywords);
+  /// RAISE_VARARGS: throws RaisedInCapture.
+  [[noreturn]] void raiseException(const VarPtr &exception);
+  /// Iterating an object made during capture whose class has __getitem__
+  /// but no __iter__: __getitem__(0), (1), ... up to its IndexError.
+  VarPtr iterateBySubscript(const VarPtr &object, VarPtr iterator);
+
+  //===--------------------------------------------------------------------===//
+  // Torch calls decided at capture (TracerTorchValues.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// torch.finfo / iinfo, torch.tensor of a constant, str() / repr() of
+  /// constants and classes; null for other calls.
+  VarPtr foldTorchValue(PyObject *callable, const std::vector<VarPtr> &args,
+                        const Keywords &keywords);
+  VarPtr constantTensor(const VarPtr &data,
+                        const Keywords &keywords);
+  VarPtr tensorTo(const VarPtr &tensor, const std::vector<VarPtr> &args,
+                  const Keywords &keywords);
+
+  //===--------------------------------------------------------------------===//
+  // Instances of Python classes made during capture (TracerObjects.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// cls(...) of a plain Python class (laid out as object, dict or
+  /// OrderedDict, default __new__ and __getattribute__): a NewObject var,
+  /// its __init__ inlined. Null for other classes.
+  VarPtr constructObject(const VarPtr &classVar, const std::vector<VarPtr> &args,
+                         const Keywords &keywords);
+  /// The raw entry for name in the class's MRO (past `after`), read through
+  /// a guarded ClassEntry source; null when there is none.
+  VarPtr classEntry(const VarPtr &classVar, PyObject *name,
+                    PyObject *after = nullptr);
+  /// The class's own Python function `name`, bound to object; or null.
+  VarPtr pythonMethodOf(const VarPtr &object, const char *name);
+  /// A builtin method of the object's base (object.__setattr__,
+  /// dict.__setitem__, ...), modelled on its state: called by
+  /// callObjectSlot.
+  VarPtr slotMethod(const VarPtr &object, const std::string &name);
+  VarPtr callObjectSlot(const std::string &slot, const std::vector<VarPtr> &args,
+                        const Keywords &keywords);
+  /// A property's getter (a Python function) inlined on self.
+  VarPtr readProperty(const VarPtr &property, const VarPtr &self,
+                      const std::string &attribute);
+  VarPtr newObjectAttribute(const VarPtr &object, PyObject *name);
+  bool newObjectHas(const VarPtr &object, PyObject *name);
+  /// obj.name = value (direct: object.__setattr__, past a Python
+  /// __setattr__ of the class).
+  void setNewObjectAttribute(const VarPtr &object, PyObject *name,
+                             const VarPtr &value, bool direct);
+  /// A Dict var's entry for key (null when absent), and its update.
+  VarPtr dictEntry(const VarPtr &dict, const std::string &key);
+  void setDictEntry(const VarPtr &dict, const std::string &key,
+                    const VarPtr &value);
+  VarPtr newObjectItem(const VarPtr &object, const VarPtr &key);
+  void setNewObjectItem(const VarPtr &object, const VarPtr &key,
+                        const VarPtr &value);
+  VarPtr newObjectLength(const VarPtr &object);
+  bool newObjectTruth(const VarPtr &object);
+  /// Lists, dicts and objects made during capture have one id each; an
+  /// output (the return value, or the state at a break) spells each out
+  /// once and refers to it by id after (OutputSpec::Kind::SameObject).
+  std::map<const Var *, std::pair<VarPtr, int>> objectIds;
+  std::set<int> emittedObjects;
+  int objectIdOf(const VarPtr &var);
+  bool seenInThisOutput(const VarPtr &var, OutputSpec &spec);
+  OutputSpec
+  newObjectSpec(const VarPtr &var,
+                const std::function<OutputSpec(const VarPtr &)> &itemSpec);
+
+  //===--------------------------------------------------------------------===//
+  // Stores into objects that existed before the frame (TracerStores.cpp)
+  //===--------------------------------------------------------------------===//
+
+  /// Stores capture made, in order: later reads see them, and each run
+  /// repeats them (CapturedFrame::stores). A frame-level instruction that
+  /// breaks drops the ones it made.
+  struct PendingStore {
+    bool item = false;
+    PyObject *owner = nullptr; ///< borrowed: the owner's source keeps it
+    int ownerSource = -1;
+    std::string name;
+    VarPtr value;
+  };
+  std::vector<PendingStore> pendingStores;
+  /// obj.name = value on an object read from a source whose type uses the
+  /// default __setattr__; false when capture cannot model the store.
+  bool storeIntoObject(const VarPtr &owner, PyObject *name, const VarPtr &value);
+  /// A dict read from one of the frame's own locals (its **kwargs).
+  bool isFramesOwnDict(const VarPtr &dict) const;
+  /// d[key] = value on the frame's own dict (a Dict var).
+  void storeIntoSourceDict(const VarPtr &dict, const std::string &key,
+                           const VarPtr &value);
+  /// d.pop(key[, default]) on a dict var (made during capture, or the
+  /// frame's own: then the removal is repeated by each run).
+  VarPtr popDictItem(const VarPtr &dict, const VarPtr &key,
+                     const VarPtr &fallback);
+  /// The value capture stored into owner.name, or null.
+  VarPtr storedAttribute(PyObject *owner, const std::string &name) const;
+  /// The stores' specs (after the return value's or the break state's, in
+  /// the same output, so objects keep their identity).
+  std::vector<StoreEffect>
+  storeEffects(const std::function<OutputSpec(const VarPtr &)> &valueSpec);
+
+  //===--------------------------------------------------------------------===//
+  // Tensor metadata (static under the tensor guards)
+  //===--------------------------------------------------------------------===//
+
+  static bool isMetadataMethod(const std::string &name);
+
+  VarPtr sizesTuple(const TensorType &type);
+
+  VarPtr integerConstant(int64_t value);
+
+  VarPtr tensorAttribute(const VarPtr &base, const std::string &attribute);
+
+  /// Whether a graph value requires grad: inputs as guarded (possible under
+  /// no_grad); computed values never do (capture runs only when grad mode is
+  /// off or no input requires grad).
+  bool inputRequiresGrad(const Value *value) const;
+
+  VarPtr unguardedObject(PyRef object);
+
+  static PyRef dtypeObject(DType dtype);
+
+  static PyRef deviceObject(const std::string &device);
+
+  VarPtr tensorMetadata(const VarPtr &tensor, const std::string &method,
+                        const std::vector<VarPtr> &args);
+
+  //===--------------------------------------------------------------------===//
+  // Iteration (unrolled)
+  //===--------------------------------------------------------------------===//
+
+  /// Iterators over tuples, lists, ranges and module containers
+  /// (nn.Sequential, nn.ModuleList) are unrolled at capture.
+  VarPtr iterate(const VarPtr &iterable);
+
+  VarPtr iterateModules(const VarPtr &container, VarPtr iterator);
+  /// module._modules as a dict var: its length and every entry guarded.
+  VarPtr modulesOf(const VarPtr &module);
+  /// module.modules() / named_modules() / children() / named_children():
+  /// the module tree read through guarded _modules dicts; null when method
+  /// is none of these (or has arguments).
+  VarPtr walkModules(PyObject *method, const VarPtr &self, size_t argCount);
+  VarPtr pairVar(const std::string &name, const VarPtr &module);
+  /// Appends module's submodules (recursively when asked) not yet in
+  /// visited (objects with their sources), each once, as nn.Module's
+  /// walks do.
+  void collectSubmodules(const VarPtr &module, const std::string &prefix,
+                         bool named, bool recurse,
+                         std::vector<std::pair<PyObject *, int>> &visited,
+                         std::vector<VarPtr> &out);
+
+  static bool isMathFunction(PyObject *callable);
+  /// Whether callable is the frame's builtin `name`.
+  bool isBuiltin(PyObject *callable, const char *name) const;
+  /// Pure builtins (float, int, min, ...) and math functions on constants
+  /// run at capture time.
+  VarPtr foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
+                     const Keywords &keywords);
+  /// torch.device("cpu"), torch.device(type="cuda", index=0): made at
+  /// capture time from constants (FX-generated code spells devices so).
+  VarPtr foldTorchDevice(PyObject *callable, const std::vector<VarPtr> &args,
+                         const Keywords &keywords);
+
+  VarPtr bindAndEmit(const OpBinding &binding, const std::string &what,
+                     const std::vector<VarPtr> &args,
+                     const Keywords &keywords);
+
+  //===--------------------------------------------------------------------===//
+  // Return value
+  //===--------------------------------------------------------------------===//
+
+  OutputSpec outputOf(const VarPtr &var);
+  /// A tuple, list or dict var's spec, each item's by itemSpec (a list or
+  /// dict made during capture spelled out once per output).
+  template <typename ItemSpec>
+  OutputSpec containerSpec(const VarPtr &pointer, ItemSpec itemSpec) {
+    const Var &var = *pointer;
+    OutputSpec spec;
+    if (var.source < 0 && (var.kind == Var::Kind::Dict || var.isList) &&
+        seenInThisOutput(pointer, spec))
+      return spec;
+    spec.kind = var.kind == Var::Kind::Dict ? OutputSpec::Kind::Dict
+                : var.isList                ? OutputSpec::Kind::List
+                                            : OutputSpec::Kind::Tuple;
+    if (var.kind == Var::Kind::Dict)
+      spec.keys = var.keys;
+    if (var.kind == Var::Kind::Tuple && !var.isList)
+      spec.constant = var.object; // a named tuple's class, or null
+    for (const VarPtr &item : var.items)
+      spec.items.push_back(itemSpec(item));
+    return spec;
+  }
+
+  OutputSpec tensorOutput(Value *value);
+};
+
+} // namespace capture
+} // namespace dynafuse
+
+#endif

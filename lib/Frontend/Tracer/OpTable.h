@@ -1,0 +1,79 @@
+//===- OpTable.h - Torch callables and their graph ops ----------*- C++ -*-===//
+//
+// The Python package hands over, as data, which torch callables and Tensor
+// methods map to which graph op and how their parameters bind (operand,
+// attribute, or fixed to its default). Lookup is by object identity for
+// callables and by name for methods.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_CAPTURE_OPTABLE_H
+#define DYNAFUSE_CAPTURE_OPTABLE_H
+
+#include "dynafuse/Support/PyRef.h"
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace dynafuse {
+
+struct ParamSpec {
+  enum class Kind {
+    Operand,
+    Operands,
+    TensorOperand,
+    OptionalOperand,
+    Attr,
+    IntsVararg,
+    Fixed,
+    Ignored,
+    InPlaceFlag,
+    ShapeOf,
+    DTypeOf
+  };
+  std::string name;
+  /// The node attribute the parameter becomes (its name unless renamed).
+  std::string attribute;
+  Kind kind = Kind::Operand;
+  bool keywordOnly = false;
+  bool hasDefault = false;
+  PyRef defaultValue;
+};
+
+struct OpBinding {
+  /// "overload": the first of `alternatives` whose parameters bind wins.
+  std::string graphOp;
+  std::vector<OpBinding> alternatives;
+  std::vector<ParamSpec> params;
+  /// Attributes the binding adds (e.g. dtype for Tensor.float()), as Python
+  /// objects converted at capture.
+  std::vector<std::pair<std::string, PyRef>> extraAttributes;
+};
+
+class OpTable {
+public:
+  /// Throws Error on a malformed table.
+  void setFunctions(PyObject *dict);
+  void setMethods(PyObject *dict);
+  /// {callable: answer}: calls whose result capture knows without running
+  /// them ("false", "none", "grad_enabled").
+  void setStateQueries(PyObject *dict);
+  const OpBinding *function(PyObject *callable) const;
+  const OpBinding *method(const std::string &name) const;
+  /// The answer for a state query, or "" when callable is not one.
+  std::string stateQuery(PyObject *callable) const;
+
+private:
+  std::unordered_map<PyObject *, OpBinding> functions;
+  std::vector<PyRef> functionKeys;
+  std::map<std::string, OpBinding> methods;
+  std::unordered_map<PyObject *, std::string> stateQueries;
+  std::vector<PyRef> stateKeys;
+};
+
+OpTable &opTable();
+
+} // namespace dynafuse
+
+#endif

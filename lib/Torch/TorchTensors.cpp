@@ -1,0 +1,198 @@
+//===- TorchTensors.cpp - Tensor metadata and views through ATen ----------===//
+//
+// Part of the torch bridge (TorchBridge.h): what guards and arguments read
+// of a tensor, views and copies of tensors, and torch's global state (grad
+// mode, autocast, default dtype).
+//
+//===----------------------------------------------------------------------===//
+#include "dynafuse/Torch/TorchBridge.h"
+
+#include "dynafuse/Support/PyRef.h"
+#include "TorchTypes.h"
+
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+namespace dynafuse {
+namespace {
+
+PyTypeObject *parameterType() {
+  static PyObject *slot = nullptr;
+  return reinterpret_cast<PyTypeObject *>(
+      lookupOnce(slot, "torch.nn.parameter", "Parameter"));
+}
+
+} // namespace
+
+PyObject *tensorClass() { return THPVariableClass; }
+
+bool isAnyTensor(PyObject *object) { return THPVariable_Check(object); }
+
+bool isPlainTensor(PyObject *object) {
+  PyTypeObject *type = Py_TYPE(object);
+  return type == reinterpret_cast<PyTypeObject *>(THPVariableClass) ||
+         type == parameterType();
+}
+
+TensorMeta describeTensor(PyObject *object) {
+  const at::Tensor &tensor = THPVariable_Unpack(object);
+  TensorMeta meta;
+  meta.scalarType = static_cast<int>(tensor.scalar_type());
+  meta.dtype = fromScalarType(tensor.scalar_type());
+  meta.dtypeName = c10::toString(tensor.scalar_type());
+  meta.device = tensor.device().str();
+  meta.deviceType = static_cast<int>(tensor.device().type());
+  meta.deviceIndex = tensor.device().index();
+  meta.sizes = tensor.sizes().vec();
+  meta.strides = tensor.strides().vec();
+  meta.requiresGrad = tensor.requires_grad();
+  meta.data = static_cast<char *>(tensor.unsafeGetTensorImpl()->has_storage()
+                                      ? tensor.data_ptr()
+                                      : nullptr);
+  return meta;
+}
+
+bool tensorMatches(PyObject *object, const TensorMeta &expected) {
+  if (!isPlainTensor(object))
+    return false;
+  const at::Tensor &tensor = THPVariable_Unpack(object);
+  c10::Device device = tensor.device();
+  return static_cast<int>(tensor.scalar_type()) == expected.scalarType &&
+         tensor.sizes().equals(expected.sizes) &&
+         tensor.strides().equals(expected.strides) &&
+         tensor.requires_grad() == expected.requiresGrad &&
+         static_cast<int>(device.type()) == expected.deviceType &&
+         device.index() == expected.deviceIndex;
+}
+
+bool tensorKindMatches(PyObject *object, const TensorMeta &expected,
+                       std::vector<int64_t> &sizes,
+                       std::vector<int64_t> &strides) {
+  if (!isPlainTensor(object))
+    return false;
+  const at::Tensor &tensor = THPVariable_Unpack(object);
+  c10::Device device = tensor.device();
+  if (static_cast<int>(tensor.scalar_type()) != expected.scalarType ||
+      tensor.requires_grad() != expected.requiresGrad ||
+      static_cast<int>(device.type()) != expected.deviceType ||
+      device.index() != expected.deviceIndex)
+    return false;
+  sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+  strides.assign(tensor.strides().begin(), tensor.strides().end());
+  return true;
+}
+
+void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
+                std::vector<int64_t> &strides) {
+  const at::Tensor &tensor = THPVariable_Unpack(object);
+  *data = static_cast<char *>(tensor.unsafeGetTensorImpl()->has_storage()
+                                  ? tensor.data_ptr()
+                                  : nullptr);
+  sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+  strides.assign(tensor.strides().begin(), tensor.strides().end());
+}
+
+bool gradModeEnabled() { return at::GradMode::is_enabled(); }
+
+bool autocastEnabled() {
+  return at::autocast::is_autocast_enabled(at::kCPU) ||
+         at::autocast::is_autocast_enabled(at::kCUDA);
+}
+
+bool torchModesActive() {
+  return at::impl::PythonTorchFunctionTLS::stack_len() > 0 ||
+         c10::impl::TorchDispatchModeTLS::stack_len() > 0;
+}
+
+bool defaultDtypeIsFloat32() {
+  return at::get_default_dtype() == caffe2::TypeMeta::Make<float>();
+}
+
+std::optional<DType> dtypeFromObject(PyObject *object) {
+  if (!THPDtype_Check(object))
+    return std::nullopt;
+  return fromScalarType(reinterpret_cast<THPDtype *>(object)->scalar_type);
+}
+
+PyObject *newMetaTensor(const TensorType &type) {
+  std::vector<int64_t> sizes, strides;
+  for (const SymExpr &size : type.sizes)
+    sizes.push_back(size.constant());
+  for (const SymExpr &stride : type.strides)
+    strides.push_back(stride.constant());
+  auto options =
+      at::TensorOptions().dtype(toScalarType(type.dtype)).device(at::kMeta);
+  return THPVariable_Wrap(strides.empty()
+                              ? at::empty(sizes, options)
+                              : at::empty_strided(sizes, strides, options));
+}
+
+PyObject *viewOfTensor(PyObject *base, const std::vector<int64_t> &sizes,
+                       const std::vector<int64_t> &strides, int64_t offset) {
+  const at::Tensor &tensor = THPVariable_Unpack(base);
+  return THPVariable_Wrap(
+      tensor.as_strided(sizes, strides, tensor.storage_offset() + offset));
+}
+
+bool tensorsShareStorage(PyObject *a, PyObject *b) {
+  if (!THPVariable_Check(a) || !THPVariable_Check(b))
+    return false;
+  return THPVariable_Unpack(a).is_alias_of(THPVariable_Unpack(b));
+}
+
+void copyIntoTensor(PyObject *dst, PyObject *src) {
+  at::NoGradGuard noGrad;
+  THPVariable_Unpack(dst).copy_(THPVariable_Unpack(src));
+}
+
+std::vector<int64_t> permutedDenseStrides(PyObject *object) {
+  const at::Tensor &tensor = THPVariable_Unpack(object);
+  if (tensor.dim() == 0 || tensor.numel() <= 1 || tensor.is_contiguous() ||
+      !tensor.is_non_overlapping_and_dense())
+    return {};
+  return tensor.strides().vec();
+}
+
+bool tensorIsView(PyObject *object) {
+  return THPVariable_Unpack(object).is_view();
+}
+
+bool isCudaTensor(PyObject *object) {
+  return THPVariable_Check(object) && THPVariable_Unpack(object).is_cuda();
+}
+
+std::string deviceSpelling(PyObject *deviceOrString) {
+  if (!PyUnicode_CheckExact(deviceOrString) &&
+      std::string(Py_TYPE(deviceOrString)->tp_name) != "torch.device")
+    return "";
+  PyRef text = PyRef::steal(PyObject_Str(deviceOrString));
+  const char *utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
+  if (!utf8) {
+    PyErr_Clear();
+    return "";
+  }
+  std::string device = utf8;
+  return device == "cuda" ? std::string("cuda:0") : device;
+}
+
+} // namespace dynafuse
+
+namespace dynafuse {
+
+PyObject *newRandomSeed(const std::string &device) {
+  try {
+    at::NoGradGuard noGrad;
+    at::Tensor seed =
+        at::randint(int64_t(1) << 62, {},
+                    at::TensorOptions().dtype(at::kLong).device(device));
+    return THPVariable_Wrap(std::move(seed));
+  } catch (const std::exception &error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
+}
+
+} // namespace dynafuse
