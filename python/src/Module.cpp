@@ -17,6 +17,8 @@
 #include "dynafuse/Support/Logging.h"
 #include "dynafuse/Support/Options.h"
 
+#include "RuntimeSettings.h"
+
 #include <cstdlib>
 #include <map>
 #include <tuple>
@@ -39,62 +41,17 @@ CompilerConfig &moduleConfig() {
   return *config;
 }
 
-/// The settings dynafuse.config and compile(options=...) change, as
-/// configure() and compiler_config() receive them.
-struct Settings {
-  std::string dumpDir;
-  int recompileLimit = 8;
-  std::string logTopics;
-  bool resumeAfterBreaks = true;
-  bool automaticDynamicShapes = true;
-
-  auto key() const {
-    return std::tie(dumpDir, recompileLimit, logTopics, resumeAfterBreaks,
-                    automaticDynamicShapes);
-  }
-  bool operator<(const Settings &other) const { return key() < other.key(); }
-
-  void applyTo(CompilerConfig &config) const {
-    config.options.dumpDir = dumpDir;
-    config.options.recompileLimit = recompileLimit;
-    config.options.logChannels = logTopics;
-    config.options.resumeAfterBreaks = resumeAfterBreaks;
-    config.options.automaticDynamicShapes = automaticDynamicShapes;
-  }
-};
-
-/// Parses (dump_dir, recompile_limit, log_topics, resume_after_breaks,
-/// automatic_dynamic_shapes) from args starting at `first`.
-bool parseSettings(PyObject *args, Py_ssize_t first, Settings &settings) {
-  PyObject *tail = PyTuple_GetSlice(args, first, PyTuple_GET_SIZE(args));
-  if (!tail)
-    return false;
-  const char *dumpDir, *logTopics;
-  int recompileLimit, resumeAfterBreaks, automaticDynamic;
-  bool parsed = PyArg_ParseTuple(tail, "sispp", &dumpDir, &recompileLimit,
-                                 &logTopics, &resumeAfterBreaks,
-                                 &automaticDynamic);
-  Py_DECREF(tail);
-  if (!parsed)
-    return false;
-  if (recompileLimit < 0) {
-    PyErr_SetString(PyExc_ValueError, "recompile_limit must be >= 0");
-    return false;
-  }
-  settings = {dumpDir, recompileLimit, logTopics, bool(resumeAfterBreaks),
-              bool(automaticDynamic)};
-  return true;
-}
-
 /// The configurations of compile(options=...): the module's configuration
-/// with other settings, one per distinct settings and never freed (code
+/// with other run-time settings (`options`: the module's options with
+/// those), one per distinct settings and never freed (code
 /// objects' caches and resume functions compiled under one keep pointing
 /// at it).
-const CompilerConfig *internedConfig(const Settings &settings) {
-  static auto *configs = new std::map<Settings, CompilerConfig>();
-  auto [it, inserted] = configs->try_emplace(settings, moduleConfig());
+const CompilerConfig *internedConfig(const Options &options) {
+  static auto *configs = new std::map<std::string, CompilerConfig>();
+  auto [it, inserted] =
+      configs->try_emplace(runtimeSettingsKey(options), moduleConfig());
   if (inserted)
-    settings.applyTo(it->second);
+    it->second.options = options;
   return &it->second;
 }
 
@@ -160,43 +117,40 @@ PyObject *pyCall(PyObject *, PyObject *args) {
   return callCompiled(fn, callArgs, callKwargs, options);
 }
 
-/// compiler_config(dump_dir, recompile_limit, log_topics,
-/// resume_after_breaks, automatic_dynamic_shapes): a configuration for
-/// call() with these settings and the module's others.
-PyObject *pyCompilerConfig(PyObject *, PyObject *args) {
-  Settings settings;
-  if (!parseSettings(args, 0, settings))
+/// compiler_config(settings): a configuration for call() with these
+/// run-time settings (a dict by their Python names; RuntimeSettings.h) and
+/// the module's others.
+PyObject *pyCompilerConfig(PyObject *, PyObject *settings) {
+  Options options = moduleConfig().options;
+  if (!applyRuntimeSettings(settings, options))
     return nullptr;
-  return PyCapsule_New(const_cast<CompilerConfig *>(internedConfig(settings)),
+  return PyCapsule_New(const_cast<CompilerConfig *>(internedConfig(options)),
                        configCapsuleName, nullptr);
 }
 
+/// configure(skip_prefixes, settings): the module's configuration from
+/// dynafuse.config (settings: a dict of the run-time settings by name).
 PyObject *pyConfigure(PyObject *, PyObject *args) {
-  PyObject *skipPrefixes = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0)
-                                                  : nullptr;
-  if (!skipPrefixes || !PyList_Check(skipPrefixes)) {
-    PyErr_Clear();
-    PyErr_SetString(PyExc_TypeError,
-                    "configure(skip_prefixes, dump_dir, recompile_limit, "
-                    "log_topics, resume_after_breaks, "
-                    "automatic_dynamic_shapes)");
-    return nullptr;
-  }
-  Settings settings;
-  if (!parseSettings(args, 1, settings))
+  PyObject *skipPrefixes, *settings;
+  if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &skipPrefixes,
+                        &PyDict_Type, &settings))
     return nullptr;
   CompilerConfig &config = moduleConfig();
-  settings.applyTo(config);
-  config.skipPrefixes.clear();
+  Options options = config.options;
+  if (!applyRuntimeSettings(settings, options))
+    return nullptr;
+  std::vector<std::string> prefixes;
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(skipPrefixes); ++i) {
     PyObject *item = PyList_GET_ITEM(skipPrefixes, i);
     if (!PyUnicode_Check(item)) {
       PyErr_SetString(PyExc_TypeError, "skip prefixes must be strings");
       return nullptr;
     }
-    config.skipPrefixes.push_back(PyUnicode_AsUTF8(item));
+    prefixes.push_back(PyUnicode_AsUTF8(item));
   }
-  setLogTopics(settings.logTopics);
+  config.options = options;
+  config.skipPrefixes = std::move(prefixes);
+  setLogTopics(options.logChannels);
   Py_RETURN_NONE;
 }
 
@@ -305,25 +259,20 @@ PyObject *pyLowerGraph(PyObject *, PyObject *args) {
   });
 }
 
-/// The settings dynafuse.config starts from: what the environment set when
-/// the module was loaded.
+/// The run-time settings dynafuse.config starts from: what the environment
+/// set when the module was loaded, by their Python names.
 PyObject *pyEnvironmentOptions(PyObject *, PyObject *) {
-  const Options &options = moduleConfig().options;
-  return Py_BuildValue(
-      "{s:s,s:i,s:s,s:O,s:O}", "dump_dir", options.dumpDir.c_str(),
-      "recompile_limit", options.recompileLimit, "log",
-      options.logChannels.c_str(), "resume_after_breaks",
-      options.resumeAfterBreaks ? Py_True : Py_False,
-      "automatic_dynamic_shapes",
-      options.automaticDynamicShapes ? Py_True : Py_False);
+  return runtimeSettingsOf(moduleConfig().options);
 }
 
-/// Every DYNAFUSE_* variable as (name, default, meaning).
+/// Every DYNAFUSE_* variable as (name, default, meaning, Python name or
+/// "").
 PyObject *pyOptionVariables(PyObject *, PyObject *) {
   PyObject *list = PyList_New(0);
   for (const OptionVariable &variable : optionVariables()) {
-    PyObject *item = Py_BuildValue("(sss)", variable.name,
-                                   variable.defaultValue, variable.meaning);
+    PyObject *item = Py_BuildValue("(ssss)", variable.name,
+                                   variable.defaultValue, variable.meaning,
+                                   variable.pythonName);
     PyList_Append(list, item);
     Py_DECREF(item);
   }
@@ -361,12 +310,11 @@ PyMethodDef methods[] = {
      "looks at the tensor arguments, else calls first_tensor(); config: "
      "from compiler_config(), else the module's"},
     {"configure", pyConfigure, METH_VARARGS,
-     "configure(skip_prefixes, dump_dir, recompile_limit, log_topics, "
-     "resume_after_breaks, automatic_dynamic_shapes)"},
-    {"compiler_config", pyCompilerConfig, METH_VARARGS,
-     "compiler_config(dump_dir, recompile_limit, log_topics, "
-     "resume_after_breaks, automatic_dynamic_shapes): settings for one "
-     "compiled callable, passed to call()"},
+     "configure(skip_prefixes, settings): the run-time settings, a dict by "
+     "their dynafuse.config names"},
+    {"compiler_config", pyCompilerConfig, METH_O,
+     "compiler_config(settings): a configuration with these run-time "
+     "settings for one compiled callable, passed to call()"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
      "set_op_tables(functions, methods[, state_queries])"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
@@ -383,9 +331,9 @@ PyMethodDef methods[] = {
     {"backend_choices", pyBackendChoices, METH_NOARGS,
      "what compile(backend=...) accepts"},
     {"environment_options", pyEnvironmentOptions, METH_NOARGS,
-     "dump_dir, recompile_limit and log as the environment set them"},
+     "the run-time settings as the environment set them, by name"},
     {"option_variables", pyOptionVariables, METH_NOARGS,
-     "every DYNAFUSE_* variable as (name, default, meaning)"},
+     "every DYNAFUSE_* variable as (name, default, meaning, python name)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -43,7 +43,7 @@ def test_every_torch_compile_mode_compiles(mode):
     ({"fullgraph": 1.5}, ValueError, "fullgraph must be True or False"),
     ({"backend": "tpu"}, ValueError, "unknown backend 'tpu'"),
     ({"options": {"dump_directory": "x"}}, ValueError,
-     "unknown dynafuse option 'dump_directory'; valid options: dump_dir, recompile_limit"),
+     "unknown dynafuse option 'dump_directory'; valid options: automatic_dynamic_shapes, dump_dir, log, recompile_limit"),
     ({"options": {"recompile_limit": "3"}}, TypeError,
      "option 'recompile_limit' must be int"),
     ({"options": {"recompile_limit": True}}, TypeError,
