@@ -27,17 +27,6 @@ std::string nodeKey(const Node &node) {
   return key + "}";
 }
 
-using PassFn = std::function<bool(Graph &)>;
-const std::map<std::string, PassFn> &passTable() {
-  static const std::map<std::string, PassFn> table = {
-      {"dce", eliminateDeadCode},
-      {"cse", eliminateCommonSubexpressions},
-      {"decompose", [](Graph &graph) { return decomposeComposites(graph); }},
-      {"fuse-conv-epilogues", fuseConvolutionEpilogues},
-  };
-  return table;
-}
-
 /// Whether merging `duplicate` into `kept` would make two graph outputs one
 /// value: eager returns two tensors there (`return x * 2, x * 2`, two
 /// `torch.zeros` caches), and one buffer behind both would let a write into
@@ -201,20 +190,6 @@ bool decomposeComposites(Graph &graph, const CompositeFilter &which) {
     changed = true;
   }
   return changed;
-}
-
-bool runGraphPass(const std::string &name, Graph &graph) {
-  auto found = passTable().find(name);
-  if (found == passTable().end())
-    fail("unknown graph pass '" + name + "'");
-  return found->second(graph);
-}
-
-std::vector<std::string> graphPassNames() {
-  std::vector<std::string> names;
-  for (auto &entry : passTable())
-    names.push_back(entry.first);
-  return names;
 }
 
 } // namespace dynafuse

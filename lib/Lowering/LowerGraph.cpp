@@ -1,8 +1,7 @@
 //===- LowerGraph.cpp - Graph IR to loop IR, as a list of passes ----------===//
 //
-// The whole pipeline in one place, each pass named as --print-ir-after-all
-// prints it and as dynafuse-opt --passes runs it (where it works on text).
-// Realization converges: layout, schedule and emit run on the realized set
+// The pipeline the pass registry lists (PassRegistry.h), each pass reported
+// to the observer under its name. Realization converges: layout, schedule and emit run on the realized set
 // until emission places every value; a value it cannot place is realized
 // and they run again.
 //
@@ -10,10 +9,9 @@
 #include "dynafuse/Lowering/LowerGraph.h"
 
 #include "dynafuse/Graph/GraphText.h"
-#include "dynafuse/Graph/Passes.h"
-#include "dynafuse/Loop/LoopPasses.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Lowering/LoweringPasses.h"
+#include "dynafuse/Lowering/PassRegistry.h"
 
 #include <algorithm>
 
@@ -58,52 +56,35 @@ void placeValues(LoweringState &state) {
 
 } // namespace
 
-const std::vector<std::string> &loweringPassNames() {
-  static const std::vector<std::string> names = {
-      "realize", "layout", "schedule", "share", "emit"};
-  return names;
-}
-
-bool isLoweringPass(const std::string &name) {
-  const std::vector<std::string> &names = loweringPassNames();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
 LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
   std::unique_ptr<Graph> graph = input.clone();
   auto dumpGraph = [&](const char *pass) {
     if (observer)
       observer(pass, printGraph(*graph));
   };
-  decomposeComposites(*graph);
-  dumpGraph("decompose");
-  eliminateCommonSubexpressions(*graph);
-  dumpGraph("cse");
-  eliminateDeadCode(*graph);
+  for (const PassInfo &pass : passRegistry())
+    if (pass.input == PassInput::Graph && pass.inPipeline) {
+      pass.runOnGraph(*graph);
+      dumpGraph(pass.name.c_str());
+    }
   verifyGraph(*graph);
-  dumpGraph("dce");
 
   LoweringState state(*graph);
   realizeValues(state);
   placeValues(state);
   // The converged state: what realize decided plus what emission asked for.
-  if (observer) {
-    observer("realize", printRealized(state));
-    observer("layout", printLayouts(state));
-    observer("schedule", printSchedule(state));
-    observer("share", printShared(state));
-    observer("emit", printLoopModule(state.module));
-  }
+  if (observer)
+    for (const PassInfo &pass : passRegistry())
+      if (pass.input == PassInput::Lowering)
+        observer(pass.name, pass.printState(state));
 
   LoopModule module = std::move(state.module);
-  for (const char *pass :
-       {"drop-empty-loops", "drop-unit-loops", "column-reductions",
-        "reuse-reduction-elements",
-        "plan-memory", "merge-duplicate-kernels"}) {
-    runLoopPass(pass, module);
-    if (observer)
-      observer(pass, printLoopModule(module));
-  }
+  for (const PassInfo &pass : passRegistry())
+    if (pass.input == PassInput::Loop && pass.inPipeline) {
+      pass.runOnLoop(module);
+      if (observer)
+        observer(pass.name, printLoopModule(module));
+    }
   verifyLoopModule(module);
   return module;
 }

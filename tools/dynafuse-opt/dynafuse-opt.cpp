@@ -4,24 +4,22 @@
 //              [--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx|mlir|mlir-llvm]
 //              [--print-ir-after-all] [--split-input-file]
 //              [--grad-inputs=NAME,...]
+// dynafuse-opt --list-passes
 //
 // Reads .graph or .loop text (by its first keyword), runs the named passes
-// on it, then lowers as far as --emit asks and prints that stage. Any pass
-// that works on text runs alone by name: graph passes (decompose, cse, dce)
-// on .graph input, loop passes (column-reductions,
-// reuse-reduction-elements, plan-memory) on .loop input. Lowering's own
-// passes (realize, layout, schedule, emit) work on in-memory state that
-// has a printed form but no parser: `--passes=...,NAME` with one of them
-// last lowers the graph and prints lowering's state after NAME (the
-// converged realized set, buffer layouts, kernel grouping, or the loop
-// module before the loop passes); --print-ir-after-all shows each of them
-// by name too. --print-ir-after-all prints, to stderr, the IR
-// after every pass, one "// -----// IR after NAME //----- //" section each:
-// those given to --passes, then lowering's pipeline (decompose, cse, dce,
-// realize, layout, schedule, emit, column-reductions,
-// reuse-reduction-elements, plan-memory); a section is the input of the
-// next pass. --emit=cuda prints the CUDA C of the kernels,
-// --emit=ptx the PTX NVRTC makes of it (compute_90; builds with the CUDA
+// on it, then lowers as far as --emit asks and prints that stage. The
+// passes are the pass registry's (Lowering/PassRegistry.h; --list-passes
+// prints it, as docs/passes.md holds it). Any pass that works on text runs
+// alone by name: graph passes on .graph input, loop passes on .loop input.
+// Lowering's own passes work on in-memory state that has a printed form but
+// no parser: `--passes=...,NAME` with one of them last lowers the graph
+// and prints lowering's state after NAME (the converged realized set,
+// buffer layouts, kernel grouping, or the loop module before the loop
+// passes). --print-ir-after-all prints, to stderr, the IR after every pass,
+// one "// -----// IR after NAME //----- //" section each: those given to
+// --passes, then lowering's pipeline (the registry's passes in its order);
+// a section is the input of the next pass. --emit=cuda prints the CUDA C of
+// the kernels, --emit=ptx the PTX NVRTC makes of it (compute_90; builds with the CUDA
 // backend). --emit=mlir prints the kernels as MLIR in upstream dialects
 // (func, scf, memref, arith, math; verified), --emit=mlir-llvm the same
 // after MLIR's own lowering to the LLVM dialect (builds with the MLIR
@@ -36,9 +34,8 @@
 #include "ToolInput.h"
 #include "dynafuse/Graph/Autodiff.h"
 #include "dynafuse/Graph/GraphText.h"
-#include "dynafuse/Graph/Passes.h"
-#include "dynafuse/Loop/LoopPasses.h"
 #include "dynafuse/Loop/LoopText.h"
+#include "dynafuse/Lowering/PassRegistry.h"
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Error.h"
 #include "dynafuse/Support/Options.h"
@@ -80,7 +77,7 @@ struct Options {
             << "usage: dynafuse-opt FILE [--passes=p1,p2] "
                "[--emit=graph|loop|llvm|llvm-opt|asm|cuda|ptx|mlir|mlir-llvm] "
                "[--print-ir-after-all] "
-               "[--split-input-file]\n";
+               "[--split-input-file] [--list-passes]\n";
   std::exit(2);
 }
 
@@ -98,6 +95,10 @@ Options parseOptions(int argc, char **argv) {
       options.splitInputFile = true;
     else if (arg.rfind("--grad-inputs=", 0) == 0)
       options.gradInputs = tools::splitList(arg.substr(14));
+    else if (arg == "--list-passes") {
+      std::cout << passTableMarkdown();
+      std::exit(0);
+    }
     else if (arg.rfind("--", 0) == 0)
       usage("unknown option '" + arg + "'");
     else
@@ -118,26 +119,30 @@ std::string joined(const std::vector<std::string> &names) {
   return text;
 }
 
-bool isGraphPass(const std::string &name) {
-  std::vector<std::string> names = graphPassNames();
-  return std::find(names.begin(), names.end(), name) != names.end();
+/// The passes of one input kind, by name.
+std::string passNamesFor(PassInput input) {
+  std::vector<std::string> names;
+  for (const PassInfo &pass : passRegistry())
+    if (pass.input == input)
+      names.push_back(pass.name);
+  return joined(names);
 }
 
 /// The error for a pass that cannot run on this input: it names every pass
 /// --passes knows and the input each needs.
-[[noreturn]] void cannotRun(const std::string &pass, const char *input) {
+[[noreturn]] void cannotRun(const std::string &name, const char *input) {
+  const PassInfo *pass = findPass(name);
   std::string problem =
-      isGraphPass(pass)  ? "'" + pass + "' is a graph pass, not a " + input +
-                              " pass"
-      : isLoopPass(pass) ? "'" + pass + "' is a loop pass, not a " + input +
-                               " pass"
-      : isLoweringPass(pass)
-          ? "'" + pass + "' is a lowering pass, run on .graph input"
-          : "unknown pass '" + pass + "'";
-  fail(problem + " (graph passes, on .graph: " + joined(graphPassNames()) +
-       "; loop passes, on .loop: " + joined(loopPassNames()) +
+      !pass ? "unknown pass '" + name + "'"
+      : pass->input == PassInput::Lowering
+          ? "'" + name + "' is a lowering pass, run on .graph input"
+          : "'" + name + "' is a " + passInputName(pass->input) +
+                " pass, not a " + input + " pass";
+  fail(problem + " (graph passes, on .graph: " +
+       passNamesFor(PassInput::Graph) +
+       "; loop passes, on .loop: " + passNamesFor(PassInput::Loop) +
        "; lowering's, on .graph and last in the list: " +
-       joined(loweringPassNames()) + ")");
+       passNamesFor(PassInput::Lowering) + ")");
 }
 
 void printAfter(const std::string &pass, const std::string &text) {
@@ -239,15 +244,16 @@ std::string processGraph(const std::string &text, const Options &options) {
         fail("'autodiff' prints two graphs: it must be the last pass");
       return differentiate(*graph, options);
     }
-    if (isLoweringPass(pass)) {
+    const PassInfo *info = findPass(pass);
+    if (info && info->input == PassInput::Lowering) {
       if (i + 1 != options.passes.size() || !options.emit.empty())
         fail("'" + pass + "' prints lowering's state: it must be the last "
              "pass, without --emit");
       return lowerThrough(*graph, pass, options);
     }
-    if (!isGraphPass(pass))
+    if (!info || info->input != PassInput::Graph)
       cannotRun(pass, "graph");
-    runGraphPass(pass, *graph);
+    info->runOnGraph(*graph);
     verifyGraph(*graph);
     if (options.printAfterAll)
       printAfter(pass, printGraph(*graph));
@@ -272,9 +278,10 @@ std::string process(const std::string &text, const Options &options) {
     fail("cannot emit graph IR from loop IR");
   LoopModule module = parseLoopModule(text, options.input);
   for (const std::string &pass : options.passes) {
-    if (!isLoopPass(pass))
+    const PassInfo *info = findPass(pass);
+    if (!info || info->input != PassInput::Loop)
       cannotRun(pass, "loop");
-    runLoopPass(pass, module);
+    info->runOnLoop(module);
     verifyLoopModule(module);
     if (options.printAfterAll)
       printAfter(pass, printLoopModule(module));

@@ -1,7 +1,8 @@
 //===- Passes.h - Graph-to-graph transformations ----------------*- C++ -*-===//
 //
 // Each pass is a free function over a Graph that returns whether it changed
-// anything; dynafuse-opt runs them by name (--passes=cse,dce).
+// anything; the pass registry (Lowering/PassRegistry.h) names them, and
+// dynafuse-opt runs them by those names (--passes=cse,dce).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_GRAPH_PASSES_H
@@ -31,9 +32,6 @@ using CompositeFilter = std::function<bool(const Node &)>;
 /// make).
 bool decomposeComposites(Graph &graph, const CompositeFilter &which = nullptr);
 
-/// Runs the graph pass called name; throws Error for an unknown name.
-bool runGraphPass(const std::string &name, Graph &graph);
-std::vector<std::string> graphPassNames();
 
 } // namespace dynafuse
 

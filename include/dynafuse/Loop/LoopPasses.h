@@ -1,9 +1,8 @@
 //===- LoopPasses.h - Loop-IR-to-loop-IR transformations --------*- C++ -*-===//
 //
 // Rewrites that touch only loop IR, run by lowering after program emission
-// and by dynafuse-opt by name on .loop text (--passes=plan-memory). Each
-// module pass is listed in the loop pass table (LoopPasses.cpp), beside the
-// graph pass table (Graph/Passes.h).
+// and by dynafuse-opt by name on .loop text (--passes=plan-memory). Each is
+// listed, by name, in the pass registry (Lowering/PassRegistry.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_LOOP_LOOPPASSES_H
@@ -48,16 +47,6 @@ void planMemory(LoopModule &module);
 /// one, every call pointing at it: the code generator compiles a model's
 /// repeated layers once (DuplicateKernels.cpp).
 void mergeDuplicateKernels(LoopModule &module);
-
-/// Runs the loop pass called name on module (drop-empty-loops,
-/// drop-unit-loops,
-/// column-reductions, reuse-reduction-elements, plan-memory,
-/// merge-duplicate-kernels); throws Error naming the known passes for an
-/// unknown name.
-void runLoopPass(const std::string &name, LoopModule &module);
-/// Whether name is in the loop pass table.
-bool isLoopPass(const std::string &name);
-std::vector<std::string> loopPassNames();
 
 } // namespace dynafuse
 
