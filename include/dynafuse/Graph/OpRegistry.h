@@ -134,6 +134,8 @@ std::vector<int64_t> perDim(const Node &node, const std::string &name,
 void addPointwiseOps(std::vector<OpInfo> &table);
 void addReductionOps(std::vector<OpInfo> &table);
 void addViewOps(std::vector<OpInfo> &table);
+/// flip, roll, repeat: view ops never strided (CopyingRemapOps.cpp).
+void addCopyingRemapOps(std::vector<OpInfo> &table);
 void addDataMovementOps(std::vector<OpInfo> &table);
 void addExternOps(std::vector<OpInfo> &table);
 /// max_pool2d, avg_pool2d and depthwise conv2d as window taps (WindowOps.cpp).

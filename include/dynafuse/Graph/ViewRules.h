@@ -13,6 +13,7 @@
 #ifndef DYNAFUSE_GRAPH_VIEWRULES_H
 #define DYNAFUSE_GRAPH_VIEWRULES_H
 
+#include "dynafuse/Graph/OpRegistry.h"
 #include "dynafuse/Support/SymExpr.h"
 
 #include <functional>
@@ -88,6 +89,11 @@ SymExpr linearizeIndex(const std::vector<SymExpr> &index,
 /// The index in sizes of row-major linear position flat.
 std::vector<SymExpr> delinearizeIndex(const SymExpr &flat,
                                       const std::vector<SymExpr> &sizes);
+
+/// A view op's entry: operand 0 read at remapped indices.
+/// The strided form must be given, null where there is none.
+OpInfo remapView(const std::string &name, std::vector<std::string> attributes,
+                 ShapeRule infer, IndexRemap remap, StridedRule strided);
 
 } // namespace dynafuse
 

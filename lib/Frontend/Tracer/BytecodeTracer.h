@@ -1,5 +1,4 @@
-//===- BytecodeTracer.h - Symbolic execution of a frame's bytecode -*- C++
-//-*-===//
+//===- BytecodeTracer.h - Symbolic execution of bytecode -------*- C++ -*-===//
 //
 // Internal to the capture layer: the tracer walks a frame's bytecode with
 // its real arguments (the bytecode loop and the frame's symbolic stack and
@@ -23,6 +22,9 @@
 #include "Entry/InputTable.h"
 #include "OpBinder.h"
 #include "Guards/ShapeEnv.h"
+#include "ObjectKinds.h"
+#include "SymbolicShapes.h"
+#include "TracedCode.h"
 #include "TensorAliases.h"
 #include "Var.h"
 
@@ -43,29 +45,6 @@
 
 namespace dynafuse {
 namespace capture {
-
-/// The state of the code being traced (the frame's, or an inlined
-/// function's): inlining a call swaps in a fresh one and restores the
-/// caller's afterwards.
-struct TracedCode {
-  PyCodeObject *code = nullptr;
-  std::string fileName;
-  /// The globals and closure of the code, and its function's source (-1
-  /// for the frame).
-  PyObject *globals = nullptr;
-  PyObject *closure = nullptr;
-  int functionSource = -1;
-  std::vector<Instruction> instructions;
-  std::map<int, int> indexOfOffset;
-  std::vector<VarPtr> stack;
-  std::vector<VarPtr> locals;
-  /// Closure cells of an inlined function made during capture, and where
-  /// an inlined generator's yielded values go.
-  std::vector<VarPtr> symbolicClosure;
-  std::vector<VarPtr> *yielded = nullptr;
-  PyRef kwNames;
-  int currentLine = 0;
-};
 
 class BytecodeTracer {
 public:
@@ -107,32 +86,16 @@ private:
   InputTable inputs;
 
   //===--------------------------------------------------------------------===//
-  // Symbolic sizes (TracerSizes.cpp)
+  // Symbolic sizes (TracerSizes.cpp; decisions in SymbolicShapes.cpp)
   //===--------------------------------------------------------------------===//
 
-  /// Which dims of tensor inputs stay symbolic, and the symbols made.
-  ShapePolicy shapePolicy;
-  ShapeEnv shapes;
-  /// The dims of a tensor input (read from source) to make symbolic.
-  std::vector<bool> symbolicDims(PyObject *object, int source,
-                                 const std::vector<int64_t> &sizes);
-  /// A tensor input's type and guard with the chosen dims symbolic (false
-  /// when its strides are not a dense layout: then it stays static).
-  bool makeSymbolic(const std::vector<bool> &dims, const TensorMeta &meta,
-                    TensorType &type, Guard &guard);
+  /// Which dims of tensor inputs stay symbolic, the symbols made, and the
+  /// decisions on them (SymbolicShapes.h).
+  SymbolicShapes symbolic;
   /// A size as a Var: a Constant when it is one, else a SymInt.
   VarPtr sizeVar(const SymExpr &size);
-  static bool isSymInt(const VarPtr &var) {
-    return var->kind == Var::Kind::SymInt;
-  }
   /// The size a Constant int or SymInt var holds (else unsupported).
   SymExpr sizeOf(const VarPtr &var, const std::string &what);
-  /// Whether var is a Constant int or a SymInt.
-  static bool isSizeLike(const VarPtr &var);
-  /// Records decisions on sizes as the entry's shape guards.
-  void addShapeGuards(std::vector<ShapeGuard> shapeGuards);
-  /// lhs <relation> rhs decided at the hints, guarded.
-  bool decideSizes(int relation, const SymExpr &lhs, const SymExpr &rhs);
   /// +, -, *, //, % with a SymInt operand (null: not such an operation).
   VarPtr sizeArithmetic(int kind, const VarPtr &lhs, const VarPtr &rhs);
   /// int(), min() and max() of sizes with a SymInt among them (null:
@@ -142,33 +105,6 @@ private:
   /// bounds clamped as Python does, each decision guarded.
   VarPtr sliceSymbolic(const VarPtr &tensor, const VarPtr &start,
                        const VarPtr &stop, const VarPtr &step, int64_t dim);
-  /// Before an op combines tensors: sizes it needs equal (broadcast dims,
-  /// matmul's inner dims) that are two symbols of equal hints become one.
-  void unifyOperandSizes(const std::string &op,
-                         const std::vector<Operand> &operands);
-  /// Two sizes an op needs equal, as unifyOperandSizes pairs them: two
-  /// symbols of equal hints become one, a symbol meeting a constant (not
-  /// 1) of its hint becomes it. Whether it unified.
-  bool unifyEqualSizes(const SymExpr &lhs, const SymExpr &rhs,
-                       std::vector<ShapeGuard> &decided);
-  /// An expand's kept dims: the input's size and the target's (other
-  /// than -1), right-aligned, are unified (`x.expand_as(y)` with x
-  /// [s0, 1] and y [s1, 4], s0 and s1 of one hint), and the target shape
-  /// is rewritten in the unified symbols.
-  void unifyExpandedSizes(const TensorType &input,
-                          std::map<std::string, Attribute> &attributes);
-  /// narrow on a symbolic dim: start and start + length inside it, decided
-  /// at the hints and guarded (eager raises past the end; the static rule
-  /// checks it, the symbolic one needs the guard).
-  void guardNarrowInRange(const TensorType &input,
-                          const std::map<std::string, Attribute> &attributes);
-  /// A reshape's -1 on symbolic sizes that does not divide provably:
-  /// numel // (the other sizes), guarded to divide exactly.
-  void resolveInferredSize(const TensorType &input,
-                           std::map<std::string, Attribute> &attributes);
-  /// Rewrites the graph's types after symbols were unified.
-  void applyUnifiedSizes();
-
   int firstLine() const { return current.code->co_firstlineno; }
 
   /// Interprets the current code to its RETURN_VALUE. At frame level (the
@@ -274,7 +210,6 @@ private:
   VarPtr closureSlot(int index);
 
   VarPtr loadGlobal(PyObject *name);
-  static bool isEnvironment(PyObject *object);
   /// os.environ.get(name[, fallback]) / os.environ[name], guarded.
   VarPtr environmentVariable(const VarPtr &name, const VarPtr &fallback);
   /// IMPORT_NAME of a module already imported (sys.modules has it): the
@@ -487,8 +422,6 @@ private:
 
   PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs);
 
-  /// Constants, dtypes and devices compare without running user code.
-  static bool comparableAtCapture(const VarPtr &var);
 
   VarPtr compareOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
 
@@ -498,9 +431,6 @@ private:
 
   VarPtr containsOp(const VarPtr &item, const VarPtr &container, bool negated);
   VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted);
-  /// A mutable value the trace made (object, list, dict, set): `is`
-  /// compares it by var.
-  static bool madeDuringCapture(const VarPtr &var);
   void guardSameness(const VarPtr &lhs, const VarPtr &rhs, bool same);
   /// `a is b` for tensors; guards that two inputs stay distinct objects.
   bool sameTensorObject(const VarPtr &lhs, const VarPtr &rhs);
@@ -542,10 +472,6 @@ private:
   /// The var for a call's Python result, its tensors taken from results.
   VarPtr resultVar(PyObject *output, const std::vector<Value *> &results,
                    size_t &next);
-  /// torch.Tensor.<name>, or torch._C.TensorBase.<name> for base (new
-  /// reference), or null.
-  static PyObject *tensorMethodObject(const std::string &name,
-                                      bool base = false);
   /// super() with no arguments inside an inlined torch.Tensor method.
   VarPtr superOfTensor(const std::vector<VarPtr> &args);
   /// super() / super(cls, self) in a method of a Python object (an
@@ -557,9 +483,6 @@ private:
   /// An object fixed for the entry's lifetime (torch.Tensor's Python
   /// methods), with a source its inlined code's globals hang off.
   VarPtr fixedObject(const PyRef &object, const std::string &name);
-  static bool isTorchAssert(PyObject *object);
-  /// torchvision's and torch's _log_api_usage_once: calls skipped.
-  static bool onlyLogsUsage(PyObject *callable);
 
   /// torch._assert(condition, message) with a condition known at capture.
   VarPtr checkedAssert(const std::vector<VarPtr> &args);
@@ -568,13 +491,6 @@ private:
   // Functions, methods, cells and nn.Module calls (the CallInliner inlines
   // them)
   //===--------------------------------------------------------------------===//
-
-  static PyObject *moduleClass();
-
-  /// isinstance(object, torch.nn.<name>).
-  static bool isInstanceOf(PyObject *object, const char *name);
-
-  static bool isModule(PyObject *object);
 
   /// obj.name where type(obj) defines name as a plain Python function:
   /// a method bound to obj, its function guarded through type(obj).
@@ -749,8 +665,6 @@ private:
   // Tensor metadata (static under the tensor guards)
   //===--------------------------------------------------------------------===//
 
-  static bool isMetadataMethod(const std::string &name);
-
   VarPtr sizesTuple(const TensorType &type);
 
   VarPtr integerConstant(int64_t value);
@@ -763,10 +677,6 @@ private:
   bool inputRequiresGrad(const Value *value) const;
 
   VarPtr unguardedObject(PyRef object);
-
-  static PyRef dtypeObject(DType dtype);
-
-  static PyRef deviceObject(const std::string &device);
 
   VarPtr tensorMetadata(const VarPtr &tensor, const std::string &method,
                         const std::vector<VarPtr> &args);
@@ -795,7 +705,6 @@ private:
                          std::vector<std::pair<PyObject *, int>> &visited,
                          std::vector<VarPtr> &out);
 
-  static bool isMathFunction(PyObject *callable);
   /// Whether callable is the frame's builtin `name`.
   bool isBuiltin(PyObject *callable, const char *name) const;
   /// Pure builtins (float, int, min, ...) and math functions on constants
@@ -818,24 +727,9 @@ private:
   OutputSpec outputOf(const VarPtr &var);
   /// A tuple, list or dict var's spec, each item's by itemSpec (a list or
   /// dict made during capture spelled out once per output).
-  template <typename ItemSpec>
-  OutputSpec containerSpec(const VarPtr &pointer, ItemSpec itemSpec) {
-    const Var &var = *pointer;
-    OutputSpec spec;
-    if (var.source < 0 && (var.kind == Var::Kind::Dict || var.isList) &&
-        seenInThisOutput(pointer, spec))
-      return spec;
-    spec.kind = var.kind == Var::Kind::Dict ? OutputSpec::Kind::Dict
-                : var.isList                ? OutputSpec::Kind::List
-                                            : OutputSpec::Kind::Tuple;
-    if (var.kind == Var::Kind::Dict)
-      spec.keys = var.keys;
-    if (var.kind == Var::Kind::Tuple && !var.isList)
-      spec.constant = var.object; // a named tuple's class, or null
-    for (const VarPtr &item : var.items)
-      spec.items.push_back(itemSpec(item));
-    return spec;
-  }
+  OutputSpec containerSpec(
+      const VarPtr &pointer,
+      const std::function<OutputSpec(const VarPtr &)> &itemSpec);
 
   OutputSpec tensorOutput(Value *value);
 };

@@ -194,7 +194,7 @@ Attribute OpBinder::intsOf(const std::vector<VarPtr> &args,
   // none is.
   std::vector<SymExpr> values;
   for (const VarPtr &item : items) {
-    if (!BytecodeTracer::isSizeLike(item))
+    if (!isSizeLike(item))
       tracer.unsupported(what + " with a non-constant '" + param + "'");
     values.push_back(tracer.sizeOf(item, what));
   }

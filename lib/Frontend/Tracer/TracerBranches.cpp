@@ -139,7 +139,7 @@ BytecodeTracer::Branch BytecodeTracer::branchOf(int opcode) {
 
 bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
   if (isSymInt(condition))
-    return noneTest || decideSizes(Py_NE, condition->size, 0);
+    return noneTest || symbolic.decide(Py_NE, condition->size, 0);
   if (condition->kind == Var::Kind::Tensor) {
     if (noneTest)
       return true; // A tensor is not None.

@@ -18,15 +18,6 @@ bool BytecodeTracer::isBuiltin(PyObject *callable, const char *name) const {
          PyDict_GetItemString(builtins, name) == callable;
 }
 
-/// math.sqrt, math.log, ...: pure functions of numbers.
-bool BytecodeTracer::isMathFunction(PyObject *callable) {
-  static PyObject *slot = nullptr;
-  PyObject *math = lookupOnce(slot, "math", nullptr);
-  if (!math || !PyCFunction_Check(callable))
-    return false;
-  PyObject *self = PyCFunction_GET_SELF(callable);
-  return self == math;
-}
 
 VarPtr BytecodeTracer::foldTorchDevice(PyObject *callable,
                                        const std::vector<VarPtr> &args,

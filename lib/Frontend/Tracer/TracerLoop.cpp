@@ -9,7 +9,8 @@ namespace capture {
 BytecodeTracer::BytecodeTracer(DynafuseFrame *frame,
                                const std::string &graphName, bool allowResume,
                                const ShapePolicy &shapePolicy)
-    : frame(frame), shapePolicy(shapePolicy), allowResume(allowResume) {
+    : frame(frame), symbolic(shapePolicy, guardBuilder, result),
+      allowResume(allowResume) {
   current.code = frame->code;
   current.globals = frame->globals;
   result.graph = std::make_unique<Graph>(graphName);
@@ -53,12 +54,12 @@ CapturedFrame BytecodeTracer::run() {
     guardBuilder.moveInto(guards->sources, guards->guards);
     guards->state = state;
     error.guards = std::move(guards);
-    error.withSymbolicSizes = !shapes.empty();
+    error.withSymbolicSizes = !symbolic.env.empty();
     throw;
   }
   guardBuilder.moveInto(result.sources, result.guards);
-  result.symbolic = !shapes.empty();
-  result.sizeHints = shapes.symbolHints();
+  result.symbolic = !symbolic.env.empty();
+  result.sizeHints = symbolic.env.symbolHints();
   return std::move(result);
 }
 
@@ -534,7 +535,7 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
     return newObjectSpec(var, [&](const VarPtr &item) { return outputOf(item); });
   case Var::Kind::SymInt:
     spec.kind = OutputSpec::Kind::Size;
-    spec.size = shapes.canonical(var->size);
+    spec.size = symbolic.env.canonical(var->size);
     return spec;
   default:
     unsupported("returning a value the interpreter cannot rebuild");
@@ -569,6 +570,26 @@ OutputSpec BytecodeTracer::tensorOutput(Value *value) {
   spec.index = int(graph.outputs.size()) - 1;
   if (viewsUpdatedInput)
     result.outputsViewingUpdatedInputs.push_back(spec.index);
+  return spec;
+}
+
+OutputSpec BytecodeTracer::containerSpec(
+    const VarPtr &pointer,
+    const std::function<OutputSpec(const VarPtr &)> &itemSpec) {
+    const Var &var = *pointer;
+  OutputSpec spec;
+  if (var.source < 0 && (var.kind == Var::Kind::Dict || var.isList) &&
+      seenInThisOutput(pointer, spec))
+    return spec;
+  spec.kind = var.kind == Var::Kind::Dict ? OutputSpec::Kind::Dict
+              : var.isList                ? OutputSpec::Kind::List
+                                          : OutputSpec::Kind::Tuple;
+  if (var.kind == Var::Kind::Dict)
+    spec.keys = var.keys;
+  if (var.kind == Var::Kind::Tuple && !var.isList)
+    spec.constant = var.object; // a named tuple's class, or null
+  for (const VarPtr &item : var.items)
+    spec.items.push_back(itemSpec(item));
   return spec;
 }
 

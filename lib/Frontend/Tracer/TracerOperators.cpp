@@ -16,7 +16,7 @@ Operand BytecodeTracer::operandOf(const VarPtr &var, const std::string &what) {
     // promotes as the Python int would: the tensor operand's dtype wins).
     std::map<std::string, Attribute> attributes;
     attributes["shape"] = std::vector<int64_t>{};
-    attributes["value"] = shapes.canonical(var->size);
+    attributes["value"] = symbolic.env.canonical(var->size);
     attributes["dtype"] = DType::I64;
     return emit("full", {}, attributes)->tensor;
   }
@@ -50,14 +50,16 @@ VarPtr BytecodeTracer::emitAsIs(const std::string &op,
                                 std::vector<Operand> operands,
                                 std::map<std::string, Attribute> attributes) {
   bool differentiable = checkDifferentiable(op, operands);
-  if (!shapes.empty()) {
-    unifyOperandSizes(op, operands);
+  if (!symbolic.env.empty()) {
+    symbolic.unifyOperandSizes(op, operands);
     if (op == "reshape" && !operands.empty() && operands[0].isValue())
-      resolveInferredSize(operands[0].value->type, attributes);
+      symbolic.resolveInferredSize(operands[0].value->type, attributes);
     if (op == "expand" && !operands.empty() && operands[0].isValue())
-      unifyExpandedSizes(operands[0].value->type, attributes);
+      symbolic.unifyExpandedSizes(operands[0].value->type, attributes);
     if (op == "narrow" && !operands.empty() && operands[0].isValue())
-      guardNarrowInRange(operands[0].value->type, attributes);
+      if (std::optional<std::string> problem = symbolic.narrowOutOfRange(
+              operands[0].value->type, attributes))
+        unsupported(*problem);
   }
   Node *node;
   try {
@@ -261,39 +263,11 @@ PyObject *BytecodeTracer::foldBinary(int kind, const VarPtr &lhs,
   }
 }
 
-bool BytecodeTracer::comparableAtCapture(const VarPtr &var) {
-  if (var->kind == Var::Kind::Constant)
-    return true;
-  if (var->kind != Var::Kind::Object)
-    return false;
-  PyObject *object = var->object.get();
-  if (!object || !var->method.empty() || isModule(object))
-    return false;
-  std::string type = Py_TYPE(object)->tp_name;
-  if (type == "torch.dtype" || type == "torch.device" ||
-      type == "torch.layout" || type == "torch.memory_format")
-    return true;
-  // Objects pinned by an identity guard (read from a source) or made from
-  // constants, whose equality is C code that reads nothing mutable: classes
-  // and functions (identity), enum members (their value).
-  static PyObject *enumSlot = nullptr;
-  PyObject *enumType = lookupOnce(enumSlot, "enum", "Enum");
-  if (PyType_Check(object) || PyFunction_Check(object) ||
-      PyCFunction_Check(object))
-    return true;
-  if (!enumType || PyObject_IsInstance(object, enumType) != 1) {
-    PyErr_Clear();
-    return false;
-  }
-  PyRef eq = PyRef::steal(PyUnicode_InternFromString("__eq__"));
-  PyObject *equality = _PyType_Lookup(Py_TYPE(object), eq.get());
-  return equality && !PyFunction_Check(equality);
-}
 
 VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
                                  const VarPtr &rhs) {
   if ((isSymInt(lhs) || isSymInt(rhs)) && isSizeLike(lhs) && isSizeLike(rhs))
-    return constant(decideSizes(kind, sizeOf(lhs, "comparison"),
+    return constant(symbolic.decide(kind, sizeOf(lhs, "comparison"),
                                 sizeOf(rhs, "comparison"))
                         ? Py_True
                         : Py_False);
@@ -382,12 +356,6 @@ void BytecodeTracer::guardSameness(const VarPtr &lhs, const VarPtr &rhs,
       same ? Guard::Kind::SameObject : Guard::Kind::OtherObject, left, right);
 }
 
-bool BytecodeTracer::madeDuringCapture(const VarPtr &var) {
-  return var->kind == Var::Kind::NewObject ||
-         ((var->kind == Var::Kind::Dict ||
-           (var->kind == Var::Kind::Tuple && (var->isList || var->isSet))) &&
-          var->source < 0);
-}
 
 VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
                             bool inverted) {

@@ -197,7 +197,7 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
     throw CannotResume{"an iterator is live (a break inside a loop)"};
   case Var::Kind::SymInt:
     spec.kind = OutputSpec::Kind::Size;
-    spec.size = shapes.canonical(var->size);
+    spec.size = symbolic.env.canonical(var->size);
     return spec;
   case Var::Kind::SymSlice:
     throw CannotResume{"a slice with a symbolic bound is live"};

@@ -117,9 +117,9 @@ VarPtr BytecodeTracer::tensorInput(PyObject *object, int source) {
   guard.source = source;
   guard.tensor = meta;
   guard.tensor.data = nullptr;
-  std::vector<bool> dims = symbolicDims(object, source, meta.sizes);
+  std::vector<bool> dims = symbolic.symbolicDims(object, source, meta.sizes);
   if (std::find(dims.begin(), dims.end(), true) == dims.end() ||
-      !makeSymbolic(dims, meta, type, guard)) {
+      !symbolic.makeSymbolic(dims, meta, type, guard)) {
     for (int64_t size : meta.sizes)
       type.sizes.push_back(SymExpr(size));
     std::vector<SymExpr> strides;
@@ -406,10 +406,6 @@ static PyObject *osEnviron() {
   return lookupOnce(slot, "os", "environ");
 }
 
-bool BytecodeTracer::isEnvironment(PyObject *object) {
-  PyObject *environ = osEnviron();
-  return environ && object == environ;
-}
 
 VarPtr BytecodeTracer::environmentVariable(const VarPtr &name,
                                            const VarPtr &fallback) {

@@ -90,17 +90,6 @@ bool writesIntoArguments(PyObject *callable) {
 
 } // namespace
 
-PyObject *BytecodeTracer::tensorMethodObject(const std::string &name,
-                                             bool base) {
-  PyObject *owner =
-      base ? reinterpret_cast<PyObject *>(
-                 reinterpret_cast<PyTypeObject *>(tensorClass())->tp_base)
-           : tensorClass();
-  PyObject *object = PyObject_GetAttrString(owner, name.c_str());
-  if (!object)
-    PyErr_Clear();
-  return object;
-}
 
 VarPtr BytecodeTracer::superOfTensor(const std::vector<VarPtr> &args) {
   VarPtr self = current.locals.empty() ? nullptr : current.locals[0];
@@ -276,24 +265,24 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
   std::vector<ShapeGuard> unified;
   for (const Operand &operand : operands)
     for (const SymExpr &size : operand.value->type.sizes) {
-      SymExpr symbol = shapes.canonical(size);
+      SymExpr symbol = symbolic.env.canonical(size);
       if (!symbol.isSymbol())
         continue;
-      auto first = symbolOfHint.emplace(shapes.hintOf(symbol), symbol);
+      auto first = symbolOfHint.emplace(symbolic.env.hintOf(symbol), symbol);
       if (!first.second && first.first->second != symbol)
-        shapes.unify(first.first->second, symbol, unified);
+        symbolic.env.unify(first.first->second, symbol, unified);
     }
   bool anyUnified = !unified.empty();
-  addShapeGuards(std::move(unified));
+  symbolic.addGuards(std::move(unified));
   if (anyUnified)
-    applyUnifiedSizes();
-  std::map<std::string, int64_t> atHints = shapes.symbolHints();
+    symbolic.applyUnified();
+  std::map<std::string, int64_t> atHints = symbolic.env.symbolHints();
   std::vector<SymExpr> candidates;
   std::set<std::string> symbols;
   for (const Operand &operand : operands)
     for (const SymExpr &size : operand.value->type.sizes)
       if (!size.isConstant()) {
-        candidates.push_back(shapes.canonical(size));
+        candidates.push_back(symbolic.env.canonical(size));
         size.collectSymbols(symbols);
       }
   std::map<std::string, int64_t> moved = atHints;
@@ -304,9 +293,9 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
                           const std::map<std::string, int64_t> &bindings) {
     TensorType concrete = type;
     for (SymExpr &size : concrete.sizes)
-      size = shapes.canonical(size).evaluate(bindings);
+      size = symbolic.env.canonical(size).evaluate(bindings);
     for (SymExpr &stride : concrete.strides)
-      stride = shapes.canonical(stride).evaluate(bindings);
+      stride = symbolic.env.canonical(stride).evaluate(bindings);
     return concrete;
   };
   auto runOnMeta = [&](const std::map<std::string, int64_t> &bindings,

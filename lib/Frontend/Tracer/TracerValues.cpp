@@ -342,10 +342,6 @@ VarPtr BytecodeTracer::sliceTensor(const VarPtr &tensor, PyObject *slice,
               {{"dim", dim}, {"start", start}, {"end", stop}, {"step", step}});
 }
 
-bool BytecodeTracer::isMetadataMethod(const std::string &name) {
-  return name == "size" || name == "dim" || name == "numel" ||
-         name == "ndimension" || name == "nelement";
-}
 
 VarPtr BytecodeTracer::sizesTuple(const TensorType &type) {
   if (!allConstant(type.sizes)) {
@@ -449,21 +445,7 @@ VarPtr BytecodeTracer::unguardedObject(PyRef object) {
   return var;
 }
 
-PyRef BytecodeTracer::dtypeObject(DType dtype) {
-  static const char *names[] = {"bool",     "int32",   "int64",  "float16",
-                                "bfloat16", "float32", "float64"};
-  PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
-  return PyRef::steal(torch ? PyObject_GetAttrString(
-                                  torch.get(), names[static_cast<int>(dtype)])
-                            : nullptr);
-}
 
-PyRef BytecodeTracer::deviceObject(const std::string &device) {
-  PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
-  return PyRef::steal(
-      torch ? PyObject_CallMethod(torch.get(), "device", "s", device.c_str())
-            : nullptr);
-}
 
 VarPtr BytecodeTracer::tensorMetadata(const VarPtr &tensor,
                                       const std::string &method,

@@ -1,0 +1,141 @@
+//===- ObjectKinds.cpp - What capture tells of an object at a glance ------===//
+#include "ObjectKinds.h"
+
+#include "dynafuse/Torch/TorchBridge.h"
+
+namespace dynafuse {
+namespace capture {
+
+bool isModule(PyObject *object) {
+  PyObject *cls = moduleClass();
+  return cls && !PyType_Check(object) &&
+         PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject *>(cls));
+}
+
+bool isInstanceOf(PyObject *object, const char *name) {
+  PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
+  PyRef cls =
+      PyRef::steal(nn ? PyObject_GetAttrString(nn.get(), name) : nullptr);
+  int result = cls ? PyObject_IsInstance(object, cls.get()) : 0;
+  if (result < 0 || !cls)
+    PyErr_Clear();
+  return result == 1;
+}
+
+PyObject *moduleClass() {
+  static PyObject *slot = nullptr;
+  return lookupOnce(slot, "torch.nn", "Module");
+}
+
+bool isTorchAssert(PyObject *object) {
+  static PyObject *slot = nullptr;
+  return object == lookupOnce(slot, "torch", "_assert");
+}
+
+bool onlyLogsUsage(PyObject *callable) {
+  // torchvision's and torch's API-usage logging: no effect on what a model
+  // computes (TorchDynamo skips them too).
+  PyRef module = PyRef::steal(PyObject_GetAttrString(callable, "__module__"));
+  PyRef name = PyRef::steal(PyObject_GetAttrString(callable, "__qualname__"));
+  PyErr_Clear();
+  if (!module || !name || !PyUnicode_Check(module.get()) ||
+      !PyUnicode_Check(name.get()))
+    return false;
+  std::string qualified = std::string(PyUnicode_AsUTF8(module.get())) + "." +
+                          PyUnicode_AsUTF8(name.get());
+  return qualified == "torchvision.utils._log_api_usage_once" ||
+         qualified == "torch._C._log_api_usage_once";
+}
+
+/// math.sqrt, math.log, ...: pure functions of numbers.
+bool isMathFunction(PyObject *callable) {
+  static PyObject *slot = nullptr;
+  PyObject *math = lookupOnce(slot, "math", nullptr);
+  if (!math || !PyCFunction_Check(callable))
+    return false;
+  PyObject *self = PyCFunction_GET_SELF(callable);
+  return self == math;
+}
+
+bool isEnvironment(PyObject *object) {
+  static PyObject *slot = nullptr;
+  PyObject *environ = lookupOnce(slot, "os", "environ");
+  return environ && object == environ;
+}
+
+PyObject *tensorMethodObject(const std::string &name, bool base) {
+  PyObject *owner =
+      base ? reinterpret_cast<PyObject *>(
+                 reinterpret_cast<PyTypeObject *>(tensorClass())->tp_base)
+           : tensorClass();
+  PyObject *object = PyObject_GetAttrString(owner, name.c_str());
+  if (!object)
+    PyErr_Clear();
+  return object;
+}
+
+bool isMetadataMethod(const std::string &name) {
+  return name == "size" || name == "dim" || name == "numel" ||
+         name == "ndimension" || name == "nelement";
+}
+
+PyRef dtypeObject(DType dtype) {
+  static const char *names[] = {"bool",     "int32",   "int64",  "float16",
+                                "bfloat16", "float32", "float64"};
+  PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+  return PyRef::steal(torch ? PyObject_GetAttrString(
+                                  torch.get(), names[static_cast<int>(dtype)])
+                            : nullptr);
+}
+
+PyRef deviceObject(const std::string &device) {
+  PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+  return PyRef::steal(
+      torch ? PyObject_CallMethod(torch.get(), "device", "s", device.c_str())
+            : nullptr);
+}
+
+bool isSizeLike(const VarPtr &var) {
+  return var->kind == Var::Kind::SymInt ||
+         (var->kind == Var::Kind::Constant &&
+          PyLong_CheckExact(var->object.get()));
+}
+
+bool comparableAtCapture(const VarPtr &var) {
+  if (var->kind == Var::Kind::Constant)
+    return true;
+  if (var->kind != Var::Kind::Object)
+    return false;
+  PyObject *object = var->object.get();
+  if (!object || !var->method.empty() || isModule(object))
+    return false;
+  std::string type = Py_TYPE(object)->tp_name;
+  if (type == "torch.dtype" || type == "torch.device" ||
+      type == "torch.layout" || type == "torch.memory_format")
+    return true;
+  // Objects pinned by an identity guard (read from a source) or made from
+  // constants, whose equality is C code that reads nothing mutable: classes
+  // and functions (identity), enum members (their value).
+  static PyObject *enumSlot = nullptr;
+  PyObject *enumType = lookupOnce(enumSlot, "enum", "Enum");
+  if (PyType_Check(object) || PyFunction_Check(object) ||
+      PyCFunction_Check(object))
+    return true;
+  if (!enumType || PyObject_IsInstance(object, enumType) != 1) {
+    PyErr_Clear();
+    return false;
+  }
+  PyRef eq = PyRef::steal(PyUnicode_InternFromString("__eq__"));
+  PyObject *equality = _PyType_Lookup(Py_TYPE(object), eq.get());
+  return equality && !PyFunction_Check(equality);
+}
+
+bool madeDuringCapture(const VarPtr &var) {
+  return var->kind == Var::Kind::NewObject ||
+         ((var->kind == Var::Kind::Dict ||
+           (var->kind == Var::Kind::Tuple && (var->isList || var->isSet))) &&
+          var->source < 0);
+}
+
+} // namespace capture
+} // namespace dynafuse

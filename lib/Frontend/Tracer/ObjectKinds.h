@@ -1,0 +1,59 @@
+//===- ObjectKinds.h - What capture tells of an object at a glance -*- C++ -*-===//
+//
+// Questions the tracer asks of a Python object or a Var that need none of
+// its state: which torch classes and functions an object is, and which
+// kinds of Var compare, count as sizes or were made during capture.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DYNAFUSE_FRONTEND_OBJECTKINDS_H
+#define DYNAFUSE_FRONTEND_OBJECTKINDS_H
+
+#include "Var.h"
+#include "dynafuse/Graph/DType.h"
+
+#include <Python.h>
+
+#include <string>
+
+namespace dynafuse {
+namespace capture {
+
+/// torch.nn.Module (borrowed).
+PyObject *moduleClass();
+/// An instance (not a class) of torch.nn.Module.
+bool isModule(PyObject *object);
+/// isinstance(object, torch.nn.<name>).
+bool isInstanceOf(PyObject *object, const char *name);
+/// torch._assert.
+bool isTorchAssert(PyObject *object);
+/// torchvision's and torch's _log_api_usage_once: calls skipped.
+bool onlyLogsUsage(PyObject *callable);
+/// math.sqrt, math.log, ...: pure functions of numbers.
+bool isMathFunction(PyObject *callable);
+/// os.environ.
+bool isEnvironment(PyObject *object);
+/// torch.Tensor.<name>, or torch._C.TensorBase.<name> for base (new
+/// reference), or null.
+PyObject *tensorMethodObject(const std::string &name, bool base = false);
+/// size, dim, numel, ndimension, nelement: static under the tensor guards.
+bool isMetadataMethod(const std::string &name);
+/// torch.<dtype> and torch.device(device) as Python objects.
+PyRef dtypeObject(DType dtype);
+PyRef deviceObject(const std::string &device);
+
+/// A SymInt var.
+inline bool isSymInt(const VarPtr &var) {
+  return var->kind == Var::Kind::SymInt;
+}
+/// A Constant int or a SymInt.
+bool isSizeLike(const VarPtr &var);
+/// Constants, dtypes and devices compare without running user code.
+bool comparableAtCapture(const VarPtr &var);
+/// A mutable value the trace made (object, list, dict, set): `is`
+/// compares it by var.
+bool madeDuringCapture(const VarPtr &var);
+
+} // namespace capture
+} // namespace dynafuse
+
+#endif
