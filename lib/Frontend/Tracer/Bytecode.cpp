@@ -292,4 +292,39 @@ PyObject *decodedInstructions(PyObject *code) {
   return list;
 }
 
+Branch branchOf(int opcode) {
+  switch (opcode) {
+#ifdef POP_JUMP_IF_FALSE // 3.12: forward only
+  case POP_JUMP_IF_FALSE:
+    return Branch::PopIfFalse;
+  case POP_JUMP_IF_TRUE:
+    return Branch::PopIfTrue;
+  case POP_JUMP_IF_NONE:
+    return Branch::PopIfNone;
+  case POP_JUMP_IF_NOT_NONE:
+    return Branch::PopIfNotNone;
+#endif
+#ifdef POP_JUMP_FORWARD_IF_FALSE // 3.11: a direction in each opcode
+  case POP_JUMP_FORWARD_IF_FALSE:
+  case POP_JUMP_BACKWARD_IF_FALSE:
+    return Branch::PopIfFalse;
+  case POP_JUMP_FORWARD_IF_TRUE:
+  case POP_JUMP_BACKWARD_IF_TRUE:
+    return Branch::PopIfTrue;
+  case POP_JUMP_FORWARD_IF_NONE:
+  case POP_JUMP_BACKWARD_IF_NONE:
+    return Branch::PopIfNone;
+  case POP_JUMP_FORWARD_IF_NOT_NONE:
+  case POP_JUMP_BACKWARD_IF_NOT_NONE:
+    return Branch::PopIfNotNone;
+  case JUMP_IF_FALSE_OR_POP:
+    return Branch::IfFalseOrPop;
+  case JUMP_IF_TRUE_OR_POP:
+    return Branch::IfTrueOrPop;
+#endif
+  default:
+    return Branch::None;
+  }
+}
+
 } // namespace dynafuse

@@ -65,6 +65,18 @@ std::string encodeExceptionTable(const std::vector<ExceptionTableEntry> &entries
 /// (the interpreter's opcode.haslocal and hasfree).
 bool indexesLocalSlots(int opcode);
 
+/// The conditional jumps of every supported interpreter, by what they do.
+enum class Branch {
+  None,
+  PopIfFalse,
+  PopIfTrue,
+  PopIfNone,
+  PopIfNotNone,
+  IfFalseOrPop,
+  IfTrueOrPop
+};
+Branch branchOf(int opcode);
+
 } // namespace dynafuse
 
 #endif

@@ -23,6 +23,7 @@
 #include "OpBinder.h"
 #include "Guards/ShapeEnv.h"
 #include "ObjectKinds.h"
+#include "PythonObjects.h"
 #include "SymbolicShapes.h"
 #include "TracedCode.h"
 #include "TensorAliases.h"
@@ -53,6 +54,8 @@ public:
   friend class OpBinder;
   /// Inlines calls, re-entering the bytecode loop with the callee's code.
   friend class CallInliner;
+  /// Models instances of Python classes (NewObject vars) on the trace.
+  friend class PythonObjects;
 
   BytecodeTracer(DynafuseFrame *frame, const std::string &graphName,
                  bool allowResume, const ShapePolicy &shapePolicy);
@@ -180,18 +183,6 @@ private:
   int step(const Instruction &in);
 
   int jumpTarget(int offset);
-
-  /// The conditional jumps of every supported interpreter, by what they do.
-  enum class Branch {
-    None,
-    PopIfFalse,
-    PopIfTrue,
-    PopIfNone,
-    PopIfNotNone,
-    IfFalseOrPop,
-    IfTrueOrPop
-  };
-  static Branch branchOf(int opcode);
 
   /// Whether a condition var is None / truthy, decided at capture time.
   bool truthOf(const VarPtr &condition, bool noneTest);
@@ -560,9 +551,6 @@ private:
                        const Keywords &keywords);
   /// RAISE_VARARGS: throws RaisedInCapture.
   [[noreturn]] void raiseException(const VarPtr &exception);
-  /// Iterating an object made during capture whose class has __getitem__
-  /// but no __iter__: __getitem__(0), (1), ... up to its IndexError.
-  VarPtr iterateBySubscript(const VarPtr &object, VarPtr iterator);
 
   //===--------------------------------------------------------------------===//
   // Torch calls decided at capture (TracerTorchValues.cpp)
@@ -578,44 +566,17 @@ private:
                   const Keywords &keywords);
 
   //===--------------------------------------------------------------------===//
-  // Instances of Python classes made during capture (TracerObjects.cpp)
+  // Python objects (PythonObjects.cpp) and their identities in outputs
+  // (TracerObjects.cpp)
   //===--------------------------------------------------------------------===//
 
-  /// cls(...) of a plain Python class (laid out as object, dict or
-  /// OrderedDict, default __new__ and __getattribute__): a NewObject var,
-  /// its __init__ inlined. Null for other classes.
-  VarPtr constructObject(const VarPtr &classVar, const std::vector<VarPtr> &args,
-                         const Keywords &keywords);
-  /// The raw entry for name in the class's MRO (past `after`), read through
-  /// a guarded ClassEntry source; null when there is none.
-  VarPtr classEntry(const VarPtr &classVar, PyObject *name,
-                    PyObject *after = nullptr);
-  /// The class's own Python function `name`, bound to object; or null.
-  VarPtr pythonMethodOf(const VarPtr &object, const char *name);
-  /// A builtin method of the object's base (object.__setattr__,
-  /// dict.__setitem__, ...), modelled on its state: called by
-  /// callObjectSlot.
-  VarPtr slotMethod(const VarPtr &object, const std::string &name);
-  VarPtr callObjectSlot(const std::string &slot, const std::vector<VarPtr> &args,
-                        const Keywords &keywords);
-  /// A property's getter (a Python function) inlined on self.
-  VarPtr readProperty(const VarPtr &property, const VarPtr &self,
-                      const std::string &attribute);
-  VarPtr newObjectAttribute(const VarPtr &object, PyObject *name);
-  bool newObjectHas(const VarPtr &object, PyObject *name);
-  /// obj.name = value (direct: object.__setattr__, past a Python
-  /// __setattr__ of the class).
-  void setNewObjectAttribute(const VarPtr &object, PyObject *name,
-                             const VarPtr &value, bool direct);
+  /// Instances of Python classes made during capture, and the class
+  /// machinery (properties, slots) they and guarded objects share.
+  PythonObjects objects{*this};
   /// A Dict var's entry for key (null when absent), and its update.
   VarPtr dictEntry(const VarPtr &dict, const std::string &key);
   void setDictEntry(const VarPtr &dict, const std::string &key,
                     const VarPtr &value);
-  VarPtr newObjectItem(const VarPtr &object, const VarPtr &key);
-  void setNewObjectItem(const VarPtr &object, const VarPtr &key,
-                        const VarPtr &value);
-  VarPtr newObjectLength(const VarPtr &object);
-  bool newObjectTruth(const VarPtr &object);
   /// Lists, dicts and objects made during capture have one id each; an
   /// output (the return value, or the state at a break) spells each out
   /// once and refers to it by id after (OutputSpec::Kind::SameObject).
@@ -623,9 +584,6 @@ private:
   std::set<int> emittedObjects;
   int objectIdOf(const VarPtr &var);
   bool seenInThisOutput(const VarPtr &var, OutputSpec &spec);
-  OutputSpec
-  newObjectSpec(const VarPtr &var,
-                const std::function<OutputSpec(const VarPtr &)> &itemSpec);
 
   //===--------------------------------------------------------------------===//
   // Stores into objects that existed before the frame (TracerStores.cpp)

@@ -102,41 +102,6 @@ int BytecodeTracer::forIter(const Instruction &in) {
   return jumpTarget(in.target);
 }
 
-BytecodeTracer::Branch BytecodeTracer::branchOf(int opcode) {
-  switch (opcode) {
-#ifdef POP_JUMP_IF_FALSE // 3.12: forward only
-  case POP_JUMP_IF_FALSE:
-    return Branch::PopIfFalse;
-  case POP_JUMP_IF_TRUE:
-    return Branch::PopIfTrue;
-  case POP_JUMP_IF_NONE:
-    return Branch::PopIfNone;
-  case POP_JUMP_IF_NOT_NONE:
-    return Branch::PopIfNotNone;
-#endif
-#ifdef POP_JUMP_FORWARD_IF_FALSE // 3.11: a direction in each opcode
-  case POP_JUMP_FORWARD_IF_FALSE:
-  case POP_JUMP_BACKWARD_IF_FALSE:
-    return Branch::PopIfFalse;
-  case POP_JUMP_FORWARD_IF_TRUE:
-  case POP_JUMP_BACKWARD_IF_TRUE:
-    return Branch::PopIfTrue;
-  case POP_JUMP_FORWARD_IF_NONE:
-  case POP_JUMP_BACKWARD_IF_NONE:
-    return Branch::PopIfNone;
-  case POP_JUMP_FORWARD_IF_NOT_NONE:
-  case POP_JUMP_BACKWARD_IF_NOT_NONE:
-    return Branch::PopIfNotNone;
-  case JUMP_IF_FALSE_OR_POP:
-    return Branch::IfFalseOrPop;
-  case JUMP_IF_TRUE_OR_POP:
-    return Branch::IfTrueOrPop;
-#endif
-  default:
-    return Branch::None;
-  }
-}
-
 bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
   if (isSymInt(condition))
     return noneTest || symbolic.decide(Py_NE, condition->size, 0);
@@ -148,7 +113,7 @@ bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
   if (condition->kind == Var::Kind::Tuple || condition->kind == Var::Kind::Dict)
     return noneTest || !condition->items.empty();
   if (condition->kind == Var::Kind::NewObject)
-    return noneTest || newObjectTruth(condition);
+    return noneTest || objects.truth(condition);
   if (condition->kind == Var::Kind::TensorMethod ||
       condition->kind == Var::Kind::BoundMethod ||
       condition->kind == Var::Kind::Function)

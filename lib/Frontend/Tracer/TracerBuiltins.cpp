@@ -170,7 +170,7 @@ VarPtr BytecodeTracer::containerBuiltin(
     first = PyLong_AsLongLong(start->object.get());
   }
   if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::NewObject)
-    return newObjectLength(args[0]);
+    return objects.length(args[0]);
   if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
       args[0]->method == "derived") {
     Py_ssize_t length = PyObject_Length(args[0]->object.get());
@@ -472,7 +472,7 @@ VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,
   PyObject *name = args[1]->object.get();
   const VarPtr &base = args[0];
   if (base->kind == Var::Kind::NewObject) {
-    bool has = newObjectHas(base, name);
+    bool has = objects.has(base, name);
     if (!get)
       return constant(has ? Py_True : Py_False);
     if (has)

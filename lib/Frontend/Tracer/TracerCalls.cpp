@@ -121,7 +121,7 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     return environmentVariable(args[0], args.size() == 2 ? args[1] : nullptr);
   if (callee->kind == Var::Kind::Object && !callee->object &&
       callee->method.rfind("object.", 0) == 0)
-    return callObjectSlot(callee->method, args, keywords);
+    return objects.callSlot(callee->method, args, keywords);
   if (callee->kind == Var::Kind::TensorMethod && callee->method == "to")
     return tensorTo(callee->self, args, keywords);
   if (callee->kind == Var::Kind::TensorMethod &&
@@ -312,7 +312,7 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     }
     if (VarPtr context = gradModeContext(object, args, keywords))
       return context;
-    if (VarPtr made = constructObject(callee, args, keywords))
+    if (VarPtr made = objects.construct(callee, args, keywords))
       return made;
     if (isModule(object))
       return inliner.inlineModule(callee, args, keywords);

@@ -532,7 +532,7 @@ OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
     }
     return containerSpec(var, [&](const VarPtr &item) { return outputOf(item); });
   case Var::Kind::NewObject:
-    return newObjectSpec(var, [&](const VarPtr &item) { return outputOf(item); });
+    return objects.spec(var, [&](const VarPtr &item) { return outputOf(item); });
   case Var::Kind::SymInt:
     spec.kind = OutputSpec::Kind::Size;
     spec.size = symbolic.env.canonical(var->size);

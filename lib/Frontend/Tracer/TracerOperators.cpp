@@ -385,10 +385,10 @@ VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
 VarPtr BytecodeTracer::containsOp(const VarPtr &item, const VarPtr &container,
                                   bool negated) {
   if (container->kind == Var::Kind::NewObject) {
-    VarPtr contains = pythonMethodOf(container, "__contains__");
+    VarPtr contains = objects.pythonMethodOf(container, "__contains__");
     VarPtr answer =
         contains ? callAny(contains, {item}, {})
-                 : callObjectSlot("object.__contains__", {container, item}, {});
+                 : objects.callSlot("object.__contains__", {container, item}, {});
     return negated ? logicalNot(answer) : answer;
   }
   if (container->kind == Var::Kind::Object && container->object &&

@@ -172,7 +172,7 @@ OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
       throw CannotResume{"a set made during capture is live"};
     return containerSpec(var, [&](const VarPtr &item) { return stateOf(item); });
   case Var::Kind::NewObject:
-    return newObjectSpec(var, [&](const VarPtr &item) { return stateOf(item); });
+    return objects.spec(var, [&](const VarPtr &item) { return stateOf(item); });
   case Var::Kind::TensorMethod:
     spec.kind = OutputSpec::Kind::Attribute;
     spec.items.push_back(stateOf(var->self));

@@ -311,7 +311,7 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
                 Py_TYPE(base->object.get())->tp_name + " constant");
   }
   if (base->kind == Var::Kind::NewObject)
-    return newObjectAttribute(base, name);
+    return objects.attribute(base, name);
   if (base->kind != Var::Kind::Object)
     unsupported("attribute '" + attribute + "' of a non-object");
   if (base->method == "super")
@@ -365,7 +365,7 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
     // and what it would change breaks.
     if (descriptor && PyObject_TypeCheck(descriptor, &PyProperty_Type) &&
         base->source >= 0) {
-      return readProperty(
+      return objects.readProperty(
           classify(descriptor, guardBuilder.namedSource(Source::Kind::TypeAttr,
                                                         base->source, name)),
           base, attribute);
@@ -513,7 +513,7 @@ bool BytecodeTracer::inputRequiresGrad(const Value *value) const {
 void BytecodeTracer::storeAttribute(const VarPtr &owner, PyObject *name,
                                     const VarPtr &value) {
   if (owner->kind == Var::Kind::NewObject) {
-    setNewObjectAttribute(owner, name, value, /*direct=*/false);
+    objects.setAttribute(owner, name, value, /*direct=*/false);
     return;
   }
   // `self.buffer += 1` updates the buffer in place and stores the same

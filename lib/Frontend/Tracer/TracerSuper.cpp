@@ -92,12 +92,12 @@ VarPtr BytecodeTracer::superAttr(const VarPtr &proxy, PyObject *name) {
     if (entry && PyFunction_Check(entry)) {
       VarPtr method = makeVar(Var::Kind::BoundMethod);
       method->self = self;
-      method->function = classEntry(self->function, name, cls);
+      method->function = objects.classEntry(self->function, name, cls);
       return method;
     }
     if (entry && (Py_TYPE(entry) == &PyMethodDescr_Type ||
                   Py_TYPE(entry) == &PyWrapperDescr_Type))
-      return slotMethod(self, PyUnicode_AsUTF8(name));
+      return objects.slotMethod(self, PyUnicode_AsUTF8(name));
     unsupported(std::string("super().") + PyUnicode_AsUTF8(name) +
                 " of an object made during capture");
   }

@@ -167,7 +167,7 @@ VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
   if (container->kind == Var::Kind::Object && isModule(container->object.get()))
     return moduleItem(container, index);
   if (container->kind == Var::Kind::NewObject)
-    return newObjectItem(container, index);
+    return objects.item(container, index);
   bool stringKey = index->kind == Var::Kind::Constant &&
                    PyUnicode_CheckExact(index->object.get());
   if (container->kind == Var::Kind::Dict && stringKey) {
@@ -476,12 +476,12 @@ VarPtr BytecodeTracer::iterate(const VarPtr &iterable) {
     return iterator;
   }
   if (iterable->kind == Var::Kind::NewObject && iterable->content &&
-      !pythonMethodOf(iterable, "__iter__")) {
+      !objects.pythonMethodOf(iterable, "__iter__")) {
     iterator->items = itemsOf(iterable->content); // a dict iterates its keys
     return iterator;
   }
   if (iterable->kind == Var::Kind::NewObject && !iterable->content &&
-      pythonMethodOf(iterable, "__getitem__")) {
+      objects.pythonMethodOf(iterable, "__getitem__")) {
     // No __iter__, or collections.abc.Sequence's (which subscripts too).
     static PyObject *sequenceSlot = nullptr;
     PyObject *sequence = lookupOnce(sequenceSlot, "collections.abc", "Sequence");
@@ -491,7 +491,7 @@ VarPtr BytecodeTracer::iterate(const VarPtr &iterable) {
     PyObject *sequenceIter =
         sequence ? lookupInClass(sequence, nullptr, name.get()) : nullptr;
     if (!iter || iter == sequenceIter)
-      return iterateBySubscript(iterable, iterator);
+      return objects.iterateBySubscript(iterable, iterator);
   }
   if (iterable->kind == Var::Kind::Constant &&
       PyRange_Check(iterable->object.get())) {
@@ -525,7 +525,7 @@ VarPtr BytecodeTracer::advancedIndex(const VarPtr &tensor,
 void BytecodeTracer::storeSubscript(const VarPtr &container,
                                     const VarPtr &index, const VarPtr &value) {
   if (container->kind == Var::Kind::NewObject) {
-    setNewObjectItem(container, index, value);
+    objects.setItem(container, index, value);
     return;
   }
   if (container->kind == Var::Kind::Dict) {

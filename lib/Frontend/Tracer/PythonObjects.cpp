@@ -1,0 +1,427 @@
+//===- PythonObjects.cpp - Instances of Python classes on the trace -------===//
+//
+// `Output(last_hidden_state=h)`, `DynamicCache()`, a dataclass: calling a
+// plain Python class makes a NewObject var. Its __init__ is inlined with the
+// var as self; attribute stores go into its instance dict (a Dict var), and
+// for dict subclasses (transformers' ModelOutput) item stores into its dict
+// content. Reads look at the class first as Python does (data descriptors,
+// then the instance dict, then methods and class attributes), each class
+// entry read through a guarded ClassEntry source. Properties, on these and on
+// objects read from sources, run their getter inlined. A run rebuilds such an
+// object from its state (ResultBuilder::newObject in RunEntry.cpp): the
+// builtin base's __new__, then the instance dict and dict items.
+//
+//===----------------------------------------------------------------------===//
+#include "PythonObjects.h"
+
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+namespace {
+
+PyObject *orderedDictType() {
+  static PyObject *slot = nullptr;
+  return lookupOnce(slot, "collections", "OrderedDict");
+}
+
+/// The builtin class instances of cls are laid out as (object, dict or
+/// OrderedDict), or null when its MRO has another builtin class.
+PyTypeObject *builtinBaseOf(PyTypeObject *cls) {
+  PyObject *mro = cls->tp_mro;
+  if (!mro || !PyTuple_Check(mro))
+    return nullptr;
+  PyTypeObject *base = nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto *type = reinterpret_cast<PyTypeObject *>(PyTuple_GET_ITEM(mro, i));
+    if ((type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type == &PyBaseObject_Type)
+      continue;
+    if (type != &PyDict_Type &&
+        reinterpret_cast<PyObject *>(type) != orderedDictType())
+      return nullptr;
+    if (!base)
+      base = type;
+  }
+  return base ? base : &PyBaseObject_Type;
+}
+
+PyObject *entryOf(PyTypeObject *type, const char *name) {
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+  return lookupInClass(reinterpret_cast<PyObject *>(type), nullptr, key.get());
+}
+
+PyTypeObject *classOf(const VarPtr &object) {
+  return reinterpret_cast<PyTypeObject *>(object->function->object.get());
+}
+
+bool isProperty(PyObject *descriptor) {
+  return descriptor && PyObject_TypeCheck(descriptor, &PyProperty_Type);
+}
+
+/// Builtin methods of the base class a new object's code may call
+/// (through super() or because the class does not override them).
+bool isModelledSlot(const std::string &name, bool dictBase) {
+  static const char *objectSlots[] = {"__setattr__", "__init__",
+                                      "__getattribute__"};
+  static const char *dictSlots[] = {"__setitem__", "__getitem__",
+                                    "__contains__", "__len__", "keys",
+                                    "values", "items", "get"};
+  for (const char *slot : objectSlots)
+    if (name == slot)
+      return true;
+  if (dictBase)
+    for (const char *slot : dictSlots)
+      if (name == slot)
+        return true;
+  return false;
+}
+
+} // namespace
+
+PythonObjects::PythonObjects(BytecodeTracer &tracer) : tracer(tracer) {}
+
+VarPtr PythonObjects::construct(
+    const VarPtr &classVar, const std::vector<VarPtr> &args,
+    const Keywords &keywords) {
+  PyObject *object = classVar->object.get();
+  if (!object || !PyType_Check(object) || classVar->source < 0)
+    return nullptr;
+  auto *cls = reinterpret_cast<PyTypeObject *>(object);
+  // A plain Python class: made by type.__call__, laid out as object or
+  // dict, its instances with a __dict__ and the default attribute lookup.
+  if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+      Py_TYPE(object)->tp_call != PyType_Type.tp_call || isModule(object) ||
+      cls->tp_dictoffset == 0)
+    return nullptr;
+  PyTypeObject *base = builtinBaseOf(cls);
+  if (!base || cls->tp_new != base->tp_new ||
+      entryOf(cls, "__getattribute__") != entryOf(base, "__getattribute__"))
+    return nullptr;
+  PyObject *init = entryOf(cls, "__init__");
+  bool pythonInit = init && PyFunction_Check(init);
+  if (!pythonInit && init != entryOf(base, "__init__"))
+    return nullptr;
+  VarPtr made = makeVar(Var::Kind::NewObject);
+  made->function = classVar;
+  made->attributes = makeVar(Var::Kind::Dict);
+  if (base != &PyBaseObject_Type)
+    made->content = makeVar(Var::Kind::Dict);
+  if (!pythonInit) {
+    if (!args.empty() || (!keywords.empty() && !made->content) ||
+        keywords.size() > 1)
+      tracer.unsupported(std::string(cls->tp_name) +
+                  "() with arguments its base's __init__ takes");
+    for (const auto &[key, value] : keywords) {
+      made->content->keys.push_back(key);
+      made->content->items.push_back(value);
+    }
+    return made;
+  }
+  std::vector<VarPtr> withSelf{made};
+  withSelf.insert(withSelf.end(), args.begin(), args.end());
+  PyRef name = PyRef::steal(PyUnicode_InternFromString("__init__"));
+  VarPtr returned = tracer.callAny(classEntry(classVar, name.get()), withSelf, keywords);
+  if (returned->kind != Var::Kind::Constant || returned->object.get() != Py_None)
+    tracer.unsupported(std::string(cls->tp_name) + ".__init__ returned a value");
+  return made;
+}
+
+
+VarPtr PythonObjects::classEntry(const VarPtr &classVar, PyObject *name,
+                                  PyObject *after) {
+  PyObject *entry = lookupInClass(classVar->object.get(), after, name);
+  if (!entry)
+    return nullptr;
+  Source source;
+  source.kind = Source::Kind::ClassEntry;
+  source.parent = tracer.sourceOfObject(classVar);
+  source.name = PyRef::borrow(name);
+  if (after)
+    source.fixed = PyRef::borrow(after);
+  return tracer.classify(entry, tracer.guardBuilder.addSource(std::move(source)));
+}
+
+
+VarPtr PythonObjects::pythonMethodOf(const VarPtr &object, const char *name) {
+  PyObject *entry = entryOf(classOf(object), name);
+  if (!entry || !PyFunction_Check(entry))
+    return nullptr;
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+  VarPtr method = makeVar(Var::Kind::BoundMethod);
+  method->self = object;
+  method->function = classEntry(object->function, key.get());
+  return method;
+}
+
+
+VarPtr PythonObjects::slotMethod(const VarPtr &object,
+                                  const std::string &name) {
+  if (!isModelledSlot(name, object->content != nullptr))
+    tracer.unsupported("builtin method '" + name + "' of a " +
+                classOf(object)->tp_name + " made during capture");
+  VarPtr method = makeVar(Var::Kind::BoundMethod);
+  method->self = object;
+  method->function = makeVar(Var::Kind::Object);
+  method->function->method = "object." + name;
+  return method;
+}
+
+
+VarPtr PythonObjects::readProperty(const VarPtr &property, const VarPtr &self,
+                                    const std::string &attribute) {
+  PyObject *descriptor = property->object.get();
+  PyRef getter = PyRef::steal(PyObject_GetAttrString(descriptor, "fget"));
+  if (!getter || !PyFunction_Check(getter.get())) {
+    PyErr_Clear();
+    tracer.unsupported("attribute '" + attribute +
+                "' is a property whose getter is not a Python function");
+  }
+  PyRef fget = PyRef::steal(PyUnicode_InternFromString("fget"));
+  VarPtr function = tracer.classify(
+      getter.get(), tracer.guardBuilder.namedSource(Source::Kind::Attr,
+                                             tracer.sourceOfObject(property),
+                                             fget.get()));
+  return tracer.callAny(function, {self}, {});
+}
+
+
+VarPtr PythonObjects::attribute(const VarPtr &object,
+                                          PyObject *name) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  if (attribute == "__class__")
+    return object->function;
+  if (attribute == "__dict__")
+    return object->attributes;
+  PyObject *entry = lookupInClass(object->function->object.get(), nullptr, name);
+  if (entry && Py_TYPE(entry)->tp_descr_set) { // a data descriptor wins
+    if (!isProperty(entry))
+      tracer.unsupported("attribute '" + attribute + "' of a " +
+                  classOf(object)->tp_name + " goes through a " +
+                  Py_TYPE(entry)->tp_name);
+    return readProperty(classEntry(object->function, name), object, attribute);
+  }
+  if (VarPtr value = tracer.dictEntry(object->attributes, attribute))
+    return value;
+  if (entry) {
+    if (PyFunction_Check(entry)) {
+      VarPtr method = makeVar(Var::Kind::BoundMethod);
+      method->self = object;
+      method->function = classEntry(object->function, name);
+      return method;
+    }
+    if (PyObject_TypeCheck(entry, &PyStaticMethod_Type) ||
+        PyObject_TypeCheck(entry, &PyClassMethod_Type)) {
+      VarPtr wrapper = classEntry(object->function, name);
+      PyRef function =
+          PyRef::steal(PyObject_GetAttrString(entry, "__func__"));
+      PyRef func = PyRef::steal(PyUnicode_InternFromString("__func__"));
+      VarPtr inner = tracer.classify(
+          function.get(), tracer.guardBuilder.namedSource(
+                              Source::Kind::Attr, tracer.sourceOfObject(wrapper),
+                              func.get()));
+      if (PyObject_TypeCheck(entry, &PyStaticMethod_Type))
+        return inner;
+      VarPtr method = makeVar(Var::Kind::BoundMethod);
+      method->self = object->function;
+      method->function = inner;
+      return method;
+    }
+    if (Py_TYPE(entry)->tp_descr_get) {
+      // Builtin methods of the base (dict.keys, object.__setattr__).
+      if (Py_TYPE(entry) == &PyMethodDescr_Type ||
+          Py_TYPE(entry) == &PyWrapperDescr_Type)
+        return slotMethod(object, attribute);
+      tracer.unsupported("attribute '" + attribute + "' of a " +
+                  classOf(object)->tp_name + " goes through a " +
+                  Py_TYPE(entry)->tp_name);
+    }
+    return classEntry(object->function, name); // a class attribute
+  }
+  if (VarPtr getattr = pythonMethodOf(object, "__getattr__"))
+    return tracer.callAny(getattr, {tracer.constant(name)}, {});
+  tracer.unsupported("attribute '" + attribute + "' missing on a " +
+              classOf(object)->tp_name + " made during capture");
+}
+
+
+bool PythonObjects::has(const VarPtr &object, PyObject *name) {
+  if (tracer.dictEntry(object->attributes, PyUnicode_AsUTF8(name)))
+    return true;
+  if (lookupInClass(object->function->object.get(), nullptr, name))
+    return true;
+  if (entryOf(classOf(object), "__getattr__"))
+    tracer.unsupported("hasattr on a " + std::string(classOf(object)->tp_name) +
+                " with __getattr__");
+  return false;
+}
+
+
+void PythonObjects::setAttribute(const VarPtr &object,
+                                           PyObject *name, const VarPtr &value,
+                                           bool direct) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  if (!direct) {
+    if (VarPtr setattr = pythonMethodOf(object, "__setattr__")) {
+      tracer.callAny(setattr, {tracer.constant(name), value}, {});
+      return;
+    }
+  }
+  PyObject *entry = lookupInClass(object->function->object.get(), nullptr, name);
+  if (entry && Py_TYPE(entry)->tp_descr_set) {
+    if (!isProperty(entry))
+      tracer.unsupported("assignment to attribute '" + attribute +
+                  "' through a " + Py_TYPE(entry)->tp_name);
+    PyRef setter = PyRef::steal(PyObject_GetAttrString(entry, "fset"));
+    if (!setter || !PyFunction_Check(setter.get())) {
+      PyErr_Clear();
+      tracer.unsupported("assignment to property '" + attribute +
+                  "' without a Python setter");
+    }
+    VarPtr property = classEntry(object->function, name);
+    PyRef fset = PyRef::steal(PyUnicode_InternFromString("fset"));
+    VarPtr function = tracer.classify(
+        setter.get(), tracer.guardBuilder.namedSource(Source::Kind::Attr,
+                                               tracer.sourceOfObject(property),
+                                               fset.get()));
+    tracer.callAny(function, {object, value}, {});
+    return;
+  }
+  tracer.setDictEntry(object->attributes, attribute, value);
+}
+
+
+VarPtr PythonObjects::callSlot(
+    const std::string &slot, const std::vector<VarPtr> &args,
+    const Keywords &keywords) {
+  if (args.empty() || args[0]->kind != Var::Kind::NewObject)
+    tracer.unsupported(slot + " on a value that is not an object made during capture");
+  const VarPtr &self = args[0];
+  std::string name = slot.substr(std::string("object.").size());
+  auto stringKey = [&](size_t at) {
+    if (args.size() <= at || args[at]->kind != Var::Kind::Constant ||
+        !PyUnicode_CheckExact(args[at]->object.get()))
+      tracer.unsupported(name + " with a key that is not a constant string");
+    return std::string(PyUnicode_AsUTF8(args[at]->object.get()));
+  };
+  if (name == "__init__") {
+    if (args.size() != 1 || !keywords.empty())
+      tracer.unsupported("a base class __init__ with arguments");
+    return tracer.constant(Py_None);
+  }
+  if (!keywords.empty())
+    tracer.unsupported(name + " with keyword arguments");
+  if (name == "__setattr__" && args.size() == 3) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(stringKey(1).c_str()));
+    setAttribute(self, key.get(), args[2], /*direct=*/true);
+    return tracer.constant(Py_None);
+  }
+  if (name == "__getattribute__" && args.size() == 2) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(stringKey(1).c_str()));
+    return attribute(self, key.get());
+  }
+  const VarPtr &content = self->content;
+  if (!content)
+    tracer.unsupported("dict method " + name + " of an object that is not a dict");
+  auto find = [&](const std::string &key) { return tracer.dictEntry(content, key); };
+  if (name == "__setitem__" && args.size() == 3) {
+    tracer.setDictEntry(content, stringKey(1), args[2]);
+    return tracer.constant(Py_None);
+  }
+  if (name == "__getitem__" && args.size() == 2) {
+    if (VarPtr found = find(stringKey(1)))
+      return found;
+    tracer.unsupported("key '" + stringKey(1) + "' missing (KeyError)");
+  }
+  if (name == "get" && (args.size() == 2 || args.size() == 3)) {
+    VarPtr found = find(stringKey(1));
+    return found ? found : args.size() == 3 ? args[2] : tracer.constant(Py_None);
+  }
+  if (name == "__contains__" && args.size() == 2)
+    return tracer.constant(find(stringKey(1)) ? Py_True : Py_False);
+  if (name == "__len__" && args.size() == 1)
+    return tracer.integerConstant(int64_t(content->keys.size()));
+  if ((name == "keys" || name == "values" || name == "items") &&
+      args.size() == 1)
+    return tracer.dictMethod(name, content);
+  tracer.unsupported("dict method " + name + " with these arguments");
+}
+
+
+VarPtr PythonObjects::item(const VarPtr &object, const VarPtr &key) {
+  if (VarPtr getitem = pythonMethodOf(object, "__getitem__"))
+    return tracer.callAny(getitem, {key}, {});
+  return callSlot("object.__getitem__", {object, key}, {});
+}
+
+
+void PythonObjects::setItem(const VarPtr &object, const VarPtr &key,
+                                      const VarPtr &value) {
+  if (VarPtr setitem = pythonMethodOf(object, "__setitem__")) {
+    tracer.callAny(setitem, {key, value}, {});
+    return;
+  }
+  callSlot("object.__setitem__", {object, key, value}, {});
+}
+
+
+VarPtr PythonObjects::length(const VarPtr &object) {
+  if (VarPtr len = pythonMethodOf(object, "__len__"))
+    return tracer.callAny(len, {}, {});
+  return callSlot("object.__len__", {object}, {});
+}
+
+
+bool PythonObjects::truth(const VarPtr &object) {
+  if (entryOf(classOf(object), "__bool__") ||
+      (entryOf(classOf(object), "__len__") && !object->content) ||
+      pythonMethodOf(object, "__len__"))
+    tracer.unsupported(std::string("truth of a ") + classOf(object)->tp_name +
+                " that defines __bool__ or __len__");
+  return !object->content || !object->content->keys.empty();
+}
+
+
+VarPtr PythonObjects::iterateBySubscript(const VarPtr &object,
+                                          VarPtr iterator) {
+  VarPtr getitem = pythonMethodOf(object, "__getitem__");
+  for (int64_t index = 0; index <= 4096; ++index) {
+    size_t journalBefore = tracer.journal.size();
+    size_t storesBefore = tracer.pendingStores.size();
+    try {
+      iterator->items.push_back(tracer.callAny(getitem, {tracer.integerConstant(index)}, {}));
+    } catch (const RaisedInCapture &raised) {
+      // The IndexError that ends the loop, raised before __getitem__
+      // changed anything.
+      if (raised.exceptionType != PyExc_IndexError ||
+          tracer.journal.size() != journalBefore ||
+          tracer.pendingStores.size() != storesBefore)
+        throw;
+      return iterator;
+    }
+  }
+  tracer.unsupported("a __getitem__ loop too long to unroll");
+}
+
+
+OutputSpec PythonObjects::spec(
+    const VarPtr &var, const std::function<OutputSpec(const VarPtr &)> &itemSpec) {
+  OutputSpec spec;
+  if (tracer.seenInThisOutput(var, spec))
+    return spec;
+  spec.kind = OutputSpec::Kind::NewObject;
+  spec.constant = var->function->object;
+  spec.keys = var->attributes->keys;
+  spec.attributeCount = spec.keys.size();
+  for (const VarPtr &item : var->attributes->items)
+    spec.items.push_back(itemSpec(item));
+  if (var->content) {
+    spec.keys.insert(spec.keys.end(), var->content->keys.begin(),
+                     var->content->keys.end());
+    for (const VarPtr &item : var->content->items)
+      spec.items.push_back(itemSpec(item));
+  }
+  return spec;
+}
+
+} // namespace capture
+} // namespace dynafuse
