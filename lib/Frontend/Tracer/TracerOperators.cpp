@@ -187,17 +187,19 @@ void BytecodeTracer::keepDivisionChecks() {
 
 void BytecodeTracer::addWriteBacks() {
   Graph &graph = *result.graph;
-  for (const auto &[input, latest] : inputs.latestValues()) {
-    if (latest == input)
+  // In the graph's input order (the table is keyed by address): the
+  // outputs a capture adds are the same in every process.
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const Value *input = graph.inputs[i];
+    auto updated = inputs.latestValues().find(input);
+    if (updated == inputs.latestValues().end() || updated->second == input)
       continue;
-    int inputIndex = -1;
-    for (size_t i = 0; i < graph.inputs.size(); ++i)
-      if (graph.inputs[i] == input)
-        inputIndex = int(i);
+    Value *latest = updated->second;
+    int inputIndex = int(i);
     int outputIndex = -1;
-    for (size_t i = 0; i < graph.outputs.size(); ++i)
-      if (graph.outputs[i] == latest)
-        outputIndex = int(i);
+    for (size_t k = 0; k < graph.outputs.size(); ++k)
+      if (graph.outputs[k] == latest)
+        outputIndex = int(k);
     if (outputIndex < 0) {
       graph.outputs.push_back(latest);
       outputIndex = int(graph.outputs.size()) - 1;
@@ -226,6 +228,8 @@ void BytecodeTracer::guardDisjointFromOtherInputs(const Value *input) {
   }
   // One guard over all the others: a network's batch norms update 60
   // buffers among 120 inputs, and a guard per pair cost a millisecond a call.
+  // In source order (the table is keyed by address).
+  std::sort(guard.group.begin(), guard.group.end());
   if (!guard.group.empty())
     guardBuilder.addGuard(std::move(guard));
 }
