@@ -2,8 +2,8 @@
 //
 // Part of the torch bridge (TorchBridge.h): the tensors Dynafuse creates,
 // and torch's CPU allocations during a compiled run, take their memory from
-// the runtime's caching allocator (DESIGN decision 10); configured once,
-// from the Options, when the extension loads.
+// the runtime's caching allocator (decision 28); configured once, from the
+// Options, when the extension loads.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Torch/TorchBridge.h"
@@ -23,9 +23,9 @@
 namespace dynafuse {
 
 /// CPU tensors Dynafuse creates take their memory from the runtime's
-/// caching allocator (DESIGN decision 10); torch's storage returns the
-/// block through the deleter when it frees it. Options::cachingAllocator
-/// off (DYNAFUSE_CACHING_ALLOCATOR=0) uses at::empty instead.
+/// caching allocator (decision 28); torch's storage returns the block through
+/// the deleter when it frees it. Options::cachingAllocator off
+/// (DYNAFUSE_CACHING_ALLOCATOR=0) uses at::empty instead.
 struct PoolAllocator final : c10::Allocator {
   static void returnBlock(void *block) {
     CachingAllocator::global().release(block);

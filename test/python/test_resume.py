@@ -1,6 +1,6 @@
 """Partial graphs: at a graph break the graph so far is compiled, the one
 unsupported instruction runs natively, and the rest of the frame continues in
-a generated resume function that is captured in turn (DESIGN decision 11).
+a generated resume function that is captured in turn (decision 43).
 Every test checks the compiled graphs on both sides of the break ran."""
 import logging
 import sys

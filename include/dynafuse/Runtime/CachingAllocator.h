@@ -1,8 +1,8 @@
 //===- CachingAllocator.h - Reused host memory for tensors ------*- C++ -*-===//
 //
-// DESIGN decision 10. A fresh large allocation is fresh mmap'd memory that
-// page-faults on first touch, which costs more than the kernel filling it.
-// This allocator keeps freed memory mapped and hands it out again:
+// Decision 28. A fresh large allocation is fresh mmap'd memory that page-faults
+// on first touch, which costs more than the kernel filling it. This allocator
+// keeps freed memory mapped and hands it out again:
 // - blocks of 64 KiB and more are pieces of one reserved address range, a
 //   heap with best fit and merged free neighbours (BlockArena.h, decision
 //   81): a request takes free memory of any earlier size that fits, so the

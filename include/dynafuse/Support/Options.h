@@ -1,6 +1,6 @@
 //===- Options.h - Every setting of Dynafuse, as one value ------*- C++ -*-===//
 //
-// Decision 15. Options are one value, read from the environment once at the
+// Decision 39. Options are one value, read from the environment once at the
 // boundary (the Python module's init, a tool's main()) and passed
 // explicitly from there. Nothing below the boundary reads the environment:
 // readOptions() parses the variables through the lookup it is given, so the

@@ -117,11 +117,11 @@ struct OutputSpec {
   SymExpr size;
 };
 
-/// A graph break the frame resumes after (DESIGN decision 11): the graph
-/// computes everything the frame holds at the break instruction; a run
-/// rebuilds that state, runs the instruction natively (in a break stub) or
-/// takes the branch it decides, and returns what the resume function for the
-/// rest of the code returns.
+/// A graph break the frame resumes after (decision 43): the graph computes
+/// everything the frame holds at the break instruction; a run rebuilds that
+/// state, runs the instruction natively (in a break stub) or takes the branch
+/// it decides, and returns what the resume function for the rest of the code
+/// returns.
 struct ResumePoint {
   /// Why capture stopped, and where (the user's file:line).
   std::string reason;

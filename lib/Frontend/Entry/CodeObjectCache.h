@@ -1,13 +1,13 @@
 //===- CodeObjectCache.h - Compiled entries kept on code objects -*- C++
 //-*-===//
 //
-// DESIGN decision 2: each code object carries (in co_extra) a list of
-// entries, most recently hit first, plus a skip flag (set only by the skip
-// policy and the recompile limit). An entry is a captured frame (guards,
-// sources, how to rebuild the result) and the module compiled from its
-// graph; or a negative entry: the guards and global state under which
-// capture or compilation stopped, and why, so that calls like it run
-// eagerly without another capture while other calls still compile.
+// Decision 42: each code object carries (in co_extra) a list of entries, most
+// recently hit first, plus a skip flag (set only by the skip policy and the
+// recompile limit). An entry is a captured frame (guards, sources, how to
+// rebuild the result) and the module compiled from its graph; or a negative
+// entry: the guards and global state under which capture or compilation
+// stopped, and why, so that calls like it run eagerly without another capture
+// while other calls still compile.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_CODEOBJECTCACHE_H

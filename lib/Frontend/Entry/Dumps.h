@@ -1,8 +1,8 @@
 //===- Dumps.h - The text of every stage of a compiled graph ----*- C++ -*-===//
 //
-// DESIGN decision 9: with a dump folder configured (Options::dumpDir,
-// DYNAFUSE_DUMP_DIR), each compiled graph gets a folder of its own holding
-// graph.graph, kernels.loop, the backend's stages and replay.sh.
+// With a dump folder configured (Options::dumpDir, DYNAFUSE_DUMP_DIR), each
+// compiled graph gets a folder of its own holding graph.graph, kernels.loop,
+// the backend's stages and replay.sh.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_CAPTURE_DUMPS_H

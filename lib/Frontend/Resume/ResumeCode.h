@@ -1,9 +1,9 @@
 //===- ResumeCode.h - Code objects generated at graph breaks ---*- C++ -*-===//
 //
-// DESIGN decision 11. At a graph break the captured graph runs, the one
-// instruction capture could not interpret runs natively, and the frame
-// continues in a resume function that is captured in turn. This file makes
-// the two kinds of code object that needs, for CPython 3.11 to 3.13:
+// Decision 43. At a graph break the captured graph runs, the one instruction
+// capture could not interpret runs natively, and the frame continues in a
+// resume function that is captured in turn. This file makes the two kinds of
+// code object that needs, for CPython 3.11 to 3.13:
 //   - a break stub: runs one instruction of the original code on its inputs
 //     (passed as arguments, NULL slots pushed) and returns what the
 //     instruction left on the stack as a tuple. It keeps the original's

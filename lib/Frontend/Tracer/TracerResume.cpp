@@ -1,14 +1,14 @@
 //===- TracerResume.cpp - Graph breaks the frame resumes after ------------===//
 //
-// DESIGN decision 11. The frame's own instructions run one at a time; when
-// one cannot be interpreted (here, or anywhere in a call it makes), what it
-// changed is undone and the capture ends before it: the graph computes the
-// frame's state at that instruction (the live stack and locals), and the
-// ResumePoint says how a run rebuilds that state, runs the instruction
-// natively and continues in a resume function. Breaks that cannot resume
-// (inside a loop over an iterator, in a function that makes closure cells,
-// at an instruction that touches the frame's slots) throw as before: the
-// frame then runs eagerly for calls under the guards seen so far.
+// Decision 43. The frame's own instructions run one at a time; when one cannot
+// be interpreted (here, or anywhere in a call it makes), what it changed is
+// undone and the capture ends before it: the graph computes the frame's state
+// at that instruction (the live stack and locals), and the ResumePoint says how
+// a run rebuilds that state, runs the instruction natively and continues in a
+// resume function. Breaks that cannot resume (inside a loop over an iterator,
+// in a function that makes closure cells, at an instruction that touches the
+// frame's slots) throw as before: the frame then runs eagerly for calls under
+// the guards seen so far.
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
