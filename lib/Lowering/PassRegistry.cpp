@@ -10,13 +10,19 @@
 namespace dynafuse {
 namespace {
 
-PassInfo graphPass(const char *name, std::function<bool(Graph &)> run,
-                   bool inPipeline, const char *summary) {
+PassInfo describe(const char *name, PassInput input, bool inPipeline,
+                  const char *summary) {
   PassInfo pass;
   pass.name = name;
   pass.summary = summary;
-  pass.input = PassInput::Graph;
+  pass.input = input;
   pass.inPipeline = inPipeline;
+  return pass;
+}
+
+PassInfo graphPass(const char *name, std::function<bool(Graph &)> run,
+                   bool inPipeline, const char *summary) {
+  PassInfo pass = describe(name, PassInput::Graph, inPipeline, summary);
   pass.runOnGraph = std::move(run);
   return pass;
 }
@@ -24,20 +30,14 @@ PassInfo graphPass(const char *name, std::function<bool(Graph &)> run,
 PassInfo loweringPass(const char *name,
                       std::function<std::string(const LoweringState &)> print,
                       const char *summary) {
-  PassInfo pass;
-  pass.name = name;
-  pass.summary = summary;
-  pass.input = PassInput::Lowering;
+  PassInfo pass = describe(name, PassInput::Lowering, true, summary);
   pass.printState = std::move(print);
   return pass;
 }
 
 PassInfo loopPass(const char *name, std::function<void(LoopModule &)> run,
                   const char *summary) {
-  PassInfo pass;
-  pass.name = name;
-  pass.summary = summary;
-  pass.input = PassInput::Loop;
+  PassInfo pass = describe(name, PassInput::Loop, true, summary);
   pass.runOnLoop = std::move(run);
   return pass;
 }
