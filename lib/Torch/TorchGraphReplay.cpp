@@ -21,6 +21,9 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/core/grad_mode.h>
 
+#include <functional>
+#include <map>
+
 namespace dynafuse {
 namespace {
 
@@ -100,9 +103,14 @@ at::Tensor uniform(const Node &node, const Tensors &t, const Symbols &symbols) {
   return numbers.to(optionsOf(result));
 }
 
-at::Tensor unaryOp(const std::string &op, const at::Tensor &x) {
+/// How ATen computes one op's results from its operands' tensors.
+using ReplayRule =
+    std::function<Tensors(const Node &, const Tensors &, const Symbols &)>;
+using ReplayTable = std::map<std::string, ReplayRule>;
+
+void addPointwiseReplays(ReplayTable &table) {
   using Unary = at::Tensor (*)(const at::Tensor &);
-  static const std::map<std::string, Unary> table = {
+  const std::pair<const char *, Unary> unaries[] = {
       {"exp", at::exp},           {"log", at::log},
       {"tanh", at::tanh},         {"sigmoid", at::sigmoid},
       {"sqrt", at::sqrt},         {"rsqrt", at::rsqrt},
@@ -119,16 +127,15 @@ at::Tensor unaryOp(const std::string &op, const at::Tensor &x) {
       {"hardswish", at::hardswish}, {"hardsigmoid", at::hardsigmoid},
       {"mish", at::mish},
   };
-  if (op == "round")
-    return at::round(x);
-  auto found = table.find(op);
-  return found == table.end() ? at::Tensor() : found->second(x);
-}
-
-at::Tensor binaryOp(const std::string &op, const at::Tensor &a,
-                    const at::Tensor &b) {
+  for (const auto &[name, fn] : unaries)
+    table[name] = [fn = fn](const Node &, const Tensors &t, const Symbols &) {
+      return Tensors{fn(t[0])};
+    };
+  table["round"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{at::round(t[0])};
+  };
   using Binary = at::Tensor (*)(const at::Tensor &, const at::Tensor &);
-  static const std::map<std::string, Binary> table = {
+  const std::pair<const char *, Binary> binaries[] = {
       {"mul", at::mul},
       {"maximum", at::maximum},
       {"minimum", at::minimum},
@@ -149,211 +156,270 @@ at::Tensor binaryOp(const std::string &op, const at::Tensor &a,
       {"logical_xor", at::logical_xor},
       {"pow", at::pow},
   };
-  if (op == "add")
-    return at::add(a, b);
-  if (op == "sub")
-    return at::sub(a, b);
-  if (op == "div_floor" || op == "div_trunc")
-    return at::div(a, b, op == "div_floor" ? "floor" : "trunc");
-  auto found = table.find(op);
-  return found == table.end() ? at::Tensor() : found->second(a, b);
-}
-
-/// Pointwise ops with attributes or optional operands.
-at::Tensor pointwiseOp(const Node &node, const Tensors &t) {
-  const std::string &op = node.op;
-  if (op == "gelu")
-    return at::gelu(t[0], node.stringAttr("approximate", "none"));
-  if (op == "leaky_relu")
-    return at::leaky_relu(t[0], floatAttr(node, "negative_slope", 0.01));
-  if (op == "elu")
-    return at::elu(t[0], floatAttr(node, "alpha", 1.0));
-  if (op == "softplus")
-    return at::softplus(t[0], floatAttr(node, "beta", 1.0),
-                        floatAttr(node, "threshold", 20.0));
-  if (op == "hardtanh")
-    return at::hardtanh(t[0], floatAttr(node, "min_val", -1.0),
-                        floatAttr(node, "max_val", 1.0));
-  if (op == "clamp")
-    return at::clamp(t[0], optionalTensor(node, t, "min"),
-                     optionalTensor(node, t, "max"));
-  if (op == "masked_fill")
-    return at::masked_fill(t[0], t[1], t[2]);
-  if (op == "where")
-    return at::where(t[0], t[1], t[2]);
-  if (op == "cast") {
+  for (const auto &[name, fn] : binaries)
+    table[name] = [fn = fn](const Node &, const Tensors &t, const Symbols &) {
+      return Tensors{fn(t[0], t[1])};
+    };
+  table["add"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{at::add(t[0], t[1])};
+  };
+  table["sub"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{at::sub(t[0], t[1])};
+  };
+  table["div_floor"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{at::div(t[0], t[1], "floor")};
+  };
+  table["div_trunc"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{at::div(t[0], t[1], "trunc")};
+  };
+  // Pointwise ops with attributes or optional operands.
+  table["gelu"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::gelu(t[0], node.stringAttr("approximate", "none"))};
+  };
+  table["leaky_relu"] = [](const Node &node, const Tensors &t,
+                           const Symbols &) {
+    return Tensors{
+        at::leaky_relu(t[0], floatAttr(node, "negative_slope", 0.01))};
+  };
+  table["elu"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::elu(t[0], floatAttr(node, "alpha", 1.0))};
+  };
+  table["softplus"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::softplus(t[0], floatAttr(node, "beta", 1.0),
+                                floatAttr(node, "threshold", 20.0))};
+  };
+  table["hardtanh"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::hardtanh(t[0], floatAttr(node, "min_val", -1.0),
+                                floatAttr(node, "max_val", 1.0))};
+  };
+  table["clamp"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::clamp(t[0], optionalTensor(node, t, "min"),
+                             optionalTensor(node, t, "max"))};
+  };
+  table["masked_fill"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{at::masked_fill(t[0], t[1], t[2])};
+  };
+  table["where"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{at::where(t[0], t[1], t[2])};
+  };
+  table["cast"] = [](const Node &node, const Tensors &t, const Symbols &) {
     const Attribute *dtype = node.attribute("dtype");
     if (!dtype || !std::holds_alternative<DType>(*dtype))
       opError(node, "cast needs a dtype");
-    return t[0].to(toScalarType(std::get<DType>(*dtype)));
-  }
-  if (t.size() == 1)
-    return unaryOp(op, t[0]);
-  if (t.size() == 2)
-    return binaryOp(op, t[0], t[1]);
-  return {};
+    return Tensors{t[0].to(toScalarType(std::get<DType>(*dtype)))};
+  };
 }
 
-Tensors reductionOp(const Node &node, const Tensors &t) {
-  const std::string &op = node.op;
-  if (opInfoOf(node)->kind != OpKind::Reduction)
-    return {};
-  bool keepdim = boolAttr(node, "keepdim", false);
-  if (op == "max_dim" || op == "min_dim") {
+void addReductionReplays(ReplayTable &table) {
+  auto extreme = [](const Node &node, const Tensors &t, const Symbols &) {
+    bool keepdim = boolAttr(node, "keepdim", false);
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
-    auto [values, indices] = op == "max_dim" ? at::max(t[0], dim, keepdim)
-                                             : at::min(t[0], dim, keepdim);
-    return {values, indices};
-  }
-  if (op == "argmax" || op == "argmin") {
+    auto [values, indices] = node.op == "max_dim"
+                                 ? at::max(t[0], dim, keepdim)
+                                 : at::min(t[0], dim, keepdim);
+    return Tensors{values, indices};
+  };
+  table["max_dim"] = extreme;
+  table["min_dim"] = extreme;
+  auto argExtreme = [](const Node &node, const Tensors &t, const Symbols &) {
+    bool keepdim = boolAttr(node, "keepdim", false);
     std::optional<int64_t> dim;
     if (node.attribute("dim"))
       dim = node.intAttr("dim", 0);
-    return {op == "argmax" ? at::argmax(t[0], dim, keepdim)
-                           : at::argmin(t[0], dim, keepdim)};
-  }
-  std::vector<int64_t> dims = reducedDims(node);
-  if (op == "sum") {
+    return Tensors{node.op == "argmax" ? at::argmax(t[0], dim, keepdim)
+                                       : at::argmin(t[0], dim, keepdim)};
+  };
+  table["argmax"] = argExtreme;
+  table["argmin"] = argExtreme;
+  table["sum"] = [](const Node &node, const Tensors &t, const Symbols &) {
     std::optional<at::ScalarType> dtype;
     if (const Attribute *given = node.attribute("dtype"))
       if (auto *type = std::get_if<DType>(given))
         dtype = toScalarType(*type);
-    return {at::sum(t[0], dims, keepdim, dtype)};
-  }
-  if (op == "amax")
-    return {at::amax(t[0], dims, keepdim)};
-  if (op == "amin")
-    return {at::amin(t[0], dims, keepdim)};
-  if (op == "any" || op == "all") {
+    return Tensors{at::sum(t[0], reducedDims(node),
+                           boolAttr(node, "keepdim", false), dtype)};
+  };
+  table["amax"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{
+        at::amax(t[0], reducedDims(node), boolAttr(node, "keepdim", false))};
+  };
+  table["amin"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{
+        at::amin(t[0], reducedDims(node), boolAttr(node, "keepdim", false))};
+  };
+  auto anyOrAll = [](const Node &node, const Tensors &t, const Symbols &) {
+    bool keepdim = boolAttr(node, "keepdim", false);
+    std::vector<int64_t> dims = reducedDims(node);
     at::Tensor result = t[0];
     // Highest dim first, so the lower ones keep their positions.
     for (auto dim = dims.rbegin(); dim != dims.rend(); ++dim)
-      result = op == "any" ? at::any(result, *dim, keepdim)
-                           : at::all(result, *dim, keepdim);
-    return {result.to(at::kBool)};
-  }
-  return {};
+      result = node.op == "any" ? at::any(result, *dim, keepdim)
+                                : at::all(result, *dim, keepdim);
+    return Tensors{result.to(at::kBool)};
+  };
+  table["any"] = anyOrAll;
+  table["all"] = anyOrAll;
 }
 
-Tensors viewOp(const Node &node, const Tensors &t, const Symbols &symbols) {
-  const std::string &op = node.op;
-  const at::Tensor &x = t[0];
-  std::vector<int64_t> resultSizes = sizesOf(node.result(), symbols);
-  if (op == "reshape")
-    return {at::reshape(x, resultSizes)};
-  if (op == "expand")
-    return {x.expand(resultSizes)};
-  if (op == "permute")
-    return {x.permute(intListAttr(node, "dims", {}))};
-  if (op == "transpose") {
-    if (x.dim() < 2) // t() of a vector or a number: itself
-      return {x.alias()};
-    return {x.transpose(node.intAttr("dim0", 0), node.intAttr("dim1", 1))};
-  }
-  if (op == "squeeze") {
+void addViewReplays(ReplayTable &table) {
+  table["reshape"] = [](const Node &node, const Tensors &t, const Symbols &s) {
+    return Tensors{at::reshape(t[0], sizesOf(node.result(), s))};
+  };
+  table["expand"] = [](const Node &node, const Tensors &t, const Symbols &s) {
+    return Tensors{t[0].expand(sizesOf(node.result(), s))};
+  };
+  table["permute"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{t[0].permute(intListAttr(node, "dims", {}))};
+  };
+  table["transpose"] = [](const Node &node, const Tensors &t,
+                          const Symbols &) {
+    if (t[0].dim() < 2) // t() of a vector or a number: itself
+      return Tensors{t[0].alias()};
+    return Tensors{
+        t[0].transpose(node.intAttr("dim0", 0), node.intAttr("dim1", 1))};
+  };
+  table["squeeze"] = [](const Node &node, const Tensors &t, const Symbols &) {
     if (!node.attribute("dims"))
-      return {x.squeeze()};
-    return {x.squeeze(intListAttr(node, "dims", {}))};
-  }
-  if (op == "unsqueeze")
-    return {x.unsqueeze(node.intAttr("dim", 0))};
-  if (op == "flatten")
-    return {x.flatten(node.intAttr("start_dim", 0), node.intAttr("end_dim", -1))};
-  if (op == "select")
-    return {x.select(node.intAttr("dim", 0), node.intAttr("index", 0))};
-  if (op == "slice" || op == "narrow") {
+      return Tensors{t[0].squeeze()};
+    return Tensors{t[0].squeeze(intListAttr(node, "dims", {}))};
+  };
+  table["unsqueeze"] = [](const Node &node, const Tensors &t,
+                          const Symbols &) {
+    return Tensors{t[0].unsqueeze(node.intAttr("dim", 0))};
+  };
+  table["flatten"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{t[0].flatten(node.intAttr("start_dim", 0),
+                                node.intAttr("end_dim", -1))};
+  };
+  table["select"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{
+        t[0].select(node.intAttr("dim", 0), node.intAttr("index", 0))};
+  };
+  auto slice = [](const Node &node, const Tensors &t, const Symbols &s) {
     SliceBounds bounds = sliceBounds(node);
-    int64_t start = bounds.start.evaluate(symbols);
-    int64_t length = bounds.length.evaluate(symbols);
-    return {x.slice(bounds.dim, start, start + length * bounds.step,
-                    bounds.step)};
-  }
-  if (op == "detach")
-    return {x.detach()};
-  if (op == "contiguous")
-    return {x.contiguous()};
-  if (op == "flip")
-    return {x.flip(intListAttr(node, "dims", {}))};
-  if (op == "roll")
-    return {x.roll(intListAttr(node, "shifts", {}), intListAttr(node, "dims", {}))};
-  if (op == "repeat")
-    return {x.repeat(intListAttr(node, "repeats", {}))};
-  if (op == "split" || op == "chunk") {
-    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), x.dim());
-    return at::split_with_sizes(x, splitLengths(node, x.size(dim)), dim);
-  }
-  if (op == "unbind")
-    return at::unbind(x, node.intAttr("dim", 0));
-  return {};
+    int64_t start = bounds.start.evaluate(s);
+    int64_t length = bounds.length.evaluate(s);
+    return Tensors{t[0].slice(bounds.dim, start, start + length * bounds.step,
+                              bounds.step)};
+  };
+  table["slice"] = slice;
+  table["narrow"] = slice;
+  table["detach"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{t[0].detach()};
+  };
+  table["contiguous"] = [](const Node &, const Tensors &t, const Symbols &) {
+    return Tensors{t[0].contiguous()};
+  };
+  table["flip"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{t[0].flip(intListAttr(node, "dims", {}))};
+  };
+  table["roll"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{t[0].roll(intListAttr(node, "shifts", {}),
+                             intListAttr(node, "dims", {}))};
+  };
+  table["repeat"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{t[0].repeat(intListAttr(node, "repeats", {}))};
+  };
+  auto pieces = [](const Node &node, const Tensors &t, const Symbols &) {
+    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
+    return at::split_with_sizes(t[0], splitLengths(node, t[0].size(dim)),
+                                dim);
+  };
+  table["split"] = pieces;
+  table["chunk"] = pieces;
+  table["unbind"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return at::unbind(t[0], node.intAttr("dim", 0));
+  };
 }
 
-Tensors dataMovementOp(const Node &node, const Tensors &t,
-                       const Symbols &symbols) {
-  const std::string &op = node.op;
-  const Value *result = node.result();
-  if (op == "uniform")
-    return {uniform(node, t, symbols)};
-  if (op == "full")
-    return {at::full(sizesOf(result, symbols), numberAttr(node, "value", symbols),
-                     optionsOf(result))};
-  if (op == "full_like")
-    return {at::full(sizesOf(result, symbols), numberAttr(node, "value", symbols),
-                     optionsOf(result).device(t[0].device()))};
-  if (op == "arange") {
+void addDataMovementReplays(ReplayTable &table) {
+  table["uniform"] = [](const Node &node, const Tensors &t, const Symbols &s) {
+    return Tensors{uniform(node, t, s)};
+  };
+  table["full"] = [](const Node &node, const Tensors &, const Symbols &s) {
+    const Value *result = node.result();
+    return Tensors{at::full(sizesOf(result, s), numberAttr(node, "value", s),
+                            optionsOf(result))};
+  };
+  table["full_like"] = [](const Node &node, const Tensors &t,
+                          const Symbols &s) {
+    const Value *result = node.result();
+    return Tensors{at::full(sizesOf(result, s), numberAttr(node, "value", s),
+                            optionsOf(result).device(t[0].device()))};
+  };
+  table["arange"] = [](const Node &node, const Tensors &, const Symbols &s) {
+    const Value *result = node.result();
     double start = floatAttr(node, "start", 0), step = floatAttr(node, "step", 1);
-    int64_t count = sizesOf(result, symbols).at(0);
-    at::Tensor positions = at::arange(count, at::TensorOptions().dtype(at::kDouble));
-    return {(positions * step + start).to(optionsOf(result))};
-  }
-  if (op == "tril")
-    return {at::tril(t[0], node.intAttr("diagonal", 0))};
-  if (op == "triu")
-    return {at::triu(t[0], node.intAttr("diagonal", 0))};
-  if (op == "pad")
-    return {at::constant_pad_nd(t[0], intListAttr(node, "pad", {}),
-                                floatAttr(node, "value", 0))};
-  if (op == "cat")
-    return {at::cat(t, node.intAttr("dim", 0))};
-  if (op == "index_select")
-    return {at::index_select(t[0], node.intAttr("dim", 0), t[1])};
-  if (op == "gather")
-    return {at::gather(t[0], node.intAttr("dim", 0), t[1])};
-  if (op == "embedding")
-    return {at::embedding(t[1], t[0], node.intAttr("padding_idx", -1))};
-  return {};
+    int64_t count = sizesOf(result, s).at(0);
+    at::Tensor positions =
+        at::arange(count, at::TensorOptions().dtype(at::kDouble));
+    return Tensors{(positions * step + start).to(optionsOf(result))};
+  };
+  table["tril"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::tril(t[0], node.intAttr("diagonal", 0))};
+  };
+  table["triu"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::triu(t[0], node.intAttr("diagonal", 0))};
+  };
+  table["pad"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::constant_pad_nd(t[0], intListAttr(node, "pad", {}),
+                                       floatAttr(node, "value", 0))};
+  };
+  table["cat"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::cat(t, node.intAttr("dim", 0))};
+  };
+  table["index_select"] = [](const Node &node, const Tensors &t,
+                             const Symbols &) {
+    return Tensors{at::index_select(t[0], node.intAttr("dim", 0), t[1])};
+  };
+  table["gather"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::gather(t[0], node.intAttr("dim", 0), t[1])};
+  };
+  table["embedding"] = [](const Node &node, const Tensors &t,
+                          const Symbols &) {
+    return Tensors{at::embedding(t[1], t[0], node.intAttr("padding_idx", -1))};
+  };
 }
 
-Tensors compositeOp(const Node &node, const Tensors &t) {
-  const std::string &op = node.op;
-  if (op == "softmax")
-    return {at::softmax(t[0], node.intAttr("dim", -1))};
-  if (op == "log_softmax")
-    return {at::log_softmax(t[0], node.intAttr("dim", -1))};
-  if (op == "var" || op == "std") {
+void addCompositeReplays(ReplayTable &table) {
+  table["softmax"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    return Tensors{at::softmax(t[0], node.intAttr("dim", -1))};
+  };
+  table["log_softmax"] = [](const Node &node, const Tensors &t,
+                            const Symbols &) {
+    return Tensors{at::log_softmax(t[0], node.intAttr("dim", -1))};
+  };
+  auto spread = [](const Node &node, const Tensors &t, const Symbols &) {
     std::vector<int64_t> dims = reducedDims(node);
     at::Scalar correction = floatAttr(node, "correction", 1.0);
     bool keepdim = boolAttr(node, "keepdim", false);
-    return {op == "var" ? at::var(t[0], at::IntArrayRef(dims), correction,
-                                  keepdim)
-                        : at::std(t[0], at::IntArrayRef(dims), correction,
-                                  keepdim)};
-  }
-  size_t next = 1;
-  if (op == "layer_norm") {
+    return Tensors{node.op == "var" ? at::var(t[0], at::IntArrayRef(dims),
+                                              correction, keepdim)
+                                    : at::std(t[0], at::IntArrayRef(dims),
+                                              correction, keepdim)};
+  };
+  table["var"] = spread;
+  table["std"] = spread;
+  table["layer_norm"] = [](const Node &node, const Tensors &t,
+                           const Symbols &) {
+    size_t next = 1;
     std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
     std::optional<at::Tensor> bias = normOperand(node, t, "has_bias", next);
-    return {at::layer_norm(t[0], intListAttr(node, "normalized_shape", {}),
-                           weight, bias, floatAttr(node, "eps", 1e-5))};
-  }
-  if (op == "rms_norm") {
+    return Tensors{at::layer_norm(t[0], intListAttr(node, "normalized_shape", {}),
+                                  weight, bias, floatAttr(node, "eps", 1e-5))};
+  };
+  table["rms_norm"] = [](const Node &node, const Tensors &t, const Symbols &) {
+    size_t next = 1;
     std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
     std::optional<double> eps;
     if (node.attribute("eps"))
       eps = floatAttr(node, "eps", 0);
-    return {at::rms_norm(t[0], intListAttr(node, "normalized_shape", {}),
-                         weight, eps)};
-  }
-  if (op == "batch_norm_train") {
+    return Tensors{at::rms_norm(t[0], intListAttr(node, "normalized_shape", {}),
+                                weight, eps)};
+  };
+  table["batch_norm_train"] = [](const Node &node, const Tensors &t,
+                                 const Symbols &) {
+    size_t next = 1;
     std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
     std::optional<at::Tensor> bias = normOperand(node, t, "has_bias", next);
     double eps = floatAttr(node, "eps", 1e-5);
@@ -365,9 +431,10 @@ Tensors compositeOp(const Node &node, const Tensors &t) {
                                   std::nullopt, /*training=*/true,
                                   /*momentum=*/0.0, eps,
                                   /*cudnn_enabled=*/true);
-    return {y, mean, variance};
-  }
-  if (op == "sdpa_flash") {
+    return Tensors{y, mean, variance};
+  };
+  table["sdpa_flash"] = [](const Node &node, const Tensors &t,
+                           const Symbols &) {
     // The attention output as eager's F.scaled_dot_product_attention makes
     // it (a path autograd can differentiate twice); the row logsumexp, a
     // value only the compiled backward reads, from the flash kernel.
@@ -380,29 +447,34 @@ Tensors compositeOp(const Node &node, const Tensors &t) {
     at::Tensor out = at::scaled_dot_product_attention(
         t[0], t[1], t[2], mask, 0.0, boolAttr(node, "is_causal", false), scale);
     at::NoGradGuard noGrad;
-    Tensors flash = externResultsWithATen(op, node.attributes, t, {});
-    return {out, flash.at(1)};
-  }
-  return {};
+    Tensors flash = externResultsWithATen(node.op, node.attributes, t, {});
+    return Tensors{out, flash.at(1)};
+  };
+}
+
+/// Every op the replay covers, by name: one rule each, looked up once per
+/// node.
+const ReplayTable &replayTable() {
+  static const ReplayTable table = [] {
+    ReplayTable built;
+    addPointwiseReplays(built);
+    addReductionReplays(built);
+    addViewReplays(built);
+    addDataMovementReplays(built);
+    addCompositeReplays(built);
+    return built;
+  }();
+  return table;
 }
 
 Tensors runNode(const Node &node, const Tensors &t, const Symbols &symbols) {
+  auto rule = replayTable().find(node.op);
+  if (rule != replayTable().end())
+    return rule->second(node, t, symbols);
   const OpInfo *info = opInfoOf(node);
-  if (info && info->kind == OpKind::Extern && node.op != "sdpa_flash" &&
-      node.op != "call_torch")
+  if (info && info->kind == OpKind::Extern && node.op != "call_torch")
     return externResultsWithATen(node.op, node.attributes, t, {});
-  Tensors results;
-  if (at::Tensor pointwise = pointwiseOp(node, t); pointwise.defined())
-    return {pointwise};
-  for (auto family : {&reductionOp, &compositeOp}) {
-    results = family(node, t);
-    if (!results.empty())
-      return results;
-  }
-  results = viewOp(node, t, symbols);
-  if (!results.empty())
-    return results;
-  return dataMovementOp(node, t, symbols);
+  return {};
 }
 
 } // namespace
