@@ -121,8 +121,8 @@ Index remapRepeat(const Node &node, size_t, const Index &index) {
 
 void addCopyingRemapOps(std::vector<OpInfo> &table) {
   table.push_back(remapView("flip", {"dims"}, inferFlip, remapFlip, nullptr));
-  table.push_back(remapView("roll", {"shifts", "dims"}, inferRoll, remapRoll,
-                            nullptr));
+  table.push_back(
+      remapView("roll", {"shifts", "dims"}, inferRoll, remapRoll, nullptr));
   table.push_back(
       remapView("repeat", {"repeats"}, inferRepeat, remapRepeat, nullptr));
 }

@@ -54,9 +54,9 @@ std::function<void(LoopModule &)> eachKernel(void (*rewrite)(Kernel &)) {
 
 const std::vector<PassInfo> &passRegistry() {
   static const std::vector<PassInfo> passes = {
-      graphPass("decompose",
-                [](Graph &graph) { return decomposeComposites(graph); }, true,
-                "composite ops replaced by their decompositions"),
+      graphPass(
+          "decompose", [](Graph &graph) { return decomposeComposites(graph); },
+          true, "composite ops replaced by their decompositions"),
       graphPass("cse", eliminateCommonSubexpressions, true,
                 "identical nodes merged (never two graph outputs into one)"),
       graphPass("dce", eliminateDeadCode, true,
@@ -65,29 +65,32 @@ const std::vector<PassInfo> &passRegistry() {
                 "prepacked convolutions absorb their batch norm and "
                 "activation (conv2d_bn; run by the torch runtime for "
                 "inference graphs)"),
-      loweringPass("realize", printRealized,
-                   "the values that live in buffers"),
+      loweringPass("realize", printRealized, "the values that live in buffers"),
       loweringPass("layout", printLayouts,
                    "each buffer's loop order and strides"),
       loweringPass("schedule", printSchedule,
                    "realized values grouped into kernels, externs ordered"),
       loweringPass("share", printShared,
                    "values several kernels would recompute, realized"),
-      loweringPass("emit",
-                   [](const LoweringState &state) {
-                     return printLoopModule(state.module);
-                   },
-                   "the loop module: kernels and program"),
+      loweringPass(
+          "emit",
+          [](const LoweringState &state) {
+            return printLoopModule(state.module);
+          },
+          "the loop module: kernels and program"),
       loopPass("drop-empty-loops", eachKernel(dropEmptyLoops),
                "loops of no iteration removed, with what only they read"),
       loopPass("drop-unit-loops", eachKernel(dropUnitLoops),
                "loops of one iteration replaced by their body"),
-      loopPass("column-reductions", eachKernel(interchangeColumnReductions),
-               "sums over an outer dim accumulate with the output loop innermost"),
+      loopPass(
+          "column-reductions", eachKernel(interchangeColumnReductions),
+          "sums over an outer dim accumulate with the output loop innermost"),
       loopPass("reuse-reduction-elements", eachKernel(reuseReductionElements),
-               "elements a sum computes stored for the next loop that recomputes them"),
-      loopPass("plan-memory", planMemory,
-               "intermediates reuse the storage of allocations no longer needed"),
+               "elements a sum computes stored for the next loop that "
+               "recomputes them"),
+      loopPass(
+          "plan-memory", planMemory,
+          "intermediates reuse the storage of allocations no longer needed"),
       loopPass("merge-duplicate-kernels", mergeDuplicateKernels,
                "identical kernels compiled once"),
   };

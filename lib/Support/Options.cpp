@@ -14,7 +14,8 @@ namespace dynafuse {
 namespace {
 
 /// Any value, the empty one included.
-void readText(std::string &field, const char *value, const EnvironmentLookup &) {
+void readText(std::string &field, const char *value,
+              const EnvironmentLookup &) {
   if (value)
     field = value;
 }
@@ -102,7 +103,8 @@ void readGuardPages(GuardPages &field, const char *value,
   if (!value || !*value || std::string(value) == "0")
     field = GuardPages::Off;
   else
-    field = std::string(value) == "all" ? GuardPages::All : GuardPages::Dynafuse;
+    field =
+        std::string(value) == "all" ? GuardPages::All : GuardPages::Dynafuse;
 }
 
 void readHugePages(HugePages &field, const char *value,
@@ -125,7 +127,7 @@ void readGemmLibrary(GemmLibrary &field, const char *value,
 
 Options readOptions(const EnvironmentLookup &lookup) {
   Options options;
-#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader, ...)  \
+#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader, ...)   \
   DYNAFUSE_SETTING_READ_##group(variable, field, reader)
 #define DYNAFUSE_SETTING_READ_options(variable, field, reader)                 \
   reader(options.field, lookup(variable), lookup);
@@ -141,7 +143,7 @@ Options readOptions(const EnvironmentLookup &lookup) {
 
 const std::vector<OptionVariable> &optionVariables() {
   static const std::vector<OptionVariable> variables = {
-#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,       \
+#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,        \
                          defaultText, pythonName, meaning)                     \
   {variable, defaultText, meaning, pythonName},
 #include "dynafuse/Support/Settings.def"

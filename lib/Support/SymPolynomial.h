@@ -33,7 +33,8 @@ inline std::string monomialKey(const std::vector<SymExpr> &atoms) {
   return key;
 }
 
-inline void addTerm(Poly &poly, int64_t coefficient, std::vector<SymExpr> atoms) {
+inline void addTerm(Poly &poly, int64_t coefficient,
+                    std::vector<SymExpr> atoms) {
   if (coefficient == 0)
     return;
   std::sort(atoms.begin(), atoms.end());
@@ -155,8 +156,8 @@ struct SymExprBuilder {
     if (b.size() != 1 || a.empty())
       return false;
     const Term &divisor = b.begin()->second;
-    int64_t gcd = divisor.coefficient < 0 ? -divisor.coefficient
-                                          : divisor.coefficient;
+    int64_t gcd =
+        divisor.coefficient < 0 ? -divisor.coefficient : divisor.coefficient;
     std::vector<SymExpr> atoms = divisor.atoms;
     for (auto &entry : a) {
       int64_t c = entry.second.coefficient < 0 ? -entry.second.coefficient

@@ -19,8 +19,9 @@ namespace dynafuse {
 // Range-based simplification
 //===----------------------------------------------------------------------===//
 
-std::vector<int64_t> evaluateAll(const std::vector<SymExpr> &exprs,
-                                 const std::map<std::string, int64_t> &bindings) {
+std::vector<int64_t>
+evaluateAll(const std::vector<SymExpr> &exprs,
+            const std::map<std::string, int64_t> &bindings) {
   std::vector<int64_t> values;
   for (const SymExpr &expr : exprs)
     values.push_back(expr.evaluate(bindings));
@@ -166,8 +167,7 @@ SymExpr simplifyDivisionBy(const SymExpr &numerator, const SymExpr &divisor,
 /// The largest value of an atom known to be >= 0, as a polynomial over
 /// atoms >= 0: a variable's extent - 1, x % D's D - 1, x // D's (the upper
 /// bound of x) // D, a size symbol itself.
-bool atomUpperBound(const SymExpr &atom, const Bounds &bounds,
-                    SymExpr &upper) {
+bool atomUpperBound(const SymExpr &atom, const Bounds &bounds, SymExpr &upper) {
   int64_t lo, hi;
   if (symRange(atom, bounds.ranges, lo, hi)) {
     upper = SymExpr(hi);
@@ -193,8 +193,8 @@ bool atomUpperBound(const SymExpr &atom, const Bounds &bounds,
   if (atom.kind() == SymExpr::Kind::FloorDiv &&
       symbolicBounds(atom.operands()[0], bounds, numeratorLower,
                      numeratorUpper))
-    upper = simplifyDivisionBy(numeratorUpper, atom.operands()[1], true,
-                               bounds);
+    upper =
+        simplifyDivisionBy(numeratorUpper, atom.operands()[1], true, bounds);
   return true;
 }
 

@@ -36,8 +36,8 @@ char *TorchContext::allocate(const ProgramStep &step,
         sizes, strides, step.type.dtype, step.type.device, &data));
     return data;
   }
-  tensors[step.result] = PyRef::steal(
-      newTensor(sizes, step.type.dtype, step.type.device, &data));
+  tensors[step.result] =
+      PyRef::steal(newTensor(sizes, step.type.dtype, step.type.device, &data));
   return data;
 }
 

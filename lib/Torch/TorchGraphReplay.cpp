@@ -111,20 +111,34 @@ using ReplayTable = std::map<std::string, ReplayRule>;
 void addPointwiseReplays(ReplayTable &table) {
   using Unary = at::Tensor (*)(const at::Tensor &);
   const std::pair<const char *, Unary> unaries[] = {
-      {"exp", at::exp},           {"log", at::log},
-      {"tanh", at::tanh},         {"sigmoid", at::sigmoid},
-      {"sqrt", at::sqrt},         {"rsqrt", at::rsqrt},
-      {"erf", at::erf},           {"exp2", at::exp2},
-      {"log1p", at::log1p},       {"expm1", at::expm1},
-      {"sin", at::sin},           {"cos", at::cos},
-      {"reciprocal", at::reciprocal}, {"log2", at::log2},
-      {"log10", at::log10},       {"neg", at::neg},
-      {"relu", at::relu},         {"abs", at::abs},
-      {"floor", at::floor},       {"ceil", at::ceil},
-      {"trunc", at::trunc},       {"sign", at::sign},
-      {"square", at::square},     {"bitwise_not", at::bitwise_not},
-      {"logical_not", at::logical_not}, {"silu", at::silu},
-      {"hardswish", at::hardswish}, {"hardsigmoid", at::hardsigmoid},
+      {"exp", at::exp},
+      {"log", at::log},
+      {"tanh", at::tanh},
+      {"sigmoid", at::sigmoid},
+      {"sqrt", at::sqrt},
+      {"rsqrt", at::rsqrt},
+      {"erf", at::erf},
+      {"exp2", at::exp2},
+      {"log1p", at::log1p},
+      {"expm1", at::expm1},
+      {"sin", at::sin},
+      {"cos", at::cos},
+      {"reciprocal", at::reciprocal},
+      {"log2", at::log2},
+      {"log10", at::log10},
+      {"neg", at::neg},
+      {"relu", at::relu},
+      {"abs", at::abs},
+      {"floor", at::floor},
+      {"ceil", at::ceil},
+      {"trunc", at::trunc},
+      {"sign", at::sign},
+      {"square", at::square},
+      {"bitwise_not", at::bitwise_not},
+      {"logical_not", at::logical_not},
+      {"silu", at::silu},
+      {"hardswish", at::hardswish},
+      {"hardsigmoid", at::hardsigmoid},
       {"mish", at::mish},
   };
   for (const auto &[name, fn] : unaries)
@@ -214,9 +228,8 @@ void addReductionReplays(ReplayTable &table) {
   auto extreme = [](const Node &node, const Tensors &t, const Symbols &) {
     bool keepdim = boolAttr(node, "keepdim", false);
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
-    auto [values, indices] = node.op == "max_dim"
-                                 ? at::max(t[0], dim, keepdim)
-                                 : at::min(t[0], dim, keepdim);
+    auto [values, indices] = node.op == "max_dim" ? at::max(t[0], dim, keepdim)
+                                                  : at::min(t[0], dim, keepdim);
     return Tensors{values, indices};
   };
   table["max_dim"] = extreme;
@@ -271,8 +284,7 @@ void addViewReplays(ReplayTable &table) {
   table["permute"] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{t[0].permute(intListAttr(node, "dims", {}))};
   };
-  table["transpose"] = [](const Node &node, const Tensors &t,
-                          const Symbols &) {
+  table["transpose"] = [](const Node &node, const Tensors &t, const Symbols &) {
     if (t[0].dim() < 2) // t() of a vector or a number: itself
       return Tensors{t[0].alias()};
     return Tensors{
@@ -283,8 +295,7 @@ void addViewReplays(ReplayTable &table) {
       return Tensors{t[0].squeeze()};
     return Tensors{t[0].squeeze(intListAttr(node, "dims", {}))};
   };
-  table["unsqueeze"] = [](const Node &node, const Tensors &t,
-                          const Symbols &) {
+  table["unsqueeze"] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{t[0].unsqueeze(node.intAttr("dim", 0))};
   };
   table["flatten"] = [](const Node &node, const Tensors &t, const Symbols &) {
@@ -322,8 +333,7 @@ void addViewReplays(ReplayTable &table) {
   };
   auto pieces = [](const Node &node, const Tensors &t, const Symbols &) {
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
-    return at::split_with_sizes(t[0], splitLengths(node, t[0].size(dim)),
-                                dim);
+    return at::split_with_sizes(t[0], splitLengths(node, t[0].size(dim)), dim);
   };
   table["split"] = pieces;
   table["chunk"] = pieces;
@@ -349,7 +359,8 @@ void addDataMovementReplays(ReplayTable &table) {
   };
   table["arange"] = [](const Node &node, const Tensors &, const Symbols &s) {
     const Value *result = node.result();
-    double start = floatAttr(node, "start", 0), step = floatAttr(node, "step", 1);
+    double start = floatAttr(node, "start", 0),
+           step = floatAttr(node, "step", 1);
     int64_t count = sizesOf(result, s).at(0);
     at::Tensor positions =
         at::arange(count, at::TensorOptions().dtype(at::kDouble));
@@ -375,8 +386,7 @@ void addDataMovementReplays(ReplayTable &table) {
   table["gather"] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::gather(t[0], node.intAttr("dim", 0), t[1])};
   };
-  table["embedding"] = [](const Node &node, const Tensors &t,
-                          const Symbols &) {
+  table["embedding"] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::embedding(t[1], t[0], node.intAttr("padding_idx", -1))};
   };
 }
@@ -393,10 +403,10 @@ void addCompositeReplays(ReplayTable &table) {
     std::vector<int64_t> dims = reducedDims(node);
     at::Scalar correction = floatAttr(node, "correction", 1.0);
     bool keepdim = boolAttr(node, "keepdim", false);
-    return Tensors{node.op == "var" ? at::var(t[0], at::IntArrayRef(dims),
-                                              correction, keepdim)
-                                    : at::std(t[0], at::IntArrayRef(dims),
-                                              correction, keepdim)};
+    return Tensors{
+        node.op == "var"
+            ? at::var(t[0], at::IntArrayRef(dims), correction, keepdim)
+            : at::std(t[0], at::IntArrayRef(dims), correction, keepdim)};
   };
   table["var"] = spread;
   table["std"] = spread;
@@ -405,7 +415,8 @@ void addCompositeReplays(ReplayTable &table) {
     size_t next = 1;
     std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
     std::optional<at::Tensor> bias = normOperand(node, t, "has_bias", next);
-    return Tensors{at::layer_norm(t[0], intListAttr(node, "normalized_shape", {}),
+    return Tensors{at::layer_norm(t[0],
+                                  intListAttr(node, "normalized_shape", {}),
                                   weight, bias, floatAttr(node, "eps", 1e-5))};
   };
   table["rms_norm"] = [](const Node &node, const Tensors &t, const Symbols &) {
@@ -426,7 +437,7 @@ void addCompositeReplays(ReplayTable &table) {
     std::vector<int64_t> dims = batchNormDims(node);
     at::Tensor mean = at::mean(t[0], dims);
     at::Tensor variance = at::var(t[0], at::OptionalIntArrayRef(dims),
-                                   std::optional<at::Scalar>(0), false);
+                                  std::optional<at::Scalar>(0), false);
     at::Tensor y = at::batch_norm(t[0], weight, bias, std::nullopt,
                                   std::nullopt, /*training=*/true,
                                   /*momentum=*/0.0, eps,
@@ -479,11 +490,11 @@ Tensors runNode(const Node &node, const Tensors &t, const Symbols &symbols) {
 
 } // namespace
 
-std::vector<at::Tensor> replayGraphWithATen(const Graph &graph,
-                                            const std::vector<at::Tensor> &inputs) {
+std::vector<at::Tensor>
+replayGraphWithATen(const Graph &graph, const std::vector<at::Tensor> &inputs) {
   if (inputs.size() != graph.inputs.size())
-    fail("replaying graph '" + graph.name + "': " +
-         std::to_string(inputs.size()) + " inputs for " +
+    fail("replaying graph '" + graph.name +
+         "': " + std::to_string(inputs.size()) + " inputs for " +
          std::to_string(graph.inputs.size()));
   Symbols symbols;
   std::map<const Value *, at::Tensor> values;

@@ -76,10 +76,11 @@ PyObject *runtimeSettingsOf(const Options &options) {
   PyObject *settings = PyDict_New();
   if (!settings)
     return nullptr;
-#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,       \
+#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,        \
                          defaultText, pythonName, meaning)                     \
   if constexpr (sizeof(pythonName) > 1) {                                      \
-    PyObject *value = toPython(DYNAFUSE_SETTING_MEMBER_##group(options, field));        \
+    PyObject *value =                                                          \
+        toPython(DYNAFUSE_SETTING_MEMBER_##group(options, field));             \
     if (!value || PyDict_SetItemString(settings, pythonName, value) < 0) {     \
       Py_XDECREF(value);                                                       \
       Py_DECREF(settings);                                                     \
@@ -97,7 +98,7 @@ bool applyRuntimeSettings(PyObject *settings, Options &options) {
     return false;
   }
   Options updated = options;
-#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,       \
+#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,        \
                          defaultText, pythonName, meaning)                     \
   if constexpr (sizeof(pythonName) > 1) {                                      \
     PyObject *value = PyDict_GetItemString(settings, pythonName);              \
@@ -106,7 +107,7 @@ bool applyRuntimeSettings(PyObject *settings, Options &options) {
       return false;                                                            \
     }                                                                          \
     if (!fromPython(value, pythonName,                                         \
-                    DYNAFUSE_SETTING_MEMBER_##group(updated, field)))           \
+                    DYNAFUSE_SETTING_MEMBER_##group(updated, field)))          \
       return false;                                                            \
   }
 #include "dynafuse/Support/Settings.def"
@@ -116,7 +117,7 @@ bool applyRuntimeSettings(PyObject *settings, Options &options) {
 
 std::string runtimeSettingsKey(const Options &options) {
   std::string key;
-#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,       \
+#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,        \
                          defaultText, pythonName, meaning)                     \
   if constexpr (sizeof(pythonName) > 1)                                        \
     key += keyText(DYNAFUSE_SETTING_MEMBER_##group(options, field)) + ";";

@@ -79,11 +79,12 @@ TEST(Options, MalformedValuesKeepTheirDefaults) {
 
 TEST(Options, CacheFolderFollowsItsThreeVariables) {
   EXPECT_EQ(read({{"HOME", "/h"}}).codegen.diskCacheDir, "/h/.cache/dynafuse");
-  EXPECT_EQ(read({{"HOME", "/h"}, {"XDG_CACHE_HOME", "/x"}}).codegen.diskCacheDir,
-            "/x/dynafuse");
-  EXPECT_EQ(read({{"HOME", "/h"}, {"DYNAFUSE_CACHE_DIR", "/c"}})
-                .codegen.diskCacheDir,
-            "/c");
+  EXPECT_EQ(
+      read({{"HOME", "/h"}, {"XDG_CACHE_HOME", "/x"}}).codegen.diskCacheDir,
+      "/x/dynafuse");
+  EXPECT_EQ(
+      read({{"HOME", "/h"}, {"DYNAFUSE_CACHE_DIR", "/c"}}).codegen.diskCacheDir,
+      "/c");
   EXPECT_EQ(read({{"DYNAFUSE_CACHE_DIR", "/c"}, {"DYNAFUSE_DISK_CACHE", "0"}})
                 .codegen.diskCacheDir,
             "");

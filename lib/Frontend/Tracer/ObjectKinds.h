@@ -1,4 +1,4 @@
-//===- ObjectKinds.h - What capture tells of an object at a glance -*- C++ -*-===//
+//===- ObjectKinds.h - What capture tells of an object ---------*- C++ -*-===//
 //
 // Questions the tracer asks of a Python object or a Var that need none of
 // its state: which torch classes and functions an object is, and which

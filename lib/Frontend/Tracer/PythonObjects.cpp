@@ -63,9 +63,9 @@ bool isProperty(PyObject *descriptor) {
 bool isModelledSlot(const std::string &name, bool dictBase) {
   static const char *objectSlots[] = {"__setattr__", "__init__",
                                       "__getattribute__"};
-  static const char *dictSlots[] = {"__setitem__", "__getitem__",
-                                    "__contains__", "__len__", "keys",
-                                    "values", "items", "get"};
+  static const char *dictSlots[] = {
+      "__setitem__", "__getitem__", "__contains__", "__len__",
+      "keys",        "values",      "items",        "get"};
   for (const char *slot : objectSlots)
     if (name == slot)
       return true;
@@ -80,9 +80,9 @@ bool isModelledSlot(const std::string &name, bool dictBase) {
 
 PythonObjects::PythonObjects(BytecodeTracer &tracer) : tracer(tracer) {}
 
-VarPtr PythonObjects::construct(
-    const VarPtr &classVar, const std::vector<VarPtr> &args,
-    const Keywords &keywords) {
+VarPtr PythonObjects::construct(const VarPtr &classVar,
+                                const std::vector<VarPtr> &args,
+                                const Keywords &keywords) {
   PyObject *object = classVar->object.get();
   if (!object || !PyType_Check(object) || classVar->source < 0)
     return nullptr;
@@ -110,7 +110,7 @@ VarPtr PythonObjects::construct(
     if (!args.empty() || (!keywords.empty() && !made->content) ||
         keywords.size() > 1)
       tracer.unsupported(std::string(cls->tp_name) +
-                  "() with arguments its base's __init__ takes");
+                         "() with arguments its base's __init__ takes");
     for (const auto &[key, value] : keywords) {
       made->content->keys.push_back(key);
       made->content->items.push_back(value);
@@ -120,15 +120,17 @@ VarPtr PythonObjects::construct(
   std::vector<VarPtr> withSelf{made};
   withSelf.insert(withSelf.end(), args.begin(), args.end());
   PyRef name = PyRef::steal(PyUnicode_InternFromString("__init__"));
-  VarPtr returned = tracer.callAny(classEntry(classVar, name.get()), withSelf, keywords);
-  if (returned->kind != Var::Kind::Constant || returned->object.get() != Py_None)
-    tracer.unsupported(std::string(cls->tp_name) + ".__init__ returned a value");
+  VarPtr returned =
+      tracer.callAny(classEntry(classVar, name.get()), withSelf, keywords);
+  if (returned->kind != Var::Kind::Constant ||
+      returned->object.get() != Py_None)
+    tracer.unsupported(std::string(cls->tp_name) +
+                       ".__init__ returned a value");
   return made;
 }
 
-
 VarPtr PythonObjects::classEntry(const VarPtr &classVar, PyObject *name,
-                                  PyObject *after) {
+                                 PyObject *after) {
   PyObject *entry = lookupInClass(classVar->object.get(), after, name);
   if (!entry)
     return nullptr;
@@ -138,9 +140,9 @@ VarPtr PythonObjects::classEntry(const VarPtr &classVar, PyObject *name,
   source.name = PyRef::borrow(name);
   if (after)
     source.fixed = PyRef::borrow(after);
-  return tracer.classify(entry, tracer.guardBuilder.addSource(std::move(source)));
+  return tracer.classify(entry,
+                         tracer.guardBuilder.addSource(std::move(source)));
 }
-
 
 VarPtr PythonObjects::pythonMethodOf(const VarPtr &object, const char *name) {
   PyObject *entry = entryOf(classOf(object), name);
@@ -153,12 +155,11 @@ VarPtr PythonObjects::pythonMethodOf(const VarPtr &object, const char *name) {
   return method;
 }
 
-
 VarPtr PythonObjects::slotMethod(const VarPtr &object,
-                                  const std::string &name) {
+                                 const std::string &name) {
   if (!isModelledSlot(name, object->content != nullptr))
     tracer.unsupported("builtin method '" + name + "' of a " +
-                classOf(object)->tp_name + " made during capture");
+                       classOf(object)->tp_name + " made during capture");
   VarPtr method = makeVar(Var::Kind::BoundMethod);
   method->self = object;
   method->function = makeVar(Var::Kind::Object);
@@ -166,38 +167,36 @@ VarPtr PythonObjects::slotMethod(const VarPtr &object,
   return method;
 }
 
-
 VarPtr PythonObjects::readProperty(const VarPtr &property, const VarPtr &self,
-                                    const std::string &attribute) {
+                                   const std::string &attribute) {
   PyObject *descriptor = property->object.get();
   PyRef getter = PyRef::steal(PyObject_GetAttrString(descriptor, "fget"));
   if (!getter || !PyFunction_Check(getter.get())) {
     PyErr_Clear();
     tracer.unsupported("attribute '" + attribute +
-                "' is a property whose getter is not a Python function");
+                       "' is a property whose getter is not a Python function");
   }
   PyRef fget = PyRef::steal(PyUnicode_InternFromString("fget"));
   VarPtr function = tracer.classify(
-      getter.get(), tracer.guardBuilder.namedSource(Source::Kind::Attr,
-                                             tracer.sourceOfObject(property),
-                                             fget.get()));
+      getter.get(),
+      tracer.guardBuilder.namedSource(
+          Source::Kind::Attr, tracer.sourceOfObject(property), fget.get()));
   return tracer.callAny(function, {self}, {});
 }
 
-
-VarPtr PythonObjects::attribute(const VarPtr &object,
-                                          PyObject *name) {
+VarPtr PythonObjects::attribute(const VarPtr &object, PyObject *name) {
   std::string attribute = PyUnicode_AsUTF8(name);
   if (attribute == "__class__")
     return object->function;
   if (attribute == "__dict__")
     return object->attributes;
-  PyObject *entry = lookupInClass(object->function->object.get(), nullptr, name);
+  PyObject *entry =
+      lookupInClass(object->function->object.get(), nullptr, name);
   if (entry && Py_TYPE(entry)->tp_descr_set) { // a data descriptor wins
     if (!isProperty(entry))
       tracer.unsupported("attribute '" + attribute + "' of a " +
-                  classOf(object)->tp_name + " goes through a " +
-                  Py_TYPE(entry)->tp_name);
+                         classOf(object)->tp_name + " goes through a " +
+                         Py_TYPE(entry)->tp_name);
     return readProperty(classEntry(object->function, name), object, attribute);
   }
   if (VarPtr value = tracer.dictEntry(object->attributes, attribute))
@@ -212,13 +211,12 @@ VarPtr PythonObjects::attribute(const VarPtr &object,
     if (PyObject_TypeCheck(entry, &PyStaticMethod_Type) ||
         PyObject_TypeCheck(entry, &PyClassMethod_Type)) {
       VarPtr wrapper = classEntry(object->function, name);
-      PyRef function =
-          PyRef::steal(PyObject_GetAttrString(entry, "__func__"));
+      PyRef function = PyRef::steal(PyObject_GetAttrString(entry, "__func__"));
       PyRef func = PyRef::steal(PyUnicode_InternFromString("__func__"));
       VarPtr inner = tracer.classify(
-          function.get(), tracer.guardBuilder.namedSource(
-                              Source::Kind::Attr, tracer.sourceOfObject(wrapper),
-                              func.get()));
+          function.get(),
+          tracer.guardBuilder.namedSource(
+              Source::Kind::Attr, tracer.sourceOfObject(wrapper), func.get()));
       if (PyObject_TypeCheck(entry, &PyStaticMethod_Type))
         return inner;
       VarPtr method = makeVar(Var::Kind::BoundMethod);
@@ -232,17 +230,16 @@ VarPtr PythonObjects::attribute(const VarPtr &object,
           Py_TYPE(entry) == &PyWrapperDescr_Type)
         return slotMethod(object, attribute);
       tracer.unsupported("attribute '" + attribute + "' of a " +
-                  classOf(object)->tp_name + " goes through a " +
-                  Py_TYPE(entry)->tp_name);
+                         classOf(object)->tp_name + " goes through a " +
+                         Py_TYPE(entry)->tp_name);
     }
     return classEntry(object->function, name); // a class attribute
   }
   if (VarPtr getattr = pythonMethodOf(object, "__getattr__"))
     return tracer.callAny(getattr, {tracer.constant(name)}, {});
   tracer.unsupported("attribute '" + attribute + "' missing on a " +
-              classOf(object)->tp_name + " made during capture");
+                     classOf(object)->tp_name + " made during capture");
 }
-
 
 bool PythonObjects::has(const VarPtr &object, PyObject *name) {
   if (tracer.dictEntry(object->attributes, PyUnicode_AsUTF8(name)))
@@ -251,14 +248,12 @@ bool PythonObjects::has(const VarPtr &object, PyObject *name) {
     return true;
   if (entryOf(classOf(object), "__getattr__"))
     tracer.unsupported("hasattr on a " + std::string(classOf(object)->tp_name) +
-                " with __getattr__");
+                       " with __getattr__");
   return false;
 }
 
-
-void PythonObjects::setAttribute(const VarPtr &object,
-                                           PyObject *name, const VarPtr &value,
-                                           bool direct) {
+void PythonObjects::setAttribute(const VarPtr &object, PyObject *name,
+                                 const VarPtr &value, bool direct) {
   std::string attribute = PyUnicode_AsUTF8(name);
   if (!direct) {
     if (VarPtr setattr = pythonMethodOf(object, "__setattr__")) {
@@ -266,35 +261,36 @@ void PythonObjects::setAttribute(const VarPtr &object,
       return;
     }
   }
-  PyObject *entry = lookupInClass(object->function->object.get(), nullptr, name);
+  PyObject *entry =
+      lookupInClass(object->function->object.get(), nullptr, name);
   if (entry && Py_TYPE(entry)->tp_descr_set) {
     if (!isProperty(entry))
       tracer.unsupported("assignment to attribute '" + attribute +
-                  "' through a " + Py_TYPE(entry)->tp_name);
+                         "' through a " + Py_TYPE(entry)->tp_name);
     PyRef setter = PyRef::steal(PyObject_GetAttrString(entry, "fset"));
     if (!setter || !PyFunction_Check(setter.get())) {
       PyErr_Clear();
       tracer.unsupported("assignment to property '" + attribute +
-                  "' without a Python setter");
+                         "' without a Python setter");
     }
     VarPtr property = classEntry(object->function, name);
     PyRef fset = PyRef::steal(PyUnicode_InternFromString("fset"));
     VarPtr function = tracer.classify(
-        setter.get(), tracer.guardBuilder.namedSource(Source::Kind::Attr,
-                                               tracer.sourceOfObject(property),
-                                               fset.get()));
+        setter.get(),
+        tracer.guardBuilder.namedSource(
+            Source::Kind::Attr, tracer.sourceOfObject(property), fset.get()));
     tracer.callAny(function, {object, value}, {});
     return;
   }
   tracer.setDictEntry(object->attributes, attribute, value);
 }
 
-
-VarPtr PythonObjects::callSlot(
-    const std::string &slot, const std::vector<VarPtr> &args,
-    const Keywords &keywords) {
+VarPtr PythonObjects::callSlot(const std::string &slot,
+                               const std::vector<VarPtr> &args,
+                               const Keywords &keywords) {
   if (args.empty() || args[0]->kind != Var::Kind::NewObject)
-    tracer.unsupported(slot + " on a value that is not an object made during capture");
+    tracer.unsupported(slot +
+                       " on a value that is not an object made during capture");
   const VarPtr &self = args[0];
   std::string name = slot.substr(std::string("object.").size());
   auto stringKey = [&](size_t at) {
@@ -321,8 +317,11 @@ VarPtr PythonObjects::callSlot(
   }
   const VarPtr &content = self->content;
   if (!content)
-    tracer.unsupported("dict method " + name + " of an object that is not a dict");
-  auto find = [&](const std::string &key) { return tracer.dictEntry(content, key); };
+    tracer.unsupported("dict method " + name +
+                       " of an object that is not a dict");
+  auto find = [&](const std::string &key) {
+    return tracer.dictEntry(content, key);
+  };
   if (name == "__setitem__" && args.size() == 3) {
     tracer.setDictEntry(content, stringKey(1), args[2]);
     return tracer.constant(Py_None);
@@ -334,7 +333,9 @@ VarPtr PythonObjects::callSlot(
   }
   if (name == "get" && (args.size() == 2 || args.size() == 3)) {
     VarPtr found = find(stringKey(1));
-    return found ? found : args.size() == 3 ? args[2] : tracer.constant(Py_None);
+    return found              ? found
+           : args.size() == 3 ? args[2]
+                              : tracer.constant(Py_None);
   }
   if (name == "__contains__" && args.size() == 2)
     return tracer.constant(find(stringKey(1)) ? Py_True : Py_False);
@@ -346,16 +347,14 @@ VarPtr PythonObjects::callSlot(
   tracer.unsupported("dict method " + name + " with these arguments");
 }
 
-
 VarPtr PythonObjects::item(const VarPtr &object, const VarPtr &key) {
   if (VarPtr getitem = pythonMethodOf(object, "__getitem__"))
     return tracer.callAny(getitem, {key}, {});
   return callSlot("object.__getitem__", {object, key}, {});
 }
 
-
 void PythonObjects::setItem(const VarPtr &object, const VarPtr &key,
-                                      const VarPtr &value) {
+                            const VarPtr &value) {
   if (VarPtr setitem = pythonMethodOf(object, "__setitem__")) {
     tracer.callAny(setitem, {key, value}, {});
     return;
@@ -363,32 +362,30 @@ void PythonObjects::setItem(const VarPtr &object, const VarPtr &key,
   callSlot("object.__setitem__", {object, key, value}, {});
 }
 
-
 VarPtr PythonObjects::length(const VarPtr &object) {
   if (VarPtr len = pythonMethodOf(object, "__len__"))
     return tracer.callAny(len, {}, {});
   return callSlot("object.__len__", {object}, {});
 }
 
-
 bool PythonObjects::truth(const VarPtr &object) {
   if (entryOf(classOf(object), "__bool__") ||
       (entryOf(classOf(object), "__len__") && !object->content) ||
       pythonMethodOf(object, "__len__"))
     tracer.unsupported(std::string("truth of a ") + classOf(object)->tp_name +
-                " that defines __bool__ or __len__");
+                       " that defines __bool__ or __len__");
   return !object->content || !object->content->keys.empty();
 }
 
-
 VarPtr PythonObjects::iterateBySubscript(const VarPtr &object,
-                                          VarPtr iterator) {
+                                         VarPtr iterator) {
   VarPtr getitem = pythonMethodOf(object, "__getitem__");
   for (int64_t index = 0; index <= 4096; ++index) {
     size_t journalBefore = tracer.journal.size();
     size_t storesBefore = tracer.pendingStores.size();
     try {
-      iterator->items.push_back(tracer.callAny(getitem, {tracer.integerConstant(index)}, {}));
+      iterator->items.push_back(
+          tracer.callAny(getitem, {tracer.integerConstant(index)}, {}));
     } catch (const RaisedInCapture &raised) {
       // The IndexError that ends the loop, raised before __getitem__
       // changed anything.
@@ -402,9 +399,9 @@ VarPtr PythonObjects::iterateBySubscript(const VarPtr &object,
   tracer.unsupported("a __getitem__ loop too long to unroll");
 }
 
-
-OutputSpec PythonObjects::spec(
-    const VarPtr &var, const std::function<OutputSpec(const VarPtr &)> &itemSpec) {
+OutputSpec
+PythonObjects::spec(const VarPtr &var,
+                    const std::function<OutputSpec(const VarPtr &)> &itemSpec) {
   OutputSpec spec;
   if (tracer.seenInThisOutput(var, spec))
     return spec;

@@ -1,4 +1,4 @@
-//===- PythonObjects.h - Instances of Python classes on the trace -*- C++ -*-===//
+//===- PythonObjects.h - Python class instances on the trace ---*- C++ -*-===//
 //
 // The tracer's handler for Python objects (as Dynamo's
 // UserDefinedObjectVariable): NewObject vars made by calling a plain Python

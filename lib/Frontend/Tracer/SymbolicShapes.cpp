@@ -43,8 +43,9 @@ SymbolicShapes::SymbolicShapes(const ShapePolicy &policy, GuardBuilder &guards,
                                CapturedFrame &frame)
     : policy(policy), guards(guards), frame(frame) {}
 
-std::vector<bool> SymbolicShapes::symbolicDims(
-    PyObject *object, int source, const std::vector<int64_t> &sizes) {
+std::vector<bool>
+SymbolicShapes::symbolicDims(PyObject *object, int source,
+                             const std::vector<int64_t> &sizes) {
   std::vector<bool> dims(sizes.size(), false);
   std::string key = guards.describe(source);
   frame.inputSizes[key] = sizes;
@@ -104,8 +105,7 @@ bool SymbolicShapes::makeSymbolic(const std::vector<bool> &dims,
   }
   std::vector<SymExpr> sizes(rank);
   for (size_t k = 0; k < rank; ++k)
-    sizes[k] = dims[k] ? env.newSymbol(meta.sizes[k])
-                       : SymExpr(meta.sizes[k]);
+    sizes[k] = dims[k] ? env.newSymbol(meta.sizes[k]) : SymExpr(meta.sizes[k]);
   std::vector<SymExpr> strides = stridesInOrder(sizes, order);
   type.sizes = sizes;
   type.strides.clear();
@@ -126,7 +126,7 @@ void SymbolicShapes::addGuards(std::vector<ShapeGuard> shapeGuards) {
 }
 
 bool SymbolicShapes::decide(int relation, const SymExpr &lhs,
-                                 const SymExpr &rhs) {
+                            const SymExpr &rhs) {
   std::vector<ShapeGuard> decided;
   bool outcome = env.decide(relation, lhs, rhs, decided);
   addGuards(std::move(decided));
@@ -148,8 +148,8 @@ void SymbolicShapes::unifyOperandSizes(const std::string &op,
   };
   const OpInfo *info = lookupOp(op);
   bool matmul = op == "matmul" || op == "bmm" || op == "mm";
-  if (info && (info->kind == OpKind::Pointwise ||
-               info->kind == OpKind::Composite)) {
+  if (info &&
+      (info->kind == OpKind::Pointwise || info->kind == OpKind::Composite)) {
     // Broadcasting aligns dims from the right (composites: a norm's weight
     // and bias against its input's last dims).
     for (size_t i = 1; i < types.size(); ++i) {
@@ -188,7 +188,8 @@ bool SymbolicShapes::unifyEqualSizes(const SymExpr &lhs, const SymExpr &rhs,
 }
 
 std::optional<std::string> SymbolicShapes::narrowOutOfRange(
-    const TensorType &input, const std::map<std::string, Attribute> &attributes) {
+    const TensorType &input,
+    const std::map<std::string, Attribute> &attributes) {
   auto integer = [&](const char *name) -> std::optional<SymExpr> {
     auto found = attributes.find(name);
     if (found == attributes.end())

@@ -1,4 +1,4 @@
-//===- SymbolicShapes.h - The tracer's decisions on symbolic sizes -*- C++ -*-===//
+//===- SymbolicShapes.h - The tracer's decisions on sizes ------*- C++ -*-===//
 //
 // The tracer's half of dynamic shapes (ShapeEnv.h has the model), with its
 // state explicit: the call's shape policy, the ShapeEnv of the capture, the

@@ -30,10 +30,10 @@ static std::optional<Scalar> fillValueOf(const OpBinder::Binding &bound) {
   return std::nullopt;
 }
 
-VarPtr
-BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
-                            const std::vector<VarPtr> &args,
-                            const Keywords &keywords) {
+VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
+                                   const std::string &what,
+                                   const std::vector<VarPtr> &args,
+                                   const Keywords &keywords) {
   OpBinder::Binding bound = OpBinder(*this).bind(binding, what, args, keywords);
   if (binding.graphOp == "cast" && bound.operands[0].isValue() &&
       std::get<DType>(bound.attributes["dtype"]) ==
@@ -46,10 +46,9 @@ BytecodeTracer::bindAndEmit(const OpBinding &binding, const std::string &what,
     // Padding by zero everywhere keeps the values (swin pads windows that
     // already fit): the same graph value.
     auto pad = bound.attributes.find("pad");
-    const auto *amounts =
-        pad == bound.attributes.end()
-            ? nullptr
-            : std::get_if<std::vector<int64_t>>(&pad->second);
+    const auto *amounts = pad == bound.attributes.end()
+                              ? nullptr
+                              : std::get_if<std::vector<int64_t>>(&pad->second);
     if (amounts && !bound.inPlace &&
         std::all_of(amounts->begin(), amounts->end(),
                     [](int64_t amount) { return amount == 0; })) {
@@ -208,12 +207,10 @@ void BytecodeTracer::scaleByAlpha(const std::string &op,
                        "(eager raises)");
   Operand &other = bound.operands[1];
   const Operand &first = bound.operands[0];
-  bool firstIsBool = first.isValue()
-                         ? first.value->type.dtype == DType::Bool
-                         : first.scalar.kind == Scalar::Kind::Bool;
-  bool otherIsBool = other.isValue()
-                         ? other.value->type.dtype == DType::Bool
-                         : other.scalar.kind == Scalar::Kind::Bool;
+  bool firstIsBool = first.isValue() ? first.value->type.dtype == DType::Bool
+                                     : first.scalar.kind == Scalar::Kind::Bool;
+  bool otherIsBool = other.isValue() ? other.value->type.dtype == DType::Bool
+                                     : other.scalar.kind == Scalar::Kind::Bool;
   if (firstIsBool && otherIsBool) {
     // Bools: x + alpha * y is x or (alpha and y).
     if (op == "sub")
@@ -234,9 +231,8 @@ void BytecodeTracer::scaleByAlpha(const std::string &op,
     second = emit("cast", {emit("mul", {second, scale})->tensor},
                   {{"dtype", result}})
                  ->tensor;
-  }
-  else if (second.scalar.kind == Scalar::Kind::Float ||
-           scale.kind == Scalar::Kind::Float)
+  } else if (second.scalar.kind == Scalar::Kind::Float ||
+             scale.kind == Scalar::Kind::Float)
     second = Scalar::ofFloat(second.scalar.asDouble() * scale.asDouble());
   else
     second = Scalar::ofInt(second.scalar.intValue * scale.intValue);
@@ -251,15 +247,15 @@ void BytecodeTracer::refuseWithoutDerivative(
 }
 
 std::string BytecodeTracer::divisionOp(OpBinder::Binding &bound,
-                                      const std::string &what) {
+                                       const std::string &what) {
   auto mode = bound.attributes.find("rounding_mode");
   if (mode == bound.attributes.end())
     return "div";
   const std::string *name = std::get_if<std::string>(&mode->second);
-  std::string op = !name                ? ""
-                   : *name == "floor"   ? "div_floor"
-                   : *name == "trunc"   ? "div_trunc"
-                                        : "";
+  std::string op = !name              ? ""
+                   : *name == "floor" ? "div_floor"
+                   : *name == "trunc" ? "div_trunc"
+                                      : "";
   if (op.empty())
     unsupported(what + ": rounding_mode must be None, 'trunc' or 'floor' "
                        "(eager raises)");
@@ -306,8 +302,8 @@ VarPtr BytecodeTracer::unflatten(const OpBinder::Binding &bound,
   if (inferred >= 0) {
     if (!known.isConstant() || known.constant() <= 0)
       unsupported(what + " inferring a size beside sizes " + known.str());
-    if (known.constant() != 1 && !(size.isConstant() &&
-                                   size.constant() % known.constant() == 0))
+    if (known.constant() != 1 &&
+        !(size.isConstant() && size.constant() % known.constant() == 0))
       unsupported(what + ": sizes do not multiply up to dim " +
                   std::to_string(dim) + "'s size " + size.str());
     (*sizes)[size_t(inferred)] = floorDiv(size, known);
@@ -330,9 +326,9 @@ bool BytecodeTracer::flattensNothing(const OpBinder::Binding &bound) {
     return false; // a 0-dim tensor flattens to a view of one element
   auto dimOf = [&](const char *name, int64_t fallback) {
     auto found = bound.attributes.find(name);
-    const int64_t *value =
-        found == bound.attributes.end() ? nullptr
-                                        : std::get_if<int64_t>(&found->second);
+    const int64_t *value = found == bound.attributes.end()
+                               ? nullptr
+                               : std::get_if<int64_t>(&found->second);
     int64_t dim = value ? *value : fallback;
     return dim < 0 ? dim + rank : dim;
   };
