@@ -90,6 +90,11 @@ def dump_models(out, with_transformers):
         torch.manual_seed(0)
         compile_and_run(dynafuse, torch, re.sub(r"\W+", "_", name), make(),
                         (torch.randn(shape),), {}, out)
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("transformers is not installed: its models are not dumped")
+        with_transformers = False
     if with_transformers:
         for name, make, inputs in library_models.transformers_models(None):
             torch.manual_seed(0)
