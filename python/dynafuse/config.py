@@ -40,6 +40,11 @@ globals().update(_from_environment)
 #: The type each setting's value takes (text settings also take None).
 _SETTING_TYPES = {name: (str, type(None)) if isinstance(value, str) else type(value)
                   for name, value in _from_environment.items()}
+#: How an attribute's value is handed to the core: as its type (an
+#: attribute set to 0 or 1 for a switch, or to None for a text, works as it
+#: always has; compile(options=...) is checked strictly by check_options).
+_COERCE = {name: (lambda value: str(value or "")) if isinstance(start, str) else type(start)
+           for name, start in _from_environment.items()}
 
 _applied = None
 _read_settings = operator.itemgetter(*SETTINGS)
@@ -88,13 +93,18 @@ def check_options(options):
     return checked
 
 
+def _settings(values):
+    """Settings in SETTINGS' order as the core takes them: a dict by name."""
+    return {name: _COERCE[name](value) for name, value in zip(SETTINGS, values)}
+
+
 def _apply(core, skip_prefixes):
     """Hands the settings to the C++ core when they changed."""
     global _applied
     state = _state()
     if state == _applied:
         return
-    core.configure(skip_prefixes, dict(zip(SETTINGS, state)))
+    core.configure(skip_prefixes, _settings(state))
     _applied = state
 
 
@@ -105,6 +115,6 @@ def _config_for(core, overrides, cache):
     state = _state()
     config = cache.get(state)
     if config is None:
-        merged = {name: overrides.get(name, value) for name, value in zip(SETTINGS, state)}
-        config = cache[state] = core.compiler_config(merged)
+        merged = tuple(overrides.get(name, value) for name, value in zip(SETTINGS, state))
+        config = cache[state] = core.compiler_config(_settings(merged))
     return config
