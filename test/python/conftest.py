@@ -10,12 +10,11 @@ import dynafuse
 def fresh_compiler():
     dynafuse.reset()
     config = dynafuse.config
-    saved = (config.dump_dir, config.recompile_limit, config.log,
-             config.automatic_dynamic_shapes)
+    saved = {name: getattr(config, name) for name in config.SETTINGS}
     torch.manual_seed(0)
     yield
-    (config.dump_dir, config.recompile_limit, config.log,
-     config.automatic_dynamic_shapes) = saved
+    for name, value in saved.items():
+        setattr(config, name, value)
 
 
 def assert_compiled(captures=1):
