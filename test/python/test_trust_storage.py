@@ -256,3 +256,42 @@ def test_pointwise_results_of_sparse_inputs_are_row_major_as_in_eager(make):
 
     x = make()
     _compiled_with_eagers_storage(f, x)
+
+
+def _updated_input_layouts():
+    """Inputs whose layout decides whether a reshape views them: contiguous,
+    strided with a size-1 last dim (a view after all), strided (a copy) and
+    transposed (a copy)."""
+    return {"contiguous": lambda: torch.randn(2, 2, 1),
+            "strided_unit_dim": lambda: torch.randn(2, 2, 3)[..., 1::2],
+            "strided": lambda: torch.randn(2, 2, 5)[..., 1::2],
+            "transposed": lambda: torch.randn(2, 3).t()}
+
+
+@pytest.mark.parametrize("layout", list(_updated_input_layouts()))
+@pytest.mark.parametrize("f", [
+    lambda x: (torch.relu_(x), x.reshape(-1))[1],
+    lambda x: (x.add_(1), x.reshape(x.shape[0], -1))[1],
+    lambda x: (x.mul_(2), x.view(-1))[1]],
+    ids=["relu_reshape", "add_reshape", "mul_view"])
+def test_reshapes_of_an_input_updated_in_place_follow_its_strides(layout, f):
+    """After an in-place update, an input's latest value is the input's
+    memory: a reshape of it is a view where the input's strides allow one
+    (it was a copy of a strided input's new values), and view() raises where
+    they do not, as eager does (it returned a copy)."""
+    make = _updated_input_layouts()[layout]
+    torch.manual_seed(1)
+    x_eager = make()
+    torch.manual_seed(1)
+    x_compiled = make()
+    try:
+        expected = f(x_eager)
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError):
+            dynafuse.compile(f)(x_compiled)
+        return
+    actual = dynafuse.compile(f)(x_compiled)
+    assert_outputs_close(actual, expected)
+    assert torch.equal(x_compiled, x_eager)
+    assert_compiled()
+    _same_storage_relations([actual], [expected], [x_compiled], [x_eager])

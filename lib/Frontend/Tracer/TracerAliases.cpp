@@ -70,6 +70,32 @@ bool reshapeOnlySplits(const TensorType &in, const TensorType &out) {
   return true;
 }
 
+/// A reshape of an input's latest value: whether eager views it (its
+/// strides are the input's); nullopt for other values, or with symbolic
+/// sizes.
+std::optional<bool> reshapeViewsUpdatedInput(const InputTable &inputs,
+                                             const Value *base,
+                                             const TensorType &reshaped) {
+  const Value *input = inputs.inputUpdatedTo(base);
+  if (!input || input == base)
+    return std::nullopt;
+  // An input's latest value is the input tensor's memory (written back):
+  // eager's strides are the input's. Symbolic sizes: a layout that is no
+  // view in this call may be one in another.
+  for (const SymExpr &size : input->type.sizes)
+    if (!size.isConstant())
+      return std::nullopt;
+  for (const SymExpr &size : reshaped.sizes)
+    if (!size.isConstant())
+      return std::nullopt;
+  StridedView whole{input->type.sizes,
+                    input->type.strides.empty()
+                        ? contiguousStrides(input->type.sizes)
+                        : input->type.strides,
+                    SymExpr(0)};
+  return reshapedView(reshaped.sizes, whole).has_value();
+}
+
 /// Row-major strides, ignoring size-1 dims (torch's is_contiguous; empty
 /// tensors are eagerContiguous's).
 bool rowMajor(const TensorType &type) {
@@ -156,6 +182,12 @@ void BytecodeTracer::trackViews(const Node &node) {
                 reshapeOnlySplits(base->type, node.results[0]->type));
   if (!views && viewsWhenStridesAllow(node.op)) {
     views = eagerContiguous(base);
+    std::optional<bool> known =
+        views ? std::nullopt
+              : reshapeViewsUpdatedInput(inputs, base, node.results[0]->type);
+    if (known && !*known)
+      return; // eager copies
+    views = views || known;
     if (!views) {
       for (Value *result : node.results)
         aliases.addUnknownAlias(base, result,
@@ -606,6 +638,9 @@ bool BytecodeTracer::provablyNoView(Value *tensor, const Value *reshaped,
                                     bool setWasCertain) {
   if (eagerContiguous(tensor))
     return false;
+  if (std::optional<bool> views =
+          reshapeViewsUpdatedInput(inputs, tensor, reshaped->type))
+    return !*views;
   // Eager's strides are known from a graph input's, or from a contiguous
   // root through the view ops between (a split piece of a linear layer's
   // output views as heads; a transposed or expanded input does not).
