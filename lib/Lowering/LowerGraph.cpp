@@ -1,9 +1,9 @@
 //===- LowerGraph.cpp - Graph IR to loop IR, as a list of passes ----------===//
 //
 // The pipeline the pass registry lists (PassRegistry.h), each pass reported
-// to the observer under its name. Realization converges: layout, schedule and emit run on the realized set
-// until emission places every value; a value it cannot place is realized
-// and they run again.
+// to the observer under its name. Realization converges: layout, schedule
+// and emit run on the realized set until emission places every value; a
+// value it cannot place is realized and they run again.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Lowering/LowerGraph.h"
@@ -58,14 +58,11 @@ void placeValues(LoweringState &state) {
 
 LoopModule lowerGraph(const Graph &input, const LoweringObserver &observer) {
   std::unique_ptr<Graph> graph = input.clone();
-  auto dumpGraph = [&](const char *pass) {
-    if (observer)
-      observer(pass, printGraph(*graph));
-  };
   for (const PassInfo &pass : passRegistry())
     if (pass.input == PassInput::Graph && pass.inPipeline) {
       pass.runOnGraph(*graph);
-      dumpGraph(pass.name.c_str());
+      if (observer)
+        observer(pass.name, printGraph(*graph));
     }
   verifyGraph(*graph);
 

@@ -6,6 +6,7 @@
 // the hook path must not pay for a binding layer.
 //
 //===----------------------------------------------------------------------===//
+#include "dynafuse/Codegen/Backends.h"
 #include "dynafuse/Frontend/FrameCompiler.h"
 #include "dynafuse/Graph/GraphText.h"
 #include "dynafuse/Loop/LoopText.h"
@@ -21,9 +22,6 @@
 
 #include <cstdlib>
 #include <map>
-#include <tuple>
-
-#include "dynafuse/Codegen/Backends.h"
 
 using namespace dynafuse;
 

@@ -1,24 +1,32 @@
 //===- RuntimeSettings.cpp - Settings dynafuse.config changes -------------===//
 #include "RuntimeSettings.h"
 
+#include <cstdint>
 #include <type_traits>
 
 namespace dynafuse {
 namespace {
 
+/// Run-time settings are text, counts or switches; any other field type
+/// given a Python name in Settings.def fails to compile here.
+template <typename T> constexpr bool isRuntimeKind() {
+  return std::is_same_v<T, std::string> || std::is_same_v<T, bool> ||
+         std::is_same_v<T, int>;
+}
+
 template <typename T> PyObject *toPython(const T &value) {
+  static_assert(isRuntimeKind<T>(), "a run-time setting of another type");
   if constexpr (std::is_same_v<T, std::string>)
     return PyUnicode_FromStringAndSize(value.data(), Py_ssize_t(value.size()));
   else if constexpr (std::is_same_v<T, bool>)
     return PyBool_FromLong(value);
-  else if constexpr (std::is_same_v<T, int>)
-    return PyLong_FromLong(value);
   else
-    return nullptr; // not a run-time kind (Settings.def allows none other)
+    return PyLong_FromLong(value);
 }
 
 template <typename T>
 bool fromPython(PyObject *object, const char *name, T &field) {
+  static_assert(isRuntimeKind<T>(), "a run-time setting of another type");
   if constexpr (std::is_same_v<T, std::string>) {
     if (object == Py_None) {
       field.clear();
@@ -36,7 +44,7 @@ bool fromPython(PyObject *object, const char *name, T &field) {
       return true;
     }
     PyErr_Format(PyExc_TypeError, "dynafuse setting '%s' must be bool", name);
-  } else if constexpr (std::is_same_v<T, int>) {
+  } else {
     long value = PyLong_Check(object) && !PyBool_Check(object)
                      ? PyLong_AsLong(object)
                      : -1;
@@ -47,28 +55,38 @@ bool fromPython(PyObject *object, const char *name, T &field) {
     PyErr_Clear();
     PyErr_Format(PyExc_ValueError, "dynafuse setting '%s' must be an int >= 0",
                  name);
-  } else {
-    PyErr_Format(PyExc_TypeError, "'%s' is not a run-time setting", name);
   }
   return false;
 }
 
 template <typename T> std::string keyText(const T &value) {
+  static_assert(isRuntimeKind<T>(), "a run-time setting of another type");
   if constexpr (std::is_same_v<T, std::string>)
     return std::to_string(value.size()) + ":" + value;
-  else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int>)
-    return std::to_string(value);
   else
-    return "";
+    return std::to_string(value);
 }
 
-/// A setting's field in `object` (an Options). Settings of the none group
-/// have no field and no Python name: their (never taken) branches below
-/// name a stand-in.
-std::string noField;
-#define DYNAFUSE_SETTING_MEMBER_options(object, field) object.field
-#define DYNAFUSE_SETTING_MEMBER_codegen(object, field) object.codegen.field
-#define DYNAFUSE_SETTING_MEMBER_none(object, field) noField
+/// Calls visit(pythonName, field) for each run-time setting of `options`
+/// (an Options, const or not) in Settings.def's order, until a visit
+/// returns false. The other settings' statements are discarded unseen
+/// (a template's `if constexpr`), so fields of any type may stand there.
+template <typename OptionsT, typename Visit>
+bool forEachRuntimeSetting(OptionsT &options, Visit visit) {
+#define DYNAFUSE_SETTING_MEMBER_options(field) options.field
+#define DYNAFUSE_SETTING_MEMBER_codegen(field) options.codegen.field
+#define DYNAFUSE_SETTING_MEMBER_none(field) options.field
+#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,       \
+                         defaultText, pythonName, meaning)                     \
+  if constexpr (sizeof(pythonName) > 1)                                        \
+    if (!visit(pythonName, DYNAFUSE_SETTING_MEMBER_##group(field)))            \
+      return false;
+#include "dynafuse/Support/Settings.def"
+#undef DYNAFUSE_SETTING_MEMBER_options
+#undef DYNAFUSE_SETTING_MEMBER_codegen
+#undef DYNAFUSE_SETTING_MEMBER_none
+  return true;
+}
 
 } // namespace
 
@@ -76,19 +94,17 @@ PyObject *runtimeSettingsOf(const Options &options) {
   PyObject *settings = PyDict_New();
   if (!settings)
     return nullptr;
-#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,        \
-                         defaultText, pythonName, meaning)                     \
-  if constexpr (sizeof(pythonName) > 1) {                                      \
-    PyObject *value =                                                          \
-        toPython(DYNAFUSE_SETTING_MEMBER_##group(options, field));             \
-    if (!value || PyDict_SetItemString(settings, pythonName, value) < 0) {     \
-      Py_XDECREF(value);                                                       \
-      Py_DECREF(settings);                                                     \
-      return nullptr;                                                          \
-    }                                                                          \
-    Py_DECREF(value);                                                          \
+  bool filled = forEachRuntimeSetting(
+      options, [&](const char *name, const auto &field) {
+        PyObject *value = toPython(field);
+        bool stored = value && PyDict_SetItemString(settings, name, value) == 0;
+        Py_XDECREF(value);
+        return stored;
+      });
+  if (!filled) {
+    Py_DECREF(settings);
+    return nullptr;
   }
-#include "dynafuse/Support/Settings.def"
   return settings;
 }
 
@@ -98,30 +114,26 @@ bool applyRuntimeSettings(PyObject *settings, Options &options) {
     return false;
   }
   Options updated = options;
-#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,        \
-                         defaultText, pythonName, meaning)                     \
-  if constexpr (sizeof(pythonName) > 1) {                                      \
-    PyObject *value = PyDict_GetItemString(settings, pythonName);              \
-    if (!value) {                                                              \
-      PyErr_Format(PyExc_KeyError, "settings lack '%s'", pythonName);          \
-      return false;                                                            \
-    }                                                                          \
-    if (!fromPython(value, pythonName,                                         \
-                    DYNAFUSE_SETTING_MEMBER_##group(updated, field)))          \
-      return false;                                                            \
-  }
-#include "dynafuse/Support/Settings.def"
-  options = updated;
-  return true;
+  bool applied =
+      forEachRuntimeSetting(updated, [&](const char *name, auto &field) {
+        PyObject *value = PyDict_GetItemString(settings, name);
+        if (!value) {
+          PyErr_Format(PyExc_KeyError, "settings lack '%s'", name);
+          return false;
+        }
+        return fromPython(value, name, field);
+      });
+  if (applied)
+    options = updated;
+  return applied;
 }
 
 std::string runtimeSettingsKey(const Options &options) {
   std::string key;
-#define DYNAFUSE_SETTING(variable, group, field, type, initial, reader,        \
-                         defaultText, pythonName, meaning)                     \
-  if constexpr (sizeof(pythonName) > 1)                                        \
-    key += keyText(DYNAFUSE_SETTING_MEMBER_##group(options, field)) + ";";
-#include "dynafuse/Support/Settings.def"
+  forEachRuntimeSetting(options, [&](const char *, const auto &field) {
+    key += keyText(field) + ";";
+    return true;
+  });
   return key;
 }
 

@@ -19,9 +19,10 @@
 // one "// -----// IR after NAME //----- //" section each: those given to
 // --passes, then lowering's pipeline (the registry's passes in its order);
 // a section is the input of the next pass. --emit=cuda prints the CUDA C of
-// the kernels, --emit=ptx the PTX NVRTC makes of it (compute_90; builds with the CUDA
-// backend). --emit=mlir prints the kernels as MLIR in upstream dialects
-// (func, scf, memref, arith, math; verified), --emit=mlir-llvm the same
+// the kernels, --emit=ptx the PTX NVRTC makes of it (compute_90; builds
+// with the CUDA backend). --emit=mlir prints the kernels as MLIR in
+// upstream dialects (func, scf, memref, arith, math; verified),
+// --emit=mlir-llvm the same
 // after MLIR's own lowering to the LLVM dialect (builds with the MLIR
 // backend). `--passes=...,autodiff` (last, with --emit=graph or loop)
 // differentiates the graph with respect to --grad-inputs (names without

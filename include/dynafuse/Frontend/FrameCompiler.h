@@ -86,8 +86,9 @@ void initializeFrameCompiler(PyObject *unsupportedError,
 /// parameter or buffer; may be null; called only then) decides.
 bool callUsesCuda(PyObject *args, PyObject *kwargs, PyObject *firstTensor);
 
-/// Hands over the op tables of python/dynafuse/ops (see lib/Frontend/
-/// Tracer/OpTable.h); stateQueries may be null. Throws Error on a malformed table.
+/// Hands over the op tables of python/dynafuse/ops (see
+/// lib/Frontend/Tracer/OpTable.h); stateQueries may be null. Throws Error
+/// on a malformed table.
 void setOpTables(PyObject *functions, PyObject *methods,
                  PyObject *stateQueries);
 

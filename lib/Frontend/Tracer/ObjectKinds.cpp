@@ -57,9 +57,13 @@ bool isMathFunction(PyObject *callable) {
   return self == math;
 }
 
-bool isEnvironment(PyObject *object) {
+PyObject *osEnviron() {
   static PyObject *slot = nullptr;
-  PyObject *environ = lookupOnce(slot, "os", "environ");
+  return lookupOnce(slot, "os", "environ");
+}
+
+bool isEnvironment(PyObject *object) {
+  PyObject *environ = osEnviron();
   return environ && object == environ;
 }
 

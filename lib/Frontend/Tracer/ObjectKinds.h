@@ -30,7 +30,9 @@ bool isTorchAssert(PyObject *object);
 bool onlyLogsUsage(PyObject *callable);
 /// math.sqrt, math.log, ...: pure functions of numbers.
 bool isMathFunction(PyObject *callable);
-/// os.environ.
+/// os.environ (borrowed; looked up once: the mapping lives as long as os),
+/// and whether object is it.
+PyObject *osEnviron();
 bool isEnvironment(PyObject *object);
 /// torch.Tensor.<name>, or torch._C.TensorBase.<name> for base (new
 /// reference), or null.

@@ -182,12 +182,13 @@ void BytecodeTracer::trackViews(const Node &node) {
                 reshapeOnlySplits(base->type, node.results[0]->type));
   if (!views && viewsWhenStridesAllow(node.op)) {
     views = eagerContiguous(base);
-    std::optional<bool> known =
-        views ? std::nullopt
-              : reshapeViewsUpdatedInput(inputs, base, node.results[0]->type);
-    if (known && !*known)
-      return; // eager copies
-    views = views || known;
+    if (!views) {
+      std::optional<bool> known =
+          reshapeViewsUpdatedInput(inputs, base, node.results[0]->type);
+      if (known && !*known)
+        return; // eager copies
+      views = known.has_value();
+    }
     if (!views) {
       for (Value *result : node.results)
         aliases.addUnknownAlias(base, result,

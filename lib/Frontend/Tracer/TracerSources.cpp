@@ -400,13 +400,6 @@ VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
                   guardBuilder.namedSource(Source::Kind::Attr, parent, name));
 }
 
-/// os.environ, looked up once (the mapping object lives as long as os).
-static PyObject *osEnviron() {
-  static PyObject *slot = nullptr;
-  return lookupOnce(slot, "os", "environ");
-}
-
-
 VarPtr BytecodeTracer::environmentVariable(const VarPtr &name,
                                            const VarPtr &fallback) {
   // os.environ.get("NAME"): the value now, guarded (a change of the
