@@ -15,7 +15,7 @@
 namespace dynafuse {
 namespace {
 
-std::string where(const Node &node) { return "'" + node.op + "'"; }
+std::string where(const Node &node) { return "'" + opName(node.op) + "'"; }
 
 /// The forward and gradient nodes in one graph, and what the split needs.
 struct JointGraph {
@@ -49,7 +49,7 @@ std::set<const Value *> propagateRequiresGrad(const Graph &graph,
       continue;
     const DerivativeInfo *info = derivativeOf(node->op);
     if (!info || info->kind == DerivativeInfo::Kind::Decomposed)
-      throw Error("no derivative rule for op '" + node->op + "' yet",
+      throw Error("no derivative rule for op '" + opName(node->op) + "' yet",
                   node->location);
     if (info->kind == DerivativeInfo::Kind::NonDifferentiable)
       continue;
@@ -71,7 +71,7 @@ std::set<const Value *> propagateRequiresGrad(const Graph &graph,
 void expressBatchNormOutputsPointwise(Graph &g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node *norm = g.nodes[i].get();
-    if (norm->op != "batch_norm_train")
+    if (norm->op != Op::BatchNormTrain)
       continue;
     size_t before = g.nodes.size();
     GradBuilder b(g, norm->location);
@@ -79,18 +79,19 @@ void expressBatchNormOutputsPointwise(Graph &g) {
     std::vector<SymExpr> perChannel(x->type.rank(), SymExpr(1));
     perChannel[1] = x->type.sizes[1];
     auto broadcast = [&](Value *channels) {
-      return b.emit("reshape", {channels}, {{"shape", perChannel}});
+      return b.emit(Op::Reshape, {channels}, {{"shape", perChannel}});
     };
     Value *scale = b.emit(
-        "rsqrt", {b.emit("add", {broadcast(norm->results[2]),
-                                 Scalar::ofFloat(floatAttr(*norm, "eps", 1e-5))})});
+        Op::Rsqrt,
+        {b.emit(Op::Add, {broadcast(norm->results[2]),
+                          Scalar::ofFloat(floatAttr(*norm, "eps", 1e-5))})});
     Value *out = b.emit(
-        "mul", {b.emit("sub", {x, broadcast(norm->results[1])}), scale});
+        Op::Mul, {b.emit(Op::Sub, {x, broadcast(norm->results[1])}), scale});
     size_t next = 1;
     if (boolAttr(*norm, "has_weight", false))
-      out = b.emit("mul", {out, broadcast(norm->operands[next++].value)});
+      out = b.emit(Op::Mul, {out, broadcast(norm->operands[next++].value)});
     if (boolAttr(*norm, "has_bias", false))
-      out = b.emit("add", {out, broadcast(norm->operands[next++].value)});
+      out = b.emit(Op::Add, {out, broadcast(norm->operands[next++].value)});
     size_t added = g.nodes.size() - before;
     std::rotate(g.nodes.begin() + long(i) + 1, g.nodes.begin() + long(before),
                 g.nodes.end());
@@ -174,7 +175,7 @@ JointGraph buildJointGraph(const Graph &graph,
                         operand->type.str(),
                     node.location);
       auto &slot = gradOf[operand];
-      slot = slot ? builder.emit("add", {slot, grad}) : grad;
+      slot = slot ? builder.emit(Op::Add, {slot, grad}) : grad;
     }
   }
   for (size_t i = 0; i < joint.primalInputs; ++i) {
@@ -250,7 +251,7 @@ bool isCheapToRecompute(const Node &node) {
     return false;
   if (node.info->kind == OpKind::Pointwise || node.info->kind == OpKind::View)
     return true;
-  return node.op == "layer_norm" || node.op == "rms_norm";
+  return node.op == Op::LayerNorm || node.op == Op::RmsNorm;
 }
 
 bool isSingleView(const Node &node) {

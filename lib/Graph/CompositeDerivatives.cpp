@@ -50,13 +50,13 @@ DerivativeInfo softmaxRule(bool logarithmic) {
     std::map<std::string, Attribute> overDim = {
         {"dims", std::vector<int64_t>{dim}}, {"keepdim", true}};
     if (logarithmic) {
-      Value *total = b.emit("sum", {g}, overDim);
+      Value *total = b.emit(Op::Sum, {g}, overDim);
       return b.sumTo(
-          b.emit("sub", {g, b.emit("mul", {b.emit("exp", {y}), total})}),
+          b.emit(Op::Sub, {g, b.emit(Op::Mul, {b.emit(Op::Exp, {y}), total})}),
           x->type);
     }
-    Value *dot = b.emit("sum", {b.emit("mul", {g, y})}, overDim);
-    return b.sumTo(b.emit("mul", {y, b.emit("sub", {g, dot})}), x->type);
+    Value *dot = b.emit(Op::Sum, {b.emit(Op::Mul, {g, y})}, overDim);
+    return b.sumTo(b.emit(Op::Mul, {y, b.emit(Op::Sub, {g, dot})}), x->type);
   });
 }
 
@@ -72,22 +72,21 @@ Value *divideByCount(GradBuilder &b, Value *sum,
   for (int64_t dim : dims)
     count = count * sizes[size_t(dim)];
   if (count.isConstant())
-    return b.emit("div", {sum, Scalar::ofFloat(double(count.constant()) -
-                                               correction)});
+    return b.emit(
+        Op::Div, {sum, Scalar::ofFloat(double(count.constant()) - correction)});
   if (correction != std::floor(correction))
     throw Error("a gradient divided by a symbolic count less a correction "
                 "that is not an integer needs a static count");
-  Value *divisor = b.emit("full", {},
-                          {{"shape", std::vector<int64_t>{}},
-                           {"value", correction != 0
-                                         ? count - int64_t(correction)
-                                         : count},
-                           {"dtype", DType::F32}});
-  return b.emit("div", {sum, divisor});
+  Value *divisor =
+      b.emit(Op::Full, {},
+             {{"shape", std::vector<int64_t>{}},
+              {"value", correction != 0 ? count - int64_t(correction) : count},
+              {"dtype", DType::F32}});
+  return b.emit(Op::Div, {sum, divisor});
 }
 
 Value *sumOver(GradBuilder &b, Value *x, const std::vector<int64_t> &dims) {
-  return b.emit("sum", {x}, {{"dims", dims}, {"keepdim", true}});
+  return b.emit(Op::Sum, {x}, {{"dims", dims}, {"keepdim", true}});
 }
 
 /// The mean of x over dims (kept).
@@ -121,24 +120,24 @@ DerivativeInfo normRule(bool centered) {
         next < node.operands.size())
       biasIndex = int(next++);
     double eps = floatAttr(node, "eps", centered ? 1e-5 : 1.1920928955078125e-07);
-    Value *xc = centered ? b.emit("sub", {x, meanOver(b, x, dims)}) : x;
-    Value *variance = meanOver(b, b.emit("mul", {xc, xc}), dims);
+    Value *xc = centered ? b.emit(Op::Sub, {x, meanOver(b, x, dims)}) : x;
+    Value *variance = meanOver(b, b.emit(Op::Mul, {xc, xc}), dims);
     Value *rstd =
-        b.emit("rsqrt", {b.emit("add", {variance, Scalar::ofFloat(eps)})});
-    Value *xhat = b.emit("mul", {xc, rstd});
+        b.emit(Op::Rsqrt, {b.emit(Op::Add, {variance, Scalar::ofFloat(eps)})});
+    Value *xhat = b.emit(Op::Mul, {xc, rstd});
     if (weightIndex >= 0 && isDifferentiable(weight->type.dtype))
       result[size_t(weightIndex)] =
-          b.sumTo(b.emit("mul", {g, xhat}), weight->type);
+          b.sumTo(b.emit(Op::Mul, {g, xhat}), weight->type);
     if (biasIndex >= 0)
       result[size_t(biasIndex)] =
           b.sumTo(g, node.operands[size_t(biasIndex)].value->type);
-    Value *gxhat = weight ? b.emit("mul", {g, weight}) : g;
-    Value *projection =
-        b.emit("mul", {xhat, meanOver(b, b.emit("mul", {gxhat, xhat}), dims)});
-    Value *inner = b.emit("sub", {gxhat, projection});
+    Value *gxhat = weight ? b.emit(Op::Mul, {g, weight}) : g;
+    Value *projection = b.emit(
+        Op::Mul, {xhat, meanOver(b, b.emit(Op::Mul, {gxhat, xhat}), dims)});
+    Value *inner = b.emit(Op::Sub, {gxhat, projection});
     if (centered)
-      inner = b.emit("sub", {inner, meanOver(b, gxhat, dims)});
-    result[0] = b.sumTo(b.emit("mul", {rstd, inner}), x->type);
+      inner = b.emit(Op::Sub, {inner, meanOver(b, gxhat, dims)});
+    result[0] = b.sumTo(b.emit(Op::Mul, {rstd, inner}), x->type);
     return result;
   };
   return info;
@@ -165,20 +164,20 @@ DerivativeInfo batchNormTrainRule() {
     std::vector<SymExpr> broadcast(x->type.rank(), SymExpr(1));
     broadcast[1] = x->type.sizes[1];
     auto perChannel = [&](Value *value) {
-      return b.emit("reshape", {value}, {{"shape", broadcast}});
+      return b.emit(Op::Reshape, {value}, {{"shape", broadcast}});
     };
     auto channels = [&](Value *value, const TensorType &type) {
-      return b.sumTo(b.emit("reshape", {value}, {{"shape", type.sizes}}),
+      return b.sumTo(b.emit(Op::Reshape, {value}, {{"shape", type.sizes}}),
                      type);
     };
     double eps = floatAttr(node, "eps", 1e-5);
     Value *rstd = b.emit(
-        "rsqrt",
-        {b.emit("add", {perChannel(node.results[2]), Scalar::ofFloat(eps)})});
-    Value *xhat =
-        b.emit("mul", {b.emit("sub", {x, perChannel(node.results[1])}), rstd});
+        Op::Rsqrt,
+        {b.emit(Op::Add, {perChannel(node.results[2]), Scalar::ofFloat(eps)})});
+    Value *xhat = b.emit(
+        Op::Mul, {b.emit(Op::Sub, {x, perChannel(node.results[1])}), rstd});
     Value *sumG = sumOver(b, g, dims);
-    Value *sumGXhat = sumOver(b, b.emit("mul", {g, xhat}), dims);
+    Value *sumGXhat = sumOver(b, b.emit(Op::Mul, {g, xhat}), dims);
     size_t next = 1;
     Value *weight = nullptr;
     if (boolAttr(node, "has_weight", false)) {
@@ -191,13 +190,13 @@ DerivativeInfo batchNormTrainRule() {
       result[next] = channels(sumG, node.operands[next].value->type);
     if (!isDifferentiable(x->type.dtype))
       return result;
-    Value *scale = weight ? b.emit("mul", {perChannel(weight), rstd}) : rstd;
+    Value *scale = weight ? b.emit(Op::Mul, {perChannel(weight), rstd}) : rstd;
     Value *centeredG =
-        b.emit("sub", {g, divideByCount(b, sumG, x->type.sizes, dims)});
+        b.emit(Op::Sub, {g, divideByCount(b, sumG, x->type.sizes, dims)});
     Value *projection = b.emit(
-        "mul", {xhat, divideByCount(b, sumGXhat, x->type.sizes, dims)});
+        Op::Mul, {xhat, divideByCount(b, sumGXhat, x->type.sizes, dims)});
     result[0] = b.sumTo(
-        b.emit("mul", {scale, b.emit("sub", {centeredG, projection})}),
+        b.emit(Op::Mul, {scale, b.emit(Op::Sub, {centeredG, projection})}),
         x->type);
     return result;
   };
@@ -217,18 +216,19 @@ DerivativeInfo varianceRule(bool squareRoot) {
     double correction = floatAttr(node, "correction", 1.0);
     if (squareRoot) {
       Value *y = node.result();
-      g = b.emit("where",
-                 {b.emit("eq", {y, Scalar::ofFloat(0)}), Scalar::ofFloat(0),
-                  b.emit("div", {g, b.emit("mul", {y, Scalar::ofFloat(2)})})});
+      g = b.emit(
+          Op::Where,
+          {b.emit(Op::Eq, {y, Scalar::ofFloat(0)}), Scalar::ofFloat(0),
+           b.emit(Op::Div, {g, b.emit(Op::Mul, {y, Scalar::ofFloat(2)})})});
     }
-    Value *twice = b.emit("mul", {g, Scalar::ofFloat(2)});
+    Value *twice = b.emit(Op::Mul, {g, Scalar::ofFloat(2)});
     Value *scaled =
         divideByCount(b, twice, x->type.sizes, dims, correction);
     if (scaled->type.dtype != twice->type.dtype) // a symbolic count's f32
-      scaled = b.emit("cast", {scaled}, {{"dtype", twice->type.dtype}});
-    Value *centered = b.emit("sub", {x, meanOver(b, x, dims)});
+      scaled = b.emit(Op::Cast, {scaled}, {{"dtype", twice->type.dtype}});
+    Value *centered = b.emit(Op::Sub, {x, meanOver(b, x, dims)});
     return b.sumTo(
-        b.emit("mul",
+        b.emit(Op::Mul,
                {b.expandReduced(scaled, x->type, dims, keepdim), centered}),
         x->type);
   });
@@ -236,14 +236,14 @@ DerivativeInfo varianceRule(bool squareRoot) {
 
 } // namespace
 
-void addCompositeDerivatives(std::map<std::string, DerivativeInfo> &table) {
-  table["softmax"] = softmaxRule(false);
-  table["log_softmax"] = softmaxRule(true);
-  table["layer_norm"] = normRule(true);
-  table["rms_norm"] = normRule(false);
-  table["batch_norm_train"] = batchNormTrainRule();
-  table["var"] = varianceRule(false);
-  table["std"] = varianceRule(true);
+void addCompositeDerivatives(std::map<Op, DerivativeInfo> &table) {
+  table[Op::Softmax] = softmaxRule(false);
+  table[Op::LogSoftmax] = softmaxRule(true);
+  table[Op::LayerNorm] = normRule(true);
+  table[Op::RmsNorm] = normRule(false);
+  table[Op::BatchNormTrain] = batchNormTrainRule();
+  table[Op::Var] = varianceRule(false);
+  table[Op::Std] = varianceRule(true);
 }
 
 } // namespace dynafuse

@@ -33,7 +33,7 @@ SymExpr reducedCount(const Node &node, const std::vector<int64_t> &dims) {
 Operand countOperand(Graph &graph, const Node &node, const SymExpr &count) {
   if (count.isConstant())
     return Scalar::ofFloat(double(count.constant()));
-  return emit(graph, node, "full", {},
+  return emit(graph, node, Op::Full, {},
               {{"shape", std::vector<int64_t>{}},
                {"value", count},
                {"dtype", DType::F32}});
@@ -44,12 +44,11 @@ Operand countOperand(Graph &graph, const Node &node, const SymExpr &count) {
 /// bf16/f16 sum to f32 where eager keeps the input's dtype.
 Value *divideByCount(Graph &graph, const Node &node, Value *sum,
                      const Operand &count) {
-  Value *quotient = emit(graph, node, "div", {sum, count});
+  Value *quotient = emit(graph, node, Op::Div, {sum, count});
   if (quotient->type.dtype == sum->type.dtype ||
       !isFloating(sum->type.dtype))
     return quotient;
-  return emit(graph, node, "cast", {quotient},
-              {{"dtype", sum->type.dtype}});
+  return emit(graph, node, Op::Cast, {quotient}, {{"dtype", sum->type.dtype}});
 }
 
 Attribute dimsAttr(const std::vector<int64_t> &dims) { return dims; }
@@ -58,13 +57,13 @@ Attribute dimsAttr(const std::vector<int64_t> &dims) { return dims; }
 Value *asFloat(Graph &graph, const Node &node, Value *value) {
   if (isFloating(value->type.dtype))
     return value;
-  return emit(graph, node, "cast", {value}, {{"dtype", DType::F32}});
+  return emit(graph, node, Op::Cast, {value}, {{"dtype", DType::F32}});
 }
 
 Value *meanOver(Graph &graph, const Node &node, Value *x,
                 const std::vector<int64_t> &dims, bool keepdim,
                 const SymExpr &count) {
-  Value *sum = emit(graph, node, "sum", {x},
+  Value *sum = emit(graph, node, Op::Sum, {x},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
   return divideByCount(graph, node, sum, countOperand(graph, node, count));
 }
@@ -74,12 +73,12 @@ Value *normalize(Graph &graph, const Node &node, Value *x,
                  const std::vector<int64_t> &dims, const SymExpr &count,
                  double eps) {
   Value *mean = meanOver(graph, node, x, dims, true, count);
-  Value *centered = emit(graph, node, "sub", {x, mean});
-  Value *square = emit(graph, node, "mul", {centered, centered});
+  Value *centered = emit(graph, node, Op::Sub, {x, mean});
+  Value *square = emit(graph, node, Op::Mul, {centered, centered});
   Value *variance = meanOver(graph, node, square, dims, true, count);
-  Value *shifted = emit(graph, node, "add", {variance, Scalar::ofFloat(eps)});
-  Value *scale = emit(graph, node, "rsqrt", {shifted});
-  return emit(graph, node, "mul", {centered, scale});
+  Value *shifted = emit(graph, node, Op::Add, {variance, Scalar::ofFloat(eps)});
+  Value *scale = emit(graph, node, Op::Rsqrt, {shifted});
+  return emit(graph, node, Op::Mul, {centered, scale});
 }
 
 /// ATen's norms compute in float for f16 and bf16 inputs (opmath) and
@@ -88,7 +87,7 @@ Value *inComputeType(Graph &graph, const Node &node, Value *x) {
   DType type = x->type.dtype;
   if (type != DType::F16 && type != DType::BF16)
     return x;
-  return emit(graph, node, "cast", {x}, {{"dtype", DType::F32}});
+  return emit(graph, node, Op::Cast, {x}, {{"dtype", DType::F32}});
 }
 
 /// y back in the dtype of the node's input (after inComputeType).
@@ -96,16 +95,16 @@ Value *inInputType(Graph &graph, const Node &node, Value *y) {
   DType type = operandType(node, 0).dtype;
   if (y->type.dtype == type)
     return y;
-  return emit(graph, node, "cast", {y}, {{"dtype", type}});
+  return emit(graph, node, Op::Cast, {y}, {{"dtype", type}});
 }
 
 /// Multiplies by weight and adds bias, each optional, broadcast as given.
 Value *affine(Graph &graph, const Node &node, Value *y, Value *weight,
               Value *bias) {
   if (weight)
-    y = emit(graph, node, "mul", {y, weight});
+    y = emit(graph, node, Op::Mul, {y, weight});
   if (bias)
-    y = emit(graph, node, "add", {y, bias});
+    y = emit(graph, node, Op::Add, {y, bias});
   return y;
 }
 
@@ -135,7 +134,7 @@ std::vector<Value *> decomposeMean(Graph &graph, const Node &node) {
   std::vector<int64_t> dims = dimsOf(node);
   Value *x = input(node, 0);
   if (const Attribute *dtype = node.attribute("dtype"))
-    x = emit(graph, node, "cast", {x}, {{"dtype", std::get<DType>(*dtype)}});
+    x = emit(graph, node, Op::Cast, {x}, {{"dtype", std::get<DType>(*dtype)}});
   return {meanOver(graph, node, x, dims, boolAttr(node, "keepdim", false),
                    reducedCount(node, dims))};
 }
@@ -148,9 +147,9 @@ std::vector<Value *> decomposeVariance(Graph &graph, const Node &node,
   SymExpr count = reducedCount(node, dims);
   Value *x = input(node, 0);
   Value *mean = meanOver(graph, node, x, dims, true, count);
-  Value *centered = emit(graph, node, "sub", {x, mean});
-  Value *square = emit(graph, node, "mul", {centered, centered});
-  Value *sum = emit(graph, node, "sum", {square},
+  Value *centered = emit(graph, node, Op::Sub, {x, mean});
+  Value *square = emit(graph, node, Op::Mul, {centered, centered});
+  Value *sum = emit(graph, node, Op::Sum, {square},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
   double correction = floatAttr(node, "correction", 1.0);
   Operand divisor = Scalar::ofFloat(0);
@@ -170,10 +169,12 @@ std::vector<Value *> decomposeVariance(Graph &graph, const Node &node,
   // sqrt of a zero variance is 0 with eager's gradient 0 (std_backward
   // masks it): sqrt's own, g / (2 * 0) times the variance's zero, is NaN.
   // The square root reads 1 there, and the result is 0.
-  Value *zero = emit(graph, node, "eq", {variance, Scalar::ofFloat(0.0)});
-  Value *safe = emit(graph, node, "where", {zero, Scalar::ofFloat(1.0), variance});
-  return {emit(graph, node, "where",
-               {zero, Scalar::ofFloat(0.0), emit(graph, node, "sqrt", {safe})})};
+  Value *zero = emit(graph, node, Op::Eq, {variance, Scalar::ofFloat(0.0)});
+  Value *safe =
+      emit(graph, node, Op::Where, {zero, Scalar::ofFloat(1.0), variance});
+  return {
+      emit(graph, node, Op::Where,
+           {zero, Scalar::ofFloat(0.0), emit(graph, node, Op::Sqrt, {safe})})};
 }
 
 std::vector<Value *> decomposeLogSumExp(Graph &graph, const Node &node) {
@@ -181,26 +182,27 @@ std::vector<Value *> decomposeLogSumExp(Graph &graph, const Node &node) {
   bool keepdim = boolAttr(node, "keepdim", false);
   Value *x = asFloat(graph, node, input(node, 0));
   if (reducedCount(node, dims) == SymExpr(0)) // log(0): -inf, as in eager
-    return {emit(graph, node, "log",
-                 {emit(graph, node, "sum", {emit(graph, node, "exp", {x})},
+    return {emit(graph, node, Op::Log,
+                 {emit(graph, node, Op::Sum, {emit(graph, node, Op::Exp, {x})},
                        {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}})})};
-  Value *max = emit(graph, node, "amax", {x},
+  Value *max = emit(graph, node, Op::Amax, {x},
                     {{"dims", dimsAttr(dims)}, {"keepdim", true}});
   // An infinite max would give inf - inf: shift by 0 there, as torch does.
-  Value *magnitude = emit(graph, node, "abs", {max});
+  Value *magnitude = emit(graph, node, Op::Abs, {max});
   Value *infinite =
-      emit(graph, node, "eq", {magnitude, Scalar::ofFloat(INFINITY)});
+      emit(graph, node, Op::Eq, {magnitude, Scalar::ofFloat(INFINITY)});
   Value *shift =
-      emit(graph, node, "where", {infinite, Scalar::ofFloat(0), max});
-  Value *exp = emit(graph, node, "exp", {emit(graph, node, "sub", {x, shift})});
-  Value *sum = emit(graph, node, "sum", {exp},
+      emit(graph, node, Op::Where, {infinite, Scalar::ofFloat(0), max});
+  Value *exp =
+      emit(graph, node, Op::Exp, {emit(graph, node, Op::Sub, {x, shift})});
+  Value *sum = emit(graph, node, Op::Sum, {exp},
                     {{"dims", dimsAttr(dims)}, {"keepdim", keepdim}});
-  Value *log = emit(graph, node, "log", {sum});
+  Value *log = emit(graph, node, Op::Log, {sum});
   if (!keepdim) {
-    shift = emit(graph, node, "reshape", {shift},
+    shift = emit(graph, node, Op::Reshape, {shift},
                  {{"shape", canonicalAttribute(log->type.sizes)}});
   }
-  return {emit(graph, node, "add", {log, shift})};
+  return {emit(graph, node, Op::Add, {log, shift})};
 }
 
 std::vector<Value *> decomposeNorm(Graph &graph, const Node &node) {
@@ -208,19 +210,20 @@ std::vector<Value *> decomposeNorm(Graph &graph, const Node &node) {
   std::map<std::string, Attribute> reduce = {
       {"dims", dimsAttr(dims)}, {"keepdim", boolAttr(node, "keepdim", false)}};
   double p = floatAttr(node, "p", 2.0);
-  Value *magnitude = emit(graph, node, "abs", {input(node, 0)});
+  Value *magnitude = emit(graph, node, Op::Abs, {input(node, 0)});
   if (std::isinf(p))
-    return {emit(graph, node, p > 0 ? "amax" : "amin", {magnitude}, reduce)};
+    return {
+        emit(graph, node, p > 0 ? Op::Amax : Op::Amin, {magnitude}, reduce)};
   if (p == 1.0)
-    return {emit(graph, node, "sum", {magnitude}, reduce)};
+    return {emit(graph, node, Op::Sum, {magnitude}, reduce)};
   if (p == 2.0) {
-    Value *square = emit(graph, node, "mul", {magnitude, magnitude});
-    return {emit(graph, node, "sqrt",
-                 {emit(graph, node, "sum", {square}, reduce)})};
+    Value *square = emit(graph, node, Op::Mul, {magnitude, magnitude});
+    return {emit(graph, node, Op::Sqrt,
+                 {emit(graph, node, Op::Sum, {square}, reduce)})};
   }
-  Value *powered = emit(graph, node, "pow", {magnitude, Scalar::ofFloat(p)});
-  Value *sum = emit(graph, node, "sum", {powered}, reduce);
-  return {emit(graph, node, "pow", {sum, Scalar::ofFloat(1.0 / p)})};
+  Value *powered = emit(graph, node, Op::Pow, {magnitude, Scalar::ofFloat(p)});
+  Value *sum = emit(graph, node, Op::Sum, {powered}, reduce);
+  return {emit(graph, node, Op::Pow, {sum, Scalar::ofFloat(1.0 / p)})};
 }
 
 /// softmax, or log_softmax (inLogSpace).
@@ -234,14 +237,15 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
   std::map<std::string, Attribute> reduce = {{"dims", dimsAttr(dims)},
                                              {"keepdim", true}};
   if (x->type.numel() == SymExpr(0)) // no elements: nothing to normalize
-    return {emit(graph, node, "full_like", {x}, {{"value", 0.0}})};
-  Value *max = emit(graph, node, "amax", {x}, reduce);
-  Value *shifted = emit(graph, node, "sub", {x, max});
-  Value *exp = emit(graph, node, "exp", {shifted});
-  Value *sum = emit(graph, node, "sum", {exp}, reduce);
+    return {emit(graph, node, Op::FullLike, {x}, {{"value", 0.0}})};
+  Value *max = emit(graph, node, Op::Amax, {x}, reduce);
+  Value *shifted = emit(graph, node, Op::Sub, {x, max});
+  Value *exp = emit(graph, node, Op::Exp, {shifted});
+  Value *sum = emit(graph, node, Op::Sum, {exp}, reduce);
   if (!inLogSpace)
-    return {emit(graph, node, "div", {exp, sum})};
-  return {emit(graph, node, "sub", {shifted, emit(graph, node, "log", {sum})})};
+    return {emit(graph, node, Op::Div, {exp, sum})};
+  return {
+      emit(graph, node, Op::Sub, {shifted, emit(graph, node, Op::Log, {sum})})};
 }
 
 /// ATen's rms_norm default eps: the epsilon of the type it computes in
@@ -289,7 +293,7 @@ std::vector<Value *> decomposeLayerNorm(Graph &graph, const Node &node) {
   // Eager adds a zero bias when there is none: a zero scaled by a negative
   // weight is +0.0 there, not -0.0.
   if (weight && !bias)
-    scaled = emit(graph, node, "add", {scaled, Scalar::ofFloat(0.0)});
+    scaled = emit(graph, node, Op::Add, {scaled, Scalar::ofFloat(0.0)});
   return {inInputType(graph, node, scaled)};
 }
 
@@ -298,15 +302,16 @@ std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
   size_t next = 1;
   Value *weight = optionalOperand(node, "has_weight", next);
   Value *x = inComputeType(graph, node, input(node, 0));
-  Value *square = emit(graph, node, "mul", {x, x});
+  Value *square = emit(graph, node, Op::Mul, {x, x});
   Value *mean =
       meanOver(graph, node, square, dims, true, reducedCount(node, dims));
   // eps=None: the epsilon of ATen's compute type.
   double eps = floatAttr(node, "eps", machineEpsilon(x->type.dtype));
-  Value *scale = emit(graph, node, "rsqrt",
-                      {emit(graph, node, "add", {mean, Scalar::ofFloat(eps)})});
+  Value *scale =
+      emit(graph, node, Op::Rsqrt,
+           {emit(graph, node, Op::Add, {mean, Scalar::ofFloat(eps)})});
   // ATen rounds the normalized input to its dtype before the weight.
-  Value *y = inInputType(graph, node, emit(graph, node, "mul", {x, scale}));
+  Value *y = inInputType(graph, node, emit(graph, node, Op::Mul, {x, scale}));
   return {affine(graph, node, y, weight, nullptr)};
 }
 
@@ -319,7 +324,7 @@ Value *perChannel(Graph &graph, const Node &node, Value *param) {
   if (!param->type.sizes[0].isConstant())
     opError(node, "needs static channel counts");
   shape[1] = param->type.sizes[0].constant();
-  return emit(graph, node, "reshape", {param}, {{"shape", shape}});
+  return emit(graph, node, Op::Reshape, {param}, {{"shape", shape}});
 }
 
 std::vector<Value *> decomposeGroupNorm(Graph &graph, const Node &node) {
@@ -337,12 +342,12 @@ std::vector<Value *> decomposeGroupNorm(Graph &graph, const Node &node) {
   for (size_t k = 1; k < shape.size(); ++k)
     perGroup *= shape[k];
   perGroup /= groups;
-  Value *grouped =
-      emit(graph, node, "reshape", {inComputeType(graph, node, input(node, 0))},
-           {{"shape", std::vector<int64_t>{shape[0], groups, perGroup}}});
+  Value *grouped = emit(
+      graph, node, Op::Reshape, {inComputeType(graph, node, input(node, 0))},
+      {{"shape", std::vector<int64_t>{shape[0], groups, perGroup}}});
   Value *y = normalize(graph, node, grouped, {2}, SymExpr(perGroup),
                        floatAttr(node, "eps", 1e-5));
-  y = emit(graph, node, "reshape", {y}, {{"shape", shape}});
+  y = emit(graph, node, Op::Reshape, {y}, {{"shape", shape}});
   size_t next = 1;
   Value *weight =
       perChannel(graph, node, optionalOperand(node, "has_weight", next));
@@ -360,11 +365,11 @@ std::vector<Value *> decomposeBatchNorm(Graph &graph, const Node &node) {
   Value *bias =
       perChannel(graph, node, optionalOperand(node, "has_bias", next));
   Value *shifted =
-      emit(graph, node, "add",
+      emit(graph, node, Op::Add,
            {variance, Scalar::ofFloat(floatAttr(node, "eps", 1e-5))});
-  Value *scale = emit(graph, node, "rsqrt", {shifted});
-  Value *centered = emit(graph, node, "sub", {input(node, 0), mean});
-  return {affine(graph, node, emit(graph, node, "mul", {centered, scale}),
+  Value *scale = emit(graph, node, Op::Rsqrt, {shifted});
+  Value *centered = emit(graph, node, Op::Sub, {input(node, 0), mean});
+  return {affine(graph, node, emit(graph, node, Op::Mul, {centered, scale}),
                  weight, bias)};
 }
 
@@ -378,23 +383,23 @@ std::vector<Value *> decomposeBatchNormTrain(Graph &graph, const Node &node) {
   SymExpr count = reducedCount(node, dims);
   Value *x = input(node, 0);
   Value *mean = meanOver(graph, node, x, dims, true, count);
-  Value *centered = emit(graph, node, "sub", {x, mean});
-  Value *variance = meanOver(graph, node,
-                             emit(graph, node, "mul", {centered, centered}),
-                             dims, true, count);
-  Value *scale = emit(graph, node, "rsqrt",
-                      {emit(graph, node, "add",
-                            {variance, Scalar::ofFloat(
-                                           floatAttr(node, "eps", 1e-5))})});
+  Value *centered = emit(graph, node, Op::Sub, {x, mean});
+  Value *variance =
+      meanOver(graph, node, emit(graph, node, Op::Mul, {centered, centered}),
+               dims, true, count);
+  Value *scale =
+      emit(graph, node, Op::Rsqrt,
+           {emit(graph, node, Op::Add,
+                 {variance, Scalar::ofFloat(floatAttr(node, "eps", 1e-5))})});
   size_t next = 1;
   Value *weight =
       perChannel(graph, node, optionalOperand(node, "has_weight", next));
   Value *bias =
       perChannel(graph, node, optionalOperand(node, "has_bias", next));
-  Value *y = affine(graph, node, emit(graph, node, "mul", {centered, scale}),
+  Value *y = affine(graph, node, emit(graph, node, Op::Mul, {centered, scale}),
                     weight, bias);
   auto channels = [&](Value *statistic) {
-    return emit(graph, node, "reshape", {statistic},
+    return emit(graph, node, Op::Reshape, {statistic},
                 {{"shape", std::vector<SymExpr>{type.sizes[1]}}});
   };
   return {y, channels(mean), channels(variance)};
@@ -411,17 +416,19 @@ Value *negativeLogLikelihood(Graph &graph, const Node &node, Value *logp,
     opError(node, "needs integer class targets with one dim fewer than the "
                   "scores (class probabilities are not supported)");
   int64_t classDim = scores.rank() == 1 ? 0 : 1;
-  Value *kept = emit(graph, node, "ne",
-                     {target, Scalar::ofInt(node.intAttr("ignore_index", -100))});
-  Value *safe = emit(graph, node, "where", {kept, target, Scalar::ofInt(0)});
+  Value *kept =
+      emit(graph, node, Op::Ne,
+           {target, Scalar::ofInt(node.intAttr("ignore_index", -100))});
+  Value *safe = emit(graph, node, Op::Where, {kept, target, Scalar::ofInt(0)});
   Value *picked = emit(
-      graph, node, "gather",
-      {logp, emit(graph, node, "unsqueeze", {safe}, {{"dim", classDim}})},
+      graph, node, Op::Gather,
+      {logp, emit(graph, node, Op::Unsqueeze, {safe}, {{"dim", classDim}})},
       {{"dim", classDim}});
-  picked = emit(graph, node, "squeeze", {picked},
+  picked = emit(graph, node, Op::Squeeze, {picked},
                 {{"dims", std::vector<int64_t>{classDim}}});
-  Value *loss = emit(graph, node, "where",
-                     {kept, emit(graph, node, "neg", {picked}), Scalar::ofFloat(0)});
+  Value *loss =
+      emit(graph, node, Op::Where,
+           {kept, emit(graph, node, Op::Neg, {picked}), Scalar::ofFloat(0)});
   std::string reduction = node.stringAttr("reduction", "mean");
   if (reduction == "none")
     return loss;
@@ -432,15 +439,15 @@ Value *negativeLogLikelihood(Graph &graph, const Node &node, Value *logp,
   for (size_t k = 0; k < loss->type.rank(); ++k)
     all.push_back(int64_t(k));
   auto total = [&](Value *value) {
-    return emit(graph, node, "sum", {value},
+    return emit(graph, node, Op::Sum, {value},
                 {{"dims", all}, {"keepdim", false}});
   };
   Value *sum = total(loss);
   if (reduction == "sum")
     return sum;
-  Value *count = total(
-      emit(graph, node, "cast", {kept}, {{"dtype", scores.dtype}}));
-  return emit(graph, node, "div", {sum, count});
+  Value *count =
+      total(emit(graph, node, Op::Cast, {kept}, {{"dtype", scores.dtype}}));
+  return emit(graph, node, Op::Div, {sum, count});
 }
 
 std::vector<Value *> decomposeNllLoss(Graph &graph, const Node &node) {
@@ -452,7 +459,7 @@ std::vector<Value *> decomposeCrossEntropy(Graph &graph, const Node &node) {
   Value *scores = input(node, 0);
   int64_t classDim = scores->type.rank() == 1 ? 0 : 1;
   Value *logp =
-      emit(graph, node, "log_softmax", {scores}, {{"dim", classDim}});
+      emit(graph, node, Op::LogSoftmax, {scores}, {{"dim", classDim}});
   return {negativeLogLikelihood(graph, node, logp, input(node, 1))};
 }
 
@@ -465,16 +472,16 @@ std::vector<Value *> decomposeLinear(Graph &graph, const Node &node) {
                   "is " + std::to_string(weightRank) + "-d");
   Value *weightT = weightRank < 2
                        ? input(node, 1)
-                       : emit(graph, node, "transpose", {input(node, 1)},
+                       : emit(graph, node, Op::Transpose, {input(node, 1)},
                               {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
   // weight_prepacked (the torch bridge's mark) passes to the product.
   std::map<std::string, Attribute> attributes;
   if (boolAttr(node, "weight_prepacked", false))
     attributes["weight_prepacked"] = true;
   Value *product =
-      emit(graph, node, "matmul", {input(node, 0), weightT}, attributes);
+      emit(graph, node, Op::Matmul, {input(node, 0), weightT}, attributes);
   if (node.operands.size() == 3)
-    product = emit(graph, node, "add", {product, input(node, 2)});
+    product = emit(graph, node, Op::Add, {product, input(node, 2)});
   return {product};
 }
 
@@ -483,8 +490,9 @@ std::vector<Value *> decomposeStack(Graph &graph, const Node &node) {
                              operandType(node, 0).rank() + 1);
   std::vector<Operand> pieces;
   for (const Operand &operand : node.operands)
-    pieces.push_back(emit(graph, node, "unsqueeze", {operand}, {{"dim", dim}}));
-  return {emit(graph, node, "cat", pieces, {{"dim", dim}})};
+    pieces.push_back(
+        emit(graph, node, Op::Unsqueeze, {operand}, {{"dim", dim}}));
+  return {emit(graph, node, Op::Cat, pieces, {{"dim", dim}})};
 }
 
 std::vector<Value *> decomposeDropout(Graph &, const Node &node) {
@@ -525,11 +533,10 @@ void requireFloatingInput(const Node &node) {
                       dtypeName(operandType(node, 0).dtype));
 }
 
-OpInfo composite(const std::string &name, int arity,
-                 std::vector<std::string> attributes, Decomposition decompose,
-                 bool floatingOnly = true) {
+OpInfo composite(Op name, int arity, std::vector<std::string> attributes,
+                 Decomposition decompose, bool floatingOnly = true) {
   OpInfo info;
-  info.name = name;
+  info.op = name;
   info.kind = OpKind::Composite;
   info.arity = arity;
   info.attributes = std::move(attributes);
@@ -555,50 +562,54 @@ std::vector<int64_t> batchNormDims(const Node &node) {
 }
 
 void addCompositeOps(std::vector<OpInfo> &table) {
-  table.push_back(
-      composite("mean", 1, {"dim", "dims", "keepdim", "dtype"}, decomposeMean));
-  table.push_back(composite("var", 1, {"dim", "dims", "keepdim", "correction"},
+  table.push_back(composite(Op::Mean, 1, {"dim", "dims", "keepdim", "dtype"},
+                            decomposeMean));
+  table.push_back(composite(Op::Var, 1,
+                            {"dim", "dims", "keepdim", "correction"},
                             [](Graph &graph, const Node &node) {
                               return decomposeVariance(graph, node, false);
                             }));
-  table.push_back(composite("std", 1, {"dim", "dims", "keepdim", "correction"},
+  table.push_back(composite(Op::Std, 1,
+                            {"dim", "dims", "keepdim", "correction"},
                             [](Graph &graph, const Node &node) {
                               return decomposeVariance(graph, node, true);
                             }));
-  table.push_back(composite("logsumexp", 1, {"dim", "dims", "keepdim"},
+  table.push_back(composite(Op::Logsumexp, 1, {"dim", "dims", "keepdim"},
                             decomposeLogSumExp, false));
   table.push_back(
-      composite("norm", 1, {"p", "dim", "dims", "keepdim"}, decomposeNorm));
+      composite(Op::Norm, 1, {"p", "dim", "dims", "keepdim"}, decomposeNorm));
   table.push_back(
-      composite("softmax", 1, {"dim"}, [](Graph &graph, const Node &node) {
+      composite(Op::Softmax, 1, {"dim"}, [](Graph &graph, const Node &node) {
         return decomposeSoftmax(graph, node, false);
       }));
   table.push_back(
-      composite("log_softmax", 1, {"dim"}, [](Graph &graph, const Node &node) {
+      composite(Op::LogSoftmax, 1, {"dim"}, [](Graph &graph, const Node &node) {
         return decomposeSoftmax(graph, node, true);
       }));
   table.push_back(composite(
-      "layer_norm", -1, {"normalized_shape", "eps", "has_weight", "has_bias"},
+      Op::LayerNorm, -1, {"normalized_shape", "eps", "has_weight", "has_bias"},
       decomposeLayerNorm));
-  table.push_back(composite("rms_norm", -1,
+  table.push_back(composite(Op::RmsNorm, -1,
                             {"normalized_shape", "eps", "has_weight"},
                             decomposeRmsNorm));
-  table.push_back(composite("group_norm", -1,
+  table.push_back(composite(Op::GroupNorm, -1,
                             {"num_groups", "eps", "has_weight", "has_bias"},
                             decomposeGroupNorm));
-  table.push_back(composite("batch_norm", -1, {"eps", "has_weight", "has_bias"},
+  table.push_back(composite(Op::BatchNorm, -1,
+                            {"eps", "has_weight", "has_bias"},
                             decomposeBatchNorm));
-  table.push_back(composite("batch_norm_train", -1,
+  table.push_back(composite(Op::BatchNormTrain, -1,
                             {"eps", "has_weight", "has_bias"},
                             decomposeBatchNormTrain));
-  table.push_back(composite("nll_loss", 2, {"ignore_index", "reduction"},
+  table.push_back(composite(Op::NllLoss, 2, {"ignore_index", "reduction"},
                             decomposeNllLoss));
-  table.push_back(composite("cross_entropy", 2, {"ignore_index", "reduction"},
+  table.push_back(composite(Op::CrossEntropy, 2, {"ignore_index", "reduction"},
                             decomposeCrossEntropy));
-  table.push_back(composite("linear", -1, {"weight_prepacked"}, decomposeLinear));
-  table.push_back(composite("stack", -1, {"dim"}, decomposeStack, false));
   table.push_back(
-      composite("dropout", 1, {"p", "training"}, decomposeDropout, false));
+      composite(Op::Linear, -1, {"weight_prepacked"}, decomposeLinear));
+  table.push_back(composite(Op::Stack, -1, {"dim"}, decomposeStack, false));
+  table.push_back(
+      composite(Op::Dropout, 1, {"p", "training"}, decomposeDropout, false));
 }
 
 } // namespace dynafuse

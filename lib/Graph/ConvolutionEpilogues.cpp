@@ -33,10 +33,9 @@ double convolutionFlops(int64_t weightElements, int64_t batch,
   return flops;
 }
 
-bool isPostOpActivation(const std::string &op) {
-  static const std::set<std::string> names = {"relu", "hardtanh", "silu",
-                                              "hardswish", "sigmoid"};
-  return names.count(op) > 0;
+bool isPostOpActivation(Op op) {
+  return op == Op::Relu || op == Op::Hardtanh || op == Op::Silu ||
+         op == Op::Hardswish || op == Op::Sigmoid;
 }
 
 namespace {
@@ -64,7 +63,7 @@ Readers readersOf(const Graph &graph) {
 /// Whether the runtime runs conv through oneDNN with its weight prepacked
 /// (TorchPrepackedWeights.cpp decides the same at run time).
 bool runsPrepacked(const Node &conv) {
-  if (conv.op != "conv2d" || !boolAttr(conv, "weight_prepacked", false) ||
+  if (conv.op != Op::Conv2d || !boolAttr(conv, "weight_prepacked", false) ||
       conv.operands.size() < 2 || !conv.operands[1].isValue() ||
       conv.results.size() != 1)
     return false;
@@ -94,7 +93,7 @@ bool runsPrepacked(const Node &conv) {
 
 /// An eval batch norm of conv's result whose four tensors are graph inputs.
 bool foldableBatchNorm(const Node &norm, const Value *convResult) {
-  if (norm.op != "batch_norm" || norm.operands.size() != 5 ||
+  if (norm.op != Op::BatchNorm || norm.operands.size() != 5 ||
       !boolAttr(norm, "has_weight", false) ||
       !boolAttr(norm, "has_bias", false) || norm.results.size() != 1 ||
       norm.operands[0].value != convResult)
@@ -117,7 +116,7 @@ bool foldableActivation(const Node &node, const Value *normResult) {
 /// The operand an add of `normResult` and another value of its type adds
 /// (a residual), or null.
 Value *residualOf(const Node &add, const Value *normResult) {
-  if (add.op != "add" || add.operands.size() != 2 ||
+  if (add.op != Op::Add || add.operands.size() != 2 ||
       !add.attributes.empty() || add.results.size() != 1 ||
       !add.operands[0].isValue() || !add.operands[1].isValue())
     return nullptr;
@@ -158,7 +157,7 @@ bool fuseConvolutionEpilogues(Graph &graph) {
                (residual = residualOf(*next, normResult))) {
       add = next;
       Value *sum = add->results[0];
-      if (readers.count[sum] == 1 && readers.reader[sum]->op == "relu" &&
+      if (readers.count[sum] == 1 && readers.reader[sum]->op == Op::Relu &&
           foldableActivation(*readers.reader[sum], sum))
         activation = readers.reader[sum];
     }
@@ -171,8 +170,8 @@ bool fuseConvolutionEpilogues(Graph &graph) {
                                  ? norm->attributes.at("eps")
                                  : Attribute(1e-5);
     conv.attributes["activation"] =
-        std::string(activation ? activation->op : "none");
-    if (activation && activation->op == "hardtanh") {
+        activation ? opName(activation->op) : std::string("none");
+    if (activation && activation->op == Op::Hardtanh) {
       conv.attributes["min_val"] = floatAttr(*activation, "min_val", -1.0);
       conv.attributes["max_val"] = floatAttr(*activation, "max_val", 1.0);
     }
@@ -184,8 +183,8 @@ bool fuseConvolutionEpilogues(Graph &graph) {
       placeOf[&conv] = activation ? activation : add;
       folded.insert(add);
     }
-    conv.op = "conv2d_bn";
-    conv.info = lookupOp("conv2d_bn");
+    conv.op = Op::Conv2dBn;
+    conv.info = lookupOp(Op::Conv2dBn);
     result->type = type;
     result->producer = &conv;
     conv.results = {result};

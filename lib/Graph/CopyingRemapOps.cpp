@@ -120,11 +120,11 @@ Index remapRepeat(const Node &node, size_t, const Index &index) {
 } // namespace
 
 void addCopyingRemapOps(std::vector<OpInfo> &table) {
-  table.push_back(remapView("flip", {"dims"}, inferFlip, remapFlip, nullptr));
+  table.push_back(remapView(Op::Flip, {"dims"}, inferFlip, remapFlip, nullptr));
   table.push_back(
-      remapView("roll", {"shifts", "dims"}, inferRoll, remapRoll, nullptr));
+      remapView(Op::Roll, {"shifts", "dims"}, inferRoll, remapRoll, nullptr));
   table.push_back(
-      remapView("repeat", {"repeats"}, inferRepeat, remapRepeat, nullptr));
+      remapView(Op::Repeat, {"repeats"}, inferRepeat, remapRepeat, nullptr));
 }
 
 } // namespace dynafuse

@@ -152,9 +152,8 @@ std::vector<TensorType> inferFullLike(const Node &node) {
   return {result};
 }
 
-OpInfo dataMovement(const std::string &name, int arity,
-                    std::vector<std::string> attributes, ShapeRule infer,
-                    ViewForm form, int indexedOperand = -1) {
+OpInfo dataMovement(Op name, int arity, std::vector<std::string> attributes,
+                    ShapeRule infer, ViewForm form, int indexedOperand = -1) {
   OpInfo info = shapedOp(name, OpKind::View, arity, std::move(attributes),
                          std::move(infer));
   ViewRule rule;
@@ -185,30 +184,32 @@ std::vector<TensorType> inferUniform(const Node &node) {
 } // namespace
 
 void addDataMovementOps(std::vector<OpInfo> &table) {
-  table.push_back(dataMovement("uniform", 1, {"shape", "dtype", "offset"},
+  table.push_back(dataMovement(Op::Uniform, 1, {"shape", "dtype", "offset"},
                                inferUniform, ViewForm::Random));
-  table.push_back(dataMovement("tril", 1, {"diagonal"}, inferTriangle,
+  table.push_back(dataMovement(Op::Tril, 1, {"diagonal"}, inferTriangle,
                                ViewForm::LowerTriangle));
-  table.push_back(dataMovement("triu", 1, {"diagonal"}, inferTriangle,
+  table.push_back(dataMovement(Op::Triu, 1, {"diagonal"}, inferTriangle,
                                ViewForm::UpperTriangle));
   table.push_back(
-      dataMovement("pad", 1, {"pad", "value"}, inferPad, ViewForm::Pad));
-  table.push_back(dataMovement("cat", -1, {"dim"}, inferCat, ViewForm::Concat));
+      dataMovement(Op::Pad, 1, {"pad", "value"}, inferPad, ViewForm::Pad));
+  table.push_back(
+      dataMovement(Op::Cat, -1, {"dim"}, inferCat, ViewForm::Concat));
   // gather and index_select read operand 0 at loaded indices, embedding
   // (torch's argument order: indices, weight) operand 1.
-  table.push_back(dataMovement("index_select", 2, {"dim"}, inferIndexSelect,
+  table.push_back(dataMovement(Op::IndexSelect, 2, {"dim"}, inferIndexSelect,
                                ViewForm::IndexSelect, 0));
-  table.push_back(dataMovement("gather", 2, {"dim"}, inferGather,
-                               ViewForm::Gather, 0));
+  table.push_back(
+      dataMovement(Op::Gather, 2, {"dim"}, inferGather, ViewForm::Gather, 0));
   // padding_idx changes only the backward (no gradient for that row).
-  table.push_back(dataMovement("embedding", 2, {"padding_idx"}, inferEmbedding,
-                               ViewForm::Embedding, 1));
-  table.push_back(dataMovement("arange", 0,
+  table.push_back(dataMovement(Op::Embedding, 2, {"padding_idx"},
+                               inferEmbedding, ViewForm::Embedding, 1));
+  table.push_back(dataMovement(Op::Arange, 0,
                                {"start", "end", "step", "dtype", "device"},
                                inferArange, ViewForm::Arange));
-  table.push_back(dataMovement("full", 0, {"shape", "value", "dtype", "device"},
-                               inferFull, ViewForm::Fill));
-  table.push_back(dataMovement("full_like", 1, {"value", "dtype"},
+  table.push_back(dataMovement(Op::Full, 0,
+                               {"shape", "value", "dtype", "device"}, inferFull,
+                               ViewForm::Fill));
+  table.push_back(dataMovement(Op::FullLike, 1, {"value", "dtype"},
                                inferFullLike, ViewForm::Fill));
 }
 

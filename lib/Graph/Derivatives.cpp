@@ -6,8 +6,8 @@
 namespace dynafuse {
 namespace {
 
-std::map<std::string, DerivativeInfo> buildTable() {
-  std::map<std::string, DerivativeInfo> table;
+std::map<Op, DerivativeInfo> buildTable() {
+  std::map<Op, DerivativeInfo> table;
   addPointwiseDerivatives(table);
   addReductionDerivatives(table);
   addViewDerivatives(table);
@@ -15,36 +15,36 @@ std::map<std::string, DerivativeInfo> buildTable() {
   addCompositeDerivatives(table);
   // Other composites differentiate through their decompositions, which use
   // only ops with rules (checked by the unit tests over each one).
-  for (const char *composite :
-       {"linear", "mean", "logsumexp", "stack", "nll_loss",
-        "cross_entropy", "batch_norm", "group_norm"}) {
+  for (Op composite :
+       {Op::Linear, Op::Mean, Op::Logsumexp, Op::Stack, Op::NllLoss,
+        Op::CrossEntropy, Op::BatchNorm, Op::GroupNorm}) {
     DerivativeInfo info;
     info.kind = DerivativeInfo::Kind::Decomposed;
     table[composite] = info;
   }
   DerivativeInfo none;
   none.kind = DerivativeInfo::Kind::NonDifferentiable;
-  for (const char *op :
-       {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-        "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
-        "bitwise_xor", "bitwise_not", "argmax", "argmin", "any", "all",
-        "arange", "full", "full_like", "detach", "uniform"})
+  for (Op op : {Op::Eq,         Op::Ne,         Op::Lt,         Op::Le,
+                Op::Gt,         Op::Ge,         Op::LogicalAnd, Op::LogicalOr,
+                Op::LogicalXor, Op::LogicalNot, Op::BitwiseAnd, Op::BitwiseOr,
+                Op::BitwiseXor, Op::BitwiseNot, Op::Argmax,     Op::Argmin,
+                Op::Any,        Op::All,        Op::Arange,     Op::Full,
+                Op::FullLike,   Op::Detach,     Op::Uniform})
     table[op] = none;
   return table;
 }
 
 } // namespace
 
-const DerivativeInfo *derivativeOf(const std::string &op) {
-  static const auto *table =
-      new std::map<std::string, DerivativeInfo>(buildTable());
+const DerivativeInfo *derivativeOf(Op op) {
+  static const auto *table = new std::map<Op, DerivativeInfo>(buildTable());
   auto found = table->find(op);
   return found == table->end() ? nullptr : &found->second;
 }
 
 bool isDifferentiable(DType dtype) { return isFloating(dtype); }
 
-Value *GradBuilder::emit(const std::string &op, std::vector<Operand> operands,
+Value *GradBuilder::emit(Op op, std::vector<Operand> operands,
                          std::map<std::string, Attribute> attributes) {
   return graph.addNode(op, std::move(operands), std::move(attributes), location)
       ->result();
@@ -52,16 +52,16 @@ Value *GradBuilder::emit(const std::string &op, std::vector<Operand> operands,
 
 Value *GradBuilder::placeAlong(Value *g, Value *index, const TensorType &x,
                                size_t dim) {
-  Value *positions = emit("arange", {},
+  Value *positions = emit(Op::Arange, {},
                           {{"start", int64_t(0)},
                            {"end", x.sizes[dim]},
                            {"dtype", index->type.dtype},
                            {"device", x.device}});
   std::vector<SymExpr> along(x.rank(), SymExpr(1));
   along[dim] = x.sizes[dim];
-  positions = emit("reshape", {positions}, {{"shape", along}});
-  Value *hit = emit("eq", {positions, index});
-  return emit("where", {hit, g, Scalar::ofFloat(0)});
+  positions = emit(Op::Reshape, {positions}, {{"shape", along}});
+  Value *hit = emit(Op::Eq, {positions, index});
+  return emit(Op::Where, {hit, g, Scalar::ofFloat(0)});
 }
 
 Value *GradBuilder::sumTo(Value *g, const TensorType &type) {
@@ -74,15 +74,15 @@ Value *GradBuilder::sumTo(Value *g, const TensorType &type) {
   for (size_t k = 0; k < gradRank - rank; ++k)
     leading.push_back(int64_t(k));
   if (!leading.empty())
-    g = emit("sum", {g}, {{"dims", leading}, {"keepdim", false}});
+    g = emit(Op::Sum, {g}, {{"dims", leading}, {"keepdim", false}});
   std::vector<int64_t> broadcast;
   for (size_t k = 0; k < rank; ++k)
     if (type.sizes[k] == SymExpr(1) && !(g->type.sizes[k] == SymExpr(1)))
       broadcast.push_back(int64_t(k));
   if (!broadcast.empty())
-    g = emit("sum", {g}, {{"dims", broadcast}, {"keepdim", true}});
+    g = emit(Op::Sum, {g}, {{"dims", broadcast}, {"keepdim", true}});
   if (g->type.dtype != type.dtype)
-    g = emit("cast", {g}, {{"dtype", type.dtype}});
+    g = emit(Op::Cast, {g}, {{"dtype", type.dtype}});
   return g;
 }
 
@@ -93,15 +93,15 @@ Value *GradBuilder::expandReduced(Value *g, const TensorType &x,
     std::vector<SymExpr> kept = x.sizes;
     for (int64_t dim : dims)
       kept[size_t(dim)] = SymExpr(1);
-    g = emit("reshape", {g}, {{"shape", kept}});
+    g = emit(Op::Reshape, {g}, {{"shape", kept}});
   }
   if (g->type.sizes != x.sizes)
-    g = emit("expand", {g}, {{"shape", x.sizes}});
+    g = emit(Op::Expand, {g}, {{"shape", x.sizes}});
   return g;
 }
 
 Value *GradBuilder::zerosLike(const TensorType &type) {
-  Value *zeros = emit("full", {},
+  Value *zeros = emit(Op::Full, {},
                       {{"shape", type.sizes},
                        {"value", 0.0},
                        {"dtype", type.dtype},

@@ -20,7 +20,7 @@ using Grads = std::vector<Value *>;
 /// The last two dims of x swapped.
 Value *transposed(GradBuilder &b, Value *x) {
   int64_t rank = int64_t(x->type.rank());
-  return b.emit("transpose", {x}, {{"dim0", rank - 2}, {"dim1", rank - 1}});
+  return b.emit(Op::Transpose, {x}, {{"dim0", rank - 2}, {"dim1", rank - 1}});
 }
 
 /// x with every dim but the last merged: [prod(leading), last].
@@ -31,7 +31,7 @@ Value *asMatrix(GradBuilder &b, Value *x) {
   for (size_t k = 0; k + 1 < x->type.rank(); ++k)
     rows = rows * x->type.sizes[k];
   std::vector<SymExpr> shape = {rows, x->type.sizes.back()};
-  return b.emit("reshape", {x}, {{"shape", shape}});
+  return b.emit(Op::Reshape, {x}, {{"shape", shape}});
 }
 
 bool wants(const Node &node, size_t i) {
@@ -46,57 +46,58 @@ std::pair<Value *, Value *> productGradients(GradBuilder &b, Value *g,
   size_t ra = a->type.rank(), rb = c->type.rank();
   Value *ga = nullptr, *gb = nullptr;
   auto unsqueeze = [&](Value *x, int64_t dim) {
-    return b.emit("unsqueeze", {x}, {{"dim", dim}});
+    return b.emit(Op::Unsqueeze, {x}, {{"dim", dim}});
   };
   auto squeezeLast = [&](Value *x) {
     int64_t last = int64_t(x->type.rank()) - 1;
-    return b.emit("squeeze", {x}, {{"dims", std::vector<int64_t>{last}}});
+    return b.emit(Op::Squeeze, {x}, {{"dims", std::vector<int64_t>{last}}});
   };
   if (ra == 1 && rb == 1) { // a dot product
     if (wantA)
-      ga = b.emit("mul", {g, c});
+      ga = b.emit(Op::Mul, {g, c});
     if (wantB)
-      gb = b.emit("mul", {g, a});
+      gb = b.emit(Op::Mul, {g, a});
     return {ga, gb};
   }
   if (ra == 1) { // a [K] @ b [..., K, N] = [..., N]
     Value *column = unsqueeze(g, int64_t(g->type.rank())); // [..., N, 1]
     if (wantA)
-      ga = b.sumTo(squeezeLast(b.emit("matmul", {c, column})), a->type);
+      ga = b.sumTo(squeezeLast(b.emit(Op::Matmul, {c, column})), a->type);
     if (wantB)
-      gb = b.sumTo(b.emit("mul", {unsqueeze(a, 1), // [K, 1] * [..., 1, N]
-                                  unsqueeze(g, int64_t(g->type.rank()) - 1)}),
+      gb = b.sumTo(b.emit(Op::Mul, {unsqueeze(a, 1), // [K, 1] * [..., 1, N]
+                                    unsqueeze(g, int64_t(g->type.rank()) - 1)}),
                    c->type);
     return {ga, gb};
   }
   if (rb == 1) { // a [..., M, K] @ b [K] = [..., M]
     Value *column = unsqueeze(g, int64_t(g->type.rank())); // [..., M, 1]
     if (wantA)
-      ga = b.sumTo(b.emit("mul", {column, c}), a->type);
+      ga = b.sumTo(b.emit(Op::Mul, {column, c}), a->type);
     if (wantB) {
       Value *rows = asMatrix(b, a);                       // [M', K]
-      Value *flat = b.emit(
-          "reshape", {g}, {{"shape", std::vector<SymExpr>{rows->type.sizes[0]}}});
-      gb = b.emit("matmul", {transposed(b, rows), flat}); // [K]
+      Value *flat =
+          b.emit(Op::Reshape, {g},
+                 {{"shape", std::vector<SymExpr>{rows->type.sizes[0]}}});
+      gb = b.emit(Op::Matmul, {transposed(b, rows), flat}); // [K]
     }
     return {ga, gb};
   }
   if (wantA)
-    ga = b.sumTo(b.emit("matmul", {g, transposed(b, c)}), a->type);
+    ga = b.sumTo(b.emit(Op::Matmul, {g, transposed(b, c)}), a->type);
   if (wantB) {
     if (rb == 2) // A's batch dims fold into the GEMM's rows
-      gb = b.sumTo(b.emit("mm", {transposed(b, asMatrix(b, a)), asMatrix(b, g)}),
-                   c->type);
+      gb = b.sumTo(
+          b.emit(Op::Mm, {transposed(b, asMatrix(b, a)), asMatrix(b, g)}),
+          c->type);
     else
-      gb = b.sumTo(b.emit("matmul", {transposed(b, a), g}), c->type);
+      gb = b.sumTo(b.emit(Op::Matmul, {transposed(b, a), g}), c->type);
   }
   return {ga, gb};
 }
 
-DerivativeInfo productRule(const char *op) {
+DerivativeInfo productRule() {
   DerivativeInfo info;
-  info.rule = [op = std::string(op)](GradBuilder &b, const Node &node,
-                                     const Grads &grads) {
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(node.operands.size(), nullptr);
     if (!grads[0])
       return result;
@@ -106,9 +107,11 @@ DerivativeInfo productRule(const char *op) {
     double alpha = floatAttr(node, "alpha", 1.0);
     Value *g = grads[0];
     if (first == 1 && wants(node, 0))
-      result[0] = b.sumTo(beta == 1 ? g : b.emit("mul", {g, Scalar::ofFloat(beta)}),
-                          node.operands[0].value->type);
-    Value *scaled = alpha == 1 ? g : b.emit("mul", {g, Scalar::ofFloat(alpha)});
+      result[0] =
+          b.sumTo(beta == 1 ? g : b.emit(Op::Mul, {g, Scalar::ofFloat(beta)}),
+                  node.operands[0].value->type);
+    Value *scaled =
+        alpha == 1 ? g : b.emit(Op::Mul, {g, Scalar::ofFloat(alpha)});
     auto [ga, gb] = productGradients(b, scaled, node.operands[first].value,
                                      node.operands[first + 1].value,
                                      wants(node, first), wants(node, first + 1));
@@ -139,7 +142,7 @@ DerivativeInfo convolutionRule() {
       if (const Attribute *value = node.attribute(name))
         attributes[name] = *value;
     Node *backward = b.graph.addNode(
-        "conv_backward",
+        Op::ConvBackward,
         {grads[0], node.operands[0].value, node.operands[1].value},
         std::move(attributes), node.location);
     size_t next = 0;
@@ -154,7 +157,7 @@ DerivativeInfo convolutionRule() {
 /// A pool's input gradient: its ATen backward kernel on (g, x), with the
 /// forward's attributes; max_pool2d_with_indices (what capture emits for a
 /// pool whose input requires grad) also passes its saved indices.
-DerivativeInfo poolRule(const char *backwardOp, bool savedIndices = false) {
+DerivativeInfo poolRule(Op backwardOp, bool savedIndices = false) {
   DerivativeInfo info;
   info.rule = [backwardOp, savedIndices](GradBuilder &b, const Node &node,
                                          const Grads &grads) {
@@ -186,7 +189,7 @@ DerivativeInfo flashAttentionRule() {
                                      node.results[0], node.results[1]};
     if (node.operands.size() > 3)
       operands.push_back(node.operands[3]);
-    Node *backward = b.graph.addNode("sdpa_flash_backward", operands,
+    Node *backward = b.graph.addNode(Op::SdpaFlashBackward, operands,
                                      node.attributes, node.location);
     for (size_t i = 0; i < 3; ++i)
       result[i] = backward->results[i];
@@ -197,17 +200,17 @@ DerivativeInfo flashAttentionRule() {
 
 } // namespace
 
-void addExternDerivatives(std::map<std::string, DerivativeInfo> &table) {
-  for (const char *op : {"mm", "bmm", "matmul", "addmm", "baddbmm"})
-    table[op] = productRule(op);
-  table["conv1d"] = convolutionRule();
-  table["conv2d"] = convolutionRule();
-  table["max_pool2d"] = poolRule("max_pool2d_backward");
-  table["max_pool2d_with_indices"] =
-      poolRule("max_pool2d_backward", /*savedIndices=*/true);
-  table["sdpa_flash"] = flashAttentionRule();
-  table["avg_pool2d"] = poolRule("avg_pool2d_backward");
-  table["adaptive_avg_pool2d"] = poolRule("adaptive_avg_pool2d_backward");
+void addExternDerivatives(std::map<Op, DerivativeInfo> &table) {
+  for (Op op : {Op::Mm, Op::Bmm, Op::Matmul, Op::Addmm, Op::Baddbmm})
+    table[op] = productRule();
+  table[Op::Conv1d] = convolutionRule();
+  table[Op::Conv2d] = convolutionRule();
+  table[Op::MaxPool2d] = poolRule(Op::MaxPool2dBackward);
+  table[Op::MaxPool2dWithIndices] =
+      poolRule(Op::MaxPool2dBackward, /*savedIndices=*/true);
+  table[Op::SdpaFlash] = flashAttentionRule();
+  table[Op::AvgPool2d] = poolRule(Op::AvgPool2dBackward);
+  table[Op::AdaptiveAvgPool2d] = poolRule(Op::AdaptiveAvgPool2dBackward);
 }
 
 } // namespace dynafuse

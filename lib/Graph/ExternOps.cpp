@@ -80,8 +80,7 @@ std::vector<TensorType> inferMatmul(const Node &node) {
 
 /// addmm / baddbmm: bias + product (mm / bmm); the bias broadcasts to the
 /// product.
-std::vector<TensorType> inferBiasedProduct(const Node &node,
-                                           const std::string &productOp,
+std::vector<TensorType> inferBiasedProduct(const Node &node, Op productOp,
                                            const ShapeRule &inferProduct) {
   requireFloat(node);
   Node product;
@@ -169,9 +168,11 @@ std::vector<TensorType> inferConvBatchNorm(const Node &node) {
                   "norm's mean, variance, weight and bias, and a residual "
                   "if residual");
   std::string activation = node.stringAttr("activation", "none");
-  if (activation != "none" && !isPostOpActivation(activation))
+  std::optional<Op> activationOp = findOp(activation);
+  if (activation != "none" &&
+      !(activationOp && isPostOpActivation(*activationOp)))
     opError(node, "unknown activation '" + activation + "'");
-  if (residual && activation != "none" && activation != "relu")
+  if (residual && activation != "none" && activationOp != Op::Relu)
     opError(node, "a residual takes relu or no activation after it, not " +
                       activation);
   floatAttr(node, "eps", 1e-5); // checks its type
@@ -259,7 +260,7 @@ bool poolsToOnePixel(const Node &node) {
 std::vector<Value *> meanOfPixels(Graph &graph, const Node &node) {
   int64_t rank = int64_t(operandType(node, 0).rank());
   return graph
-      .addNode("mean", {node.operands[0]},
+      .addNode(Op::Mean, {node.operands[0]},
                {{"dims", std::vector<int64_t>{rank - 2, rank - 1}},
                 {"keepdim", true}},
                node.location)
@@ -314,9 +315,9 @@ std::vector<TensorType> inferPoolWithIndices(const Node &node) {
 /// recomputes them.
 std::vector<TensorType> inferPoolBackward(const Node &node) {
   if (node.operands.size() != 2 &&
-      !(node.op == "max_pool2d_backward" && node.operands.size() == 3))
+      !(node.op == Op::MaxPool2dBackward && node.operands.size() == 3))
     opError(node, "takes the gradient and the input" +
-                      std::string(node.op == "max_pool2d_backward"
+                      std::string(node.op == Op::MaxPool2dBackward
                                       ? " (and optionally the indices)"
                                       : ""));
   for (size_t i = 0; i < 2; ++i)
@@ -443,8 +444,8 @@ std::vector<TensorType> inferTorchCall(const Node &node) {
   return types;
 }
 
-OpInfo externOp(const std::string &name, int arity,
-                std::vector<std::string> attributes, ShapeRule infer) {
+OpInfo externOp(Op name, int arity, std::vector<std::string> attributes,
+                ShapeRule infer) {
   return shapedOp(name, OpKind::Extern, arity, std::move(attributes),
                   std::move(infer));
 }
@@ -479,19 +480,19 @@ void addExternOps(std::vector<OpInfo> &table) {
   const std::vector<std::string> avgPoolAttributes = {
       "kernel_size", "stride",          "padding",
       "ceil_mode",   "count_include_pad", "divisor_override"};
-  table.push_back(externOp("mm", 2, {}, inferMm));
-  table.push_back(externOp("bmm", 2, {}, inferBmm));
+  table.push_back(externOp(Op::Mm, 2, {}, inferMm));
+  table.push_back(externOp(Op::Bmm, 2, {}, inferBmm));
   // matmul's and addmm's weight_prepacked (a linear layer's weight, a
   // graph input, in an inference graph): the torch bridge may keep the
   // weight packed for MKL's sgemm, once per parameter version.
-  table.push_back(externOp("matmul", 2, {"weight_prepacked"}, inferMatmul));
-  table.push_back(externOp("addmm", 3, {"beta", "alpha", "weight_prepacked"},
-                           [](const Node &n) {
-    return inferBiasedProduct(n, "mm", inferMm);
-  }));
-  table.push_back(externOp("baddbmm", 3, {"beta", "alpha"}, [](const Node &n) {
-    return inferBiasedProduct(n, "bmm", inferBmm);
-  }));
+  table.push_back(externOp(Op::Matmul, 2, {"weight_prepacked"}, inferMatmul));
+  table.push_back(externOp(
+      Op::Addmm, 3, {"beta", "alpha", "weight_prepacked"},
+      [](const Node &n) { return inferBiasedProduct(n, Op::Mm, inferMm); }));
+  table.push_back(
+      externOp(Op::Baddbmm, 3, {"beta", "alpha"}, [](const Node &n) {
+        return inferBiasedProduct(n, Op::Bmm, inferBmm);
+      }));
   std::vector<OpInfo> layoutKeeping;
   // conv2d's weight_prepacked (set by the torch bridge on inference graphs
   // whose weight is a parameter): the runtime may keep the weight reordered
@@ -501,58 +502,61 @@ void addExternOps(std::vector<OpInfo> &table) {
                                            "groups"};
     if (spatial == 2)
       attributes.push_back("weight_prepacked");
-    layoutKeeping.push_back(externOp(
-        "conv" + std::to_string(spatial) + "d", -1, std::move(attributes),
-        [spatial](const Node &node) { return inferConvolution(node, spatial); }));
+    layoutKeeping.push_back(externOp(spatial == 1 ? Op::Conv1d : Op::Conv2d, -1,
+                                     std::move(attributes),
+                                     [spatial](const Node &node) {
+                                       return inferConvolution(node, spatial);
+                                     }));
   }
   layoutKeeping.back().startsChannelsLast = true;
   // A prepacked convolution with its batch norm and activation folded in
   // (fuse-conv-epilogues, inference only).
   layoutKeeping.push_back(externOp(
-      "conv2d_bn", -1,
+      Op::Conv2dBn, -1,
       {"stride", "padding", "dilation", "groups", "weight_prepacked", "eps",
        "has_bias", "activation", "min_val", "max_val", "residual"},
       inferConvBatchNorm));
   layoutKeeping.back().startsChannelsLast = true;
   layoutKeeping.push_back(
-      externOp("max_pool2d", 1, maxPoolAttributes, inferPool));
+      externOp(Op::MaxPool2d, 1, maxPoolAttributes, inferPool));
   layoutKeeping.push_back(
-      externOp("avg_pool2d", 1, avgPoolAttributes, inferPool));
+      externOp(Op::AvgPool2d, 1, avgPoolAttributes, inferPool));
   layoutKeeping.push_back(
-      externOp("adaptive_avg_pool2d", 1, {"output_size"}, inferAdaptivePool));
+      externOp(Op::AdaptiveAvgPool2d, 1, {"output_size"}, inferAdaptivePool));
   layoutKeeping.back().canonicalAttributes = pairOutputSize;
   layoutKeeping.back().decompose = meanOfPixels;
   layoutKeeping.back().decomposesWhen = poolsToOnePixel;
   // The backward kernels of convolutions and pools (training, issue 16).
-  table.push_back(externOp("conv_backward", 3,
-                           {"stride", "padding", "dilation", "groups",
-                            "output_mask"},
-                           inferConvBackward));
-  table.push_back(externOp("sdpa_flash", -1, {"is_causal", "scale", "has_mask"},
+  table.push_back(
+      externOp(Op::ConvBackward, 3,
+               {"stride", "padding", "dilation", "groups", "output_mask"},
+               inferConvBackward));
+  table.push_back(externOp(Op::SdpaFlash, -1,
+                           {"is_causal", "scale", "has_mask"},
                            inferFlashAttention));
-  table.push_back(externOp("sdpa_flash_backward", -1,
+  table.push_back(externOp(Op::SdpaFlashBackward, -1,
                            {"is_causal", "scale", "has_mask"},
                            inferFlashAttentionBackward));
-  table.push_back(externOp("gather_backward", 2, {"dim", "shape"},
+  table.push_back(
+      externOp(Op::GatherBackward, 2, {"dim", "shape"}, inferIndexedBackward));
+  table.push_back(externOp(Op::IndexSelectBackward, 2, {"dim", "shape"},
                            inferIndexedBackward));
-  table.push_back(externOp("index_select_backward", 2, {"dim", "shape"},
-                           inferIndexedBackward));
-  table.push_back(externOp("embedding_backward", 2,
+  table.push_back(externOp(Op::EmbeddingBackward, 2,
                            {"num_weights", "padding_idx"},
                            inferEmbeddingBackward));
-  layoutKeeping.push_back(externOp("max_pool2d_with_indices", 1,
+  layoutKeeping.push_back(externOp(Op::MaxPool2dWithIndices, 1,
                                    maxPoolAttributes, inferPoolWithIndices));
-  layoutKeeping.push_back(externOp("max_pool2d_backward", -1,
-                                   maxPoolAttributes, inferPoolBackward));
-  layoutKeeping.push_back(externOp("avg_pool2d_backward", 2, avgPoolAttributes,
+  layoutKeeping.push_back(externOp(Op::MaxPool2dBackward, -1, maxPoolAttributes,
                                    inferPoolBackward));
-  layoutKeeping.push_back(externOp("adaptive_avg_pool2d_backward", 2,
+  layoutKeeping.push_back(
+      externOp(Op::AvgPool2dBackward, 2, avgPoolAttributes, inferPoolBackward));
+  layoutKeeping.push_back(externOp(Op::AdaptiveAvgPool2dBackward, 2,
                                    {"output_size"}, inferPoolBackward));
   for (OpInfo &info : layoutKeeping) {
     info.keepsChannelsLast = true;
     table.push_back(std::move(info));
   }
-  table.push_back(externOp("call_torch", -1,
+  table.push_back(externOp(Op::CallTorch, -1,
                            {"target", "call", "signature", "results"},
                            inferTorchCall));
 }

@@ -113,7 +113,8 @@ std::string Node::stringAttr(const std::string &name,
     return fallback;
   if (auto *text = std::get_if<std::string>(found))
     return *text;
-  fail("attribute '" + name + "' of '" + op + "' must be a string", location);
+  fail("attribute '" + name + "' of '" + opName(op) + "' must be a string",
+       location);
 }
 
 int64_t Node::intAttr(const std::string &name, int64_t fallback) const {
@@ -122,15 +123,15 @@ int64_t Node::intAttr(const std::string &name, int64_t fallback) const {
     return fallback;
   if (auto *integer = std::get_if<int64_t>(found))
     return *integer;
-  fail("attribute '" + name + "' of '" + op + "' must be an integer", location);
+  fail("attribute '" + name + "' of '" + opName(op) + "' must be an integer",
+       location);
 }
 
 namespace {
 
 /// A node of op with its op info resolved once and the op's canonical
 /// attribute spelling applied, where it has one; no results yet.
-std::unique_ptr<Node> makeNode(const std::string &op,
-                               std::vector<Operand> operands,
+std::unique_ptr<Node> makeNode(Op op, std::vector<Operand> operands,
                                std::map<std::string, Attribute> attributes,
                                Location location) {
   auto node = std::make_unique<Node>();
@@ -158,7 +159,7 @@ Value *Graph::addInput(const std::string &name, TensorType type) {
   return input;
 }
 
-Node *Graph::addNode(const std::string &op, std::vector<Operand> operands,
+Node *Graph::addNode(Op op, std::vector<Operand> operands,
                      std::map<std::string, Attribute> attributes,
                      Location location) {
   std::unique_ptr<Node> node =
@@ -170,8 +171,7 @@ Node *Graph::addNode(const std::string &op, std::vector<Operand> operands,
   return appendNode(std::move(node), types, names);
 }
 
-Node *Graph::addNodeWithTypes(const std::string &op,
-                              std::vector<Operand> operands,
+Node *Graph::addNodeWithTypes(Op op, std::vector<Operand> operands,
                               std::map<std::string, Attribute> attributes,
                               const std::vector<TensorType> &resultTypes,
                               const std::vector<std::string> &resultNames,

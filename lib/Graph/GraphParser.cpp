@@ -147,9 +147,10 @@ private:
     } while (cursor.accept(","));
     cursor.expect("=");
     Location opAt = cursor.location();
-    std::string op = cursor.identifier("an op name");
-    if (!lookupOp(op))
-      cursor.errorAt(opAt, "unknown op '" + op + "'");
+    std::string opText = cursor.identifier("an op name");
+    std::optional<Op> op = findOp(opText);
+    if (!op || !lookupOp(*op))
+      cursor.errorAt(opAt, "unknown op '" + opText + "'");
     std::vector<Operand> operands;
     if (cursor.peek() != '{' && cursor.peek() != ':') {
       do {
@@ -172,7 +173,7 @@ private:
     std::vector<std::string> resultNames;
     for (auto &name : names)
       resultNames.push_back(name.first);
-    Node *node = graph->addNodeWithTypes(op, operands, attributes, types,
+    Node *node = graph->addNodeWithTypes(*op, operands, attributes, types,
                                          resultNames, userLocation);
     checkTypes(*node, nodeAt);
   }
@@ -186,12 +187,12 @@ private:
     }
     for (size_t i = 0; i < inferred.size() && i < node.results.size(); ++i)
       if (inferred[i] != node.results[i]->type)
-        cursor.errorAt(nodeAt, "'" + node.op + "' result type " +
+        cursor.errorAt(nodeAt, "'" + opName(node.op) + "' result type " +
                                    node.results[i]->type.str() +
                                    " does not match the inferred type " +
                                    inferred[i].str());
     if (inferred.size() != node.results.size())
-      cursor.errorAt(nodeAt, "'" + node.op + "' produces " +
+      cursor.errorAt(nodeAt, "'" + opName(node.op) + "' produces " +
                                  std::to_string(inferred.size()) + " results");
   }
 

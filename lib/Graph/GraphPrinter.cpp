@@ -12,7 +12,7 @@ std::string nodeStr(const Node &node) {
   std::string text = "  ";
   for (size_t i = 0; i < node.results.size(); ++i)
     text += (i ? ", %" : "%") + node.results[i]->name;
-  text += " = " + node.op;
+  text += " = " + opName(node.op);
   for (size_t i = 0; i < node.operands.size(); ++i)
     text += (i ? ", " : " ") + operandStr(node.operands[i]);
   text += printAttributeDict(node.attributes) + " :";

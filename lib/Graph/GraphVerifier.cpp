@@ -16,18 +16,18 @@ void verifyGraph(const Graph &graph) {
   for (const auto &node : graph.nodes) {
     for (const Operand &operand : node->operands)
       if (operand.isValue() && !defined.count(operand.value))
-        fail("op '" + node->op + "' uses '%" + operand.value->name +
+        fail("op '" + opName(node->op) + "' uses '%" + operand.value->name +
                  "' before its definition",
              node->location);
     std::vector<TensorType> inferred = inferResultTypes(*node);
     if (inferred.size() != node->results.size())
-      fail("op '" + node->op + "' has the wrong number of results",
+      fail("op '" + opName(node->op) + "' has the wrong number of results",
            node->location);
     for (size_t i = 0; i < inferred.size(); ++i) {
       const Value *result = node->results[i];
       if (inferred[i] != result->type)
-        fail("op '" + node->op + "' result '%" + result->name + "' has type " +
-                 result->type.str() + " but inference gives " +
+        fail("op '" + opName(node->op) + "' result '%" + result->name +
+                 "' has type " + result->type.str() + " but inference gives " +
                  inferred[i].str(),
              node->location);
       if (!names.insert(result->name).second)

@@ -4,6 +4,7 @@
 #include "dynafuse/Graph/ViewRules.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 
@@ -25,14 +26,14 @@ std::vector<OpInfo> buildTable() {
     bool remaps = info.view && info.view->form == ViewForm::Remap;
     if ((info.kind == OpKind::View && !info.view) ||
         (remaps && !info.view->remap))
-      fail("op table: view op '" + info.name + "' lacks its view rule");
+      fail("op table: view op '" + opName(info.op) + "' lacks its view rule");
   }
   return table;
 }
 
 } // namespace
 
-Value *emit(Graph &graph, const Node &origin, const std::string &op,
+Value *emit(Graph &graph, const Node &origin, Op op,
             std::vector<Operand> operands,
             std::map<std::string, Attribute> attributes) {
   return graph
@@ -45,6 +46,20 @@ namespace {
 const std::vector<OpInfo> &opTable() {
   static const std::vector<OpInfo> table = buildTable();
   return table;
+}
+
+/// Each op's entry in opTable(), by opIndex; null where none was registered.
+const std::array<const OpInfo *, opCount> &entriesByOp() {
+  static const std::array<const OpInfo *, opCount> entries = [] {
+    std::array<const OpInfo *, opCount> byOp{};
+    for (const OpInfo &info : opTable()) {
+      if (byOp[opIndex(info.op)])
+        fail("op table: op '" + opName(info.op) + "' is registered twice");
+      byOp[opIndex(info.op)] = &info;
+    }
+    return byOp;
+  }();
+  return entries;
 }
 
 /// Promotes within one PyTorch promotion group (dim tensors, 0-dim tensors or
@@ -90,7 +105,7 @@ DType applyTypeRule(const Node &node, const OpInfo &info, DType promoted) {
       opError(node, "not supported for bool tensors");
     // Eager's sub refuses a bool operand (a Python bool too: it becomes a
     // bool tensor) whatever the other is.
-    if (node.op == "sub")
+    if (node.op == Op::Sub)
       for (const Operand &operand : node.operands)
         if (operand.isValue() ? operand.value->type.dtype == DType::Bool
                               : operand.scalar.kind == Scalar::Kind::Bool)
@@ -164,10 +179,10 @@ void checkOperands(const Node &node, const OpInfo &info) {
 
 } // namespace
 
-OpInfo shapedOp(const std::string &name, OpKind kind, int arity,
+OpInfo shapedOp(Op op, OpKind kind, int arity,
                 std::vector<std::string> attributes, ShapeRule infer) {
   OpInfo info;
-  info.name = name;
+  info.op = op;
   info.kind = kind;
   info.arity = arity;
   info.attributes = std::move(attributes);
@@ -176,7 +191,7 @@ OpInfo shapedOp(const std::string &name, OpKind kind, int arity,
 }
 
 void opError(const Node &node, const std::string &message) {
-  fail("op '" + node.op + "': " + message, node.location);
+  fail("op '" + opName(node.op) + "': " + message, node.location);
 }
 
 bool boolAttr(const Node &node, const std::string &name, bool fallback) {
@@ -294,12 +309,7 @@ int optionalOperandIndex(const Node &node, const std::string &name) {
   return -1;
 }
 
-const OpInfo *lookupOp(const std::string &name) {
-  for (const OpInfo &info : opTable())
-    if (info.name == name)
-      return &info;
-  return nullptr;
-}
+const OpInfo *lookupOp(Op op) { return entriesByOp().at(opIndex(op)); }
 
 const OpInfo *opInfoOf(const Node &node) {
   return node.info ? node.info : lookupOp(node.op);
@@ -308,7 +318,7 @@ const OpInfo *opInfoOf(const Node &node) {
 std::vector<std::string> registeredOpNames() {
   std::vector<std::string> names;
   for (const OpInfo &info : opTable())
-    names.push_back(info.name);
+    names.push_back(opName(info.op));
   return names;
 }
 
@@ -358,7 +368,7 @@ DType promotedOperandType(const Node &node) {
 std::vector<TensorType> inferResultTypes(const Node &node) {
   const OpInfo *info = opInfoOf(node);
   if (!info)
-    fail("unknown op '" + node.op + "'", node.location);
+    fail("unknown op '" + opName(node.op) + "'", node.location);
   checkAttributes(node, *info);
   checkOperands(node, *info);
   if (info->infer)

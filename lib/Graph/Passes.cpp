@@ -18,7 +18,7 @@ std::string operandKey(const Operand &operand) {
 }
 
 std::string nodeKey(const Node &node) {
-  std::string key = node.op + "(";
+  std::string key = opName(node.op) + "(";
   for (const Operand &operand : node.operands)
     key += operandKey(operand) + ",";
   key += "){";
@@ -163,11 +163,12 @@ void decomposeOnce(Graph &graph, const CompositeFilter &which) {
                     ->results;
     }
     if (results.size() != node->results.size())
-      fail("decomposition of '" + node->op + "' gave the wrong result count",
+      fail("decomposition of '" + opName(node->op) +
+               "' gave the wrong result count",
            node->location);
     for (size_t r = 0; r < results.size(); ++r) {
       if (results[r]->type != node->results[r]->type)
-        fail("decomposition of '" + node->op + "' gives " +
+        fail("decomposition of '" + opName(node->op) + "' gives " +
                  results[r]->type.str() + " instead of " +
                  node->results[r]->type.str(),
              node->location);

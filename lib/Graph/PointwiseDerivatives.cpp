@@ -30,8 +30,9 @@ Value *toOperand(GradBuilder &b, const Node &node, size_t i, Value *g) {
 /// g where an operand neither lost nor tied, half of g where it tied, 0 where
 /// it lost (eager's maximum/minimum rule: NaNs neither lose nor tie).
 Value *tieSplit(GradBuilder &b, Value *g, Value *lost, Value *tied) {
-  Value *half = b.emit("mul", {g, number(0.5)});
-  return b.emit("where", {lost, number(0), b.emit("where", {tied, half, g})});
+  Value *half = b.emit(Op::Mul, {g, number(0.5)});
+  return b.emit(Op::Where,
+                {lost, number(0), b.emit(Op::Where, {tied, half, g})});
 }
 
 /// A rule for a unary op: the input's gradient from (g, x, y).
@@ -84,7 +85,7 @@ DerivativeInfo zeroGradient() {
   info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(node.operands.size(), nullptr);
     if (grads.at(0))
-      result[0] = b.emit("full_like", {grads[0]}, {{"value", 0.0}});
+      result[0] = b.emit(Op::FullLike, {grads[0]}, {{"value", 0.0}});
     return result;
   };
   return info;
@@ -92,88 +93,92 @@ DerivativeInfo zeroGradient() {
 
 /// where(condition, g, 0): g where the condition holds.
 Value *masked(GradBuilder &b, Value *condition, Value *g) {
-  return b.emit("where", {condition, g, number(0)});
+  return b.emit(Op::Where, {condition, g, number(0)});
 }
 
-void addArithmetic(std::map<std::string, DerivativeInfo> &table) {
+void addArithmetic(std::map<Op, DerivativeInfo> &table) {
   auto identity = [](GradBuilder &, Value *g, Operand, Operand, Value *) {
     return g;
   };
   auto negated = [](GradBuilder &b, Value *g, Operand, Operand, Value *) {
-    return b.emit("neg", {g});
+    return b.emit(Op::Neg, {g});
   };
-  table["add"] = binary(identity, identity);
-  table["sub"] = binary(identity, negated);
-  table["mul"] = binary(
+  table[Op::Add] = binary(identity, identity);
+  table[Op::Sub] = binary(identity, negated);
+  table[Op::Mul] = binary(
       [](GradBuilder &b, Value *g, Operand, Operand c, Value *) {
-        return b.emit("mul", {g, c});
+        return b.emit(Op::Mul, {g, c});
       },
       [](GradBuilder &b, Value *g, Operand a, Operand, Value *) {
-        return b.emit("mul", {g, a});
+        return b.emit(Op::Mul, {g, a});
       });
-  table["div"] = binary(
+  table[Op::Div] = binary(
       [](GradBuilder &b, Value *g, Operand, Operand c, Value *) {
-        return b.emit("div", {g, c});
+        return b.emit(Op::Div, {g, c});
       },
       // -g * a / c^2, as -g * y / c.
       [](GradBuilder &b, Value *g, Operand, Operand c, Value *y) {
-        return b.emit("neg", {b.emit("div", {b.emit("mul", {g, y}), c})});
+        return b.emit(Op::Neg, {b.emit(Op::Div, {b.emit(Op::Mul, {g, y}), c})});
       });
-  table["neg"] = unary([](GradBuilder &b, const Node &, Value *g, Operand,
-                          Value *) { return b.emit("neg", {g}); });
+  table[Op::Neg] = unary([](GradBuilder &b, const Node &, Value *g, Operand,
+                            Value *) { return b.emit(Op::Neg, {g}); });
   // pow with a scalar exponent c: g * c * x^(c-1).
-  table["pow"] = unary([](GradBuilder &b, const Node &node, Value *g,
-                          Operand x, Value *) -> Value * {
+  table[Op::Pow] = unary([](GradBuilder &b, const Node &node, Value *g,
+                            Operand x, Value *) -> Value * {
     Scalar exponent = node.operands.at(1).scalar;
     double c = exponent.asDouble();
     if (c == 0)
       return nullptr;
     Value *power =
         c == 2 ? x.value
-               : b.emit("pow", {x, exponent.kind == Scalar::Kind::Float
-                                       ? Scalar::ofFloat(c - 1)
-                                       : Scalar::ofInt(int64_t(c) - 1)});
-    return b.emit("mul", {b.emit("mul", {g, power}), number(c)});
+               : b.emit(Op::Pow, {x, exponent.kind == Scalar::Kind::Float
+                                         ? Scalar::ofFloat(c - 1)
+                                         : Scalar::ofInt(int64_t(c) - 1)});
+    return b.emit(Op::Mul, {b.emit(Op::Mul, {g, power}), number(c)});
   });
-  table["square"] = unary(
-      [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-        return b.emit("mul", {b.emit("mul", {g, x}), number(2)});
+  table[Op::Square] =
+      unary([](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+        return b.emit(Op::Mul, {b.emit(Op::Mul, {g, x}), number(2)});
       });
-  table["abs"] = unary([](GradBuilder &b, const Node &, Value *g, Operand x,
-                          Value *) {
-    return b.emit("mul", {g, b.emit("sign", {x})});
-  });
-  table["cast"] = unary([](GradBuilder &, const Node &, Value *g, Operand,
-                           Value *) { return g; }); // sumTo casts back
-  for (const char *op : {"floor", "ceil", "round", "trunc", "sign"})
+  table[Op::Abs] =
+      unary([](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+        return b.emit(Op::Mul, {g, b.emit(Op::Sign, {x})});
+      });
+  table[Op::Cast] = unary([](GradBuilder &, const Node &, Value *g, Operand,
+                             Value *) { return g; }); // sumTo casts back
+  for (Op op : {Op::Floor, Op::Ceil, Op::Round, Op::Trunc, Op::Sign})
     table[op] = zeroGradient();
   // Rounded division: zero gradients for both operands, as eager's.
   auto zeros = [](GradBuilder &b, Value *g, Operand, Operand, Value *) {
-    return b.emit("full_like", {g}, {{"value", 0.0}});
+    return b.emit(Op::FullLike, {g}, {{"value", 0.0}});
   };
-  table["div_floor"] = binary(zeros, zeros);
-  table["div_trunc"] = binary(zeros, zeros);
+  table[Op::DivFloor] = binary(zeros, zeros);
+  table[Op::DivTrunc] = binary(zeros, zeros);
   // fmod / remainder: a - trunc|floor(a / b) * b.
-  table["fmod"] = binary(identity, [](GradBuilder &b, Value *g, Operand a,
-                                      Operand c, Value *) {
-    return b.emit("neg",
-                  {b.emit("mul", {g, b.emit("trunc", {b.emit("div", {a, c})})})});
+  table[Op::Fmod] = binary(identity, [](GradBuilder &b, Value *g, Operand a,
+                                        Operand c, Value *) {
+    return b.emit(
+        Op::Neg,
+        {b.emit(Op::Mul, {g, b.emit(Op::Trunc, {b.emit(Op::Div, {a, c})})})});
   });
-  table["remainder"] = binary(identity, [](GradBuilder &b, Value *g, Operand a,
-                                           Operand c, Value *) {
-    return b.emit("neg",
-                  {b.emit("mul", {g, b.emit("floor", {b.emit("div", {a, c})})})});
+  table[Op::Remainder] = binary(identity, [](GradBuilder &b, Value *g,
+                                             Operand a, Operand c, Value *) {
+    return b.emit(
+        Op::Neg,
+        {b.emit(Op::Mul, {g, b.emit(Op::Floor, {b.emit(Op::Div, {a, c})})})});
   });
   // maximum / minimum, as eager's: the operand that loses gets nothing, ties
   // split the gradient in half, and where either is NaN both get it.
-  auto extreme = [](const char *loses) {
+  auto extreme = [](Op loses) {
     return [loses](GradBuilder &b, Value *g, Operand a, Operand c, Value *,
                    bool first) {
-      return tieSplit(b, g, first ? b.emit(loses, {a, c}) : b.emit(loses, {c, a}),
-                      b.emit("eq", {a, c}));
+      return tieSplit(b, g,
+                      first ? b.emit(loses, {a, c}) : b.emit(loses, {c, a}),
+                      b.emit(Op::Eq, {a, c}));
     };
   };
-  for (auto [op, loses] : {std::pair{"maximum", "lt"}, {"minimum", "gt"}}) {
+  for (auto [op, loses] :
+       {std::pair{Op::Maximum, Op::Lt}, {Op::Minimum, Op::Gt}}) {
     auto pick = extreme(loses);
     table[op] = binary(
         [pick](GradBuilder &b, Value *g, Operand a, Operand c, Value *y) {
@@ -185,168 +190,186 @@ void addArithmetic(std::map<std::string, DerivativeInfo> &table) {
   }
 }
 
-void addTranscendental(std::map<std::string, DerivativeInfo> &table) {
-  auto rule = [&table](const char *op, auto gradient) {
-    table[op] = unary(gradient);
-  };
-  rule("exp", [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    return b.emit("mul", {g, y});
+void addTranscendental(std::map<Op, DerivativeInfo> &table) {
+  auto rule = [&table](Op op, auto gradient) { table[op] = unary(gradient); };
+  rule(Op::Exp, [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
+    return b.emit(Op::Mul, {g, y});
   });
-  rule("exp2", [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    return b.emit("mul", {b.emit("mul", {g, y}), number(std::log(2.0))});
+  rule(Op::Exp2, [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
+    return b.emit(Op::Mul, {b.emit(Op::Mul, {g, y}), number(std::log(2.0))});
   });
-  rule("expm1", [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    return b.emit("mul", {g, b.emit("add", {y, number(1)})});
+  rule(Op::Expm1,
+       [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
+         return b.emit(Op::Mul, {g, b.emit(Op::Add, {y, number(1)})});
+       });
+  rule(Op::Log, [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+    return b.emit(Op::Div, {g, x});
   });
-  rule("log", [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit("div", {g, x});
+  rule(Op::Log2, [](GradBuilder &b, const Node &, Value *g, Operand x,
+                    Value *) {
+    return b.emit(Op::Div, {g, b.emit(Op::Mul, {x, number(std::log(2.0))})});
   });
-  rule("log2", [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit("div", {g, b.emit("mul", {x, number(std::log(2.0))})});
+  rule(Op::Log10, [](GradBuilder &b, const Node &, Value *g, Operand x,
+                     Value *) {
+    return b.emit(Op::Div, {g, b.emit(Op::Mul, {x, number(std::log(10.0))})});
   });
-  rule("log10", [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit("div", {g, b.emit("mul", {x, number(std::log(10.0))})});
-  });
-  rule("log1p", [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit("div", {g, b.emit("add", {x, number(1)})});
-  });
-  rule("sqrt", [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    return b.emit("div", {g, b.emit("mul", {y, number(2)})});
+  rule(Op::Log1p,
+       [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+         return b.emit(Op::Div, {g, b.emit(Op::Add, {x, number(1)})});
+       });
+  rule(Op::Sqrt, [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
+    return b.emit(Op::Div, {g, b.emit(Op::Mul, {y, number(2)})});
   });
   // rsqrt: -0.5 * g * y^3.
-  rule("rsqrt", [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    Value *cube = b.emit("mul", {b.emit("mul", {y, y}), y});
-    return b.emit("mul", {b.emit("mul", {g, cube}), number(-0.5)});
-  });
-  rule("reciprocal",
+  rule(Op::Rsqrt,
        [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-         return b.emit("neg", {b.emit("mul", {g, b.emit("mul", {y, y})})});
+         Value *cube = b.emit(Op::Mul, {b.emit(Op::Mul, {y, y}), y});
+         return b.emit(Op::Mul, {b.emit(Op::Mul, {g, cube}), number(-0.5)});
        });
-  rule("sin", [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit("mul", {g, b.emit("cos", {x})});
+  rule(Op::Reciprocal, [](GradBuilder &b, const Node &, Value *g, Operand,
+                          Value *y) {
+    return b.emit(Op::Neg, {b.emit(Op::Mul, {g, b.emit(Op::Mul, {y, y})})});
   });
-  rule("cos", [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit("neg", {b.emit("mul", {g, b.emit("sin", {x})})});
+  rule(Op::Sin, [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+    return b.emit(Op::Mul, {g, b.emit(Op::Cos, {x})});
   });
-  rule("tanh", [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    Value *slope = b.emit("sub", {number(1), b.emit("mul", {y, y})});
-    return b.emit("mul", {g, slope});
+  rule(Op::Cos, [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+    return b.emit(Op::Neg, {b.emit(Op::Mul, {g, b.emit(Op::Sin, {x})})});
   });
-  rule("sigmoid",
+  rule(Op::Tanh, [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
+    Value *slope = b.emit(Op::Sub, {number(1), b.emit(Op::Mul, {y, y})});
+    return b.emit(Op::Mul, {g, slope});
+  });
+  rule(Op::Sigmoid,
        [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-         Value *slope = b.emit("mul", {y, b.emit("sub", {number(1), y})});
-         return b.emit("mul", {g, slope});
+         Value *slope = b.emit(Op::Mul, {y, b.emit(Op::Sub, {number(1), y})});
+         return b.emit(Op::Mul, {g, slope});
        });
   // erf: g * 2/sqrt(pi) * exp(-x^2).
-  rule("erf", [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    Value *bell = b.emit("exp", {b.emit("neg", {b.emit("mul", {x, x})})});
-    return b.emit("mul",
-                  {b.emit("mul", {g, bell}), number(2.0 / std::sqrt(M_PI))});
+  rule(Op::Erf, [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+    Value *bell = b.emit(Op::Exp, {b.emit(Op::Neg, {b.emit(Op::Mul, {x, x})})});
+    return b.emit(Op::Mul,
+                  {b.emit(Op::Mul, {g, bell}), number(2.0 / std::sqrt(M_PI))});
   });
 }
 
-void addActivationDerivatives(std::map<std::string, DerivativeInfo> &table) {
+void addActivationDerivatives(std::map<Op, DerivativeInfo> &table) {
   // Eager's threshold_backward: zero where y <= 0, g elsewhere (NaN too).
-  table["relu"] = unary(
-      [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-        return b.emit("where", {b.emit("le", {y, number(0)}), number(0), g});
-      });
+  table[Op::Relu] = unary([](GradBuilder &b, const Node &, Value *g, Operand,
+                             Value *y) {
+    return b.emit(Op::Where, {b.emit(Op::Le, {y, number(0)}), number(0), g});
+  });
   // gelu: g * (Phi(x) + x * phi(x)); tanh approximation: its own slope.
-  table["gelu"] = unary([](GradBuilder &b, const Node &node, Value *g,
-                           Operand x, Value *) {
+  table[Op::Gelu] = unary([](GradBuilder &b, const Node &node, Value *g,
+                             Operand x, Value *) {
     if (node.stringAttr("approximate", "none") == "tanh") {
       const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
-      Value *x2 = b.emit("mul", {x, x});
-      Value *inner = b.emit(
-          "mul", {b.emit("mul", {x, b.emit("add", {b.emit("mul", {x2, number(c)}),
-                                                   number(1)})}),
+      Value *x2 = b.emit(Op::Mul, {x, x});
+      Value *inner =
+          b.emit(Op::Mul,
+                 {b.emit(Op::Mul,
+                         {x, b.emit(Op::Add, {b.emit(Op::Mul, {x2, number(c)}),
+                                              number(1)})}),
                   number(k)});
-      Value *t = b.emit("tanh", {inner});
-      Value *left = b.emit("mul", {b.emit("add", {t, number(1)}), number(0.5)});
-      Value *sech2 = b.emit("sub", {number(1), b.emit("mul", {t, t})});
+      Value *t = b.emit(Op::Tanh, {inner});
+      Value *left =
+          b.emit(Op::Mul, {b.emit(Op::Add, {t, number(1)}), number(0.5)});
+      Value *sech2 = b.emit(Op::Sub, {number(1), b.emit(Op::Mul, {t, t})});
       Value *innerSlope = b.emit(
-          "mul", {b.emit("add", {b.emit("mul", {x2, number(3 * c)}), number(1)}),
-                  number(k)});
+          Op::Mul,
+          {b.emit(Op::Add, {b.emit(Op::Mul, {x2, number(3 * c)}), number(1)}),
+           number(k)});
       Value *right = b.emit(
-          "mul", {b.emit("mul", {b.emit("mul", {x, sech2}), innerSlope}),
-                  number(0.5)});
-      return b.emit("mul", {g, b.emit("add", {left, right})});
+          Op::Mul, {b.emit(Op::Mul, {b.emit(Op::Mul, {x, sech2}), innerSlope}),
+                    number(0.5)});
+      return b.emit(Op::Mul, {g, b.emit(Op::Add, {left, right})});
     }
     Value *cdf = b.emit(
-        "mul", {b.emit("add", {b.emit("erf", {b.emit("mul", {x, number(M_SQRT1_2)})}),
-                               number(1)}),
-                number(0.5)});
+        Op::Mul,
+        {b.emit(Op::Add,
+                {b.emit(Op::Erf, {b.emit(Op::Mul, {x, number(M_SQRT1_2)})}),
+                 number(1)}),
+         number(0.5)});
     Value *pdf = b.emit(
-        "mul", {b.emit("exp", {b.emit("mul", {b.emit("mul", {x, x}), number(-0.5)})}),
-                number(1.0 / std::sqrt(2 * M_PI))});
-    return b.emit("mul", {g, b.emit("add", {cdf, b.emit("mul", {x, pdf})})});
+        Op::Mul,
+        {b.emit(Op::Exp,
+                {b.emit(Op::Mul, {b.emit(Op::Mul, {x, x}), number(-0.5)})}),
+         number(1.0 / std::sqrt(2 * M_PI))});
+    return b.emit(Op::Mul,
+                  {g, b.emit(Op::Add, {cdf, b.emit(Op::Mul, {x, pdf})})});
   });
   // silu: g * s * (1 + x * (1 - s)), s = sigmoid(x).
-  table["silu"] = unary([](GradBuilder &b, const Node &, Value *g, Operand x,
-                           Value *) {
-    Value *s = b.emit("sigmoid", {x});
-    Value *slope = b.emit(
-        "mul", {s, b.emit("add", {b.emit("mul", {x, b.emit("sub", {number(1), s})}),
-                                  number(1)})});
-    return b.emit("mul", {g, slope});
-  });
-  table["leaky_relu"] = unary([](GradBuilder &b, const Node &node, Value *g,
-                                 Operand x, Value *) {
-    double slope = 0.01;
-    if (const Attribute *value = node.attribute("negative_slope"))
-      if (const double *given = std::get_if<double>(value))
-        slope = *given;
-    Value *positive = b.emit("gt", {x, number(0)});
-    return b.emit("where", {positive, g, b.emit("mul", {g, number(slope)})});
-  });
+  table[Op::Silu] =
+      unary([](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+        Value *s = b.emit(Op::Sigmoid, {x});
+        Value *slope = b.emit(
+            Op::Mul,
+            {s, b.emit(Op::Add,
+                       {b.emit(Op::Mul, {x, b.emit(Op::Sub, {number(1), s})}),
+                        number(1)})});
+        return b.emit(Op::Mul, {g, slope});
+      });
+  table[Op::LeakyRelu] =
+      unary([](GradBuilder &b, const Node &node, Value *g, Operand x, Value *) {
+        double slope = 0.01;
+        if (const Attribute *value = node.attribute("negative_slope"))
+          if (const double *given = std::get_if<double>(value))
+            slope = *given;
+        Value *positive = b.emit(Op::Gt, {x, number(0)});
+        return b.emit(Op::Where,
+                      {positive, g, b.emit(Op::Mul, {g, number(slope)})});
+      });
   // elu: alpha * exp(x) unless x > 0; a NaN x takes that branch and gives
   // NaN, as eager's vectorized elu_backward does (its scalar tail passes g).
-  table["elu"] = unary([](GradBuilder &b, const Node &node, Value *g,
-                          Operand x, Value *) {
-    Value *negative = b.emit(
-        "mul", {b.emit("mul", {g, b.emit("exp", {x})}),
-                number(floatAttr(node, "alpha", 1.0))});
-    return b.emit("where", {b.emit("gt", {x, number(0)}), g, negative});
-  });
+  table[Op::Elu] =
+      unary([](GradBuilder &b, const Node &node, Value *g, Operand x, Value *) {
+        Value *negative =
+            b.emit(Op::Mul, {b.emit(Op::Mul, {g, b.emit(Op::Exp, {x})}),
+                             number(floatAttr(node, "alpha", 1.0))});
+        return b.emit(Op::Where, {b.emit(Op::Gt, {x, number(0)}), g, negative});
+      });
   // softplus: g * z / (z + 1), z = exp(x * beta); g past the threshold.
-  table["softplus"] = unary([](GradBuilder &b, const Node &node, Value *g,
-                               Operand x, Value *) {
-    Value *scaled = b.emit("mul", {x, number(floatAttr(node, "beta", 1.0))});
-    Value *z = b.emit("exp", {scaled});
+  table[Op::Softplus] = unary([](GradBuilder &b, const Node &node, Value *g,
+                                 Operand x, Value *) {
+    Value *scaled = b.emit(Op::Mul, {x, number(floatAttr(node, "beta", 1.0))});
+    Value *z = b.emit(Op::Exp, {scaled});
     Value *smooth = b.emit(
-        "div", {b.emit("mul", {g, z}), b.emit("add", {z, number(1)})});
-    Value *linear = b.emit(
-        "gt", {scaled, number(floatAttr(node, "threshold", 20.0))});
-    return b.emit("where", {linear, g, smooth});
+        Op::Div, {b.emit(Op::Mul, {g, z}), b.emit(Op::Add, {z, number(1)})});
+    Value *linear =
+        b.emit(Op::Gt, {scaled, number(floatAttr(node, "threshold", 20.0))});
+    return b.emit(Op::Where, {linear, g, smooth});
   });
   // mish: g * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
-  table["mish"] = unary([](GradBuilder &b, const Node &, Value *g, Operand x,
-                           Value *) {
-    Value *t = b.emit("tanh", {b.emit("log1p", {b.emit("exp", {x})})});
+  table[Op::Mish] = unary([](GradBuilder &b, const Node &, Value *g, Operand x,
+                             Value *) {
+    Value *t = b.emit(Op::Tanh, {b.emit(Op::Log1p, {b.emit(Op::Exp, {x})})});
     Value *slope = b.emit(
-        "add",
-        {t, b.emit("mul",
-                   {b.emit("mul", {x, b.emit("sigmoid", {x})}),
-                    b.emit("sub", {number(1), b.emit("mul", {t, t})})})});
-    return b.emit("mul", {g, slope});
+        Op::Add,
+        {t, b.emit(Op::Mul,
+                   {b.emit(Op::Mul, {x, b.emit(Op::Sigmoid, {x})}),
+                    b.emit(Op::Sub, {number(1), b.emit(Op::Mul, {t, t})})})});
+    return b.emit(Op::Mul, {g, slope});
   });
   // hardsigmoid: g / 6 strictly inside (-3, 3).
-  table["hardsigmoid"] = unary([](GradBuilder &b, const Node &, Value *g,
-                                  Operand x, Value *) {
-    Value *inside = b.emit("logical_and", {b.emit("gt", {x, number(-3)}),
-                                           b.emit("lt", {x, number(3)})});
-    return masked(b, inside, b.emit("div", {g, number(6)}));
-  });
+  table[Op::Hardsigmoid] =
+      unary([](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
+        Value *inside =
+            b.emit(Op::LogicalAnd, {b.emit(Op::Gt, {x, number(-3)}),
+                                    b.emit(Op::Lt, {x, number(3)})});
+        return masked(b, inside, b.emit(Op::Div, {g, number(6)}));
+      });
   // hardswish: 0 below -3, g * (x / 3 + 0.5) up to 3, g above.
-  table["hardswish"] = unary([](GradBuilder &b, const Node &, Value *g,
-                                Operand x, Value *) {
+  table[Op::Hardswish] = unary([](GradBuilder &b, const Node &, Value *g,
+                                  Operand x, Value *) {
     Value *ramp = b.emit(
-        "mul", {g, b.emit("add", {b.emit("div", {x, number(3)}), number(0.5)})});
-    Value *upper = b.emit("where", {b.emit("le", {x, number(3)}), ramp, g});
-    return b.emit("where", {b.emit("lt", {x, number(-3)}), number(0), upper});
+        Op::Mul,
+        {g, b.emit(Op::Add, {b.emit(Op::Div, {x, number(3)}), number(0.5)})});
+    Value *upper = b.emit(Op::Where, {b.emit(Op::Le, {x, number(3)}), ramp, g});
+    return b.emit(Op::Where,
+                  {b.emit(Op::Lt, {x, number(-3)}), number(0), upper});
   });
-  table["hardtanh"] = unary([](GradBuilder &b, const Node &node, Value *g,
-                               Operand x, Value *) {
+  table[Op::Hardtanh] = unary([](GradBuilder &b, const Node &node, Value *g,
+                                 Operand x, Value *) {
     auto bound = [&](const char *name, double fallback) {
       const Attribute *value = node.attribute(name);
       if (value && std::get_if<double>(value))
@@ -357,11 +380,11 @@ void addActivationDerivatives(std::map<std::string, DerivativeInfo> &table) {
     };
     // Eager's hardtanh_backward: zero where x <= min or x >= max (so a
     // NaN passes the gradient).
-    Value *inside = b.emit(
-        "logical_not",
-        {b.emit("logical_or",
-                {b.emit("le", {x, number(bound("min_val", -1))}),
-                 b.emit("ge", {x, number(bound("max_val", 1))})})});
+    Value *inside =
+        b.emit(Op::LogicalNot,
+               {b.emit(Op::LogicalOr,
+                       {b.emit(Op::Le, {x, number(bound("min_val", -1))}),
+                        b.emit(Op::Ge, {x, number(bound("max_val", 1))})})});
     return masked(b, inside, g);
   });
 }
@@ -369,7 +392,7 @@ void addActivationDerivatives(std::map<std::string, DerivativeInfo> &table) {
 /// where(c, a, b) and masked_fill(x, mask, value): the gradient goes to the
 /// operand each element was taken from; clamp passes it where x was inside
 /// its bounds.
-void addSelection(std::map<std::string, DerivativeInfo> &table) {
+void addSelection(std::map<Op, DerivativeInfo> &table) {
   DerivativeInfo where;
   where.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(3, nullptr);
@@ -379,11 +402,11 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     Value *condition = node.operands[0].value;
     result[1] = toOperand(b, node, 1, masked(b, condition, g));
     if (node.operands[2].isValue())
-      result[2] = toOperand(
-          b, node, 2, b.emit("where", {condition, number(0), g}));
+      result[2] =
+          toOperand(b, node, 2, b.emit(Op::Where, {condition, number(0), g}));
     return result;
   };
-  table["where"] = where;
+  table[Op::Where] = where;
   DerivativeInfo maskedFill;
   maskedFill.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(3, nullptr);
@@ -391,14 +414,14 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     if (!g)
       return result;
     Value *mask = node.operands[1].value;
-    result[0] = toOperand(b, node, 0, b.emit("where", {mask, number(0), g}));
+    result[0] = toOperand(b, node, 0, b.emit(Op::Where, {mask, number(0), g}));
     if (node.operands[2].isValue() &&
         isDifferentiable(node.operands[2].value->type.dtype))
-      result[2] = b.sumTo(b.emit("sum", {masked(b, mask, g)}),
+      result[2] = b.sumTo(b.emit(Op::Sum, {masked(b, mask, g)}),
                           node.operands[2].value->type);
     return result;
   };
-  table["masked_fill"] = maskedFill;
+  table[Op::MaskedFill] = maskedFill;
   // clamp(x, min, max), as eager's ClampBackward (checked against it on
   // every order of x and its bounds, NaNs and ties included).
   DerivativeInfo clamp;
@@ -421,26 +444,26 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
       // a NaN).
       Value *inside = nullptr;
       if (minIndex >= 0)
-        inside = b.emit("gt", {x, node.operands[size_t(minIndex)]});
+        inside = b.emit(Op::Gt, {x, node.operands[size_t(minIndex)]});
       if (maxIndex >= 0) {
-        Value *below = b.emit("lt", {x, node.operands[size_t(maxIndex)]});
-        inside = inside ? b.emit("logical_and", {inside, below}) : below;
+        Value *below = b.emit(Op::Lt, {x, node.operands[size_t(maxIndex)]});
+        inside = inside ? b.emit(Op::LogicalAnd, {inside, below}) : below;
       }
       give(0, inside ? masked(b, inside, g) : g);
       return result;
     }
     auto either = [&](Value *lhs, Value *rhs) {
-      return b.emit("logical_or", {lhs, rhs});
+      return b.emit(Op::LogicalOr, {lhs, rhs});
     };
     auto both = [&](Value *lhs, Value *rhs) {
-      return b.emit("logical_and", {lhs, rhs});
+      return b.emit(Op::LogicalAnd, {lhs, rhs});
     };
     if (minIndex < 0 || maxIndex < 0) {
       // One tensor bound: eager's maximum(x, min) or minimum(x, max).
       int bound = minIndex >= 0 ? minIndex : maxIndex;
       Operand limit = node.operands[size_t(bound)];
-      const char *loses = minIndex >= 0 ? "lt" : "gt";
-      Value *tied = b.emit("eq", {x, limit});
+      Op loses = minIndex >= 0 ? Op::Lt : Op::Gt;
+      Value *tied = b.emit(Op::Eq, {x, limit});
       give(0, tieSplit(b, g, b.emit(loses, {x, limit}), tied));
       give(bound, tieSplit(b, g, b.emit(loses, {limit, x}), tied));
       return result;
@@ -450,34 +473,34 @@ void addSelection(std::map<std::string, DerivativeInfo> &table) {
     // bound of an ordered pair splits in half.
     Operand lo = node.operands[size_t(minIndex)];
     Operand hi = node.operands[size_t(maxIndex)];
-    Value *ordered = b.emit("lt", {lo, hi});
-    Value *notInverted = b.emit("le", {lo, hi});
-    Value *inverted = b.emit("lt", {hi, lo});
-    Value *atMin = both(b.emit("eq", {x, lo}), ordered);
-    Value *atMax = both(b.emit("eq", {x, hi}), ordered);
-    Value *xIsNumber = b.emit("eq", {x, x});
-    Value *outside = either(inverted, either(b.emit("lt", {x, lo}),
-                                             b.emit("gt", {x, hi})));
+    Value *ordered = b.emit(Op::Lt, {lo, hi});
+    Value *notInverted = b.emit(Op::Le, {lo, hi});
+    Value *inverted = b.emit(Op::Lt, {hi, lo});
+    Value *atMin = both(b.emit(Op::Eq, {x, lo}), ordered);
+    Value *atMax = both(b.emit(Op::Eq, {x, hi}), ordered);
+    Value *xIsNumber = b.emit(Op::Eq, {x, x});
+    Value *outside = either(
+        inverted, either(b.emit(Op::Lt, {x, lo}), b.emit(Op::Gt, {x, hi})));
     give(0, tieSplit(b, g, both(xIsNumber, outside), either(atMin, atMax)));
-    Value *half = b.emit("mul", {g, number(0.5)});
+    Value *half = b.emit(Op::Mul, {g, number(0.5)});
     auto zeroOr = [&](Value *full, Value *tied) {
-      return b.emit("where", {full, g, b.emit("where", {tied, half, number(0)})});
+      return b.emit(Op::Where,
+                    {full, g, b.emit(Op::Where, {tied, half, number(0)})});
     };
     if (isTensor(minIndex))
-      give(minIndex,
-           zeroOr(both(b.emit("lt", {x, lo}), notInverted), atMin));
+      give(minIndex, zeroOr(both(b.emit(Op::Lt, {x, lo}), notInverted), atMin));
     if (isTensor(maxIndex))
       give(maxIndex,
-           zeroOr(either(inverted, both(b.emit("gt", {x, hi}), notInverted)),
+           zeroOr(either(inverted, both(b.emit(Op::Gt, {x, hi}), notInverted)),
                   atMax));
     return result;
   };
-  table["clamp"] = clamp;
+  table[Op::Clamp] = clamp;
 }
 
 } // namespace
 
-void addPointwiseDerivatives(std::map<std::string, DerivativeInfo> &table) {
+void addPointwiseDerivatives(std::map<Op, DerivativeInfo> &table) {
   addArithmetic(table);
   addTranscendental(table);
   addActivationDerivatives(table);

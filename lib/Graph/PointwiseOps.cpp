@@ -11,23 +11,22 @@ namespace {
 
 /// Activation functions: floating inputs only, constants as attributes.
 void addActivations(std::vector<OpInfo> &table) {
-  auto activation = [&table](const std::string &name,
-                             std::vector<std::string> attributes) {
+  auto activation = [&table](Op name, std::vector<std::string> attributes) {
     OpInfo info;
-    info.name = name;
+    info.op = name;
     info.rule = TypeRule::FloatOnly;
     info.attributes = std::move(attributes);
     table.push_back(info);
   };
-  activation("gelu", {"approximate"});
-  activation("leaky_relu", {"negative_slope"});
-  activation("elu", {"alpha"});
-  activation("softplus", {"beta", "threshold"});
-  for (const char *name : {"silu", "hardswish", "hardsigmoid", "mish"})
+  activation(Op::Gelu, {"approximate"});
+  activation(Op::LeakyRelu, {"negative_slope"});
+  activation(Op::Elu, {"alpha"});
+  activation(Op::Softplus, {"beta", "threshold"});
+  for (Op name : {Op::Silu, Op::Hardswish, Op::Hardsigmoid, Op::Mish})
     activation(name, {});
   // hardtanh (and relu6) is a clamp with constant bounds: integers allowed.
   OpInfo hardtanh;
-  hardtanh.name = "hardtanh";
+  hardtanh.op = Op::Hardtanh;
   hardtanh.rule = TypeRule::NumericOnly;
   hardtanh.attributes = {"min_val", "max_val"};
   hardtanh.verify = [](const Node &node) {
@@ -40,51 +39,51 @@ void addActivations(std::vector<OpInfo> &table) {
 } // namespace
 
 void addPointwiseOps(std::vector<OpInfo> &table) {
-  auto unary = [](const std::string &name, TypeRule rule) {
+  auto unary = [](Op name, TypeRule rule) {
     OpInfo info;
-    info.name = name;
+    info.op = name;
     info.rule = rule;
     return info;
   };
-  auto binary = [](const std::string &name, TypeRule rule) {
+  auto binary = [](Op name, TypeRule rule) {
     OpInfo info;
-    info.name = name;
+    info.op = name;
     info.arity = 2;
     info.rule = rule;
     return info;
   };
-  for (const char *name : {"add", "mul", "maximum", "minimum"})
+  for (Op name : {Op::Add, Op::Mul, Op::Maximum, Op::Minimum})
     table.push_back(binary(name, TypeRule::Promote));
-  table.push_back(binary("sub", TypeRule::NumericOnly));
-  table.push_back(binary("div", TypeRule::PromoteToFloat));
+  table.push_back(binary(Op::Sub, TypeRule::NumericOnly));
+  table.push_back(binary(Op::Div, TypeRule::PromoteToFloat));
   // div with rounding_mode "floor" (x // y) and "trunc": in the operands'
   // dtype, integers included.
-  for (const char *name : {"div_floor", "div_trunc"})
+  for (Op name : {Op::DivFloor, Op::DivTrunc})
     table.push_back(binary(name, TypeRule::NumericOnly));
-  for (const char *name : {"eq", "ne", "lt", "le", "gt", "ge"})
+  for (Op name : {Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge})
     table.push_back(binary(name, TypeRule::Compare));
-  for (const char *name :
-       {"exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "erf", "exp2",
-        "log1p", "expm1", "sin", "cos", "reciprocal", "log2", "log10"})
+  for (Op name : {Op::Exp, Op::Log, Op::Tanh, Op::Sigmoid, Op::Sqrt, Op::Rsqrt,
+                  Op::Erf, Op::Exp2, Op::Log1p, Op::Expm1, Op::Sin, Op::Cos,
+                  Op::Reciprocal, Op::Log2, Op::Log10})
     table.push_back(unary(name, TypeRule::PromoteToFloat));
   // floor, ceil, round and trunc keep integer dtypes (the identity there).
-  for (const char *name :
-       {"neg", "relu", "abs", "floor", "ceil", "round", "trunc"})
+  for (Op name :
+       {Op::Neg, Op::Relu, Op::Abs, Op::Floor, Op::Ceil, Op::Round, Op::Trunc})
     table.push_back(unary(name, TypeRule::NumericOnly));
-  table.push_back(unary("sign", TypeRule::Promote));
-  table.push_back(unary("square", TypeRule::BoolToI64));
-  for (const char *name : {"fmod", "remainder"})
+  table.push_back(unary(Op::Sign, TypeRule::Promote));
+  table.push_back(unary(Op::Square, TypeRule::BoolToI64));
+  for (Op name : {Op::Fmod, Op::Remainder})
     table.push_back(binary(name, TypeRule::NumericOnly));
-  for (const char *name : {"bitwise_and", "bitwise_or", "bitwise_xor"})
+  for (Op name : {Op::BitwiseAnd, Op::BitwiseOr, Op::BitwiseXor})
     table.push_back(binary(name, TypeRule::IntegralOnly));
-  table.push_back(unary("bitwise_not", TypeRule::IntegralOnly));
-  for (const char *name : {"logical_and", "logical_or", "logical_xor"})
+  table.push_back(unary(Op::BitwiseNot, TypeRule::IntegralOnly));
+  for (Op name : {Op::LogicalAnd, Op::LogicalOr, Op::LogicalXor})
     table.push_back(binary(name, TypeRule::Compare));
-  table.push_back(unary("logical_not", TypeRule::Compare));
+  table.push_back(unary(Op::LogicalNot, TypeRule::Compare));
   addActivations(table);
   // Bools clamp too (False < True), to bool or, beside numbers, to the
   // promoted type.
-  OpInfo clamp = unary("clamp", TypeRule::Promote);
+  OpInfo clamp = unary(Op::Clamp, TypeRule::Promote);
   clamp.arity = 3;
   clamp.optionalOperands = {"min", "max"};
   clamp.attributes = {"has_min", "has_max"};
@@ -102,7 +101,7 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
   };
   table.push_back(clamp);
   OpInfo maskedFill;
-  maskedFill.name = "masked_fill";
+  maskedFill.op = Op::MaskedFill;
   maskedFill.arity = 3;
   maskedFill.rule = TypeRule::FirstOperand;
   maskedFill.verify = [](const Node &node) {
@@ -114,22 +113,23 @@ void addPointwiseOps(std::vector<OpInfo> &table) {
       opError(node, "the fill value must be a number or a 0-dim tensor");
   };
   table.push_back(maskedFill);
-  OpInfo cast = unary("cast", TypeRule::Cast);
+  OpInfo cast = unary(Op::Cast, TypeRule::Cast);
   cast.attributes = {"dtype"};
   table.push_back(cast);
-  OpInfo pow = binary("pow", TypeRule::Promote);
+  OpInfo pow = binary(Op::Pow, TypeRule::Promote);
   pow.scalarLast = true;
   table.push_back(pow);
   OpInfo where;
-  where.name = "where";
+  where.op = Op::Where;
   where.arity = 3;
   where.conditionFirst = true;
   table.push_back(where);
   for (OpInfo &info : table)
-    for (const char *name :
-         {"rsqrt", "sqrt", "div", "div_floor", "div_trunc", "exp", "log", "tanh", "erf", "sigmoid", "pow",
-          "exp2", "log1p", "expm1", "sin", "cos", "reciprocal"})
-      info.costlyMath |= info.name == name;
+    for (Op name :
+         {Op::Rsqrt, Op::Sqrt, Op::Div, Op::DivFloor, Op::DivTrunc, Op::Exp,
+          Op::Log, Op::Tanh, Op::Erf, Op::Sigmoid, Op::Pow, Op::Exp2, Op::Log1p,
+          Op::Expm1, Op::Sin, Op::Cos, Op::Reciprocal})
+      info.costlyMath |= info.op == name;
 }
 
 } // namespace dynafuse

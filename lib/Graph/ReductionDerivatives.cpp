@@ -49,9 +49,9 @@ Value *sumGradient(GradBuilder &b, const std::vector<int64_t> &dims,
 Value *sharedAmong(GradBuilder &b, Value *hits, const std::vector<int64_t> &dims,
                    bool keepdim, Value *g, Value *x) {
   Value *count =
-      b.emit("sum", {b.emit("cast", {hits}, {{"dtype", x->type.dtype}})},
+      b.emit(Op::Sum, {b.emit(Op::Cast, {hits}, {{"dtype", x->type.dtype}})},
              {{"dims", dims}, {"keepdim", true}});
-  return b.emit("div", {b.expandReduced(g, x->type, dims, keepdim), count});
+  return b.emit(Op::Div, {b.expandReduced(g, x->type, dims, keepdim), count});
 }
 
 /// amax / amin: the gradient shared by the elements equal to the result,
@@ -59,9 +59,10 @@ Value *sharedAmong(GradBuilder &b, Value *hits, const std::vector<int64_t> &dims
 /// NaN nothing equals it, and 0 * (g / 0) makes the whole slice NaN.
 Value *extremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
                        bool keepdim, Value *g, Value *x, Value *y) {
-  Value *hits = b.emit("eq", {x, b.expandReduced(y, x->type, dims, keepdim)});
-  return b.emit("mul", {sharedAmong(b, hits, dims, keepdim, g, x),
-                        b.emit("cast", {hits}, {{"dtype", x->type.dtype}})});
+  Value *hits = b.emit(Op::Eq, {x, b.expandReduced(y, x->type, dims, keepdim)});
+  return b.emit(Op::Mul,
+                {sharedAmong(b, hits, dims, keepdim, g, x),
+                 b.emit(Op::Cast, {hits}, {{"dtype", x->type.dtype}})});
 }
 
 /// max() / min() of the whole tensor (amax/amin marked "whole"), as
@@ -70,11 +71,11 @@ Value *extremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
 Value *wholeExtremeGradient(GradBuilder &b, const std::vector<int64_t> &dims,
                             bool keepdim, Value *g, Value *x, Value *y) {
   Value *extreme = b.expandReduced(y, x->type, dims, keepdim);
-  Value *hits = b.emit(
-      "where", {b.emit("ne", {extreme, extreme}), b.emit("ne", {x, x}),
-                b.emit("eq", {x, extreme})});
-  return b.emit("where", {hits, sharedAmong(b, hits, dims, keepdim, g, x),
-                          Scalar::ofFloat(0)});
+  Value *hits =
+      b.emit(Op::Where, {b.emit(Op::Ne, {extreme, extreme}),
+                         b.emit(Op::Ne, {x, x}), b.emit(Op::Eq, {x, extreme})});
+  return b.emit(Op::Where, {hits, sharedAmong(b, hits, dims, keepdim, g, x),
+                            Scalar::ofFloat(0)});
 }
 
 /// max_dim / min_dim -> (values, indices): the values' gradient placed at
@@ -93,8 +94,8 @@ DerivativeInfo selectingRule() {
     size_t dim = size_t(normalizeDim(node, node.intAttr("dim", 0), x->type.rank()));
     Value *g = grads[0], *index = node.results[1];
     if (!boolAttr(node, "keepdim", false)) {
-      g = b.emit("unsqueeze", {g}, {{"dim", int64_t(dim)}});
-      index = b.emit("unsqueeze", {index}, {{"dim", int64_t(dim)}});
+      g = b.emit(Op::Unsqueeze, {g}, {{"dim", int64_t(dim)}});
+      index = b.emit(Op::Unsqueeze, {index}, {{"dim", int64_t(dim)}});
     }
     result[0] = b.placeAlong(g, index, x->type, dim);
     return result;
@@ -104,12 +105,12 @@ DerivativeInfo selectingRule() {
 
 } // namespace
 
-void addReductionDerivatives(std::map<std::string, DerivativeInfo> &table) {
-  table["max_dim"] = selectingRule();
-  table["min_dim"] = selectingRule();
-  table["sum"] = reductionRule(sumGradient);
-  table["amax"] = reductionRule(extremeGradient, wholeExtremeGradient);
-  table["amin"] = reductionRule(extremeGradient, wholeExtremeGradient);
+void addReductionDerivatives(std::map<Op, DerivativeInfo> &table) {
+  table[Op::MaxDim] = selectingRule();
+  table[Op::MinDim] = selectingRule();
+  table[Op::Sum] = reductionRule(sumGradient);
+  table[Op::Amax] = reductionRule(extremeGradient, wholeExtremeGradient);
+  table[Op::Amin] = reductionRule(extremeGradient, wholeExtremeGradient);
 }
 
 } // namespace dynafuse

@@ -67,7 +67,7 @@ void requireNonEmpty(const Node &node) {
       opError(node, "cannot reduce over an empty dimension (no identity)");
 }
 
-OpInfo reduction(const std::string &name, std::vector<std::string> attributes,
+OpInfo reduction(Op name, std::vector<std::string> attributes,
                  ShapeRule infer) {
   return shapedOp(name, OpKind::Reduction, 1, std::move(attributes),
                   std::move(infer));
@@ -117,12 +117,12 @@ std::vector<TensorType> inferValuesAndIndices(const Node &node) {
 std::vector<Value *> extremeOfBools(Graph &graph, const Node &node) {
   Node &reduced = *graph.addNode(
       node.op,
-      {Operand(emit(graph, node, "cast", {node.operands[0].value},
+      {Operand(emit(graph, node, Op::Cast, {node.operands[0].value},
                     {{"dtype", DType::I32}}))},
       node.attributes, node.location);
   std::vector<Value *> results = reduced.results;
   results[0] =
-      emit(graph, node, "cast", {results[0]}, {{"dtype", DType::Bool}});
+      emit(graph, node, Op::Cast, {results[0]}, {{"dtype", DType::Bool}});
   return results;
 }
 
@@ -131,8 +131,8 @@ bool reducesBools(const Node &node) {
          node.operands[0].value->type.dtype == DType::Bool;
 }
 
-OpInfo extremeReduction(const std::string &name,
-                        std::vector<std::string> attributes, ShapeRule infer) {
+OpInfo extremeReduction(Op name, std::vector<std::string> attributes,
+                        ShapeRule infer) {
   OpInfo info = reduction(name, std::move(attributes), std::move(infer));
   info.decompose = extremeOfBools;
   info.decomposesWhen = reducesBools;
@@ -143,21 +143,21 @@ OpInfo extremeReduction(const std::string &name,
 
 void addReductionOps(std::vector<OpInfo> &table) {
   table.push_back(
-      reduction("sum", {"dim", "dims", "keepdim", "dtype"}, inferSum));
+      reduction(Op::Sum, {"dim", "dims", "keepdim", "dtype"}, inferSum));
   table.push_back(
-      reduction("prod", {"dim", "dims", "keepdim", "dtype"}, inferSum));
+      reduction(Op::Prod, {"dim", "dims", "keepdim", "dtype"}, inferSum));
+  table.push_back(extremeReduction(
+      Op::Amax, {"dim", "dims", "keepdim", "whole"}, inferExtreme));
+  table.push_back(extremeReduction(
+      Op::Amin, {"dim", "dims", "keepdim", "whole"}, inferExtreme));
+  table.push_back(reduction(Op::Any, {"dim", "dims", "keepdim"}, inferLogical));
+  table.push_back(reduction(Op::All, {"dim", "dims", "keepdim"}, inferLogical));
+  table.push_back(reduction(Op::Argmax, {"dim", "keepdim"}, inferArg));
+  table.push_back(reduction(Op::Argmin, {"dim", "keepdim"}, inferArg));
   table.push_back(
-      extremeReduction("amax", {"dim", "dims", "keepdim", "whole"}, inferExtreme));
+      extremeReduction(Op::MaxDim, {"dim", "keepdim"}, inferValuesAndIndices));
   table.push_back(
-      extremeReduction("amin", {"dim", "dims", "keepdim", "whole"}, inferExtreme));
-  table.push_back(reduction("any", {"dim", "dims", "keepdim"}, inferLogical));
-  table.push_back(reduction("all", {"dim", "dims", "keepdim"}, inferLogical));
-  table.push_back(reduction("argmax", {"dim", "keepdim"}, inferArg));
-  table.push_back(reduction("argmin", {"dim", "keepdim"}, inferArg));
-  table.push_back(
-      extremeReduction("max_dim", {"dim", "keepdim"}, inferValuesAndIndices));
-  table.push_back(
-      extremeReduction("min_dim", {"dim", "keepdim"}, inferValuesAndIndices));
+      extremeReduction(Op::MinDim, {"dim", "keepdim"}, inferValuesAndIndices));
 }
 
 } // namespace dynafuse

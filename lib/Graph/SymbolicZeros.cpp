@@ -45,25 +45,26 @@ Outcome outcomeOf(const Node &node, const std::vector<bool> &zero) {
     return result && node.operands[k].isValue() &&
            node.operands[k].value->type == result->type;
   };
-  const std::string &op = node.op;
-  if (op == "add" || op == "sub") {
+  Op op = node.op;
+  if (op == Op::Add || op == Op::Sub) {
     if (zero[0] && zero[1])
       return Outcome::Zero;
     if (zero[1] && sameType(0))
       return Outcome::PassFirst;
     if (zero[0] && sameType(1))
-      return op == "add" ? Outcome::PassSecond : Outcome::NegateSecond;
+      return op == Op::Add ? Outcome::PassSecond : Outcome::NegateSecond;
     return Outcome::Keep;
   }
-  if (op == "mul" || op == "mm" || op == "bmm" || op == "matmul")
+  if (op == Op::Mul || op == Op::Mm || op == Op::Bmm || op == Op::Matmul)
     return Outcome::Zero;
-  if (op == "div" || op == "gather_backward" || op == "index_select_backward")
+  if (op == Op::Div || op == Op::GatherBackward ||
+      op == Op::IndexSelectBackward)
     return only(0) ? Outcome::Zero : Outcome::Keep;
-  if (op == "neg" || op == "cast" || op == "sum" || op == "contiguous")
+  if (op == Op::Neg || op == Op::Cast || op == Op::Sum || op == Op::Contiguous)
     return Outcome::Zero;
-  if (op == "where")
+  if (op == Op::Where)
     return allValuesZero(1) && !zero[0] ? Outcome::Zero : Outcome::Keep;
-  if (op == "masked_fill")
+  if (op == Op::MaskedFill)
     return zero[0] && isZeroScalar(node.operands.at(2)) ? Outcome::Zero
                                                         : Outcome::Keep;
   const OpInfo *info = node.info ? node.info : opInfoOf(node);
@@ -105,13 +106,12 @@ std::unique_ptr<Graph> withZeroInputs(const Graph &graph,
     dense.strides.clear();
     if (!fill)
       fill = result
-                 ->addNodeWithTypes("full", {},
+                 ->addNodeWithTypes(Op::Full, {},
                                     {{"shape", old->type.sizes},
                                      {"value", 0.0},
                                      {"dtype", old->type.dtype},
                                      {"device", old->type.device}},
-                                    {dense},
-                                    {"zero_" + old->name})
+                                    {dense}, {"zero_" + old->name})
                  ->result();
     return fill;
   };
@@ -144,7 +144,7 @@ std::unique_ptr<Graph> withZeroInputs(const Graph &graph,
     case Outcome::NegateSecond:
       mapped[node->result()] =
           result
-              ->addNodeWithTypes("neg", {mapped.at(node->operands[1].value)},
+              ->addNodeWithTypes(Op::Neg, {mapped.at(node->operands[1].value)},
                                  {}, {node->result()->type},
                                  {node->result()->name}, node->location)
               ->result();

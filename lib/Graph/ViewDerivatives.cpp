@@ -35,7 +35,7 @@ DerivativeInfo single(ViewGradient gradient) {
 }
 
 Value *reshapeTo(GradBuilder &b, Value *g, const TensorType &type) {
-  return b.emit("reshape", {g}, {{"shape", type.sizes}});
+  return b.emit(Op::Reshape, {g}, {{"shape", type.sizes}});
 }
 
 /// g placed at [start, start + length) of dim within zeros of x's size.
@@ -51,7 +51,7 @@ Value *padBack(GradBuilder &b, Value *g, const TensorType &x, int64_t dim,
   size_t pair = 2 * (x.rank() - 1 - size_t(dim));
   amounts[pair] = start.constant();
   amounts[pair + 1] = after.constant();
-  return b.emit("pad", {g}, {{"pad", amounts}, {"value", 0.0}});
+  return b.emit(Op::Pad, {g}, {{"pad", amounts}, {"value", 0.0}});
 }
 
 Value *sliceBack(GradBuilder &b, const Node &node, Value *g, Value *x) {
@@ -77,12 +77,12 @@ DerivativeInfo piecesRule(bool unbind) {
       Value *piece = grads[i] ? grads[i] : b.zerosLike(node.results[i]->type);
       any |= grads[i] != nullptr;
       if (unbind)
-        piece = b.emit("unsqueeze", {piece}, {{"dim", dim}});
+        piece = b.emit(Op::Unsqueeze, {piece}, {{"dim", dim}});
       pieces.push_back(piece);
     }
     if (any)
       result[0] = pieces.size() == 1 ? pieces[0].value
-                                     : b.emit("cat", pieces, {{"dim", dim}});
+                                     : b.emit(Op::Cat, pieces, {{"dim", dim}});
     return result;
   };
   return info;
@@ -103,7 +103,7 @@ DerivativeInfo catRule() {
         continue; // a skipped 1-d empty operand
       SymExpr length = x->type.sizes[size_t(dim)];
       if (isDifferentiable(x->type.dtype))
-        result[i] = b.sumTo(b.emit("slice", {grads[0]},
+        result[i] = b.sumTo(b.emit(Op::Slice, {grads[0]},
                                    {{"dim", dim},
                                     {"start", offset},
                                     {"end", offset + length},
@@ -127,7 +127,7 @@ Value *gatherGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
   for (size_t k = 0; k < rank; ++k)
     onePerRow &= k == dim || index.sizes[k] == x->type.sizes[k];
   if (!onePerRow)
-    return b.emit("gather_backward", {g, node.operands[1]},
+    return b.emit(Op::GatherBackward, {g, node.operands[1]},
                   {{"dim", int64_t(dim)}, {"shape", x->type.sizes}});
   return b.placeAlong(g, node.operands[1].value, x->type, dim);
 }
@@ -145,10 +145,10 @@ Value *repeatGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
     tiled.push_back(SymExpr(repeats[k]));
     tiled.push_back(k < lead ? SymExpr(1) : x->type.sizes[k - lead]);
   }
-  Value *tiles = b.emit("reshape", {g}, {{"shape", tiled}});
+  Value *tiles = b.emit(Op::Reshape, {g}, {{"shape", tiled}});
   Value *sum =
-      b.emit("sum", {tiles}, {{"dims", tileDims}, {"keepdim", false}});
-  return b.emit("reshape", {sum}, {{"shape", x->type.sizes}});
+      b.emit(Op::Sum, {tiles}, {{"dims", tileDims}, {"keepdim", false}});
+  return b.emit(Op::Reshape, {sum}, {{"shape", x->type.sizes}});
 }
 
 /// embedding(indices, weight): the weight's gradient, rows summed per index
@@ -166,7 +166,7 @@ DerivativeInfo embeddingRule() {
     int64_t padding = node.intAttr("padding_idx", -1);
     if (node.attribute("padding_idx") && padding < 0)
       padding += rows;
-    result[1] = b.emit("embedding_backward", {grads[0], node.operands[0]},
+    result[1] = b.emit(Op::EmbeddingBackward, {grads[0], node.operands[0]},
                        {{"num_weights", rows}, {"padding_idx", padding}});
     return result;
   };
@@ -175,99 +175,104 @@ DerivativeInfo embeddingRule() {
 
 } // namespace
 
-void addViewDerivatives(std::map<std::string, DerivativeInfo> &table) {
+void addViewDerivatives(std::map<Op, DerivativeInfo> &table) {
   ViewGradient reshapeBack = [](GradBuilder &b, const Node &, Value *g,
                                 Value *x) { return reshapeTo(b, g, x->type); };
-  for (const char *op : {"reshape", "flatten", "squeeze", "unsqueeze"})
+  for (Op op : {Op::Reshape, Op::Flatten, Op::Squeeze, Op::Unsqueeze})
     table[op] = single(reshapeBack);
-  table["contiguous"] = single(
-      [](GradBuilder &, const Node &, Value *g, Value *) { return g; });
-  table["permute"] = single([](GradBuilder &b, const Node &node, Value *g,
-                               Value *x) {
-    std::vector<int64_t> dims = intListAttr(node, "dims", {});
-    std::vector<int64_t> inverse(dims.size());
-    for (size_t k = 0; k < dims.size(); ++k)
-      inverse[size_t(normalizeDim(node, dims[k], x->type.rank()))] = int64_t(k);
-    return b.emit("permute", {g}, {{"dims", inverse}});
-  });
-  table["transpose"] = single([](GradBuilder &b, const Node &node, Value *g,
-                                 Value *) {
-    // (A B)^T is B^T A^T: the gradient of a transposed weight (linear's)
-    // comes out of the GEMM in the weight's layout, not transposed by a
-    // copy afterwards.
-    const Node *product = g->producer;
-    if (product && product->op == "mm" && g->type.rank() == 2 &&
-        product->operands[0].isValue() && product->operands[1].isValue()) {
-      auto swapped = [&](Value *x) {
-        return b.emit("transpose", {x}, {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
-      };
-      return b.emit("mm", {swapped(product->operands[1].value),
-                           swapped(product->operands[0].value)});
-    }
-    return b.emit("transpose", {g},
-                  {{"dim0", node.intAttr("dim0", 0)},
-                   {"dim1", node.intAttr("dim1", 1)}});
-  });
-  table["gather"] = single(gatherGradient);
-  table["repeat"] = single(repeatGradient);
-  table["index_select"] = single([](GradBuilder &b, const Node &node,
-                                    Value *g, Value *x) {
-    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
-    return b.emit("index_select_backward", {g, node.operands[1]},
-                  {{"dim", dim}, {"shape", x->type.sizes}});
-  });
-  table["embedding"] = embeddingRule();
-  table["expand"] = single([](GradBuilder &b, const Node &, Value *g,
-                              Value *x) { return b.sumTo(g, x->type); });
-  table["select"] = single([](GradBuilder &b, const Node &node, Value *g,
-                              Value *x) {
-    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
-    SymExpr index = symAttr(node, "index", 0);
-    if (index.isConstant() && index.constant() < 0)
-      index = x->type.sizes[size_t(dim)] + index;
-    Value *row = b.emit("unsqueeze", {g}, {{"dim", dim}});
-    return padBack(b, row, x->type, dim, index);
-  });
-  table["slice"] = single(sliceBack);
-  table["narrow"] = single(sliceBack);
-  table["flip"] = single([](GradBuilder &b, const Node &node, Value *g,
-                            Value *) {
-    return b.emit("flip", {g}, {{"dims", intListAttr(node, "dims", {})}});
-  });
-  table["roll"] = single([](GradBuilder &b, const Node &node, Value *g,
-                            Value *) {
-    std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
-    for (int64_t &shift : shifts)
-      shift = -shift;
-    return b.emit("roll", {g},
-                  {{"shifts", shifts}, {"dims", intListAttr(node, "dims", {})}});
-  });
-  for (const char *op : {"tril", "triu"})
+  table[Op::Contiguous] =
+      single([](GradBuilder &, const Node &, Value *g, Value *) { return g; });
+  table[Op::Permute] =
+      single([](GradBuilder &b, const Node &node, Value *g, Value *x) {
+        std::vector<int64_t> dims = intListAttr(node, "dims", {});
+        std::vector<int64_t> inverse(dims.size());
+        for (size_t k = 0; k < dims.size(); ++k)
+          inverse[size_t(normalizeDim(node, dims[k], x->type.rank()))] =
+              int64_t(k);
+        return b.emit(Op::Permute, {g}, {{"dims", inverse}});
+      });
+  table[Op::Transpose] =
+      single([](GradBuilder &b, const Node &node, Value *g, Value *) {
+        // (A B)^T is B^T A^T: the gradient of a transposed weight (linear's)
+        // comes out of the GEMM in the weight's layout, not transposed by a
+        // copy afterwards.
+        const Node *product = g->producer;
+        if (product && product->op == Op::Mm && g->type.rank() == 2 &&
+            product->operands[0].isValue() && product->operands[1].isValue()) {
+          auto swapped = [&](Value *x) {
+            return b.emit(Op::Transpose, {x},
+                          {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
+          };
+          return b.emit(Op::Mm, {swapped(product->operands[1].value),
+                                 swapped(product->operands[0].value)});
+        }
+        return b.emit(Op::Transpose, {g},
+                      {{"dim0", node.intAttr("dim0", 0)},
+                       {"dim1", node.intAttr("dim1", 1)}});
+      });
+  table[Op::Gather] = single(gatherGradient);
+  table[Op::Repeat] = single(repeatGradient);
+  table[Op::IndexSelect] =
+      single([](GradBuilder &b, const Node &node, Value *g, Value *x) {
+        int64_t dim =
+            normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
+        return b.emit(Op::IndexSelectBackward, {g, node.operands[1]},
+                      {{"dim", dim}, {"shape", x->type.sizes}});
+      });
+  table[Op::Embedding] = embeddingRule();
+  table[Op::Expand] = single([](GradBuilder &b, const Node &, Value *g,
+                                Value *x) { return b.sumTo(g, x->type); });
+  table[Op::Select] =
+      single([](GradBuilder &b, const Node &node, Value *g, Value *x) {
+        int64_t dim =
+            normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
+        SymExpr index = symAttr(node, "index", 0);
+        if (index.isConstant() && index.constant() < 0)
+          index = x->type.sizes[size_t(dim)] + index;
+        Value *row = b.emit(Op::Unsqueeze, {g}, {{"dim", dim}});
+        return padBack(b, row, x->type, dim, index);
+      });
+  table[Op::Slice] = single(sliceBack);
+  table[Op::Narrow] = single(sliceBack);
+  table[Op::Flip] =
+      single([](GradBuilder &b, const Node &node, Value *g, Value *) {
+        return b.emit(Op::Flip, {g}, {{"dims", intListAttr(node, "dims", {})}});
+      });
+  table[Op::Roll] =
+      single([](GradBuilder &b, const Node &node, Value *g, Value *) {
+        std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
+        for (int64_t &shift : shifts)
+          shift = -shift;
+        return b.emit(
+            Op::Roll, {g},
+            {{"shifts", shifts}, {"dims", intListAttr(node, "dims", {})}});
+      });
+  for (Op op : {Op::Tril, Op::Triu})
     table[op] = single([op](GradBuilder &b, const Node &node, Value *g,
                             Value *) {
       return b.emit(op, {g}, {{"diagonal", node.intAttr("diagonal", 0)}});
     });
-  table["pad"] = single([](GradBuilder &b, const Node &node, Value *g,
-                           Value *x) {
-    std::vector<int64_t> amounts = intListAttr(node, "pad", {});
-    Value *inner = g;
-    for (size_t pair = 0; pair + 1 < amounts.size(); pair += 2) {
-      if (amounts[pair] < 0 || amounts[pair + 1] < 0)
-        throw Error("the gradient of a negative pad is not supported yet");
-      int64_t dim = int64_t(x->type.rank()) - 1 - int64_t(pair / 2);
-      SymExpr start = amounts[pair];
-      inner = b.emit("slice", {inner},
-                     {{"dim", dim},
-                      {"start", start},
-                      {"end", start + x->type.sizes[size_t(dim)]},
-                      {"step", int64_t(1)}});
-    }
-    return inner;
-  });
-  table["split"] = piecesRule(false);
-  table["chunk"] = piecesRule(false);
-  table["unbind"] = piecesRule(true);
-  table["cat"] = catRule();
+  table[Op::Pad] =
+      single([](GradBuilder &b, const Node &node, Value *g, Value *x) {
+        std::vector<int64_t> amounts = intListAttr(node, "pad", {});
+        Value *inner = g;
+        for (size_t pair = 0; pair + 1 < amounts.size(); pair += 2) {
+          if (amounts[pair] < 0 || amounts[pair + 1] < 0)
+            throw Error("the gradient of a negative pad is not supported yet");
+          int64_t dim = int64_t(x->type.rank()) - 1 - int64_t(pair / 2);
+          SymExpr start = amounts[pair];
+          inner = b.emit(Op::Slice, {inner},
+                         {{"dim", dim},
+                          {"start", start},
+                          {"end", start + x->type.sizes[size_t(dim)]},
+                          {"step", int64_t(1)}});
+        }
+        return inner;
+      });
+  table[Op::Split] = piecesRule(false);
+  table[Op::Chunk] = piecesRule(false);
+  table[Op::Unbind] = piecesRule(true);
+  table[Op::Cat] = catRule();
 }
 
 } // namespace dynafuse

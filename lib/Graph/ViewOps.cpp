@@ -355,7 +355,7 @@ SliceBounds sliceBounds(const Node &node) {
   const int64_t open = std::numeric_limits<int64_t>::max();
   SymExpr start = symAttr(node, "start", 0);
   SymExpr end = symAttr(node, "end", open);
-  if (node.op == "narrow") {
+  if (node.op == Op::Narrow) {
     if (start.isConstant() && start.constant() < 0)
       start = start + size;
     end = start + symAttr(node, "length", 0);
@@ -522,8 +522,8 @@ Strided stridedIdentity(const Node &, size_t, StridedView view) {
 
 } // namespace
 
-OpInfo remapView(const std::string &name, std::vector<std::string> attributes,
-                 ShapeRule infer, IndexRemap remap, StridedRule strided) {
+OpInfo remapView(Op name, std::vector<std::string> attributes, ShapeRule infer,
+                 IndexRemap remap, StridedRule strided) {
   assert(remap && "a view op needs its index remap");
   OpInfo info = shapedOp(name, OpKind::View, 1, std::move(attributes),
                          std::move(infer));
@@ -546,10 +546,10 @@ OpInfo pieces(OpInfo info) {
 } // namespace
 
 std::vector<int64_t> splitLengths(const Node &node, int64_t total) {
-  if (node.op == "unbind")
+  if (node.op == Op::Unbind)
     return std::vector<int64_t>(size_t(total), 1);
   std::vector<int64_t> lengths;
-  if (node.op == "chunk") {
+  if (node.op == Op::Chunk) {
     int64_t chunks = node.intAttr("chunks", 1);
     if (chunks <= 0)
       opError(node, "chunks must be positive");
@@ -581,37 +581,37 @@ std::vector<int64_t> splitLengths(const Node &node, int64_t total) {
 
 void addViewOps(std::vector<OpInfo> &table) {
   // name, attributes, shape rule, index remap, strided form.
-  table.push_back(remapView("reshape", {"shape"}, inferReshape, remapReshape,
+  table.push_back(remapView(Op::Reshape, {"shape"}, inferReshape, remapReshape,
                             stridedReshape));
-  table.push_back(remapView("permute", {"dims"}, inferPermute, remapPermute,
+  table.push_back(remapView(Op::Permute, {"dims"}, inferPermute, remapPermute,
                             stridedPermute));
-  table.push_back(remapView("transpose", {"dim0", "dim1"}, inferTranspose,
+  table.push_back(remapView(Op::Transpose, {"dim0", "dim1"}, inferTranspose,
                             remapTranspose, stridedTranspose));
-  table.push_back(remapView("expand", {"shape"}, inferExpand, remapExpand,
+  table.push_back(remapView(Op::Expand, {"shape"}, inferExpand, remapExpand,
                             stridedExpand));
-  table.push_back(remapView("squeeze", {"dims"}, inferSqueeze, remapSqueeze,
+  table.push_back(remapView(Op::Squeeze, {"dims"}, inferSqueeze, remapSqueeze,
                             stridedSqueeze));
-  table.push_back(remapView("unsqueeze", {"dim"}, inferUnsqueeze,
+  table.push_back(remapView(Op::Unsqueeze, {"dim"}, inferUnsqueeze,
                             remapUnsqueeze, stridedUnsqueeze));
-  table.push_back(remapView("flatten", {"start_dim", "end_dim"}, inferFlatten,
+  table.push_back(remapView(Op::Flatten, {"start_dim", "end_dim"}, inferFlatten,
                             remapReshape, stridedReshape));
-  table.push_back(remapView("select", {"dim", "index"}, inferSelect,
+  table.push_back(remapView(Op::Select, {"dim", "index"}, inferSelect,
                             remapSelect, stridedSelect));
-  table.push_back(remapView("slice", {"dim", "start", "end", "step"},
+  table.push_back(remapView(Op::Slice, {"dim", "start", "end", "step"},
                             inferSlice, remapSlice, stridedSlice));
-  table.push_back(remapView("narrow", {"dim", "start", "length"}, inferSlice,
+  table.push_back(remapView(Op::Narrow, {"dim", "start", "length"}, inferSlice,
                             remapSlice, stridedSlice));
-  table.push_back(remapView("detach", {}, inferSameShape, remapIdentity,
+  table.push_back(remapView(Op::Detach, {}, inferSameShape, remapIdentity,
                             stridedIdentity));
-  table.push_back(remapView("contiguous", {}, inferSameShape, remapIdentity,
+  table.push_back(remapView(Op::Contiguous, {}, inferSameShape, remapIdentity,
                             noStridedForm));
   addCopyingRemapOps(table);
-  table.push_back(pieces(remapView("split", {"dim", "size", "sizes"},
+  table.push_back(pieces(remapView(Op::Split, {"dim", "size", "sizes"},
                                    inferSplit, remapSplit, stridedSplit)));
-  table.push_back(pieces(remapView("chunk", {"dim", "chunks"}, inferSplit,
+  table.push_back(pieces(remapView(Op::Chunk, {"dim", "chunks"}, inferSplit,
                                    remapSplit, stridedSplit)));
-  table.push_back(pieces(remapView("unbind", {"dim"}, inferUnbind,
-                                   remapUnbind, stridedUnbind)));
+  table.push_back(pieces(
+      remapView(Op::Unbind, {"dim"}, inferUnbind, remapUnbind, stridedUnbind)));
   addDataMovementOps(table);
 }
 

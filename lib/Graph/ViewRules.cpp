@@ -14,7 +14,7 @@ std::vector<SymExpr> remapViewIndex(const Node &node, size_t resultIndex,
                                     const std::vector<SymExpr> &index) {
   const OpInfo *info = opInfoOf(node);
   if (!info || !info->view || !info->view->remap)
-    fail("no lowering for view op '" + node.op + "'", node.location);
+    fail("no lowering for view op '" + opName(node.op) + "'", node.location);
   return info->view->remap(node, resultIndex, index);
 }
 

@@ -52,7 +52,7 @@ struct WindowDim {
 /// node without its results.)
 std::vector<WindowDim> windowDims(const Node &node,
                                   const std::vector<int64_t> &kernel) {
-  bool pool = node.op != "conv2d"; // a pool's stride defaults to its kernel
+  bool pool = node.op != Op::Conv2d; // a pool's stride defaults to its kernel
   if (node.operands.empty() || !node.operands[0].isValue())
     return {};
   const TensorType &x = node.operands[0].value->type;
@@ -105,7 +105,7 @@ Value *padded(Graph &graph, const Node &node, Value *x,
                               dims[0].padding, dims[0].padAfter()};
   if (std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; }))
     return x;
-  return emit(graph, node, "pad", {x}, {{"pad", pad}, {"value", fill}});
+  return emit(graph, node, Op::Pad, {x}, {{"pad", pad}, {"value", fill}});
 }
 
 /// The input under kernel position (kh, kw) of every window.
@@ -119,7 +119,7 @@ Value *tap(Graph &graph, const Node &node, Value *paddedInput,
     if (start == 0 && dims[d].stride == 1 &&
         end == value->type.sizes[2 + d].constant())
       continue;
-    value = emit(graph, node, "slice", {value},
+    value = emit(graph, node, Op::Slice, {value},
                  {{"dim", int64_t(2 + d)},
                   {"start", start},
                   {"end", end},
@@ -140,7 +140,7 @@ std::vector<Value *> decomposeMaxPool(Graph &graph, const Node &node) {
   for (int64_t kh = 0; kh < dims[0].kernel; ++kh)
     for (int64_t kw = 0; kw < dims[1].kernel; ++kw) {
       Value *next = tap(graph, node, x, dims, kh, kw);
-      result = result ? emit(graph, node, "maximum", {result, next}) : next;
+      result = result ? emit(graph, node, Op::Maximum, {result, next}) : next;
     }
   return {result};
 }
@@ -164,18 +164,18 @@ std::vector<Value *> decomposeAvgPool(Graph &graph, const Node &node) {
   for (int64_t kh = 0; kh < dims[0].kernel; ++kh)
     for (int64_t kw = 0; kw < dims[1].kernel; ++kw) {
       Value *next = tap(graph, node, x, dims, kh, kw);
-      sum = sum ? emit(graph, node, "add", {sum, next}) : next;
+      sum = sum ? emit(graph, node, Op::Add, {sum, next}) : next;
     }
   int64_t divisor = node.intAttr("divisor_override", 0);
   if (divisor == 0)
     divisor = dims[0].kernel * dims[1].kernel;
-  return {emit(graph, node, "div", {sum, Scalar::ofFloat(double(divisor))})};
+  return {emit(graph, node, Op::Div, {sum, Scalar::ofFloat(double(divisor))})};
 }
 
 /// The kernel sizes of a depthwise conv2d (weight [C, 1, kh, kw], groups
 /// C, as many output channels as input ones); empty otherwise.
 std::vector<int64_t> depthwiseKernel(const Node &node) {
-  if (node.op != "conv2d" || node.operands.size() < 2 ||
+  if (node.op != Op::Conv2d || node.operands.size() < 2 ||
       !node.operands[1].isValue())
     return {};
   const TensorType &x = operandType(node, 0), &w = operandType(node, 1);
@@ -212,50 +212,50 @@ std::vector<Value *> decomposeDepthwise(Graph &graph, const Node &node) {
   // weights are then one contiguous row, read a vector at a time where
   // the taps' innermost loop is the channel (channels-last), instead of a
   // column of channel stride kh * kw (RealizationPolicy realizes it).
-  Value *tapWeights = emit(
-      graph, node, "contiguous",
-      {emit(graph, node, "permute",
-            {emit(graph, node, "select", {weight},
-                  {{"dim", int64_t(1)}, {"index", int64_t(0)}})},
-            {{"dims", std::vector<int64_t>{1, 2, 0}}})});
+  Value *tapWeights =
+      emit(graph, node, Op::Contiguous,
+           {emit(graph, node, Op::Permute,
+                 {emit(graph, node, Op::Select, {weight},
+                       {{"dim", int64_t(1)}, {"index", int64_t(0)}})},
+                 {{"dims", std::vector<int64_t>{1, 2, 0}}})});
   Value *sum = nullptr;
   for (int64_t kh = 0; kh < dims[0].kernel; ++kh) {
-    Value *row = emit(graph, node, "select", {tapWeights},
+    Value *row = emit(graph, node, Op::Select, {tapWeights},
                       {{"dim", int64_t(0)}, {"index", kh}});
     for (int64_t kw = 0; kw < dims[1].kernel; ++kw) {
-      Value *w = emit(graph, node, "select", {row},
+      Value *w = emit(graph, node, Op::Select, {row},
                       {{"dim", int64_t(0)}, {"index", kw}});
-      w = emit(graph, node, "reshape", {w}, {{"shape", perChannel}});
+      w = emit(graph, node, Op::Reshape, {w}, {{"shape", perChannel}});
       Value *term =
-          emit(graph, node, "mul", {tap(graph, node, x, dims, kh, kw), w});
-      sum = sum ? emit(graph, node, "add", {sum, term}) : term;
+          emit(graph, node, Op::Mul, {tap(graph, node, x, dims, kh, kw), w});
+      sum = sum ? emit(graph, node, Op::Add, {sum, term}) : term;
     }
   }
   if (node.operands.size() == 3 && node.operands[2].isValue())
-    sum = emit(graph, node, "add",
-               {sum, emit(graph, node, "reshape", {node.operands[2].value},
+    sum = emit(graph, node, Op::Add,
+               {sum, emit(graph, node, Op::Reshape, {node.operands[2].value},
                           {{"shape", perChannel}})});
   return {sum};
 }
 
-void setDecomposition(std::vector<OpInfo> &table, const std::string &name,
+void setDecomposition(std::vector<OpInfo> &table, Op name,
                       Decomposition decompose,
                       std::function<bool(const Node &)> when) {
   for (OpInfo &info : table)
-    if (info.name == name) {
+    if (info.op == name) {
       info.decompose = std::move(decompose);
       info.decomposesWhen = std::move(when);
       return;
     }
-  fail("op table: no op '" + name + "' to give a window decomposition");
+  fail("op table: no op '" + opName(name) + "' to give a window decomposition");
 }
 
 } // namespace
 
 void addWindowDecompositions(std::vector<OpInfo> &table) {
-  setDecomposition(table, "max_pool2d", decomposeMaxPool, maxPoolDecomposes);
-  setDecomposition(table, "avg_pool2d", decomposeAvgPool, avgPoolDecomposes);
-  setDecomposition(table, "conv2d", decomposeDepthwise, depthwiseDecomposes);
+  setDecomposition(table, Op::MaxPool2d, decomposeMaxPool, maxPoolDecomposes);
+  setDecomposition(table, Op::AvgPool2d, decomposeAvgPool, avgPoolDecomposes);
+  setDecomposition(table, Op::Conv2d, decomposeDepthwise, depthwiseDecomposes);
 }
 
 } // namespace dynafuse

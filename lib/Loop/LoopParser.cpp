@@ -136,7 +136,12 @@ private:
     step.kind = ProgramStep::Kind::Extern;
     step.result.clear();
     step.results = defined;
-    step.op = cursor.identifier("an extern op name");
+    Location opAt = cursor.location();
+    std::string opText = cursor.identifier("an extern op name");
+    std::optional<Op> op = findOp(opText);
+    if (!op)
+      cursor.errorAt(opAt, "unknown extern op '" + opText + "'");
+    step.op = *op;
     step.args = parseArguments();
     step.attributes = parseAttributeDict(cursor);
     cursor.expect(":");

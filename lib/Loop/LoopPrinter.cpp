@@ -149,7 +149,7 @@ std::string stepStr(const ProgramStep &step) {
     std::string text;
     for (size_t i = 0; i < step.results.size(); ++i)
       text += (i ? ", %" : "%") + step.results[i];
-    text += " = extern " + step.op + argumentList(step.args);
+    text += " = extern " + opName(step.op) + argumentList(step.args);
     if (!step.attributes.empty()) {
       text += " {";
       bool first = true;

@@ -330,9 +330,9 @@ private:
       return;
     case ProgramStep::Kind::Extern:
       for (const std::string &arg : step.args)
-        use(arg, "extern " + step.op + " reads");
+        use(arg, "extern " + opName(step.op) + " reads");
       if (step.results.empty() || step.results.size() != step.types.size())
-        error("extern " + step.op + " needs one type per result");
+        error("extern " + opName(step.op) + " needs one type per result");
       for (size_t i = 0; i < step.results.size(); ++i)
         define(step.results[i], step.types[i]);
       return;

@@ -10,13 +10,13 @@
 namespace dynafuse {
 namespace {
 
-ReduceKind reduceKindOf(const std::string &op) {
-  static const std::map<std::string, ReduceKind> kinds = {
-      {"sum", ReduceKind::Sum},       {"prod", ReduceKind::Prod},
-      {"amax", ReduceKind::Max},      {"amin", ReduceKind::Min},
-      {"any", ReduceKind::Any},       {"all", ReduceKind::All},
-      {"argmax", ReduceKind::ArgMax}, {"max_dim", ReduceKind::ArgMax},
-      {"argmin", ReduceKind::ArgMin}, {"min_dim", ReduceKind::ArgMin}};
+ReduceKind reduceKindOf(Op op) {
+  static const std::map<Op, ReduceKind> kinds = {
+      {Op::Sum, ReduceKind::Sum},       {Op::Prod, ReduceKind::Prod},
+      {Op::Amax, ReduceKind::Max},      {Op::Amin, ReduceKind::Min},
+      {Op::Any, ReduceKind::Any},       {Op::All, ReduceKind::All},
+      {Op::Argmax, ReduceKind::ArgMax}, {Op::MaxDim, ReduceKind::ArgMax},
+      {Op::Argmin, ReduceKind::ArgMin}, {Op::MinDim, ReduceKind::ArgMin}};
   return kinds.at(op);
 }
 
@@ -118,7 +118,7 @@ int ElementEmitter::emitUncached(const Value *value,
   const Node &node = *value->producer;
   const OpInfo *info = opInfoOf(node);
   if (!info)
-    fail("no lowering for op '" + node.op + "'", node.location);
+    fail("no lowering for op '" + opName(node.op) + "'", node.location);
   switch (info->kind) {
   case OpKind::Pointwise:
     return emitPointwise(node, index);
@@ -130,7 +130,8 @@ int ElementEmitter::emitUncached(const Value *value,
   case OpKind::Composite:
     break;
   }
-  fail("op '" + node.op + "' reached lowering unrealized or undecomposed",
+  fail("op '" + opName(node.op) +
+           "' reached lowering unrealized or undecomposed",
        node.location);
 }
 
@@ -245,7 +246,7 @@ int ElementEmitter::emitPointwise(const Node &node,
                                   const std::vector<SymExpr> &index) {
   const PointwiseRule *rule = findPointwiseRule(node.op);
   if (!rule)
-    fail("no lowering for op '" + node.op + "'", node.location);
+    fail("no lowering for op '" + opName(node.op) + "'", node.location);
   ScalarBuilder scalars(kernel, builder);
   PointwiseContext context{scalars, node, operationType(node), {}};
   for (const Operand &operand : node.operands) {
@@ -346,7 +347,7 @@ int ElementEmitter::emitView(const Node &node, size_t result,
   case ViewForm::Random:
     return emitGenerator(node, index);
   }
-  fail("no lowering for view op '" + node.op + "'", node.location);
+  fail("no lowering for view op '" + opName(node.op) + "'", node.location);
 }
 
 int ElementEmitter::emitCat(const Node &node,

@@ -123,14 +123,14 @@ const Value *layoutSource(const LoweringState &state, const Value *value,
   // Windows of a source (pad, slice: a pool's or a depthwise
   // convolution's taps) keep its dim order.
   const Node &producer = *value->producer;
-  if ((producer.op == "pad" || producer.op == "slice") &&
+  if ((producer.op == Op::Pad || producer.op == Op::Slice) &&
       producer.operands[0].isValue() &&
       producer.operands[0].value->type.rank() == sizes.size())
     return layoutSource(state, producer.operands[0].value,
                         producer.operands[0].value->type.sizes);
   // A concatenation keeps its pieces' dim order (an inception block's
   // branches, channels-last, concatenated along the channels).
-  if (producer.op == "cat") {
+  if (producer.op == Op::Cat) {
     for (const Operand &operand : producer.operands)
       if (operand.isValue() && operand.value->type.rank() == sizes.size())
         if (const Value *found = layoutSource(state, operand.value,

@@ -26,7 +26,7 @@ std::string joinIndices(const std::vector<size_t> &order) {
 OpKind kindOf(const Node &node) {
   const OpInfo *info = opInfoOf(node);
   if (!info)
-    fail("unknown op '" + node.op + "'", node.location);
+    fail("unknown op '" + opName(node.op) + "'", node.location);
   return info->kind;
 }
 
@@ -50,7 +50,7 @@ const TensorType &LoweringState::bufferType(const Value *value) const {
 std::string printRealized(const LoweringState &state) {
   std::string text = "realized @" + state.graph.name + " {\n";
   for (const Value *value : realizedInOrder(state))
-    text += "  %" + value->name + " = " + value->producer->op + " : " +
+    text += "  %" + value->name + " = " + opName(value->producer->op) + " : " +
             value->type.str() + "\n";
   return text + "}\n";
 }
@@ -77,7 +77,7 @@ std::string printSchedule(const LoweringState &state) {
     text += "  step " + std::to_string(s) + ": ";
     std::vector<const Value *> values = step.members;
     if (step.externNode) {
-      text += "extern " + step.externNode->op;
+      text += "extern " + opName(step.externNode->op);
       values.assign(step.externNode->results.begin(),
                     step.externNode->results.end());
     } else {
@@ -95,8 +95,8 @@ std::string printShared(const LoweringState &state) {
   for (const Value *value : realizedInOrder(state)) {
     auto found = state.shared.find(value);
     if (found != state.shared.end())
-      text += "  %" + value->name + " = " + value->producer->op + " : " +
-              value->type.str() + " // reached by " +
+      text += "  %" + value->name + " = " + opName(value->producer->op) +
+              " : " + value->type.str() + " // reached by " +
               std::to_string(found->second) + " kernels\n";
   }
   return text + "}\n";

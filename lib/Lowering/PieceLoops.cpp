@@ -43,7 +43,7 @@ std::optional<PieceSplit> pieceSplitOf(const LoweringState &state,
         value->type.rank() != sizes.size())
       continue;
     const Node &node = *value->producer;
-    if (node.op == "cat") {
+    if (node.op == Op::Cat) {
       PieceSplit split;
       split.dim = size_t(normalizeDim(node, node.intAttr("dim", 0),
                                       sizes.size()));
@@ -58,12 +58,12 @@ std::optional<PieceSplit> pieceSplitOf(const LoweringState &state,
         best = split;
       continue;
     }
-    if (node.op == "pad" || node.op == "slice") {
+    if (node.op == Op::Pad || node.op == Op::Slice) {
       const Value *source = node.operands[0].value;
       if (source->type.rank() != sizes.size())
         continue;
       std::vector<bool> kept = passedDims(source, value->type.sizes, same);
-      if (node.op == "pad") {
+      if (node.op == Op::Pad) {
         std::vector<int64_t> pad = intListAttr(node, "pad", {});
         for (size_t p = 0; p < pad.size() / 2 && p < kept.size(); ++p)
           if (pad[2 * p] != 0 || pad[2 * p + 1] != 0)

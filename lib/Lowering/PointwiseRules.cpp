@@ -74,9 +74,9 @@ DType scalarStorageType(const Node &node) {
 /// kernels read the number at full precision (original_scalar_value). For
 /// f16/bf16 this decides comparisons and fmod: `x > 0.1` compares with
 /// 0.0999756 in f16.
-bool roundsScalarOperands(const std::string &op) {
-  return op != "add" && op != "sub" && op != "mul" && op != "div" &&
-         op != "pow";
+bool roundsScalarOperands(Op op) {
+  return op != Op::Add && op != Op::Sub && op != Op::Mul && op != Op::Div &&
+         op != Op::Pow;
 }
 
 double roundedTo(DType dtype, double value) {
@@ -455,80 +455,79 @@ int whereRule(PointwiseContext &c) {
 }
 
 /// Math, rounding, sign, clamp, bitwise and logical ops, masked_fill.
-void addMathRules(std::map<std::string, PointwiseRule> &rules) {
-  const std::pair<const char *, ScalarOp> math[] = {
-      {"erf", ScalarOp::Erf},     {"exp2", ScalarOp::Exp2},
-      {"log1p", ScalarOp::Log1p}, {"expm1", ScalarOp::Expm1},
-      {"sin", ScalarOp::Sin},     {"cos", ScalarOp::Cos}};
+void addMathRules(std::map<Op, PointwiseRule> &rules) {
+  const std::pair<Op, ScalarOp> math[] = {
+      {Op::Erf, ScalarOp::Erf},     {Op::Exp2, ScalarOp::Exp2},
+      {Op::Log1p, ScalarOp::Log1p}, {Op::Expm1, ScalarOp::Expm1},
+      {Op::Sin, ScalarOp::Sin},     {Op::Cos, ScalarOp::Cos}};
   for (auto &entry : math)
     rules[entry.first] = unaryRule(entry.second);
-  const std::pair<const char *, ScalarOp> rounding[] = {
-      {"floor", ScalarOp::Floor},
-      {"ceil", ScalarOp::Ceil},
-      {"round", ScalarOp::Round},
-      {"trunc", ScalarOp::Trunc}};
+  const std::pair<Op, ScalarOp> rounding[] = {{Op::Floor, ScalarOp::Floor},
+                                              {Op::Ceil, ScalarOp::Ceil},
+                                              {Op::Round, ScalarOp::Round},
+                                              {Op::Trunc, ScalarOp::Trunc}};
   for (auto &entry : rounding)
     rules[entry.first] = roundingRule(entry.second);
-  const std::pair<const char *, ScalarOp> binaries[] = {
-      {"fmod", ScalarOp::Fmod},
-      {"remainder", ScalarOp::Remainder},
-      {"bitwise_and", ScalarOp::BitAnd},
-      {"bitwise_or", ScalarOp::BitOr},
-      {"bitwise_xor", ScalarOp::BitXor}};
+  const std::pair<Op, ScalarOp> binaries[] = {
+      {Op::Fmod, ScalarOp::Fmod},
+      {Op::Remainder, ScalarOp::Remainder},
+      {Op::BitwiseAnd, ScalarOp::BitAnd},
+      {Op::BitwiseOr, ScalarOp::BitOr},
+      {Op::BitwiseXor, ScalarOp::BitXor}};
   for (auto &entry : binaries)
     rules[entry.first] = binaryRule(entry.second);
-  rules["bitwise_not"] = unaryRule(ScalarOp::BitNot);
-  rules["logical_and"] = logicalRule(ScalarOp::And);
-  rules["logical_or"] = logicalRule(ScalarOp::Or);
-  rules["logical_xor"] = logicalRule(ScalarOp::Xor);
-  rules["logical_not"] = logicalNotRule;
-  rules["sign"] = signRule;
-  rules["clamp"] = clampRule;
-  rules["masked_fill"] = maskedFillRule;
-  rules["square"] = squareRule;
-  rules["reciprocal"] = reciprocalRule;
-  rules["log2"] = logBaseRule(2.0);
-  rules["log10"] = logBaseRule(10.0);
+  rules[Op::BitwiseNot] = unaryRule(ScalarOp::BitNot);
+  rules[Op::LogicalAnd] = logicalRule(ScalarOp::And);
+  rules[Op::LogicalOr] = logicalRule(ScalarOp::Or);
+  rules[Op::LogicalXor] = logicalRule(ScalarOp::Xor);
+  rules[Op::LogicalNot] = logicalNotRule;
+  rules[Op::Sign] = signRule;
+  rules[Op::Clamp] = clampRule;
+  rules[Op::MaskedFill] = maskedFillRule;
+  rules[Op::Square] = squareRule;
+  rules[Op::Reciprocal] = reciprocalRule;
+  rules[Op::Log2] = logBaseRule(2.0);
+  rules[Op::Log10] = logBaseRule(10.0);
 }
 
-void addActivationRules(std::map<std::string, PointwiseRule> &rules) {
-  rules["relu"] = reluRule;
-  rules["gelu"] = geluRule;
-  rules["hardtanh"] = hardtanhRule;
-  rules["leaky_relu"] = leakyReluRule;
-  rules["elu"] = eluRule;
-  rules["silu"] = siluRule;
-  rules["hardsigmoid"] = hardsigmoidRule;
-  rules["hardswish"] = hardswishRule;
-  rules["mish"] = mishRule;
-  rules["softplus"] = softplusRule;
+void addActivationRules(std::map<Op, PointwiseRule> &rules) {
+  rules[Op::Relu] = reluRule;
+  rules[Op::Gelu] = geluRule;
+  rules[Op::Hardtanh] = hardtanhRule;
+  rules[Op::LeakyRelu] = leakyReluRule;
+  rules[Op::Elu] = eluRule;
+  rules[Op::Silu] = siluRule;
+  rules[Op::Hardsigmoid] = hardsigmoidRule;
+  rules[Op::Hardswish] = hardswishRule;
+  rules[Op::Mish] = mishRule;
+  rules[Op::Softplus] = softplusRule;
 }
 
-std::map<std::string, PointwiseRule> buildRules() {
-  std::map<std::string, PointwiseRule> rules;
-  rules["add"] = arithmeticRule(ScalarOp::Add, ScalarOp::Or);
-  rules["mul"] = arithmeticRule(ScalarOp::Mul, ScalarOp::And);
-  rules["maximum"] = arithmeticRule(ScalarOp::Max, ScalarOp::Or);
-  rules["minimum"] = arithmeticRule(ScalarOp::Min, ScalarOp::And);
-  rules["sub"] = binaryRule(ScalarOp::Sub);
-  rules["div"] = binaryRule(ScalarOp::Div);
-  rules["div_floor"] = divFloorRule;
-  rules["div_trunc"] = divTruncRule;
-  const std::pair<const char *, ScalarOp> comparisons[] = {
-      {"eq", ScalarOp::Eq}, {"ne", ScalarOp::Ne}, {"lt", ScalarOp::Lt},
-      {"le", ScalarOp::Le}, {"gt", ScalarOp::Gt}, {"ge", ScalarOp::Ge}};
+std::map<Op, PointwiseRule> buildRules() {
+  std::map<Op, PointwiseRule> rules;
+  rules[Op::Add] = arithmeticRule(ScalarOp::Add, ScalarOp::Or);
+  rules[Op::Mul] = arithmeticRule(ScalarOp::Mul, ScalarOp::And);
+  rules[Op::Maximum] = arithmeticRule(ScalarOp::Max, ScalarOp::Or);
+  rules[Op::Minimum] = arithmeticRule(ScalarOp::Min, ScalarOp::And);
+  rules[Op::Sub] = binaryRule(ScalarOp::Sub);
+  rules[Op::Div] = binaryRule(ScalarOp::Div);
+  rules[Op::DivFloor] = divFloorRule;
+  rules[Op::DivTrunc] = divTruncRule;
+  const std::pair<Op, ScalarOp> comparisons[] = {
+      {Op::Eq, ScalarOp::Eq}, {Op::Ne, ScalarOp::Ne}, {Op::Lt, ScalarOp::Lt},
+      {Op::Le, ScalarOp::Le}, {Op::Gt, ScalarOp::Gt}, {Op::Ge, ScalarOp::Ge}};
   for (auto &entry : comparisons)
     rules[entry.first] = binaryRule(entry.second);
-  const std::pair<const char *, ScalarOp> unaries[] = {
-      {"exp", ScalarOp::Exp},   {"log", ScalarOp::Log},
-      {"tanh", ScalarOp::Tanh}, {"sigmoid", ScalarOp::Sigmoid},
-      {"sqrt", ScalarOp::Sqrt}, {"rsqrt", ScalarOp::Rsqrt},
-      {"neg", ScalarOp::Neg},   {"abs", ScalarOp::Abs}};
+  const std::pair<Op, ScalarOp> unaries[] = {
+      {Op::Exp, ScalarOp::Exp},   {Op::Log, ScalarOp::Log},
+      {Op::Tanh, ScalarOp::Tanh}, {Op::Sigmoid, ScalarOp::Sigmoid},
+      {Op::Sqrt, ScalarOp::Sqrt}, {Op::Rsqrt, ScalarOp::Rsqrt},
+      {Op::Neg, ScalarOp::Neg},   {Op::Abs, ScalarOp::Abs}};
   for (auto &entry : unaries)
     rules[entry.first] = unaryRule(entry.second);
-  rules["pow"] = powRule;
-  rules["cast"] = castRule;
-  rules["where"] = whereRule;
+  rules[Op::Pow] = powRule;
+  rules[Op::Cast] = castRule;
+  rules[Op::Where] = whereRule;
   addMathRules(rules);
   addActivationRules(rules);
   return rules;
@@ -536,8 +535,8 @@ std::map<std::string, PointwiseRule> buildRules() {
 
 } // namespace
 
-const PointwiseRule *findPointwiseRule(const std::string &op) {
-  static const std::map<std::string, PointwiseRule> rules = buildRules();
+const PointwiseRule *findPointwiseRule(Op op) {
+  static const std::map<Op, PointwiseRule> rules = buildRules();
   auto found = rules.find(op);
   return found == rules.end() ? nullptr : &found->second;
 }

@@ -199,7 +199,7 @@ void realizeBroadcastMath(const Graph &graph,
 void realizeTransposedCopies(const Graph &graph,
                              std::set<const Value *> &realized) {
   for (const auto &node : graph.nodes)
-    if (node->op == "contiguous" && node->operands[0].isValue() &&
+    if (node->op == Op::Contiguous && node->operands[0].isValue() &&
         node->operands[0].value->producer &&
         isGatheredView(node->operands[0].value, realized))
       realized.insert(node->results[0]);
@@ -261,7 +261,7 @@ const Value *externOperandBuffer(const Node &consumer, const Value *operand,
     chain.push_back(chain.back()->producer->operands[0].value);
   if (chain.size() == 1 || !chain.back()->producer)
     return operand;
-  bool batched = (consumer.op == "matmul" || consumer.op == "bmm") &&
+  bool batched = (consumer.op == Op::Matmul || consumer.op == Op::Bmm) &&
                  operand->type.rank() >= 3;
   for (size_t i = chain.size(); i-- > 0;) {
     std::set<const Value *> withCandidate = realized;
@@ -286,7 +286,7 @@ std::vector<SymExpr> withoutOnes(const std::vector<SymExpr> &sizes) {
 /// A reshape or flatten that splits or merges dims: its index remap
 /// divides or takes a remainder (a channel shuffle has two).
 bool regroupsDims(const Node &node) {
-  if ((node.op != "reshape" && node.op != "flatten") ||
+  if ((node.op != Op::Reshape && node.op != Op::Flatten) ||
       !node.operands[0].isValue() || node.results.size() != 1)
     return false;
   return withoutOnes(node.operands[0].value->type.sizes) !=
@@ -320,11 +320,11 @@ void realizeWindowSources(const Graph &graph,
   // within it): two chained slices are one read of each element.
   std::set<const Value *> sliced;
   for (const auto &node : graph.nodes)
-    if (node->op == "slice" && node->operands[0].isValue())
+    if (node->op == Op::Slice && node->operands[0].isValue())
       sliced.insert(node->operands[0].value);
   std::map<const Value *, int> taps;
   for (const auto &node : graph.nodes)
-    if (node->op == "slice" && node->operands[0].isValue() &&
+    if (node->op == Op::Slice && node->operands[0].isValue() &&
         !sliced.count(node->results[0]))
       if (const Value *source = windowSource(node->operands[0].value))
         if (++taps[source] == 2)
@@ -372,7 +372,7 @@ void realizeDeepRegroupings(const Graph &graph,
 
 bool narrowsToHalfPrecision(const Value *value) {
   const Node *node = value->producer;
-  if (!node || node->op != "cast" || node->operands.empty() ||
+  if (!node || node->op != Op::Cast || node->operands.empty() ||
       !node->operands[0].isValue())
     return false;
   DType to = value->type.dtype;

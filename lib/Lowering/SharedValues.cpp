@@ -50,7 +50,7 @@ void collectCost(const LoweringState &state, const Value *value,
   if (!seen.insert(value).second)
     return;
   cost.gathers = cost.gathers || opInfoOf(*value->producer)->indexedOperand >= 0;
-  cost.slices += value->producer->op == "slice";
+  cost.slices += value->producer->op == Op::Slice;
   for (const Operand &operand : value->producer->operands) {
     if (!operand.isValue())
       continue;

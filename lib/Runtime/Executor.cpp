@@ -348,7 +348,7 @@ char *HostContext::allocate(const ProgramStep &step,
 void HostContext::runExtern(const ProgramStep &step,
                             const std::vector<TensorArg> &,
                             std::vector<TensorArg> &) {
-  fail("extern op '" + step.op +
+  fail("extern op '" + opName(step.op) +
        "' needs the torch bridge (run it from Python)");
 }
 

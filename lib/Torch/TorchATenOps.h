@@ -27,8 +27,7 @@ namespace dynafuse {
 /// firstSizes: the sizes of the op's first result (the backward kernels of
 /// gathers need the input's). Throws Error for an op ATen does not run.
 std::vector<at::Tensor>
-externResultsWithATen(const std::string &op,
-                      const std::map<std::string, Attribute> &attributes,
+externResultsWithATen(Op op, const std::map<std::string, Attribute> &attributes,
                       const std::vector<at::Tensor> &tensors,
                       const std::vector<int64_t> &firstSizes);
 
@@ -67,8 +66,7 @@ runWithPrepackedWeight(PrepackedWeights &weights, const ProgramStep &step,
 /// (TorchOneDnnMatmul.cpp); nullopt when ATen should run it (another
 /// library, a small or matrix-vector product, not float32 CPU).
 std::optional<at::Tensor>
-runProductWithGemmLibrary(const PrepackedWeights &weights,
-                          const std::string &op,
+runProductWithGemmLibrary(const PrepackedWeights &weights, Op op,
                           const std::vector<at::Tensor> &tensors);
 
 /// Runs graph on inputs (one per graph input) node by node with ATen's

@@ -45,7 +45,7 @@ void TorchContext::runExtern(const ProgramStep &step,
                              const std::vector<TensorArg> &args,
                              std::vector<TensorArg> &results) {
   const std::string &device = step.types.at(0).device;
-  if (step.op == "call_torch") {
+  if (step.op == Op::CallTorch) {
     std::vector<PyRef> kept;
     runTorchCall(torchCallOf(step), args, results, device, kept);
     for (size_t i = 0; i < kept.size(); ++i)

@@ -104,15 +104,15 @@ bool countIncludePad(const Attributes &a) {
 
 /// The backward kernels of the pools; max pooling takes the indices its
 /// forward saved, or recomputes them from the input.
-at::Tensor poolBackward(const std::string &op, const Attributes &a,
+at::Tensor poolBackward(Op op, const Attributes &a,
                         const std::vector<at::Tensor> &t) {
-  if (op == "adaptive_avg_pool2d_backward")
+  if (op == Op::AdaptiveAvgPool2dBackward)
     return at::_adaptive_avg_pool2d_backward(t[0], t[1]);
   std::vector<int64_t> kernel = ints(a, "kernel_size", {1});
   std::vector<int64_t> stride = ints(a, "stride", {});
   if (stride.empty())
     stride = kernel;
-  if (op == "avg_pool2d_backward")
+  if (op == Op::AvgPool2dBackward)
     return at::avg_pool2d_backward(t[0], t[1], kernel, stride,
                                    ints(a, "padding", {0}),
                                    flag(a, "ceil_mode"), countIncludePad(a),
@@ -130,14 +130,13 @@ at::Tensor poolBackward(const std::string &op, const Attributes &a,
 
 /// Attention by ATen's CPU flash kernel (sdpa_flash: output and
 /// logsumexp) and its backward (sdpa_flash_backward: dq, dk, dv).
-std::vector<at::Tensor> flashAttention(const std::string &op,
-                                       const Attributes &a,
+std::vector<at::Tensor> flashAttention(Op op, const Attributes &a,
                                        std::vector<at::Tensor> t) {
   bool causal = flag(a, "is_causal");
   std::optional<double> scale;
   if (a.count("scale"))
     scale = number(a, "scale", 1.0);
-  bool backward = op == "sdpa_flash_backward";
+  bool backward = op == Op::SdpaFlashBackward;
   size_t maskAt = backward ? 6 : 3;
   std::optional<at::Tensor> mask;
   if (t.size() > maskAt)
@@ -158,16 +157,16 @@ std::vector<at::Tensor> flashAttention(const std::string &op,
 
 /// The backward kernels of gathers: gradients added at their indices into
 /// zeros of the input's sizes (`sizes`, this run's).
-at::Tensor indexedBackward(const std::string &op, const Attributes &a,
+at::Tensor indexedBackward(Op op, const Attributes &a,
                            const std::vector<at::Tensor> &t,
                            const std::vector<int64_t> &sizes) {
-  if (op == "embedding_backward") {
+  if (op == Op::EmbeddingBackward) {
     int64_t padding = integer(a, "padding_idx", -1);
     return at::embedding_dense_backward(t[0], t[1], sizes[0], padding, false);
   }
   at::Tensor zeros = at::zeros(sizes, t[0].options());
   int64_t dim = integer(a, "dim", 0);
-  if (op == "gather_backward")
+  if (op == Op::GatherBackward)
     return zeros.scatter_add_(dim, t[1], t[0]);
   return zeros.index_add_(dim, t[1], t[0]);
 }
@@ -192,19 +191,20 @@ at::Tensor convolutionBatchNorm(const Attributes &a,
   if (residual)
     y = y + t.back();
   std::string activation = attributeText(a, "activation", "none");
-  if (activation == "relu")
+  if (activation == "none")
+    return y;
+  std::optional<Op> op = findOp(activation);
+  if (op == Op::Relu)
     return at::relu(y);
-  if (activation == "hardtanh")
+  if (op == Op::Hardtanh)
     return at::hardtanh(y, number(a, "min_val", -1), number(a, "max_val", 1));
-  if (activation == "silu")
+  if (op == Op::Silu)
     return at::silu(y);
-  if (activation == "hardswish")
+  if (op == Op::Hardswish)
     return at::hardswish(y);
-  if (activation == "sigmoid")
+  if (op == Op::Sigmoid)
     return at::sigmoid(y);
-  if (activation != "none")
-    fail("conv2d_bn: unknown activation '" + activation + "'");
-  return y;
+  fail("conv2d_bn: unknown activation '" + activation + "'");
 }
 
 /// A small pointwise convolution (1x1 kernel, stride 1, no padding, one
@@ -242,22 +242,22 @@ pointwiseConvolutionAsProduct(const Attributes &a, const at::Tensor &x,
       .permute({0, 3, 1, 2});
 }
 
-at::Tensor callAten(const std::string &op, const Attributes &a,
+at::Tensor callAten(Op op, const Attributes &a,
                     const std::vector<at::Tensor> &t) {
-  if (op == "mm")
+  if (op == Op::Mm)
     return at::mm(t[0], t[1]);
-  if (op == "bmm")
+  if (op == Op::Bmm)
     return at::bmm(t[0], t[1]);
-  if (op == "matmul")
+  if (op == Op::Matmul)
     return at::matmul(t[0], t[1]);
-  if (op == "addmm")
+  if (op == Op::Addmm)
     return at::addmm(t[0], t[1], t[2], number(a, "beta", 1),
                      number(a, "alpha", 1));
-  if (op == "baddbmm")
+  if (op == Op::Baddbmm)
     return at::baddbmm(t[0], t[1], t[2], number(a, "beta", 1),
                        number(a, "alpha", 1));
-  if (op == "conv1d" || op == "conv2d") {
-    size_t spatial = op == "conv1d" ? 1 : 2;
+  if (op == Op::Conv1d || op == Op::Conv2d) {
+    size_t spatial = op == Op::Conv1d ? 1 : 2;
     std::optional<at::Tensor> bias;
     if (t.size() > 2)
       bias = t[2];
@@ -275,23 +275,23 @@ at::Tensor callAten(const std::string &op, const Attributes &a,
                       perDim(a, "dilation", spatial, 1),
                       integer(a, "groups", 1));
   }
-  if (op == "conv2d_bn")
+  if (op == Op::Conv2dBn)
     return convolutionBatchNorm(a, t);
-  if (op == "max_pool2d")
+  if (op == Op::MaxPool2d)
     return at::max_pool2d(t[0], ints(a, "kernel_size", {1}),
                           ints(a, "stride", {}), ints(a, "padding", {0}),
                           ints(a, "dilation", {1}), flag(a, "ceil_mode"));
-  if (op == "avg_pool2d")
+  if (op == Op::AvgPool2d)
     return at::avg_pool2d(t[0], ints(a, "kernel_size", {1}),
                           ints(a, "stride", {}), ints(a, "padding", {0}),
                           flag(a, "ceil_mode"), countIncludePad(a),
                           divisorOverride(a));
-  if (op == "adaptive_avg_pool2d")
+  if (op == Op::AdaptiveAvgPool2d)
     return at::adaptive_avg_pool2d(t[0], ints(a, "output_size", {1}));
-  if (op == "max_pool2d_backward" || op == "avg_pool2d_backward" ||
-      op == "adaptive_avg_pool2d_backward")
+  if (op == Op::MaxPool2dBackward || op == Op::AvgPool2dBackward ||
+      op == Op::AdaptiveAvgPool2dBackward)
     return poolBackward(op, a, t);
-  fail("no ATen implementation for extern op '" + op + "'");
+  fail("no ATen implementation for extern op '" + opName(op) + "'");
 }
 
 } // namespace
@@ -326,22 +326,22 @@ std::vector<int64_t> perDim(const std::map<std::string, Attribute> &a,
 }
 
 std::vector<at::Tensor>
-externResultsWithATen(const std::string &op, const Attributes &a,
+externResultsWithATen(Op op, const Attributes &a,
                       const std::vector<at::Tensor> &t,
                       const std::vector<int64_t> &firstSizes) {
-  if (op == "conv_backward")
+  if (op == Op::ConvBackward)
     return convolutionBackward(a, t);
-  if (op == "max_pool2d_with_indices") {
+  if (op == Op::MaxPool2dWithIndices) {
     auto [pooled, indices] = at::max_pool2d_with_indices(
         t[0], ints(a, "kernel_size", {1}), ints(a, "stride", {}),
         ints(a, "padding", {0}), ints(a, "dilation", {1}),
         flag(a, "ceil_mode"));
     return {pooled, indices};
   }
-  if (op == "sdpa_flash" || op == "sdpa_flash_backward")
+  if (op == Op::SdpaFlash || op == Op::SdpaFlashBackward)
     return flashAttention(op, a, t);
-  if (op == "gather_backward" || op == "index_select_backward" ||
-      op == "embedding_backward")
+  if (op == Op::GatherBackward || op == Op::IndexSelectBackward ||
+      op == Op::EmbeddingBackward)
     return {indexedBackward(op, a, t, firstSizes)};
   return {callAten(op, a, t)};
 }
@@ -409,7 +409,7 @@ PyObject *HeldTensors::wrap(const std::string &name) const {
                                       : THPVariable_Wrap(found->second);
 }
 
-void runExternOp(const std::string &op, const Attributes &attributes,
+void runExternOp(Op op, const Attributes &attributes,
                  const std::vector<TensorArg> &args,
                  std::vector<TensorArg> &expected, const std::string &device,
                  HeldTensors &held, const std::vector<std::string> &names,
@@ -428,7 +428,7 @@ void runExternOp(const std::string &op, const Attributes &attributes,
         isChannelsLastLayout(expected[0].sizes, expected[0].strides) &&
         !tensors[0].is_contiguous(at::MemoryFormat::ChannelsLast))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
-    if ((op == "max_pool2d" || op == "max_pool2d_with_indices") &&
+    if ((op == Op::MaxPool2d || op == Op::MaxPool2dWithIndices) &&
         poolsFasterChannelsLast(tensors[0]))
       tensors[0] = tensors[0].contiguous(at::MemoryFormat::ChannelsLast);
     // An inference entry's packed weights and GEMM library first.
@@ -442,14 +442,16 @@ void runExternOp(const std::string &op, const Attributes &attributes,
                       : externResultsWithATen(op, attributes, tensors,
                                               expected[0].sizes);
   } catch (const c10::Error &error) {
-    fail("extern " + op + " failed: " + error.what_without_backtrace());
+    fail("extern " + opName(op) + " failed: " + error.what_without_backtrace());
   }
   if (results.size() != expected.size())
-    fail("extern " + op + " produced " + std::to_string(results.size()) +
-         " results, its type declares " + std::to_string(expected.size()));
+    fail("extern " + opName(op) + " produced " +
+         std::to_string(results.size()) + " results, its type declares " +
+         std::to_string(expected.size()));
   for (size_t i = 0; i < results.size(); ++i)
     if (!results[i].sizes().equals(expected[i].sizes))
-      fail("extern " + op + " produced sizes that differ from its declared type");
+      fail("extern " + opName(op) +
+           " produced sizes that differ from its declared type");
   // A result sharing an argument's memory (an op that returned a view of
   // its input) gets its own: the executor frees an argument's storage
   // after its last reader, which the result would outlive.
@@ -460,7 +462,7 @@ void runExternOp(const std::string &op, const Attributes &attributes,
         break;
       }
   if (names.size() != results.size())
-    fail("extern " + op + ": " + std::to_string(names.size()) +
+    fail("extern " + opName(op) + ": " + std::to_string(names.size()) +
          " result names for " + std::to_string(results.size()) + " results");
   std::map<std::string, at::Tensor> &kept = HeldTensorsAccess::of(held);
   for (size_t i = 0; i < results.size(); ++i)

@@ -106,117 +106,119 @@ at::Tensor uniform(const Node &node, const Tensors &t, const Symbols &symbols) {
 /// How ATen computes one op's results from its operands' tensors.
 using ReplayRule =
     std::function<Tensors(const Node &, const Tensors &, const Symbols &)>;
-using ReplayTable = std::map<std::string, ReplayRule>;
+using ReplayTable = std::map<Op, ReplayRule>;
 
 void addPointwiseReplays(ReplayTable &table) {
   using Unary = at::Tensor (*)(const at::Tensor &);
-  const std::pair<const char *, Unary> unaries[] = {
-      {"exp", at::exp},
-      {"log", at::log},
-      {"tanh", at::tanh},
-      {"sigmoid", at::sigmoid},
-      {"sqrt", at::sqrt},
-      {"rsqrt", at::rsqrt},
-      {"erf", at::erf},
-      {"exp2", at::exp2},
-      {"log1p", at::log1p},
-      {"expm1", at::expm1},
-      {"sin", at::sin},
-      {"cos", at::cos},
-      {"reciprocal", at::reciprocal},
-      {"log2", at::log2},
-      {"log10", at::log10},
-      {"neg", at::neg},
-      {"relu", at::relu},
-      {"abs", at::abs},
-      {"floor", at::floor},
-      {"ceil", at::ceil},
-      {"trunc", at::trunc},
-      {"sign", at::sign},
-      {"square", at::square},
-      {"bitwise_not", at::bitwise_not},
-      {"logical_not", at::logical_not},
-      {"silu", at::silu},
-      {"hardswish", at::hardswish},
-      {"hardsigmoid", at::hardsigmoid},
-      {"mish", at::mish},
+  const std::pair<Op, Unary> unaries[] = {
+      {Op::Exp, at::exp},
+      {Op::Log, at::log},
+      {Op::Tanh, at::tanh},
+      {Op::Sigmoid, at::sigmoid},
+      {Op::Sqrt, at::sqrt},
+      {Op::Rsqrt, at::rsqrt},
+      {Op::Erf, at::erf},
+      {Op::Exp2, at::exp2},
+      {Op::Log1p, at::log1p},
+      {Op::Expm1, at::expm1},
+      {Op::Sin, at::sin},
+      {Op::Cos, at::cos},
+      {Op::Reciprocal, at::reciprocal},
+      {Op::Log2, at::log2},
+      {Op::Log10, at::log10},
+      {Op::Neg, at::neg},
+      {Op::Relu, at::relu},
+      {Op::Abs, at::abs},
+      {Op::Floor, at::floor},
+      {Op::Ceil, at::ceil},
+      {Op::Trunc, at::trunc},
+      {Op::Sign, at::sign},
+      {Op::Square, at::square},
+      {Op::BitwiseNot, at::bitwise_not},
+      {Op::LogicalNot, at::logical_not},
+      {Op::Silu, at::silu},
+      {Op::Hardswish, at::hardswish},
+      {Op::Hardsigmoid, at::hardsigmoid},
+      {Op::Mish, at::mish},
   };
   for (const auto &[name, fn] : unaries)
     table[name] = [fn = fn](const Node &, const Tensors &t, const Symbols &) {
       return Tensors{fn(t[0])};
     };
-  table["round"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::Round] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{at::round(t[0])};
   };
   using Binary = at::Tensor (*)(const at::Tensor &, const at::Tensor &);
-  const std::pair<const char *, Binary> binaries[] = {
-      {"mul", at::mul},
-      {"maximum", at::maximum},
-      {"minimum", at::minimum},
-      {"div", at::div},
-      {"eq", at::eq},
-      {"ne", at::ne},
-      {"lt", at::lt},
-      {"le", at::le},
-      {"gt", at::gt},
-      {"ge", at::ge},
-      {"fmod", at::fmod},
-      {"remainder", at::remainder},
-      {"bitwise_and", at::bitwise_and},
-      {"bitwise_or", at::bitwise_or},
-      {"bitwise_xor", at::bitwise_xor},
-      {"logical_and", at::logical_and},
-      {"logical_or", at::logical_or},
-      {"logical_xor", at::logical_xor},
-      {"pow", at::pow},
+  const std::pair<Op, Binary> binaries[] = {
+      {Op::Mul, at::mul},
+      {Op::Maximum, at::maximum},
+      {Op::Minimum, at::minimum},
+      {Op::Div, at::div},
+      {Op::Eq, at::eq},
+      {Op::Ne, at::ne},
+      {Op::Lt, at::lt},
+      {Op::Le, at::le},
+      {Op::Gt, at::gt},
+      {Op::Ge, at::ge},
+      {Op::Fmod, at::fmod},
+      {Op::Remainder, at::remainder},
+      {Op::BitwiseAnd, at::bitwise_and},
+      {Op::BitwiseOr, at::bitwise_or},
+      {Op::BitwiseXor, at::bitwise_xor},
+      {Op::LogicalAnd, at::logical_and},
+      {Op::LogicalOr, at::logical_or},
+      {Op::LogicalXor, at::logical_xor},
+      {Op::Pow, at::pow},
   };
   for (const auto &[name, fn] : binaries)
     table[name] = [fn = fn](const Node &, const Tensors &t, const Symbols &) {
       return Tensors{fn(t[0], t[1])};
     };
-  table["add"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::Add] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{at::add(t[0], t[1])};
   };
-  table["sub"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::Sub] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{at::sub(t[0], t[1])};
   };
-  table["div_floor"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::DivFloor] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{at::div(t[0], t[1], "floor")};
   };
-  table["div_trunc"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::DivTrunc] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{at::div(t[0], t[1], "trunc")};
   };
   // Pointwise ops with attributes or optional operands.
-  table["gelu"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Gelu] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::gelu(t[0], node.stringAttr("approximate", "none"))};
   };
-  table["leaky_relu"] = [](const Node &node, const Tensors &t,
-                           const Symbols &) {
+  table[Op::LeakyRelu] = [](const Node &node, const Tensors &t,
+                            const Symbols &) {
     return Tensors{
         at::leaky_relu(t[0], floatAttr(node, "negative_slope", 0.01))};
   };
-  table["elu"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Elu] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::elu(t[0], floatAttr(node, "alpha", 1.0))};
   };
-  table["softplus"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Softplus] = [](const Node &node, const Tensors &t,
+                           const Symbols &) {
     return Tensors{at::softplus(t[0], floatAttr(node, "beta", 1.0),
                                 floatAttr(node, "threshold", 20.0))};
   };
-  table["hardtanh"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Hardtanh] = [](const Node &node, const Tensors &t,
+                           const Symbols &) {
     return Tensors{at::hardtanh(t[0], floatAttr(node, "min_val", -1.0),
                                 floatAttr(node, "max_val", 1.0))};
   };
-  table["clamp"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Clamp] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::clamp(t[0], optionalTensor(node, t, "min"),
                              optionalTensor(node, t, "max"))};
   };
-  table["masked_fill"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::MaskedFill] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{at::masked_fill(t[0], t[1], t[2])};
   };
-  table["where"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::Where] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{at::where(t[0], t[1], t[2])};
   };
-  table["cast"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Cast] = [](const Node &node, const Tensors &t, const Symbols &) {
     const Attribute *dtype = node.attribute("dtype");
     if (!dtype || !std::holds_alternative<DType>(*dtype))
       opError(node, "cast needs a dtype");
@@ -228,23 +230,24 @@ void addReductionReplays(ReplayTable &table) {
   auto extreme = [](const Node &node, const Tensors &t, const Symbols &) {
     bool keepdim = boolAttr(node, "keepdim", false);
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
-    auto [values, indices] = node.op == "max_dim" ? at::max(t[0], dim, keepdim)
-                                                  : at::min(t[0], dim, keepdim);
+    auto [values, indices] = node.op == Op::MaxDim
+                                 ? at::max(t[0], dim, keepdim)
+                                 : at::min(t[0], dim, keepdim);
     return Tensors{values, indices};
   };
-  table["max_dim"] = extreme;
-  table["min_dim"] = extreme;
+  table[Op::MaxDim] = extreme;
+  table[Op::MinDim] = extreme;
   auto argExtreme = [](const Node &node, const Tensors &t, const Symbols &) {
     bool keepdim = boolAttr(node, "keepdim", false);
     std::optional<int64_t> dim;
     if (node.attribute("dim"))
       dim = node.intAttr("dim", 0);
-    return Tensors{node.op == "argmax" ? at::argmax(t[0], dim, keepdim)
-                                       : at::argmin(t[0], dim, keepdim)};
+    return Tensors{node.op == Op::Argmax ? at::argmax(t[0], dim, keepdim)
+                                         : at::argmin(t[0], dim, keepdim)};
   };
-  table["argmax"] = argExtreme;
-  table["argmin"] = argExtreme;
-  table["sum"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Argmax] = argExtreme;
+  table[Op::Argmin] = argExtreme;
+  table[Op::Sum] = [](const Node &node, const Tensors &t, const Symbols &) {
     std::optional<at::ScalarType> dtype;
     if (const Attribute *given = node.attribute("dtype"))
       if (auto *type = std::get_if<DType>(given))
@@ -252,11 +255,11 @@ void addReductionReplays(ReplayTable &table) {
     return Tensors{at::sum(t[0], reducedDims(node),
                            boolAttr(node, "keepdim", false), dtype)};
   };
-  table["amax"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Amax] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{
         at::amax(t[0], reducedDims(node), boolAttr(node, "keepdim", false))};
   };
-  table["amin"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Amin] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{
         at::amin(t[0], reducedDims(node), boolAttr(node, "keepdim", false))};
   };
@@ -266,43 +269,46 @@ void addReductionReplays(ReplayTable &table) {
     at::Tensor result = t[0];
     // Highest dim first, so the lower ones keep their positions.
     for (auto dim = dims.rbegin(); dim != dims.rend(); ++dim)
-      result = node.op == "any" ? at::any(result, *dim, keepdim)
-                                : at::all(result, *dim, keepdim);
+      result = node.op == Op::Any ? at::any(result, *dim, keepdim)
+                                  : at::all(result, *dim, keepdim);
     return Tensors{result.to(at::kBool)};
   };
-  table["any"] = anyOrAll;
-  table["all"] = anyOrAll;
+  table[Op::Any] = anyOrAll;
+  table[Op::All] = anyOrAll;
 }
 
 void addViewReplays(ReplayTable &table) {
-  table["reshape"] = [](const Node &node, const Tensors &t, const Symbols &s) {
+  table[Op::Reshape] = [](const Node &node, const Tensors &t,
+                          const Symbols &s) {
     return Tensors{at::reshape(t[0], sizesOf(node.result(), s))};
   };
-  table["expand"] = [](const Node &node, const Tensors &t, const Symbols &s) {
+  table[Op::Expand] = [](const Node &node, const Tensors &t, const Symbols &s) {
     return Tensors{t[0].expand(sizesOf(node.result(), s))};
   };
-  table["permute"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Permute] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{t[0].permute(intListAttr(node, "dims", {}))};
   };
-  table["transpose"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Transpose] = [](const Node &node, const Tensors &t,
+                            const Symbols &) {
     if (t[0].dim() < 2) // t() of a vector or a number: itself
       return Tensors{t[0].alias()};
     return Tensors{
         t[0].transpose(node.intAttr("dim0", 0), node.intAttr("dim1", 1))};
   };
-  table["squeeze"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Squeeze] = [](const Node &node, const Tensors &t, const Symbols &) {
     if (!node.attribute("dims"))
       return Tensors{t[0].squeeze()};
     return Tensors{t[0].squeeze(intListAttr(node, "dims", {}))};
   };
-  table["unsqueeze"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Unsqueeze] = [](const Node &node, const Tensors &t,
+                            const Symbols &) {
     return Tensors{t[0].unsqueeze(node.intAttr("dim", 0))};
   };
-  table["flatten"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Flatten] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{t[0].flatten(node.intAttr("start_dim", 0),
                                 node.intAttr("end_dim", -1))};
   };
-  table["select"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Select] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{
         t[0].select(node.intAttr("dim", 0), node.intAttr("index", 0))};
   };
@@ -313,51 +319,52 @@ void addViewReplays(ReplayTable &table) {
     return Tensors{t[0].slice(bounds.dim, start, start + length * bounds.step,
                               bounds.step)};
   };
-  table["slice"] = slice;
-  table["narrow"] = slice;
-  table["detach"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::Slice] = slice;
+  table[Op::Narrow] = slice;
+  table[Op::Detach] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{t[0].detach()};
   };
-  table["contiguous"] = [](const Node &, const Tensors &t, const Symbols &) {
+  table[Op::Contiguous] = [](const Node &, const Tensors &t, const Symbols &) {
     return Tensors{t[0].contiguous()};
   };
-  table["flip"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Flip] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{t[0].flip(intListAttr(node, "dims", {}))};
   };
-  table["roll"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Roll] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{t[0].roll(intListAttr(node, "shifts", {}),
                              intListAttr(node, "dims", {}))};
   };
-  table["repeat"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Repeat] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{t[0].repeat(intListAttr(node, "repeats", {}))};
   };
   auto pieces = [](const Node &node, const Tensors &t, const Symbols &) {
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
     return at::split_with_sizes(t[0], splitLengths(node, t[0].size(dim)), dim);
   };
-  table["split"] = pieces;
-  table["chunk"] = pieces;
-  table["unbind"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Split] = pieces;
+  table[Op::Chunk] = pieces;
+  table[Op::Unbind] = [](const Node &node, const Tensors &t, const Symbols &) {
     return at::unbind(t[0], node.intAttr("dim", 0));
   };
 }
 
 void addDataMovementReplays(ReplayTable &table) {
-  table["uniform"] = [](const Node &node, const Tensors &t, const Symbols &s) {
+  table[Op::Uniform] = [](const Node &node, const Tensors &t,
+                          const Symbols &s) {
     return Tensors{uniform(node, t, s)};
   };
-  table["full"] = [](const Node &node, const Tensors &, const Symbols &s) {
+  table[Op::Full] = [](const Node &node, const Tensors &, const Symbols &s) {
     const Value *result = node.result();
     return Tensors{at::full(sizesOf(result, s), numberAttr(node, "value", s),
                             optionsOf(result))};
   };
-  table["full_like"] = [](const Node &node, const Tensors &t,
-                          const Symbols &s) {
+  table[Op::FullLike] = [](const Node &node, const Tensors &t,
+                           const Symbols &s) {
     const Value *result = node.result();
     return Tensors{at::full(sizesOf(result, s), numberAttr(node, "value", s),
                             optionsOf(result).device(t[0].device()))};
   };
-  table["arange"] = [](const Node &node, const Tensors &, const Symbols &s) {
+  table[Op::Arange] = [](const Node &node, const Tensors &, const Symbols &s) {
     const Value *result = node.result();
     double start = floatAttr(node, "start", 0),
            step = floatAttr(node, "step", 1);
@@ -366,37 +373,38 @@ void addDataMovementReplays(ReplayTable &table) {
         at::arange(count, at::TensorOptions().dtype(at::kDouble));
     return Tensors{(positions * step + start).to(optionsOf(result))};
   };
-  table["tril"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Tril] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::tril(t[0], node.intAttr("diagonal", 0))};
   };
-  table["triu"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Triu] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::triu(t[0], node.intAttr("diagonal", 0))};
   };
-  table["pad"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Pad] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::constant_pad_nd(t[0], intListAttr(node, "pad", {}),
                                        floatAttr(node, "value", 0))};
   };
-  table["cat"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Cat] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::cat(t, node.intAttr("dim", 0))};
   };
-  table["index_select"] = [](const Node &node, const Tensors &t,
-                             const Symbols &) {
+  table[Op::IndexSelect] = [](const Node &node, const Tensors &t,
+                              const Symbols &) {
     return Tensors{at::index_select(t[0], node.intAttr("dim", 0), t[1])};
   };
-  table["gather"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Gather] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::gather(t[0], node.intAttr("dim", 0), t[1])};
   };
-  table["embedding"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Embedding] = [](const Node &node, const Tensors &t,
+                            const Symbols &) {
     return Tensors{at::embedding(t[1], t[0], node.intAttr("padding_idx", -1))};
   };
 }
 
 void addCompositeReplays(ReplayTable &table) {
-  table["softmax"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::Softmax] = [](const Node &node, const Tensors &t, const Symbols &) {
     return Tensors{at::softmax(t[0], node.intAttr("dim", -1))};
   };
-  table["log_softmax"] = [](const Node &node, const Tensors &t,
-                            const Symbols &) {
+  table[Op::LogSoftmax] = [](const Node &node, const Tensors &t,
+                             const Symbols &) {
     return Tensors{at::log_softmax(t[0], node.intAttr("dim", -1))};
   };
   auto spread = [](const Node &node, const Tensors &t, const Symbols &) {
@@ -404,14 +412,14 @@ void addCompositeReplays(ReplayTable &table) {
     at::Scalar correction = floatAttr(node, "correction", 1.0);
     bool keepdim = boolAttr(node, "keepdim", false);
     return Tensors{
-        node.op == "var"
+        node.op == Op::Var
             ? at::var(t[0], at::IntArrayRef(dims), correction, keepdim)
             : at::std(t[0], at::IntArrayRef(dims), correction, keepdim)};
   };
-  table["var"] = spread;
-  table["std"] = spread;
-  table["layer_norm"] = [](const Node &node, const Tensors &t,
-                           const Symbols &) {
+  table[Op::Var] = spread;
+  table[Op::Std] = spread;
+  table[Op::LayerNorm] = [](const Node &node, const Tensors &t,
+                            const Symbols &) {
     size_t next = 1;
     std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
     std::optional<at::Tensor> bias = normOperand(node, t, "has_bias", next);
@@ -419,7 +427,7 @@ void addCompositeReplays(ReplayTable &table) {
                                   intListAttr(node, "normalized_shape", {}),
                                   weight, bias, floatAttr(node, "eps", 1e-5))};
   };
-  table["rms_norm"] = [](const Node &node, const Tensors &t, const Symbols &) {
+  table[Op::RmsNorm] = [](const Node &node, const Tensors &t, const Symbols &) {
     size_t next = 1;
     std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
     std::optional<double> eps;
@@ -428,7 +436,7 @@ void addCompositeReplays(ReplayTable &table) {
     return Tensors{at::rms_norm(t[0], intListAttr(node, "normalized_shape", {}),
                                 weight, eps)};
   };
-  table["batch_norm_train"] = [](const Node &node, const Tensors &t,
+  table[Op::BatchNormTrain] = [](const Node &node, const Tensors &t,
                                  const Symbols &) {
     size_t next = 1;
     std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
@@ -444,8 +452,8 @@ void addCompositeReplays(ReplayTable &table) {
                                   /*cudnn_enabled=*/true);
     return Tensors{y, mean, variance};
   };
-  table["sdpa_flash"] = [](const Node &node, const Tensors &t,
-                           const Symbols &) {
+  table[Op::SdpaFlash] = [](const Node &node, const Tensors &t,
+                            const Symbols &) {
     // The attention output as eager's F.scaled_dot_product_attention makes
     // it (a path autograd can differentiate twice); the row logsumexp, a
     // value only the compiled backward reads, from the flash kernel.
@@ -483,7 +491,7 @@ Tensors runNode(const Node &node, const Tensors &t, const Symbols &symbols) {
   if (rule != replayTable().end())
     return rule->second(node, t, symbols);
   const OpInfo *info = opInfoOf(node);
-  if (info && info->kind == OpKind::Extern && node.op != "call_torch")
+  if (info && info->kind == OpKind::Extern && node.op != Op::CallTorch)
     return externResultsWithATen(node.op, node.attributes, t, {});
   return {};
 }

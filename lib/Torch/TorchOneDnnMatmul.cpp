@@ -84,17 +84,17 @@ std::optional<at::Tensor> oneDnnMatmul(const at::Tensor &a,
 } // namespace
 
 std::optional<at::Tensor>
-runProductWithGemmLibrary(const PrepackedWeights &weights,
-                          const std::string &op,
+runProductWithGemmLibrary(const PrepackedWeights &weights, Op op,
                           const std::vector<at::Tensor> &tensors) {
   if (weights.gemmLibrary() != GemmLibrary::OneDnn ||
-      (op != "matmul" && op != "bmm" && op != "mm") || tensors.size() != 2)
+      (op != Op::Matmul && op != Op::Bmm && op != Op::Mm) ||
+      tensors.size() != 2)
     return std::nullopt;
   // mm and bmm take exactly 2-D and 3-D operands of one batch (ATen raises
   // otherwise); matmul broadcasts.
-  if ((op == "mm" && (tensors[0].dim() != 2 || tensors[1].dim() != 2)) ||
-      (op == "bmm" && (tensors[0].dim() != 3 || tensors[1].dim() != 3 ||
-                       tensors[0].size(0) != tensors[1].size(0))))
+  if ((op == Op::Mm && (tensors[0].dim() != 2 || tensors[1].dim() != 2)) ||
+      (op == Op::Bmm && (tensors[0].dim() != 3 || tensors[1].dim() != 3 ||
+                         tensors[0].size(0) != tensors[1].size(0))))
     return std::nullopt;
   return oneDnnMatmul(tensors[0], tensors[1]);
 }

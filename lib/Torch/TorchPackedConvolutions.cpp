@@ -65,7 +65,7 @@ runPackedConvolution(StepWeights &weights, const ProgramStep &step,
                      const std::vector<at::Tensor> &tensors,
                      const ForwardInputs &inputs) {
   const at::Tensor &x = tensors.at(0), &w = tensors.at(1);
-  bool folded = step.op == "conv2d_bn";
+  bool folded = step.op == Op::Conv2dBn;
   bool residual = folded && attributeFlag(step.attributes, "residual");
   if (!at::hasMKLDNN() || x.dim() != 4 || w.dim() != 4 ||
       x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat ||

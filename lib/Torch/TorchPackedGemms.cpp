@@ -142,7 +142,7 @@ std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
   // matmul(x, W^T) of a linear layer, or addmm(bias, x, W^T) with beta and
   // alpha 1 (the marking's condition): the weight [N, K] is the matrix
   // argument's transpose.
-  bool biased = step.op == "addmm";
+  bool biased = step.op == Op::Addmm;
   size_t matrixArg = biased ? 2 : 1;
   const at::Tensor &x = tensors.at(biased ? 1 : 0);
   const at::Tensor &matrix = tensors.at(matrixArg);

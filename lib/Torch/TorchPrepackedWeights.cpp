@@ -78,8 +78,8 @@ bool routedRows(GemmLibrary library, const TensorType &type) {
 /// linear(x, W[, b]) or addmm(b, x, W) (beta = alpha = 1) with W a 2-D
 /// float32 CPU graph input and x of rows `library` runs.
 bool packableGemm(const Node &node, GemmLibrary library) {
-  bool linear = node.op == "linear";
-  if ((!linear && node.op != "addmm") || node.results.empty())
+  bool linear = node.op == Op::Linear;
+  if ((!linear && node.op != Op::Addmm) || node.results.empty())
     return false;
   const Operand &x = node.operands.at(linear ? 0 : 1);
   const Operand &w = node.operands.at(linear ? 1 : 2);
@@ -174,9 +174,9 @@ PrepackedWeights::run(const ProgramStep &step,
                       const ForwardInputs &inputs) {
   std::lock_guard<std::mutex> lock(mutex);
   StepWeights &weights = byStep[&step];
-  if (step.op == "conv2d" || step.op == "conv2d_bn")
+  if (step.op == Op::Conv2d || step.op == Op::Conv2dBn)
     return runPackedConvolution(weights, step, tensors, inputs);
-  if ((step.op == "matmul" || step.op == "addmm") && library)
+  if ((step.op == Op::Matmul || step.op == Op::Addmm) && library)
     return runPackedGemm(weights, *library, step, tensors, inputs);
   return std::nullopt;
 }
@@ -187,7 +187,7 @@ void markPrepackedWeights(Graph &graph, bool foldBatchNorm,
   for (const auto &node : graph.nodes) {
     if (gemmLibrary && packableGemm(*node, *gemmLibrary))
       node->attributes["weight_prepacked"] = true;
-    if (!oneDnn || node->op != "conv2d" || node->operands.size() < 2 ||
+    if (!oneDnn || node->op != Op::Conv2d || node->operands.size() < 2 ||
         !isGraphInput(node->operands[1]) || node->results.empty())
       continue;
     const TensorType &type = node->results[0]->type;

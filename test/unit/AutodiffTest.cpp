@@ -143,10 +143,9 @@ std::string weighted(const std::string &body, const std::string &type) {
 } // namespace
 
 TEST(Autodiff, PointwiseRulesMatchFiniteDifferences) {
-  for (const char *op :
-       {"exp", "tanh", "sigmoid", "sin", "cos", "erf", "neg",
-        "square", "expm1", "relu", "silu", "abs"})
-    checkGradient(weighted(std::string(op) + " %x", "f64[3, 4]"));
+  for (Op op : {Op::Exp, Op::Tanh, Op::Sigmoid, Op::Sin, Op::Cos, Op::Erf,
+                Op::Neg, Op::Square, Op::Expm1, Op::Relu, Op::Silu, Op::Abs})
+    checkGradient(weighted(opName(op) + " %x", "f64[3, 4]"));
   checkGradient(weighted("gelu %x", "f64[3, 4]"));
   checkGradient(weighted("gelu %x {approximate = \"tanh\"}", "f64[3, 4]"));
   checkGradient(weighted("pow %x, 3", "f64[3, 4]"));
@@ -159,10 +158,12 @@ TEST(Autodiff, PointwiseRulesMatchFiniteDifferences) {
   checkGradient(weighted("mish %x", "f64[3, 4]"));
   // The uniform inputs in (-1.5, 1.5) stay off hardsigmoid's and
   // hardswish's kinks at +-3; scaled by 3 they cross them.
-  for (const char *op : {"hardsigmoid", "hardswish"}) {
-    checkGradient(weighted(std::string(op) + " %x", "f64[3, 4]"));
+  for (Op op : {Op::Hardsigmoid, Op::Hardswish}) {
+    checkGradient(weighted(opName(op) + " %x", "f64[3, 4]"));
     checkGradient("graph @f(%x: f64[3, 4]) {\n  %s = mul %x, 3.3 : f64[3, 4]\n"
-                  "  %y = " + std::string(op) + " %s : f64[3, 4]\n"
+                  "  %y = " +
+                  opName(op) +
+                  " %s : f64[3, 4]\n"
                   "  %q = mul %y, %y : f64[3, 4]\n"
                   "  %l = sum %q : f64[]\n  return %l\n}\n");
   }
@@ -170,12 +171,12 @@ TEST(Autodiff, PointwiseRulesMatchFiniteDifferences) {
 
 TEST(Autodiff, BinaryRulesSumBroadcastOperandsBack) {
   // x [3, 4] against a row w [4]: both broadcast directions.
-  for (const char *op : {"add", "sub", "mul", "div", "maximum", "minimum"}) {
+  for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Maximum, Op::Minimum}) {
     checkGradient(std::string("graph @f(%x: f64[3, 4], %r: f64[4]) {\n") +
-                  "  %y = " + op + " %x, %r : f64[3, 4]\n" +
+                  "  %y = " + opName(op) + " %x, %r : f64[3, 4]\n" +
                   "  %l = sum %y : f64[]\n  return %l\n}\n");
     checkGradient(std::string("graph @f(%r: f64[4], %x: f64[3, 4]) {\n") +
-                  "  %y = " + op + " %x, %r : f64[3, 4]\n" +
+                  "  %y = " + opName(op) + " %x, %r : f64[3, 4]\n" +
                   "  %s = mul %y, %y : f64[3, 4]\n" +
                   "  %l = sum %s : f64[]\n  return %l\n}\n");
   }
@@ -266,7 +267,7 @@ TEST(Autodiff, EveryOpIsDifferentiableOrSaysWhyNot) {
   // a new op without a rule is a decision, not an accident.
   std::vector<std::string> missing;
   for (const std::string &op : registeredOpNames())
-    if (!derivativeOf(op))
+    if (!derivativeOf(*findOp(op)))
       missing.push_back(op);
   // The backward kernels themselves (double backward is not supported),
   // call_torch (no gradient of an arbitrary callable yet), in-graph dropout

@@ -33,20 +33,21 @@ TEST(Graph, InferenceFollowsTorchPromotion) {
   Value *halves = graph.addInput("h", tensor(DType::F16, {3, 1}));
   Value *scalar = graph.addInput("s", tensor(DType::F64, {}));
   // A Python float does not raise an integer tensor above the default float.
-  EXPECT_EQ(graph.addNode("mul", {ints, Scalar::ofFloat(2.5)})->result()->type,
-            tensor(DType::F32, {4}));
+  EXPECT_EQ(
+      graph.addNode(Op::Mul, {ints, Scalar::ofFloat(2.5)})->result()->type,
+      tensor(DType::F32, {4}));
   // A Python int keeps the tensor's dtype.
-  EXPECT_EQ(graph.addNode("add", {ints, Scalar::ofInt(7)})->result()->type,
+  EXPECT_EQ(graph.addNode(Op::Add, {ints, Scalar::ofInt(7)})->result()->type,
             tensor(DType::I32, {4}));
   // A 0-dim f64 does not promote an f16 tensor; shapes broadcast.
-  EXPECT_EQ(graph.addNode("add", {halves, scalar})->result()->type,
+  EXPECT_EQ(graph.addNode(Op::Add, {halves, scalar})->result()->type,
             tensor(DType::F16, {3, 1}));
-  EXPECT_EQ(graph.addNode("add", {halves, ints})->result()->type,
+  EXPECT_EQ(graph.addNode(Op::Add, {halves, ints})->result()->type,
             tensor(DType::F16, {3, 4}));
-  EXPECT_EQ(graph.addNode("div", {ints, ints})->result()->type.dtype,
+  EXPECT_EQ(graph.addNode(Op::Div, {ints, ints})->result()->type.dtype,
             DType::F32);
   EXPECT_EQ(
-      graph.addNode("lt", {ints, Scalar::ofFloat(0.5)})->result()->type.dtype,
+      graph.addNode(Op::Lt, {ints, Scalar::ofFloat(0.5)})->result()->type.dtype,
       DType::Bool);
 }
 
@@ -55,18 +56,17 @@ TEST(Graph, InvalidNodesAreRejected) {
   Value *a = graph.addInput("a", tensor(DType::F32, {4}));
   Value *b = graph.addInput("b", tensor(DType::F32, {3}));
   Value *flags = graph.addInput("c", tensor(DType::Bool, {4}));
-  EXPECT_THROW(graph.addNode("add", {a, b}), Error);
-  EXPECT_THROW(graph.addNode("nope", {a}), Error);
-  EXPECT_THROW(graph.addNode("neg", {flags}), Error);
-  EXPECT_THROW(graph.addNode("where", {a, a, a}), Error);
+  EXPECT_THROW(graph.addNode(Op::Add, {a, b}), Error);
+  EXPECT_THROW(graph.addNode(Op::Neg, {flags}), Error);
+  EXPECT_THROW(graph.addNode(Op::Where, {a, a, a}), Error);
   Value *ints = graph.addInput("i", tensor(DType::I32, {4}));
   // A tensor exponent for numbers (an integer to a negative power is 0,
   // 1 or -1), not for two bools (eager has no such pow).
-  EXPECT_NO_THROW(graph.addNode("pow", {a, a}));
-  EXPECT_NO_THROW(graph.addNode("pow", {ints, ints}));
-  EXPECT_THROW(graph.addNode("pow", {flags, flags}), Error);
-  EXPECT_THROW(graph.addNode("pow", {ints, Scalar::ofInt(-1)}), Error);
-  EXPECT_THROW(graph.addNode("exp", {a}, {{"bogus", int64_t(1)}}), Error);
+  EXPECT_NO_THROW(graph.addNode(Op::Pow, {a, a}));
+  EXPECT_NO_THROW(graph.addNode(Op::Pow, {ints, ints}));
+  EXPECT_THROW(graph.addNode(Op::Pow, {flags, flags}), Error);
+  EXPECT_THROW(graph.addNode(Op::Pow, {ints, Scalar::ofInt(-1)}), Error);
+  EXPECT_THROW(graph.addNode(Op::Exp, {a}, {{"bogus", int64_t(1)}}), Error);
   EXPECT_THROW(graph.addInput("a", tensor(DType::F32, {1})), Error);
 }
 
@@ -75,9 +75,9 @@ TEST(Graph, PrintParseRoundTripIsExact) {
   Value *x =
       graph.addInput("x", tensor(DType::F32, {SymExpr::symbol("s0"), 4}));
   Node *node =
-      graph.addNode("gelu", {x}, {{"approximate", std::string("tanh")}},
+      graph.addNode(Op::Gelu, {x}, {{"approximate", std::string("tanh")}},
                     Location{"m.py", 7, 0});
-  Node *scaled = graph.addNode("mul", {node->result(), Scalar::ofFloat(0.1)});
+  Node *scaled = graph.addNode(Op::Mul, {node->result(), Scalar::ofFloat(0.1)});
   graph.outputs = {scaled->result()};
   std::string text = printGraph(graph);
   std::unique_ptr<Graph> parsed = parseGraph(text);
@@ -91,12 +91,11 @@ TEST(Graph, CloneIsDeepAndIndependent) {
   Value *x =
       graph.addInput("x", tensor(DType::F32, {SymExpr::symbol("s0"), 4}));
   Node *node =
-      graph.addNode("gelu", {x}, {{"approximate", std::string("tanh")}},
+      graph.addNode(Op::Gelu, {x}, {{"approximate", std::string("tanh")}},
                     Location{"m.py", 7, 0});
-  Node *split =
-      graph.addNode("split", {node->result()},
-                    {{"size", int64_t(2)}, {"dim", int64_t(1)}});
-  Node *sum = graph.addNode("add", {split->results[0], split->results[1]});
+  Node *split = graph.addNode(Op::Split, {node->result()},
+                              {{"size", int64_t(2)}, {"dim", int64_t(1)}});
+  Node *sum = graph.addNode(Op::Add, {split->results[0], split->results[1]});
   graph.outputs = {sum->result(), split->results[1]};
   std::string text = printGraph(graph);
 
@@ -123,7 +122,7 @@ TEST(Graph, CloneIsDeepAndIndependent) {
   copy->nodes[0]->attributes["approximate"] = std::string("none");
   copy->inputs[0]->name = "renamed";
   copy->outputs.pop_back();
-  Node *extra = copy->addNode("neg", {copy->outputs[0]});
+  Node *extra = copy->addNode(Op::Neg, {copy->outputs[0]});
   copy->outputs[0] = extra->result();
   eliminateDeadCode(*copy);
   EXPECT_EQ(printGraph(graph), text);
@@ -148,10 +147,10 @@ TEST(Graph, ParseErrorsCarryLineAndColumn) {
 TEST(GraphPasses, CseThenDce) {
   Graph graph("p");
   Value *x = graph.addInput("x", tensor(DType::F32, {8}));
-  Value *e1 = graph.addNode("exp", {x})->result();
-  Value *e2 = graph.addNode("exp", {x})->result();
-  graph.addNode("tanh", {x});
-  graph.outputs = {graph.addNode("add", {e1, e2})->result()};
+  Value *e1 = graph.addNode(Op::Exp, {x})->result();
+  Value *e2 = graph.addNode(Op::Exp, {x})->result();
+  graph.addNode(Op::Tanh, {x});
+  graph.outputs = {graph.addNode(Op::Add, {e1, e2})->result()};
   EXPECT_TRUE(eliminateCommonSubexpressions(graph));
   EXPECT_EQ(graph.nodes.size(), 2u);
   EXPECT_EQ(graph.nodes[1]->operands[0].value,

@@ -30,7 +30,7 @@ std::vector<SymExpr> exprs(std::vector<int64_t> values) {
 TEST(ViewRules, EveryViewOpHasItsRules) {
   size_t remaps = 0;
   for (const std::string &name : registeredOpNames()) {
-    const OpInfo *info = lookupOp(name);
+    const OpInfo *info = lookupOp(*findOp(name));
     if (info->kind != OpKind::View) {
       EXPECT_FALSE(info->view) << name;
       continue;
@@ -48,31 +48,31 @@ TEST(ViewRules, EveryViewOpHasItsRules) {
   // select, slice, narrow, detach, contiguous, flip, roll, repeat, split,
   // chunk, unbind.
   EXPECT_EQ(remaps, 18u);
-  EXPECT_EQ(lookupOp("embedding")->indexedOperand, 1);
-  EXPECT_EQ(lookupOp("gather")->indexedOperand, 0);
-  EXPECT_EQ(lookupOp("cat")->indexedOperand, -1);
+  EXPECT_EQ(lookupOp(Op::Embedding)->indexedOperand, 1);
+  EXPECT_EQ(lookupOp(Op::Gather)->indexedOperand, 0);
+  EXPECT_EQ(lookupOp(Op::Cat)->indexedOperand, -1);
 }
 
 TEST(ViewRules, NodesCarryTheirOpInfo) {
   Graph graph("g");
   Value *x = graph.addInput("x", tensor({4, 6}));
-  Node *node = graph.addNode("transpose", {x});
-  EXPECT_EQ(node->info, lookupOp("transpose"));
+  Node *node = graph.addNode(Op::Transpose, {x});
+  EXPECT_EQ(node->info, lookupOp(Op::Transpose));
   std::unique_ptr<Graph> parsed = parseGraph(printGraph(graph), "g");
-  EXPECT_EQ(parsed->nodes[0]->info, lookupOp("transpose"));
+  EXPECT_EQ(parsed->nodes[0]->info, lookupOp(Op::Transpose));
 }
 
 TEST(ViewRules, StridedFormsOfViews) {
   Graph graph("g");
   Value *x = graph.addInput("x", tensor({4, 6}));
-  Node *transpose = graph.addNode("transpose", {x});
+  Node *transpose = graph.addNode(Op::Transpose, {x});
   std::optional<StridedView> t = stridedViewOf(*transpose, 0, contiguous4x6());
   ASSERT_TRUE(t);
   EXPECT_EQ(t->sizes, exprs({6, 4}));
   EXPECT_EQ(t->strides, exprs({1, 6}));
 
   Node *slice = graph.addNode(
-      "slice", {x},
+      Op::Slice, {x},
       {{"dim", int64_t(1)}, {"start", int64_t(1)}, {"step", int64_t(2)}});
   std::optional<StridedView> s = stridedViewOf(*slice, 0, contiguous4x6());
   ASSERT_TRUE(s);
@@ -80,7 +80,7 @@ TEST(ViewRules, StridedFormsOfViews) {
   EXPECT_EQ(s->strides, exprs({6, 2}));
   EXPECT_EQ(s->offset, SymExpr(1));
 
-  Node *split = graph.addNode("split", {x},
+  Node *split = graph.addNode(Op::Split, {x},
                               {{"dim", int64_t(0)}, {"size", int64_t(3)}});
   std::optional<StridedView> second = stridedViewOf(*split, 1, contiguous4x6());
   ASSERT_TRUE(second);
@@ -88,11 +88,11 @@ TEST(ViewRules, StridedFormsOfViews) {
   EXPECT_EQ(second->offset, SymExpr(18));
 
   // A reshape of transposed data needs a copy; flip never is a view.
-  Node *reshape = graph.addNode("reshape", {transpose->result()},
+  Node *reshape = graph.addNode(Op::Reshape, {transpose->result()},
                                 {{"shape", std::vector<int64_t>{24}}});
   EXPECT_FALSE(stridedViewOf(*reshape, 0, *t));
   Node *flip =
-      graph.addNode("flip", {x}, {{"dims", std::vector<int64_t>{0}}});
+      graph.addNode(Op::Flip, {x}, {{"dims", std::vector<int64_t>{0}}});
   EXPECT_FALSE(stridedViewOf(*flip, 0, contiguous4x6()));
 }
 
@@ -100,15 +100,15 @@ TEST(ViewRules, IndexRemaps) {
   Graph graph("g");
   Value *x = graph.addInput("x", tensor({4, 6}));
   SymExpr i = SymExpr::symbol("i"), j = SymExpr::symbol("j");
-  Node *permute = graph.addNode("permute", {x},
-                                {{"dims", std::vector<int64_t>{1, 0}}});
+  Node *permute =
+      graph.addNode(Op::Permute, {x}, {{"dims", std::vector<int64_t>{1, 0}}});
   EXPECT_EQ(remapViewIndex(*permute, 0, {j, i}),
             (std::vector<SymExpr>{i, j}));
-  Node *select = graph.addNode("select", {x},
+  Node *select = graph.addNode(Op::Select, {x},
                                {{"dim", int64_t(0)}, {"index", int64_t(-1)}});
   EXPECT_EQ(remapViewIndex(*select, 0, {j}),
             (std::vector<SymExpr>{SymExpr(3), j}));
-  Node *unbind = graph.addNode("unbind", {x}, {{"dim", int64_t(1)}});
+  Node *unbind = graph.addNode(Op::Unbind, {x}, {{"dim", int64_t(1)}});
   EXPECT_EQ(remapViewIndex(*unbind, 2, {i}),
             (std::vector<SymExpr>{i, SymExpr(2)}));
 }
@@ -119,17 +119,17 @@ TEST(ViewRules, ZeroSizesNeedNoModulo) {
   Graph graph("g");
   Value *x = graph.addInput("x", tensor({0, 3}));
   SymExpr i = SymExpr::symbol("i"), j = SymExpr::symbol("j");
-  Node *repeat = graph.addNode("repeat", {x},
+  Node *repeat = graph.addNode(Op::Repeat, {x},
                                {{"repeats", std::vector<int64_t>{2, 2, 2}}});
   EXPECT_EQ(repeat->result()->type.sizes, exprs({2, 0, 6}));
   EXPECT_EQ(remapViewIndex(*repeat, 0, {SymExpr(0), i, j}),
             (std::vector<SymExpr>{i, mod(j, SymExpr(3))}));
-  Node *roll = graph.addNode("roll", {x},
+  Node *roll = graph.addNode(Op::Roll, {x},
                              {{"shifts", std::vector<int64_t>{1, 2}},
                               {"dims", std::vector<int64_t>{0, 1}}});
   EXPECT_EQ(remapViewIndex(*roll, 0, {i, j}),
             (std::vector<SymExpr>{i, mod(j + 1, SymExpr(3))}));
-  Node *flatRoll = graph.addNode("roll", {x}, {{"shifts", int64_t(1)}});
+  Node *flatRoll = graph.addNode(Op::Roll, {x}, {{"shifts", int64_t(1)}});
   EXPECT_EQ(remapViewIndex(*flatRoll, 0, {i, j}),
             (std::vector<SymExpr>{i, j}));
 }
@@ -138,7 +138,7 @@ TEST(ViewRules, SqueezeDropsListedSizeOneDims) {
   Graph graph("g");
   Value *x = graph.addInput("x", tensor({1, 3, 1}));
   auto squeezed = [&](std::map<std::string, Attribute> attributes) {
-    return graph.addNode("squeeze", {x}, std::move(attributes))
+    return graph.addNode(Op::Squeeze, {x}, std::move(attributes))
         ->result()
         ->type.sizes;
   };
@@ -150,10 +150,10 @@ TEST(ViewRules, SqueezeDropsListedSizeOneDims) {
 }
 
 TEST(ViewRules, PiecesAreSequences) {
-  for (const char *name : {"split", "chunk", "unbind"})
-    EXPECT_TRUE(lookupOp(name)->resultsAreSequence) << name;
-  for (const char *name : {"select", "max_dim", "reshape"})
-    EXPECT_FALSE(lookupOp(name)->resultsAreSequence) << name;
+  for (Op name : {Op::Split, Op::Chunk, Op::Unbind})
+    EXPECT_TRUE(lookupOp(name)->resultsAreSequence) << opName(name);
+  for (Op name : {Op::Select, Op::MaxDim, Op::Reshape})
+    EXPECT_FALSE(lookupOp(name)->resultsAreSequence) << opName(name);
 }
 
 } // namespace

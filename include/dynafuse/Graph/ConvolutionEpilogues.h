@@ -33,7 +33,7 @@ double convolutionFlops(int64_t weightElements, int64_t batch,
 
 /// Whether `op` is an activation oneDNN applies as a convolution post-op
 /// (relu, hardtanh, silu, hardswish, sigmoid): conv2d_bn's `activation`.
-bool isPostOpActivation(const std::string &op);
+bool isPostOpActivation(Op op);
 
 /// Rewrites conv2d {weight_prepacked} -> batch_norm [-> activation] into
 /// conv2d_bn where the runtime runs the convolution through its prepacked

@@ -36,7 +36,7 @@ public:
     return !requiringGrad || requiringGrad->count(operand) != 0;
   }
 
-  Value *emit(const std::string &op, std::vector<Operand> operands,
+  Value *emit(Op op, std::vector<Operand> operands,
               std::map<std::string, Attribute> attributes = {});
   /// g summed over the dims it was broadcast along from `type` (leading
   /// dims, and dims of size 1 in type), cast to type's dtype.
@@ -79,18 +79,18 @@ struct DerivativeInfo {
 };
 
 /// The entry of op, or null when op cannot be differentiated yet.
-const DerivativeInfo *derivativeOf(const std::string &op);
+const DerivativeInfo *derivativeOf(Op op);
 /// Whether values of dtype carry gradients (floating dtypes).
 bool isDifferentiable(DType dtype);
 
 /// One table part per op family (lib/Graph/*Derivatives.cpp).
-void addPointwiseDerivatives(std::map<std::string, DerivativeInfo> &table);
-void addReductionDerivatives(std::map<std::string, DerivativeInfo> &table);
-void addViewDerivatives(std::map<std::string, DerivativeInfo> &table);
-void addExternDerivatives(std::map<std::string, DerivativeInfo> &table);
+void addPointwiseDerivatives(std::map<Op, DerivativeInfo> &table);
+void addReductionDerivatives(std::map<Op, DerivativeInfo> &table);
+void addViewDerivatives(std::map<Op, DerivativeInfo> &table);
+void addExternDerivatives(std::map<Op, DerivativeInfo> &table);
 /// Composites with a rule of their own (cheaper than differentiating the
 /// decomposition, or saving less); the others are Decomposed.
-void addCompositeDerivatives(std::map<std::string, DerivativeInfo> &table);
+void addCompositeDerivatives(std::map<Op, DerivativeInfo> &table);
 
 } // namespace dynafuse
 

@@ -9,6 +9,7 @@
 #ifndef DYNAFUSE_GRAPH_GRAPH_H
 #define DYNAFUSE_GRAPH_GRAPH_H
 
+#include "dynafuse/Graph/OpId.h"
 #include "dynafuse/Graph/TensorType.h"
 #include "dynafuse/Support/Error.h"
 
@@ -71,7 +72,7 @@ Attribute canonicalAttribute(Attribute attribute);
 
 class Node {
 public:
-  std::string op;
+  Op op = Op::Add;
   /// The registry entry of op, resolved when the node is added to a graph
   /// (Graph::addNode, the parser, capture); null for an unknown op or a
   /// node built outside a graph (use opInfoOf).
@@ -103,10 +104,10 @@ public:
   Value *addInput(const std::string &name, TensorType type);
   /// Appends a node; result types are inferred through the op registry
   /// unless given. Throws Error when the op rejects its operands.
-  Node *addNode(const std::string &op, std::vector<Operand> operands,
+  Node *addNode(Op op, std::vector<Operand> operands,
                 std::map<std::string, Attribute> attributes = {},
                 Location location = {});
-  Node *addNodeWithTypes(const std::string &op, std::vector<Operand> operands,
+  Node *addNodeWithTypes(Op op, std::vector<Operand> operands,
                          std::map<std::string, Attribute> attributes,
                          const std::vector<TensorType> &resultTypes,
                          const std::vector<std::string> &resultNames,

@@ -4,7 +4,7 @@
 // rule that computes result dtypes (PyTorch's promotion, with Python numbers
 // as weak operands) and shapes (broadcasting). The lowering of each op lives
 // in Lowering/; the torch callables that map to it live in
-// python/dynafuse/ops.py.
+// python/dynafuse/ops/. Ops are keyed by Op (Ops.def).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_GRAPH_OPREGISTRY_H
@@ -51,7 +51,7 @@ using Decomposition =
     std::function<std::vector<Value *>(Graph &graph, const Node &node)>;
 
 struct OpInfo {
-  std::string name;
+  Op op = Op::Add;
   OpKind kind = OpKind::Pointwise;
   /// Operand count; -1 means one or more (cat, stack).
   int arity = 1;
@@ -107,12 +107,12 @@ struct OpInfo {
 };
 
 /// An entry for a non-pointwise op: its shape rule computes result types.
-OpInfo shapedOp(const std::string &name, OpKind kind, int arity,
+OpInfo shapedOp(Op op, OpKind kind, int arity,
                 std::vector<std::string> attributes, ShapeRule infer);
 
 /// Adds node `op` to graph at origin's source location (a decomposition's
 /// piece of the node it replaces); returns its one result.
-Value *emit(Graph &graph, const Node &origin, const std::string &op,
+Value *emit(Graph &graph, const Node &origin, Op op,
             std::vector<Operand> operands,
             std::map<std::string, Attribute> attributes = {});
 
@@ -194,7 +194,9 @@ SliceBounds sliceBounds(const Node &node);
 /// size total.
 std::vector<int64_t> splitLengths(const Node &node, int64_t total);
 
-const OpInfo *lookupOp(const std::string &name);
+/// The registry entry of op; null for an op Ops.def lists that no table
+/// builder registered (OpIdTest checks that there is none).
+const OpInfo *lookupOp(Op op);
 /// The op info of node: the one resolved when it was added to its graph,
 /// else (a node built outside a graph, as shape rules' probes) looked up by
 /// name. Null for an unknown op.

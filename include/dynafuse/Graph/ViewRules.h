@@ -92,8 +92,8 @@ std::vector<SymExpr> delinearizeIndex(const SymExpr &flat,
 
 /// A view op's entry: operand 0 read at remapped indices.
 /// The strided form must be given, null where there is none.
-OpInfo remapView(const std::string &name, std::vector<std::string> attributes,
-                 ShapeRule infer, IndexRemap remap, StridedRule strided);
+OpInfo remapView(Op name, std::vector<std::string> attributes, ShapeRule infer,
+                 IndexRemap remap, StridedRule strided);
 
 } // namespace dynafuse
 

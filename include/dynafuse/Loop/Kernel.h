@@ -201,7 +201,8 @@ struct ProgramStep {
   std::string reuse;
   std::string source;
   SymExpr offset;
-  std::string op;
+  /// An extern's graph op.
+  Op op = Op::CallTorch;
   std::map<std::string, Attribute> attributes;
   std::string kernel;
   std::vector<std::string> args;

@@ -58,7 +58,7 @@ struct PointwiseContext {
 using PointwiseRule = std::function<int(PointwiseContext &)>;
 
 /// Null when op has no pointwise lowering.
-const PointwiseRule *findPointwiseRule(const std::string &op);
+const PointwiseRule *findPointwiseRule(Op op);
 /// The compute type of node's operation (before its result is stored).
 DType operationType(const Node &node);
 

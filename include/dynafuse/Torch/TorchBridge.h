@@ -213,8 +213,7 @@ private:
 /// result does not have the expected sizes. A step marked
 /// weight_prepacked (conv2d, conv2d_bn, a linear layer's matmul, addmm)
 /// runs with its weight kept packed in `reuse.weights` when there is one.
-void runExternOp(const std::string &op,
-                 const std::map<std::string, Attribute> &attributes,
+void runExternOp(Op op, const std::map<std::string, Attribute> &attributes,
                  const std::vector<TensorArg> &args,
                  std::vector<TensorArg> &expected, const std::string &device,
                  HeldTensors &held, const std::vector<std::string> &names,

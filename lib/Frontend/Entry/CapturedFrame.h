@@ -177,7 +177,7 @@ struct StoreEffect {
 /// with the same view ops (through ATen), so the two share memory as in
 /// eager. Steps: op, attributes, result sizes and piece of each view node.
 struct OutputViewStep {
-  std::string op;
+  Op op = Op::Add;
   std::map<std::string, Attribute> attributes;
   std::vector<SymExpr> sizes;
   size_t piece = 0;

@@ -69,8 +69,8 @@ PyObject *applyViewStep(PyObject *tensor, const OutputViewStep &step,
     return integerOf(attributes, name, fallback, symbols);
   };
   PyRef sizes = PyRef::steal(tupleOf(evaluateAll(step.sizes, symbols)));
-  const std::string &op = step.op;
-  if (op == "slice") {
+  Op op = step.op;
+  if (op == Op::Slice) {
     int64_t dim = integer("dim", 0);
     PyRef index = PyRef::steal(PyTuple_New(Py_ssize_t(dim + 1)));
     for (int64_t k = 0; k < dim; ++k)
@@ -84,33 +84,33 @@ PyObject *applyViewStep(PyObject *tensor, const OutputViewStep &step,
                      PySlice_New(start.get(), end.get(), stride.get()));
     return PyObject_GetItem(tensor, index.get());
   }
-  if (op == "narrow")
+  if (op == Op::Narrow)
     return PyObject_CallMethod(tensor, "narrow", "LLL",
                                (long long)integer("dim", 0),
                                (long long)integer("start", 0),
                                (long long)integer("length", 0));
-  if (op == "select")
+  if (op == Op::Select)
     return PyObject_CallMethod(tensor, "select", "LL",
                                (long long)integer("dim", 0),
                                (long long)integer("index", 0));
-  if (op == "transpose")
+  if (op == Op::Transpose)
     return PyObject_CallMethod(tensor, "transpose", "LL",
                                (long long)integer("dim0", 0),
                                (long long)integer("dim1", 1));
-  if (op == "permute") {
+  if (op == Op::Permute) {
     PyRef dims = PyRef::steal(tupleOf(integersOf(attribute("dims"), symbols)));
     return PyObject_CallMethod(tensor, "permute", "(O)", dims.get());
   }
-  if (op == "expand")
+  if (op == Op::Expand)
     return PyObject_CallMethod(tensor, "expand", "(O)", sizes.get());
-  if (op == "detach")
+  if (op == Op::Detach)
     return PyObject_CallMethod(tensor, "detach", nullptr);
-  if (op == "split" || op == "chunk" || op == "unbind") {
+  if (op == Op::Split || op == Op::Chunk || op == Op::Unbind) {
     PyRef pieces;
-    if (op == "unbind")
+    if (op == Op::Unbind)
       pieces = PyRef::steal(PyObject_CallMethod(tensor, "unbind", "L",
                                                 (long long)integer("dim", 0)));
-    else if (op == "chunk")
+    else if (op == Op::Chunk)
       pieces = PyRef::steal(PyObject_CallMethod(
           tensor, "chunk", "LL", (long long)integer("chunks", 1),
           (long long)integer("dim", 0)));

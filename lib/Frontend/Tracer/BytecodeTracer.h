@@ -327,8 +327,7 @@ private:
   bool provablyNoView(Value *tensor, const Value *reshaped,
                       bool setWasCertain);
   /// add/sub's alpha: the second operand scaled by it (checked as eager).
-  void scaleByAlpha(const std::string &op, OpBinder::Binding &bound,
-                    const std::string &what);
+  void scaleByAlpha(Op op, OpBinder::Binding &bound, const std::string &what);
   /// flatten(start_dim, end_dim) over one dim: eager returns the tensor.
   bool flattensNothing(const OpBinder::Binding &bound);
   /// Breaks where eager records an op it cannot differentiate.
@@ -336,7 +335,7 @@ private:
                                const std::string &what);
   /// div's graph op for its rounding_mode (div, div_floor, div_trunc);
   /// takes the attribute out of bound.
-  std::string divisionOp(OpBinder::Binding &bound, const std::string &what);
+  Op divisionOp(OpBinder::Binding &bound, const std::string &what);
   /// x.unflatten(dim, sizes): a reshape that always views.
   VarPtr unflatten(const OpBinder::Binding &bound, const std::string &what);
   /// Refuses an update whose operands share memory with what it writes.
@@ -370,11 +369,11 @@ private:
   Operand operandOf(const VarPtr &var, const std::string &what);
 
   /// A graph node of op, its operands read at their newest values.
-  VarPtr emit(const std::string &op, std::vector<Operand> operands,
+  VarPtr emit(Op op, std::vector<Operand> operands,
               std::map<std::string, Attribute> attributes = {});
   /// The same, with the operands as given (a view of an input's value
   /// before an update, for an output that must alias the input object).
-  VarPtr emitAsIs(const std::string &op, std::vector<Operand> operands,
+  VarPtr emitAsIs(Op op, std::vector<Operand> operands,
                   std::map<std::string, Attribute> attributes);
 
   bool bothConstantNumbers(const VarPtr &lhs, const VarPtr &rhs);
@@ -516,8 +515,7 @@ private:
   /// requires grad while grad mode is on.
   /// Whether op's results require grad (an operand does); breaks before an
   /// op without a derivative rule, or inside a no_grad block.
-  bool checkDifferentiable(const std::string &op,
-                           std::vector<Operand> &operands);
+  bool checkDifferentiable(Op op, std::vector<Operand> &operands);
   /// The graph input holding this run's random seed on `device`.
   Value *randomSeed(const std::string &device);
   /// F.dropout in training mode: x where uniform numbers reach p, scaled by

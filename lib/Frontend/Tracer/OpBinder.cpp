@@ -73,7 +73,7 @@ bool OpBinder::isNoneVar(const VarPtr &var) {
   return var->kind == Var::Kind::Constant && var->object.get() == Py_None;
 }
 
-bool OpBinder::opAccepts(const std::string &op, const std::string &attribute) {
+bool OpBinder::opAccepts(Op op, const std::string &attribute) {
   const OpInfo *info = lookupOp(op);
   return info && std::find(info->attributes.begin(), info->attributes.end(),
                            attribute) != info->attributes.end();

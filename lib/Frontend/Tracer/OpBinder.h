@@ -27,7 +27,7 @@ class OpBinder {
 public:
   /// What the arguments of one call bind to.
   struct Binding {
-    std::string op;
+    Op op = Op::Add;
     std::vector<Operand> operands;
     std::map<std::string, Attribute> attributes;
     /// The first tensor argument, and whether the call updates it in place.
@@ -55,7 +55,7 @@ public:
 private:
   static bool isNoneVar(const VarPtr &var);
 
-  bool opAccepts(const std::string &op, const std::string &attribute);
+  bool opAccepts(Op op, const std::string &attribute);
 
   void bindParam(const ParamSpec &param, const VarPtr &arg,
                  const std::string &what, Binding &bound);

@@ -38,9 +38,17 @@ OpBinding parseBinding(PyObject *spec) {
   if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 3)
     fail("op table: an entry must be (graph_op, params, attributes)");
   OpBinding binding;
-  binding.graphOp = stringOf(PyTuple_GET_ITEM(spec, 0), "graph op");
+  std::string graphOp = stringOf(PyTuple_GET_ITEM(spec, 0), "graph op");
   PyObject *params = PyTuple_GET_ITEM(spec, 1);
-  if (binding.graphOp == "overload") {
+  binding.overload = graphOp == "overload";
+  binding.unflatten = graphOp == "unflatten";
+  if (!binding.overload && !binding.unflatten) {
+    std::optional<Op> op = findOp(graphOp);
+    if (!op)
+      fail("op table: unknown graph op '" + graphOp + "'");
+    binding.graphOp = *op;
+  }
+  if (binding.overload) {
     if (!PyList_Check(params))
       fail("op table: an overload needs a list of alternatives");
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(params); ++i)
@@ -48,7 +56,7 @@ OpBinding parseBinding(PyObject *spec) {
     return binding;
   }
   if (!PyList_Check(params))
-    fail("op table: params of '" + binding.graphOp + "' must be a list");
+    fail("op table: params of '" + graphOp + "' must be a list");
   bool keywordOnly = false;
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(params); ++i) {
     PyObject *item = PyList_GET_ITEM(params, i);
@@ -57,7 +65,7 @@ OpBinding parseBinding(PyObject *spec) {
       continue;
     }
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2)
-      fail("op table: bad parameter of '" + binding.graphOp + "'");
+      fail("op table: bad parameter of '" + graphOp + "'");
     ParamSpec param;
     param.name = stringOf(PyTuple_GET_ITEM(item, 0), "parameter name");
     param.kind = parseKind(stringOf(PyTuple_GET_ITEM(item, 1), "kind"));
@@ -73,7 +81,7 @@ OpBinding parseBinding(PyObject *spec) {
   }
   PyObject *attributes = PyTuple_GET_ITEM(spec, 2);
   if (!PyDict_Check(attributes))
-    fail("op table: attributes of '" + binding.graphOp + "' must be a dict");
+    fail("op table: attributes of '" + graphOp + "' must be a dict");
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(attributes, &pos, &key, &value))

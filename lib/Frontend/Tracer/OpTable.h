@@ -9,6 +9,7 @@
 #ifndef DYNAFUSE_CAPTURE_OPTABLE_H
 #define DYNAFUSE_CAPTURE_OPTABLE_H
 
+#include "dynafuse/Graph/OpId.h"
 #include "dynafuse/Support/PyRef.h"
 
 #include <map>
@@ -42,8 +43,12 @@ struct ParamSpec {
 };
 
 struct OpBinding {
-  /// "overload": the first of `alternatives` whose parameters bind wins.
-  std::string graphOp;
+  /// The graph op the call becomes, unless the entry is one of the two that
+  /// are not graph ops: "overload" (the first of `alternatives` whose
+  /// parameters bind wins) and "unflatten" (capture writes a reshape).
+  Op graphOp = Op::Add;
+  bool overload = false;
+  bool unflatten = false;
   std::vector<OpBinding> alternatives;
   std::vector<ParamSpec> params;
   /// Attributes the binding adds (e.g. dtype for Tensor.float()), as Python

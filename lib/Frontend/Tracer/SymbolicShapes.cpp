@@ -133,7 +133,7 @@ bool SymbolicShapes::decide(int relation, const SymExpr &lhs,
   return outcome;
 }
 
-void SymbolicShapes::unifyOperandSizes(const std::string &op,
+void SymbolicShapes::unifyOperandSizes(Op op,
                                        const std::vector<Operand> &operands) {
   std::vector<const TensorType *> types;
   for (const Operand &operand : operands)
@@ -147,7 +147,7 @@ void SymbolicShapes::unifyOperandSizes(const std::string &op,
     unified |= unifyEqualSizes(lhs, rhs, decided);
   };
   const OpInfo *info = lookupOp(op);
-  bool matmul = op == "matmul" || op == "bmm" || op == "mm";
+  bool matmul = op == Op::Matmul || op == Op::Bmm || op == Op::Mm;
   if (info &&
       (info->kind == OpKind::Pointwise || info->kind == OpKind::Composite)) {
     // Broadcasting aligns dims from the right (composites: a norm's weight

@@ -47,8 +47,7 @@ public:
   bool decide(int relation, const SymExpr &lhs, const SymExpr &rhs);
   /// Before an op combines tensors: sizes it needs equal (broadcast dims,
   /// matmul's inner dims) that are two symbols of equal hints become one.
-  void unifyOperandSizes(const std::string &op,
-                         const std::vector<Operand> &operands);
+  void unifyOperandSizes(Op op, const std::vector<Operand> &operands);
   /// Two sizes an op needs equal, as unifyOperandSizes pairs them: two
   /// symbols of equal hints become one, a symbol meeting a constant (not
   /// 1) of its hint becomes it. Whether it unified.

@@ -21,26 +21,27 @@ namespace capture {
 namespace {
 
 /// Ops whose result is always a view of their operand in eager.
-bool alwaysViews(const std::string &op) {
-  static const std::set<std::string> ops = {
-      "slice",  "narrow", "select", "permute", "transpose", "squeeze",
-      "unsqueeze", "detach", "split", "chunk", "unbind", "expand"};
+bool alwaysViews(Op op) {
+  static const std::set<Op> ops = {Op::Slice,     Op::Narrow,    Op::Select,
+                                   Op::Permute,   Op::Transpose, Op::Squeeze,
+                                   Op::Unsqueeze, Op::Detach,    Op::Split,
+                                   Op::Chunk,     Op::Unbind,    Op::Expand};
   return ops.count(op) != 0;
 }
 
 /// Ops whose result is a view when their operand's strides allow it, and
 /// a copy otherwise (eager's reshape and flatten).
-bool viewsWhenStridesAllow(const std::string &op) {
-  return op == "reshape" || op == "flatten";
+bool viewsWhenStridesAllow(Op op) {
+  return op == Op::Reshape || op == Op::Flatten;
 }
 
 /// Ops eager writes into a fresh row-major tensor whatever their operands'
 /// layouts (transposed, strided, expanded, channels-last): reductions,
 /// with or without keepdim, softmax and triangles.
 bool writesRowMajor(const Node &node) {
-  static const std::set<std::string> ops = {
-      "mean", "var", "std", "logsumexp", "norm", "softmax", "log_softmax",
-      "tril", "triu"};
+  static const std::set<Op> ops = {Op::Mean,       Op::Var,  Op::Std,
+                                   Op::Logsumexp,  Op::Norm, Op::Softmax,
+                                   Op::LogSoftmax, Op::Tril, Op::Triu};
   const OpInfo *info = opInfoOf(node);
   return (info && info->kind == OpKind::Reduction) || ops.count(node.op);
 }
@@ -192,8 +193,9 @@ void BytecodeTracer::trackViews(const Node &node) {
     if (!views) {
       for (Value *result : node.results)
         aliases.addUnknownAlias(base, result,
-                                node.op + " of a tensor whose strides capture "
-                                          "does not know (a view or a copy)");
+                                opName(node.op) +
+                                    " of a tensor whose strides capture "
+                                    "does not know (a view or a copy)");
       return;
     }
   }
@@ -230,22 +232,22 @@ VarPtr BytecodeTracer::cloneKeepingLayout(const VarPtr &tensor) {
   for (size_t k = 0; known && k < type.rank(); ++k)
     known = type.sizes[k] == SymExpr(1) || type.strides[k] == dense[k];
   if (!known)
-    return emit("contiguous", {value});
+    return emit(Op::Contiguous, {value});
   std::vector<int64_t> order(memoryOrder.begin(), memoryOrder.end());
   std::vector<int64_t> back(order.size());
   for (size_t k = 0; k < order.size(); ++k)
     back[size_t(order[k])] = int64_t(k);
-  VarPtr inMemoryOrder = emit("permute", {value}, {{"dims", order}});
-  VarPtr copy = emit("contiguous", {inMemoryOrder->tensor});
-  return emit("permute", {copy->tensor}, {{"dims", back}});
+  VarPtr inMemoryOrder = emit(Op::Permute, {value}, {{"dims", order}});
+  VarPtr copy = emit(Op::Contiguous, {inMemoryOrder->tensor});
+  return emit(Op::Permute, {copy->tensor}, {{"dims", back}});
 }
 
 VarPtr BytecodeTracer::viewIfContiguous(const VarPtr &tensor) {
   Value *value = latestValue(tensor->tensor);
   if (eagerContiguous(value))
     return tensor; // eager returns the tensor itself
-  VarPtr copy = emit("contiguous", {value});
-  if (!value->producer || value->producer->op == "call_torch")
+  VarPtr copy = emit(Op::Contiguous, {value});
+  if (!value->producer || value->producer->op == Op::CallTorch)
     return copy; // eager's strides are known: not contiguous, a copy
   aliasOfUnknownKind(value, copy->tensor,
                      "contiguous() of a tensor whose strides capture does "
@@ -270,14 +272,14 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
     contiguous = rowMajor(input->type);
   } else if (!node) {
     contiguous = rowMajor(value->type);
-  } else if (node->op == "call_torch") {
+  } else if (node->op == Op::CallTorch) {
     // Its result types are eager's own, strides included (a meta run).
     contiguous = rowMajor(value->type);
-  } else if (node->op == "contiguous" || node->op == "matmul" ||
-             node->op == "linear" || node->op == "bmm" || node->op == "mm" ||
-             node->op == "index_select" || node->op == "embedding" ||
-             node->op == "repeat" || !node->operands.size() ||
-             writesRowMajor(*node)) {
+  } else if (node->op == Op::Contiguous || node->op == Op::Matmul ||
+             node->op == Op::Linear || node->op == Op::Bmm ||
+             node->op == Op::Mm || node->op == Op::IndexSelect ||
+             node->op == Op::Embedding || node->op == Op::Repeat ||
+             !node->operands.size() || writesRowMajor(*node)) {
     // x itself when contiguous, else a contiguous copy; products, row
     // gathers, repeats, factories, reductions and the ops below are
     // written row-major whatever their operands' layouts.
@@ -286,16 +288,16 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
     // Views of contiguous data that stay contiguous: reshapes, dropping or
     // adding size-1 dims, and leading slices of the outermost dim.
     const Value *base = node->operands[0].value;
-    const std::string &op = node->op;
+    Op op = node->op;
     bool outermost = node->intAttr("dim", 0) == 0 ||
                      (node->intAttr("dim", 0) == -1 && base->type.rank() == 1);
     bool keepsLayout =
-        op == "squeeze" || op == "unsqueeze" || op == "detach" ||
+        op == Op::Squeeze || op == Op::Unsqueeze || op == Op::Detach ||
         viewsWhenStridesAllow(op) ||
-        ((op == "select" || op == "narrow" || op == "split" ||
-          op == "chunk" || op == "unbind") &&
+        ((op == Op::Select || op == Op::Narrow || op == Op::Split ||
+          op == Op::Chunk || op == Op::Unbind) &&
          outermost) ||
-        (op == "slice" && outermost && node->intAttr("step", 1) == 1);
+        (op == Op::Slice && outermost && node->intAttr("step", 1) == 1);
     contiguous = keepsLayout && eagerContiguous(base);
     // Otherwise its strides from a contiguous root (a transpose of [1, n],
     // a slice keeping every element): row-major but for size-1 dims.
@@ -322,7 +324,7 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
       if (!operand.isValue())
         continue;
       const Value *read = operand.value;
-      if (read->producer && read->producer->op == "expand")
+      if (read->producer && read->producer->op == Op::Expand)
         read = read->producer->operands[0].value;
       contiguous = contiguous && (eagerContiguous(read) ||
                                   (!read->producer && rowMajorOrder(read->type)));
@@ -369,7 +371,7 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
   if (!overlapChecked)
     refuseOverlappingOperands(old, updated);
   if (!updated->producer || aliases.memberOf(updated))
-    updated = emit("contiguous", {updated})->tensor; // a value of its own
+    updated = emit(Op::Contiguous, {updated})->tensor; // a value of its own
   if (updated->type.sizes != old->type.sizes)
     unsupported("in-place update that changes the shape (" +
                 old->type.str() + " to " + updated->type.str() + ")");
@@ -378,7 +380,7 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
       unsupported(std::string("in-place update whose result type ") +
                   dtypeName(updated->type.dtype) + " cannot be cast to " +
                   dtypeName(old->type.dtype));
-    updated = emit("cast", {updated}, {{"dtype", old->type.dtype}})->tensor;
+    updated = emit(Op::Cast, {updated}, {{"dtype", old->type.dtype}})->tensor;
   }
   std::shared_ptr<AliasSet> set = aliases.setOf(old);
   if (!set->uncertain.empty())
@@ -386,7 +388,7 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
                 "another: " + set->uncertain);
   std::vector<ViewStep> chain = aliases.memberOf(old)->chain;
   for (const ViewStep &step : chain)
-    if (step.node->op == "expand" &&
+    if (step.node->op == Op::Expand &&
         step.node->operands[0].value->type.numel() !=
             step.node->results[step.result]->type.numel())
       unsupported("in-place update of an expanded tensor (more than one "
@@ -410,7 +412,7 @@ VarPtr BytecodeTracer::updateInPlace(const VarPtr &target,
   // A view of all of its base (x[-1:] of one row) scatters to the update
   // itself: the root gets a value of its own, the view stays a view.
   if (!chain.empty() && newRoot == updated)
-    newRoot = emit("contiguous", {updated})->tensor;
+    newRoot = emit(Op::Contiguous, {updated})->tensor;
   if (input) {
     willUpdateInputs();
     inputs.updateInput(input, newRoot);
@@ -440,7 +442,7 @@ Value *BytecodeTracer::scatterThroughChain(Value *root,
 
 Value *BytecodeTracer::sliceOf(Value *base, int64_t dim, const SymExpr &start,
                                const SymExpr &end) {
-  return emit("slice", {base}, sliceAttributes(dim, start, end))->tensor;
+  return emit(Op::Slice, {base}, sliceAttributes(dim, start, end))->tensor;
 }
 
 Value *BytecodeTracer::spliceAlong(Value *base, int64_t dim,
@@ -456,39 +458,38 @@ Value *BytecodeTracer::spliceAlong(Value *base, int64_t dim,
     parts.push_back(sliceOf(base, dim, end, size));
   if (parts.size() == 1)
     return piece;
-  return emit("cat", parts, {{"dim", dim}})->tensor;
+  return emit(Op::Cat, parts, {{"dim", dim}})->tensor;
 }
 
 Value *BytecodeTracer::scatterStep(Value *base, const ViewStep &step,
                                    Value *updated) {
   const Node &node = *step.node;
-  const std::string &op = node.op;
+  Op op = node.op;
   const TensorType &type = base->type;
-  if (op == "detach")
+  if (op == Op::Detach)
     return updated;
-  if (op == "permute") {
+  if (op == Op::Permute) {
     std::vector<int64_t> dims = intListAttr(node, "dims", {});
     std::vector<int64_t> inverse(dims.size());
     for (size_t k = 0; k < dims.size(); ++k)
       inverse[size_t(normalizeDim(node, dims[k], dims.size()))] = int64_t(k);
-    return emit("permute", {updated}, {{"dims", inverse}})->tensor;
+    return emit(Op::Permute, {updated}, {{"dims", inverse}})->tensor;
   }
-  if (op == "transpose")
-    return emit("transpose", {updated}, node.attributes)->tensor;
-  if (op == "squeeze" || op == "unsqueeze" || op == "expand" ||
+  if (op == Op::Transpose)
+    return emit(Op::Transpose, {updated}, node.attributes)->tensor;
+  if (op == Op::Squeeze || op == Op::Unsqueeze || op == Op::Expand ||
       viewsWhenStridesAllow(op))
-    return emit("reshape", {updated}, {{"shape", type.sizes}})->tensor;
-  if (op == "select" || op == "unbind") {
+    return emit(Op::Reshape, {updated}, {{"shape", type.sizes}})->tensor;
+  if (op == Op::Select || op == Op::Unbind) {
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), type.rank());
-    SymExpr index = op == "select" ? SymExpr(node.intAttr("index", 0))
-                                   : SymExpr(int64_t(step.result));
+    SymExpr index = op == Op::Select ? SymExpr(node.intAttr("index", 0))
+                                     : SymExpr(int64_t(step.result));
     if (index.isConstant() && index.constant() < 0)
       index = index + type.sizes[size_t(dim)];
-    Value *piece =
-        emit("unsqueeze", {updated}, {{"dim", dim}})->tensor;
+    Value *piece = emit(Op::Unsqueeze, {updated}, {{"dim", dim}})->tensor;
     return spliceAlong(base, dim, index, 1, piece);
   }
-  if (op == "split" || op == "chunk") {
+  if (op == Op::Split || op == Op::Chunk) {
     int64_t dim = normalizeDim(node, node.intAttr("dim", 0), type.rank());
     const SymExpr &total = type.sizes[size_t(dim)];
     if (!total.isConstant())
@@ -499,14 +500,14 @@ Value *BytecodeTracer::scatterStep(Value *base, const ViewStep &step,
                                     int64_t(0));
     return spliceAlong(base, dim, start, lengths.at(step.result), updated);
   }
-  if (op == "slice" || op == "narrow") {
+  if (op == Op::Slice || op == Op::Narrow) {
     SliceBounds bounds = sliceBounds(node);
     if (bounds.step == 1)
       return spliceAlong(base, bounds.dim, bounds.start, bounds.length,
                          updated);
     return sliceScatter(base, updated, bounds);
   }
-  unsupported("in-place update through a view made by '" + op + "'");
+  unsupported("in-place update through a view made by '" + opName(op) + "'");
 }
 
 Value *BytecodeTracer::sliceScatter(Value *base, Value *updated,

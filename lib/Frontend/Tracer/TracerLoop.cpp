@@ -345,7 +345,7 @@ int BytecodeTracer::step(const Instruction &in) {
     if (operand->kind == Var::Kind::Constant)
       push(foldPython(PyNumber_Invert(operand->object.get())));
     else
-      push(emit("bitwise_not", {operandOf(operand, "~")}));
+      push(emit(Op::BitwiseNot, {operandOf(operand, "~")}));
     return -1;
   }
   case IS_OP: {

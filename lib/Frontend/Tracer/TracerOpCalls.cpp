@@ -35,14 +35,14 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
                                    const std::vector<VarPtr> &args,
                                    const Keywords &keywords) {
   OpBinder::Binding bound = OpBinder(*this).bind(binding, what, args, keywords);
-  if (binding.graphOp == "cast" && bound.operands[0].isValue() &&
+  if (binding.graphOp == Op::Cast && bound.operands[0].isValue() &&
       std::get<DType>(bound.attributes["dtype"]) ==
           bound.operands[0].value->type.dtype) {
     VarPtr same = makeVar(Var::Kind::Tensor);
     same->tensor = bound.operands[0].value;
     return same;
   }
-  if (binding.graphOp == "pad" && bound.operands[0].isValue()) {
+  if (binding.graphOp == Op::Pad && bound.operands[0].isValue()) {
     // Padding by zero everywhere keeps the values (swin pads windows that
     // already fit): the same graph value.
     auto pad = bound.attributes.find("pad");
@@ -57,18 +57,18 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
       return same;
     }
   }
-  if (binding.graphOp == "batch_norm")
+  if (binding.graphOp == Op::BatchNorm)
     return batchNorm(bound, args, keywords);
-  if (binding.graphOp == "max_pool2d" && !bound.inPlace &&
+  if (binding.graphOp == Op::MaxPool2d && !bound.inPlace &&
       bound.operands[0].isValue() && gradMode &&
       inputs.requiresGrad(bound.operands[0].value)) {
     // Its backward reads the maxima's positions, as eager's does: saved by
     // the forward rather than found again.
-    return emit("max_pool2d_with_indices", bound.operands, bound.attributes)
+    return emit(Op::MaxPool2dWithIndices, bound.operands, bound.attributes)
         ->items[0];
   }
   auto training = bound.attributes.find("training");
-  if (binding.graphOp == "dropout" && bound.operands[0].isValue() &&
+  if (binding.graphOp == Op::Dropout && bound.operands[0].isValue() &&
       training != bound.attributes.end() &&
       std::get_if<bool>(&training->second) &&
       !std::get<bool>(training->second)) {
@@ -79,7 +79,7 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
     same->tensor = bound.operands[0].value;
     return same;
   }
-  if (binding.graphOp == "dropout" && bound.operands[0].isValue() &&
+  if (binding.graphOp == Op::Dropout && bound.operands[0].isValue() &&
       training != bound.attributes.end() &&
       std::get_if<bool>(&training->second)) {
     // Training: a counter-based mask from this run's seed (statistically
@@ -100,7 +100,7 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
     }
     return trainingDropout(bound.operands[0].value, rate);
   }
-  if (binding.graphOp == "cat") {
+  if (binding.graphOp == Op::Cat) {
     // torch.cat skips 1-d empty tensors beside tensors of other ranks (a
     // cache that starts as torch.tensor([])): so does the graph.
     auto legacyEmpty = [](const Operand &operand) {
@@ -118,7 +118,7 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
       bound.operands = std::move(kept);
       if (bound.operands.size() == 1) {
         // cat of one tensor is a copy of it.
-        return emit("contiguous", bound.operands, {});
+        return emit(Op::Contiguous, bound.operands, {});
       }
     }
   }
@@ -126,14 +126,14 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
     return viewIfContiguous(bound.self);
   if (bound.keepsLayout && bound.self)
     return cloneKeepingLayout(bound.self);
-  if (binding.graphOp == "flatten" && bound.self && flattensNothing(bound))
+  if (binding.graphOp == Op::Flatten && bound.self && flattensNothing(bound))
     return bound.self; // eager's flatten returns the tensor itself
-  if (binding.graphOp == "unflatten")
+  if (binding.unflatten)
     return unflatten(bound, what);
   if (bound.noDerivative)
     refuseWithoutDerivative(bound.operands, what);
-  std::string graphOp = binding.graphOp;
-  if ((graphOp == "softmax" || graphOp == "log_softmax") &&
+  Op graphOp = binding.graphOp;
+  if ((graphOp == Op::Softmax || graphOp == Op::LogSoftmax) &&
       bound.attributes.count("dtype") && bound.operands[0].isValue()) {
     // softmax(x, dim, dtype=d) casts x to d first, as eager does.
     Attribute dtype = bound.attributes["dtype"];
@@ -141,9 +141,9 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
     if (!std::holds_alternative<DType>(dtype))
       unsupported(what + " with a dtype that is not a torch.dtype");
     bound.operands[0] =
-        emit("cast", {bound.operands[0]}, {{"dtype", dtype}})->tensor;
+        emit(Op::Cast, {bound.operands[0]}, {{"dtype", dtype}})->tensor;
   }
-  if (graphOp == "div")
+  if (graphOp == Op::Div)
     graphOp = divisionOp(bound, what);
   if (bound.matrixTranspose && bound.self) {
     size_t rank = bound.self->tensor->type.rank();
@@ -152,9 +152,9 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
     if (rank < 2)
       bound.attributes["dim1"] = int64_t(0);
   }
-  if (binding.graphOp == "add" || binding.graphOp == "sub")
+  if (binding.graphOp == Op::Add || binding.graphOp == Op::Sub)
     scaleByAlpha(binding.graphOp, bound, what);
-  if (graphOp == "full_like" && bound.inPlace && bound.self &&
+  if (graphOp == Op::FullLike && bound.inPlace && bound.self &&
       overwritesHistory(bound.self->tensor))
     if (std::optional<Scalar> value = fillValueOf(bound))
       return updateInPlace(
@@ -179,8 +179,7 @@ VarPtr BytecodeTracer::bindAndEmit(const OpBinding &binding,
   return updateInPlace(bound.self, result);
 }
 
-void BytecodeTracer::scaleByAlpha(const std::string &op,
-                                  OpBinder::Binding &bound,
+void BytecodeTracer::scaleByAlpha(Op op, OpBinder::Binding &bound,
                                   const std::string &what) {
   auto found = bound.attributes.find("alpha");
   if (found == bound.attributes.end())
@@ -213,12 +212,13 @@ void BytecodeTracer::scaleByAlpha(const std::string &op,
                                      : other.scalar.kind == Scalar::Kind::Bool;
   if (firstIsBool && otherIsBool) {
     // Bools: x + alpha * y is x or (alpha and y).
-    if (op == "sub")
+    if (op == Op::Sub)
       return; // eager refuses to subtract bools: the op's own check
     if (scale.asDouble() == 0.0)
-      other = other.isValue()
-                  ? Operand(emit("mul", {other, Scalar::ofBool(false)})->tensor)
-                  : Operand(Scalar::ofBool(false));
+      other =
+          other.isValue()
+              ? Operand(emit(Op::Mul, {other, Scalar::ofBool(false)})->tensor)
+              : Operand(Scalar::ofBool(false));
     return;
   }
   if (scale.asDouble() == 1.0 && scale.kind == Scalar::Kind::Int)
@@ -228,7 +228,7 @@ void BytecodeTracer::scaleByAlpha(const std::string &op,
     // The scaled operand in the type the op computes in (eager's
     // x + alpha * y promotes x and y, not alpha): the op's own result type.
     DType result = emit(op, bound.operands)->tensor->type.dtype;
-    second = emit("cast", {emit("mul", {second, scale})->tensor},
+    second = emit(Op::Cast, {emit(Op::Mul, {second, scale})->tensor},
                   {{"dtype", result}})
                  ->tensor;
   } else if (second.scalar.kind == Scalar::Kind::Float ||
@@ -246,19 +246,16 @@ void BytecodeTracer::refuseWithoutDerivative(
                          "derivative for it: its backward raises)");
 }
 
-std::string BytecodeTracer::divisionOp(OpBinder::Binding &bound,
-                                       const std::string &what) {
+Op BytecodeTracer::divisionOp(OpBinder::Binding &bound,
+                              const std::string &what) {
   auto mode = bound.attributes.find("rounding_mode");
   if (mode == bound.attributes.end())
-    return "div";
+    return Op::Div;
   const std::string *name = std::get_if<std::string>(&mode->second);
-  std::string op = !name              ? ""
-                   : *name == "floor" ? "div_floor"
-                   : *name == "trunc" ? "div_trunc"
-                                      : "";
-  if (op.empty())
+  if (!name || (*name != "floor" && *name != "trunc"))
     unsupported(what + ": rounding_mode must be None, 'trunc' or 'floor' "
                        "(eager raises)");
+  Op op = *name == "floor" ? Op::DivFloor : Op::DivTrunc;
   bound.attributes.erase(mode);
   return op;
 }
@@ -316,7 +313,7 @@ VarPtr BytecodeTracer::unflatten(const OpBinder::Binding &bound,
   std::vector<SymExpr> shape(type.sizes.begin(), type.sizes.begin() + dim);
   shape.insert(shape.end(), sizes->begin(), sizes->end());
   shape.insert(shape.end(), type.sizes.begin() + dim + 1, type.sizes.end());
-  return emit("reshape", {bound.self->tensor},
+  return emit(Op::Reshape, {bound.self->tensor},
               {{"shape", canonicalAttribute(shape)}});
 }
 

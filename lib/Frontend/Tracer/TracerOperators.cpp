@@ -18,7 +18,7 @@ Operand BytecodeTracer::operandOf(const VarPtr &var, const std::string &what) {
     attributes["shape"] = std::vector<int64_t>{};
     attributes["value"] = symbolic.env.canonical(var->size);
     attributes["dtype"] = DType::I64;
-    return emit("full", {}, attributes)->tensor;
+    return emit(Op::Full, {}, attributes)->tensor;
   }
   if (var->kind == Var::Kind::Constant) {
     PyObject *object = var->object.get();
@@ -37,8 +37,7 @@ Operand BytecodeTracer::operandOf(const VarPtr &var, const std::string &what) {
   unsupported("argument of " + what + " is neither a tensor nor a number");
 }
 
-VarPtr BytecodeTracer::emit(const std::string &op,
-                            std::vector<Operand> operands,
+VarPtr BytecodeTracer::emit(Op op, std::vector<Operand> operands,
                             std::map<std::string, Attribute> attributes) {
   for (Operand &operand : operands)
     if (operand.isValue())
@@ -46,17 +45,16 @@ VarPtr BytecodeTracer::emit(const std::string &op,
   return emitAsIs(op, std::move(operands), std::move(attributes));
 }
 
-VarPtr BytecodeTracer::emitAsIs(const std::string &op,
-                                std::vector<Operand> operands,
+VarPtr BytecodeTracer::emitAsIs(Op op, std::vector<Operand> operands,
                                 std::map<std::string, Attribute> attributes) {
   bool differentiable = checkDifferentiable(op, operands);
   if (!symbolic.env.empty()) {
     symbolic.unifyOperandSizes(op, operands);
-    if (op == "reshape" && !operands.empty() && operands[0].isValue())
+    if (op == Op::Reshape && !operands.empty() && operands[0].isValue())
       symbolic.resolveInferredSize(operands[0].value->type, attributes);
-    if (op == "expand" && !operands.empty() && operands[0].isValue())
+    if (op == Op::Expand && !operands.empty() && operands[0].isValue())
       symbolic.unifyExpandedSizes(operands[0].value->type, attributes);
-    if (op == "narrow" && !operands.empty() && operands[0].isValue())
+    if (op == Op::Narrow && !operands.empty() && operands[0].isValue())
       if (std::optional<std::string> problem = symbolic.narrowOutOfRange(
               operands[0].value->type, attributes))
         unsupported(*problem);
@@ -89,15 +87,16 @@ VarPtr BytecodeTracer::emitAsIs(const std::string &op,
     tuple->items.push_back(item);
   }
   // torch.max(x, dim) returns a named tuple (torch.return_types.max).
-  if (op == "max_dim" || op == "min_dim") {
+  if (op == Op::MaxDim || op == Op::MinDim) {
     tuple->keys = {"values", "indices"};
     PyRef types = PyRef::steal(PyImport_ImportModule("torch.return_types"));
     if (types)
-      tuple->object = PyRef::steal(
-          PyObject_GetAttrString(types.get(), op == "max_dim" ? "max" : "min"));
+      tuple->object = PyRef::steal(PyObject_GetAttrString(
+          types.get(), op == Op::MaxDim ? "max" : "min"));
     if (!tuple->object) {
       PyErr_Clear();
-      unsupported("torch.return_types." + op.substr(0, 3) + " is missing");
+      unsupported("torch.return_types." + opName(op).substr(0, 3) +
+                  " is missing");
     }
   }
   return tuple;
@@ -141,24 +140,24 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
       joined->items.push_back(item);
     return joined;
   }
-  static const std::map<int, std::string> ops = {{NB_ADD, "add"},
-                                                 {NB_SUBTRACT, "sub"},
-                                                 {NB_MULTIPLY, "mul"},
-                                                 {NB_TRUE_DIVIDE, "div"},
-                                                 {NB_FLOOR_DIVIDE, "div_floor"},
-                                                 {NB_POWER, "pow"},
-                                                 {NB_MATRIX_MULTIPLY, "matmul"},
-                                                 {NB_REMAINDER, "remainder"},
-                                                 {NB_AND, "bitwise_and"},
-                                                 {NB_OR, "bitwise_or"},
-                                                 {NB_XOR, "bitwise_xor"}};
+  static const std::map<int, Op> ops = {{NB_ADD, Op::Add},
+                                        {NB_SUBTRACT, Op::Sub},
+                                        {NB_MULTIPLY, Op::Mul},
+                                        {NB_TRUE_DIVIDE, Op::Div},
+                                        {NB_FLOOR_DIVIDE, Op::DivFloor},
+                                        {NB_POWER, Op::Pow},
+                                        {NB_MATRIX_MULTIPLY, Op::Matmul},
+                                        {NB_REMAINDER, Op::Remainder},
+                                        {NB_AND, Op::BitwiseAnd},
+                                        {NB_OR, Op::BitwiseOr},
+                                        {NB_XOR, Op::BitwiseXor}};
   bool inPlace = kind >= NB_INPLACE_ADD;
   auto found = ops.find(inPlace ? kind - (NB_INPLACE_ADD - NB_ADD) : kind);
   if (found == ops.end())
     unsupported("binary operator " + std::to_string(kind) + " on a tensor");
-  std::vector<Operand> operands = {operandOf(lhs, found->second),
-                                   operandOf(rhs, found->second)};
-  if (found->second == "div_floor")
+  std::vector<Operand> operands = {operandOf(lhs, opName(found->second)),
+                                   operandOf(rhs, opName(found->second))};
+  if (found->second == Op::DivFloor)
     refuseWithoutDerivative(operands, "x // y");
   VarPtr value = emit(found->second, operands);
   if (inPlace && lhs->kind == Var::Kind::Tensor)
@@ -171,8 +170,8 @@ void BytecodeTracer::keepDivisionChecks() {
   std::set<const Value *> read = liveValues(graph);
   std::vector<Value *> checks;
   for (const auto &node : graph.nodes) {
-    static const std::set<std::string> divisions = {"div_floor", "div_trunc",
-                                                    "remainder", "fmod"};
+    static const std::set<Op> divisions = {Op::DivFloor, Op::DivTrunc,
+                                           Op::Remainder, Op::Fmod};
     if (!divisions.count(node->op) || node->results.size() != 1 ||
         read.count(node->result()) ||
         isFloating(node->result()->type.dtype) || node->operands.size() != 2)
@@ -292,11 +291,11 @@ VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
                     "__eq__");
       return constant((lhs == rhs) == (kind == Py_EQ) ? Py_True : Py_False);
     }
-  static const char *ops[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+  static const Op ops[] = {Op::Lt, Op::Le, Op::Eq, Op::Ne, Op::Gt, Op::Ge};
   if (kind < 0 || kind > 5)
     unsupported("comparison operator");
-  return emit(ops[kind],
-              {operandOf(lhs, ops[kind]), operandOf(rhs, ops[kind])});
+  return emit(ops[kind], {operandOf(lhs, opName(ops[kind])),
+                          operandOf(rhs, opName(ops[kind]))});
 }
 
 VarPtr BytecodeTracer::negate(const VarPtr &var) {
@@ -304,7 +303,7 @@ VarPtr BytecodeTracer::negate(const VarPtr &var) {
     return sizeVar(SymExpr(0) - sizeOf(var, "negation"));
   if (var->kind == Var::Kind::Constant)
     return foldPython(PyNumber_Negative(var->object.get()));
-  return emit("neg", {operandOf(var, "neg")});
+  return emit(Op::Neg, {operandOf(var, opName(Op::Neg))});
 }
 
 VarPtr BytecodeTracer::positive(const VarPtr &var) {

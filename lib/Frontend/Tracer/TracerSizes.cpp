@@ -140,7 +140,7 @@ VarPtr BytecodeTracer::sliceSymbolic(const VarPtr &tensor, const VarPtr &start,
   attributes["start"] = first;
   attributes["end"] = last;
   attributes["step"] = stride;
-  return emit("slice", {tensor->tensor}, attributes);
+  return emit(Op::Slice, {tensor->tensor}, attributes);
 }
 
 } // namespace capture

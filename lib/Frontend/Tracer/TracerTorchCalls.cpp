@@ -179,7 +179,7 @@ VarPtr BytecodeTracer::functionalInPlace(PyObject *callable,
       unsupported(what + " from a tensor sharing memory with its target "
                          "(eager's result depends on its copy order)");
     const TensorType &type = target->type;
-    VarPtr copied = emit("cast", {args[1]->tensor}, {{"dtype", type.dtype}});
+    VarPtr copied = emit(Op::Cast, {args[1]->tensor}, {{"dtype", type.dtype}});
     if (overwritesHistory(target)) {
       VarPtr overwritten = overwriteKeepingHistory(target, copied->tensor);
       if (overwritten->tensor->type.sizes != type.sizes)
@@ -188,7 +188,7 @@ VarPtr BytecodeTracer::functionalInPlace(PyObject *callable,
       return updateInPlace(self, overwritten);
     }
     if (copied->tensor->type.sizes != type.sizes)
-      copied = emit("expand", {copied->tensor}, {{"shape", type.sizes}});
+      copied = emit(Op::Expand, {copied->tensor}, {{"shape", type.sizes}});
     return updateInPlace(self, copied);
   }
   // x.op_(...): the out-of-place op, then an in-place update of x (its
@@ -394,7 +394,7 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
       {"signature", call.signature()},
       {"results", types}};
   result.torchCalls.push_back(std::move(call));
-  VarPtr var = emit("call_torch", operands, std::move(attributes));
+  VarPtr var = emit(Op::CallTorch, operands, std::move(attributes));
   std::vector<Value *> results;
   if (var->kind == Var::Kind::Tensor)
     results.push_back(var->tensor);

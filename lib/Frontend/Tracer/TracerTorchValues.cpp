@@ -153,7 +153,7 @@ VarPtr BytecodeTracer::constantTensor(
                                 : Attribute(int64_t(0));
   attributes["dtype"] = *dtype;
   attributes["device"] = device;
-  return emit("full", {}, attributes);
+  return emit(Op::Full, {}, attributes);
 }
 
 VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
@@ -203,7 +203,7 @@ VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
     return tensor; // eager returns the tensor itself
   std::map<std::string, Attribute> attributes;
   attributes["dtype"] = *dtype;
-  return emit("cast", {operandOf(tensor, "to")}, attributes);
+  return emit(Op::Cast, {operandOf(tensor, "to")}, attributes);
 }
 
 } // namespace capture

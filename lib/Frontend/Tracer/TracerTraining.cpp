@@ -38,15 +38,15 @@ Value *BytecodeTracer::randomSeed(const std::string &device) {
 
 VarPtr BytecodeTracer::trainingDropout(Value *x, double p) {
   if (p >= 1)
-    return emit("mul", {x, Scalar::ofFloat(0)});
-  VarPtr uniform = emit("uniform", {randomSeed(x->type.device)},
+    return emit(Op::Mul, {x, Scalar::ofFloat(0)});
+  VarPtr uniform = emit(Op::Uniform, {randomSeed(x->type.device)},
                         {{"shape", x->type.sizes},
                          {"dtype", DType::F32},
                          {"offset", randomOffset}});
   randomOffset = randomOffset + x->type.numel();
-  VarPtr keep = emit("ge", {uniform->tensor, Scalar::ofFloat(p)});
-  VarPtr scaled = emit("mul", {x, Scalar::ofFloat(1.0 / (1.0 - p))});
-  return emit("where", {keep->tensor, scaled->tensor, Scalar::ofFloat(0)});
+  VarPtr keep = emit(Op::Ge, {uniform->tensor, Scalar::ofFloat(p)});
+  VarPtr scaled = emit(Op::Mul, {x, Scalar::ofFloat(1.0 / (1.0 - p))});
+  return emit(Op::Where, {keep->tensor, scaled->tensor, Scalar::ofFloat(0)});
 }
 
 VarPtr BytecodeTracer::overwriteKeepingHistory(Value *target,
@@ -57,16 +57,16 @@ VarPtr BytecodeTracer::overwriteKeepingHistory(Value *target,
   // before it (an input's .grad becomes zeros, not None; their backward
   // formulas run on zeros). As where(true, value, x), whose rule gives x
   // exactly where(true, 0, g) and value g.
-  VarPtr everywhere = emit("full_like", {target},
+  VarPtr everywhere = emit(Op::FullLike, {target},
                            {{"value", int64_t(1)}, {"dtype", DType::Bool}});
-  return emit("where", {everywhere->tensor, value, target});
+  return emit(Op::Where, {everywhere->tensor, value, target});
 }
 
 bool BytecodeTracer::overwritesHistory(Value *target) {
   return gradMode && inputs.requiresGrad(latestValue(target));
 }
 
-bool BytecodeTracer::checkDifferentiable(const std::string &op,
+bool BytecodeTracer::checkDifferentiable(Op op,
                                          std::vector<Operand> &operands) {
   bool reads = false;
   for (const Operand &operand : operands)
@@ -78,23 +78,26 @@ bool BytecodeTracer::checkDifferentiable(const std::string &op,
     // graph's mark that gradients stop there.
     for (Operand &operand : operands)
       if (operand.isValue() && inputs.requiresGrad(operand.value))
-        operand = result.graph->addNode("detach", {operand}, {},
-                                        here(current.currentLine))
-                      ->result();
+        operand =
+            result.graph
+                ->addNode(Op::Detach, {operand}, {}, here(current.currentLine))
+                ->result();
     return false;
   }
   const DerivativeInfo *info = derivativeOf(op);
   if (!info)
-    unsupported("'" + op + "' on a tensor that requires grad (no derivative "
+    unsupported("'" + opName(op) +
+                "' on a tensor that requires grad (no derivative "
                 "rule for it yet)");
-  if (op == "pow" && operands.size() == 2 && operands[1].isValue())
+  if (op == Op::Pow && operands.size() == 2 && operands[1].isValue())
     unsupported("pow with a tensor exponent on a tensor that requires grad "
                 "(no derivative rule for it yet)");
   // ATen's remainder and fmod of a number by a tensor have no derivative:
   // eager raises "derivative for aten::remainder is not implemented".
-  if ((op == "remainder" || op == "fmod") && operands.size() == 2 &&
+  if ((op == Op::Remainder || op == Op::Fmod) && operands.size() == 2 &&
       !operands[0].isValue())
-    unsupported("'" + op + "' of a number by a tensor that requires grad "
+    unsupported("'" + opName(op) +
+                "' of a number by a tensor that requires grad "
                 "(eager has no derivative for it)");
   return info->kind != DerivativeInfo::Kind::NonDifferentiable;
 }
@@ -127,7 +130,7 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
   if (!training || !std::get_if<bool>(&*training))
     unsupported("F.batch_norm with a 'training' that is not a constant bool");
   if (!std::get<bool>(*training))
-    return emit("batch_norm", bound.operands, bound.attributes);
+    return emit(Op::BatchNorm, bound.operands, bound.attributes);
 
   // Training: normalized by the batch's statistics (batch_norm_train), the
   // running averages moved toward them in place.
@@ -145,7 +148,7 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
   if (count.isConstant() && count.constant() <= 1)
     unsupported("batch norm in training mode with one value per channel "
                 "(eager raises)");
-  VarPtr results = emit("batch_norm_train", operands, bound.attributes);
+  VarPtr results = emit(Op::BatchNormTrain, operands, bound.attributes);
   const double *rate = momentum ? std::get_if<double>(&*momentum) : nullptr;
   if (!rate)
     unsupported("batch norm in training mode with momentum None (a "
@@ -155,11 +158,11 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
                                 i == 1 ? "running_mean" : "running_var");
     if (!running || running->kind != Var::Kind::Tensor)
       unsupported("batch norm in training mode without running statistics");
-    Value *batch = emit("detach", {results->items[i]->tensor})->tensor;
+    Value *batch = emit(Op::Detach, {results->items[i]->tensor})->tensor;
     if (i == 2) {
       // The running variance averages the unbiased batch variance.
       auto countTensor = [&](const SymExpr &value) {
-        return emit("full", {},
+        return emit(Op::Full, {},
                     {{"shape", std::vector<int64_t>{}},
                      {"value", value},
                      {"dtype", DType::F32}})
@@ -169,17 +172,17 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
           count.isConstant()
               ? Operand(Scalar::ofFloat(double(count.constant()) /
                                         double(count.constant() - 1)))
-              : Operand(emit("div", {countTensor(count),
-                                     countTensor(count - SymExpr(1))})
+              : Operand(emit(Op::Div, {countTensor(count),
+                                       countTensor(count - SymExpr(1))})
                             ->tensor);
-      batch = emit("mul", {batch, correction})->tensor;
+      batch = emit(Op::Mul, {batch, correction})->tensor;
     }
     Value *old = running->tensor;
     if (batch->type.dtype != old->type.dtype)
-      batch = emit("cast", {batch}, {{"dtype", old->type.dtype}})->tensor;
-    Value *kept = emit("mul", {old, Scalar::ofFloat(1 - *rate)})->tensor;
-    Value *moved = emit("mul", {batch, Scalar::ofFloat(*rate)})->tensor;
-    updateInPlace(running, emit("add", {kept, moved}));
+      batch = emit(Op::Cast, {batch}, {{"dtype", old->type.dtype}})->tensor;
+    Value *kept = emit(Op::Mul, {old, Scalar::ofFloat(1 - *rate)})->tensor;
+    Value *moved = emit(Op::Mul, {batch, Scalar::ofFloat(*rate)})->tensor;
+    updateInPlace(running, emit(Op::Add, {kept, moved}));
   }
   return results->items[0];
 }
@@ -293,13 +296,13 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
     std::vector<SymExpr> grouped = {x->type.sizes[0], groups, SymExpr(repeat),
                                     x->type.sizes[2], x->type.sizes[3]};
     Value *wide =
-        emit("expand",
-             {emit("unsqueeze", {x}, {{"dim", int64_t(2)}})->tensor},
+        emit(Op::Expand,
+             {emit(Op::Unsqueeze, {x}, {{"dim", int64_t(2)}})->tensor},
              {{"shape", grouped}})
             ->tensor;
     std::vector<SymExpr> flat = {x->type.sizes[0], heads, x->type.sizes[2],
                                  x->type.sizes[3]};
-    return emit("reshape", {wide}, {{"shape", flat}})->tensor;
+    return emit(Op::Reshape, {wide}, {{"shape", flat}})->tensor;
   };
   key = repeated(key);
   value = repeated(value);
@@ -307,15 +310,15 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
     double factor = scale ? *scale
                           : 1.0 / std::sqrt(double(
                                       query->type.sizes[3].constant()));
-    Value *keysT = emit("transpose", {key},
-                        {{"dim0", int64_t(2)}, {"dim1", int64_t(3)}})
-                       ->tensor;
-    Value *scores = emit("matmul", {query, keysT})->tensor;
-    scores = emit("mul", {scores, Scalar::ofFloat(factor)})->tensor;
-    scores = emit("add", {scores, mask})->tensor;
+    Value *keysT =
+        emit(Op::Transpose, {key}, {{"dim0", int64_t(2)}, {"dim1", int64_t(3)}})
+            ->tensor;
+    Value *scores = emit(Op::Matmul, {query, keysT})->tensor;
+    scores = emit(Op::Mul, {scores, Scalar::ofFloat(factor)})->tensor;
+    scores = emit(Op::Add, {scores, mask})->tensor;
     Value *weights =
-        emit("softmax", {scores}, {{"dim", int64_t(-1)}})->tensor;
-    return emit("matmul", {weights, value});
+        emit(Op::Softmax, {scores}, {{"dim", int64_t(-1)}})->tensor;
+    return emit(Op::Matmul, {weights, value});
   }
   std::map<std::string, Attribute> attributes = {{"is_causal", causal},
                                                  {"has_mask", mask != nullptr}};
@@ -324,14 +327,15 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
   std::vector<Operand> operands = {query, key, value};
   if (mask) {
     if (mask->type.dtype == DType::Bool) // eager's conversion: -inf where false
-      mask = emit("where", {mask, Scalar::ofFloat(0),
-                            Scalar::ofFloat(-INFINITY)})->tensor;
+      mask = emit(Op::Where,
+                  {mask, Scalar::ofFloat(0), Scalar::ofFloat(-INFINITY)})
+                 ->tensor;
     if (mask->type.dtype != dtype)
-      mask = emit("cast", {mask}, {{"dtype", dtype}})->tensor;
+      mask = emit(Op::Cast, {mask}, {{"dtype", dtype}})->tensor;
     operands.push_back(mask);
   }
   try {
-    return emit("sdpa_flash", operands, attributes)->items[0];
+    return emit(Op::SdpaFlash, operands, attributes)->items[0];
   } catch (const Unsupported &) {
     return nullptr; // shapes the kernel does not take: a call_torch extern
   }

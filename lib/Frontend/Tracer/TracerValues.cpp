@@ -293,12 +293,12 @@ VarPtr BytecodeTracer::indexTensor(VarPtr tensor, const VarPtr &index) {
       continue;
     }
     if (object == Py_None) {
-      tensor = emit("unsqueeze", {tensor->tensor}, {{"dim", dim++}});
+      tensor = emit(Op::Unsqueeze, {tensor->tensor}, {{"dim", dim++}});
       continue;
     }
     if (PyLong_CheckExact(object)) {
       tensor =
-          emit("select", {tensor->tensor},
+          emit(Op::Select, {tensor->tensor},
                {{"dim", dim}, {"index", int64_t(PyLong_AsLongLong(object))}});
       continue;
     }
@@ -309,11 +309,12 @@ VarPtr BytecodeTracer::indexTensor(VarPtr tensor, const VarPtr &index) {
   }
   // x[:], x[...]: eager returns a new tensor viewing x, never x itself.
   if (tensor == indexed && rank == 0)
-    tensor = emit("reshape", {tensor->tensor},
+    tensor = emit(Op::Reshape, {tensor->tensor},
                   {{"shape", std::vector<int64_t>{}}});
   else if (tensor == indexed)
-    tensor = emit("slice", {tensor->tensor},
-                  {{"dim", int64_t(0)}, {"start", int64_t(0)},
+    tensor = emit(Op::Slice, {tensor->tensor},
+                  {{"dim", int64_t(0)},
+                   {"start", int64_t(0)},
                    {"end", std::numeric_limits<int64_t>::max()},
                    {"step", int64_t(1)}});
   return tensor;
@@ -338,7 +339,7 @@ VarPtr BytecodeTracer::sliceTensor(const VarPtr &tensor, PyObject *slice,
   int64_t step = bound(parts->step, 1);
   if (start == 0 && stop == std::numeric_limits<int64_t>::max() && step == 1)
     return tensor;
-  return emit("slice", {tensor->tensor},
+  return emit(Op::Slice, {tensor->tensor},
               {{"dim", dim}, {"start", start}, {"end", stop}, {"step", step}});
 }
 
@@ -408,17 +409,17 @@ VarPtr BytecodeTracer::tensorAttribute(const VarPtr &base,
     // Every dim reversed (a view even of fewer than 2 dims: eager's .T is
     // not the tensor itself).
     if (type.rank() < 2)
-      return emit("transpose", {base->tensor},
+      return emit(Op::Transpose, {base->tensor},
                   {{"dim0", int64_t(0)}, {"dim1", int64_t(0)}});
     std::vector<int64_t> reversed;
     for (size_t k = type.rank(); k-- > 0;)
       reversed.push_back(int64_t(k));
-    return emit("permute", {base->tensor}, {{"dims", reversed}});
+    return emit(Op::Permute, {base->tensor}, {{"dims", reversed}});
   }
   if (attribute == "T" || attribute == "mT") {
     if (type.rank() < 2)
       unsupported("Tensor.mT of fewer than 2 dims (eager raises)");
-    return emit("transpose", {base->tensor},
+    return emit(Op::Transpose, {base->tensor},
                 {{"dim0", int64_t(type.rank() - 2)},
                  {"dim1", int64_t(type.rank() - 1)}});
   }
