@@ -236,14 +236,9 @@ DerivativeInfo varianceRule(bool squareRoot) {
 
 } // namespace
 
+/// The entries: from include/dynafuse/Ops/CompositeOps.py.
 void addCompositeDerivatives(std::map<Op, DerivativeInfo> &table) {
-  table[Op::Softmax] = softmaxRule(false);
-  table[Op::LogSoftmax] = softmaxRule(true);
-  table[Op::LayerNorm] = normRule(true);
-  table[Op::RmsNorm] = normRule(false);
-  table[Op::BatchNormTrain] = batchNormTrainRule();
-  table[Op::Var] = varianceRule(false);
-  table[Op::Std] = varianceRule(true);
+#include "dynafuse/Ops/CompositeDerivatives.inc"
 }
 
 } // namespace dynafuse

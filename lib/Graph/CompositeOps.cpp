@@ -561,55 +561,29 @@ std::vector<int64_t> batchNormDims(const Node &node) {
   return dims;
 }
 
+namespace {
+
+std::vector<Value *> decomposeVar(Graph &graph, const Node &node) {
+  return decomposeVariance(graph, node, false);
+}
+
+std::vector<Value *> decomposeStd(Graph &graph, const Node &node) {
+  return decomposeVariance(graph, node, true);
+}
+
+std::vector<Value *> decomposePlainSoftmax(Graph &graph, const Node &node) {
+  return decomposeSoftmax(graph, node, false);
+}
+
+std::vector<Value *> decomposeLogSoftmax(Graph &graph, const Node &node) {
+  return decomposeSoftmax(graph, node, true);
+}
+
+} // namespace
+
+/// The entries: from include/dynafuse/Ops/CompositeOps.py.
 void addCompositeOps(std::vector<OpInfo> &table) {
-  table.push_back(composite(Op::Mean, 1, {"dim", "dims", "keepdim", "dtype"},
-                            decomposeMean));
-  table.push_back(composite(Op::Var, 1,
-                            {"dim", "dims", "keepdim", "correction"},
-                            [](Graph &graph, const Node &node) {
-                              return decomposeVariance(graph, node, false);
-                            }));
-  table.push_back(composite(Op::Std, 1,
-                            {"dim", "dims", "keepdim", "correction"},
-                            [](Graph &graph, const Node &node) {
-                              return decomposeVariance(graph, node, true);
-                            }));
-  table.push_back(composite(Op::Logsumexp, 1, {"dim", "dims", "keepdim"},
-                            decomposeLogSumExp, false));
-  table.push_back(
-      composite(Op::Norm, 1, {"p", "dim", "dims", "keepdim"}, decomposeNorm));
-  table.push_back(
-      composite(Op::Softmax, 1, {"dim"}, [](Graph &graph, const Node &node) {
-        return decomposeSoftmax(graph, node, false);
-      }));
-  table.push_back(
-      composite(Op::LogSoftmax, 1, {"dim"}, [](Graph &graph, const Node &node) {
-        return decomposeSoftmax(graph, node, true);
-      }));
-  table.push_back(composite(
-      Op::LayerNorm, -1, {"normalized_shape", "eps", "has_weight", "has_bias"},
-      decomposeLayerNorm));
-  table.push_back(composite(Op::RmsNorm, -1,
-                            {"normalized_shape", "eps", "has_weight"},
-                            decomposeRmsNorm));
-  table.push_back(composite(Op::GroupNorm, -1,
-                            {"num_groups", "eps", "has_weight", "has_bias"},
-                            decomposeGroupNorm));
-  table.push_back(composite(Op::BatchNorm, -1,
-                            {"eps", "has_weight", "has_bias"},
-                            decomposeBatchNorm));
-  table.push_back(composite(Op::BatchNormTrain, -1,
-                            {"eps", "has_weight", "has_bias"},
-                            decomposeBatchNormTrain));
-  table.push_back(composite(Op::NllLoss, 2, {"ignore_index", "reduction"},
-                            decomposeNllLoss));
-  table.push_back(composite(Op::CrossEntropy, 2, {"ignore_index", "reduction"},
-                            decomposeCrossEntropy));
-  table.push_back(
-      composite(Op::Linear, -1, {"weight_prepacked"}, decomposeLinear));
-  table.push_back(composite(Op::Stack, -1, {"dim"}, decomposeStack, false));
-  table.push_back(
-      composite(Op::Dropout, 1, {"p", "training"}, decomposeDropout, false));
+#include "dynafuse/Ops/CompositeOps.inc"
 }
 
 } // namespace dynafuse

@@ -120,11 +120,7 @@ Index remapRepeat(const Node &node, size_t, const Index &index) {
 } // namespace
 
 void addCopyingRemapOps(std::vector<OpInfo> &table) {
-  table.push_back(remapView(Op::Flip, {"dims"}, inferFlip, remapFlip, nullptr));
-  table.push_back(
-      remapView(Op::Roll, {"shifts", "dims"}, inferRoll, remapRoll, nullptr));
-  table.push_back(
-      remapView(Op::Repeat, {"repeats"}, inferRepeat, remapRepeat, nullptr));
+#include "dynafuse/Ops/CopyingRemapOps.inc"
 }
 
 } // namespace dynafuse

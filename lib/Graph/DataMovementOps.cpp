@@ -184,33 +184,7 @@ std::vector<TensorType> inferUniform(const Node &node) {
 } // namespace
 
 void addDataMovementOps(std::vector<OpInfo> &table) {
-  table.push_back(dataMovement(Op::Uniform, 1, {"shape", "dtype", "offset"},
-                               inferUniform, ViewForm::Random));
-  table.push_back(dataMovement(Op::Tril, 1, {"diagonal"}, inferTriangle,
-                               ViewForm::LowerTriangle));
-  table.push_back(dataMovement(Op::Triu, 1, {"diagonal"}, inferTriangle,
-                               ViewForm::UpperTriangle));
-  table.push_back(
-      dataMovement(Op::Pad, 1, {"pad", "value"}, inferPad, ViewForm::Pad));
-  table.push_back(
-      dataMovement(Op::Cat, -1, {"dim"}, inferCat, ViewForm::Concat));
-  // gather and index_select read operand 0 at loaded indices, embedding
-  // (torch's argument order: indices, weight) operand 1.
-  table.push_back(dataMovement(Op::IndexSelect, 2, {"dim"}, inferIndexSelect,
-                               ViewForm::IndexSelect, 0));
-  table.push_back(
-      dataMovement(Op::Gather, 2, {"dim"}, inferGather, ViewForm::Gather, 0));
-  // padding_idx changes only the backward (no gradient for that row).
-  table.push_back(dataMovement(Op::Embedding, 2, {"padding_idx"},
-                               inferEmbedding, ViewForm::Embedding, 1));
-  table.push_back(dataMovement(Op::Arange, 0,
-                               {"start", "end", "step", "dtype", "device"},
-                               inferArange, ViewForm::Arange));
-  table.push_back(dataMovement(Op::Full, 0,
-                               {"shape", "value", "dtype", "device"}, inferFull,
-                               ViewForm::Fill));
-  table.push_back(dataMovement(Op::FullLike, 1, {"value", "dtype"},
-                               inferFullLike, ViewForm::Fill));
+#include "dynafuse/Ops/DataMovementOps.inc"
 }
 
 } // namespace dynafuse

@@ -13,28 +13,25 @@ std::map<Op, DerivativeInfo> buildTable() {
   addViewDerivatives(table);
   addExternDerivatives(table);
   addCompositeDerivatives(table);
-  // Other composites differentiate through their decompositions, which use
-  // only ops with rules (checked by the unit tests over each one).
-  for (Op composite :
-       {Op::Linear, Op::Mean, Op::Logsumexp, Op::Stack, Op::NllLoss,
-        Op::CrossEntropy, Op::BatchNorm, Op::GroupNorm}) {
-    DerivativeInfo info;
-    info.kind = DerivativeInfo::Kind::Decomposed;
-    table[composite] = info;
-  }
-  DerivativeInfo none;
-  none.kind = DerivativeInfo::Kind::NonDifferentiable;
-  for (Op op : {Op::Eq,         Op::Ne,         Op::Lt,         Op::Le,
-                Op::Gt,         Op::Ge,         Op::LogicalAnd, Op::LogicalOr,
-                Op::LogicalXor, Op::LogicalNot, Op::BitwiseAnd, Op::BitwiseOr,
-                Op::BitwiseXor, Op::BitwiseNot, Op::Argmax,     Op::Argmin,
-                Op::Any,        Op::All,        Op::Arange,     Op::Full,
-                Op::FullLike,   Op::Detach,     Op::Uniform})
-    table[op] = none;
   return table;
 }
 
 } // namespace
+
+DerivativeInfo nonDifferentiable() {
+  DerivativeInfo info;
+  info.kind = DerivativeInfo::Kind::NonDifferentiable;
+  return info;
+}
+
+/// Composites marked "decomposed" differentiate through their
+/// decompositions, which use only ops with rules (checked by the unit tests
+/// over each one).
+DerivativeInfo differentiatedByDecomposing() {
+  DerivativeInfo info;
+  info.kind = DerivativeInfo::Kind::Decomposed;
+  return info;
+}
 
 const DerivativeInfo *derivativeOf(Op op) {
   static const auto *table = new std::map<Op, DerivativeInfo>(buildTable());

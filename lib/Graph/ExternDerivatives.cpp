@@ -200,17 +200,9 @@ DerivativeInfo flashAttentionRule() {
 
 } // namespace
 
+/// The entries: from include/dynafuse/Ops/ExternOps.py.
 void addExternDerivatives(std::map<Op, DerivativeInfo> &table) {
-  for (Op op : {Op::Mm, Op::Bmm, Op::Matmul, Op::Addmm, Op::Baddbmm})
-    table[op] = productRule();
-  table[Op::Conv1d] = convolutionRule();
-  table[Op::Conv2d] = convolutionRule();
-  table[Op::MaxPool2d] = poolRule(Op::MaxPool2dBackward);
-  table[Op::MaxPool2dWithIndices] =
-      poolRule(Op::MaxPool2dBackward, /*savedIndices=*/true);
-  table[Op::SdpaFlash] = flashAttentionRule();
-  table[Op::AvgPool2d] = poolRule(Op::AvgPool2dBackward);
-  table[Op::AdaptiveAvgPool2d] = poolRule(Op::AdaptiveAvgPool2dBackward);
+#include "dynafuse/Ops/ExternDerivatives.inc"
 }
 
 } // namespace dynafuse

@@ -474,91 +474,29 @@ std::optional<int64_t> windowCount(int64_t size, int64_t kernel,
   return out;
 }
 
+namespace {
+
+std::vector<TensorType> inferAddmm(const Node &node) {
+  return inferBiasedProduct(node, Op::Mm, inferMm);
+}
+
+std::vector<TensorType> inferBaddbmm(const Node &node) {
+  return inferBiasedProduct(node, Op::Bmm, inferBmm);
+}
+
+std::vector<TensorType> inferConv1d(const Node &node) {
+  return inferConvolution(node, 1);
+}
+
+std::vector<TensorType> inferConv2d(const Node &node) {
+  return inferConvolution(node, 2);
+}
+
+} // namespace
+
+/// The entries: from include/dynafuse/Ops/ExternOps.py.
 void addExternOps(std::vector<OpInfo> &table) {
-  const std::vector<std::string> maxPoolAttributes = {
-      "kernel_size", "stride", "padding", "dilation", "ceil_mode"};
-  const std::vector<std::string> avgPoolAttributes = {
-      "kernel_size", "stride",          "padding",
-      "ceil_mode",   "count_include_pad", "divisor_override"};
-  table.push_back(externOp(Op::Mm, 2, {}, inferMm));
-  table.push_back(externOp(Op::Bmm, 2, {}, inferBmm));
-  // matmul's and addmm's weight_prepacked (a linear layer's weight, a
-  // graph input, in an inference graph): the torch bridge may keep the
-  // weight packed for MKL's sgemm, once per parameter version.
-  table.push_back(externOp(Op::Matmul, 2, {"weight_prepacked"}, inferMatmul));
-  table.push_back(externOp(
-      Op::Addmm, 3, {"beta", "alpha", "weight_prepacked"},
-      [](const Node &n) { return inferBiasedProduct(n, Op::Mm, inferMm); }));
-  table.push_back(
-      externOp(Op::Baddbmm, 3, {"beta", "alpha"}, [](const Node &n) {
-        return inferBiasedProduct(n, Op::Bmm, inferBmm);
-      }));
-  std::vector<OpInfo> layoutKeeping;
-  // conv2d's weight_prepacked (set by the torch bridge on inference graphs
-  // whose weight is a parameter): the runtime may keep the weight reordered
-  // into oneDNN's blocked layout, once per parameter version.
-  for (size_t spatial : {1, 2}) {
-    std::vector<std::string> attributes = {"stride", "padding", "dilation",
-                                           "groups"};
-    if (spatial == 2)
-      attributes.push_back("weight_prepacked");
-    layoutKeeping.push_back(externOp(spatial == 1 ? Op::Conv1d : Op::Conv2d, -1,
-                                     std::move(attributes),
-                                     [spatial](const Node &node) {
-                                       return inferConvolution(node, spatial);
-                                     }));
-  }
-  layoutKeeping.back().startsChannelsLast = true;
-  // A prepacked convolution with its batch norm and activation folded in
-  // (fuse-conv-epilogues, inference only).
-  layoutKeeping.push_back(externOp(
-      Op::Conv2dBn, -1,
-      {"stride", "padding", "dilation", "groups", "weight_prepacked", "eps",
-       "has_bias", "activation", "min_val", "max_val", "residual"},
-      inferConvBatchNorm));
-  layoutKeeping.back().startsChannelsLast = true;
-  layoutKeeping.push_back(
-      externOp(Op::MaxPool2d, 1, maxPoolAttributes, inferPool));
-  layoutKeeping.push_back(
-      externOp(Op::AvgPool2d, 1, avgPoolAttributes, inferPool));
-  layoutKeeping.push_back(
-      externOp(Op::AdaptiveAvgPool2d, 1, {"output_size"}, inferAdaptivePool));
-  layoutKeeping.back().canonicalAttributes = pairOutputSize;
-  layoutKeeping.back().decompose = meanOfPixels;
-  layoutKeeping.back().decomposesWhen = poolsToOnePixel;
-  // The backward kernels of convolutions and pools (training, issue 16).
-  table.push_back(
-      externOp(Op::ConvBackward, 3,
-               {"stride", "padding", "dilation", "groups", "output_mask"},
-               inferConvBackward));
-  table.push_back(externOp(Op::SdpaFlash, -1,
-                           {"is_causal", "scale", "has_mask"},
-                           inferFlashAttention));
-  table.push_back(externOp(Op::SdpaFlashBackward, -1,
-                           {"is_causal", "scale", "has_mask"},
-                           inferFlashAttentionBackward));
-  table.push_back(
-      externOp(Op::GatherBackward, 2, {"dim", "shape"}, inferIndexedBackward));
-  table.push_back(externOp(Op::IndexSelectBackward, 2, {"dim", "shape"},
-                           inferIndexedBackward));
-  table.push_back(externOp(Op::EmbeddingBackward, 2,
-                           {"num_weights", "padding_idx"},
-                           inferEmbeddingBackward));
-  layoutKeeping.push_back(externOp(Op::MaxPool2dWithIndices, 1,
-                                   maxPoolAttributes, inferPoolWithIndices));
-  layoutKeeping.push_back(externOp(Op::MaxPool2dBackward, -1, maxPoolAttributes,
-                                   inferPoolBackward));
-  layoutKeeping.push_back(
-      externOp(Op::AvgPool2dBackward, 2, avgPoolAttributes, inferPoolBackward));
-  layoutKeeping.push_back(externOp(Op::AdaptiveAvgPool2dBackward, 2,
-                                   {"output_size"}, inferPoolBackward));
-  for (OpInfo &info : layoutKeeping) {
-    info.keepsChannelsLast = true;
-    table.push_back(std::move(info));
-  }
-  table.push_back(externOp(Op::CallTorch, -1,
-                           {"target", "call", "signature", "results"},
-                           inferTorchCall));
+#include "dynafuse/Ops/ExternOps.inc"
 }
 
 } // namespace dynafuse

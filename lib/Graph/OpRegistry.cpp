@@ -17,7 +17,6 @@ std::vector<OpInfo> buildTable() {
   addReductionOps(table);
   addViewOps(table);
   addExternOps(table);
-  addWindowDecompositions(table);
   addCompositeOps(table);
   for (const OpInfo &info : table) {
     // A view op says how its elements are computed, and one that remaps

@@ -96,35 +96,25 @@ Value *masked(GradBuilder &b, Value *condition, Value *g) {
   return b.emit(Op::Where, {condition, g, number(0)});
 }
 
-void addArithmetic(std::map<Op, DerivativeInfo> &table) {
-  auto identity = [](GradBuilder &, Value *g, Operand, Operand, Value *) {
-    return g;
+/// maximum / minimum, as eager's: the operand that loses (by `loses`) gets
+/// nothing, ties split the gradient in half, and where either is NaN both
+/// get it.
+DerivativeInfo extremeDerivative(Op loses) {
+  auto pick = [loses](GradBuilder &b, Value *g, Operand a, Operand c, Value *,
+                      bool first) {
+    return tieSplit(b, g, first ? b.emit(loses, {a, c}) : b.emit(loses, {c, a}),
+                    b.emit(Op::Eq, {a, c}));
   };
-  auto negated = [](GradBuilder &b, Value *g, Operand, Operand, Value *) {
-    return b.emit(Op::Neg, {g});
-  };
-  table[Op::Add] = binary(identity, identity);
-  table[Op::Sub] = binary(identity, negated);
-  table[Op::Mul] = binary(
-      [](GradBuilder &b, Value *g, Operand, Operand c, Value *) {
-        return b.emit(Op::Mul, {g, c});
-      },
-      [](GradBuilder &b, Value *g, Operand a, Operand, Value *) {
-        return b.emit(Op::Mul, {g, a});
-      });
-  table[Op::Div] = binary(
-      [](GradBuilder &b, Value *g, Operand, Operand c, Value *) {
-        return b.emit(Op::Div, {g, c});
-      },
-      // -g * a / c^2, as -g * y / c.
-      [](GradBuilder &b, Value *g, Operand, Operand c, Value *y) {
-        return b.emit(Op::Neg, {b.emit(Op::Div, {b.emit(Op::Mul, {g, y}), c})});
-      });
-  table[Op::Neg] = unary([](GradBuilder &b, const Node &, Value *g, Operand,
-                            Value *) { return b.emit(Op::Neg, {g}); });
-  // pow with a scalar exponent c: g * c * x^(c-1).
-  table[Op::Pow] = unary([](GradBuilder &b, const Node &node, Value *g,
-                            Operand x, Value *) -> Value * {
+  return binary([pick](GradBuilder &b, Value *g, Operand a, Operand c,
+                       Value *y) { return pick(b, g, a, c, y, true); },
+                [pick](GradBuilder &b, Value *g, Operand a, Operand c,
+                       Value *y) { return pick(b, g, a, c, y, false); });
+}
+
+/// pow with a scalar exponent c: g * c * x^(c-1).
+DerivativeInfo powDerivative() {
+  return unary([](GradBuilder &b, const Node &node, Value *g, Operand x,
+                  Value *) -> Value * {
     Scalar exponent = node.operands.at(1).scalar;
     double c = exponent.asDouble();
     if (c == 0)
@@ -136,132 +126,12 @@ void addArithmetic(std::map<Op, DerivativeInfo> &table) {
                                          : Scalar::ofInt(int64_t(c) - 1)});
     return b.emit(Op::Mul, {b.emit(Op::Mul, {g, power}), number(c)});
   });
-  table[Op::Square] =
-      unary([](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-        return b.emit(Op::Mul, {b.emit(Op::Mul, {g, x}), number(2)});
-      });
-  table[Op::Abs] =
-      unary([](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-        return b.emit(Op::Mul, {g, b.emit(Op::Sign, {x})});
-      });
-  table[Op::Cast] = unary([](GradBuilder &, const Node &, Value *g, Operand,
-                             Value *) { return g; }); // sumTo casts back
-  for (Op op : {Op::Floor, Op::Ceil, Op::Round, Op::Trunc, Op::Sign})
-    table[op] = zeroGradient();
-  // Rounded division: zero gradients for both operands, as eager's.
-  auto zeros = [](GradBuilder &b, Value *g, Operand, Operand, Value *) {
-    return b.emit(Op::FullLike, {g}, {{"value", 0.0}});
-  };
-  table[Op::DivFloor] = binary(zeros, zeros);
-  table[Op::DivTrunc] = binary(zeros, zeros);
-  // fmod / remainder: a - trunc|floor(a / b) * b.
-  table[Op::Fmod] = binary(identity, [](GradBuilder &b, Value *g, Operand a,
-                                        Operand c, Value *) {
-    return b.emit(
-        Op::Neg,
-        {b.emit(Op::Mul, {g, b.emit(Op::Trunc, {b.emit(Op::Div, {a, c})})})});
-  });
-  table[Op::Remainder] = binary(identity, [](GradBuilder &b, Value *g,
-                                             Operand a, Operand c, Value *) {
-    return b.emit(
-        Op::Neg,
-        {b.emit(Op::Mul, {g, b.emit(Op::Floor, {b.emit(Op::Div, {a, c})})})});
-  });
-  // maximum / minimum, as eager's: the operand that loses gets nothing, ties
-  // split the gradient in half, and where either is NaN both get it.
-  auto extreme = [](Op loses) {
-    return [loses](GradBuilder &b, Value *g, Operand a, Operand c, Value *,
-                   bool first) {
-      return tieSplit(b, g,
-                      first ? b.emit(loses, {a, c}) : b.emit(loses, {c, a}),
-                      b.emit(Op::Eq, {a, c}));
-    };
-  };
-  for (auto [op, loses] :
-       {std::pair{Op::Maximum, Op::Lt}, {Op::Minimum, Op::Gt}}) {
-    auto pick = extreme(loses);
-    table[op] = binary(
-        [pick](GradBuilder &b, Value *g, Operand a, Operand c, Value *y) {
-          return pick(b, g, a, c, y, true);
-        },
-        [pick](GradBuilder &b, Value *g, Operand a, Operand c, Value *y) {
-          return pick(b, g, a, c, y, false);
-        });
-  }
 }
 
-void addTranscendental(std::map<Op, DerivativeInfo> &table) {
-  auto rule = [&table](Op op, auto gradient) { table[op] = unary(gradient); };
-  rule(Op::Exp, [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    return b.emit(Op::Mul, {g, y});
-  });
-  rule(Op::Exp2, [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    return b.emit(Op::Mul, {b.emit(Op::Mul, {g, y}), number(std::log(2.0))});
-  });
-  rule(Op::Expm1,
-       [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-         return b.emit(Op::Mul, {g, b.emit(Op::Add, {y, number(1)})});
-       });
-  rule(Op::Log, [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit(Op::Div, {g, x});
-  });
-  rule(Op::Log2, [](GradBuilder &b, const Node &, Value *g, Operand x,
-                    Value *) {
-    return b.emit(Op::Div, {g, b.emit(Op::Mul, {x, number(std::log(2.0))})});
-  });
-  rule(Op::Log10, [](GradBuilder &b, const Node &, Value *g, Operand x,
-                     Value *) {
-    return b.emit(Op::Div, {g, b.emit(Op::Mul, {x, number(std::log(10.0))})});
-  });
-  rule(Op::Log1p,
-       [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-         return b.emit(Op::Div, {g, b.emit(Op::Add, {x, number(1)})});
-       });
-  rule(Op::Sqrt, [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    return b.emit(Op::Div, {g, b.emit(Op::Mul, {y, number(2)})});
-  });
-  // rsqrt: -0.5 * g * y^3.
-  rule(Op::Rsqrt,
-       [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-         Value *cube = b.emit(Op::Mul, {b.emit(Op::Mul, {y, y}), y});
-         return b.emit(Op::Mul, {b.emit(Op::Mul, {g, cube}), number(-0.5)});
-       });
-  rule(Op::Reciprocal, [](GradBuilder &b, const Node &, Value *g, Operand,
-                          Value *y) {
-    return b.emit(Op::Neg, {b.emit(Op::Mul, {g, b.emit(Op::Mul, {y, y})})});
-  });
-  rule(Op::Sin, [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit(Op::Mul, {g, b.emit(Op::Cos, {x})});
-  });
-  rule(Op::Cos, [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    return b.emit(Op::Neg, {b.emit(Op::Mul, {g, b.emit(Op::Sin, {x})})});
-  });
-  rule(Op::Tanh, [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-    Value *slope = b.emit(Op::Sub, {number(1), b.emit(Op::Mul, {y, y})});
-    return b.emit(Op::Mul, {g, slope});
-  });
-  rule(Op::Sigmoid,
-       [](GradBuilder &b, const Node &, Value *g, Operand, Value *y) {
-         Value *slope = b.emit(Op::Mul, {y, b.emit(Op::Sub, {number(1), y})});
-         return b.emit(Op::Mul, {g, slope});
-       });
-  // erf: g * 2/sqrt(pi) * exp(-x^2).
-  rule(Op::Erf, [](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-    Value *bell = b.emit(Op::Exp, {b.emit(Op::Neg, {b.emit(Op::Mul, {x, x})})});
-    return b.emit(Op::Mul,
-                  {b.emit(Op::Mul, {g, bell}), number(2.0 / std::sqrt(M_PI))});
-  });
-}
-
-void addActivationDerivatives(std::map<Op, DerivativeInfo> &table) {
-  // Eager's threshold_backward: zero where y <= 0, g elsewhere (NaN too).
-  table[Op::Relu] = unary([](GradBuilder &b, const Node &, Value *g, Operand,
-                             Value *y) {
-    return b.emit(Op::Where, {b.emit(Op::Le, {y, number(0)}), number(0), g});
-  });
-  // gelu: g * (Phi(x) + x * phi(x)); tanh approximation: its own slope.
-  table[Op::Gelu] = unary([](GradBuilder &b, const Node &node, Value *g,
-                             Operand x, Value *) {
+/// gelu: g * (Phi(x) + x * phi(x)); tanh approximation: its own slope.
+DerivativeInfo geluDerivative() {
+  return unary([](GradBuilder &b, const Node &node, Value *g, Operand x,
+                  Value *) {
     if (node.stringAttr("approximate", "none") == "tanh") {
       const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
       Value *x2 = b.emit(Op::Mul, {x, x});
@@ -298,19 +168,11 @@ void addActivationDerivatives(std::map<Op, DerivativeInfo> &table) {
     return b.emit(Op::Mul,
                   {g, b.emit(Op::Add, {cdf, b.emit(Op::Mul, {x, pdf})})});
   });
-  // silu: g * s * (1 + x * (1 - s)), s = sigmoid(x).
-  table[Op::Silu] =
-      unary([](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-        Value *s = b.emit(Op::Sigmoid, {x});
-        Value *slope = b.emit(
-            Op::Mul,
-            {s, b.emit(Op::Add,
-                       {b.emit(Op::Mul, {x, b.emit(Op::Sub, {number(1), s})}),
-                        number(1)})});
-        return b.emit(Op::Mul, {g, slope});
-      });
-  table[Op::LeakyRelu] =
-      unary([](GradBuilder &b, const Node &node, Value *g, Operand x, Value *) {
+}
+
+DerivativeInfo leakyReluDerivative() {
+  return unary(
+      [](GradBuilder &b, const Node &node, Value *g, Operand x, Value *) {
         double slope = 0.01;
         if (const Attribute *value = node.attribute("negative_slope"))
           if (const double *given = std::get_if<double>(value))
@@ -319,57 +181,11 @@ void addActivationDerivatives(std::map<Op, DerivativeInfo> &table) {
         return b.emit(Op::Where,
                       {positive, g, b.emit(Op::Mul, {g, number(slope)})});
       });
-  // elu: alpha * exp(x) unless x > 0; a NaN x takes that branch and gives
-  // NaN, as eager's vectorized elu_backward does (its scalar tail passes g).
-  table[Op::Elu] =
-      unary([](GradBuilder &b, const Node &node, Value *g, Operand x, Value *) {
-        Value *negative =
-            b.emit(Op::Mul, {b.emit(Op::Mul, {g, b.emit(Op::Exp, {x})}),
-                             number(floatAttr(node, "alpha", 1.0))});
-        return b.emit(Op::Where, {b.emit(Op::Gt, {x, number(0)}), g, negative});
-      });
-  // softplus: g * z / (z + 1), z = exp(x * beta); g past the threshold.
-  table[Op::Softplus] = unary([](GradBuilder &b, const Node &node, Value *g,
-                                 Operand x, Value *) {
-    Value *scaled = b.emit(Op::Mul, {x, number(floatAttr(node, "beta", 1.0))});
-    Value *z = b.emit(Op::Exp, {scaled});
-    Value *smooth = b.emit(
-        Op::Div, {b.emit(Op::Mul, {g, z}), b.emit(Op::Add, {z, number(1)})});
-    Value *linear =
-        b.emit(Op::Gt, {scaled, number(floatAttr(node, "threshold", 20.0))});
-    return b.emit(Op::Where, {linear, g, smooth});
-  });
-  // mish: g * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
-  table[Op::Mish] = unary([](GradBuilder &b, const Node &, Value *g, Operand x,
-                             Value *) {
-    Value *t = b.emit(Op::Tanh, {b.emit(Op::Log1p, {b.emit(Op::Exp, {x})})});
-    Value *slope = b.emit(
-        Op::Add,
-        {t, b.emit(Op::Mul,
-                   {b.emit(Op::Mul, {x, b.emit(Op::Sigmoid, {x})}),
-                    b.emit(Op::Sub, {number(1), b.emit(Op::Mul, {t, t})})})});
-    return b.emit(Op::Mul, {g, slope});
-  });
-  // hardsigmoid: g / 6 strictly inside (-3, 3).
-  table[Op::Hardsigmoid] =
-      unary([](GradBuilder &b, const Node &, Value *g, Operand x, Value *) {
-        Value *inside =
-            b.emit(Op::LogicalAnd, {b.emit(Op::Gt, {x, number(-3)}),
-                                    b.emit(Op::Lt, {x, number(3)})});
-        return masked(b, inside, b.emit(Op::Div, {g, number(6)}));
-      });
-  // hardswish: 0 below -3, g * (x / 3 + 0.5) up to 3, g above.
-  table[Op::Hardswish] = unary([](GradBuilder &b, const Node &, Value *g,
-                                  Operand x, Value *) {
-    Value *ramp = b.emit(
-        Op::Mul,
-        {g, b.emit(Op::Add, {b.emit(Op::Div, {x, number(3)}), number(0.5)})});
-    Value *upper = b.emit(Op::Where, {b.emit(Op::Le, {x, number(3)}), ramp, g});
-    return b.emit(Op::Where,
-                  {b.emit(Op::Lt, {x, number(-3)}), number(0), upper});
-  });
-  table[Op::Hardtanh] = unary([](GradBuilder &b, const Node &node, Value *g,
-                                 Operand x, Value *) {
+}
+
+DerivativeInfo hardtanhDerivative() {
+  return unary([](GradBuilder &b, const Node &node, Value *g, Operand x,
+                  Value *) {
     auto bound = [&](const char *name, double fallback) {
       const Attribute *value = node.attribute(name);
       if (value && std::get_if<double>(value))
@@ -389,10 +205,9 @@ void addActivationDerivatives(std::map<Op, DerivativeInfo> &table) {
   });
 }
 
-/// where(c, a, b) and masked_fill(x, mask, value): the gradient goes to the
-/// operand each element was taken from; clamp passes it where x was inside
-/// its bounds.
-void addSelection(std::map<Op, DerivativeInfo> &table) {
+/// where(c, a, b): the gradient goes to the operand each element was taken
+/// from.
+DerivativeInfo whereDerivative() {
   DerivativeInfo where;
   where.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(3, nullptr);
@@ -406,7 +221,12 @@ void addSelection(std::map<Op, DerivativeInfo> &table) {
           toOperand(b, node, 2, b.emit(Op::Where, {condition, number(0), g}));
     return result;
   };
-  table[Op::Where] = where;
+  return where;
+}
+
+/// masked_fill(x, mask, value): x's gradient where the mask is off, the
+/// sum of the rest to value.
+DerivativeInfo maskedFillDerivative() {
   DerivativeInfo maskedFill;
   maskedFill.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(3, nullptr);
@@ -421,9 +241,12 @@ void addSelection(std::map<Op, DerivativeInfo> &table) {
                           node.operands[2].value->type);
     return result;
   };
-  table[Op::MaskedFill] = maskedFill;
-  // clamp(x, min, max), as eager's ClampBackward (checked against it on
-  // every order of x and its bounds, NaNs and ties included).
+  return maskedFill;
+}
+
+/// clamp(x, min, max), as eager's ClampBackward (checked against it on
+/// every order of x and its bounds, NaNs and ties included).
+DerivativeInfo clampDerivative() {
   DerivativeInfo clamp;
   clamp.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
     Grads result(node.operands.size(), nullptr);
@@ -495,16 +318,13 @@ void addSelection(std::map<Op, DerivativeInfo> &table) {
                   atMax));
     return result;
   };
-  table[Op::Clamp] = clamp;
+  return clamp;
 }
 
 } // namespace
 
 void addPointwiseDerivatives(std::map<Op, DerivativeInfo> &table) {
-  addArithmetic(table);
-  addTranscendental(table);
-  addActivationDerivatives(table);
-  addSelection(table);
+#include "dynafuse/Ops/PointwiseDerivatives.inc"
 }
 
 } // namespace dynafuse

@@ -105,12 +105,9 @@ DerivativeInfo selectingRule() {
 
 } // namespace
 
+/// The entries: from include/dynafuse/Ops/ReductionOps.py.
 void addReductionDerivatives(std::map<Op, DerivativeInfo> &table) {
-  table[Op::MaxDim] = selectingRule();
-  table[Op::MinDim] = selectingRule();
-  table[Op::Sum] = reductionRule(sumGradient);
-  table[Op::Amax] = reductionRule(extremeGradient, wholeExtremeGradient);
-  table[Op::Amin] = reductionRule(extremeGradient, wholeExtremeGradient);
+#include "dynafuse/Ops/ReductionDerivatives.inc"
 }
 
 } // namespace dynafuse

@@ -141,23 +141,9 @@ OpInfo extremeReduction(Op name, std::vector<std::string> attributes,
 
 } // namespace
 
+/// The entries: from include/dynafuse/Ops/ReductionOps.py.
 void addReductionOps(std::vector<OpInfo> &table) {
-  table.push_back(
-      reduction(Op::Sum, {"dim", "dims", "keepdim", "dtype"}, inferSum));
-  table.push_back(
-      reduction(Op::Prod, {"dim", "dims", "keepdim", "dtype"}, inferSum));
-  table.push_back(extremeReduction(
-      Op::Amax, {"dim", "dims", "keepdim", "whole"}, inferExtreme));
-  table.push_back(extremeReduction(
-      Op::Amin, {"dim", "dims", "keepdim", "whole"}, inferExtreme));
-  table.push_back(reduction(Op::Any, {"dim", "dims", "keepdim"}, inferLogical));
-  table.push_back(reduction(Op::All, {"dim", "dims", "keepdim"}, inferLogical));
-  table.push_back(reduction(Op::Argmax, {"dim", "keepdim"}, inferArg));
-  table.push_back(reduction(Op::Argmin, {"dim", "keepdim"}, inferArg));
-  table.push_back(
-      extremeReduction(Op::MaxDim, {"dim", "keepdim"}, inferValuesAndIndices));
-  table.push_back(
-      extremeReduction(Op::MinDim, {"dim", "keepdim"}, inferValuesAndIndices));
+#include "dynafuse/Ops/ReductionOps.inc"
 }
 
 } // namespace dynafuse

@@ -173,106 +173,103 @@ DerivativeInfo embeddingRule() {
   return info;
 }
 
+/// reshape, flatten, squeeze, unsqueeze: g in the operand's shape.
+Value *reshapeBack(GradBuilder &b, const Node &, Value *g, Value *x) {
+  return reshapeTo(b, g, x->type);
+}
+
+Value *contiguousGradient(GradBuilder &, const Node &, Value *g, Value *) {
+  return g;
+}
+
+/// permute: g permuted by the inverse permutation.
+Value *permuteGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
+  std::vector<int64_t> dims = intListAttr(node, "dims", {});
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k)
+    inverse[size_t(normalizeDim(node, dims[k], x->type.rank()))] = int64_t(k);
+  return b.emit(Op::Permute, {g}, {{"dims", inverse}});
+}
+
+Value *transposeGradient(GradBuilder &b, const Node &node, Value *g, Value *) {
+  // (A B)^T is B^T A^T: the gradient of a transposed weight (linear's)
+  // comes out of the GEMM in the weight's layout, not transposed by a copy
+  // afterwards.
+  const Node *product = g->producer;
+  if (product && product->op == Op::Mm && g->type.rank() == 2 &&
+      product->operands[0].isValue() && product->operands[1].isValue()) {
+    auto swapped = [&](Value *x) {
+      return b.emit(Op::Transpose, {x},
+                    {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
+    };
+    return b.emit(Op::Mm, {swapped(product->operands[1].value),
+                           swapped(product->operands[0].value)});
+  }
+  return b.emit(
+      Op::Transpose, {g},
+      {{"dim0", node.intAttr("dim0", 0)}, {"dim1", node.intAttr("dim1", 1)}});
+}
+
+Value *indexSelectGradient(GradBuilder &b, const Node &node, Value *g,
+                           Value *x) {
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
+  return b.emit(Op::IndexSelectBackward, {g, node.operands[1]},
+                {{"dim", dim}, {"shape", x->type.sizes}});
+}
+
+Value *expandGradient(GradBuilder &b, const Node &, Value *g, Value *x) {
+  return b.sumTo(g, x->type);
+}
+
+Value *selectGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
+  SymExpr index = symAttr(node, "index", 0);
+  if (index.isConstant() && index.constant() < 0)
+    index = x->type.sizes[size_t(dim)] + index;
+  Value *row = b.emit(Op::Unsqueeze, {g}, {{"dim", dim}});
+  return padBack(b, row, x->type, dim, index);
+}
+
+Value *flipGradient(GradBuilder &b, const Node &node, Value *g, Value *) {
+  return b.emit(Op::Flip, {g}, {{"dims", intListAttr(node, "dims", {})}});
+}
+
+Value *rollGradient(GradBuilder &b, const Node &node, Value *g, Value *) {
+  std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
+  for (int64_t &shift : shifts)
+    shift = -shift;
+  return b.emit(Op::Roll, {g},
+                {{"shifts", shifts}, {"dims", intListAttr(node, "dims", {})}});
+}
+
+/// tril / triu: the same triangle of g.
+Value *triangleGradient(GradBuilder &b, const Node &node, Value *g, Value *) {
+  return b.emit(node.op, {g}, {{"diagonal", node.intAttr("diagonal", 0)}});
+}
+
+Value *padGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
+  std::vector<int64_t> amounts = intListAttr(node, "pad", {});
+  Value *inner = g;
+  for (size_t pair = 0; pair + 1 < amounts.size(); pair += 2) {
+    if (amounts[pair] < 0 || amounts[pair + 1] < 0)
+      throw Error("the gradient of a negative pad is not supported yet");
+    int64_t dim = int64_t(x->type.rank()) - 1 - int64_t(pair / 2);
+    SymExpr start = amounts[pair];
+    inner = b.emit(Op::Slice, {inner},
+                   {{"dim", dim},
+                    {"start", start},
+                    {"end", start + x->type.sizes[size_t(dim)]},
+                    {"step", int64_t(1)}});
+  }
+  return inner;
+}
+
 } // namespace
 
+/// The entries: from include/dynafuse/Ops/ViewOps.py, CopyingRemapOps.py
+/// and DataMovementOps.py.
 void addViewDerivatives(std::map<Op, DerivativeInfo> &table) {
-  ViewGradient reshapeBack = [](GradBuilder &b, const Node &, Value *g,
-                                Value *x) { return reshapeTo(b, g, x->type); };
-  for (Op op : {Op::Reshape, Op::Flatten, Op::Squeeze, Op::Unsqueeze})
-    table[op] = single(reshapeBack);
-  table[Op::Contiguous] =
-      single([](GradBuilder &, const Node &, Value *g, Value *) { return g; });
-  table[Op::Permute] =
-      single([](GradBuilder &b, const Node &node, Value *g, Value *x) {
-        std::vector<int64_t> dims = intListAttr(node, "dims", {});
-        std::vector<int64_t> inverse(dims.size());
-        for (size_t k = 0; k < dims.size(); ++k)
-          inverse[size_t(normalizeDim(node, dims[k], x->type.rank()))] =
-              int64_t(k);
-        return b.emit(Op::Permute, {g}, {{"dims", inverse}});
-      });
-  table[Op::Transpose] =
-      single([](GradBuilder &b, const Node &node, Value *g, Value *) {
-        // (A B)^T is B^T A^T: the gradient of a transposed weight (linear's)
-        // comes out of the GEMM in the weight's layout, not transposed by a
-        // copy afterwards.
-        const Node *product = g->producer;
-        if (product && product->op == Op::Mm && g->type.rank() == 2 &&
-            product->operands[0].isValue() && product->operands[1].isValue()) {
-          auto swapped = [&](Value *x) {
-            return b.emit(Op::Transpose, {x},
-                          {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
-          };
-          return b.emit(Op::Mm, {swapped(product->operands[1].value),
-                                 swapped(product->operands[0].value)});
-        }
-        return b.emit(Op::Transpose, {g},
-                      {{"dim0", node.intAttr("dim0", 0)},
-                       {"dim1", node.intAttr("dim1", 1)}});
-      });
-  table[Op::Gather] = single(gatherGradient);
-  table[Op::Repeat] = single(repeatGradient);
-  table[Op::IndexSelect] =
-      single([](GradBuilder &b, const Node &node, Value *g, Value *x) {
-        int64_t dim =
-            normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
-        return b.emit(Op::IndexSelectBackward, {g, node.operands[1]},
-                      {{"dim", dim}, {"shape", x->type.sizes}});
-      });
-  table[Op::Embedding] = embeddingRule();
-  table[Op::Expand] = single([](GradBuilder &b, const Node &, Value *g,
-                                Value *x) { return b.sumTo(g, x->type); });
-  table[Op::Select] =
-      single([](GradBuilder &b, const Node &node, Value *g, Value *x) {
-        int64_t dim =
-            normalizeDim(node, node.intAttr("dim", 0), x->type.rank());
-        SymExpr index = symAttr(node, "index", 0);
-        if (index.isConstant() && index.constant() < 0)
-          index = x->type.sizes[size_t(dim)] + index;
-        Value *row = b.emit(Op::Unsqueeze, {g}, {{"dim", dim}});
-        return padBack(b, row, x->type, dim, index);
-      });
-  table[Op::Slice] = single(sliceBack);
-  table[Op::Narrow] = single(sliceBack);
-  table[Op::Flip] =
-      single([](GradBuilder &b, const Node &node, Value *g, Value *) {
-        return b.emit(Op::Flip, {g}, {{"dims", intListAttr(node, "dims", {})}});
-      });
-  table[Op::Roll] =
-      single([](GradBuilder &b, const Node &node, Value *g, Value *) {
-        std::vector<int64_t> shifts = intListAttr(node, "shifts", {});
-        for (int64_t &shift : shifts)
-          shift = -shift;
-        return b.emit(
-            Op::Roll, {g},
-            {{"shifts", shifts}, {"dims", intListAttr(node, "dims", {})}});
-      });
-  for (Op op : {Op::Tril, Op::Triu})
-    table[op] = single([op](GradBuilder &b, const Node &node, Value *g,
-                            Value *) {
-      return b.emit(op, {g}, {{"diagonal", node.intAttr("diagonal", 0)}});
-    });
-  table[Op::Pad] =
-      single([](GradBuilder &b, const Node &node, Value *g, Value *x) {
-        std::vector<int64_t> amounts = intListAttr(node, "pad", {});
-        Value *inner = g;
-        for (size_t pair = 0; pair + 1 < amounts.size(); pair += 2) {
-          if (amounts[pair] < 0 || amounts[pair + 1] < 0)
-            throw Error("the gradient of a negative pad is not supported yet");
-          int64_t dim = int64_t(x->type.rank()) - 1 - int64_t(pair / 2);
-          SymExpr start = amounts[pair];
-          inner = b.emit(Op::Slice, {inner},
-                         {{"dim", dim},
-                          {"start", start},
-                          {"end", start + x->type.sizes[size_t(dim)]},
-                          {"step", int64_t(1)}});
-        }
-        return inner;
-      });
-  table[Op::Split] = piecesRule(false);
-  table[Op::Chunk] = piecesRule(false);
-  table[Op::Unbind] = piecesRule(true);
-  table[Op::Cat] = catRule();
+#include "dynafuse/Ops/ViewDerivatives.inc"
 }
 
 } // namespace dynafuse

@@ -579,39 +579,11 @@ std::vector<int64_t> splitLengths(const Node &node, int64_t total) {
   return lengths;
 }
 
+/// The entries: from include/dynafuse/Ops/ViewOps.py, CopyingRemapOps.py
+/// and DataMovementOps.py.
 void addViewOps(std::vector<OpInfo> &table) {
-  // name, attributes, shape rule, index remap, strided form.
-  table.push_back(remapView(Op::Reshape, {"shape"}, inferReshape, remapReshape,
-                            stridedReshape));
-  table.push_back(remapView(Op::Permute, {"dims"}, inferPermute, remapPermute,
-                            stridedPermute));
-  table.push_back(remapView(Op::Transpose, {"dim0", "dim1"}, inferTranspose,
-                            remapTranspose, stridedTranspose));
-  table.push_back(remapView(Op::Expand, {"shape"}, inferExpand, remapExpand,
-                            stridedExpand));
-  table.push_back(remapView(Op::Squeeze, {"dims"}, inferSqueeze, remapSqueeze,
-                            stridedSqueeze));
-  table.push_back(remapView(Op::Unsqueeze, {"dim"}, inferUnsqueeze,
-                            remapUnsqueeze, stridedUnsqueeze));
-  table.push_back(remapView(Op::Flatten, {"start_dim", "end_dim"}, inferFlatten,
-                            remapReshape, stridedReshape));
-  table.push_back(remapView(Op::Select, {"dim", "index"}, inferSelect,
-                            remapSelect, stridedSelect));
-  table.push_back(remapView(Op::Slice, {"dim", "start", "end", "step"},
-                            inferSlice, remapSlice, stridedSlice));
-  table.push_back(remapView(Op::Narrow, {"dim", "start", "length"}, inferSlice,
-                            remapSlice, stridedSlice));
-  table.push_back(remapView(Op::Detach, {}, inferSameShape, remapIdentity,
-                            stridedIdentity));
-  table.push_back(remapView(Op::Contiguous, {}, inferSameShape, remapIdentity,
-                            noStridedForm));
+#include "dynafuse/Ops/ViewOps.inc"
   addCopyingRemapOps(table);
-  table.push_back(pieces(remapView(Op::Split, {"dim", "size", "sizes"},
-                                   inferSplit, remapSplit, stridedSplit)));
-  table.push_back(pieces(remapView(Op::Chunk, {"dim", "chunks"}, inferSplit,
-                                   remapSplit, stridedSplit)));
-  table.push_back(pieces(
-      remapView(Op::Unbind, {"dim"}, inferUnbind, remapUnbind, stridedUnbind)));
   addDataMovementOps(table);
 }
 

@@ -238,24 +238,27 @@ std::vector<Value *> decomposeDepthwise(Graph &graph, const Node &node) {
   return {sum};
 }
 
-void setDecomposition(std::vector<OpInfo> &table, Op name,
-                      Decomposition decompose,
-                      std::function<bool(const Node &)> when) {
-  for (OpInfo &info : table)
-    if (info.op == name) {
-      info.decompose = std::move(decompose);
-      info.decomposesWhen = std::move(when);
-      return;
-    }
-  fail("op table: no op '" + opName(name) + "' to give a window decomposition");
-}
-
 } // namespace
 
-void addWindowDecompositions(std::vector<OpInfo> &table) {
-  setDecomposition(table, Op::MaxPool2d, decomposeMaxPool, maxPoolDecomposes);
-  setDecomposition(table, Op::AvgPool2d, decomposeAvgPool, avgPoolDecomposes);
-  setDecomposition(table, Op::Conv2d, decomposeDepthwise, depthwiseDecomposes);
+std::vector<Value *> maxPoolAsWindowTaps(Graph &graph, const Node &node) {
+  return decomposeMaxPool(graph, node);
+}
+bool maxPoolTakesWindowTaps(const Node &node) {
+  return maxPoolDecomposes(node);
+}
+
+std::vector<Value *> avgPoolAsWindowTaps(Graph &graph, const Node &node) {
+  return decomposeAvgPool(graph, node);
+}
+bool avgPoolTakesWindowTaps(const Node &node) {
+  return avgPoolDecomposes(node);
+}
+
+std::vector<Value *> depthwiseAsWindowTaps(Graph &graph, const Node &node) {
+  return decomposeDepthwise(graph, node);
+}
+bool depthwiseTakesWindowTaps(const Node &node) {
+  return depthwiseDecomposes(node);
 }
 
 } // namespace dynafuse

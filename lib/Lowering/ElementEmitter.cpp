@@ -11,12 +11,12 @@ namespace dynafuse {
 namespace {
 
 ReduceKind reduceKindOf(Op op) {
-  static const std::map<Op, ReduceKind> kinds = {
-      {Op::Sum, ReduceKind::Sum},       {Op::Prod, ReduceKind::Prod},
-      {Op::Amax, ReduceKind::Max},      {Op::Amin, ReduceKind::Min},
-      {Op::Any, ReduceKind::Any},       {Op::All, ReduceKind::All},
-      {Op::Argmax, ReduceKind::ArgMax}, {Op::MaxDim, ReduceKind::ArgMax},
-      {Op::Argmin, ReduceKind::ArgMin}, {Op::MinDim, ReduceKind::ArgMin}};
+  // From include/dynafuse/Ops/ReductionOps.py.
+  static const std::map<Op, ReduceKind> kinds = [] {
+    std::map<Op, ReduceKind> kinds;
+#include "dynafuse/Ops/ReductionKinds.inc"
+    return kinds;
+  }();
   return kinds.at(op);
 }
 

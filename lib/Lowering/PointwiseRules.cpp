@@ -454,82 +454,9 @@ int whereRule(PointwiseContext &c) {
   return c.builder.select(condition, c.operand(1), c.operand(2));
 }
 
-/// Math, rounding, sign, clamp, bitwise and logical ops, masked_fill.
-void addMathRules(std::map<Op, PointwiseRule> &rules) {
-  const std::pair<Op, ScalarOp> math[] = {
-      {Op::Erf, ScalarOp::Erf},     {Op::Exp2, ScalarOp::Exp2},
-      {Op::Log1p, ScalarOp::Log1p}, {Op::Expm1, ScalarOp::Expm1},
-      {Op::Sin, ScalarOp::Sin},     {Op::Cos, ScalarOp::Cos}};
-  for (auto &entry : math)
-    rules[entry.first] = unaryRule(entry.second);
-  const std::pair<Op, ScalarOp> rounding[] = {{Op::Floor, ScalarOp::Floor},
-                                              {Op::Ceil, ScalarOp::Ceil},
-                                              {Op::Round, ScalarOp::Round},
-                                              {Op::Trunc, ScalarOp::Trunc}};
-  for (auto &entry : rounding)
-    rules[entry.first] = roundingRule(entry.second);
-  const std::pair<Op, ScalarOp> binaries[] = {
-      {Op::Fmod, ScalarOp::Fmod},
-      {Op::Remainder, ScalarOp::Remainder},
-      {Op::BitwiseAnd, ScalarOp::BitAnd},
-      {Op::BitwiseOr, ScalarOp::BitOr},
-      {Op::BitwiseXor, ScalarOp::BitXor}};
-  for (auto &entry : binaries)
-    rules[entry.first] = binaryRule(entry.second);
-  rules[Op::BitwiseNot] = unaryRule(ScalarOp::BitNot);
-  rules[Op::LogicalAnd] = logicalRule(ScalarOp::And);
-  rules[Op::LogicalOr] = logicalRule(ScalarOp::Or);
-  rules[Op::LogicalXor] = logicalRule(ScalarOp::Xor);
-  rules[Op::LogicalNot] = logicalNotRule;
-  rules[Op::Sign] = signRule;
-  rules[Op::Clamp] = clampRule;
-  rules[Op::MaskedFill] = maskedFillRule;
-  rules[Op::Square] = squareRule;
-  rules[Op::Reciprocal] = reciprocalRule;
-  rules[Op::Log2] = logBaseRule(2.0);
-  rules[Op::Log10] = logBaseRule(10.0);
-}
-
-void addActivationRules(std::map<Op, PointwiseRule> &rules) {
-  rules[Op::Relu] = reluRule;
-  rules[Op::Gelu] = geluRule;
-  rules[Op::Hardtanh] = hardtanhRule;
-  rules[Op::LeakyRelu] = leakyReluRule;
-  rules[Op::Elu] = eluRule;
-  rules[Op::Silu] = siluRule;
-  rules[Op::Hardsigmoid] = hardsigmoidRule;
-  rules[Op::Hardswish] = hardswishRule;
-  rules[Op::Mish] = mishRule;
-  rules[Op::Softplus] = softplusRule;
-}
-
 std::map<Op, PointwiseRule> buildRules() {
   std::map<Op, PointwiseRule> rules;
-  rules[Op::Add] = arithmeticRule(ScalarOp::Add, ScalarOp::Or);
-  rules[Op::Mul] = arithmeticRule(ScalarOp::Mul, ScalarOp::And);
-  rules[Op::Maximum] = arithmeticRule(ScalarOp::Max, ScalarOp::Or);
-  rules[Op::Minimum] = arithmeticRule(ScalarOp::Min, ScalarOp::And);
-  rules[Op::Sub] = binaryRule(ScalarOp::Sub);
-  rules[Op::Div] = binaryRule(ScalarOp::Div);
-  rules[Op::DivFloor] = divFloorRule;
-  rules[Op::DivTrunc] = divTruncRule;
-  const std::pair<Op, ScalarOp> comparisons[] = {
-      {Op::Eq, ScalarOp::Eq}, {Op::Ne, ScalarOp::Ne}, {Op::Lt, ScalarOp::Lt},
-      {Op::Le, ScalarOp::Le}, {Op::Gt, ScalarOp::Gt}, {Op::Ge, ScalarOp::Ge}};
-  for (auto &entry : comparisons)
-    rules[entry.first] = binaryRule(entry.second);
-  const std::pair<Op, ScalarOp> unaries[] = {
-      {Op::Exp, ScalarOp::Exp},   {Op::Log, ScalarOp::Log},
-      {Op::Tanh, ScalarOp::Tanh}, {Op::Sigmoid, ScalarOp::Sigmoid},
-      {Op::Sqrt, ScalarOp::Sqrt}, {Op::Rsqrt, ScalarOp::Rsqrt},
-      {Op::Neg, ScalarOp::Neg},   {Op::Abs, ScalarOp::Abs}};
-  for (auto &entry : unaries)
-    rules[entry.first] = unaryRule(entry.second);
-  rules[Op::Pow] = powRule;
-  rules[Op::Cast] = castRule;
-  rules[Op::Where] = whereRule;
-  addMathRules(rules);
-  addActivationRules(rules);
+#include "dynafuse/Ops/PointwiseRules.inc"
   return rules;
 }
 

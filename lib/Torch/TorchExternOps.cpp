@@ -242,56 +242,60 @@ pointwiseConvolutionAsProduct(const Attributes &a, const at::Tensor &x,
       .permute({0, 3, 1, 2});
 }
 
-at::Tensor callAten(Op op, const Attributes &a,
-                    const std::vector<at::Tensor> &t) {
-  if (op == Op::Mm)
-    return at::mm(t[0], t[1]);
-  if (op == Op::Bmm)
-    return at::bmm(t[0], t[1]);
-  if (op == Op::Matmul)
-    return at::matmul(t[0], t[1]);
-  if (op == Op::Addmm)
-    return at::addmm(t[0], t[1], t[2], number(a, "beta", 1),
-                     number(a, "alpha", 1));
-  if (op == Op::Baddbmm)
-    return at::baddbmm(t[0], t[1], t[2], number(a, "beta", 1),
-                       number(a, "alpha", 1));
-  if (op == Op::Conv1d || op == Op::Conv2d) {
-    size_t spatial = op == Op::Conv1d ? 1 : 2;
-    std::optional<at::Tensor> bias;
-    if (t.size() > 2)
-      bias = t[2];
-    if (spatial == 2)
-      if (std::optional<at::Tensor> product =
-              pointwiseConvolutionAsProduct(a, t[0], t[1], bias))
-        return *product;
-    if (spatial == 1)
-      return at::conv1d(t[0], t[1], bias, perDim(a, "stride", spatial, 1),
-                        perDim(a, "padding", spatial, 0),
-                        perDim(a, "dilation", spatial, 1),
-                        integer(a, "groups", 1));
-    return at::conv2d(t[0], t[1], bias, perDim(a, "stride", spatial, 1),
+/// conv1d and conv2d (a small pointwise conv2d as the product it is).
+at::Tensor convolution(Op op, const Attributes &a,
+                       const std::vector<at::Tensor> &t) {
+  size_t spatial = op == Op::Conv1d ? 1 : 2;
+  std::optional<at::Tensor> bias;
+  if (t.size() > 2)
+    bias = t[2];
+  if (spatial == 2)
+    if (std::optional<at::Tensor> product =
+            pointwiseConvolutionAsProduct(a, t[0], t[1], bias))
+      return *product;
+  if (spatial == 1)
+    return at::conv1d(t[0], t[1], bias, perDim(a, "stride", spatial, 1),
                       perDim(a, "padding", spatial, 0),
                       perDim(a, "dilation", spatial, 1),
                       integer(a, "groups", 1));
-  }
-  if (op == Op::Conv2dBn)
-    return convolutionBatchNorm(a, t);
-  if (op == Op::MaxPool2d)
-    return at::max_pool2d(t[0], ints(a, "kernel_size", {1}),
-                          ints(a, "stride", {}), ints(a, "padding", {0}),
-                          ints(a, "dilation", {1}), flag(a, "ceil_mode"));
-  if (op == Op::AvgPool2d)
-    return at::avg_pool2d(t[0], ints(a, "kernel_size", {1}),
-                          ints(a, "stride", {}), ints(a, "padding", {0}),
-                          flag(a, "ceil_mode"), countIncludePad(a),
-                          divisorOverride(a));
-  if (op == Op::AdaptiveAvgPool2d)
-    return at::adaptive_avg_pool2d(t[0], ints(a, "output_size", {1}));
-  if (op == Op::MaxPool2dBackward || op == Op::AvgPool2dBackward ||
-      op == Op::AdaptiveAvgPool2dBackward)
-    return poolBackward(op, a, t);
-  fail("no ATen implementation for extern op '" + opName(op) + "'");
+  return at::conv2d(t[0], t[1], bias, perDim(a, "stride", spatial, 1),
+                    perDim(a, "padding", spatial, 0),
+                    perDim(a, "dilation", spatial, 1), integer(a, "groups", 1));
+}
+
+using Tensors = std::vector<at::Tensor>;
+
+/// How one extern op runs through ATen: its results from the operands'
+/// tensors, its attributes and the first result's sizes (this run's).
+using AtenRule = Tensors (*)(Op, const Attributes &, const Tensors &,
+                             const std::vector<int64_t> &);
+
+Tensors convolutionBackwardWithATen(Op, const Attributes &a, const Tensors &t,
+                                    const std::vector<int64_t> &) {
+  return convolutionBackward(a, t);
+}
+
+Tensors flashAttentionWithATen(Op op, const Attributes &a, const Tensors &t,
+                               const std::vector<int64_t> &) {
+  return flashAttention(op, a, t);
+}
+
+Tensors maxPoolWithIndicesWithATen(Op, const Attributes &a, const Tensors &t,
+                                   const std::vector<int64_t> &) {
+  auto [pooled, indices] = at::max_pool2d_with_indices(
+      t[0], ints(a, "kernel_size", {1}), ints(a, "stride", {}),
+      ints(a, "padding", {0}), ints(a, "dilation", {1}), flag(a, "ceil_mode"));
+  return {pooled, indices};
+}
+
+/// The rules: from include/dynafuse/Ops/ExternOps.py.
+const std::map<Op, AtenRule> &atenRules() {
+  static const std::map<Op, AtenRule> rules = [] {
+    std::map<Op, AtenRule> table;
+#include "dynafuse/Ops/ExternAten.inc"
+    return table;
+  }();
+  return rules;
 }
 
 } // namespace
@@ -329,21 +333,10 @@ std::vector<at::Tensor>
 externResultsWithATen(Op op, const Attributes &a,
                       const std::vector<at::Tensor> &t,
                       const std::vector<int64_t> &firstSizes) {
-  if (op == Op::ConvBackward)
-    return convolutionBackward(a, t);
-  if (op == Op::MaxPool2dWithIndices) {
-    auto [pooled, indices] = at::max_pool2d_with_indices(
-        t[0], ints(a, "kernel_size", {1}), ints(a, "stride", {}),
-        ints(a, "padding", {0}), ints(a, "dilation", {1}),
-        flag(a, "ceil_mode"));
-    return {pooled, indices};
-  }
-  if (op == Op::SdpaFlash || op == Op::SdpaFlashBackward)
-    return flashAttention(op, a, t);
-  if (op == Op::GatherBackward || op == Op::IndexSelectBackward ||
-      op == Op::EmbeddingBackward)
-    return {indexedBackward(op, a, t, firstSizes)};
-  return {callAten(op, a, t)};
+  auto found = atenRules().find(op);
+  if (found == atenRules().end())
+    fail("no ATen implementation for extern op '" + opName(op) + "'");
+  return found->second(op, a, t, firstSizes);
 }
 
 /// Whether strides are the channels-last strides of NCHW sizes.

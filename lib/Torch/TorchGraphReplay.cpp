@@ -108,350 +108,169 @@ using ReplayRule =
     std::function<Tensors(const Node &, const Tensors &, const Symbols &)>;
 using ReplayTable = std::map<Op, ReplayRule>;
 
-void addPointwiseReplays(ReplayTable &table) {
-  using Unary = at::Tensor (*)(const at::Tensor &);
-  const std::pair<Op, Unary> unaries[] = {
-      {Op::Exp, at::exp},
-      {Op::Log, at::log},
-      {Op::Tanh, at::tanh},
-      {Op::Sigmoid, at::sigmoid},
-      {Op::Sqrt, at::sqrt},
-      {Op::Rsqrt, at::rsqrt},
-      {Op::Erf, at::erf},
-      {Op::Exp2, at::exp2},
-      {Op::Log1p, at::log1p},
-      {Op::Expm1, at::expm1},
-      {Op::Sin, at::sin},
-      {Op::Cos, at::cos},
-      {Op::Reciprocal, at::reciprocal},
-      {Op::Log2, at::log2},
-      {Op::Log10, at::log10},
-      {Op::Neg, at::neg},
-      {Op::Relu, at::relu},
-      {Op::Abs, at::abs},
-      {Op::Floor, at::floor},
-      {Op::Ceil, at::ceil},
-      {Op::Trunc, at::trunc},
-      {Op::Sign, at::sign},
-      {Op::Square, at::square},
-      {Op::BitwiseNot, at::bitwise_not},
-      {Op::LogicalNot, at::logical_not},
-      {Op::Silu, at::silu},
-      {Op::Hardswish, at::hardswish},
-      {Op::Hardsigmoid, at::hardsigmoid},
-      {Op::Mish, at::mish},
-  };
-  for (const auto &[name, fn] : unaries)
-    table[name] = [fn = fn](const Node &, const Tensors &t, const Symbols &) {
-      return Tensors{fn(t[0])};
-    };
-  table[Op::Round] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{at::round(t[0])};
-  };
-  using Binary = at::Tensor (*)(const at::Tensor &, const at::Tensor &);
-  const std::pair<Op, Binary> binaries[] = {
-      {Op::Mul, at::mul},
-      {Op::Maximum, at::maximum},
-      {Op::Minimum, at::minimum},
-      {Op::Div, at::div},
-      {Op::Eq, at::eq},
-      {Op::Ne, at::ne},
-      {Op::Lt, at::lt},
-      {Op::Le, at::le},
-      {Op::Gt, at::gt},
-      {Op::Ge, at::ge},
-      {Op::Fmod, at::fmod},
-      {Op::Remainder, at::remainder},
-      {Op::BitwiseAnd, at::bitwise_and},
-      {Op::BitwiseOr, at::bitwise_or},
-      {Op::BitwiseXor, at::bitwise_xor},
-      {Op::LogicalAnd, at::logical_and},
-      {Op::LogicalOr, at::logical_or},
-      {Op::LogicalXor, at::logical_xor},
-      {Op::Pow, at::pow},
-  };
-  for (const auto &[name, fn] : binaries)
-    table[name] = [fn = fn](const Node &, const Tensors &t, const Symbols &) {
-      return Tensors{fn(t[0], t[1])};
-    };
-  table[Op::Add] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{at::add(t[0], t[1])};
-  };
-  table[Op::Sub] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{at::sub(t[0], t[1])};
-  };
-  table[Op::DivFloor] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{at::div(t[0], t[1], "floor")};
-  };
-  table[Op::DivTrunc] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{at::div(t[0], t[1], "trunc")};
-  };
-  // Pointwise ops with attributes or optional operands.
-  table[Op::Gelu] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::gelu(t[0], node.stringAttr("approximate", "none"))};
-  };
-  table[Op::LeakyRelu] = [](const Node &node, const Tensors &t,
-                            const Symbols &) {
-    return Tensors{
-        at::leaky_relu(t[0], floatAttr(node, "negative_slope", 0.01))};
-  };
-  table[Op::Elu] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::elu(t[0], floatAttr(node, "alpha", 1.0))};
-  };
-  table[Op::Softplus] = [](const Node &node, const Tensors &t,
-                           const Symbols &) {
-    return Tensors{at::softplus(t[0], floatAttr(node, "beta", 1.0),
-                                floatAttr(node, "threshold", 20.0))};
-  };
-  table[Op::Hardtanh] = [](const Node &node, const Tensors &t,
-                           const Symbols &) {
-    return Tensors{at::hardtanh(t[0], floatAttr(node, "min_val", -1.0),
-                                floatAttr(node, "max_val", 1.0))};
-  };
-  table[Op::Clamp] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::clamp(t[0], optionalTensor(node, t, "min"),
-                             optionalTensor(node, t, "max"))};
-  };
-  table[Op::MaskedFill] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{at::masked_fill(t[0], t[1], t[2])};
-  };
-  table[Op::Where] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{at::where(t[0], t[1], t[2])};
-  };
-  table[Op::Cast] = [](const Node &node, const Tensors &t, const Symbols &) {
-    const Attribute *dtype = node.attribute("dtype");
-    if (!dtype || !std::holds_alternative<DType>(*dtype))
-      opError(node, "cast needs a dtype");
-    return Tensors{t[0].to(toScalarType(std::get<DType>(*dtype)))};
-  };
+/// cast: to the node's dtype.
+Tensors castReplay(const Node &node, const Tensors &t, const Symbols &) {
+  const Attribute *dtype = node.attribute("dtype");
+  if (!dtype || !std::holds_alternative<DType>(*dtype))
+    opError(node, "cast needs a dtype");
+  return Tensors{t[0].to(toScalarType(std::get<DType>(*dtype)))};
 }
 
-void addReductionReplays(ReplayTable &table) {
-  auto extreme = [](const Node &node, const Tensors &t, const Symbols &) {
-    bool keepdim = boolAttr(node, "keepdim", false);
-    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
-    auto [values, indices] = node.op == Op::MaxDim
-                                 ? at::max(t[0], dim, keepdim)
-                                 : at::min(t[0], dim, keepdim);
-    return Tensors{values, indices};
-  };
-  table[Op::MaxDim] = extreme;
-  table[Op::MinDim] = extreme;
-  auto argExtreme = [](const Node &node, const Tensors &t, const Symbols &) {
-    bool keepdim = boolAttr(node, "keepdim", false);
-    std::optional<int64_t> dim;
-    if (node.attribute("dim"))
-      dim = node.intAttr("dim", 0);
-    return Tensors{node.op == Op::Argmax ? at::argmax(t[0], dim, keepdim)
-                                         : at::argmin(t[0], dim, keepdim)};
-  };
-  table[Op::Argmax] = argExtreme;
-  table[Op::Argmin] = argExtreme;
-  table[Op::Sum] = [](const Node &node, const Tensors &t, const Symbols &) {
-    std::optional<at::ScalarType> dtype;
-    if (const Attribute *given = node.attribute("dtype"))
-      if (auto *type = std::get_if<DType>(given))
-        dtype = toScalarType(*type);
-    return Tensors{at::sum(t[0], reducedDims(node),
-                           boolAttr(node, "keepdim", false), dtype)};
-  };
-  table[Op::Amax] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{
-        at::amax(t[0], reducedDims(node), boolAttr(node, "keepdim", false))};
-  };
-  table[Op::Amin] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{
-        at::amin(t[0], reducedDims(node), boolAttr(node, "keepdim", false))};
-  };
-  auto anyOrAll = [](const Node &node, const Tensors &t, const Symbols &) {
-    bool keepdim = boolAttr(node, "keepdim", false);
-    std::vector<int64_t> dims = reducedDims(node);
-    at::Tensor result = t[0];
-    // Highest dim first, so the lower ones keep their positions.
-    for (auto dim = dims.rbegin(); dim != dims.rend(); ++dim)
-      result = node.op == Op::Any ? at::any(result, *dim, keepdim)
-                                  : at::all(result, *dim, keepdim);
-    return Tensors{result.to(at::kBool)};
-  };
-  table[Op::Any] = anyOrAll;
-  table[Op::All] = anyOrAll;
+/// Pointwise ops: from include/dynafuse/Ops/PointwiseOps.py.
+void addPointwiseReplays(ReplayTable &table){
+#include "dynafuse/Ops/PointwiseReplays.inc"
 }
 
-void addViewReplays(ReplayTable &table) {
-  table[Op::Reshape] = [](const Node &node, const Tensors &t,
-                          const Symbols &s) {
-    return Tensors{at::reshape(t[0], sizesOf(node.result(), s))};
-  };
-  table[Op::Expand] = [](const Node &node, const Tensors &t, const Symbols &s) {
-    return Tensors{t[0].expand(sizesOf(node.result(), s))};
-  };
-  table[Op::Permute] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{t[0].permute(intListAttr(node, "dims", {}))};
-  };
-  table[Op::Transpose] = [](const Node &node, const Tensors &t,
-                            const Symbols &) {
-    if (t[0].dim() < 2) // t() of a vector or a number: itself
-      return Tensors{t[0].alias()};
-    return Tensors{
-        t[0].transpose(node.intAttr("dim0", 0), node.intAttr("dim1", 1))};
-  };
-  table[Op::Squeeze] = [](const Node &node, const Tensors &t, const Symbols &) {
-    if (!node.attribute("dims"))
-      return Tensors{t[0].squeeze()};
-    return Tensors{t[0].squeeze(intListAttr(node, "dims", {}))};
-  };
-  table[Op::Unsqueeze] = [](const Node &node, const Tensors &t,
-                            const Symbols &) {
-    return Tensors{t[0].unsqueeze(node.intAttr("dim", 0))};
-  };
-  table[Op::Flatten] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{t[0].flatten(node.intAttr("start_dim", 0),
-                                node.intAttr("end_dim", -1))};
-  };
-  table[Op::Select] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{
-        t[0].select(node.intAttr("dim", 0), node.intAttr("index", 0))};
-  };
-  auto slice = [](const Node &node, const Tensors &t, const Symbols &s) {
-    SliceBounds bounds = sliceBounds(node);
-    int64_t start = bounds.start.evaluate(s);
-    int64_t length = bounds.length.evaluate(s);
-    return Tensors{t[0].slice(bounds.dim, start, start + length * bounds.step,
-                              bounds.step)};
-  };
-  table[Op::Slice] = slice;
-  table[Op::Narrow] = slice;
-  table[Op::Detach] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{t[0].detach()};
-  };
-  table[Op::Contiguous] = [](const Node &, const Tensors &t, const Symbols &) {
-    return Tensors{t[0].contiguous()};
-  };
-  table[Op::Flip] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{t[0].flip(intListAttr(node, "dims", {}))};
-  };
-  table[Op::Roll] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{t[0].roll(intListAttr(node, "shifts", {}),
-                             intListAttr(node, "dims", {}))};
-  };
-  table[Op::Repeat] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{t[0].repeat(intListAttr(node, "repeats", {}))};
-  };
-  auto pieces = [](const Node &node, const Tensors &t, const Symbols &) {
-    int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
-    return at::split_with_sizes(t[0], splitLengths(node, t[0].size(dim)), dim);
-  };
-  table[Op::Split] = pieces;
-  table[Op::Chunk] = pieces;
-  table[Op::Unbind] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return at::unbind(t[0], node.intAttr("dim", 0));
-  };
+/// torch.max(x, dim) / torch.min(x, dim): values and indices.
+Tensors extremeDimReplay(const Node &node, const Tensors &t, const Symbols &) {
+  bool keepdim = boolAttr(node, "keepdim", false);
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
+  auto [values, indices] = node.op == Op::MaxDim ? at::max(t[0], dim, keepdim)
+                                                 : at::min(t[0], dim, keepdim);
+  return Tensors{values, indices};
 }
 
-void addDataMovementReplays(ReplayTable &table) {
-  table[Op::Uniform] = [](const Node &node, const Tensors &t,
-                          const Symbols &s) {
-    return Tensors{uniform(node, t, s)};
-  };
-  table[Op::Full] = [](const Node &node, const Tensors &, const Symbols &s) {
-    const Value *result = node.result();
-    return Tensors{at::full(sizesOf(result, s), numberAttr(node, "value", s),
-                            optionsOf(result))};
-  };
-  table[Op::FullLike] = [](const Node &node, const Tensors &t,
-                           const Symbols &s) {
-    const Value *result = node.result();
-    return Tensors{at::full(sizesOf(result, s), numberAttr(node, "value", s),
-                            optionsOf(result).device(t[0].device()))};
-  };
-  table[Op::Arange] = [](const Node &node, const Tensors &, const Symbols &s) {
-    const Value *result = node.result();
-    double start = floatAttr(node, "start", 0),
-           step = floatAttr(node, "step", 1);
-    int64_t count = sizesOf(result, s).at(0);
-    at::Tensor positions =
-        at::arange(count, at::TensorOptions().dtype(at::kDouble));
-    return Tensors{(positions * step + start).to(optionsOf(result))};
-  };
-  table[Op::Tril] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::tril(t[0], node.intAttr("diagonal", 0))};
-  };
-  table[Op::Triu] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::triu(t[0], node.intAttr("diagonal", 0))};
-  };
-  table[Op::Pad] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::constant_pad_nd(t[0], intListAttr(node, "pad", {}),
-                                       floatAttr(node, "value", 0))};
-  };
-  table[Op::Cat] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::cat(t, node.intAttr("dim", 0))};
-  };
-  table[Op::IndexSelect] = [](const Node &node, const Tensors &t,
-                              const Symbols &) {
-    return Tensors{at::index_select(t[0], node.intAttr("dim", 0), t[1])};
-  };
-  table[Op::Gather] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::gather(t[0], node.intAttr("dim", 0), t[1])};
-  };
-  table[Op::Embedding] = [](const Node &node, const Tensors &t,
-                            const Symbols &) {
-    return Tensors{at::embedding(t[1], t[0], node.intAttr("padding_idx", -1))};
-  };
+Tensors argExtremeReplay(const Node &node, const Tensors &t, const Symbols &) {
+  bool keepdim = boolAttr(node, "keepdim", false);
+  std::optional<int64_t> dim;
+  if (node.attribute("dim"))
+    dim = node.intAttr("dim", 0);
+  return Tensors{node.op == Op::Argmax ? at::argmax(t[0], dim, keepdim)
+                                       : at::argmin(t[0], dim, keepdim)};
 }
 
-void addCompositeReplays(ReplayTable &table) {
-  table[Op::Softmax] = [](const Node &node, const Tensors &t, const Symbols &) {
-    return Tensors{at::softmax(t[0], node.intAttr("dim", -1))};
-  };
-  table[Op::LogSoftmax] = [](const Node &node, const Tensors &t,
+Tensors sumReplay(const Node &node, const Tensors &t, const Symbols &) {
+  std::optional<at::ScalarType> dtype;
+  if (const Attribute *given = node.attribute("dtype"))
+    if (auto *type = std::get_if<DType>(given))
+      dtype = toScalarType(*type);
+  return Tensors{at::sum(t[0], reducedDims(node),
+                         boolAttr(node, "keepdim", false), dtype)};
+}
+
+Tensors anyOrAllReplay(const Node &node, const Tensors &t, const Symbols &) {
+  bool keepdim = boolAttr(node, "keepdim", false);
+  std::vector<int64_t> dims = reducedDims(node);
+  at::Tensor result = t[0];
+  // Highest dim first, so the lower ones keep their positions.
+  for (auto dim = dims.rbegin(); dim != dims.rend(); ++dim)
+    result = node.op == Op::Any ? at::any(result, *dim, keepdim)
+                                : at::all(result, *dim, keepdim);
+  return Tensors{result.to(at::kBool)};
+}
+
+/// Reductions: from include/dynafuse/Ops/ReductionOps.py.
+void addReductionReplays(ReplayTable &table){
+#include "dynafuse/Ops/ReductionReplays.inc"
+}
+
+Tensors transposeReplay(const Node &node, const Tensors &t, const Symbols &) {
+  if (t[0].dim() < 2) // t() of a vector or a number: itself
+    return Tensors{t[0].alias()};
+  return Tensors{
+      t[0].transpose(node.intAttr("dim0", 0), node.intAttr("dim1", 1))};
+}
+
+Tensors squeezeReplay(const Node &node, const Tensors &t, const Symbols &) {
+  if (!node.attribute("dims"))
+    return Tensors{t[0].squeeze()};
+  return Tensors{t[0].squeeze(intListAttr(node, "dims", {}))};
+}
+
+/// slice and narrow, from their resolved bounds.
+Tensors sliceReplay(const Node &node, const Tensors &t, const Symbols &s) {
+  SliceBounds bounds = sliceBounds(node);
+  int64_t start = bounds.start.evaluate(s);
+  int64_t length = bounds.length.evaluate(s);
+  return Tensors{
+      t[0].slice(bounds.dim, start, start + length * bounds.step, bounds.step)};
+}
+
+/// split and chunk: the pieces splitLengths gives.
+Tensors piecesReplay(const Node &node, const Tensors &t, const Symbols &) {
+  int64_t dim = normalizeDim(node, node.intAttr("dim", 0), t[0].dim());
+  return at::split_with_sizes(t[0], splitLengths(node, t[0].size(dim)), dim);
+}
+
+Tensors unbindReplay(const Node &node, const Tensors &t, const Symbols &) {
+  return at::unbind(t[0], node.intAttr("dim", 0));
+}
+
+Tensors fullReplay(const Node &node, const Tensors &, const Symbols &s) {
+  const Value *result = node.result();
+  return Tensors{at::full(sizesOf(result, s), numberAttr(node, "value", s),
+                          optionsOf(result))};
+}
+
+Tensors fullLikeReplay(const Node &node, const Tensors &t, const Symbols &s) {
+  const Value *result = node.result();
+  return Tensors{at::full(sizesOf(result, s), numberAttr(node, "value", s),
+                          optionsOf(result).device(t[0].device()))};
+}
+
+Tensors arangeReplay(const Node &node, const Tensors &, const Symbols &s) {
+  const Value *result = node.result();
+  double start = floatAttr(node, "start", 0), step = floatAttr(node, "step", 1);
+  int64_t count = sizesOf(result, s).at(0);
+  at::Tensor positions =
+      at::arange(count, at::TensorOptions().dtype(at::kDouble));
+  return Tensors{(positions * step + start).to(optionsOf(result))};
+}
+
+/// Views and data movement: from include/dynafuse/Ops/ViewOps.py,
+/// CopyingRemapOps.py and DataMovementOps.py.
+void addViewReplays(ReplayTable &table){
+#include "dynafuse/Ops/ViewReplays.inc"
+}
+
+/// var and std over the node's dims.
+Tensors spreadReplay(const Node &node, const Tensors &t, const Symbols &) {
+  std::vector<int64_t> dims = reducedDims(node);
+  at::Scalar correction = floatAttr(node, "correction", 1.0);
+  bool keepdim = boolAttr(node, "keepdim", false);
+  return Tensors{
+      node.op == Op::Var
+          ? at::var(t[0], at::IntArrayRef(dims), correction, keepdim)
+          : at::std(t[0], at::IntArrayRef(dims), correction, keepdim)};
+}
+
+Tensors layerNormReplay(const Node &node, const Tensors &t, const Symbols &) {
+  size_t next = 1;
+  std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
+  std::optional<at::Tensor> bias = normOperand(node, t, "has_bias", next);
+  return Tensors{at::layer_norm(t[0], intListAttr(node, "normalized_shape", {}),
+                                weight, bias, floatAttr(node, "eps", 1e-5))};
+}
+
+Tensors rmsNormReplay(const Node &node, const Tensors &t, const Symbols &) {
+  size_t next = 1;
+  std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
+  std::optional<double> eps;
+  if (node.attribute("eps"))
+    eps = floatAttr(node, "eps", 0);
+  return Tensors{at::rms_norm(t[0], intListAttr(node, "normalized_shape", {}),
+                              weight, eps)};
+}
+
+Tensors batchNormTrainReplay(const Node &node, const Tensors &t,
                              const Symbols &) {
-    return Tensors{at::log_softmax(t[0], node.intAttr("dim", -1))};
-  };
-  auto spread = [](const Node &node, const Tensors &t, const Symbols &) {
-    std::vector<int64_t> dims = reducedDims(node);
-    at::Scalar correction = floatAttr(node, "correction", 1.0);
-    bool keepdim = boolAttr(node, "keepdim", false);
-    return Tensors{
-        node.op == Op::Var
-            ? at::var(t[0], at::IntArrayRef(dims), correction, keepdim)
-            : at::std(t[0], at::IntArrayRef(dims), correction, keepdim)};
-  };
-  table[Op::Var] = spread;
-  table[Op::Std] = spread;
-  table[Op::LayerNorm] = [](const Node &node, const Tensors &t,
-                            const Symbols &) {
-    size_t next = 1;
-    std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
-    std::optional<at::Tensor> bias = normOperand(node, t, "has_bias", next);
-    return Tensors{at::layer_norm(t[0],
-                                  intListAttr(node, "normalized_shape", {}),
-                                  weight, bias, floatAttr(node, "eps", 1e-5))};
-  };
-  table[Op::RmsNorm] = [](const Node &node, const Tensors &t, const Symbols &) {
-    size_t next = 1;
-    std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
-    std::optional<double> eps;
-    if (node.attribute("eps"))
-      eps = floatAttr(node, "eps", 0);
-    return Tensors{at::rms_norm(t[0], intListAttr(node, "normalized_shape", {}),
-                                weight, eps)};
-  };
-  table[Op::BatchNormTrain] = [](const Node &node, const Tensors &t,
-                                 const Symbols &) {
-    size_t next = 1;
-    std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
-    std::optional<at::Tensor> bias = normOperand(node, t, "has_bias", next);
-    double eps = floatAttr(node, "eps", 1e-5);
-    std::vector<int64_t> dims = batchNormDims(node);
-    at::Tensor mean = at::mean(t[0], dims);
-    at::Tensor variance = at::var(t[0], at::OptionalIntArrayRef(dims),
-                                  std::optional<at::Scalar>(0), false);
-    at::Tensor y = at::batch_norm(t[0], weight, bias, std::nullopt,
-                                  std::nullopt, /*training=*/true,
-                                  /*momentum=*/0.0, eps,
-                                  /*cudnn_enabled=*/true);
-    return Tensors{y, mean, variance};
-  };
+  size_t next = 1;
+  std::optional<at::Tensor> weight = normOperand(node, t, "has_weight", next);
+  std::optional<at::Tensor> bias = normOperand(node, t, "has_bias", next);
+  double eps = floatAttr(node, "eps", 1e-5);
+  std::vector<int64_t> dims = batchNormDims(node);
+  at::Tensor mean = at::mean(t[0], dims);
+  at::Tensor variance = at::var(t[0], at::OptionalIntArrayRef(dims),
+                                std::optional<at::Scalar>(0), false);
+  at::Tensor y = at::batch_norm(t[0], weight, bias, std::nullopt, std::nullopt,
+                                /*training=*/true, /*momentum=*/0.0, eps,
+                                /*cudnn_enabled=*/true);
+  return Tensors{y, mean, variance};
+}
+
+/// Composites (from include/dynafuse/Ops/CompositeOps.py), and sdpa_flash.
+void addCompositeReplays(ReplayTable &table) {
+#include "dynafuse/Ops/CompositeReplays.inc"
   table[Op::SdpaFlash] = [](const Node &node, const Tensors &t,
                             const Symbols &) {
     // The attention output as eager's F.scaled_dot_product_attention makes
@@ -479,7 +298,6 @@ const ReplayTable &replayTable() {
     addPointwiseReplays(built);
     addReductionReplays(built);
     addViewReplays(built);
-    addDataMovementReplays(built);
     addCompositeReplays(built);
     return built;
   }();

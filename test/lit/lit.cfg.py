@@ -1,17 +1,22 @@
 # lit configuration for Dynafuse's textual IR tests.
 import os
+import sys
 
 import lit.formats
 
 config.name = "Dynafuse"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".graph", ".loop"]
+config.suffixes = [".graph", ".loop", ".ops"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dynafuse_build_dir, "test", "lit")
 config.substitutions.append(("dynafuse-opt", config.dynafuse_opt))
 config.substitutions.append(("dynafuse-diff", config.dynafuse_diff))
 config.substitutions.append(("FileCheck", config.filecheck + " --enable-var-scope"))
 config.substitutions.append(("not ", config.not_tool + " "))
+# The op generator (tools/dynafuse-opgen), run by the Python running lit.
+_opgen = os.path.join(config.test_source_root, "..", "..", "tools",
+                      "dynafuse-opgen", "dynafuse-opgen.py")
+config.substitutions.append(("%opgen", f"{sys.executable} {os.path.abspath(_opgen)}"))
 if config.llvm_enabled:
     config.available_features.add("llvm")
 # "mlir": the MLIR export and backend are built (--emit=mlir); MLIR's own

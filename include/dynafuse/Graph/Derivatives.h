@@ -78,6 +78,12 @@ struct DerivativeInfo {
   DerivativeRule rule;
 };
 
+/// The entry of an op whose results carry no gradient (comparisons, integer
+/// results, argmax).
+DerivativeInfo nonDifferentiable();
+/// The entry of a composite differentiated through its decomposition.
+DerivativeInfo differentiatedByDecomposing();
+
 /// The entry of op, or null when op cannot be differentiated yet.
 const DerivativeInfo *derivativeOf(Op op);
 /// Whether values of dtype carry gradients (floating dtypes).

@@ -1,9 +1,10 @@
 //===- OpId.h - The typed key of a graph op ---------------------*- C++ -*-===//
 //
-// Op names a graph op (Ops.def lists them all). Nodes, tables and rules key
-// ops by it, so a misspelt op is a compile error rather than a lookup that
-// silently finds nothing; the name is text only at the edges: the text IR,
-// diagnostics and the Python op tables.
+// Op names a graph op. Ops.def lists them all; tools/dynafuse-opgen writes
+// it into the build from the op definitions (include/dynafuse/Ops/). Nodes,
+// tables and rules key ops by it, so a misspelt op is a compile error rather
+// than a lookup that silently finds nothing; the name is text only at the
+// edges: the text IR, diagnostics and the Python op tables.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DYNAFUSE_GRAPH_OPID_H

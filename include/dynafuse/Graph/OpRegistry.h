@@ -130,7 +130,8 @@ std::optional<int64_t> windowCount(int64_t size, int64_t kernel,
 std::vector<int64_t> perDim(const Node &node, const std::string &name,
                             size_t count, int64_t fallback);
 
-/// The table builders, one file per op family.
+/// The table builders, one file per op family; each includes the entries
+/// tools/dynafuse-opgen generates from include/dynafuse/Ops/<Family>Ops.py.
 void addPointwiseOps(std::vector<OpInfo> &table);
 void addReductionOps(std::vector<OpInfo> &table);
 void addViewOps(std::vector<OpInfo> &table);
@@ -138,8 +139,15 @@ void addViewOps(std::vector<OpInfo> &table);
 void addCopyingRemapOps(std::vector<OpInfo> &table);
 void addDataMovementOps(std::vector<OpInfo> &table);
 void addExternOps(std::vector<OpInfo> &table);
-/// max_pool2d, avg_pool2d and depthwise conv2d as window taps (WindowOps.cpp).
-void addWindowDecompositions(std::vector<OpInfo> &table);
+/// max_pool2d, avg_pool2d and depthwise conv2d as window taps
+/// (WindowOps.cpp), and the tests choosing the nodes that take them: the
+/// decompositions ExternOps.py names.
+std::vector<Value *> maxPoolAsWindowTaps(Graph &graph, const Node &node);
+bool maxPoolTakesWindowTaps(const Node &node);
+std::vector<Value *> avgPoolAsWindowTaps(Graph &graph, const Node &node);
+bool avgPoolTakesWindowTaps(const Node &node);
+std::vector<Value *> depthwiseAsWindowTaps(Graph &graph, const Node &node);
+bool depthwiseTakesWindowTaps(const Node &node);
 void addCompositeOps(std::vector<OpInfo> &table);
 
 [[noreturn]] void opError(const Node &node, const std::string &message);

@@ -1,6 +1,7 @@
-"""Pointwise entries of the op table (see __init__.py for the format). A new
-pointwise op is one line here, one entry in lib/Graph/PointwiseOps.cpp and
-one lowering rule in lib/Lowering/PointwiseRules.cpp."""
+"""Pointwise entries of the op table (see __init__.py for the format): the
+torch callables each pointwise op binds. The op itself (its type rule,
+lowering, derivative and ATen fallback) is one op(...) in
+include/dynafuse/Ops/PointwiseOps.py."""
 import torch
 import torch.nn.functional as F
 
