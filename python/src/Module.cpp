@@ -9,6 +9,7 @@
 #include "dynafuse/Codegen/Backends.h"
 #include "dynafuse/Frontend/FrameCompiler.h"
 #include "dynafuse/Graph/GraphText.h"
+#include "dynafuse/Graph/OpId.h"
 #include "dynafuse/Loop/LoopText.h"
 #include "dynafuse/Runtime/CachingAllocator.h"
 #include "dynafuse/Runtime/CompileGraph.h"
@@ -263,6 +264,17 @@ PyObject *pyEnvironmentOptions(PyObject *, PyObject *) {
   return runtimeSettingsOf(moduleConfig().options);
 }
 
+/// Every graph op's name, in Ops.def's order (the op definitions').
+PyObject *pyGraphOps(PyObject *, PyObject *) {
+  PyObject *list = PyList_New(0);
+  for (size_t i = 0; i < opCount; ++i) {
+    PyObject *name = PyUnicode_FromString(opName(static_cast<Op>(i)).c_str());
+    PyList_Append(list, name);
+    Py_DECREF(name);
+  }
+  return list;
+}
+
 /// Every DYNAFUSE_* variable as (name, default, meaning, Python name or
 /// "").
 PyObject *pyOptionVariables(PyObject *, PyObject *) {
@@ -328,6 +340,8 @@ PyMethodDef methods[] = {
      "code -> the capture decoder's [(offset, opname, arg, jump target)]"},
     {"backend_choices", pyBackendChoices, METH_NOARGS,
      "what compile(backend=...) accepts"},
+    {"graph_ops", pyGraphOps, METH_NOARGS,
+     "every graph op's name (include/dynafuse/Ops)"},
     {"environment_options", pyEnvironmentOptions, METH_NOARGS,
      "the run-time settings as the environment set them, by name"},
     {"option_variables", pyOptionVariables, METH_NOARGS,
