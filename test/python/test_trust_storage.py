@@ -295,3 +295,38 @@ def test_reshapes_of_an_input_updated_in_place_follow_its_strides(layout, f):
     assert torch.equal(x_compiled, x_eager)
     assert_compiled()
     _same_storage_relations([actual], [expected], [x_compiled], [x_eager])
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+def test_views_of_an_updated_input_with_symbolic_sizes_keep_every_step(layout):
+    """Fuzzer seed 8 program 561: after an in-place update, a reshape of the
+    input whose view-or-copy capture cannot decide (symbolic sizes) was
+    dropped from the output's view chain, so x.reshape(-1).squeeze(0) came
+    back with the input's shape. Sizes 1x1 twice, then larger ones (the
+    third call is the symbolic graph), each against eager: values, shape,
+    the input's new values and the storage relations."""
+    def f(x):
+        x.copy_(x * 1)
+        return x.reshape(-1).squeeze(0)
+
+    make = {"contiguous": lambda n: torch.randn(n, n),
+            "transposed": lambda n: torch.randn(n, n).t(),
+            "strided": lambda n: torch.randn(n, 2 * n)[:, ::2]}[layout]
+    compiled = dynafuse.compile(f)
+    for n in (1, 1, 2, 3):
+        torch.manual_seed(n)
+        x_eager = make(n)
+        x_compiled = x_eager.clone() if layout == "contiguous" else make(n)
+        if layout != "contiguous":
+            x_compiled.copy_(x_eager)
+        expected = f(x_eager)
+        actual = compiled(x_compiled)
+        assert actual.shape == expected.shape
+        assert_outputs_close(actual, expected)
+        assert torch.equal(x_compiled, x_eager)
+        _same_storage_relations([actual], [expected], [x_compiled], [x_eager])
+    # A graph for the 1x1 calls, then one with symbolic sizes (the strided
+    # input's strides may ask for one more); every call compiled.
+    captures = dynafuse.stats()["captures"]
+    assert captures in (2, 3)
+    assert_compiled(captures=captures)

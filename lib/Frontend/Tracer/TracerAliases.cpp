@@ -546,7 +546,10 @@ Value *BytecodeTracer::viewOfUpdatedInput(Value *value) {
   if (made != viewsOfUpdatedInputs.end())
     return made->second;
   const AliasMember *member = aliases.memberOf(value);
-  if (!member || member->chain.empty())
+  // An uncertain member's chain leaves out the step capture could not
+  // classify (a reshape of symbolic sizes that may copy): replayed on the
+  // input it would drop that step. Its computed value is right.
+  if (!member || member->chain.empty() || member->uncertain)
     return value;
   const Value *input = inputs.originalInput(member->set->root);
   if (!input || input == member->set->root)
