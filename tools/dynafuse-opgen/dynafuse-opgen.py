@@ -435,50 +435,45 @@ def main():
             ops_def += [f'DYNAFUSE_OP({d.key}, "{d.name}")' for d in ops]
         ops_def.append("#undef DYNAFUSE_OP")
         write(args.out / "dynafuse/Graph/Ops.def", "*Ops.py", ops_def)
-        pointwise = families[0][2]
-        write(args.out / "dynafuse/Ops/PointwiseOps.inc", "PointwiseOps.py",
-              registry_entries(pointwise))
-        write(args.out / "dynafuse/Ops/PointwiseRules.inc", "PointwiseOps.py",
-              lowering_rules(pointwise))
-        write(args.out / "dynafuse/Ops/PointwiseDerivatives.inc", "PointwiseOps.py",
-              derivative_entries(pointwise, op_names))
-        write(args.out / "dynafuse/Ops/PointwiseReplays.inc", "PointwiseOps.py",
-              aten_rules(pointwise, REPLAY_PARAMETERS))
-        reductions = families[1][2]
-        write(args.out / "dynafuse/Ops/ReductionOps.inc", "ReductionOps.py",
-              reduction_entries(reductions))
-        write(args.out / "dynafuse/Ops/ReductionKinds.inc", "ReductionOps.py",
-              reduce_kinds(reductions))
-        write(args.out / "dynafuse/Ops/ReductionDerivatives.inc", "ReductionOps.py",
-              derivative_entries(reductions, op_names))
-        write(args.out / "dynafuse/Ops/ReductionReplays.inc", "ReductionOps.py",
-              aten_rules(reductions, REPLAY_PARAMETERS))
-        views, copying, movement = (families[2][2], families[3][2], families[4][2])
-        write(args.out / "dynafuse/Ops/ViewOps.inc", "ViewOps.py",
-              view_entries(views))
-        write(args.out / "dynafuse/Ops/CopyingRemapOps.inc", "CopyingRemapOps.py",
-              view_entries(copying))
-        write(args.out / "dynafuse/Ops/DataMovementOps.inc", "DataMovementOps.py",
-              data_movement_entries(movement))
-        every_view = views + copying + movement
-        write(args.out / "dynafuse/Ops/ViewDerivatives.inc", "*Ops.py",
-              derivative_entries(every_view, op_names))
-        write(args.out / "dynafuse/Ops/ViewReplays.inc", "*Ops.py",
-              aten_rules(every_view, REPLAY_PARAMETERS))
-        externs = families[5][2]
-        write(args.out / "dynafuse/Ops/ExternOps.inc", "ExternOps.py",
-              extern_entries(externs))
-        write(args.out / "dynafuse/Ops/ExternDerivatives.inc", "ExternOps.py",
-              derivative_entries(externs, op_names))
-        write(args.out / "dynafuse/Ops/ExternAten.inc", "ExternOps.py",
-              aten_rules(externs, EXTERN_PARAMETERS))
-        composites = families[6][2]
-        write(args.out / "dynafuse/Ops/CompositeOps.inc", "CompositeOps.py",
-              composite_entries(composites))
-        write(args.out / "dynafuse/Ops/CompositeDerivatives.inc", "CompositeOps.py",
-              derivative_entries(composites, op_names))
-        write(args.out / "dynafuse/Ops/CompositeReplays.inc", "CompositeOps.py",
-              aten_rules(composites, REPLAY_PARAMETERS))
+        by_file = {name: ops for name, _, ops in families}
+        views = by_file["ViewOps"] + by_file["CopyingRemapOps"] + by_file["DataMovementOps"]
+        for path, source, lines in [
+            ("PointwiseOps.inc", "PointwiseOps.py",
+             registry_entries(by_file["PointwiseOps"])),
+            ("PointwiseRules.inc", "PointwiseOps.py",
+             lowering_rules(by_file["PointwiseOps"])),
+            ("PointwiseDerivatives.inc", "PointwiseOps.py",
+             derivative_entries(by_file["PointwiseOps"], op_names)),
+            ("PointwiseReplays.inc", "PointwiseOps.py",
+             aten_rules(by_file["PointwiseOps"], REPLAY_PARAMETERS)),
+            ("ReductionOps.inc", "ReductionOps.py",
+             reduction_entries(by_file["ReductionOps"])),
+            ("ReductionKinds.inc", "ReductionOps.py",
+             reduce_kinds(by_file["ReductionOps"])),
+            ("ReductionDerivatives.inc", "ReductionOps.py",
+             derivative_entries(by_file["ReductionOps"], op_names)),
+            ("ReductionReplays.inc", "ReductionOps.py",
+             aten_rules(by_file["ReductionOps"], REPLAY_PARAMETERS)),
+            ("ViewOps.inc", "ViewOps.py", view_entries(by_file["ViewOps"])),
+            ("CopyingRemapOps.inc", "CopyingRemapOps.py",
+             view_entries(by_file["CopyingRemapOps"])),
+            ("DataMovementOps.inc", "DataMovementOps.py",
+             data_movement_entries(by_file["DataMovementOps"])),
+            ("ViewDerivatives.inc", "*Ops.py", derivative_entries(views, op_names)),
+            ("ViewReplays.inc", "*Ops.py", aten_rules(views, REPLAY_PARAMETERS)),
+            ("ExternOps.inc", "ExternOps.py", extern_entries(by_file["ExternOps"])),
+            ("ExternDerivatives.inc", "ExternOps.py",
+             derivative_entries(by_file["ExternOps"], op_names)),
+            ("ExternAten.inc", "ExternOps.py",
+             aten_rules(by_file["ExternOps"], EXTERN_PARAMETERS)),
+            ("CompositeOps.inc", "CompositeOps.py",
+             composite_entries(by_file["CompositeOps"])),
+            ("CompositeDerivatives.inc", "CompositeOps.py",
+             derivative_entries(by_file["CompositeOps"], op_names)),
+            ("CompositeReplays.inc", "CompositeOps.py",
+             aten_rules(by_file["CompositeOps"], REPLAY_PARAMETERS)),
+        ]:
+            write(args.out / "dynafuse/Ops" / path, source, lines)
     except DefinitionError as error:
         print(f"dynafuse-opgen: error: {error}", file=sys.stderr)
         return 1
