@@ -128,50 +128,6 @@ Value *tap(Graph &graph, const Node &node, Value *paddedInput,
   return value;
 }
 
-bool maxPoolDecomposes(const Node &node) {
-  return replaceableResult(node) && !windowDims(node, poolKernel(node)).empty();
-}
-
-std::vector<Value *> decomposeMaxPool(Graph &graph, const Node &node) {
-  std::vector<WindowDim> dims = windowDims(node, poolKernel(node));
-  Value *x = padded(graph, node, node.operands[0].value, dims,
-                    -std::numeric_limits<double>::infinity());
-  Value *result = nullptr;
-  for (int64_t kh = 0; kh < dims[0].kernel; ++kh)
-    for (int64_t kw = 0; kw < dims[1].kernel; ++kw) {
-      Value *next = tap(graph, node, x, dims, kh, kw);
-      result = result ? emit(graph, node, Op::Maximum, {result, next}) : next;
-    }
-  return {result};
-}
-
-bool avgPoolDecomposes(const Node &node) {
-  std::vector<WindowDim> dims = windowDims(node, poolKernel(node));
-  if (dims.empty() || !replaceableResult(node))
-    return false;
-  bool includePad = boolAttr(node, "count_include_pad", true);
-  for (const WindowDim &dim : dims)
-    if (dim.needed() > dim.size + 2 * dim.padding ||
-        (!includePad && dim.padding > 0))
-      return false;
-  return true;
-}
-
-std::vector<Value *> decomposeAvgPool(Graph &graph, const Node &node) {
-  std::vector<WindowDim> dims = windowDims(node, poolKernel(node));
-  Value *x = padded(graph, node, node.operands[0].value, dims, 0.0);
-  Value *sum = nullptr;
-  for (int64_t kh = 0; kh < dims[0].kernel; ++kh)
-    for (int64_t kw = 0; kw < dims[1].kernel; ++kw) {
-      Value *next = tap(graph, node, x, dims, kh, kw);
-      sum = sum ? emit(graph, node, Op::Add, {sum, next}) : next;
-    }
-  int64_t divisor = node.intAttr("divisor_override", 0);
-  if (divisor == 0)
-    divisor = dims[0].kernel * dims[1].kernel;
-  return {emit(graph, node, Op::Div, {sum, Scalar::ofFloat(double(divisor))})};
-}
-
 /// The kernel sizes of a depthwise conv2d (weight [C, 1, kh, kw], groups
 /// C, as many output channels as input ones); empty otherwise.
 std::vector<int64_t> depthwiseKernel(const Node &node) {
@@ -187,7 +143,53 @@ std::vector<int64_t> depthwiseKernel(const Node &node) {
   return {w.sizes[2].constant(), w.sizes[3].constant()};
 }
 
-bool depthwiseDecomposes(const Node &node) {
+} // namespace
+
+bool maxPoolTakesWindowTaps(const Node &node) {
+  return replaceableResult(node) && !windowDims(node, poolKernel(node)).empty();
+}
+
+std::vector<Value *> maxPoolAsWindowTaps(Graph &graph, const Node &node) {
+  std::vector<WindowDim> dims = windowDims(node, poolKernel(node));
+  Value *x = padded(graph, node, node.operands[0].value, dims,
+                    -std::numeric_limits<double>::infinity());
+  Value *result = nullptr;
+  for (int64_t kh = 0; kh < dims[0].kernel; ++kh)
+    for (int64_t kw = 0; kw < dims[1].kernel; ++kw) {
+      Value *next = tap(graph, node, x, dims, kh, kw);
+      result = result ? emit(graph, node, Op::Maximum, {result, next}) : next;
+    }
+  return {result};
+}
+
+bool avgPoolTakesWindowTaps(const Node &node) {
+  std::vector<WindowDim> dims = windowDims(node, poolKernel(node));
+  if (dims.empty() || !replaceableResult(node))
+    return false;
+  bool includePad = boolAttr(node, "count_include_pad", true);
+  for (const WindowDim &dim : dims)
+    if (dim.needed() > dim.size + 2 * dim.padding ||
+        (!includePad && dim.padding > 0))
+      return false;
+  return true;
+}
+
+std::vector<Value *> avgPoolAsWindowTaps(Graph &graph, const Node &node) {
+  std::vector<WindowDim> dims = windowDims(node, poolKernel(node));
+  Value *x = padded(graph, node, node.operands[0].value, dims, 0.0);
+  Value *sum = nullptr;
+  for (int64_t kh = 0; kh < dims[0].kernel; ++kh)
+    for (int64_t kw = 0; kw < dims[1].kernel; ++kw) {
+      Value *next = tap(graph, node, x, dims, kh, kw);
+      sum = sum ? emit(graph, node, Op::Add, {sum, next}) : next;
+    }
+  int64_t divisor = node.intAttr("divisor_override", 0);
+  if (divisor == 0)
+    divisor = dims[0].kernel * dims[1].kernel;
+  return {emit(graph, node, Op::Div, {sum, Scalar::ofFloat(double(divisor))})};
+}
+
+bool depthwiseTakesWindowTaps(const Node &node) {
   std::vector<int64_t> kernel = depthwiseKernel(node);
   if (kernel.empty() || windowDims(node, kernel).empty() ||
       !replaceableResult(node))
@@ -201,7 +203,7 @@ bool depthwiseDecomposes(const Node &node) {
   return taps <= kDepthwiseTapLimit;
 }
 
-std::vector<Value *> decomposeDepthwise(Graph &graph, const Node &node) {
+std::vector<Value *> depthwiseAsWindowTaps(Graph &graph, const Node &node) {
   std::vector<int64_t> kernel = depthwiseKernel(node);
   std::vector<WindowDim> dims = windowDims(node, kernel);
   Value *x = padded(graph, node, node.operands[0].value, dims, 0.0);
@@ -236,29 +238,6 @@ std::vector<Value *> decomposeDepthwise(Graph &graph, const Node &node) {
                {sum, emit(graph, node, Op::Reshape, {node.operands[2].value},
                           {{"shape", perChannel}})});
   return {sum};
-}
-
-} // namespace
-
-std::vector<Value *> maxPoolAsWindowTaps(Graph &graph, const Node &node) {
-  return decomposeMaxPool(graph, node);
-}
-bool maxPoolTakesWindowTaps(const Node &node) {
-  return maxPoolDecomposes(node);
-}
-
-std::vector<Value *> avgPoolAsWindowTaps(Graph &graph, const Node &node) {
-  return decomposeAvgPool(graph, node);
-}
-bool avgPoolTakesWindowTaps(const Node &node) {
-  return avgPoolDecomposes(node);
-}
-
-std::vector<Value *> depthwiseAsWindowTaps(Graph &graph, const Node &node) {
-  return decomposeDepthwise(graph, node);
-}
-bool depthwiseTakesWindowTaps(const Node &node) {
-  return depthwiseDecomposes(node);
 }
 
 } // namespace dynafuse

@@ -23,6 +23,7 @@ namespace dynafuse {
 namespace {
 
 using Attributes = std::map<std::string, Attribute>;
+using Tensors = std::vector<at::Tensor>;
 
 std::vector<int64_t> ints(const Attributes &attributes, const std::string &name,
                           std::vector<int64_t> fallback) {
@@ -70,8 +71,8 @@ at::Tensor view(const TensorArg &arg, const std::string &device) {
 }
 
 /// The gradients convolution_backward computes, those output_mask selects.
-std::vector<at::Tensor> convolutionBackward(const Attributes &a,
-                                            const std::vector<at::Tensor> &t) {
+Tensors convolutionBackward(Op, const Attributes &a, const Tensors &t,
+                            const std::vector<int64_t> &) {
   size_t spatial = size_t(t[1].dim()) - 2;
   std::vector<int64_t> mask = ints(a, "output_mask", {});
   if (mask.size() != 3)
@@ -130,8 +131,9 @@ at::Tensor poolBackward(Op op, const Attributes &a,
 
 /// Attention by ATen's CPU flash kernel (sdpa_flash: output and
 /// logsumexp) and its backward (sdpa_flash_backward: dq, dk, dv).
-std::vector<at::Tensor> flashAttention(Op op, const Attributes &a,
-                                       std::vector<at::Tensor> t) {
+Tensors flashAttention(Op op, const Attributes &a, const Tensors &operands,
+                       const std::vector<int64_t> &) {
+  Tensors t = operands;
   bool causal = flag(a, "is_causal");
   std::optional<double> scale;
   if (a.count("scale"))
@@ -263,24 +265,12 @@ at::Tensor convolution(Op op, const Attributes &a,
                     perDim(a, "dilation", spatial, 1), integer(a, "groups", 1));
 }
 
-using Tensors = std::vector<at::Tensor>;
-
 /// How one extern op runs through ATen: its results from the operands'
 /// tensors, its attributes and the first result's sizes (this run's).
 using AtenRule = Tensors (*)(Op, const Attributes &, const Tensors &,
                              const std::vector<int64_t> &);
 
-Tensors convolutionBackwardWithATen(Op, const Attributes &a, const Tensors &t,
-                                    const std::vector<int64_t> &) {
-  return convolutionBackward(a, t);
-}
-
-Tensors flashAttentionWithATen(Op op, const Attributes &a, const Tensors &t,
-                               const std::vector<int64_t> &) {
-  return flashAttention(op, a, t);
-}
-
-Tensors maxPoolWithIndicesWithATen(Op, const Attributes &a, const Tensors &t,
+Tensors maxPoolWithIndices(Op, const Attributes &a, const Tensors &t,
                                    const std::vector<int64_t> &) {
   auto [pooled, indices] = at::max_pool2d_with_indices(
       t[0], ints(a, "kernel_size", {1}), ints(a, "stride", {}),

@@ -86,7 +86,7 @@ class OpDefinition:
 
     @property
     def key(self):
-        return "".join(part[:1].upper() + part[1:] for part in self.name.split("_"))
+        return camel(self.name)
 
     def fail(self, message):
         raise DefinitionError(f"{self.where}: op '{self.name}': {message}")
@@ -271,6 +271,13 @@ def composite_entries(ops):
     return lines
 
 
+def entry_block(first, fields):
+    """Statements adding one registry entry: `first` declares `info`, each
+    field statement sets a field of it."""
+    return (["{", f"  {first}"] + ["  " + field for field in fields] +
+            ["  table.push_back(std::move(info));", "}"])
+
+
 def extern_entries(ops):
     lines = []
     for definition in ops:
@@ -292,8 +299,7 @@ def extern_entries(ops):
         if not fields:
             lines.append(f"table.push_back({entry});")
             continue
-        lines += ["{", f"  OpInfo info = {entry};"] + ["  " + f for f in fields]
-        lines += ["  table.push_back(std::move(info));", "}"]
+        lines += entry_block(f"OpInfo info = {entry};", fields)
     return lines
 
 
@@ -331,9 +337,7 @@ def registry_entries(ops):
                 fields.append(f"info.{field} = true;")
         if facets.get("verify"):
             fields.append(f"info.verify = {facets['verify']};")
-        lines.append("{")
-        lines += ["  OpInfo info;"] + ["  " + field for field in fields]
-        lines += ["  table.push_back(std::move(info));", "}"]
+        lines += entry_block("OpInfo info;", fields)
     return lines
 
 
@@ -355,7 +359,7 @@ def derivative_entries(ops, op_names):
             lines.append(f"{key} = nonDifferentiable();")
         elif derivative == "decomposed" and definition.family == "Composite":
             lines.append(f"{key} = differentiatedByDecomposing();")
-        elif derivative == "zero":
+        elif derivative == "zero" and formulas:
             lines.append(f"{key} = zeroGradient();")
         elif isinstance(derivative, str) and formulas:
             body = FormulaTranslator(definition, ["g", "x", "y"], op_names).body(derivative)

@@ -53,11 +53,11 @@ op("baddbmm", arity=3, attributes=["beta", "alpha"], shape="inferBaddbmm",
 # The backward kernels of convolutions, attention and indexing (training).
 op("conv_backward", arity=3,
    attributes=["stride", "padding", "dilation", "groups", "output_mask"],
-   shape="inferConvBackward", aten=replay("convolutionBackwardWithATen"))
+   shape="inferConvBackward", aten=replay("convolutionBackward"))
 op("sdpa_flash", arity=-1, attributes=ATTENTION, shape="inferFlashAttention",
-   derivative=rule("flashAttentionRule()"), aten=replay("flashAttentionWithATen"))
+   derivative=rule("flashAttentionRule()"), aten=replay("flashAttention"))
 op("sdpa_flash_backward", arity=-1, attributes=ATTENTION,
-   shape="inferFlashAttentionBackward", aten=replay("flashAttentionWithATen"))
+   shape="inferFlashAttentionBackward", aten=replay("flashAttention"))
 op("gather_backward", arity=2, attributes=["dim", "shape"],
    shape="inferIndexedBackward", aten="indexedBackward(op, a, t, sizes)")
 op("index_select_backward", arity=2, attributes=["dim", "shape"],
@@ -109,7 +109,7 @@ op("adaptive_avg_pool2d", arity=1, attributes=["output_size"],
 op("max_pool2d_with_indices", arity=1, attributes=MAX_POOL,
    shape="inferPoolWithIndices", keeps_channels_last=True,
    derivative=rule("poolRule(Op::MaxPool2dBackward, /*savedIndices=*/true)"),
-   aten=replay("maxPoolWithIndicesWithATen"))
+   aten=replay("maxPoolWithIndices"))
 op("max_pool2d_backward", arity=-1, attributes=MAX_POOL,
    shape="inferPoolBackward", keeps_channels_last=True,
    aten="poolBackward(op, a, t)")
