@@ -245,9 +245,13 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
       PyTuple_SET_ITEM(tuple, i, build(spec.items[i]));
     if (!spec.constant)
       return tuple;
-    // A struct sequence (torch.return_types.max) made from its items.
-    PyObject *named =
-        PyObject_CallOneArg(spec.constant.get(), tuple);
+    // A named tuple (through its _make: no __new__ or __init__ runs), or
+    // a struct sequence (torch.return_types.max) made from its items.
+    PyObject *cls = spec.constant.get();
+    PyRef make = PyRef::steal(PyObject_GetAttrString(cls, "_make"));
+    if (!make)
+      PyErr_Clear();
+    PyObject *named = PyObject_CallOneArg(make ? make.get() : cls, tuple);
     Py_DECREF(tuple);
     return named;
   }
@@ -323,7 +327,8 @@ PyObject *ResultBuilder::newObject(const OutputSpec &spec) {
 } // namespace
 
 bool guardsHold(const CacheEntry &entry, const GlobalState &now,
-                SourceResolver &resolver, std::string *failed) {
+                SourceResolver &resolver, std::string *failed,
+                const Guard **failedGuard) {
   if (!(entry.captured.state == now)) {
     if (failed)
       *failed = "the global state changed (grad mode, default dtype, "
@@ -334,6 +339,8 @@ bool guardsHold(const CacheEntry &entry, const GlobalState &now,
     if (!checkGuard(guard, resolver)) {
       if (failed)
         *failed = guard.describe(entry.captured.sources);
+      if (failedGuard)
+        *failedGuard = &guard;
       return false;
     }
   }

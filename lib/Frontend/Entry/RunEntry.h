@@ -18,8 +18,11 @@ namespace dynafuse {
 /// Whether `entry` was captured under the global state `now` and every
 /// guard of it holds; *failed (when given) describes the first that does
 /// not.
+/// *failedGuard (when given) is that guard (null when the global state
+/// differs).
 bool guardsHold(const CacheEntry &entry, const GlobalState &now,
-                SourceResolver &resolver, std::string *failed);
+                SourceResolver &resolver, std::string *failed,
+                const Guard **failedGuard = nullptr);
 /// What a run of an entry that ends at a graph break hands on: the frame's
 /// state rebuilt as objects (a null PyRef is a NULL stack slot), for
 /// continueAfterBreak to run outside the compiled run (with the frame hook

@@ -39,6 +39,17 @@ void GuardBuilder::guardObject(Guard::Kind kind, int source,
   guard.kind = kind;
   guard.source = source;
   guard.expected = PyRef::borrow(expected);
+  if (kind == Guard::Kind::Identity &&
+      PyType_SUPPORTS_WEAKREFS(Py_TYPE(expected))) {
+    // The entry must not keep alive what a caller makes for one call.
+    PyRef ref = PyRef::steal(PyWeakref_NewRef(expected, nullptr));
+    if (ref) {
+      guard.expected = std::move(ref);
+      guard.weak = true;
+    } else {
+      PyErr_Clear();
+    }
+  }
   addGuard(std::move(guard));
 }
 

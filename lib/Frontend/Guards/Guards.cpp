@@ -120,6 +120,21 @@ std::string Source::describe(const std::vector<Source> &all) const {
   return "?";
 }
 
+PyObject *Guard::identity() const {
+  if (!weak)
+    return expected.get();
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject *object = nullptr;
+  if (PyWeakref_GetRef(expected.get(), &object) <= 0)
+    return nullptr;
+  Py_DECREF(object); // the caller compares it and keeps no reference
+  return object;
+#else
+  PyObject *object = PyWeakref_GetObject(expected.get());
+  return object == Py_None ? nullptr : object;
+#endif
+}
+
 std::string Guard::describe(const std::vector<Source> &sources) const {
   if (kind == Kind::Shape)
     return shape.str();
@@ -155,7 +170,7 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
            reinterpret_cast<PyTypeObject *>(expected.get())->tp_name;
   case Kind::Identity:
     return where + " is the object seen at capture (" +
-           Py_TYPE(expected.get())->tp_name + ")";
+           (identity() ? Py_TYPE(identity())->tp_name : "gone since") + ")";
   case Kind::NoAttribute:
     return where + " has no attribute '" + PyUnicode_AsUTF8(expected.get()) +
            "'";
@@ -360,7 +375,7 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
                ? tensorMatches(value, guard.tensor)
                : symbolicTensorMatches(value, guard, resolver.symbols);
   case Guard::Kind::Identity:
-    return value == guard.expected.get();
+    return value == guard.identity();
   case Guard::Kind::NoAttribute: {
     int present = PyObject_HasAttr(value, guard.expected.get());
     return present == 0;

@@ -111,7 +111,15 @@ struct Guard {
   /// per-instance override of a method);
   /// TypeIs: the exact type; TupleLength: the exact type (tuple or list).
   PyRef expected;
+  /// Identity of an object that takes weak references: `expected` is a
+  /// weak reference to it, so the entry does not keep alive what the
+  /// caller made for one call, and a guard whose object is gone is known
+  /// to fail for good (Frontend/Entry/Settling.h).
+  bool weak = false;
   size_t length = 0;
+  /// Identity: the object compared with (borrowed), null once a weakly
+  /// held one is gone.
+  PyObject *identity() const;
   std::string describe(const std::vector<Source> &sources) const;
 };
 

@@ -18,15 +18,16 @@
 
 #include "CallInliner.h"
 #include "Entry/CapturedFrame.h"
-#include "Guards/GuardBuilder.h"
 #include "Entry/InputTable.h"
-#include "OpBinder.h"
+#include "Guards/GuardBuilder.h"
 #include "Guards/ShapeEnv.h"
 #include "ObjectKinds.h"
+#include "OpBinder.h"
 #include "PythonObjects.h"
 #include "SymbolicShapes.h"
-#include "TracedCode.h"
 #include "TensorAliases.h"
+#include "TracedCode.h"
+#include "ValueHandlers.h"
 #include "Var.h"
 
 #include "Bytecode.h"
@@ -56,6 +57,16 @@ public:
   friend class CallInliner;
   /// Models instances of Python classes (NewObject vars) on the trace.
   friend class PythonObjects;
+  /// Answer the bytecode's operations for each kind of value
+  /// (ValueHandlers.h).
+  friend class ValueHandler;
+  friend class TensorValues;
+  friend class ConstantValues;
+  friend class ObjectValues;
+  friend class SequenceValues;
+  friend class IteratorValues;
+  friend class DictValues;
+  friend class SizeValues;
 
   BytecodeTracer(DynafuseFrame *frame, const std::string &graphName,
                  bool allowResume, const ShapePolicy &shapePolicy);
@@ -231,26 +242,20 @@ private:
   VarPtr formatValue(const VarPtr &value, const VarPtr &spec);
 
   VarPtr buildString(int count);
-
   VarPtr buildMap(int count);
-
   VarPtr buildConstKeyMap(int count);
-
   void setDictItem(const VarPtr &dict, const VarPtr &key, const VarPtr &value);
-
   void mergeInto(const VarPtr &dict, const VarPtr &other);
-
   void callWithUnpacking(bool hasKeywords);
-
   VarPtr buildTuple(int count);
   /// SET_ADD into a set var made during capture: items are constants (or
   /// objects comparable at capture), kept once.
   void addToSet(const VarPtr &set, const VarPtr &item);
 
   std::vector<VarPtr> itemsOf(const VarPtr &var);
-
   void unpack(const VarPtr &var, int count);
-
+  /// UNPACK_EX: `before` items, a list of the rest, `after` items.
+  void unpackStarred(const VarPtr &var, int before, int after);
   VarPtr subscript(const VarPtr &container, const VarPtr &index);
   /// container[index] = value, value sharing container's memory: whether
   /// the elements written and those read provably do not meet (their
@@ -267,7 +272,6 @@ private:
   VarPtr dictMethod(const std::string &method, const VarPtr &dict);
 
   /// BUILD_SLICE of constants: a slice object, usable as an index.
-  VarPtr sliceItems(const VarPtr &container, PyObject *slice);
   VarPtr buildSlice(int count);
   /// A slice of start, stop and step (null: absent): a constant slice
   /// object, or a SymSlice when a bound is a symbolic size.
@@ -492,14 +496,16 @@ private:
                             const VarPtr &attribute);
   VarPtr makeCell(int index);
   VarPtr cellAt(int index);
-  /// all, any, sum, len, tuple, list, zip, enumerate over containers.
+  /// isinstance(x, classes) as x's kind answers it; null when not judged.
   VarPtr isInstance(PyObject *callable, const std::vector<VarPtr> &args);
-  VarPtr containerIsInstance(const VarPtr &var, PyObject *cls);
   /// type(x): the class of a constant, of a guarded object (its type
   /// guarded), of a container var or of a tensor; null when unknown.
   VarPtr typeOf(const VarPtr &var);
+  /// all, any, sum, len, bool, sorted, tuple, list, zip, enumerate over
+  /// containers.
   VarPtr containerBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
                           const Keywords &keywords);
+  VarPtr sortedItems(const std::vector<VarPtr> &items);
   /// getattr(obj, "name"[, default]) and hasattr(obj, "name").
   VarPtr attributeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
   /// torch.no_grad() / enable_grad() / inference_mode(): a context var.
@@ -571,6 +577,10 @@ private:
   /// Instances of Python classes made during capture, and the class
   /// machinery (properties, slots) they and guarded objects share.
   PythonObjects objects{*this};
+  /// The handler of each kind of value: the generic operations (itemsOf,
+  /// iterate, subscript, storeSubscript, truthOf, containsOp, outputOf,
+  /// stateOf) dispatch through it.
+  ValueHandlers values{*this, objects};
   /// A Dict var's entry for key (null when absent), and its update.
   VarPtr dictEntry(const VarPtr &dict, const std::string &key);
   void setDictEntry(const VarPtr &dict, const std::string &key,
@@ -622,9 +632,7 @@ private:
   //===--------------------------------------------------------------------===//
 
   VarPtr sizesTuple(const TensorType &type);
-
   VarPtr integerConstant(int64_t value);
-
   VarPtr tensorAttribute(const VarPtr &base, const std::string &attribute);
 
   /// Whether a graph value requires grad: inputs as guarded (possible under
@@ -681,11 +689,6 @@ private:
   //===--------------------------------------------------------------------===//
 
   OutputSpec outputOf(const VarPtr &var);
-  /// A tuple, list or dict var's spec, each item's by itemSpec (a list or
-  /// dict made during capture spelled out once per output).
-  OutputSpec containerSpec(
-      const VarPtr &pointer,
-      const std::function<OutputSpec(const VarPtr &)> &itemSpec);
 
   OutputSpec tensorOutput(Value *value);
 };

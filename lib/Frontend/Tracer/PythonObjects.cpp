@@ -78,7 +78,8 @@ bool isModelledSlot(const std::string &name, bool dictBase) {
 
 } // namespace
 
-PythonObjects::PythonObjects(BytecodeTracer &tracer) : tracer(tracer) {}
+PythonObjects::PythonObjects(BytecodeTracer &tracer)
+    : ValueHandler(tracer, "an object made during capture") {}
 
 VarPtr PythonObjects::construct(const VarPtr &classVar,
                                 const std::vector<VarPtr> &args,
@@ -347,14 +348,14 @@ VarPtr PythonObjects::callSlot(const std::string &slot,
   tracer.unsupported("dict method " + name + " with these arguments");
 }
 
-VarPtr PythonObjects::item(const VarPtr &object, const VarPtr &key) {
+VarPtr PythonObjects::subscript(const VarPtr &object, const VarPtr &key) {
   if (VarPtr getitem = pythonMethodOf(object, "__getitem__"))
     return tracer.callAny(getitem, {key}, {});
   return callSlot("object.__getitem__", {object, key}, {});
 }
 
-void PythonObjects::setItem(const VarPtr &object, const VarPtr &key,
-                            const VarPtr &value) {
+void PythonObjects::storeSubscript(const VarPtr &object, const VarPtr &key,
+                                   const VarPtr &value) {
   if (VarPtr setitem = pythonMethodOf(object, "__setitem__")) {
     tracer.callAny(setitem, {key, value}, {});
     return;
@@ -375,6 +376,55 @@ bool PythonObjects::truth(const VarPtr &object) {
     tracer.unsupported(std::string("truth of a ") + classOf(object)->tp_name +
                        " that defines __bool__ or __len__");
   return !object->content || !object->content->keys.empty();
+}
+
+std::vector<VarPtr> PythonObjects::items(const VarPtr &object) {
+  return iterate(object)->items; // through its iteration protocol
+}
+
+VarPtr PythonObjects::iterate(const VarPtr &object) {
+  VarPtr iterator = makeVar(Var::Kind::Iterator);
+  if (object->content && !pythonMethodOf(object, "__iter__")) {
+    iterator->items = tracer.itemsOf(object->content); // a dict's keys
+    return iterator;
+  }
+  if (!object->content && pythonMethodOf(object, "__getitem__")) {
+    // No __iter__, or collections.abc.Sequence's (which subscripts too).
+    static PyObject *sequenceSlot = nullptr;
+    PyObject *sequence =
+        lookupOnce(sequenceSlot, "collections.abc", "Sequence");
+    PyRef name = PyRef::steal(PyUnicode_InternFromString("__iter__"));
+    PyObject *iter =
+        lookupInClass(object->function->object.get(), nullptr, name.get());
+    PyObject *sequenceIter =
+        sequence ? lookupInClass(sequence, nullptr, name.get()) : nullptr;
+    if (!iter || iter == sequenceIter)
+      return iterateBySubscript(object, iterator);
+  }
+  refuse("iteration over");
+}
+
+VarPtr PythonObjects::contains(const VarPtr &object, const VarPtr &item) {
+  VarPtr contains = pythonMethodOf(object, "__contains__");
+  return contains ? tracer.callAny(contains, {item}, {})
+                  : callSlot("object.__contains__", {object, item}, {});
+}
+
+VarPtr PythonObjects::type(const VarPtr &object) { return object->function; }
+
+VarPtr PythonObjects::isInstance(const VarPtr &object, PyObject *classes) {
+  int sub = PyObject_IsSubclass(object->function->object.get(), classes);
+  if (sub < 0) {
+    PyErr_Clear();
+    tracer.unsupported("isinstance raised");
+  }
+  return tracer.constant(sub ? Py_True : Py_False);
+}
+
+int PythonObjects::callable(const VarPtr &object) {
+  PyRef name = PyRef::steal(PyUnicode_FromString("__call__"));
+  return lookupInClass(object->function->object.get(), nullptr, name.get()) ? 1
+                                                                            : 0;
 }
 
 VarPtr PythonObjects::iterateBySubscript(const VarPtr &object,
@@ -399,9 +449,12 @@ VarPtr PythonObjects::iterateBySubscript(const VarPtr &object,
   tracer.unsupported("a __getitem__ loop too long to unroll");
 }
 
-OutputSpec
-PythonObjects::spec(const VarPtr &var,
-                    const std::function<OutputSpec(const VarPtr &)> &itemSpec) {
+OutputSpec PythonObjects::liveState(const VarPtr &var,
+                                    const ItemSpec &itemSpec) {
+  return output(var, itemSpec);
+}
+
+OutputSpec PythonObjects::output(const VarPtr &var, const ItemSpec &itemSpec) {
   OutputSpec spec;
   if (tracer.seenInThisOutput(var, spec))
     return spec;

@@ -2,8 +2,9 @@
 //
 // The tracer's handler for Python objects (as Dynamo's
 // UserDefinedObjectVariable): NewObject vars made by calling a plain Python
-// class during capture, their attributes, items, length, truth and output
-// spec, and the class machinery (MRO entries, properties, the builtin slots
+// class during capture (their ValueHandler: items, iteration, length,
+// truth, `in`, output and live state), their attributes, and the class
+// machinery (MRO entries, properties, the builtin slots
 // of object and dict) that objects read from sources share. It works on the
 // tracer it belongs to (values, guards, inlined calls).
 //
@@ -12,6 +13,7 @@
 #define DYNAFUSE_FRONTEND_PYTHONOBJECTS_H
 
 #include "Entry/CapturedFrame.h"
+#include "ValueHandler.h"
 #include "Var.h"
 
 #include <Python.h>
@@ -25,7 +27,7 @@ namespace capture {
 
 class BytecodeTracer;
 
-class PythonObjects {
+class PythonObjects : public ValueHandler {
 public:
   explicit PythonObjects(BytecodeTracer &tracer);
 
@@ -50,25 +52,33 @@ public:
                       const std::string &attribute);
   /// A NewObject var's attribute, whether it has one, and a store into it
   /// (direct: object.__setattr__, past a Python __setattr__ of the class).
-  VarPtr attribute(const VarPtr &object, PyObject *name);
+  VarPtr attribute(const VarPtr &object, PyObject *name) override;
   bool has(const VarPtr &object, PyObject *name);
   void setAttribute(const VarPtr &object, PyObject *name, const VarPtr &value,
                     bool direct);
-  /// object[key], object[key] = value, len(object), bool(object).
-  VarPtr item(const VarPtr &object, const VarPtr &key);
-  void setItem(const VarPtr &object, const VarPtr &key, const VarPtr &value);
-  VarPtr length(const VarPtr &object);
-  bool truth(const VarPtr &object);
-  /// Iterating an object whose class has __getitem__ but no __iter__:
-  /// __getitem__(0), (1), ... up to its IndexError.
-  VarPtr iterateBySubscript(const VarPtr &object, VarPtr iterator);
-  /// The object in an output: its class and state, each item's by
-  /// itemSpec (spelled out once per output, then referred to by id).
-  OutputSpec spec(const VarPtr &var,
-                  const std::function<OutputSpec(const VarPtr &)> &itemSpec);
+  /// The value protocol, through the class's own dunder methods inlined
+  /// (__getitem__, __setitem__, __len__, __iter__, __contains__, __call__)
+  /// or the builtin base's slots; iterating a class with __getitem__ but
+  /// no __iter__ calls __getitem__(0), (1), ... up to its IndexError.
+  std::vector<VarPtr> items(const VarPtr &object) override;
+  VarPtr iterate(const VarPtr &object) override;
+  VarPtr length(const VarPtr &object) override;
+  VarPtr subscript(const VarPtr &object, const VarPtr &key) override;
+  void storeSubscript(const VarPtr &object, const VarPtr &key,
+                      const VarPtr &value) override;
+  bool truth(const VarPtr &object) override;
+  VarPtr contains(const VarPtr &object, const VarPtr &item) override;
+  int callable(const VarPtr &object) override;
+  /// Its class (pinned by the guard on the class it was made from).
+  VarPtr type(const VarPtr &object) override;
+  VarPtr isInstance(const VarPtr &object, PyObject *classes) override;
+  /// The object's class and state, each item's by itemSpec (spelled out
+  /// once per output, then referred to by id); live at a break alike.
+  OutputSpec output(const VarPtr &object, const ItemSpec &itemSpec) override;
+  OutputSpec liveState(const VarPtr &object, const ItemSpec &itemSpec) override;
 
 private:
-  BytecodeTracer &tracer;
+  VarPtr iterateBySubscript(const VarPtr &object, VarPtr iterator);
 };
 
 } // namespace capture

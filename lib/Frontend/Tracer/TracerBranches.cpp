@@ -103,45 +103,10 @@ int BytecodeTracer::forIter(const Instruction &in) {
 }
 
 bool BytecodeTracer::truthOf(const VarPtr &condition, bool noneTest) {
-  if (isSymInt(condition))
-    return noneTest || symbolic.decide(Py_NE, condition->size, 0);
-  if (condition->kind == Var::Kind::Tensor) {
-    if (noneTest)
-      return true; // A tensor is not None.
-    unsupported("data-dependent branch on a tensor value");
-  }
-  if (condition->kind == Var::Kind::Tuple || condition->kind == Var::Kind::Dict)
-    return noneTest || !condition->items.empty();
-  if (condition->kind == Var::Kind::NewObject)
-    return noneTest || objects.truth(condition);
-  if (condition->kind == Var::Kind::TensorMethod ||
-      condition->kind == Var::Kind::BoundMethod ||
-      condition->kind == Var::Kind::Function)
-    return true;
-  if (condition->kind == Var::Kind::Object && noneTest)
-    return true;
-  if (condition->kind != Var::Kind::Constant) {
-    if (!condition->object)
-      unsupported("branch on the truth value of a value the interpreter "
-                  "cannot judge");
-    PyTypeObject *type = Py_TYPE(condition->object.get());
-    bool customTruth =
-        (type->tp_as_number && type->tp_as_number->nb_bool) ||
-        (type->tp_as_mapping && type->tp_as_mapping->mp_length) ||
-        (type->tp_as_sequence && type->tp_as_sequence->sq_length);
-    if (condition->kind == Var::Kind::Object && !customTruth)
-      return true; // Plain objects (modules, functions) are truthy.
-    unsupported("branch on the truth value of an object");
-  }
-  PyObject *object = condition->object.get();
-  if (noneTest)
-    return object != Py_None;
-  int truth = PyObject_IsTrue(object);
-  if (truth < 0) {
-    PyErr_Clear();
-    unsupported("truth value raised");
-  }
-  return truth != 0;
+  if (noneTest) // `x is None`, `x is not None` on any value
+    return condition->kind != Var::Kind::Constant ||
+           condition->object.get() != Py_None;
+  return values.of(condition).truth(condition);
 }
 
 int BytecodeTracer::conditionalJump(const Instruction &in) {

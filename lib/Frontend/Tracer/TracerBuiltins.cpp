@@ -124,6 +124,31 @@ BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
   return foldPython(folded.release());
 }
 
+/// sorted(items) of values known at capture: a list of the same vars, in
+/// Python's (stable) order.
+VarPtr BytecodeTracer::sortedItems(const std::vector<VarPtr> &items) {
+  PyRef keyed = PyRef::steal(PyList_New(0));
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!comparableAtCapture(items[i]))
+      unsupported("sorted() of values not known at capture");
+    PyRef position = PyRef::steal(PyLong_FromSize_t(i));
+    PyRef pair =
+        PyRef::steal(PyTuple_Pack(2, items[i]->object.get(), position.get()));
+    PyList_Append(keyed.get(), pair.get());
+  }
+  if (PyList_Sort(keyed.get()) < 0) {
+    PyErr_Clear();
+    unsupported("sorted() comparison raised");
+  }
+  VarPtr list = makeVar(Var::Kind::Tuple);
+  list->isList = true;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keyed.get()); ++i) {
+    PyObject *position = PyTuple_GET_ITEM(PyList_GET_ITEM(keyed.get(), i), 1);
+    list->items.push_back(items[PyLong_AsSize_t(position)]);
+  }
+  return list;
+}
+
 VarPtr BytecodeTracer::containerBuiltin(
     PyObject *callable, const std::vector<VarPtr> &args,
     const Keywords &keywords) {
@@ -169,46 +194,19 @@ VarPtr BytecodeTracer::containerBuiltin(
       return nullptr;
     first = PyLong_AsLongLong(start->object.get());
   }
-  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::NewObject)
-    return objects.length(args[0]);
-  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
-      args[0]->method == "derived") {
-    Py_ssize_t length = PyObject_Length(args[0]->object.get());
-    if (length < 0) {
-      PyErr_Clear();
-      unsupported("len of a derived value raised");
-    }
-    return integerConstant(int64_t(length));
-  }
+  if (is("len"))
+    return args.size() == 1 ? values.of(args[0]).length(args[0]) : nullptr;
+  if (is("bool") && args.size() == 1) // constants folded before
+    return constant(truthOf(args[0], false) ? Py_True : Py_False);
   bool container =
       !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
                         (args[0]->kind == Var::Kind::NewObject &&
                          (is("tuple") || is("list") || is("enumerate") ||
-                          is("zip") || is("all") || is("any") ||
-                          is("sum"))) ||
+                          is("zip") || is("all") || is("any") || is("sum"))) ||
                         args[0]->kind == Var::Kind::Iterator ||
                         args[0]->kind == Var::Kind::Dict ||
                         (args[0]->kind == Var::Kind::Constant &&
                          PyTuple_Check(args[0]->object.get()))); // torch.Size
-  if (is("len") && args.size() == 1 && container)
-    return integerConstant(int64_t(itemsOf(args[0]).size()));
-  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
-      args[0]->object && args[0]->method.empty()) {
-    PyRef name = PyRef::steal(PyUnicode_InternFromString("__len__"));
-    if (VarPtr method = boundMethod(args[0], name.get()))
-      return callAny(method, {}, {});
-  }
-  if (is("len") && args.size() == 1 && args[0]->kind == Var::Kind::Object &&
-      PyDict_Check(args[0]->object.get())) {
-    // A dict read from a source (a module's hook OrderedDict): its length,
-    // guarded.
-    Guard length;
-    length.kind = Guard::Kind::DictLength;
-    length.source = sourceOfObject(args[0]);
-    length.length = size_t(PyDict_Size(args[0]->object.get()));
-    guardBuilder.addGuard(std::move(length));
-    return integerConstant(int64_t(length.length));
-  }
   bool modules = !args.empty() && args[0]->kind == Var::Kind::Object &&
                  args[0]->object && isModule(args[0]->object.get()) &&
                  (is("enumerate") || is("zip") || is("list") ||
@@ -224,6 +222,8 @@ VarPtr BytecodeTracer::containerBuiltin(
     result->isList = is("list");
     return result;
   }
+  if (is("sorted") && args.size() == 1)
+    return sortedItems(items);
   if ((is("all") || is("any")) && args.size() == 1) {
     bool all = is("all");
     for (const VarPtr &item : items)
@@ -267,57 +267,6 @@ VarPtr BytecodeTracer::containerBuiltin(
   return nullptr;
 }
 
-/// isinstance(x, cls) where the answer is known at capture: constants and
-/// guarded objects, and computed tensors (exactly torch.Tensor).
-/// isinstance of a tuple, list or dict var. Its concrete type may be a
-/// subclass (torch.Size, a named tuple): the answer is given only where it
-/// holds for every subclass: true when the base type is a subclass of cls,
-/// false when cls derives from a builtin whose layout no subclass of the
-/// base can share; otherwise null (not judged).
-VarPtr BytecodeTracer::containerIsInstance(const VarPtr &var, PyObject *cls) {
-  if (!var->keys.empty() && var->kind == Var::Kind::Tuple)
-    return nullptr; // a named tuple: its class is not known here
-  PyTypeObject *base = var->kind == Var::Kind::Dict ? &PyDict_Type
-                       : var->isList                ? &PyList_Type
-                                                    : &PyTuple_Type;
-  std::vector<PyObject *> classes;
-  if (PyTuple_Check(cls))
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); ++i)
-      classes.push_back(PyTuple_GET_ITEM(cls, i));
-  else
-    classes.push_back(cls);
-  PyTypeObject *layouts[] = {&PyDict_Type,  &PyList_Type,    &PyTuple_Type,
-                             &PyUnicode_Type, &PyLong_Type,  &PyFloat_Type,
-                             &PySet_Type,     &PyBytes_Type};
-  static PyObject *slot = nullptr;
-  PyObject *tensorBase = lookupOnce(slot, "torch._C", "TensorBase");
-  bool allFalse = true;
-  for (PyObject *candidate : classes) {
-    if (!PyType_Check(candidate))
-      return nullptr;
-    // issubclass honours ABCs (collections.abc.Sequence), and what holds
-    // for the base holds for any subclass of it.
-    int sub = PyObject_IsSubclass(reinterpret_cast<PyObject *>(base), candidate);
-    if (sub < 0) {
-      PyErr_Clear();
-      unsupported("isinstance raised");
-    }
-    if (sub)
-      return constant(Py_True);
-    // False only where no subclass of the base can be one: a class with
-    // another builtin layout, or a tensor class.
-    auto *type = reinterpret_cast<PyTypeObject *>(candidate);
-    bool excluded = tensorBase && PyType_Check(tensorBase) &&
-                    PyType_IsSubtype(type, reinterpret_cast<PyTypeObject *>(
-                                               tensorBase));
-    for (PyTypeObject *layout : layouts)
-      if (layout != base && PyType_IsSubtype(type, layout))
-        excluded = true;
-    allFalse = allFalse && excluded;
-  }
-  return allFalse ? constant(Py_False) : nullptr;
-}
-
 VarPtr BytecodeTracer::isInstance(PyObject *callable,
                                   const std::vector<VarPtr> &args) {
   PyObject *builtins = frame->builtins;
@@ -345,120 +294,11 @@ VarPtr BytecodeTracer::isInstance(PyObject *callable,
   }
   if (!classes)
     return nullptr;
-  PyObject *cls = classes.get();
-  PyRef tensorType;
-  if (args[0]->kind == Var::Kind::Tensor) {
-    PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
-    tensorType = PyRef::steal(
-        torch ? PyObject_GetAttrString(torch.get(), "Tensor") : nullptr);
-    PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
-    PyRef parameterType = PyRef::steal(
-        nn ? PyObject_GetAttrString(nn.get(), "Parameter") : nullptr);
-    if (!tensorType || !parameterType) {
-      PyErr_Clear();
-      return nullptr;
-    }
-    int sub = PyObject_IsSubclass(tensorType.get(), cls);
-    int parameterSub = PyObject_IsSubclass(parameterType.get(), cls);
-    if (sub < 0 || parameterSub < 0) {
-      PyErr_Clear();
-      unsupported("isinstance raised");
-    }
-    const Value *input = inputs.originalInput(args[0]->tensor);
-    if (sub != parameterSub && input) {
-      // An input is a Tensor or a Parameter (its guard admits both): the
-      // answer depends on which, so its type is guarded.
-      int source = inputs.sourceOf(input);
-      PyObject *object = nullptr;
-      for (const auto &[candidate, entry] : inputs.byObject())
-        if (entry.first == source)
-          object = candidate;
-      if (!object || source < 0)
-        unsupported("isinstance of an input tensor (Tensor or Parameter)");
-      guardBuilder.guardObject(Guard::Kind::TypeIs, source,
-                               reinterpret_cast<PyObject *>(Py_TYPE(object)));
-      sub = PyObject_IsInstance(object, cls);
-    }
-    return constant(sub > 0 ? Py_True : Py_False);
-  }
-  if (args[0]->kind == Var::Kind::Tuple || args[0]->kind == Var::Kind::Dict)
-    return containerIsInstance(args[0], cls);
-  if (args[0]->kind == Var::Kind::NewObject) {
-    // Its class is pinned by the guard on the class it was made from.
-    int sub = PyObject_IsSubclass(args[0]->function->object.get(), cls);
-    if (sub < 0) {
-      PyErr_Clear();
-      unsupported("isinstance raised");
-    }
-    return constant(sub ? Py_True : Py_False);
-  }
-  if (args[0]->kind != Var::Kind::Constant &&
-      args[0]->kind != Var::Kind::Object)
-    return nullptr;
-  int result = PyObject_IsInstance(args[0]->object.get(), cls);
-  if (result < 0) {
-    PyErr_Clear();
-    unsupported("isinstance raised");
-  }
-  return constant(result ? Py_True : Py_False);
+  return values.of(args[0]).isInstance(args[0], classes.get());
 }
 
 VarPtr BytecodeTracer::typeOf(const VarPtr &var) {
-  PyObject *type = nullptr;
-  switch (var->kind) {
-  case Var::Kind::NewObject:
-    return var->function;
-  case Var::Kind::Constant:
-    type = reinterpret_cast<PyObject *>(Py_TYPE(var->object.get()));
-    break;
-  case Var::Kind::Object:
-    if (!var->object || !var->method.empty() || var->source < 0)
-      return nullptr;
-    type = reinterpret_cast<PyObject *>(Py_TYPE(var->object.get()));
-    guardBuilder.guardObject(Guard::Kind::TypeIs, var->source, type);
-    break;
-  case Var::Kind::Tuple:
-    if (var->isSet)
-      return nullptr;
-    if (!var->keys.empty())
-      return nullptr; // a named tuple's class is not known here
-    type = reinterpret_cast<PyObject *>(var->isList ? &PyList_Type
-                                                    : &PyTuple_Type);
-    if (var->source >= 0) // the frame's own: exactly this type, guarded
-      guardBuilder.guardObject(Guard::Kind::TypeIs, var->source, type);
-    else if (!var->isList)
-      return nullptr; // built tuples may stand for torch.Size
-    break;
-  case Var::Kind::Dict:
-    type = reinterpret_cast<PyObject *>(&PyDict_Type);
-    if (var->source >= 0)
-      guardBuilder.guardObject(Guard::Kind::TypeIs, var->source, type);
-    break;
-  case Var::Kind::Tensor: {
-    const Value *input = inputs.originalInput(var->tensor);
-    PyObject *object = nullptr;
-    int source = input ? inputs.sourceOf(input) : -1;
-    for (const auto &[candidate, entry] : inputs.byObject())
-      if (input && entry.first == source)
-        object = candidate;
-    if (input && !object)
-      return nullptr;
-    static PyObject *slot = nullptr;
-    type = object ? reinterpret_cast<PyObject *>(Py_TYPE(object))
-                  : lookupOnce(slot, "torch", "Tensor");
-    if (object)
-      guardBuilder.guardObject(Guard::Kind::TypeIs, source, type);
-    break;
-  }
-  default:
-    return nullptr;
-  }
-  if (!type)
-    return nullptr;
-  // Fixed for this entry (the guards above pin it): attributes of it are
-  // read through it.
-  return fixedObject(PyRef::borrow(type),
-                     reinterpret_cast<PyTypeObject *>(type)->tp_name);
+  return values.of(var).type(var);
 }
 
 VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,

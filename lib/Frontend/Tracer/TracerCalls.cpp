@@ -273,23 +273,7 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     if (VarPtr result = isInstance(object, args))
       return result;
     if (isBuiltin(object, "callable") && args.size() == 1 && keywords.empty()) {
-      const VarPtr &arg = args[0];
-      int answer = -1;
-      if (arg->kind == Var::Kind::Function || arg->kind == Var::Kind::BoundMethod ||
-          arg->kind == Var::Kind::TensorMethod)
-        answer = 1;
-      else if (arg->kind == Var::Kind::Tensor || arg->kind == Var::Kind::Tuple ||
-               arg->kind == Var::Kind::Dict)
-        answer = 0;
-      else if ((arg->kind == Var::Kind::Constant ||
-                arg->kind == Var::Kind::Object) && arg->object)
-        answer = PyCallable_Check(arg->object.get()); // guarded by identity
-      else if (arg->kind == Var::Kind::NewObject)
-        answer = lookupInClass(arg->function->object.get(), nullptr,
-                               PyRef::steal(PyUnicode_FromString("__call__"))
-                                   .get())
-                     ? 1
-                     : 0;
+      int answer = values.of(args[0]).callable(args[0]);
       if (answer >= 0)
         return constant(answer ? Py_True : Py_False);
     }
@@ -313,6 +297,9 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     if (VarPtr context = gradModeContext(object, args, keywords))
       return context;
     if (VarPtr made = objects.construct(callee, args, keywords))
+      return made;
+    if (VarPtr made = values.sequenceHandler().constructNamedTuple(callee, args,
+                                                                   keywords))
       return made;
     if (isModule(object))
       return inliner.inlineModule(callee, args, keywords);

@@ -444,6 +444,9 @@ int BytecodeTracer::step(const Instruction &in) {
   case UNPACK_SEQUENCE:
     unpack(pop(), in.arg);
     return -1;
+  case UNPACK_EX: // a, *rest, b = value
+    unpackStarred(pop(), in.arg & 0xff, in.arg >> 8);
+    return -1;
   case STORE_ATTR: {
     VarPtr owner = pop();
     storeAttribute(owner, PyTuple_GET_ITEM(current.code->co_names, in.arg),
@@ -509,37 +512,8 @@ int BytecodeTracer::step(const Instruction &in) {
 }
 
 OutputSpec BytecodeTracer::outputOf(const VarPtr &var) {
-  OutputSpec spec;
-  switch (var->kind) {
-  case Var::Kind::Tensor:
-    return tensorOutput(var->tensor);
-  case Var::Kind::Constant:
-  case Var::Kind::Object:
-    guardObjectIdentity(var); // a returned module is this instance
-    spec.kind = OutputSpec::Kind::Constant;
-    spec.constant = var->object;
-    return spec;
-  case Var::Kind::Dict:
-  case Var::Kind::Tuple:
-    if (var->isSet)
-      unsupported("returning a set made during capture");
-    if (var->source >= 0 && (var->kind == Var::Kind::Dict || var->isList)) {
-      // The caller's own dict or list (stores into it are repeated by the
-      // run): the object itself, as eager returns it.
-      spec.kind = OutputSpec::Kind::Source;
-      spec.index = var->source;
-      return spec;
-    }
-    return containerSpec(var, [&](const VarPtr &item) { return outputOf(item); });
-  case Var::Kind::NewObject:
-    return objects.spec(var, [&](const VarPtr &item) { return outputOf(item); });
-  case Var::Kind::SymInt:
-    spec.kind = OutputSpec::Kind::Size;
-    spec.size = symbolic.env.canonical(var->size);
-    return spec;
-  default:
-    unsupported("returning a value the interpreter cannot rebuild");
-  }
+  return values.of(var).output(
+      var, [&](const VarPtr &item) { return outputOf(item); });
 }
 
 OutputSpec BytecodeTracer::tensorOutput(Value *value) {
@@ -570,26 +544,6 @@ OutputSpec BytecodeTracer::tensorOutput(Value *value) {
   spec.index = int(graph.outputs.size()) - 1;
   if (viewsUpdatedInput)
     result.outputsViewingUpdatedInputs.push_back(spec.index);
-  return spec;
-}
-
-OutputSpec BytecodeTracer::containerSpec(
-    const VarPtr &pointer,
-    const std::function<OutputSpec(const VarPtr &)> &itemSpec) {
-    const Var &var = *pointer;
-  OutputSpec spec;
-  if (var.source < 0 && (var.kind == Var::Kind::Dict || var.isList) &&
-      seenInThisOutput(pointer, spec))
-    return spec;
-  spec.kind = var.kind == Var::Kind::Dict ? OutputSpec::Kind::Dict
-              : var.isList                ? OutputSpec::Kind::List
-                                          : OutputSpec::Kind::Tuple;
-  if (var.kind == Var::Kind::Dict)
-    spec.keys = var.keys;
-  if (var.kind == Var::Kind::Tuple && !var.isList)
-    spec.constant = var.object; // a named tuple's class, or null
-  for (const VarPtr &item : var.items)
-    spec.items.push_back(itemSpec(item));
   return spec;
 }
 

@@ -139,12 +139,9 @@ VarPtr BytecodeTracer::moduleItem(const VarPtr &container,
   if (!dict && PySlice_Check(wanted)) {
     // layers[:n]: eager makes a new ModuleList of those children; capture
     // iterates them as a sequence of the guarded children.
-    VarPtr values = makeVar(Var::Kind::Tuple);
-    values->items = children->items;
-    VarPtr sliced = sliceItems(values, wanted);
-    if (sliced->kind == Var::Kind::Tuple)
-      sliced->isList = false;
-    return sliced;
+    VarPtr sequence = makeVar(Var::Kind::Tuple);
+    sequence->items = children->items;
+    return subscript(sequence, index);
   }
   if (dict || !PyLong_CheckExact(wanted))
     unsupported("module container index of the wrong type");

@@ -384,49 +384,11 @@ VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
   return constant(same != inverted ? Py_True : Py_False);
 }
 
-/// `item in container` for constants in tuples, lists and dict keys.
+/// `item in container`, as the container's kind answers it.
 VarPtr BytecodeTracer::containsOp(const VarPtr &item, const VarPtr &container,
                                   bool negated) {
-  if (container->kind == Var::Kind::NewObject) {
-    VarPtr contains = objects.pythonMethodOf(container, "__contains__");
-    VarPtr answer =
-        contains ? callAny(contains, {item}, {})
-                 : objects.callSlot("object.__contains__", {container, item}, {});
-    return negated ? logicalNot(answer) : answer;
-  }
-  if (container->kind == Var::Kind::Object && container->object &&
-      container->method.empty()) {
-    PyRef name = PyRef::steal(PyUnicode_InternFromString("__contains__"));
-    if (VarPtr method = boundMethod(container, name.get())) {
-      VarPtr answer = callAny(method, {item}, {});
-      return negated ? logicalNot(answer) : answer;
-    }
-  }
-  if (item->kind == Var::Kind::Constant &&
-      container->kind == Var::Kind::Constant) {
-    // "dynamic" in rope_type: substrings, tuples of constants.
-    int found = PySequence_Contains(container->object.get(), item->object.get());
-    if (found < 0) {
-      PyErr_Clear();
-      unsupported("'in' on constants raised");
-    }
-    return constant((found == 1) != negated ? Py_True : Py_False);
-  }
-  if (!comparableAtCapture(item))
-    unsupported("'in' with a value not known at capture");
-  bool found = false;
-  for (const VarPtr &candidate : itemsOf(container)) {
-    if (!comparableAtCapture(candidate))
-      unsupported("'in' over values not known at capture");
-    int equal = PyObject_RichCompareBool(item->object.get(),
-                                         candidate->object.get(), Py_EQ);
-    if (equal < 0) {
-      PyErr_Clear();
-      unsupported("'in' comparison raised");
-    }
-    found |= equal == 1;
-  }
-  return constant(found != negated ? Py_True : Py_False);
+  VarPtr answer = values.of(container).contains(container, item);
+  return negated ? logicalNot(answer) : answer;
 }
 
 } // namespace capture

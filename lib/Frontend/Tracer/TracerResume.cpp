@@ -21,15 +21,6 @@ namespace capture {
 
 namespace {
 
-/// Why a state cannot be handed on; caught by breakAt.
-struct CannotResume {
-  std::string why;
-};
-
-} // namespace
-
-namespace {
-
 bool usesArgumentlessSuper(PyCodeObject *code) {
   PyRef names = PyRef::steal(PyCode_GetFreevars(code));
   for (Py_ssize_t i = 0; names && i < PyTuple_GET_SIZE(names.get()); ++i)
@@ -100,111 +91,8 @@ int BytecodeTracer::stepOrBreak(size_t pc) {
 }
 
 OutputSpec BytecodeTracer::stateOf(const VarPtr &var) {
-  OutputSpec spec;
-  if ((var->kind == Var::Kind::Tuple || var->kind == Var::Kind::Dict) &&
-      var->source >= 0) {
-    // The frame's own list, tuple or dict: the object itself (lists and
-    // dicts are mutable, and code after the break may rely on identity).
-    spec.kind = OutputSpec::Kind::Source;
-    spec.index = var->source;
-    return spec;
-  }
-  switch (var->kind) {
-  case Var::Kind::Null:
-    spec.kind = OutputSpec::Kind::Null;
-    return spec;
-  case Var::Kind::Tensor:
-    // A computed view (or a value with views) would come back as a tensor
-    // of its own: the aliasing eager relies on would be lost.
-    if (isViewOrHasViews(var->tensor) &&
-        !inputs.originalInput(latestValue(var->tensor)))
-      throw CannotResume{"a live tensor is a view or has views"};
-    return tensorOutput(var->tensor);
-  case Var::Kind::Constant:
-    spec.kind = OutputSpec::Kind::Constant;
-    spec.constant = var->object;
-    return spec;
-  case Var::Kind::Object:
-    if (var->method == "__exit__" && var->setsGradMode >= 0 &&
-        var->source < 0) { // entered during capture: enter a fresh one
-      spec.kind = OutputSpec::Kind::EnteredContext;
-      spec.constant = var->object;
-      spec.index = var->setsGradMode;
-      return spec;
-    }
-    if (!var->object && (var->method.rfind("list.", 0) == 0 ||
-                         var->method.rfind("dict.", 0) == 0 ||
-                         var->method.rfind("tuple.", 0) == 0)) {
-      // The function half of a container method on the stack: the type's
-      // own (unbound) method, called with the container as self.
-      PyObject *type = reinterpret_cast<PyObject *>(
-          var->method[0] == 'l'   ? &PyList_Type
-          : var->method[0] == 't' ? &PyTuple_Type
-                                  : &PyDict_Type);
-      size_t dot = var->method.find('.');
-      spec.kind = OutputSpec::Kind::Constant;
-      spec.constant = PyRef::steal(PyObject_GetAttrString(
-          type, var->method.substr(dot + 1).c_str()));
-      if (!spec.constant) {
-        PyErr_Clear();
-        throw CannotResume{"an unknown container method " + var->method};
-      }
-      return spec;
-    }
-    if ((!var->method.empty() && var->source < 0) || !var->object)
-      throw CannotResume{"a value made during capture (" +
-                         (var->method.empty() ? std::string("object")
-                                              : var->method) +
-                         ")"};
-    if (var->source >= 0) {
-      spec.kind = OutputSpec::Kind::Source;
-      spec.index = var->source;
-      return spec;
-    }
-    // Made during capture from constants and guarded facts: the same object
-    // on every call the guards admit.
-    spec.kind = OutputSpec::Kind::Constant;
-    spec.constant = var->object;
-    return spec;
-  case Var::Kind::Tuple:
-  case Var::Kind::Dict:
-    if (var->isSet)
-      throw CannotResume{"a set made during capture is live"};
-    return containerSpec(var, [&](const VarPtr &item) { return stateOf(item); });
-  case Var::Kind::NewObject:
-    return objects.spec(var, [&](const VarPtr &item) { return stateOf(item); });
-  case Var::Kind::TensorMethod:
-    spec.kind = OutputSpec::Kind::Attribute;
-    spec.items.push_back(stateOf(var->self));
-    spec.keys.push_back(var->method);
-    return spec;
-  case Var::Kind::BoundMethod:
-    if (!var->function->object) { // dict.items, list.append, ...: by name
-      const std::string &method = var->function->method;
-      if (method.rfind("object.", 0) == 0) // a base class's, past overrides
-        throw CannotResume{"a builtin method of an object made during "
-                           "capture is live"};
-      spec.kind = OutputSpec::Kind::Attribute;
-      spec.items.push_back(stateOf(var->self));
-      spec.keys.push_back(method.substr(method.find('.') + 1));
-      return spec;
-    }
-    spec.kind = OutputSpec::Kind::Method;
-    spec.items.push_back(stateOf(var->function));
-    spec.items.push_back(stateOf(var->self));
-    return spec;
-  case Var::Kind::Iterator:
-    throw CannotResume{"an iterator is live (a break inside a loop)"};
-  case Var::Kind::SymInt:
-    spec.kind = OutputSpec::Kind::Size;
-    spec.size = symbolic.env.canonical(var->size);
-    return spec;
-  case Var::Kind::SymSlice:
-    throw CannotResume{"a slice with a symbolic bound is live"};
-  default:
-    throw CannotResume{"a closure cell or function made during capture is "
-                       "live"};
-  }
+  return values.of(var).liveState(
+      var, [&](const VarPtr &item) { return stateOf(item); });
 }
 
 std::vector<int> BytecodeTracer::withExitSlots(const Instruction &in) {

@@ -267,137 +267,7 @@ VarPtr BytecodeTracer::loadDeref(int index) {
 }
 
 VarPtr BytecodeTracer::loadAttr(const VarPtr &base, PyObject *name) {
-  std::string attribute = PyUnicode_AsUTF8(name);
-  if (base->kind == Var::Kind::Tensor)
-    return tensorAttribute(base, attribute);
-  if (base->kind == Var::Kind::Tuple)
-    for (size_t i = 0; i < base->keys.size() && i < base->items.size(); ++i)
-      if (base->keys[i] == attribute)
-        return base->items[i];
-  bool listCopy = base->kind == Var::Kind::Tuple && base->keys.empty() &&
-                  ((base->isList &&
-                    (attribute == "copy" || attribute == "append" ||
-                     attribute == "extend")) ||
-                   attribute == "index");
-  if (listCopy || (base->kind == Var::Kind::Dict &&
-                   (attribute == "items" || attribute == "keys" ||
-                    attribute == "values" || attribute == "copy" ||
-                    attribute == "get" || attribute == "pop"))) {
-    VarPtr method = makeVar(Var::Kind::BoundMethod);
-    method->self = base;
-    method->function = makeVar(Var::Kind::Object);
-    method->function->method =
-        (base->kind == Var::Kind::Dict ? "dict."
-         : base->isList               ? "list."
-                                      : "tuple.") +
-        attribute;
-    return method;
-  }
-  if (base->kind == Var::Kind::Constant && base->object) {
-    // Immutable values (strings, numbers, tuples): their attributes are
-    // data, their methods pure (folded when called on constants).
-    PyRef value = PyRef::steal(PyObject_GetAttr(base->object.get(), name));
-    if (!value)
-      PyErr_Clear();
-    else if (isConstantObject(value.get()))
-      return constant(value.get());
-    else if (PyCFunction_Check(value.get()) &&
-             PyCFunction_GET_SELF(value.get()) == base->object.get()) {
-      VarPtr method = makeVar(Var::Kind::Object);
-      method->object = value;
-      return method;
-    }
-    unsupported("attribute '" + attribute + "' of a " +
-                Py_TYPE(base->object.get())->tp_name + " constant");
-  }
-  if (base->kind == Var::Kind::NewObject)
-    return objects.attribute(base, name);
-  if (base->kind != Var::Kind::Object)
-    unsupported("attribute '" + attribute + "' of a non-object");
-  if (base->method == "super")
-    return superAttr(base, name);
-  if (base->method == "derived") {
-    // Immutable data computed at capture from guarded objects (a
-    // signature): its attributes are data too.
-    PyRef value = PyRef::steal(PyObject_GetAttr(base->object.get(), name));
-    if (!value) {
-      PyErr_Clear();
-      unsupported("attribute '" + attribute + "' of a derived value raised");
-    }
-    if (isConstantObject(value.get()))
-      return constant(value.get());
-    VarPtr derived = makeVar(Var::Kind::Object);
-    derived->object = value;
-    derived->method = "derived";
-    return derived;
-  }
-  PyObject *object = base->object.get();
-  if (VarPtr stored = storedAttribute(object, attribute))
-    return stored;
-  if (attribute == "__dict__")
-    for (const PendingStore &store : pendingStores)
-      if (!store.item && store.owner == object)
-        unsupported("__dict__ of an object with attribute stores pending");
-  if (isEnvironment(object) && attribute == "get") {
-    VarPtr get = makeVar(Var::Kind::Object);
-    get->method = "environ.get";
-    return get;
-  }
-  std::string typeName = object ? Py_TYPE(object)->tp_name : "";
-  if (typeName == "torch.dtype" || typeName == "torch.device" ||
-      typeName == "torch.finfo" || typeName == "torch.iinfo") {
-    // torch.dtype / torch.device: immutable, their attributes are data.
-    PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
-    if (!value || !isConstantObject(value.get())) {
-      PyErr_Clear();
-      unsupported("attribute '" + attribute + "' of a " +
-                  Py_TYPE(object)->tp_name);
-    }
-    return constant(value.get());
-  }
-  if (VarPtr method = boundMethod(base, name))
-    return method;
-  if (!PyModule_Check(object)) {
-    PyObject *descriptor = _PyType_Lookup(Py_TYPE(object), name);
-    // C-level slots (getset and member descriptors: __name__, __class__,
-    // __dict__, __slots__ members) read data without running Python code.
-    // A property runs its getter: inlined, so what it reads is guarded
-    // and what it would change breaks.
-    if (descriptor && PyObject_TypeCheck(descriptor, &PyProperty_Type) &&
-        base->source >= 0) {
-      return objects.readProperty(
-          classify(descriptor, guardBuilder.namedSource(Source::Kind::TypeAttr,
-                                                        base->source, name)),
-          base, attribute);
-    }
-    // A staticmethod is its function, read through the type (guarded).
-    if (descriptor && PyObject_TypeCheck(descriptor, &PyStaticMethod_Type) &&
-        base->source >= 0) {
-      PyRef function = PyRef::steal(PyObject_GetAttr(
-          reinterpret_cast<PyObject *>(Py_TYPE(object)), name));
-      if (function && PyFunction_Check(function.get()))
-        return classify(function.get(),
-                        guardBuilder.namedSource(Source::Kind::TypeAttr,
-                                                 base->source, name));
-      PyErr_Clear();
-    }
-    if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
-        !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
-        Py_TYPE(descriptor) != &PyMethodDescr_Type &&
-        Py_TYPE(descriptor) != &PyGetSetDescr_Type &&
-        Py_TYPE(descriptor) != &PyMemberDescr_Type)
-      unsupported("attribute '" + attribute +
-                  "' goes through a descriptor "
-                  "(property) that may have side effects");
-  }
-  PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
-  if (!value) {
-    PyErr_Clear();
-    unsupported("attribute '" + attribute + "' raised");
-  }
-  int parent = sourceOfObject(base);
-  return classify(value.get(),
-                  guardBuilder.namedSource(Source::Kind::Attr, parent, name));
+  return values.of(base).attribute(base, name);
 }
 
 VarPtr BytecodeTracer::environmentVariable(const VarPtr &name,
@@ -470,7 +340,7 @@ int BytecodeTracer::knownSourceOf(const VarPtr &var) {
     return var->source;
   for (const Guard &guard : guardBuilder.guards())
     if (guard.kind == Guard::Kind::Identity &&
-        guard.expected.get() == var->object.get())
+        guard.identity() == var->object.get())
       return guard.source;
   return -1;
 }

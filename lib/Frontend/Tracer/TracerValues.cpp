@@ -128,29 +128,7 @@ void BytecodeTracer::addToSet(const VarPtr &set, const VarPtr &item) {
 }
 
 std::vector<VarPtr> BytecodeTracer::itemsOf(const VarPtr &var) {
-  if (var->kind == Var::Kind::Tuple)
-    return var->items;
-  if (var->kind == Var::Kind::Iterator)
-    return std::vector<VarPtr>(var->items.begin() + long(var->position),
-                               var->items.end());
-  if (var->kind == Var::Kind::Dict) {
-    std::vector<VarPtr> keys;
-    for (const std::string &key : var->keys) {
-      PyRef name = PyRef::steal(PyUnicode_FromString(key.c_str()));
-      keys.push_back(constant(name.get()));
-    }
-    return keys;
-  }
-  if (var->kind == Var::Kind::NewObject) // through its iteration protocol
-    return iterate(var)->items;
-  if (var->kind == Var::Kind::Constant && PyTuple_Check(var->object.get())) {
-    std::vector<VarPtr> items;
-    PyObject *tuple = var->object.get();
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i)
-      items.push_back(constant(PyTuple_GET_ITEM(tuple, i)));
-    return items;
-  }
-  unsupported("unpacking or indexing a value that is not a tuple");
+  return values.of(var).items(var);
 }
 
 void BytecodeTracer::unpack(const VarPtr &var, int count) {
@@ -161,71 +139,22 @@ void BytecodeTracer::unpack(const VarPtr &var, int count) {
     push(items[size_t(i)]);
 }
 
-VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
-  if (container->kind == Var::Kind::Tensor)
-    return indexTensor(container, index);
-  if (container->kind == Var::Kind::Object && isModule(container->object.get()))
-    return moduleItem(container, index);
-  if (container->kind == Var::Kind::NewObject)
-    return objects.item(container, index);
-  bool stringKey = index->kind == Var::Kind::Constant &&
-                   PyUnicode_CheckExact(index->object.get());
-  if (container->kind == Var::Kind::Dict && stringKey) {
-    std::string key = PyUnicode_AsUTF8(index->object.get());
-    if (VarPtr value = dictEntry(container, key))
-      return value;
-    unsupported("key '" + key + "' missing (KeyError)");
-  }
-  if (container->kind == Var::Kind::Object && container->object &&
-      container->method.empty()) {
-    PyObject *object = container->object.get();
-    // A dict read from a source that capture keeps whole (large, or with
-    // keys other than strings): the one entry, guarded.
-    if (PyDict_CheckExact(object) && stringKey && container->source >= 0) {
-      PyObject *value = PyDict_GetItemWithError(object, index->object.get());
-      if (!value) {
-        PyErr_Clear();
-        unsupported("key missing from a dict (KeyError)");
-      }
-      return classify(value, guardBuilder.namedSource(Source::Kind::DictItem,
-                                                      container->source,
-                                                      index->object.get()));
-    }
-    PyRef getitem = PyRef::steal(PyUnicode_InternFromString("__getitem__"));
-    if (VarPtr method = boundMethod(container, getitem.get()))
-      return callAny(method, {index}, {});
-  }
-  if (index->kind == Var::Kind::Constant && PySlice_Check(index->object.get()))
-    return sliceItems(container, index->object.get());
-  if (index->kind != Var::Kind::Constant ||
-      !PyLong_CheckExact(index->object.get()))
-    unsupported("subscript other than a constant integer index");
-  std::vector<VarPtr> items = itemsOf(container);
-  long position = PyLong_AsLong(index->object.get());
-  if (position < 0)
-    position += long(items.size());
-  if (position < 0 || position >= long(items.size()))
-    unsupported("tuple index out of range");
-  return items[size_t(position)];
+void BytecodeTracer::unpackStarred(const VarPtr &var, int before, int after) {
+  std::vector<VarPtr> items = itemsOf(var);
+  if (int(items.size()) < before + after)
+    unsupported("not enough values to unpack");
+  for (int i = 0; i < after; ++i)
+    push(items[items.size() - 1 - size_t(i)]);
+  VarPtr rest = makeVar(Var::Kind::Tuple);
+  rest->isList = true;
+  rest->items.assign(items.begin() + before, items.end() - after);
+  push(rest);
+  for (int i = before - 1; i >= 0; --i)
+    push(items[size_t(i)]);
 }
 
-/// seq[a:b:c] of a tuple or list with constant bounds.
-VarPtr BytecodeTracer::sliceItems(const VarPtr &container, PyObject *slice) {
-  // A constant slices as Python does (a torch.Size stays a torch.Size).
-  if (container->kind == Var::Kind::Constant)
-    return foldPython(PyObject_GetItem(container->object.get(), slice));
-  std::vector<VarPtr> items = itemsOf(container);
-  Py_ssize_t start, stop, step, length;
-  if (PySlice_GetIndicesEx(slice, Py_ssize_t(items.size()), &start, &stop,
-                           &step, &length) < 0) {
-    PyErr_Clear();
-    unsupported("invalid slice of a sequence");
-  }
-  VarPtr result = makeVar(Var::Kind::Tuple);
-  result->isList = container->isList;
-  for (Py_ssize_t i = 0, at = start; i < length; ++i, at += step)
-    result->items.push_back(items[size_t(at)]);
-  return result;
+VarPtr BytecodeTracer::subscript(const VarPtr &container, const VarPtr &index) {
+  return values.of(container).subscript(container, index);
 }
 
 VarPtr BytecodeTracer::buildSlice(int count) {
@@ -469,50 +398,7 @@ VarPtr BytecodeTracer::tensorMetadata(const VarPtr &tensor,
 }
 
 VarPtr BytecodeTracer::iterate(const VarPtr &iterable) {
-  if (iterable->kind == Var::Kind::Iterator)
-    return iterable;
-  VarPtr iterator = makeVar(Var::Kind::Iterator);
-  if (iterable->kind == Var::Kind::Tuple || iterable->kind == Var::Kind::Dict) {
-    iterator->items = itemsOf(iterable);
-    return iterator;
-  }
-  if (iterable->kind == Var::Kind::NewObject && iterable->content &&
-      !objects.pythonMethodOf(iterable, "__iter__")) {
-    iterator->items = itemsOf(iterable->content); // a dict iterates its keys
-    return iterator;
-  }
-  if (iterable->kind == Var::Kind::NewObject && !iterable->content &&
-      objects.pythonMethodOf(iterable, "__getitem__")) {
-    // No __iter__, or collections.abc.Sequence's (which subscripts too).
-    static PyObject *sequenceSlot = nullptr;
-    PyObject *sequence = lookupOnce(sequenceSlot, "collections.abc", "Sequence");
-    PyRef name = PyRef::steal(PyUnicode_InternFromString("__iter__"));
-    PyObject *iter = lookupInClass(iterable->function->object.get(), nullptr,
-                                   name.get());
-    PyObject *sequenceIter =
-        sequence ? lookupInClass(sequence, nullptr, name.get()) : nullptr;
-    if (!iter || iter == sequenceIter)
-      return objects.iterateBySubscript(iterable, iterator);
-  }
-  if (iterable->kind == Var::Kind::Constant &&
-      PyRange_Check(iterable->object.get())) {
-    PyRef items = PyRef::steal(PySequence_Tuple(iterable->object.get()));
-    if (!items || PyTuple_GET_SIZE(items.get()) > 4096) {
-      PyErr_Clear();
-      unsupported("range too long to unroll");
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i)
-      iterator->items.push_back(constant(PyTuple_GET_ITEM(items.get(), i)));
-    return iterator;
-  }
-  if (iterable->kind == Var::Kind::Constant &&
-      PyTuple_Check(iterable->object.get())) {
-    iterator->items = itemsOf(iterable);
-    return iterator;
-  }
-  if (iterable->kind == Var::Kind::Object && isModule(iterable->object.get()))
-    return iterateModules(iterable, iterator);
-  unsupported("iteration over this value");
+  return values.of(iterable).iterate(iterable);
 }
 
 VarPtr BytecodeTracer::advancedIndex(const VarPtr &tensor,
@@ -525,43 +411,7 @@ VarPtr BytecodeTracer::advancedIndex(const VarPtr &tensor,
 
 void BytecodeTracer::storeSubscript(const VarPtr &container,
                                     const VarPtr &index, const VarPtr &value) {
-  if (container->kind == Var::Kind::NewObject) {
-    objects.setItem(container, index, value);
-    return;
-  }
-  if (container->kind == Var::Kind::Dict) {
-    setDictItem(container, index, value);
-    return;
-  }
-  if (container->kind == Var::Kind::Tuple && container->isList &&
-      container->keys.empty() && container->source < 0 &&
-      index->kind == Var::Kind::Constant &&
-      PyLong_CheckExact(index->object.get())) {
-    // A list made during capture (lst[i] = v): a value of the trace.
-    long position = PyLong_AsLong(index->object.get());
-    long size = long(container->items.size());
-    if (position < -size || position >= size)
-      unsupported("list assignment index out of range");
-    willMutate(container);
-    container->items[size_t(position < 0 ? position + size : position)] = value;
-    return;
-  }
-  if (container->kind != Var::Kind::Tensor)
-    unsupported("item assignment into a value that is not a tensor, dict "
-                "or list made by the frame");
-  if (value->kind == Var::Kind::Tensor) {
-    // x[i] = (a view of) x: where the source overlaps what it writes,
-    // eager refuses the overlap or copies in an order of its own; it runs
-    // eagerly.
-    Value *written = latestValue(container->tensor);
-    Value *read = latestValue(value->tensor);
-    bool shared = written == read || aliases.inOneSet(written, read);
-    if (shared && !assignsFromDisjointMemory(container, index, value))
-      unsupported("item assignment from a tensor sharing memory with its "
-                  "target");
-  }
-  updateInPlace(container, functionalSetItem(container, index, value),
-                /*overlapChecked=*/true);
+  values.of(container).storeSubscript(container, index, value);
 }
 
 bool BytecodeTracer::assignsFromDisjointMemory(const VarPtr &container,

@@ -1,0 +1,97 @@
+//===- DictValues.cpp - Dicts with constant string keys -------------------===//
+//
+// A Dict var holds string keys and, parallel to them, values as vars: a
+// dict made during capture ({...}, dict(...), **kwargs collected by an
+// inlined call) or the frame's own **kwargs (a source: stores into it are
+// repeated by each run). It unpacks and iterates over its keys; d[key] is
+// the entry of a constant string key, and any other key is missing
+// (KeyError), since no such key is in it.
+//
+//===----------------------------------------------------------------------===//
+#include "ValueHandlers.h"
+
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+
+DictValues::DictValues(BytecodeTracer &tracer)
+    : ValueHandler(tracer, "a dict") {}
+
+VarPtr DictValues::attribute(const VarPtr &value, PyObject *name) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  for (const char *method : {"items", "keys", "values", "copy", "get", "pop"})
+    if (attribute == method)
+      return containerMethod(value, "dict." + attribute);
+  return ValueHandler::attribute(value, name);
+}
+
+std::vector<VarPtr> DictValues::items(const VarPtr &value) {
+  std::vector<VarPtr> keys;
+  for (const std::string &key : value->keys) {
+    PyRef name = PyRef::steal(PyUnicode_FromString(key.c_str()));
+    keys.push_back(tracer.constant(name.get()));
+  }
+  return keys;
+}
+
+VarPtr DictValues::iterate(const VarPtr &value) {
+  VarPtr iterator = makeVar(Var::Kind::Iterator);
+  iterator->items = items(value);
+  return iterator;
+}
+
+VarPtr DictValues::length(const VarPtr &value) {
+  return tracer.integerConstant(int64_t(value->items.size()));
+}
+
+VarPtr DictValues::subscript(const VarPtr &value, const VarPtr &index) {
+  if (index->kind != Var::Kind::Constant ||
+      !PyUnicode_CheckExact(index->object.get()))
+    tracer.unsupported("a dict's key that is not a constant string (the "
+                       "dict holds none: KeyError)");
+  std::string key = PyUnicode_AsUTF8(index->object.get());
+  if (VarPtr entry = tracer.dictEntry(value, key))
+    return entry;
+  tracer.unsupported("key '" + key + "' missing (KeyError)");
+}
+
+void DictValues::storeSubscript(const VarPtr &value, const VarPtr &index,
+                                const VarPtr &item) {
+  tracer.setDictItem(value, index, item);
+}
+
+bool DictValues::truth(const VarPtr &value) { return !value->items.empty(); }
+
+VarPtr DictValues::type(const VarPtr &value) {
+  PyObject *type = reinterpret_cast<PyObject *>(&PyDict_Type);
+  if (value->source >= 0)
+    tracer.guardBuilder.guardObject(Guard::Kind::TypeIs, value->source, type);
+  return classVar(type);
+}
+
+VarPtr DictValues::isInstance(const VarPtr &, PyObject *classes) {
+  return builtinIsInstance(&PyDict_Type, classes);
+}
+
+int DictValues::callable(const VarPtr &) { return 0; }
+
+OutputSpec DictValues::output(const VarPtr &value, const ItemSpec &itemSpec) {
+  return liveState(value, itemSpec);
+}
+
+OutputSpec DictValues::liveState(const VarPtr &value,
+                                 const ItemSpec &itemSpec) {
+  if (value->source >= 0) {
+    // The caller's own dict (stores into it are repeated by the run): the
+    // object itself, as eager returns it.
+    OutputSpec spec;
+    spec.kind = OutputSpec::Kind::Source;
+    spec.index = value->source;
+    return spec;
+  }
+  return SequenceValues::containerSpec(tracer, value, itemSpec);
+}
+
+} // namespace capture
+} // namespace dynafuse

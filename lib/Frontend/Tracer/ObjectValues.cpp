@@ -1,0 +1,255 @@
+//===- ObjectValues.cpp - Objects read from sources -----------------------===//
+//
+// Modules, functions, classes and other objects the code reads from its
+// locals, globals and attributes are guarded by identity, so what Python
+// says of them now holds on every call the guards admit. Module containers
+// index and iterate through their guarded _modules; other objects through
+// their own __getitem__, __len__ and __contains__, inlined. A dict capture
+// keeps whole answers a string key with that entry, guarded, and len() with
+// its guarded length.
+//
+//===----------------------------------------------------------------------===//
+#include "ValueHandlers.h"
+
+#include "BytecodeTracer.h"
+
+namespace dynafuse {
+namespace capture {
+ObjectValues::ObjectValues(BytecodeTracer &tracer)
+    : ValueHandler(tracer, "an object") {}
+
+VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  if (base->method == "super")
+    return tracer.superAttr(base, name);
+  if (base->method == "derived") {
+    // Immutable data computed at capture from guarded objects (a
+    // signature): its attributes are data too.
+    PyRef value = PyRef::steal(PyObject_GetAttr(base->object.get(), name));
+    if (!value) {
+      PyErr_Clear();
+      tracer.unsupported("attribute '" + attribute +
+                         "' of a derived value raised");
+    }
+    if (isConstantObject(value.get()))
+      return tracer.constant(value.get());
+    VarPtr derived = makeVar(Var::Kind::Object);
+    derived->object = value;
+    derived->method = "derived";
+    return derived;
+  }
+  PyObject *object = base->object.get();
+  if (VarPtr stored = tracer.storedAttribute(object, attribute))
+    return stored;
+  if (attribute == "__dict__")
+    for (const BytecodeTracer::PendingStore &store : tracer.pendingStores)
+      if (!store.item && store.owner == object)
+        tracer.unsupported(
+            "__dict__ of an object with attribute stores pending");
+  if (isEnvironment(object) && attribute == "get") {
+    VarPtr get = makeVar(Var::Kind::Object);
+    get->method = "environ.get";
+    return get;
+  }
+  std::string typeName = object ? Py_TYPE(object)->tp_name : "";
+  if (typeName == "torch.dtype" || typeName == "torch.device" ||
+      typeName == "torch.finfo" || typeName == "torch.iinfo") {
+    // torch.dtype / torch.device: immutable, their attributes are data.
+    PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
+    if (!value || !isConstantObject(value.get())) {
+      PyErr_Clear();
+      tracer.unsupported("attribute '" + attribute + "' of a " +
+                         Py_TYPE(object)->tp_name);
+    }
+    return tracer.constant(value.get());
+  }
+  if (VarPtr method = tracer.boundMethod(base, name))
+    return method;
+  if (!PyModule_Check(object)) {
+    PyObject *descriptor = _PyType_Lookup(Py_TYPE(object), name);
+    // C-level slots (getset and member descriptors: __name__, __class__,
+    // __dict__, __slots__ members) read data without running Python code.
+    // A property runs its getter: inlined, so what it reads is guarded
+    // and what it would change breaks.
+    if (descriptor && PyObject_TypeCheck(descriptor, &PyProperty_Type) &&
+        base->source >= 0) {
+      return tracer.objects.readProperty(
+          tracer.classify(descriptor,
+                          tracer.guardBuilder.namedSource(
+                              Source::Kind::TypeAttr, base->source, name)),
+          base, attribute);
+    }
+    // A staticmethod is its function, read through the type (guarded).
+    if (descriptor && PyObject_TypeCheck(descriptor, &PyStaticMethod_Type) &&
+        base->source >= 0) {
+      PyRef function = PyRef::steal(PyObject_GetAttr(
+          reinterpret_cast<PyObject *>(Py_TYPE(object)), name));
+      if (function && PyFunction_Check(function.get()))
+        return tracer.classify(function.get(),
+                               tracer.guardBuilder.namedSource(
+                                   Source::Kind::TypeAttr, base->source, name));
+      PyErr_Clear();
+    }
+    if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
+        !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
+        Py_TYPE(descriptor) != &PyMethodDescr_Type &&
+        Py_TYPE(descriptor) != &PyGetSetDescr_Type &&
+        Py_TYPE(descriptor) != &PyMemberDescr_Type)
+      tracer.unsupported("attribute '" + attribute +
+                         "' goes through a descriptor "
+                         "(property) that may have side effects");
+  }
+  PyRef value = PyRef::steal(PyObject_GetAttr(object, name));
+  if (!value) {
+    PyErr_Clear();
+    tracer.unsupported("attribute '" + attribute + "' raised");
+  }
+  int parent = tracer.sourceOfObject(base);
+  return tracer.classify(value.get(), tracer.guardBuilder.namedSource(
+                                          Source::Kind::Attr, parent, name));
+}
+
+VarPtr ObjectValues::iterate(const VarPtr &value) {
+  if (!isModule(value->object.get()))
+    refuse("iteration over");
+  return tracer.iterateModules(value, makeVar(Var::Kind::Iterator));
+}
+
+VarPtr ObjectValues::length(const VarPtr &value) {
+  if (value->method == "derived") {
+    Py_ssize_t length = PyObject_Length(value->object.get());
+    if (length < 0) {
+      PyErr_Clear();
+      tracer.unsupported("len of a derived value raised");
+    }
+    return tracer.integerConstant(int64_t(length));
+  }
+  if (value->object && value->method.empty()) {
+    PyRef name = PyRef::steal(PyUnicode_InternFromString("__len__"));
+    if (VarPtr method = tracer.boundMethod(value, name.get()))
+      return tracer.callAny(method, {}, {});
+  }
+  if (!PyDict_Check(value->object.get()))
+    return nullptr;
+  // A dict read from a source (a module's hook OrderedDict): its length,
+  // guarded.
+  Guard length;
+  length.kind = Guard::Kind::DictLength;
+  length.source = tracer.sourceOfObject(value);
+  length.length = size_t(PyDict_Size(value->object.get()));
+  tracer.guardBuilder.addGuard(std::move(length));
+  return tracer.integerConstant(int64_t(length.length));
+}
+
+VarPtr ObjectValues::subscript(const VarPtr &value, const VarPtr &index) {
+  if (isModule(value->object.get()))
+    return tracer.moduleItem(value, index);
+  if (value->object && value->method.empty()) {
+    PyObject *object = value->object.get();
+    // A dict read from a source that capture keeps whole (large, or with
+    // keys other than strings): the one entry, guarded.
+    bool stringKey = index->kind == Var::Kind::Constant &&
+                     PyUnicode_CheckExact(index->object.get());
+    if (PyDict_CheckExact(object) && stringKey && value->source >= 0) {
+      PyObject *entry = PyDict_GetItemWithError(object, index->object.get());
+      if (!entry) {
+        PyErr_Clear();
+        tracer.unsupported("key missing from a dict (KeyError)");
+      }
+      return tracer.classify(entry, tracer.guardBuilder.namedSource(
+                                        Source::Kind::DictItem, value->source,
+                                        index->object.get()));
+    }
+    if (VarPtr method = ownMethod(value, "__getitem__"))
+      return tracer.callAny(method, {index}, {});
+  }
+  return itemAt(value, index);
+}
+
+bool ObjectValues::truth(const VarPtr &value) {
+  if (!value->object)
+    tracer.unsupported("branch on the truth value of a value the interpreter "
+                       "cannot judge");
+  PyTypeObject *type = Py_TYPE(value->object.get());
+  bool customTruth = (type->tp_as_number && type->tp_as_number->nb_bool) ||
+                     (type->tp_as_mapping && type->tp_as_mapping->mp_length) ||
+                     (type->tp_as_sequence && type->tp_as_sequence->sq_length);
+  if (customTruth)
+    tracer.unsupported("branch on the truth value of an object");
+  return true; // Plain objects (modules, functions) are truthy.
+}
+
+VarPtr ObjectValues::contains(const VarPtr &container, const VarPtr &item) {
+  if (container->object && container->method.empty())
+    if (VarPtr method = ownMethod(container, "__contains__"))
+      return tracer.callAny(method, {item}, {});
+  return containsByEquality(items(container), item);
+}
+
+VarPtr ObjectValues::type(const VarPtr &value) {
+  if (!value->object || !value->method.empty() || value->source < 0)
+    return nullptr;
+  PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(value->object.get()));
+  tracer.guardBuilder.guardObject(Guard::Kind::TypeIs, value->source, type);
+  return classVar(type);
+}
+
+VarPtr ObjectValues::isInstance(const VarPtr &value, PyObject *classes) {
+  return value->object ? objectIsInstance(value->object.get(), classes)
+                       : nullptr;
+}
+
+int ObjectValues::callable(const VarPtr &value) {
+  return value->object ? PyCallable_Check(value->object.get()) : -1;
+}
+
+OutputSpec ObjectValues::output(const VarPtr &value, const ItemSpec &) {
+  return constantSpec(value);
+}
+
+OutputSpec ObjectValues::liveState(const VarPtr &value, const ItemSpec &) {
+  OutputSpec spec;
+  if (value->method == "__exit__" && value->setsGradMode >= 0 &&
+      value->source < 0) { // entered during capture: enter a fresh one
+    spec.kind = OutputSpec::Kind::EnteredContext;
+    spec.constant = value->object;
+    spec.index = value->setsGradMode;
+    return spec;
+  }
+  if (!value->object && (value->method.rfind("list.", 0) == 0 ||
+                         value->method.rfind("dict.", 0) == 0 ||
+                         value->method.rfind("tuple.", 0) == 0)) {
+    // The function half of a container method on the stack: the type's
+    // own (unbound) method, called with the container as self.
+    PyObject *type =
+        reinterpret_cast<PyObject *>(value->method[0] == 'l'   ? &PyList_Type
+                                     : value->method[0] == 't' ? &PyTuple_Type
+                                                               : &PyDict_Type);
+    size_t dot = value->method.find('.');
+    spec.kind = OutputSpec::Kind::Constant;
+    spec.constant = PyRef::steal(
+        PyObject_GetAttrString(type, value->method.substr(dot + 1).c_str()));
+    if (!spec.constant) {
+      PyErr_Clear();
+      throw CannotResume{"an unknown container method " + value->method};
+    }
+    return spec;
+  }
+  if ((!value->method.empty() && value->source < 0) || !value->object)
+    throw CannotResume{
+        "a value made during capture (" +
+        (value->method.empty() ? std::string("object") : value->method) + ")"};
+  if (value->source >= 0) {
+    spec.kind = OutputSpec::Kind::Source;
+    spec.index = value->source;
+    return spec;
+  }
+  // Made during capture from constants and guarded facts: the same object
+  // on every call the guards admit.
+  spec.kind = OutputSpec::Kind::Constant;
+  spec.constant = value->object;
+  return spec;
+}
+
+} // namespace capture
+} // namespace dynafuse
