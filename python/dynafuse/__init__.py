@@ -121,12 +121,21 @@ def compiled_graphs():
     return _C.graphs()
 
 
+def settled_reasons():
+    """Code objects that run eagerly from now on because a guard of theirs
+    can never hold twice (an argument made afresh for every call), with
+    why; counted by stats()["settled_frames"]."""
+    return _C.settled_reasons()
+
+
 class Explanation:
     """What dynafuse.explain found: graph_count, graph_break_count,
-    break_reasons, ops_per_graph, kernels_per_graph, guards (per graph)."""
+    break_reasons, ops_per_graph, kernels_per_graph, guards (per graph),
+    settled (code objects settled into eager, with why)."""
 
-    def __init__(self, graphs, reasons):
+    def __init__(self, graphs, reasons, settled=()):
         self.graphs = graphs
+        self.settled = list(settled)
         self.graph_count = len(graphs)
         self.break_reasons = reasons
         self.graph_break_count = len(reasons)
@@ -140,16 +149,21 @@ class Explanation:
             lines.append(f"  {graph['name']} ({graph['where']}): {graph['ops']} ops, "
                          f"{graph['kernels']} kernels, {graph['extern_calls']} extern calls")
         lines += [f"  break: {reason}" for reason in self.break_reasons]
+        lines += [f"  settled: {reason}" for reason in self.settled]
         return "\n".join(lines)
 
 
-def explain(fn, *, backend="auto"):
+def explain(fn, *, backend="auto", calls=1):
     """explain(fn)(*args): forgets compiled code (like reset()), runs fn
-    compiled once and reports what was captured and why anything was not."""
+    compiled `calls` times (more than once to see recompiles and code that
+    settles into eager) and reports what was captured and why anything was
+    not."""
     def run(*args, **kwargs):
         reset()
-        compile(fn, backend=backend)(*args, **kwargs)
-        return Explanation(_C.graphs(), _C.break_reasons())
+        compiled = compile(fn, backend=backend)
+        for _ in range(calls):
+            compiled(*args, **kwargs)
+        return Explanation(_C.graphs(), _C.break_reasons(), _C.settled_reasons())
 
     return run
 
@@ -158,7 +172,9 @@ def stats():
     """Counters: captures (successful), cache_hits (compiled entries run),
     graph_breaks, compile_failures, eager_frames (frames run eagerly: at a
     break or failure, and each later call its negative entry sends to eager),
-    recompile_limit_hits, run_failures (compiled runs that failed; those
+    recompile_limit_hits, settled_frames (code objects that run eagerly
+    from then on because a guard of theirs can never hold twice: an object
+    made afresh for every call; why: settled_reasons()), run_failures (compiled runs that failed; those
     calls reran eagerly), backend_compiles (graphs handed to a code
     generator: an LLVM or NVRTC compile unless the disk cache had it),
     symbolic_captures (captures with symbolic sizes), disk_cache_hits

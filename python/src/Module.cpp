@@ -170,12 +170,13 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}",
-      "captures",
-      stats.captures,
-      "cache_hits", stats.cacheHits, "graph_breaks", stats.graphBreaks,
-      "compile_failures", stats.compileFailures, "eager_frames",
-      stats.eagerFrames, "recompile_limit_hits", stats.recompileLimitHits,
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:"
+      "l,"
+      "s:l}",
+      "captures", stats.captures, "cache_hits", stats.cacheHits, "graph_breaks",
+      stats.graphBreaks, "compile_failures", stats.compileFailures,
+      "eager_frames", stats.eagerFrames, "recompile_limit_hits",
+      stats.recompileLimitHits, "settled_frames", stats.settledFrames,
       "run_failures", stats.runFailures, "backend_compiles",
       stats.backendCompiles, "symbolic_captures", stats.symbolicCaptures,
       "disk_cache_hits", long(DiskCache::stats().hits), "weight_prepacks",
@@ -225,6 +226,16 @@ PyObject *pyGraphs(PyObject *, PyObject *) {
 PyObject *pyBreakReasons(PyObject *, PyObject *) {
   PyObject *list = PyList_New(0);
   for (const std::string &reason : graphBreakReasons()) {
+    PyObject *text = PyUnicode_FromString(reason.c_str());
+    PyList_Append(list, text);
+    Py_DECREF(text);
+  }
+  return list;
+}
+
+PyObject *pySettledReasons(PyObject *, PyObject *) {
+  PyObject *list = PyList_New(0);
+  for (const std::string &reason : settledReasons()) {
     PyObject *text = PyUnicode_FromString(reason.c_str());
     PyList_Append(list, text);
     Py_DECREF(text);
@@ -331,6 +342,8 @@ PyMethodDef methods[] = {
     {"memory_stats", pyMemoryStats, METH_NOARGS, "caching allocator counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},
     {"graphs", pyGraphs, METH_NOARGS, "what was compiled since the last reset"},
+    {"settled_reasons", pySettledReasons, METH_NOARGS,
+     "code objects settled into eager since reset(), with why"},
     {"break_reasons", pyBreakReasons, METH_NOARGS,
      "why frames ran eagerly since the last reset"},
     {"lower_graph", pyLowerGraph, METH_VARARGS,

@@ -72,6 +72,9 @@ struct CompiledGraphInfo {
 std::vector<CompiledGraphInfo> &compiledGraphs();
 /// Why frames ran eagerly since the last reset ("name: reason").
 std::vector<std::string> &graphBreakReasons();
+/// Code objects settled into eager since the last reset, with why
+/// (Frontend/Entry/Settling.h).
+std::vector<std::string> &settledReasons();
 /// Forgets every cache entry (code objects keep an empty cache).
 void resetCompiledCaches();
 /// Installs the frame callback and configures the process-wide pieces

@@ -20,6 +20,9 @@ struct CompilerStats {
   /// later call a negative entry sends to eager.
   long eagerFrames = 0;
   long recompileLimitHits = 0;
+  /// Code objects settled into eager before their recompile limit: a
+  /// guard of theirs could never hold twice (Frontend/Entry/Settling.h).
+  long settledFrames = 0;
   /// Runs of compiled entries that failed (the call then ran eagerly).
   long runFailures = 0;
   /// Modules handed to a code generator (each a compile unless the disk

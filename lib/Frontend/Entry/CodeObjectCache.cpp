@@ -88,6 +88,7 @@ void resetCodeCaches() {
     cache->skip = cache->skippedFile;
     cache->compiles = 0;
     cache->shapes = ShapeHistory();
+    cache->freshObjects.clear();
   }
 }
 

@@ -68,10 +68,14 @@ struct CodeCache {
   /// cache while the run's call_torch steps execute Python code (which may
   /// switch threads).
   std::list<std::shared_ptr<CacheEntry>> entries;
-  /// Set for code the skip policy excludes, and at the recompile limit.
+  /// Set for code the skip policy excludes, at the recompile limit, and
+  /// when the code settles into eager (Settling.h).
   bool skip = false;
   bool skippedFile = false;
   int compiles = 0;
+  /// Per source (as described), how often an entry was dropped because the
+  /// object its identity guard kept did not outlive its call (Settling.h).
+  std::map<std::string, int> freshObjects;
   /// The sizes its captures saw (automatic dynamic shapes).
   ShapeHistory shapes;
   /// Code generated for graph breaks in this code (break stubs, resume

@@ -12,10 +12,11 @@
 #include "CompileFrame.h"
 #include "EvalFrameHook.h"
 #include "RunEntry.h"
-#include "dynafuse/Torch/TorchBridge.h"
+#include "Settling.h"
 #include "dynafuse/Runtime/CachingAllocator.h"
 #include "dynafuse/Support/Logging.h"
 #include "dynafuse/Support/ThreadPool.h"
+#include "dynafuse/Torch/TorchBridge.h"
 
 #include <algorithm>
 
@@ -89,6 +90,10 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
                          BreakState *pending, int *handled) {
   std::string firstFailure;
   const GlobalState now = GlobalState::current(); // once per call
+  // Entries that can never run again (Settling.h), and the sources whose
+  // fresh objects made them so.
+  std::vector<std::shared_ptr<CacheEntry>> dead;
+  std::vector<std::string> freshSources;
   for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
     std::shared_ptr<CacheEntry> entry = *it;
     if (entry->backend != options.backend)
@@ -99,7 +104,14 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
       continue;
     SourceResolver resolver(entry->captured.sources, frame);
     std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
-    if (!guardsHold(*entry, now, resolver, failure)) {
+    const Guard *failed = nullptr;
+    if (!guardsHold(*entry, now, resolver, failure, &failed)) {
+      if (failed && canNeverHoldAgain(*entry, *failed)) {
+        dead.push_back(entry);
+        freshSources.push_back(
+            entry->captured.sources.at(size_t(failed->source))
+                .describe(entry->captured.sources));
+      }
       // A guard may run Python (__eq__), and another thread may have reset
       // the cache meanwhile: stop when this entry left it.
       if (std::find(cache.entries.begin(), cache.entries.end(), entry) ==
@@ -132,7 +144,14 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
     ++compilerStats().cacheHits;
     return runCompiledEntry(entry, resolver, frame, pending, handled);
   }
-  if (!cache.entries.empty())
+  for (const auto &entry : dead)
+    cache.entries.remove(entry);
+  if (!options.fullgraph &&
+      settleOnFreshObjects(cache, frame->code, freshSources)) {
+    *lookup = Lookup::Eager;
+    return nullptr;
+  }
+  if (!cache.entries.empty() || !dead.empty())
     logLine("recompiles", "recompiling " + codeName(frame->code) + " at " +
                               codeWhere(frame->code) +
                               ": guard failed: " + firstFailure);
@@ -288,6 +307,7 @@ void resetCompiledCaches() {
   compilerStats() = CompilerStats();
   compiledGraphs().clear();
   graphBreakReasons().clear();
+  settledReasons().clear();
 }
 
 void initializeFrameCompiler(PyObject *unsupportedError,

@@ -1,0 +1,148 @@
+"""Code whose guards can never hold twice settles into eager (issue 41):
+an argument made afresh for every call (a cache object, a config view, a
+closure) fails its identity guard on every call, and without settling the
+code recompiles on every call until its recompile limit. The entry keeps
+such objects only weakly (Guards.h), notices when one is gone, drops the
+entry, and the second time a source receives a fresh object the code runs
+eagerly for good, reported by stats() and settled_reasons()."""
+import gc
+
+import pytest
+import torch
+
+import dynafuse
+from conftest import assert_close
+
+
+class Settings:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+class SlottedSettings:
+    __slots__ = ("scale",)  # takes no weak references
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def scaled(x, settings):
+    return torch.relu(x) * settings.scale + 1
+
+
+def run_calls(compiled, calls, make_settings, x):
+    for _ in range(calls):
+        settings = make_settings()
+        assert_close(compiled(x, settings), scaled(x, settings))
+        del settings
+        gc.collect()
+
+
+def test_a_fresh_object_on_every_call_settles_the_code_into_eager():
+    x = torch.randn(4, 5).t()
+    compiled = dynafuse.compile(scaled)
+    run_calls(compiled, 3, lambda: Settings(2.0), x)
+    stats = dynafuse.stats()
+    assert stats["settled_frames"] == 1, stats
+    (reason,) = dynafuse.settled_reasons()
+    assert "scaled" in reason and "new object on every call" in reason, reason
+    captures = stats["captures"]
+    assert captures == 2, stats  # the third call settled instead of capturing
+    run_calls(compiled, 5, lambda: Settings(2.0), x)
+    assert dynafuse.stats()["captures"] == captures
+    assert dynafuse.stats()["recompile_limit_hits"] == 0
+
+
+def test_one_long_lived_object_keeps_its_compiled_entry():
+    x = torch.randn(3, 6)
+    settings = Settings(3.0)
+    compiled = dynafuse.compile(scaled)
+    for _ in range(4):
+        assert_close(compiled(x, settings), scaled(x, settings))
+        gc.collect()
+    stats = dynafuse.stats()
+    assert stats["captures"] == 1 and stats["cache_hits"] == 3, stats
+    assert stats["settled_frames"] == 0
+
+
+def test_objects_that_alternate_keep_an_entry_each():
+    x = torch.randn(2, 3)
+    first, second = Settings(2.0), Settings(5.0)
+    compiled = dynafuse.compile(scaled)
+    for settings in (first, second) * 3:
+        assert_close(compiled(x, settings), scaled(x, settings))
+        gc.collect()
+    stats = dynafuse.stats()
+    assert stats["captures"] == 2 and stats["cache_hits"] == 4, stats
+    assert stats["settled_frames"] == 0
+
+
+def test_a_dropped_object_frees_its_entry_but_one_new_object_does_not_settle():
+    x = torch.randn(3)
+    compiled = dynafuse.compile(scaled)
+    run_calls(compiled, 2, lambda: Settings(4.0), x)
+    stats = dynafuse.stats()
+    assert stats["captures"] == 2 and stats["settled_frames"] == 0, stats
+
+
+def test_objects_without_weak_references_wait_for_the_recompile_limit():
+    dynafuse.config.recompile_limit = 3
+    x = torch.randn(3)
+    compiled = dynafuse.compile(scaled)
+    run_calls(compiled, 5, lambda: SlottedSettings(2.0), x)
+    stats = dynafuse.stats()
+    assert stats["settled_frames"] == 0 and stats["recompile_limit_hits"] == 1
+    assert stats["captures"] == 3, stats
+
+
+def apply(x, fn):
+    return fn(x) + 1
+
+
+def test_a_closure_made_for_every_call_settles():
+    x = torch.randn(5)
+    compiled = dynafuse.compile(apply)
+    for _ in range(4):
+        fn = lambda t: t * 2.0  # noqa: E731
+        assert_close(compiled(x, fn), apply(x, fn))
+        del fn
+        gc.collect()
+    (reason,) = dynafuse.settled_reasons()
+    assert reason.startswith("apply at ") and "local[1]" in reason, reason
+    # apply captured twice, then ran eagerly; the lambda, called from the
+    # eager frame, is compiled on its own once (its code is the same).
+    assert dynafuse.stats()["captures"] == 3, dynafuse.stats()
+
+
+def test_fullgraph_never_settles_into_eager():
+    x = torch.randn(3)
+    compiled = dynafuse.compile(scaled, fullgraph=True)
+    run_calls(compiled, 4, lambda: Settings(2.0), x)
+    stats = dynafuse.stats()
+    assert stats["settled_frames"] == 0 and stats["captures"] == 4, stats
+
+
+def test_explain_over_several_calls_reports_what_settled():
+    x = torch.randn(3)
+
+    def caller(x):
+        settings = Settings(2.0)
+        gc.collect()
+        return scaled_in_a_frame_of_its_own(x, settings)
+
+    explanation = dynafuse.explain(caller, calls=4)(x)
+    assert any("new object on every call" in reason
+               for reason in explanation.settled), explanation
+    assert "settled:" in repr(explanation)
+
+
+@torch.compiler.disable(recursive=False)
+def _opaque(value):
+    return value
+
+
+def scaled_in_a_frame_of_its_own(x, settings):
+    # A break first: the caller's frame resumes after it and calls this one
+    # as a frame of its own, with a new Settings each time.
+    _opaque(None)
+    return torch.relu(x) * settings.scale
