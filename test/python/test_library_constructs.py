@@ -265,3 +265,93 @@ def test_kwargs_keep_the_call_order(x):
     assert actual[0][1] == ["zeta", "alpha", "mid"]
     assert actual[1][1] == ["mid", "zeta", "alpha"]
     assert_compiled()
+
+
+# ---- callables: functools.partial, bound methods, autograd.Function --------
+
+import functools  # noqa: E402
+
+
+class PartialActivation(nn.Module):
+    """transformers' GELUTanh: forward calls a functools.partial."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = functools.partial(F.gelu, approximate="tanh")
+        self.scaled = functools.partial(torch.add, alpha=2.0)
+
+    def forward(self, x):
+        return self.scaled(self.act(x), x)
+
+
+class StoredBoundMethod(nn.Module):
+    """A bound method stored on the instance (self.act = self._helper)."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = self._helper
+
+    def _helper(self, x):
+        return torch.tanh(x) * 0.5
+
+    def forward(self, x):
+        return self.act(x) + self.make(x)
+
+    @classmethod
+    def make(cls, x):  # a Python bound method made afresh by each read
+        return x * 3
+
+
+class Doubled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale=1.0):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return x * 2 * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 * ctx.scale, None
+
+
+class DoubledWithSetup(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return torch.sigmoid(x) * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (output,) = ctx.saved_tensors
+        return grad * output * (1 - output / 2)
+
+
+def uses_autograd_functions(x):
+    return Doubled.apply(x, 3.0) + DoubledWithSetup.apply(x)
+
+
+@pytest.mark.parametrize("x", INPUTS)
+@pytest.mark.parametrize("program", [PartialActivation(), StoredBoundMethod(),
+                                     uses_autograd_functions],
+                         ids=["partial", "bound_method", "autograd_function"])
+def test_callables_library_code_makes_are_one_graph(program, x):
+    with torch.no_grad():
+        expected = program(x)
+        compiled = dynafuse.compile(program, fullgraph=True)
+        for _ in range(3):  # no guard on a method object made per read
+            assert_close(compiled(x), expected, rtol=1e-5, atol=1e-5)
+    assert_compiled(1)
+
+
+def test_autograd_function_recording_a_gradient_is_not_inlined():
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(dynafuse.Unsupported, match="recording a gradient"):
+        dynafuse.compile(uses_autograd_functions, fullgraph=True)(x)
+    # Without fullgraph, the frame runs eagerly and the gradient is eager's.
+    y = dynafuse.compile(uses_autograd_functions)(x)
+    y.sum().backward()
+    expected = torch.autograd.grad(uses_autograd_functions(x).sum(), x)[0]
+    assert_close(x.grad, expected)

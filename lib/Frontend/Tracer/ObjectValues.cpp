@@ -15,11 +15,32 @@
 
 namespace dynafuse {
 namespace capture {
+namespace {
+
+PyObject *autogradFunctionClass() {
+  static PyObject *slot = nullptr;
+  return lookupOnce(slot, "torch.autograd", "Function");
+}
+
+} // namespace
+
 ObjectValues::ObjectValues(BytecodeTracer &tracer)
     : ValueHandler(tracer, "an object") {}
 
 VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
   std::string attribute = PyUnicode_AsUTF8(name);
+  PyObject *functionClass = autogradFunctionClass();
+  if (attribute == "apply" && base->object &&
+      PyType_Check(base->object.get()) && functionClass &&
+      PyType_IsSubtype(reinterpret_cast<PyTypeObject *>(base->object.get()),
+                       reinterpret_cast<PyTypeObject *>(functionClass))) {
+    // Function.apply, a builtin method made afresh by each read: the class
+    // (guarded already) and what apply is, not the method object.
+    VarPtr apply = makeVar(Var::Kind::Object);
+    apply->method = "autograd.Function.apply";
+    apply->self = base;
+    return apply;
+  }
   if (base->method == "super")
     return tracer.superAttr(base, name);
   if (base->method == "derived") {
@@ -79,7 +100,20 @@ VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
                               Source::Kind::TypeAttr, base->source, name)),
           base, attribute);
     }
-    // A staticmethod is its function, read through the type (guarded).
+    // A staticmethod is its function, read through the type (guarded); a
+    // classmethod its function bound to the type (a bound method: its
+    // function and class are what is guarded).
+    bool classMethod =
+        descriptor && PyObject_TypeCheck(descriptor, &PyClassMethod_Type);
+    if (classMethod && base->source >= 0) {
+      PyRef method = PyRef::steal(PyObject_GetAttr(
+          reinterpret_cast<PyObject *>(Py_TYPE(object)), name));
+      if (method && PyMethod_Check(method.get()))
+        return tracer.classify(method.get(),
+                               tracer.guardBuilder.namedSource(
+                                   Source::Kind::TypeAttr, base->source, name));
+      PyErr_Clear();
+    }
     if (descriptor && PyObject_TypeCheck(descriptor, &PyStaticMethod_Type) &&
         base->source >= 0) {
       PyRef function = PyRef::steal(PyObject_GetAttr(
@@ -197,6 +231,83 @@ VarPtr ObjectValues::type(const VarPtr &value) {
 VarPtr ObjectValues::isInstance(const VarPtr &value, PyObject *classes) {
   return value->object ? objectIsInstance(value->object.get(), classes)
                        : nullptr;
+}
+
+VarPtr ObjectValues::call(const VarPtr &value, const std::vector<VarPtr> &args,
+                          const Keywords &keywords) {
+  if (VarPtr result = applyWithoutGradient(value, args, keywords))
+    return result;
+  static PyObject *slot = nullptr;
+  PyObject *partialType = lookupOnce(slot, "functools", "partial");
+  if (!value->object || value->source < 0 || !partialType ||
+      Py_TYPE(value->object.get()) !=
+          reinterpret_cast<PyTypeObject *>(partialType))
+    return nullptr;
+  auto part = [&](const char *name) {
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+    PyRef read = PyRef::steal(PyObject_GetAttr(value->object.get(), key.get()));
+    if (!read) {
+      PyErr_Clear();
+      tracer.unsupported(std::string("functools.partial without ") + name);
+    }
+    return tracer.classify(
+        read.get(), tracer.guardBuilder.namedSource(Source::Kind::Attr,
+                                                    value->source, key.get()));
+  };
+  VarPtr function = part("func");
+  std::vector<VarPtr> allArgs = tracer.itemsOf(part("args"));
+  allArgs.insert(allArgs.end(), args.begin(), args.end());
+  VarPtr stored = part("keywords");
+  if (stored->kind != Var::Kind::Dict)
+    tracer.unsupported("functools.partial whose keywords capture keeps whole");
+  Keywords allKeywords; // {**partial.keywords, **keywords}, in that order
+  for (size_t i = 0; i < stored->keys.size(); ++i)
+    allKeywords[stored->keys[i]] = stored->items[i];
+  for (const auto &[name, item] : keywords)
+    allKeywords[name] = item;
+  return tracer.callAny(function, allArgs, allKeywords);
+}
+
+VarPtr ObjectValues::applyWithoutGradient(const VarPtr &value,
+                                          const std::vector<VarPtr> &args,
+                                          const Keywords &keywords) {
+  if (value->method != "autograd.Function.apply")
+    return nullptr;
+  const VarPtr &function = value->self; // the Function subclass
+  auto *cls = reinterpret_cast<PyTypeObject *>(function->object.get());
+  PyObject *functionClass = autogradFunctionClass();
+  std::vector<VarPtr> inputs(args.begin(), args.end());
+  if (tracer.gradMode)
+    for (const VarPtr &input : inputs)
+      if (input->kind == Var::Kind::Tensor &&
+          tracer.inputs.requiresGrad(tracer.latestValue(input->tensor)))
+        tracer.unsupported(std::string(cls->tp_name) +
+                           ".apply recording a gradient (autograd.Function "
+                           "in training)");
+  // forward(ctx, *args), or forward(*args) with a setup_context of its
+  // own (which only prepares backward: not run).
+  PyRef setupName = PyRef::steal(PyUnicode_InternFromString("setup_context"));
+  PyObject *setup =
+      lookupInClass(function->object.get(), nullptr, setupName.get());
+  PyObject *baseSetup = lookupInClass(functionClass, nullptr, setupName.get());
+  bool takesContext = setup == baseSetup;
+  PyRef forwardName = PyRef::steal(PyUnicode_InternFromString("forward"));
+  VarPtr forward = tracer.loadAttr(function, forwardName.get());
+  if (takesContext) {
+    static PyObject *contextSlot = nullptr;
+    PyObject *contextClass =
+        lookupOnce(contextSlot, "dynafuse.functional", "FunctionContext");
+    if (!contextClass)
+      tracer.unsupported("dynafuse.functional.FunctionContext is missing");
+    VarPtr context = tracer.objects.construct(
+        tracer.fixedObject(PyRef::borrow(contextClass),
+                           "dynafuse.functional.FunctionContext"),
+        {}, {});
+    if (!context)
+      tracer.unsupported("making an autograd.Function context");
+    inputs.insert(inputs.begin(), context);
+  }
+  return tracer.callAny(forward, inputs, keywords);
 }
 
 int ObjectValues::callable(const VarPtr &value) {

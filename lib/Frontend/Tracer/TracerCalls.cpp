@@ -110,6 +110,8 @@ void BytecodeTracer::call(int argc) {
 VarPtr BytecodeTracer::callAny(const VarPtr &callee,
                                const std::vector<VarPtr> &args,
                                const Keywords &keywords) {
+  if (VarPtr result = values.of(callee).call(callee, args, keywords))
+    return result;
   if (callee->kind == Var::Kind::BoundMethod) {
     std::vector<VarPtr> withSelf{callee->self};
     withSelf.insert(withSelf.end(), args.begin(), args.end());

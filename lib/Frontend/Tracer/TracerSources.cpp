@@ -28,6 +28,23 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
     return tupleOfSource(object, source);
   if (VarPtr exit = gradModeExit(object, source))
     return exit;
+  if (PyMethod_Check(object) && !opTable().function(object)) {
+    // A Python bound method (Function.apply read off its class, a method
+    // stored on an instance): its function and its self, each read through
+    // a guarded attribute source. The method object itself is made afresh
+    // by each attribute read, so its identity is nothing to guard.
+    auto part = [&](const char *name) {
+      PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+      return classify(
+          name[2] == 'f' ? PyMethod_GET_FUNCTION(object)
+                         : PyMethod_GET_SELF(object),
+          guardBuilder.namedSource(Source::Kind::Attr, source, key.get()));
+    };
+    VarPtr method = makeVar(Var::Kind::BoundMethod);
+    method->function = part("__func__");
+    method->self = part("__self__");
+    return method;
+  }
   if (PyDict_CheckExact(object) && PyDict_Size(object) <= 64)
     if (VarPtr dict = dictOfSource(object, source))
       return dict;

@@ -56,6 +56,11 @@ VarPtr ValueHandler::type(const VarPtr &) { return nullptr; }
 
 VarPtr ValueHandler::isInstance(const VarPtr &, PyObject *) { return nullptr; }
 
+VarPtr ValueHandler::call(const VarPtr &, const std::vector<VarPtr> &,
+                          const Keywords &) {
+  return nullptr;
+}
+
 int ValueHandler::callable(const VarPtr &) { return -1; }
 
 OutputSpec ValueHandler::output(const VarPtr &, const ItemSpec &) {

@@ -64,6 +64,11 @@ public:
   /// isinstance(value, classes): a constant bool var, or null where not
   /// judged here.
   virtual VarPtr isInstance(const VarPtr &value, PyObject *classes);
+  /// value(*args, **keywords) where the kind itself knows how (a
+  /// functools.partial); null leaves the call to the generic call paths
+  /// (op table, builtins, inlining).
+  virtual VarPtr call(const VarPtr &value, const std::vector<VarPtr> &args,
+                      const Keywords &keywords);
   /// callable(value): 1 or 0, or -1 where not judged here.
   virtual int callable(const VarPtr &value);
   /// The value in the frame's return value.

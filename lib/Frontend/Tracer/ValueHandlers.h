@@ -67,6 +67,20 @@ public:
 class ObjectValues : public ValueHandler {
 public:
   explicit ObjectValues(BytecodeTracer &tracer);
+  /// A functools.partial: its function called with its arguments first
+  /// and its keywords under the call's (each read through a guarded
+  /// attribute source). torch.autograd.Function.apply for a call that
+  /// records no gradient: the class's forward inlined with a
+  /// dynafuse.functional.FunctionContext as ctx.
+  VarPtr call(const VarPtr &value, const std::vector<VarPtr> &args,
+              const Keywords &keywords) override;
+
+private:
+  VarPtr applyWithoutGradient(const VarPtr &value,
+                              const std::vector<VarPtr> &args,
+                              const Keywords &keywords);
+
+public:
   VarPtr type(const VarPtr &value) override;
   VarPtr isInstance(const VarPtr &value, PyObject *classes) override;
   VarPtr attribute(const VarPtr &value, PyObject *name) override;
