@@ -7,14 +7,16 @@ library_models.py measures a model (one process, interleaved rounds,
 torch.compile's graph count from torch._dynamo.explain beside ours):
 Dynafuse's graphs, breaks, eager frames and settled frames after the
 timed calls, whether it matches eager, its first-call time and its speed
-against eager; with --inductor torch.compile's speed too.
+against eager after --warmup calls (the steady state: code that breaks has
+settled by then); with --inductor torch.compile's speed too.
 
 Architectures that cannot be built this way (a config field the shrinking
 breaks, a model needing extra inputs) are listed with why, and counted
 apart: they say nothing of either compiler.
 
     .venv/bin/python benchmarks/transformers_suite.py [--only gemma bloom ...]
-        [--limit N] [--inductor] [--runs 5] [--markdown docs/transformers-suite.md]
+        [--limit N] [--sample N] [--inductor] [--runs 5] [--warmup 8]
+        [--markdown docs/transformers-suite.md]
 """
 import argparse
 import statistics
@@ -68,14 +70,18 @@ def shrink(config):
     return config
 
 
-def architectures(selected, limit=None):
-    """(model type, base model class name) of every architecture."""
+def architectures(selected, limit=None, sample=None):
+    """(model type, base model class name) of every architecture (or the
+    first `limit`, or `sample` of them evenly spaced in alphabetical
+    order)."""
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
     names = sorted(MODEL_MAPPING_NAMES.items())
     if selected:
         names = [(k, v) for k, v in names if k in selected]
     if limit:
         names = names[:limit]
+    if sample and sample < len(names):
+        names = [names[i * len(names) // sample] for i in range(sample)]
     for model_type, class_name in names:
         if isinstance(class_name, (list, tuple)):
             class_name = class_name[0]
@@ -138,6 +144,10 @@ def measure(model_type, class_name, args):
             row["tc_graphs"] = explained.graph_count
         except Exception:  # noqa: BLE001
             row["tc_graphs"] = "error"
+        # The steady state: code that breaks captures its pieces over the
+        # first calls and settles (decision 116) before the timed rounds.
+        for _ in range(args.warmup):
+            compiled(*positional, **keywords)
         calls = [lambda: compiled(*positional, **keywords)]
         if args.inductor:
             dynamo.reset()
@@ -181,15 +191,19 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--limit", type=int)
+    parser.add_argument("--sample", type=int,
+                        help="this many architectures, evenly spaced")
     parser.add_argument("--inductor", action="store_true")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=8,
+                        help="untimed compiled calls after the first")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     torch.set_num_threads(2)
     import transformers
     transformers.logging.set_verbosity_error()
     rows = []
-    for model_type, class_name in architectures(args.only, args.limit):
+    for model_type, class_name in architectures(args.only, args.limit, args.sample):
         try:
             row = measure(model_type, class_name, args)
         except Exception as error:  # noqa: BLE001

@@ -355,3 +355,108 @@ def test_autograd_function_recording_a_gradient_is_not_inlined():
     y.sum().backward()
     expected = torch.autograd.grad(uses_autograd_functions(x).sum(), x)[0]
     assert_close(x.grad, expected)
+
+
+# ---- lists, tensor iteration, string paddings, statistics-free batch norm --
+
+def list_arithmetic(x):
+    to_cat = [x, x * 2]
+    joined = to_cat + [x + 1]  # timm's DenseNet: to_cat + [x]
+    joined += (x - 1,)
+    tiled = [x] * 2 + 2 * [x * 3]
+    return torch.cat(joined + tiled, 0), len(joined), x.is_cpu
+
+
+def tensor_iteration(x):
+    rows = [row * k for row, k in zip(x.unbind(0), range(x.shape[0]))]
+    listed = list(x)
+    doubled = [row * 2 for row in x]
+    first, *rest = x
+    return rows, listed[-1] if listed else x, doubled, first, len(rest)
+
+
+class StringPaddings(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.valid = nn.Conv2d(4, 3, 3, padding="valid")
+        self.same = nn.Conv2d(4, 3, 3, padding="same", dilation=2)
+        self.same1d = nn.Conv1d(4, 4, 5, padding="same")
+        self.norm = nn.BatchNorm2d(3, track_running_stats=False)
+
+    def forward(self, x):
+        y = self.same1d(x.flatten(2)).view_as(x)
+        return self.norm(self.valid(y)), self.same(x)
+
+
+@pytest.mark.parametrize("program", [list_arithmetic, tensor_iteration],
+                         ids=lambda p: p.__name__)
+@pytest.mark.parametrize("x", INPUTS[:3])
+def test_lists_and_tensor_iteration(program, x):
+    actual = dynafuse.compile(program, fullgraph=True)(x)
+    assert_outputs_close(actual, program(x))
+    assert_compiled()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_string_paddings_and_batch_norm_without_statistics(layout):
+    model = StringPaddings().eval()
+    x = torch.randn(2, 4, 6, 6)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        actual = dynafuse.compile(model, fullgraph=True)(x)
+        expected = model(x)
+    assert_outputs_close(actual, expected, rtol=1e-4, atol=1e-4)
+    assert_compiled()
+
+
+def extends_the_callers_list(x, items):
+    items += [x]
+    return x + 1
+
+
+def test_extending_a_list_the_frame_did_not_make_runs_eagerly():
+    items = []
+    x = torch.randn(3)
+    with pytest.raises(dynafuse.Unsupported, match="list the frame did not make"):
+        dynafuse.compile(extends_the_callers_list, fullgraph=True)(x, items)
+    assert items == []  # the refusal changed nothing
+    dynafuse.compile(extends_the_callers_list)(x, items)
+    assert len(items) == 1 and items[0] is x
+
+
+# ---- defaults that are not constants ----------------------------------------
+
+def _double(t):
+    return t * 2
+
+
+_SHARED_SCALES = [1.0, 3.0]
+
+
+class _Offset:
+    shift = 0.5
+
+
+def applies_defaults(x, fn=_double, scales=_SHARED_SCALES, *, kind=F.relu,
+                     offset=_Offset):
+    return kind(fn(x)) * scales[1] + len(scales) + offset.shift
+
+
+def calls_with_defaults(x):
+    return applies_defaults(x) + applies_defaults(x, fn=torch.tanh)
+
+
+def test_defaults_that_are_not_constants_are_read_through_the_function():
+    x = torch.randn(3, 4)
+    compiled = dynafuse.compile(calls_with_defaults, fullgraph=True)
+    assert_close(compiled(x), calls_with_defaults(x))
+    assert_compiled()
+    # The shared default list is guarded like any source: a change to it
+    # recompiles and is seen.
+    _SHARED_SCALES[1] = 5.0
+    try:
+        assert_close(compiled(x), calls_with_defaults(x))
+        assert dynafuse.stats()["captures"] == 2
+    finally:
+        _SHARED_SCALES[1] = 3.0

@@ -4,7 +4,10 @@ closure) fails its identity guard on every call, and without settling the
 code recompiles on every call until its recompile limit. The entry keeps
 such objects only weakly (Guards.h), notices when one is gone, drops the
 entry, and the second time a source receives a fresh object the code runs
-eagerly for good, reported by stats() and settled_reasons()."""
+eagerly for good, reported by stats() and settled_reasons(). So does code
+whose value guards failed in three calls in a row (a counter, an object
+taking no weak references): values that recur keep their entries, and new
+tensor sizes are the dynamic-shapes policy's to answer."""
 import gc
 
 import pytest
@@ -85,14 +88,47 @@ def test_a_dropped_object_frees_its_entry_but_one_new_object_does_not_settle():
     assert stats["captures"] == 2 and stats["settled_frames"] == 0, stats
 
 
-def test_objects_without_weak_references_wait_for_the_recompile_limit():
-    dynafuse.config.recompile_limit = 3
+def test_objects_without_weak_references_settle_after_three_missing_calls():
     x = torch.randn(3)
     compiled = dynafuse.compile(scaled)
     run_calls(compiled, 5, lambda: SlottedSettings(2.0), x)
     stats = dynafuse.stats()
-    assert stats["settled_frames"] == 0 and stats["recompile_limit_hits"] == 1
-    assert stats["captures"] == 3, stats
+    assert stats["settled_frames"] == 1 and stats["recompile_limit_hits"] == 0
+    assert stats["captures"] == 3, stats  # misses in calls 2, 3 and 4
+    (reason,) = dynafuse.settled_reasons()
+    assert "guards failed in 3 calls in a row" in reason, reason
+
+
+def offset(x, step):
+    return x * 2 + step
+
+
+def test_a_value_that_changes_on_every_call_settles():
+    x = torch.randn(4)
+    compiled = dynafuse.compile(offset)
+    for step in range(6):  # a counter: each value seen once
+        assert_close(compiled(x, step), offset(x, step))
+    stats = dynafuse.stats()
+    assert stats["settled_frames"] == 1 and stats["captures"] == 3, stats
+
+
+def test_values_that_recur_keep_their_entries():
+    x = torch.randn(4)
+    compiled = dynafuse.compile(offset)
+    for step in (0, 1, 0, 1, 2, 0, 1, 2):
+        assert_close(compiled(x, step), offset(x, step))
+    stats = dynafuse.stats()
+    assert stats["settled_frames"] == 0 and stats["captures"] == 3, stats
+    assert stats["cache_hits"] == 5, stats
+
+
+def test_new_sizes_are_left_to_the_dynamic_shapes_policy():
+    compiled = dynafuse.compile(offset, options={"automatic_dynamic_shapes": False})
+    for n in range(2, 7):
+        x = torch.randn(n)
+        assert_close(compiled(x, 1), offset(x, 1))
+    stats = dynafuse.stats()
+    assert stats["settled_frames"] == 0 and stats["captures"] == 5, stats
 
 
 def apply(x, fn):

@@ -147,10 +147,9 @@ def test_batch_norm_unsupported_modes_fall_back_with_a_reason():
     compiled = dynafuse.compile(lambda x: model(x))
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         compiled(torch.randn(1, 4, requires_grad=True))
-    # momentum=None (a cumulative average) and no running statistics run
-    # eagerly, with the reason logged, and match eager.
-    for make in (lambda: nn.BatchNorm1d(4, momentum=None),
-                 lambda: nn.BatchNorm1d(4, track_running_stats=False)):
+    # momentum=None (a cumulative average) runs eagerly, with the reason
+    # logged, and matches eager.
+    for make in (lambda: nn.BatchNorm1d(4, momentum=None),):
         dynafuse.reset()
         model, twin = batch_norm_models(make)
         compiled = dynafuse.compile(lambda x: model(x).sum())
@@ -162,6 +161,20 @@ def test_batch_norm_unsupported_modes_fall_back_with_a_reason():
                    for reason in dynafuse._C.break_reasons()), dynafuse._C.break_reasons()
         for mine, theirs in zip(model.buffers(), twin.buffers()):
             assert_close(mine, theirs, **TOLERANCE)
+
+
+def test_batch_norm_without_running_statistics_trains_compiled():
+    # track_running_stats=False: the batch's statistics, nothing to update.
+    model, twin = batch_norm_models(lambda: nn.BatchNorm2d(3, track_running_stats=False))
+    compiled = dynafuse.compile(lambda x: (model(x) * x).sum())
+    x = torch.randn(4, 3, 5, 5, requires_grad=True)
+    twin_x = x.detach().clone().requires_grad_(True)
+    compiled(x).backward()
+    (twin(twin_x) * twin_x).sum().backward()
+    assert dynafuse.stats()["graph_breaks"] == 0 and dynafuse.stats()["captures"] == 1
+    assert_close(x.grad, twin_x.grad, **TOLERANCE)
+    for mine, theirs in zip(model.parameters(), twin.parameters()):
+        assert_close(mine.grad, theirs.grad, **TOLERANCE)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

@@ -89,6 +89,9 @@ void resetCodeCaches() {
     cache->compiles = 0;
     cache->shapes = ShapeHistory();
     cache->freshObjects.clear();
+    cache->lookupCall = -1;
+    cache->missedInLookupCall = false;
+    cache->callsMissing = 0;
   }
 }
 

@@ -76,6 +76,12 @@ struct CodeCache {
   /// Per source (as described), how often an entry was dropped because the
   /// object its identity guard kept did not outlive its call (Settling.h).
   std::map<std::string, int> freshObjects;
+  /// The outermost compiled call its last lookup was made in, whether a
+  /// lookup missed in that call, and in how many calls in a row (of those
+  /// that looked it up) a lookup missed (Settling.h).
+  long lookupCall = -1;
+  bool missedInLookupCall = false;
+  int callsMissing = 0;
   /// The sizes its captures saw (automatic dynamic shapes).
   ShapeHistory shapes;
   /// Code generated for graph breaks in this code (break stubs, resume

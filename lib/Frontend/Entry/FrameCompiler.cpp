@@ -19,6 +19,7 @@
 #include "dynafuse/Torch/TorchBridge.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace dynafuse {
 namespace {
@@ -31,7 +32,13 @@ struct ActiveCall {
   /// is off (from an extern step's Python code) stays uncompiled.
   int suppressed = 0;
   ActiveCall *outer = nullptr;
+  /// Which outermost compiled call this is part of (one count for the
+  /// whole process: Settling.h's "calls").
+  long epoch = 0;
 };
+
+/// Outermost compiled calls made so far.
+std::atomic<long> outermostCalls{0};
 
 /// The one thread-scoped slot of the frame compiler: the innermost compiled
 /// call active on this thread, null when none. It cannot be an argument:
@@ -86,7 +93,7 @@ enum class Lookup { Miss, Compiled, Eager };
 
 /// Finds the most recently hit entry whose guards hold and acts on it.
 PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
-                         const CallOptions &options, Lookup *lookup,
+                         const CallOptions &options, long epoch, Lookup *lookup,
                          BreakState *pending, int *handled) {
   std::string firstFailure;
   const GlobalState now = GlobalState::current(); // once per call
@@ -94,6 +101,10 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
   // fresh objects made them so.
   std::vector<std::shared_ptr<CacheEntry>> dead;
   std::vector<std::string> freshSources;
+  // Whether the first entry failed on a value guard (not on a tensor's
+  // type or sizes, which the dynamic-shapes policy and the recompile limit
+  // answer, nor on the global state).
+  bool firstFailedOnValue = false;
   for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
     std::shared_ptr<CacheEntry> entry = *it;
     if (entry->backend != options.backend)
@@ -106,6 +117,9 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
     std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
     const Guard *failed = nullptr;
     if (!guardsHold(*entry, now, resolver, failure, &failed)) {
+      if (failure)
+        firstFailedOnValue = failed && failed->kind != Guard::Kind::Tensor &&
+                             failed->kind != Guard::Kind::Shape;
       if (failed && canNeverHoldAgain(*entry, *failed)) {
         dead.push_back(entry);
         freshSources.push_back(
@@ -130,6 +144,7 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
                               entry->captured.resume->where.str() + ": " +
                               entry->captured.resume->reason);
     }
+    noteLookup(cache, frame->code, epoch, false);
     if (entry->isNegative()) {
       *lookup = Lookup::Eager;
       if (options.fullgraph) {
@@ -147,7 +162,9 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
   for (const auto &entry : dead)
     cache.entries.remove(entry);
   if (!options.fullgraph &&
-      settleOnFreshObjects(cache, frame->code, freshSources)) {
+      (settleOnFreshObjects(cache, frame->code, freshSources) ||
+       noteLookup(cache, frame->code, epoch, firstFailedOnValue,
+                  firstFailure))) {
     *lookup = Lookup::Eager;
     return nullptr;
   }
@@ -173,11 +190,11 @@ bool reachedRecompileLimit(CodeCache &cache, PyCodeObject *code,
 /// Cache lookup, then capture and compile; throws on graph breaks and
 /// compile failures.
 PyObject *compiledCall(CodeCache &cache, DynafuseFrame *frame,
-                       const CallOptions &options, BreakState *pending,
-                       int *handled) {
+                       const CallOptions &options, long epoch,
+                       BreakState *pending, int *handled) {
   Lookup lookup = Lookup::Miss;
   PyObject *result =
-      runCachedEntry(cache, frame, options, &lookup, pending, handled);
+      runCachedEntry(cache, frame, options, epoch, &lookup, pending, handled);
   if (lookup != Lookup::Miss)
     return result;
   if (reachedRecompileLimit(cache, frame->code,
@@ -238,10 +255,10 @@ PyObject *fallBack(CodeCache &cache, DynafuseFrame *frame,
 /// Cache lookup, capture and compile, with every failure turned into a
 /// fallback (or fullgraph's error).
 PyObject *compiledFrame(CodeCache &cache, DynafuseFrame *frame,
-                        const CallOptions &options, BreakState *pending,
-                        int *handled) {
+                        const CallOptions &options, long epoch,
+                        BreakState *pending, int *handled) {
   try {
-    return compiledCall(cache, frame, options, pending, handled);
+    return compiledCall(cache, frame, options, epoch, pending, handled);
   } catch (const Unsupported &error) {
     if (error.quiet && error.guards && !options.fullgraph) {
       addNegativeEntry(cache, options, error.what(), *error.guards, true);
@@ -280,7 +297,8 @@ PyObject *onFrame(DynafuseFrame *frame, int *handled) {
   PyObject *result = nullptr;
   {
     SuppressHook suppress(*call);
-    result = compiledFrame(*cache, frame, options, &pending, handled);
+    result =
+        compiledFrame(*cache, frame, options, call->epoch, &pending, handled);
   }
   if (!pending.point)
     return result;
@@ -323,7 +341,8 @@ void initializeFrameCompiler(PyObject *unsupportedError,
 
 PyObject *callCompiled(PyObject *fn, PyObject *args, PyObject *kwargs,
                        const CallOptions &options) {
-  ActiveCall call{options, activeCall ? activeCall->suppressed : 0, activeCall};
+  ActiveCall call{options, activeCall ? activeCall->suppressed : 0, activeCall,
+                  activeCall ? activeCall->epoch : ++outermostCalls};
   activeCall = &call;
   dynafuse_hook_enter();
   PyObject *result = PyObject_Call(fn, args, kwargs);

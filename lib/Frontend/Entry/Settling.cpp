@@ -14,6 +14,20 @@
 
 namespace dynafuse {
 
+namespace {
+
+void settle(CodeCache &cache, PyCodeObject *code, const std::string &why) {
+  cache.skip = true;
+  cache.entries.clear();
+  ++compilerStats().settledFrames;
+  std::string reason = codeName(code) + " at " + codeWhere(code) +
+                       " runs eagerly from now on: " + why;
+  settledReasons().push_back(reason);
+  logLine("recompiles", "settled: " + reason);
+}
+
+} // namespace
+
 bool canNeverHoldAgain(const CacheEntry &, const Guard &guard) {
   return guard.kind == Guard::Kind::Identity && guard.weak && !guard.identity();
 }
@@ -26,15 +40,28 @@ bool settleOnFreshObjects(CodeCache &cache, PyCodeObject *code,
       settledBy = &source;
   if (!settledBy)
     return false;
-  cache.skip = true;
-  cache.entries.clear(); // what they guard on is gone
-  ++compilerStats().settledFrames;
-  std::string reason = codeName(code) + " at " + codeWhere(code) +
-                       " runs eagerly from now on: " + *settledBy +
-                       " is a new object on every call (a guard on its "
-                       "identity can never hold twice)";
-  settledReasons().push_back(reason);
-  logLine("recompiles", "settled: " + reason);
+  settle(cache, code,
+         *settledBy + " is a new object on every call (a guard on its "
+                      "identity can never hold twice)");
+  return true;
+}
+
+bool noteLookup(CodeCache &cache, PyCodeObject *code, long call, bool missed,
+                const std::string &whyMissed) {
+  if (call != cache.lookupCall) {
+    if (cache.lookupCall >= 0 && !cache.missedInLookupCall)
+      cache.callsMissing = 0; // a call in which every lookup hit
+    cache.lookupCall = call;
+    cache.missedInLookupCall = false;
+  }
+  if (!missed || cache.missedInLookupCall)
+    return false;
+  cache.missedInLookupCall = true;
+  if (++cache.callsMissing < kMissingCallsToSettle || cache.entries.empty())
+    return false;
+  settle(cache, code,
+         "its guards failed in " + std::to_string(kMissingCallsToSettle) +
+             " calls in a row (last: " + whyMissed + ")");
   return true;
 }
 

@@ -28,6 +28,18 @@ namespace dynafuse {
 /// no later call can pass it, so entry can never run again.
 bool canNeverHoldAgain(const CacheEntry &entry, const Guard &guard);
 
+/// Records a lookup during outermost call `call` (missed: it found no
+/// entry); settles the code into eager (and returns true) when lookups
+/// missed in kMissingCallsToSettle calls in a row (a guard that holds for
+/// no later call: a value made afresh for every call that is not an object
+/// taking weak references, a counter). Calls that looked the code up only
+/// with hits break the row; a call counts once however often it missed
+/// (the layers of one model share code and miss once each in the first
+/// call only). whyMissed: the first failed guard, for the reason.
+bool noteLookup(CodeCache &cache, PyCodeObject *code, long call, bool missed,
+                const std::string &whyMissed = "");
+constexpr int kMissingCallsToSettle = 3;
+
 /// Records that the sources described (one per dropped entry) received an
 /// object that did not outlive its call; settles the code into eager (and
 /// returns true) when one of them has done so twice.

@@ -381,10 +381,9 @@ private:
                   std::map<std::string, Attribute> attributes);
 
   bool bothConstantNumbers(const VarPtr &lhs, const VarPtr &rhs);
-
   VarPtr foldPython(PyObject *value);
-
   VarPtr binaryOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
+  VarPtr listArithmetic(int kind, const VarPtr &lhs, const VarPtr &rhs);
 
   /// A torch builtin x.op_(...) outside the op table: x.copy_(src) as src
   /// broadcast and cast, others as the out-of-place op, then an in-place

@@ -95,7 +95,7 @@ CallInliner::inlineFunction(const VarPtr &function,
   if (function->source < 0)
     tracer.unsupported("call of a function created during capture");
   std::vector<VarPtr> calleeLocals =
-      bindArguments(object, callee, args, keywords);
+      bindArguments(function, callee, args, keywords);
   return inlineCode(callee, std::move(calleeLocals),
                     PyFunction_GET_GLOBALS(object),
                     PyFunction_GET_CLOSURE(object), function->source, {});
@@ -144,10 +144,27 @@ VarPtr CallInliner::inlineCode(PyCodeObject *callee,
   return iterator;
 }
 
-std::vector<VarPtr>
-CallInliner::bindArguments(PyObject *function, PyCodeObject *callee,
-                           const std::vector<VarPtr> &args,
-                           const Keywords &keywords) {
+std::vector<VarPtr> CallInliner::bindArguments(const VarPtr &functionVar,
+                                               PyCodeObject *callee,
+                                               const std::vector<VarPtr> &args,
+                                               const Keywords &keywords) {
+  PyObject *function = functionVar->object.get();
+  // A default that is not a constant (a function, a class, a list shared
+  // by every call) is read through the function's __defaults__ or
+  // __kwdefaults__, guarded as any source.
+  auto defaultValue = [&](PyObject *value, const char *holder, int index,
+                          PyObject *name) {
+    if (isConstantObject(value))
+      return tracer.constant(value);
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(holder));
+    int defaults = tracer.guardBuilder.namedSource(
+        Source::Kind::Attr, functionVar->source, key.get());
+    return tracer.classify(
+        value, name ? tracer.guardBuilder.namedSource(Source::Kind::DictItem,
+                                                      defaults, name)
+                    : tracer.guardBuilder.indexedSource(Source::Kind::Item,
+                                                        defaults, index));
+  };
   std::vector<VarPtr> slots(size_t(callee->co_nlocalsplus));
   int positional = callee->co_argcount, keywordOnly = callee->co_kwonlyargcount;
   bool varargs = callee->co_flags & CO_VARARGS;
@@ -192,7 +209,8 @@ CallInliner::bindArguments(PyObject *function, PyCodeObject *callee,
     int d = i - (positional - defaultCount);
     if (d < 0)
       tracer.unsupported("call without argument '" + nameOf(i) + "'");
-    slots[i] = tracer.constant(PyTuple_GET_ITEM(defaults, d));
+    slots[i] =
+        defaultValue(PyTuple_GET_ITEM(defaults, d), "__defaults__", d, nullptr);
   }
   PyObject *kwDefaults = PyFunction_GET_KW_DEFAULTS(function);
   for (int i = positional; i < positional + keywordOnly; ++i) {
@@ -203,7 +221,8 @@ CallInliner::bindArguments(PyObject *function, PyCodeObject *callee,
                           : nullptr;
     if (!value)
       tracer.unsupported("call without argument '" + nameOf(i) + "'");
-    slots[i] = tracer.constant(value);
+    PyRef name = PyRef::steal(PyUnicode_FromString(nameOf(i).c_str()));
+    slots[i] = defaultValue(value, "__kwdefaults__", 0, name.get());
   }
   return slots;
 }

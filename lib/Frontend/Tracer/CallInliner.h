@@ -56,11 +56,12 @@ private:
   void guardEmpty(PyObject *dict, int source, const char *what);
 
   /// The callee's initial locals: parameters bound like CPython binds them
-  /// (positional, keyword, defaults, *args, **kwargs).
-  std::vector<VarPtr>
-  bindArguments(PyObject *function, PyCodeObject *callee,
-                const std::vector<VarPtr> &args,
-                const Keywords &keywords);
+  /// (positional, keyword, defaults, *args, **kwargs); defaults that are
+  /// not constants read through the function's (guarded) source.
+  std::vector<VarPtr> bindArguments(const VarPtr &function,
+                                    PyCodeObject *callee,
+                                    const std::vector<VarPtr> &args,
+                                    const Keywords &keywords);
 };
 
 } // namespace capture

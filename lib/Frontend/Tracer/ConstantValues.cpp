@@ -40,6 +40,8 @@ VarPtr ConstantValues::attribute(const VarPtr &value, PyObject *name) {
 
 std::vector<VarPtr> ConstantValues::items(const VarPtr &value) {
   PyObject *tuple = value->object.get();
+  if (PyRange_Check(tuple)) // zip(pieces, range(n)), list(range(n))
+    return iterate(value)->items;
   if (!PyTuple_Check(tuple))
     refuse("unpacking or indexing");
   std::vector<VarPtr> all;

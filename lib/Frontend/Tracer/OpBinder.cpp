@@ -66,7 +66,56 @@ OpBinder::bind(const OpBinding &binding, const std::string &what,
     }
     bound.attributes[extra.first] = attributeOf(extra.second.get(), what);
   }
+  if (bound.op == Op::Conv1d || bound.op == Op::Conv2d)
+    spellOutPadding(bound, what);
   return bound;
+}
+
+void OpBinder::spellOutPadding(Binding &bound, const std::string &what) {
+  auto found = bound.attributes.find("padding");
+  if (found == bound.attributes.end() ||
+      !std::holds_alternative<std::string>(found->second))
+    return;
+  std::string padding = std::get<std::string>(found->second);
+  size_t spatial = bound.op == Op::Conv1d ? 1 : 2;
+  if (padding == "valid") {
+    found->second = std::vector<int64_t>(spatial, 0);
+    return;
+  }
+  if (padding != "same")
+    tracer.unsupported(what + " with padding '" + padding + "' (eager raises)");
+  // "same": dilation * (kernel - 1) in total per dim, which a symmetric
+  // padding covers when it is even (odd ones pad one side more: eager pads
+  // the input first, not taken here).
+  auto ints = [&](const char *name) {
+    std::vector<int64_t> values(spatial, 1);
+    auto attribute = bound.attributes.find(name);
+    if (attribute == bound.attributes.end())
+      return values;
+    if (const auto *one = std::get_if<int64_t>(&attribute->second))
+      return std::vector<int64_t>(spatial, *one);
+    if (const auto *list =
+            std::get_if<std::vector<int64_t>>(&attribute->second))
+      if (list->size() == spatial)
+        return *list;
+    tracer.unsupported(what + " with padding='same' and a symbolic " + name);
+  };
+  std::vector<int64_t> stride = ints("stride"), dilation = ints("dilation");
+  const TensorType &weight = bound.operands.at(1).value->type;
+  std::vector<int64_t> pads;
+  for (size_t k = 0; k < spatial; ++k) {
+    const SymExpr &kernel = weight.sizes.at(weight.rank() - spatial + k);
+    if (stride[k] != 1) // eager refuses too
+      tracer.unsupported(what + " with padding='same' and a stride");
+    if (!kernel.isConstant())
+      tracer.unsupported(what + " with padding='same' and a symbolic kernel");
+    int64_t total = dilation[k] * (kernel.constant() - 1);
+    if (total % 2)
+      tracer.unsupported(what + " with padding='same' over an even kernel "
+                                "(asymmetric)");
+    pads.push_back(total / 2);
+  }
+  found->second = pads;
 }
 
 bool OpBinder::isNoneVar(const VarPtr &var) {

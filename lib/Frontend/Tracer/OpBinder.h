@@ -84,6 +84,11 @@ private:
 
   Attribute attributeOf(PyObject *object, const std::string &what);
 
+  /// A convolution's padding="valid" or "same" as the numbers it stands
+  /// for (from the weight's kernel size and the dilation); "same" where
+  /// it pads both sides alike.
+  void spellOutPadding(Binding &bound, const std::string &what);
+
   BytecodeTracer &tracer;
 };
 

@@ -21,6 +21,27 @@ VarPtr TensorValues::attribute(const VarPtr &value, PyObject *name) {
   return tracer.tensorAttribute(value, PyUnicode_AsUTF8(name));
 }
 
+std::vector<VarPtr> TensorValues::items(const VarPtr &value) {
+  const TensorType &type = value->tensor->type;
+  if (type.rank() == 0)
+    tracer.unsupported("iteration over a 0-d tensor (TypeError)");
+  if (!type.sizes[0].isConstant())
+    tracer.unsupported("iteration over a tensor whose first dim is a "
+                       "symbolic size");
+  if (type.sizes[0].constant() > 4096)
+    tracer.unsupported("iteration over a tensor too long to unroll");
+  VarPtr pieces =
+      tracer.emit(Op::Unbind, {tracer.operandOf(value, "iteration")},
+                  {{"dim", int64_t(0)}});
+  return tracer.itemsOf(pieces);
+}
+
+VarPtr TensorValues::iterate(const VarPtr &value) {
+  VarPtr iterator = makeVar(Var::Kind::Iterator);
+  iterator->items = items(value);
+  return iterator;
+}
+
 VarPtr TensorValues::subscript(const VarPtr &value, const VarPtr &index) {
   return tracer.indexTensor(value, index);
 }

@@ -199,14 +199,18 @@ VarPtr BytecodeTracer::containerBuiltin(
   if (is("bool") && args.size() == 1) // constants folded before
     return constant(truthOf(args[0], false) ? Py_True : Py_False);
   bool container =
-      !args.empty() && (args[0]->kind == Var::Kind::Tuple ||
-                        (args[0]->kind == Var::Kind::NewObject &&
-                         (is("tuple") || is("list") || is("enumerate") ||
-                          is("zip") || is("all") || is("any") || is("sum"))) ||
-                        args[0]->kind == Var::Kind::Iterator ||
-                        args[0]->kind == Var::Kind::Dict ||
-                        (args[0]->kind == Var::Kind::Constant &&
-                         PyTuple_Check(args[0]->object.get()))); // torch.Size
+      !args.empty() &&
+      (args[0]->kind == Var::Kind::Tuple ||
+       (args[0]->kind == Var::Kind::NewObject &&
+        (is("tuple") || is("list") || is("enumerate") || is("zip") ||
+         is("all") || is("any") || is("sum"))) ||
+       args[0]->kind == Var::Kind::Iterator ||
+       args[0]->kind == Var::Kind::Dict ||
+       (args[0]->kind == Var::Kind::Tensor &&
+        (is("tuple") || is("list") || is("enumerate") || is("zip"))) ||
+       (args[0]->kind == Var::Kind::Constant &&
+        (PyTuple_Check(args[0]->object.get()) || // torch.Size
+         PyRange_Check(args[0]->object.get()))));
   bool modules = !args.empty() && args[0]->kind == Var::Kind::Object &&
                  args[0]->object && isModule(args[0]->object.get()) &&
                  (is("enumerate") || is("zip") || is("list") ||

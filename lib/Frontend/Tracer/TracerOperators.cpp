@@ -140,6 +140,8 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
       joined->items.push_back(item);
     return joined;
   }
+  if (VarPtr list = listArithmetic(kind, lhs, rhs))
+    return list;
   static const std::map<int, Op> ops = {{NB_ADD, Op::Add},
                                         {NB_SUBTRACT, Op::Sub},
                                         {NB_MULTIPLY, Op::Mul},
@@ -163,6 +165,64 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
   if (inPlace && lhs->kind == Var::Kind::Tensor)
     return updateInPlace(lhs, value);
   return value;
+}
+
+/// Lists as Python combines them: `a + b` of two lists is a new list,
+/// `a += items` extends a list the frame made (one the caller passed in
+/// would need the extension repeated by each run: refused), and `seq * n`
+/// (or `n * seq`) of a list or tuple and a constant int repeats it. Null
+/// for other operands.
+VarPtr BytecodeTracer::listArithmetic(int kind, const VarPtr &lhs,
+                                      const VarPtr &rhs) {
+  auto isList = [](const VarPtr &var) {
+    return var->kind == Var::Kind::Tuple && var->isList && var->keys.empty();
+  };
+  auto isSequence = [&](const VarPtr &var) {
+    return var->kind == Var::Kind::Tuple && !var->isSet && var->keys.empty();
+  };
+  auto isCount = [](const VarPtr &var) {
+    return var->kind == Var::Kind::Constant &&
+           PyLong_CheckExact(var->object.get());
+  };
+  if (kind == NB_INPLACE_ADD && isList(lhs)) {
+    if (lhs->source >= 0)
+      unsupported("+= on a list the frame did not make");
+    std::vector<VarPtr> added = itemsOf(rhs); // any iterable, as extend
+    willMutate(lhs);
+    lhs->items.insert(lhs->items.end(), added.begin(), added.end());
+    return lhs;
+  }
+  if (kind == NB_ADD && isList(lhs) && isList(rhs)) {
+    VarPtr joined = makeVar(Var::Kind::Tuple);
+    joined->isList = true;
+    joined->items = lhs->items;
+    joined->items.insert(joined->items.end(), rhs->items.begin(),
+                         rhs->items.end());
+    return joined;
+  }
+  bool repeatLeft = isSequence(lhs) && isCount(rhs);
+  if ((kind == NB_MULTIPLY || kind == NB_INPLACE_MULTIPLY) &&
+      (repeatLeft || (isCount(lhs) && isSequence(rhs)))) {
+    const VarPtr &sequence = repeatLeft ? lhs : rhs;
+    long count = PyLong_AsLong((repeatLeft ? rhs : lhs)->object.get());
+    if (count > 4096 || count * long(sequence->items.size()) > 65536)
+      unsupported("a sequence repeated too often to unroll");
+    if (kind == NB_INPLACE_MULTIPLY && isList(sequence) &&
+        sequence->source >= 0)
+      unsupported("*= on a list the frame did not make");
+    VarPtr repeated = makeVar(Var::Kind::Tuple);
+    repeated->isList = sequence->isList;
+    for (long i = 0; i < count; ++i)
+      repeated->items.insert(repeated->items.end(), sequence->items.begin(),
+                             sequence->items.end());
+    if (kind == NB_INPLACE_MULTIPLY && isList(sequence)) {
+      willMutate(sequence);
+      sequence->items = repeated->items;
+      return sequence;
+    }
+    return repeated;
+  }
+  return nullptr;
 }
 
 void BytecodeTracer::keepDivisionChecks() {

@@ -129,13 +129,29 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
   std::optional<Attribute> momentum = takeAttribute("momentum");
   if (!training || !std::get_if<bool>(&*training))
     unsupported("F.batch_norm with a 'training' that is not a constant bool");
-  if (!std::get<bool>(*training))
+  // The running statistics are optional operands: both or neither.
+  size_t statistics = 0;
+  for (size_t i : {1, 2}) {
+    VarPtr running =
+        argumentOf(args, keywords, i, i == 1 ? "running_mean" : "running_var");
+    statistics += running && !(running->kind == Var::Kind::Constant &&
+                               running->object.get() == Py_None);
+  }
+  if (statistics == 1)
+    unsupported("batch norm with one of its running statistics None");
+  if (!std::get<bool>(*training)) {
+    if (!statistics)
+      unsupported("batch norm in evaluation mode without running statistics "
+                  "(eager raises)");
     return emit(Op::BatchNorm, bound.operands, bound.attributes);
+  }
 
-  // Training: normalized by the batch's statistics (batch_norm_train), the
-  // running averages moved toward them in place.
+  // Training (or no running statistics, as BatchNorm2d with
+  // track_running_stats=False uses): normalized by the batch's statistics
+  // (batch_norm_train), running averages, if any, moved toward them in
+  // place.
   std::vector<Operand> operands = {bound.operands[0]};
-  operands.insert(operands.end(), bound.operands.begin() + 3,
+  operands.insert(operands.end(), bound.operands.begin() + 1 + long(statistics),
                   bound.operands.end());
   Value *x = bound.operands[0].value;
   if (!x || x->type.rank() < 2)
@@ -149,6 +165,8 @@ VarPtr BytecodeTracer::batchNorm(OpBinder::Binding &bound,
     unsupported("batch norm in training mode with one value per channel "
                 "(eager raises)");
   VarPtr results = emit(Op::BatchNormTrain, operands, bound.attributes);
+  if (!statistics)
+    return results->items[0];
   const double *rate = momentum ? std::get_if<double>(&*momentum) : nullptr;
   if (!rate)
     unsupported("batch norm in training mode with momentum None (a "

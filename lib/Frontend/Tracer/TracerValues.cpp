@@ -315,6 +315,8 @@ VarPtr BytecodeTracer::tensorAttribute(const VarPtr &base,
     return integerConstant(int64_t(type.rank()));
   if (attribute == "is_cuda")
     return constant(type.device.rfind("cuda", 0) == 0 ? Py_True : Py_False);
+  if (attribute == "is_cpu")
+    return constant(type.device == "cpu" ? Py_True : Py_False);
   if (attribute == "requires_grad")
     return constant(inputRequiresGrad(base->tensor) ||
                             inputs.requiresGrad(base->tensor)

@@ -31,6 +31,10 @@ class PythonObjects;
 class TensorValues : public ValueHandler {
 public:
   explicit TensorValues(BytecodeTracer &tracer);
+  /// Unpacking and iteration go over the first dim (unbind(0)), whose size
+  /// must be static.
+  std::vector<VarPtr> items(const VarPtr &value) override;
+  VarPtr iterate(const VarPtr &value) override;
   VarPtr type(const VarPtr &value) override;
   VarPtr isInstance(const VarPtr &value, PyObject *classes) override;
   VarPtr attribute(const VarPtr &value, PyObject *name) override;

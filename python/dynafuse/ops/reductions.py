@@ -68,7 +68,7 @@ def _tables():
         _INPUT, ("num_groups", "attr"), ("weight", "optional_operand", None),
         ("bias", "optional_operand", None), ("eps", "attr", 1e-5)])
     functions[F.batch_norm] = _spec("batch_norm", [
-        _INPUT, ("running_mean", "operand"), ("running_var", "operand"),
+        _INPUT, ("running_mean", "optional_operand"), ("running_var", "optional_operand"),
         ("weight", "optional_operand", None), ("bias", "optional_operand", None),
         ("training", "attr", False), ("momentum", "attr", 0.1), ("eps", "attr", 1e-5)])
     loss = [_INPUT, ("target", "operand"), ("weight", "fixed", None),
