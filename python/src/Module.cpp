@@ -223,24 +223,22 @@ PyObject *pyGraphs(PyObject *, PyObject *) {
   return list;
 }
 
-PyObject *pyBreakReasons(PyObject *, PyObject *) {
+PyObject *listOfStrings(const std::vector<std::string> &texts) {
   PyObject *list = PyList_New(0);
-  for (const std::string &reason : graphBreakReasons()) {
-    PyObject *text = PyUnicode_FromString(reason.c_str());
-    PyList_Append(list, text);
-    Py_DECREF(text);
+  for (const std::string &text : texts) {
+    PyObject *item = PyUnicode_FromString(text.c_str());
+    PyList_Append(list, item);
+    Py_DECREF(item);
   }
   return list;
 }
 
+PyObject *pyBreakReasons(PyObject *, PyObject *) {
+  return listOfStrings(graphBreakReasons());
+}
+
 PyObject *pySettledReasons(PyObject *, PyObject *) {
-  PyObject *list = PyList_New(0);
-  for (const std::string &reason : settledReasons()) {
-    PyObject *text = PyUnicode_FromString(reason.c_str());
-    PyList_Append(list, text);
-    Py_DECREF(text);
-  }
-  return list;
+  return listOfStrings(settledReasons());
 }
 
 PyObject *pyReset(PyObject *, PyObject *) {

@@ -460,3 +460,35 @@ def test_defaults_that_are_not_constants_are_read_through_the_function():
         assert dynafuse.stats()["captures"] == 2
     finally:
         _SHARED_SCALES[1] = 3.0
+
+
+# ---- a large registry read through super().get ------------------------------
+
+class _Registry(dict):
+    def get(self, owner):
+        return super().get(type(owner).__name__) or {}
+
+
+_REGISTRY = _Registry({f"Model{i}": {"scale": float(i)} for i in range(100)})
+_REGISTRY["Scaled"] = {"scale": 3.0}
+
+
+class Scaled(nn.Module):
+    def forward(self, x):
+        return x * _REGISTRY.get(self)["scale"]
+
+
+def test_a_large_registry_reads_only_the_entry_asked_for():
+    x = torch.randn(4)
+    compiled = dynafuse.compile(Scaled(), fullgraph=True)
+    assert_close(compiled(x), x * 3.0)
+    assert_compiled()
+    _REGISTRY["Scaled"] = {"scale": 5.0}  # the entry is guarded
+    try:
+        assert_close(compiled(x), x * 5.0)
+        assert dynafuse.stats()["captures"] == 2
+        _REGISTRY["Model0"] = {"scale": 7.0}  # other entries are not
+        assert_close(compiled(x), x * 5.0)
+        assert dynafuse.stats()["captures"] == 2
+    finally:
+        _REGISTRY["Scaled"] = {"scale": 3.0}

@@ -23,11 +23,11 @@
 #include "Guards/ShapeEnv.h"
 #include "ObjectKinds.h"
 #include "OpBinder.h"
-#include "PythonObjects.h"
 #include "SymbolicShapes.h"
 #include "TensorAliases.h"
 #include "TracedCode.h"
-#include "ValueHandlers.h"
+#include "Values/PythonObjects.h"
+#include "Values/ValueHandlers.h"
 #include "Var.h"
 
 #include "Bytecode.h"

@@ -114,6 +114,14 @@ VarPtr BytecodeTracer::superAttr(const VarPtr &proxy, PyObject *name) {
     VarPtr snapshot = PyDict_Size(selfObject) <= 64
                           ? dictOfSource(selfObject, source)
                           : nullptr;
+    if (!snapshot && wanted == "get") {
+      // A large registry: dict.get reads the one entry asked for, guarded
+      // (ObjectValues::call).
+      VarPtr get = makeVar(Var::Kind::Object);
+      get->method = "dict.get of a source";
+      get->self = proxy->self;
+      return get;
+    }
     if (!snapshot)
       unsupported("super()." + wanted + " of a large dict or one with keys "
                   "that are not strings");

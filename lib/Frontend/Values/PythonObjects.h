@@ -13,8 +13,8 @@
 #define DYNAFUSE_FRONTEND_PYTHONOBJECTS_H
 
 #include "Entry/CapturedFrame.h"
+#include "Tracer/Var.h"
 #include "ValueHandler.h"
-#include "Var.h"
 
 #include <Python.h>
 

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "ValueHandlers.h"
 
-#include "BytecodeTracer.h"
+#include "Tracer/BytecodeTracer.h"
 
 namespace dynafuse {
 namespace capture {
@@ -116,6 +116,22 @@ VarPtr ValueHandler::containsByEquality(const std::vector<VarPtr> &candidates,
     found |= equal == 1;
   }
   return tracer.constant(found ? Py_True : Py_False);
+}
+
+OutputSpec ValueHandler::sourceSpec(int source) {
+  OutputSpec spec;
+  spec.kind = OutputSpec::Kind::Source;
+  spec.index = source;
+  return spec;
+}
+
+VarPtr ValueHandler::classIsInstance(PyObject *cls, PyObject *classes) {
+  int sub = PyObject_IsSubclass(cls, classes);
+  if (sub < 0) {
+    PyErr_Clear();
+    tracer.unsupported("isinstance raised");
+  }
+  return tracer.constant(sub ? Py_True : Py_False);
 }
 
 OutputSpec ValueHandler::constantSpec(const VarPtr &value) const {

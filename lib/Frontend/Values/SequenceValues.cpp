@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "ValueHandlers.h"
 
-#include "BytecodeTracer.h"
+#include "Tracer/BytecodeTracer.h"
 
 namespace dynafuse {
 namespace capture {
@@ -96,14 +96,8 @@ VarPtr SequenceValues::type(const VarPtr &value) {
 }
 
 VarPtr SequenceValues::isInstance(const VarPtr &value, PyObject *classes) {
-  if (!value->keys.empty() && value->object) {
-    int sub = PyObject_IsSubclass(value->object.get(), classes);
-    if (sub < 0) {
-      PyErr_Clear();
-      tracer.unsupported("isinstance raised");
-    }
-    return tracer.constant(sub ? Py_True : Py_False);
-  }
+  if (!value->keys.empty() && value->object) // a named tuple made here
+    return classIsInstance(value->object.get(), classes);
   if (!value->keys.empty())
     return nullptr;
   return builtinIsInstance(value->isList ? &PyList_Type : &PyTuple_Type,
@@ -116,27 +110,15 @@ OutputSpec SequenceValues::output(const VarPtr &value,
                                   const ItemSpec &itemSpec) {
   if (value->isSet)
     tracer.unsupported("returning a set made during capture");
-  if (value->source >= 0 && value->isList) {
-    // The caller's own list (stores into it are repeated by the run): the
-    // object itself, as eager returns it.
-    OutputSpec spec;
-    spec.kind = OutputSpec::Kind::Source;
-    spec.index = value->source;
-    return spec;
-  }
+  if (value->source >= 0 && value->isList) // the caller's own list
+    return sourceSpec(value->source);
   return containerSpec(tracer, value, itemSpec);
 }
 
 OutputSpec SequenceValues::liveState(const VarPtr &value,
                                      const ItemSpec &itemSpec) {
-  if (value->source >= 0) {
-    // The frame's own list or tuple: the object itself (lists are mutable,
-    // and code after the break may rely on identity).
-    OutputSpec spec;
-    spec.kind = OutputSpec::Kind::Source;
-    spec.index = value->source;
-    return spec;
-  }
+  if (value->source >= 0) // the frame's own list or tuple, identity kept
+    return sourceSpec(value->source);
   if (value->isSet)
     throw CannotResume{"a set made during capture is live"};
   return containerSpec(tracer, value, itemSpec);

@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "PythonObjects.h"
 
-#include "BytecodeTracer.h"
+#include "Tracer/BytecodeTracer.h"
 
 namespace dynafuse {
 namespace capture {
@@ -413,12 +413,7 @@ VarPtr PythonObjects::contains(const VarPtr &object, const VarPtr &item) {
 VarPtr PythonObjects::type(const VarPtr &object) { return object->function; }
 
 VarPtr PythonObjects::isInstance(const VarPtr &object, PyObject *classes) {
-  int sub = PyObject_IsSubclass(object->function->object.get(), classes);
-  if (sub < 0) {
-    PyErr_Clear();
-    tracer.unsupported("isinstance raised");
-  }
-  return tracer.constant(sub ? Py_True : Py_False);
+  return classIsInstance(object->function->object.get(), classes);
 }
 
 int PythonObjects::callable(const VarPtr &object) {

@@ -83,6 +83,11 @@ private:
   VarPtr applyWithoutGradient(const VarPtr &value,
                               const std::vector<VarPtr> &args,
                               const Keywords &keywords);
+  /// dict.get(key) of a dict read from a source and kept whole (a large
+  /// registry, through super().get): the entry, read through a guarded
+  /// DictItem source.
+  VarPtr entryOfSourceDict(const VarPtr &dict, const std::vector<VarPtr> &args,
+                           const Keywords &keywords);
 
 public:
   VarPtr type(const VarPtr &value) override;

@@ -15,7 +15,7 @@
 #define DYNAFUSE_FRONTEND_VALUEHANDLER_H
 
 #include "Entry/CapturedFrame.h"
-#include "Var.h"
+#include "Tracer/Var.h"
 
 #include <functional>
 #include <string>
@@ -86,6 +86,11 @@ protected:
   VarPtr containsByEquality(const std::vector<VarPtr> &candidates,
                             const VarPtr &item);
   OutputSpec constantSpec(const VarPtr &value) const;
+  /// The object at `source` itself (a list or dict the caller passed in:
+  /// stores into it are repeated by the run, and identity is kept).
+  static OutputSpec sourceSpec(int source);
+  /// isinstance of an instance of the class `cls` known at capture.
+  VarPtr classIsInstance(PyObject *cls, PyObject *classes);
   /// A class known for this entry, as a var (attributes read through it).
   VarPtr classVar(PyObject *type);
   /// isinstance of a value whose concrete type may be any subclass of base

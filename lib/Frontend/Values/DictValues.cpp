@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "ValueHandlers.h"
 
-#include "BytecodeTracer.h"
+#include "Tracer/BytecodeTracer.h"
 
 namespace dynafuse {
 namespace capture {
@@ -82,14 +82,8 @@ OutputSpec DictValues::output(const VarPtr &value, const ItemSpec &itemSpec) {
 
 OutputSpec DictValues::liveState(const VarPtr &value,
                                  const ItemSpec &itemSpec) {
-  if (value->source >= 0) {
-    // The caller's own dict (stores into it are repeated by the run): the
-    // object itself, as eager returns it.
-    OutputSpec spec;
-    spec.kind = OutputSpec::Kind::Source;
-    spec.index = value->source;
-    return spec;
-  }
+  if (value->source >= 0) // the caller's own dict, as eager returns it
+    return sourceSpec(value->source);
   return SequenceValues::containerSpec(tracer, value, itemSpec);
 }
 

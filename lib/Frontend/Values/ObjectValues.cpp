@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "ValueHandlers.h"
 
-#include "BytecodeTracer.h"
+#include "Tracer/BytecodeTracer.h"
 
 namespace dynafuse {
 namespace capture {
@@ -237,6 +237,8 @@ VarPtr ObjectValues::call(const VarPtr &value, const std::vector<VarPtr> &args,
                           const Keywords &keywords) {
   if (VarPtr result = applyWithoutGradient(value, args, keywords))
     return result;
+  if (value->method == "dict.get of a source")
+    return entryOfSourceDict(value->self, args, keywords);
   static PyObject *slot = nullptr;
   PyObject *partialType = lookupOnce(slot, "functools", "partial");
   if (!value->object || value->source < 0 || !partialType ||
@@ -308,6 +310,26 @@ VarPtr ObjectValues::applyWithoutGradient(const VarPtr &value,
     inputs.insert(inputs.begin(), context);
   }
   return tracer.callAny(forward, inputs, keywords);
+}
+
+VarPtr ObjectValues::entryOfSourceDict(const VarPtr &dict,
+                                       const std::vector<VarPtr> &args,
+                                       const Keywords &keywords) {
+  if (!keywords.empty() || args.empty() || args.size() > 2 ||
+      args[0]->kind != Var::Kind::Constant ||
+      !PyUnicode_CheckExact(args[0]->object.get()))
+    tracer.unsupported("dict.get of a large dict with a key that is not a "
+                       "constant string");
+  PyObject *key = args[0]->object.get();
+  PyObject *entry = PyDict_GetItemWithError(dict->object.get(), key);
+  if (!entry) {
+    // Absent: that the key stays absent would need a guard of its own.
+    PyErr_Clear();
+    tracer.unsupported("dict.get of a key missing from a large dict");
+  }
+  return tracer.classify(
+      entry, tracer.guardBuilder.namedSource(Source::Kind::DictItem,
+                                             tracer.sourceOfObject(dict), key));
 }
 
 int ObjectValues::callable(const VarPtr &value) {

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "ValueHandlers.h"
 
-#include "BytecodeTracer.h"
+#include "Tracer/BytecodeTracer.h"
 
 namespace dynafuse {
 namespace capture {
