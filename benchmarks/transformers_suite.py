@@ -146,8 +146,13 @@ def measure(model_type, class_name, args):
             warnings.simplefilter("ignore")
             model, inputs = build(model_type, class_name)
             positional, keywords = inputs()
+            start = time.perf_counter()
             with torch.no_grad():
                 expected = model(*positional, **keywords)
+            if time.perf_counter() - start > args.max_eager_seconds:
+                raise TimeoutError(f"one eager call takes {time.perf_counter() - start:.1f} s "
+                                   f"(over --max-eager-seconds): a config this suite "
+                                   f"does not shrink")
     except Exception as error:  # noqa: BLE001 - a row per architecture
         row["unbuilt"] = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
         return row
@@ -225,6 +230,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=8,
                         help="untimed compiled calls after the first")
     parser.add_argument("--markdown")
+    parser.add_argument("--max-eager-seconds", type=float, default=1.0)
     args = parser.parse_args()
     torch.set_num_threads(2)
     import transformers

@@ -210,3 +210,39 @@ def test_what_python_refuses_raises_eagers_error(program, error):
         dynafuse.compile(program)(x)
     with pytest.raises(dynafuse.Unsupported):
         dynafuse.compile(program, fullgraph=True)(x)
+
+
+class Holder(torch.nn.Module):
+    def scale(self, t):
+        return t * 3
+
+
+def returns_methods(x, holder):
+    return holder.scale, x.add, holder.scale(x)
+
+
+def test_returned_methods_are_rebound_by_the_run():
+    x, holder = torch.randn(3), Holder()
+    method, tensor_method, value = dynafuse.compile(returns_methods, fullgraph=True)(x, holder)
+    assert method == holder.scale and tensor_method == x.add
+    assert_outputs_close(value, x * 3)
+    assert_compiled(1)
+
+
+class Output(collections.OrderedDict):
+    """A dict subclass as transformers' ModelOutput is."""
+
+
+def merges_a_dict_subclass(x):
+    output = Output()
+    output["hidden"] = x * 2
+    output["extra"] = x + 1
+    merged = dict(**output, scale=3)
+    return merged["hidden"] * merged["scale"] + merged["extra"], sorted(merged)
+
+
+def test_double_star_of_a_dict_subclass_made_in_capture():
+    x = torch.randn(2, 3)
+    actual = dynafuse.compile(merges_a_dict_subclass, fullgraph=True)(x)
+    assert_outputs_close(actual, merges_a_dict_subclass(x))
+    assert_compiled(1)

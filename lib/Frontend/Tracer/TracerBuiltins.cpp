@@ -174,9 +174,7 @@ VarPtr BytecodeTracer::containerBuiltin(
         add(both[0], both[1]);
       }
     }
-    if (keywords.size() > 1)
-      unsupported("dict() with several keywords (their order is not kept)");
-    for (const auto &[key, value] : keywords)
+    for (const auto &[key, value] : keywords) // in the call's order
       setDictEntry(made, key, value);
     return made;
   }

@@ -92,11 +92,19 @@ void BytecodeTracer::setDictItem(const VarPtr &dict, const VarPtr &key,
 }
 
 void BytecodeTracer::mergeInto(const VarPtr &dict, const VarPtr &other) {
-  if (dict->kind != Var::Kind::Dict || other->kind != Var::Kind::Dict)
+  // `**output` of an instance of a dict subclass made during capture
+  // (transformers' ModelOutput): its dict items, as CPython merges any
+  // dict whose class keeps dict's iteration.
+  VarPtr source = other;
+  if (other->kind == Var::Kind::NewObject && other->content &&
+      !objects.pythonMethodOf(other, "__iter__") &&
+      !objects.pythonMethodOf(other, "keys"))
+    source = other->content;
+  if (dict->kind != Var::Kind::Dict || source->kind != Var::Kind::Dict)
     unsupported("** unpacking of a value that is not a dict");
-  for (size_t i = 0; i < other->keys.size(); ++i) {
-    PyRef key = PyRef::steal(PyUnicode_FromString(other->keys[i].c_str()));
-    setDictItem(dict, constant(key.get()), other->items[i]);
+  for (size_t i = 0; i < source->keys.size(); ++i) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(source->keys[i].c_str()));
+    setDictItem(dict, constant(key.get()), source->items[i]);
   }
 }
 

@@ -34,8 +34,22 @@ OutputSpec TensorMethodValues::liveState(const VarPtr &value,
   return spec;
 }
 
+OutputSpec TensorMethodValues::output(const VarPtr &value,
+                                      const ItemSpec &itemSpec) {
+  return liveState(value, itemSpec);
+}
+
 BoundMethodValues::BoundMethodValues(BytecodeTracer &tracer)
     : CallableValues(tracer, "a bound method") {}
+
+OutputSpec BoundMethodValues::output(const VarPtr &value,
+                                     const ItemSpec &itemSpec) {
+  try {
+    return liveState(value, itemSpec);
+  } catch (const CannotResume &why) { // not an exception outputs catch
+    refuseBecause("returning a bound method: " + why.why);
+  }
+}
 
 OutputSpec BoundMethodValues::liveState(const VarPtr &value,
                                         const ItemSpec &itemSpec) {

@@ -27,6 +27,10 @@ VarPtr ValueHandler::attribute(const VarPtr &, PyObject *name) {
   refuse(std::string("attribute '") + PyUnicode_AsUTF8(name) + "' of");
 }
 
+void ValueHandler::refuseBecause(const std::string &why) const {
+  tracer.unsupported(why);
+}
+
 std::vector<VarPtr> ValueHandler::items(const VarPtr &) {
   refuse("unpacking or indexing");
 }

@@ -79,6 +79,9 @@ public:
 
 protected:
   [[noreturn]] void refuse(const std::string &operation) const;
+  /// The tracer's refusal with `why` as it stands (for handlers that are
+  /// not the tracer's friends).
+  [[noreturn]] void refuseBecause(const std::string &why) const;
   /// value[index] of a sequence: a slice of its items, or the item at a
   /// constant integer index.
   VarPtr itemAt(const VarPtr &value, const VarPtr &index);

@@ -186,10 +186,12 @@ public:
   int callable(const VarPtr &value) override;
 };
 
-/// A tensor's method (x.add): live as the attribute of its tensor.
+/// A tensor's method (x.add): returned or live as the attribute of its
+/// tensor.
 class TensorMethodValues : public CallableValues {
 public:
   explicit TensorMethodValues(BytecodeTracer &tracer);
+  OutputSpec output(const VarPtr &value, const ItemSpec &itemSpec) override;
   OutputSpec liveState(const VarPtr &value, const ItemSpec &itemSpec) override;
 };
 
@@ -198,6 +200,8 @@ public:
 class BoundMethodValues : public CallableValues {
 public:
   explicit BoundMethodValues(BytecodeTracer &tracer);
+  /// Returned as it is handed on live (a method a run rebinds).
+  OutputSpec output(const VarPtr &value, const ItemSpec &itemSpec) override;
   OutputSpec liveState(const VarPtr &value, const ItemSpec &itemSpec) override;
 };
 
