@@ -492,3 +492,28 @@ def test_a_large_registry_reads_only_the_entry_asked_for():
         assert dynafuse.stats()["captures"] == 2
     finally:
         _REGISTRY["Scaled"] = {"scale": 3.0}
+
+
+# ---- functools.lru_cache --------------------------------------------------------
+
+@functools.lru_cache
+def _available(name):
+    return name in ("torch", "numpy")  # an availability check
+
+
+@functools.lru_cache(maxsize=None)
+def _scaled(t, factor):  # tensors hash by identity: traced, not called
+    return t * factor
+
+
+def uses_cached_functions(x):
+    if _available("torch") and not _available("jax"):
+        x = x + 1
+    return _scaled(x, 2.0)
+
+
+def test_lru_cached_functions_are_constants_or_traced():
+    x = torch.randn(3, 2).t()
+    actual = dynafuse.compile(uses_cached_functions, fullgraph=True)(x)
+    assert_close(actual, uses_cached_functions(x))
+    assert_compiled()

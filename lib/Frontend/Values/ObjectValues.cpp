@@ -239,6 +239,49 @@ VarPtr ObjectValues::call(const VarPtr &value, const std::vector<VarPtr> &args,
     return result;
   if (value->method == "dict.get of a source")
     return entryOfSourceDict(value->self, args, keywords);
+  // An lru_cache-wrapped function (availability checks, config lookups).
+  // With constant arguments it is called now, as eager calls it: the
+  // cache answers every later call alike, so a constant result is one.
+  // Otherwise the function it wraps is traced (caching a pure function
+  // changes no result).
+  static PyObject *cacheSlot = nullptr;
+  PyObject *cacheType =
+      lookupOnce(cacheSlot, "functools", "_lru_cache_wrapper");
+  if (value->object && value->source >= 0 && cacheType &&
+      Py_TYPE(value->object.get()) ==
+          reinterpret_cast<PyTypeObject *>(cacheType)) {
+    bool constantArguments = true;
+    for (const VarPtr &arg : args)
+      constantArguments &= arg->kind == Var::Kind::Constant;
+    for (const auto &[name, arg] : keywords)
+      constantArguments &= arg->kind == Var::Kind::Constant;
+    if (constantArguments) {
+      PyRef positional = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+      for (size_t i = 0; i < args.size(); ++i)
+        PyTuple_SET_ITEM(positional.get(), Py_ssize_t(i),
+                         Py_NewRef(args[i]->object.get()));
+      PyRef named = PyRef::steal(PyDict_New());
+      for (const auto &[name, arg] : keywords)
+        PyDict_SetItemString(named.get(), name.c_str(), arg->object.get());
+      PyRef result = PyRef::steal(
+          PyObject_Call(value->object.get(), positional.get(), named.get()));
+      if (result && isConstantObject(result.get()))
+        return tracer.constant(result.get());
+      PyErr_Clear(); // traced instead: a raise happens again there
+    }
+    PyRef name = PyRef::steal(PyUnicode_InternFromString("__wrapped__"));
+    PyRef wrapped =
+        PyRef::steal(PyObject_GetAttr(value->object.get(), name.get()));
+    if (!wrapped) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    return tracer.callAny(
+        tracer.classify(wrapped.get(),
+                        tracer.guardBuilder.namedSource(
+                            Source::Kind::Attr, value->source, name.get())),
+        args, keywords);
+  }
   static PyObject *slot = nullptr;
   PyObject *partialType = lookupOnce(slot, "functools", "partial");
   if (!value->object || value->source < 0 || !partialType ||
