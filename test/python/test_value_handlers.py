@@ -246,3 +246,39 @@ def test_double_star_of_a_dict_subclass_made_in_capture():
     actual = dynafuse.compile(merges_a_dict_subclass, fullgraph=True)(x)
     assert_outputs_close(actual, merges_a_dict_subclass(x))
     assert_compiled(1)
+
+
+def compares_with_none(x, pair):
+    n = x.shape[0]  # a symbolic size under dynamic=True
+    flags = (pair is None, pair is not None, n is None, iter(pair) is None,
+             (lambda: 0) is None)
+    return x * 2 if not flags[0] else x, flags
+
+
+def test_is_none_of_values_that_are_never_none():
+    compiled = dynafuse.compile(compares_with_none, fullgraph=True, dynamic=True)
+    for rows in (3, 5):
+        x, pair = torch.randn(rows, 2), (1, 2)
+        actual = compiled(x, pair)
+        assert_outputs_close(actual, compares_with_none(x, pair))
+        assert actual[1] == (False, True, False, False, False)
+    assert dynafuse.stats()["graph_breaks"] == 0
+
+
+def iterates_by_hand(x):
+    it = iter([x, x * 2, x * 3, x * 4])
+    first = next(it)
+    rest = list(it)  # consumes it
+    after = next(it, None)
+    flags = iter((0, 0, 1, 0))
+    any(flags)  # stops at the 1
+    return first, rest, after is None, list(flags), next(iter(()), x - 1)
+
+
+def test_iter_and_next_consume_as_python_does():
+    x = torch.randn(3)
+    actual = dynafuse.compile(iterates_by_hand, fullgraph=True)(x)
+    expected = iterates_by_hand(x)
+    assert actual[2] is True and actual[3] == expected[3] == [0]
+    assert_outputs_close(actual, expected)
+    assert_compiled(1)

@@ -196,6 +196,21 @@ VarPtr BytecodeTracer::containerBuiltin(
     return args.size() == 1 ? values.of(args[0]).length(args[0]) : nullptr;
   if (is("bool") && args.size() == 1) // constants folded before
     return constant(truthOf(args[0], false) ? Py_True : Py_False);
+  if (is("iter") && args.size() == 1)
+    return iterate(args[0]);
+  if (is("next") && (args.size() == 1 || args.size() == 2) &&
+      args[0]->kind == Var::Kind::Iterator) {
+    // next(it[, default]) of an unrolled iterator: its next item, as
+    // FOR_ITER takes it.
+    VarPtr iterator = args[0];
+    if (iterator->position < iterator->items.size()) {
+      willMutate(iterator);
+      return iterator->items[iterator->position++];
+    }
+    if (args.size() == 2)
+      return args[1];
+    unsupported("next() of an exhausted iterator (StopIteration)");
+  }
   bool container =
       !args.empty() &&
       (args[0]->kind == Var::Kind::Tuple ||
@@ -218,6 +233,18 @@ VarPtr BytecodeTracer::containerBuiltin(
   // nn.Sequential / ModuleList / ModuleDict: their guarded children.
   std::vector<VarPtr> items =
       modules ? iterate(args[0])->items : itemsOf(args[0]);
+  // The eager consumers take `taken` items of an iterator argument: it is
+  // left past them (enumerate and zip are lazy in Python: left as is).
+  auto consume = [&](size_t taken) {
+    const VarPtr &iterator = args[0];
+    if (iterator->kind != Var::Kind::Iterator)
+      return;
+    willMutate(iterator);
+    iterator->position += std::min(taken, items.size());
+  };
+  bool eager = is("tuple") || is("list") || is("sorted") || is("sum");
+  if (eager)
+    consume(items.size());
   if ((is("tuple") || is("list")) && args.size() == 1) {
     VarPtr result = makeVar(Var::Kind::Tuple);
     result->items = items;
@@ -228,9 +255,12 @@ VarPtr BytecodeTracer::containerBuiltin(
     return sortedItems(items);
   if ((is("all") || is("any")) && args.size() == 1) {
     bool all = is("all");
-    for (const VarPtr &item : items)
-      if (truthOf(item, false) != all)
+    for (size_t i = 0; i < items.size(); ++i)
+      if (truthOf(items[i], false) != all) {
+        consume(i + 1); // up to the item that decided
         return constant(all ? Py_False : Py_True);
+      }
+    consume(items.size());
     return constant(all ? Py_True : Py_False);
   }
   if (is("sum") && args.size() <= 2) {

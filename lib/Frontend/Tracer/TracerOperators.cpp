@@ -419,6 +419,13 @@ void BytecodeTracer::guardSameness(const VarPtr &lhs, const VarPtr &rhs,
       same ? Guard::Kind::SameObject : Guard::Kind::OtherObject, left, right);
 }
 
+namespace {
+
+bool isNoneConstant(const VarPtr &var) {
+  return var->kind == Var::Kind::Constant && var->object.get() == Py_None;
+}
+
+} // namespace
 
 VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
                             bool inverted) {
@@ -435,6 +442,11 @@ VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
   else if ((lhs->kind == Var::Kind::Tensor && concrete(rhs)) ||
            (rhs->kind == Var::Kind::Tensor && concrete(lhs)))
     same = false; // A tensor is never None or another constant.
+  else if ((isNoneConstant(lhs) && rhs->kind != Var::Kind::Null) ||
+           (isNoneConstant(rhs) && lhs->kind != Var::Kind::Null))
+    // `x is None` of a value that is not a constant or an object read from
+    // a source (a size, a tuple, an object made during capture): never.
+    same = false;
   else if (madeDuringCapture(lhs) || madeDuringCapture(rhs))
     // An object, list or dict made during capture is itself and nothing
     // that existed before.
