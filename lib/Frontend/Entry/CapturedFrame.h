@@ -104,8 +104,10 @@ struct OutputSpec {
   /// GraphOutput: index in graph.outputs; Input: index in graph.inputs;
   /// Source: the source.
   int index = 0;
-  /// Constant: the object; Tuple: a named tuple's class (a struct sequence
-  /// such as torch.return_types.max, made from the tuple), or null.
+  /// Constant: the object; Tuple: what makes the named tuple from the
+  /// tuple of its items (a collections.namedtuple class's _make, which
+  /// runs no __new__ or __init__; a struct sequence's class, such as
+  /// torch.return_types.max), or null.
   PyRef constant;
   std::vector<OutputSpec> items;
   /// Dict: the keys of items.

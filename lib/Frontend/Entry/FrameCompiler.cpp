@@ -120,7 +120,7 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
       if (failure)
         firstFailedOnValue = failed && failed->kind != Guard::Kind::Tensor &&
                              failed->kind != Guard::Kind::Shape;
-      if (failed && canNeverHoldAgain(*entry, *failed)) {
+      if (failed && canNeverHoldAgain(*failed)) {
         dead.push_back(entry);
         freshSources.push_back(
             entry->captured.sources.at(size_t(failed->source))

@@ -245,13 +245,8 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
       PyTuple_SET_ITEM(tuple, i, build(spec.items[i]));
     if (!spec.constant)
       return tuple;
-    // A named tuple (through its _make: no __new__ or __init__ runs), or
-    // a struct sequence (torch.return_types.max) made from its items.
-    PyObject *cls = spec.constant.get();
-    PyRef make = PyRef::steal(PyObject_GetAttrString(cls, "_make"));
-    if (!make)
-      PyErr_Clear();
-    PyObject *named = PyObject_CallOneArg(make ? make.get() : cls, tuple);
+    // A named tuple or a struct sequence made from its items.
+    PyObject *named = PyObject_CallOneArg(spec.constant.get(), tuple);
     Py_DECREF(tuple);
     return named;
   }

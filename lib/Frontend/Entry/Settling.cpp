@@ -28,7 +28,7 @@ void settle(CodeCache &cache, PyCodeObject *code, const std::string &why) {
 
 } // namespace
 
-bool canNeverHoldAgain(const CacheEntry &, const Guard &guard) {
+bool canNeverHoldAgain(const Guard &guard) {
   return guard.kind == Guard::Kind::Identity && guard.weak && !guard.identity();
 }
 

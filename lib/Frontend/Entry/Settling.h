@@ -25,8 +25,8 @@
 namespace dynafuse {
 
 /// Whether guard (which just failed) compares with an object that is gone:
-/// no later call can pass it, so entry can never run again.
-bool canNeverHoldAgain(const CacheEntry &entry, const Guard &guard);
+/// no later call can pass it, so the entry holding it can never run again.
+bool canNeverHoldAgain(const Guard &guard);
 
 /// Records a lookup during outermost call `call` (missed: it found no
 /// entry); settles the code into eager (and returns true) when lookups

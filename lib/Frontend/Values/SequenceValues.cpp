@@ -221,8 +221,16 @@ OutputSpec SequenceValues::containerSpec(BytecodeTracer &tracer,
                            : OutputSpec::Kind::Tuple;
   if (dict)
     spec.keys = var.keys;
-  else if (!var.isList)
-    spec.constant = var.object; // a named tuple's class, or null
+  else if (!var.isList && var.object) {
+    // A named tuple: rebuilt through its class's _make, decided here once
+    // (a struct sequence has none and is called with the tuple).
+    spec.constant =
+        PyRef::steal(PyObject_GetAttrString(var.object.get(), "_make"));
+    if (!spec.constant) {
+      PyErr_Clear();
+      spec.constant = var.object;
+    }
+  }
   for (const VarPtr &item : var.items)
     spec.items.push_back(itemSpec(item));
   return spec;
