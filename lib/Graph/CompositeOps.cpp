@@ -480,8 +480,17 @@ std::vector<Value *> decomposeLinear(Graph &graph, const Node &node) {
     attributes["weight_prepacked"] = true;
   Value *product =
       emit(graph, node, Op::Matmul, {input(node, 0), weightT}, attributes);
-  if (node.operands.size() == 3)
+  if (node.operands.size() == 3) {
+    // Eager's addmm expands the bias to the product's shape: the bias may
+    // not widen it (a [2] bias on a [1] product raises there).
+    const std::vector<SymExpr> &sizes = product->type.sizes;
+    if (broadcastShapes(sizes, operandType(node, 2).sizes, node.location) !=
+        sizes)
+      opError(node, "the bias of shape " + operandType(node, 2).str() +
+                        " does not expand to the product's shape " +
+                        product->type.str());
     product = emit(graph, node, Op::Add, {product, input(node, 2)});
+  }
   return {product};
 }
 

@@ -151,7 +151,13 @@ def judge(expected, actual, reference, perturbed=None):
     if special.any():
         eager_right = _agree(rounded, expected, dtype)[special]
         compiled_right = _agree(rounded, actual, dtype)[special]
-        if bool((eager_right & ~compiled_right & ~unstable[special]).any()):
+        # Where eager itself strays from float64 on this output's finite
+        # elements, it computes in a regime where rounding decides (eager's
+        # own noise, such as a layer norm of one element, feeds a division):
+        # a NaN here is no evidence against compiled.
+        finite_reference = torch.isfinite(r) & torch.isfinite(e)
+        eager_trusted = bool(_agree(rounded, expected, dtype)[finite_reference].all())
+        if eager_trusted and bool((eager_right & ~compiled_right & ~unstable[special]).any()):
             return "wrong", text + " (eager matches the float64 reference there)"
     finite = bad & torch.isfinite(a) & torch.isfinite(e) & torch.isfinite(r)
     rtol, atol = TOLERANCES[dtype]

@@ -126,6 +126,21 @@ def test_classifier_tolerates_more_accurate_low_precision():
     assert _check(program, accurate).category in ("ok_fallback", "numerics")
 
 
+def test_classifier_judges_nans_by_how_far_eager_strays():
+    import compare
+    half = torch.float16
+    reference = torch.tensor([0.0, 0.0, 0.0], dtype=torch.float64)
+    nans = torch.full((3,), float("nan"), dtype=half)
+    # Eager matches float64 everywhere and compiled gives NaN: wrong.
+    verdict, _ = compare.judge(torch.zeros(3, dtype=half), nans, reference)
+    assert verdict == "wrong"
+    # Eager's own rounding noise (0.76 where float64 says 0) feeds the
+    # division that gives compiled's NaN: numerics, not evidence.
+    noisy = torch.tensor([0.759, 0.241, 0.0], dtype=half)
+    verdict, _ = compare.judge(noisy, nans, reference)
+    assert verdict == "numerics"
+
+
 def test_classifier_flags_failures_the_fallback_hides(monkeypatch):
     import dynafuse
     counter = iter(range(10**6))

@@ -149,6 +149,18 @@ def test_norm_weight_of_another_shape_raises():
                              (torch.randn(3, 4), torch.randn(1)))
 
 
+def test_linear_bias_that_would_widen_the_product_raises():
+    """Eager expands the bias to the product's shape (addmm): a [2] bias on
+    a [1] product raises there, even when the result is never used."""
+    def f(x, w, b):
+        unused = F.linear(x, w, b)  # noqa: F841
+        return x * 2
+
+    eager_and_compiled_raise(f, (torch.randn(2, 3), torch.randn(4, 3), torch.randn(4)),
+                             (torch.randn(2, 3), torch.randn(1, 3), torch.randn(1)),
+                             (torch.randn(2), torch.randn(1, 2), torch.randn(2)))
+
+
 @pytest.mark.parametrize("fn", [
     lambda a: torch.minimum(a, 3.0),
     lambda a: torch.maximum(a, 2),
