@@ -257,8 +257,10 @@ int divFloorRule(PointwiseContext &c) {
 }
 
 int reluRule(PointwiseContext &c) {
-  return c.builder.binary(ScalarOp::Max, c.operand(0),
-                          c.builder.constant(c.type, 0));
+  // The bound first: Max keeps its second operand on a tie, and eager's
+  // relu (a clamp_min) keeps x there: relu(-0.0) is -0.0.
+  return c.builder.binary(ScalarOp::Max, c.builder.constant(c.type, 0),
+                          c.operand(0));
 }
 
 /// A cast of an f16/bf16 value to another dtype first rounds it to its own
@@ -300,13 +302,15 @@ int signRule(PointwiseContext &c) {
 }
 
 /// min(max(x, lo), hi), NaN-propagating: a NaN input or bound gives NaN and
-/// lo > hi gives hi, as in torch.clamp.
+/// lo > hi gives hi, as in torch.clamp. The bounds come first: Max and Min
+/// keep their second operand on a tie, and eager keeps x there (clamping
+/// -0.0 to [0, 1] gives -0.0).
 int clampBetween(ScalarBuilder &b, int x, int lo, int hi) {
   int result = x;
   if (lo >= 0)
-    result = b.binary(ScalarOp::Max, result, lo);
+    result = b.binary(ScalarOp::Max, lo, result);
   if (hi >= 0)
-    result = b.binary(ScalarOp::Min, result, hi);
+    result = b.binary(ScalarOp::Min, hi, result);
   return result;
 }
 

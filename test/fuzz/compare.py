@@ -79,11 +79,15 @@ class EagerProbe(TorchDispatchMode):
     program's result carries, whatever its inputs' and outputs' dtypes)."""
     CONVERSIONS = {"_to_copy", "copy_", "copy", "fill_", "index_put_", "_index_put_impl_",
                    "masked_fill_", "masked_scatter_", "to"}
+    #: Ops whose integer results (indices) pick among their input's values.
+    PICKERS = {"argmin", "argmax", "max", "min", "sort", "argsort", "topk", "kthvalue",
+               "mode", "median", "nanmedian", "sort.stable"}
 
     def __init__(self, strict=False):
         super().__init__()
         self.strict = strict
         self.undefined_cast = False
+        self.near_tie = False
         self.eps = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -94,7 +98,23 @@ class EagerProbe(TorchDispatchMode):
                 self.eps = max(self.eps, torch.finfo(tensor.dtype).eps)
         if func.overloadpacket.__name__ in self.CONVERSIONS:
             self._check_conversion(func, args, kwargs, tensors)
+        if func.overloadpacket.__name__ in self.PICKERS and args:
+            self._check_ties(args[0])
         return result
+
+    def _check_ties(self, source):
+        """near_tie turns True when an index-picking op sees two distinct
+        values closer than rounding noise at the tensor's scale (values
+        left by a cancellation): which one wins is rounding's choice."""
+        if not isinstance(source, torch.Tensor) or not source.dtype.is_floating_point:
+            return
+        values = source.detach().double().flatten()
+        values = values[torch.isfinite(values)].unique()
+        if values.numel() < 2:
+            return
+        noise = 16 * torch.finfo(source.dtype).eps * float(values.abs().max())
+        if bool((values.diff() <= noise).any()):
+            self.near_tie = True
 
     def _check_conversion(self, func, args, kwargs, results):
         targets = [t for t in results if not t.dtype.is_floating_point

@@ -137,6 +137,12 @@ def compare_call(program, fn, call, eager, compiled):
         if probe.undefined_cast:
             numerics = f"{mismatched[0]}: eager converts NaN, inf or out-of-range floats to integers"
             mismatched = []
+        elif probe.near_tie:
+            tied = [label for label in mismatched
+                    if not (expected[label].dtype.is_floating_point or expected[label].is_complex())]
+            if tied:
+                numerics = f"{tied[0]}: indices picked among values within rounding noise of each other"
+                mismatched = [label for label in mismatched if label not in tied]
         reference = _float64_reference(program, fn, call) if mismatched else {}
         perturbed = [_perturbed(program, fn, call, sign, seed, probe.eps) for seed in (call, call + 100)
                      for sign in (1, -1)] if mismatched else []

@@ -141,6 +141,16 @@ def test_classifier_judges_nans_by_how_far_eager_strays():
     assert verdict == "numerics"
 
 
+def test_probe_sees_indices_picked_among_near_ties():
+    import compare
+    for values, tied in (([3.0, 1e-17, -2e-17, 2.0], True), ([3.0, 0.0, 1.0, 2.0], False),
+                         ([1.0, 1.0, 2.0], False)):
+        probe = compare.EagerProbe()
+        with probe:
+            torch.argmin(torch.tensor(values, dtype=torch.float64))
+        assert probe.near_tie is tied, values
+
+
 def test_classifier_flags_failures_the_fallback_hides(monkeypatch):
     import dynafuse
     counter = iter(range(10**6))

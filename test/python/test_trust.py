@@ -223,6 +223,18 @@ def test_odd_functions_keep_the_sign_of_zero(fn):
     assert_compiled()
 
 
+@pytest.mark.parametrize("fn", [
+    F.relu, F.relu6, lambda a: a.clamp_min(0), lambda a: a.clamp(0, 1),
+    lambda a: a.clamp(max=0), lambda a: F.relu(a.clone(), inplace=True),
+], ids=["relu", "relu6", "clamp_min", "clamp", "clamp_max", "relu_inplace"])
+def test_clamps_keep_the_input_at_a_tie_with_a_bound(fn):
+    """Eager's clamps keep x where it equals a bound (relu(-0.0) is -0.0,
+    on its scalar and vector paths alike); 1 / x shows the sign."""
+    x = torch.tensor([-0.0, 0.0, 0.5, -3.0, float("nan"), 2.0] * 3)
+    assert_outputs_close(dynafuse.compile(lambda a: 1 / fn(a))(x), 1 / fn(x))
+    assert_compiled()
+
+
 def test_integer_modulo_by_zero_raises_as_eager():
     def f(a, b):
         return torch.fmod(a, b) + torch.remainder(a, b)
