@@ -2,13 +2,10 @@
 base model class of each model type in transformers' auto mapping
 (MODEL_MAPPING_NAMES), with a config shrunk to a few layers of width 64,
 random weights, nothing downloaded, and inputs made from the model's
-main input (token ids, pixels, audio). Per architecture, as
-library_models.py measures a model (one process, interleaved rounds,
-torch.compile's graph count from torch._dynamo.explain beside ours):
-Dynafuse's graphs, breaks, eager frames and settled frames after the
-timed calls, whether it matches eager, its first-call time and its speed
-against eager after --warmup calls (the steady state: code that breaks has
-settled by then); with --inductor torch.compile's speed too.
+main input (token ids, pixels, audio). Each is measured by
+model_suite.py (graphs, breaks, settled frames, correctness, first call,
+speed against eager and torch.compile's graph count and, with --inductor,
+its speed).
 
 Architectures that cannot be built this way (a config field the shrinking
 breaks, a model needing extra inputs) are listed with why, and counted
@@ -18,18 +15,11 @@ apart: they say nothing of either compiler.
         [--limit N] [--sample N] [--inductor] [--runs 5] [--warmup 8]
         [--markdown docs/transformers-suite.md]
 """
-import argparse
-import statistics
 import sys
-import time
-import traceback
-import warnings
 
 import torch
 
-import dynafuse
-from library_models import interleaved_ratios, matches
-from measure import spread
+import model_suite
 
 WIDTH, LAYERS, HEADS = 64, 2, 4
 TINY = {
@@ -74,18 +64,13 @@ def architectures(selected, limit=None, sample=None):
     """(model type, base model class name) of every architecture (or the
     first `limit`, or `sample` of them evenly spaced in alphabetical
     order)."""
+    from types import SimpleNamespace
+
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
-    names = sorted(MODEL_MAPPING_NAMES.items())
-    if selected:
-        names = [(k, v) for k, v in names if k in selected]
-    if limit:
-        names = names[:limit]
-    if sample and sample < len(names):
-        names = [names[i * len(names) // sample] for i in range(sample)]
-    for model_type, class_name in names:
-        if isinstance(class_name, (list, tuple)):
-            class_name = class_name[0]
-        yield model_type, class_name
+    names = [(k, v[0] if isinstance(v, (list, tuple)) else v)
+             for k, v in sorted(MODEL_MAPPING_NAMES.items())]
+    yield from model_suite.selected(names, SimpleNamespace(only=selected, limit=limit,
+                                                           sample=sample))
 
 
 def build(model_type, class_name):
@@ -139,148 +124,16 @@ class LibraryCompilePath:
             setattr(module, attribute, original)
 
 
-def measure(model_type, class_name, args):
-    row = {"model": model_type}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model, inputs = build(model_type, class_name)
-            positional, keywords = inputs()
-            start = time.perf_counter()
-            with torch.no_grad():
-                expected = model(*positional, **keywords)
-            if time.perf_counter() - start > args.max_eager_seconds:
-                raise TimeoutError(f"one eager call takes {time.perf_counter() - start:.1f} s "
-                                   f"(over --max-eager-seconds): a config this suite "
-                                   f"does not shrink")
-    except Exception as error:  # noqa: BLE001 - a row per architecture
-        row["unbuilt"] = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
-        return row
-    with torch.no_grad():
-        dynafuse.reset()
-        compiled = dynafuse.compile(model)
-        start = time.perf_counter()
-        actual = compiled(*positional, **keywords)
-        row["first"] = time.perf_counter() - start
-        row["correct"] = matches(actual, expected)
-        if not row["correct"]:
-            with LibraryCompilePath():
-                compiled_path = model(*positional, **keywords)
-            row["library_path"] = matches(actual, compiled_path)
-        import torch._dynamo as dynamo
-        dynamo.reset()
-        try:
-            explained = dynamo.explain(model)(*positional, **keywords)
-            row["tc_graphs"] = explained.graph_count
-        except Exception:  # noqa: BLE001
-            row["tc_graphs"] = "error"
-        # The steady state: code that breaks captures its pieces over the
-        # first calls and settles (decision 116) before the timed rounds.
-        for _ in range(args.warmup):
-            compiled(*positional, **keywords)
-        calls = [lambda: compiled(*positional, **keywords)]
-        if args.inductor:
-            dynamo.reset()
-            inductor = torch.compile(model)
-            inductor(*positional, **keywords)
-            calls.append(lambda: inductor(*positional, **keywords))
-        ratios = interleaved_ratios(lambda: model(*positional, **keywords), calls, args.runs)
-        stats = dynafuse.stats()
-        row["graphs"] = len(dynafuse.compiled_graphs())
-        row["breaks"] = stats["graph_breaks"]
-        row["eager_frames"] = stats["eager_frames"]
-        row["settled"] = stats["settled_frames"]
-        reasons = dynafuse._C.break_reasons()
-        row["first_break"] = reasons[0].split(": ", 1)[-1][:110] if reasons else ""
-        row["speedup"] = statistics.median(ratios[0])
-        row["spread"] = spread(ratios[0]) if args.runs >= 4 else 0.0
-        if args.inductor:
-            row["tc_speedup"] = statistics.median(ratios[1])
-    return row
-
-
-def format_row(row, inductor):
-    if "unbuilt" in row:
-        return None
-    cells = [row["model"], row["graphs"], row["breaks"], row["settled"],
-             "yes" if row["correct"] else
-             "as the library's compiled path" if row.get("library_path") else "**no**",
-             f"{row['first']:.2f}",
-             f"{row['speedup']:.2f}x ±{row['spread'] * 100:.0f}%", row["tc_graphs"]]
-    if inductor:
-        cells.append(f"{row['tc_speedup']:.2f}x")
-    cells.append(row["first_break"].replace("|", "/"))
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
-def geomean(values):
-    values = [v for v in values if v > 0]
-    return statistics.geometric_mean(values) if values else float("nan")
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="*")
-    parser.add_argument("--limit", type=int)
-    parser.add_argument("--sample", type=int,
-                        help="this many architectures, evenly spaced")
-    parser.add_argument("--inductor", action="store_true")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=8,
-                        help="untimed compiled calls after the first")
-    parser.add_argument("--markdown")
-    parser.add_argument("--max-eager-seconds", type=float, default=1.0)
-    args = parser.parse_args()
-    torch.set_num_threads(2)
+    args = model_suite.parser(__doc__).parse_args()
     import transformers
     transformers.logging.set_verbosity_error()
-    rows = []
-    for model_type, class_name in architectures(args.only, args.limit, args.sample):
-        try:
-            row = measure(model_type, class_name, args)
-        except Exception as error:  # noqa: BLE001
-            traceback.print_exc()
-            row = {"model": model_type, "unbuilt": f"suite error: {error}"}
-        rows.append(row)
-        text = format_row(row, args.inductor) or f"| {model_type} | not built: {row['unbuilt']} |"
-        print(text, flush=True)
-    built = [r for r in rows if "unbuilt" not in r]
-    one = [r for r in built if r["graphs"] == 1 and r["breaks"] == 0]
-    tc_one = [r for r in built if r["tc_graphs"] == 1]
-    header = ["model", "graphs", "breaks", "settled", "correct", "first call s",
-              "vs eager", "torch.compile graphs"]
-    if args.inductor:
-        header.append("torch.compile vs eager")
-    header.append("first break")
-    lines = [
-        f"transformers {transformers.__version__}, torch {torch.__version__}, "
-        f"{len(rows)} architectures, {len(built)} built (batch {BATCH}, {TOKENS} tokens, "
-        f"width {WIDTH}, {LAYERS} layers).",
-        "",
-        f"- Dynafuse: {len(one)} of {len(built)} one graph, "
-        f"{sum(1 for r in built if not r['correct'] and not r.get('library_path'))} wrong "
-        f"({sum(1 for r in built if r.get('library_path'))} differ from eager as the "
-        f"library's own compiled path does), "
-        f"geomean {geomean([r['speedup'] for r in built]):.2f}x eager, "
-        f"slowest {min((r['speedup'] for r in built), default=float('nan')):.2f}x.",
-        f"- torch.compile: {len(tc_one)} of {len(built)} one graph"
-        + (f", geomean {geomean([r['tc_speedup'] for r in built]):.2f}x eager."
-           if args.inductor else "."),
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + " --- |" * len(header),
-    ] + [format_row(r, args.inductor) for r in built] + [
-        "",
-        "Not built by the suite (no statement about either compiler):",
-        "",
-    ] + [f"- {r['model']}: {r['unbuilt']}" for r in rows if "unbuilt" in r]
-    print("\n".join(lines))
-    if args.markdown:
-        with open(args.markdown, "w") as out:
-            out.write("# transformers architectures from tiny configs\n\n"
-                      "`.venv/bin/python benchmarks/transformers_suite.py "
-                      + " ".join(sys.argv[1:]) + "`\n\n" + "\n".join(lines) + "\n")
+    models = [(model_type, lambda t=model_type, c=class_name: build(t, c))
+              for model_type, class_name in architectures(args.only, args.limit, args.sample)]
+    model_suite.run(models, args,
+                    f"transformers {transformers.__version__}, torch {torch.__version__} "
+                    f"(batch {BATCH}, {TOKENS} tokens, width {WIDTH}, {LAYERS} layers)",
+                    "transformers architectures from tiny configs", LibraryCompilePath)
 
 
 if __name__ == "__main__":

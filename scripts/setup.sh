@@ -3,8 +3,9 @@
 # Debian packages (LLVM 16, MLIR 16, lit/FileCheck, GoogleTest and LLVM's static link
 # dependencies), a virtual environment (.venv, or $DYNAFUSE_VENV) with torch
 # 2.14.1, torchvision 0.29.1, pytest, lit, expecttest (which PyTorch's OpInfo
-# test samples import), matplotlib (benchmark charts) and transformers 5.24
-# (library-code tests build its models from small configs, no weights),
+# test samples import), matplotlib (benchmark charts), transformers 5.24 and
+# timm 1.0.31 (library-code tests build their models from small configs, no
+# weights),
 # then Dynafuse
 # itself through
 # `pip install -e .` (scikit-build-core driving CMake and Ninja into build/).
@@ -32,14 +33,15 @@ fi
 if ! "$venv/bin/python" - <<'PY' 2>/dev/null; then
 import importlib.metadata as m
 assert m.version("torch").startswith("2.14.1") and m.version("torchvision").startswith("0.29.1")
-assert m.version("transformers") == "5.24.0"
+assert m.version("transformers") == "5.24.0" and m.version("timm") == "1.0.31"
 for name in ("pytest", "lit", "scikit-build-core", "cmake", "ninja", "expecttest",
              "matplotlib"):
     m.version(name)
 PY
   echo "setup: installing Python packages into $venv"
   "$venv/bin/pip" install -q torch==2.14.1 torchvision==0.29.1 pytest lit \
-    scikit-build-core cmake ninja expecttest matplotlib transformers==5.24.0
+    scikit-build-core cmake ninja expecttest matplotlib transformers==5.24.0 \
+    timm==1.0.31
 fi
 
 export PATH="$venv/bin:$PATH"

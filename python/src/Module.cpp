@@ -154,12 +154,13 @@ PyObject *pyConfigure(PyObject *, PyObject *args) {
 }
 
 PyObject *pySetOpTables(PyObject *, PyObject *args) {
-  PyObject *functions, *methods, *stateQueries = nullptr;
-  if (!PyArg_ParseTuple(args, "O!O!|O!", &PyDict_Type, &functions, &PyDict_Type,
-                        &methods, &PyDict_Type, &stateQueries))
+  PyObject *functions, *methods, *stateQueries = nullptr, *polyfills = nullptr;
+  if (!PyArg_ParseTuple(args, "O!O!|O!O!", &PyDict_Type, &functions,
+                        &PyDict_Type, &methods, &PyDict_Type, &stateQueries,
+                        &PyDict_Type, &polyfills))
     return nullptr;
   try {
-    setOpTables(functions, methods, stateQueries);
+    setOpTables(functions, methods, stateQueries, polyfills);
   } catch (const Error &error) {
     PyErr_SetString(PyExc_ValueError, error.what());
     return nullptr;
@@ -335,7 +336,7 @@ PyMethodDef methods[] = {
      "compiler_config(settings): a configuration with these run-time "
      "settings for one compiled callable, passed to call()"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
-     "set_op_tables(functions, methods[, state_queries])"},
+     "set_op_tables(functions, methods[, state_queries[, polyfills]])"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
     {"memory_stats", pyMemoryStats, METH_NOARGS, "caching allocator counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},

@@ -517,3 +517,120 @@ def test_lru_cached_functions_are_constants_or_traced():
     actual = dynafuse.compile(uses_cached_functions, fullgraph=True)(x)
     assert_close(actual, uses_cached_functions(x))
     assert_compiled()
+
+
+def annotated_lists(x, scale):
+    from typing import List, Optional, Tuple
+    outs = torch.jit.annotate(List[torch.Tensor], [])
+    for i in range(2):
+        outs.append(x * (i + scale))
+    kinds = (Tuple[int, int], Optional[List[Tensor]], list[int], dict[str, Tensor])
+    return torch.cat(outs), kinds
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_annotations_built_at_run_time_are_data(x):
+    """torch.jit.annotate(List[Tensor], []) (timm's crossvit): typing's
+    subscripts are evaluated at capture, not traced into typing's checks."""
+    compiled = dynafuse.compile(annotated_lists, fullgraph=True)
+    for scale in (1.0, 2.0):
+        assert_outputs_close(compiled(x, scale), annotated_lists(x, scale))
+    assert dynafuse.stats()["graph_breaks"] == 0
+
+
+def autocast_off(x):
+    y = x * 2
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        z = torch.mm(y.sin(), y.t())
+    with torch.cpu.amp.autocast(enabled=False):
+        z = z + y.sum()
+    return z + 1
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_autocast_turned_off_inside_the_frame_is_one_graph(x):
+    """torch.autocast(..., enabled=False) (timm's efficientvit) changes
+    nothing where capture runs (autocast off): one graph, and after a
+    break inside the block the code resumes inside a null context."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        assert_outputs_close(dynafuse.compile(autocast_off, fullgraph=True)(x), autocast_off(x))
+        assert_compiled()
+
+        def broken(a):
+            with torch.autocast("cpu", enabled=False):
+                b = a * 2
+                c = b + b.sum().item()  # a break (item) inside the block
+            return c, torch.is_grad_enabled()
+
+        assert_outputs_close(dynafuse.compile(broken)(x), broken(x))
+        assert dynafuse.stats()["graph_breaks"] == 1
+
+
+def test_autocast_turned_on_falls_back_with_its_reason():
+    def f(a):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.mm(a, a.t())
+
+    a = torch.randn(4, 4)
+    assert_outputs_close(dynafuse.compile(f)(a), f(a))
+    assert any("autocast region" in r for r in dynafuse._C.break_reasons())
+
+
+PAD_CASES = [((2, 1), "reflect", (3, 7)), ((1, 2, 0, 1), "reflect", (2, 3, 4, 5)),
+             ((1, 0, 2, 1, 1, 1), "reflect", (1, 2, 3, 4, 5)),
+             ((1, 1, 2, 3), "replicate", (2, 3, 4, 5)), ((3, 0), "replicate", (2, 1, 1)),
+             ((2, 0, 1, 3), "circular", (1, 2, 3, 4)), ((4, 4), "circular", (2, 3, 4)),
+             ((1, 2, 3, 4), "constant", (2, 3, 4, 5))]
+
+
+@pytest.mark.parametrize("pad,mode,shape", PAD_CASES,
+                         ids=[f"{m}-{len(p)}-{len(s)}d" for p, m, s in PAD_CASES])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_pad_modes_trace_through_their_python_form(pad, mode, shape, layout):
+    """F.pad's reflect, replicate and circular modes (timm's blur pool) as
+    narrows, flips and concatenations (dynafuse.polyfills): one graph."""
+    x = torch.randn(shape)
+    if layout == "transposed":
+        x = torch.randn(shape[:-2] + shape[-2:][::-1]).transpose(-1, -2)
+
+    def f(a):
+        return F.pad(a * 2, pad, mode=mode) + 1
+
+    assert_outputs_close(dynafuse.compile(f, fullgraph=True)(x), f(x))
+    assert_compiled()
+
+
+@pytest.mark.parametrize("pad,mode,shape", [((1,), "reflect", (3, 4)),
+                                            ((4, 1), "reflect", (2, 4)),
+                                            ((1, 1), "reflect", (2, 3, 4, 5)),
+                                            ((1, 1), "replicate", (3, 0)),
+                                            ((1, 1), "wrap", (3, 4))])
+def test_pad_arguments_eager_refuses_raise_eagers_error(pad, mode, shape):
+    x = torch.randn(shape)
+
+    def f(a):
+        return F.pad(a, pad, mode=mode)
+
+    with pytest.raises(Exception) as eager:
+        f(x)
+    with pytest.raises(type(eager.value)):
+        dynafuse.compile(f)(x)
+
+
+def products_of_lists(x, strides):
+    import math
+    size = [2, 3]
+    flat = x.reshape(-1, math.prod(size))
+    return flat * math.prod(strides) + max([1, 4, 2]) + min((3, 5)) + math.fsum([0.5, 0.25])
+
+
+def test_pure_functions_of_lists_of_constants_are_constants():
+    """math.prod(strides) (timm's hiera), max and min over lists of
+    constants: folded at capture like their calls on numbers."""
+    x = torch.randn(4, 6)
+    compiled = dynafuse.compile(products_of_lists, fullgraph=True)
+    for strides in ([2, 2], (1, 3)):
+        assert_outputs_close(compiled(x, strides), products_of_lists(x, strides))
+    assert dynafuse.stats()["graph_breaks"] == 0

@@ -90,10 +90,10 @@ void initializeFrameCompiler(PyObject *unsupportedError,
 bool callUsesCuda(PyObject *args, PyObject *kwargs, PyObject *firstTensor);
 
 /// Hands over the op tables of python/dynafuse/ops (see
-/// lib/Frontend/Tracer/OpTable.h); stateQueries may be null. Throws Error
-/// on a malformed table.
+/// lib/Frontend/Tracer/OpTable.h); stateQueries and polyfills may be null.
+/// Throws Error on a malformed table.
 void setOpTables(PyObject *functions, PyObject *methods,
-                 PyObject *stateQueries);
+                 PyObject *stateQueries, PyObject *polyfills = nullptr);
 
 /// The bytecode decoder's view of a code object, for tests that compare it
 /// with the interpreter's own `dis`: a list of (offset, opname, arg, jump

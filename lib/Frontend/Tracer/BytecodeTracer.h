@@ -507,8 +507,10 @@ private:
   VarPtr sortedItems(const std::vector<VarPtr> &items);
   /// getattr(obj, "name"[, default]) and hasattr(obj, "name").
   VarPtr attributeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
-  /// torch.no_grad() / enable_grad() / inference_mode(): a context var.
+  /// no_grad() / enable_grad() / inference_mode() / autocast(enabled=False).
   VarPtr gradModeContext(PyObject *callable, const std::vector<VarPtr> &args,
+                         const Keywords &keywords);
+  VarPtr autocastContext(PyObject *callable, const std::vector<VarPtr> &args,
                          const Keywords &keywords);
   /// BEFORE_WITH: enters a grad-mode context.
   void enterWith(const VarPtr &context);

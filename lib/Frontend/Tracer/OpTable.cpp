@@ -128,6 +128,22 @@ void OpTable::setStateQueries(PyObject *dict) {
   }
 }
 
+void OpTable::setPolyfills(PyObject *dict) {
+  polyfills.clear();
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict, &pos, &key, &value)) {
+    if (!PyFunction_Check(value))
+      fail("op table: a polyfill must be a Python function");
+    polyfills[key] = {PyRef::borrow(key), PyRef::borrow(value)};
+  }
+}
+
+PyObject *OpTable::polyfill(PyObject *callable) const {
+  auto found = polyfills.find(callable);
+  return found == polyfills.end() ? nullptr : found->second.second.get();
+}
+
 std::string OpTable::stateQuery(PyObject *callable) const {
   auto found = stateQueries.find(callable);
   return found == stateQueries.end() ? "" : found->second;
@@ -153,11 +169,13 @@ OpTable &opTable() {
 namespace dynafuse {
 
 void setOpTables(PyObject *functions, PyObject *methods,
-                 PyObject *stateQueries) {
+                 PyObject *stateQueries, PyObject *polyfills) {
   opTable().setFunctions(functions);
   opTable().setMethods(methods);
   if (stateQueries)
     opTable().setStateQueries(stateQueries);
+  if (polyfills)
+    opTable().setPolyfills(polyfills);
 }
 
 } // namespace dynafuse

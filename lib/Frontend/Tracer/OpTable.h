@@ -68,6 +68,11 @@ public:
   const OpBinding *method(const std::string &name) const;
   /// The answer for a state query, or "" when callable is not one.
   std::string stateQuery(PyObject *callable) const;
+  /// {callable: Python function}: torch functions capture traces through
+  /// a Python form of (python/dynafuse/polyfills.py) instead of an op.
+  void setPolyfills(PyObject *dict);
+  /// The Python form of callable, or null.
+  PyObject *polyfill(PyObject *callable) const;
 
 private:
   std::unordered_map<PyObject *, OpBinding> functions;
@@ -75,6 +80,8 @@ private:
   std::map<std::string, OpBinding> methods;
   std::unordered_map<PyObject *, std::string> stateQueries;
   std::vector<PyRef> stateKeys;
+  /// Keyed by the callable (held by the pair's first).
+  std::unordered_map<PyObject *, std::pair<PyRef, PyRef>> polyfills;
 };
 
 OpTable &opTable();

@@ -94,8 +94,10 @@ BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
   };
   PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
+    // Pure functions take lists and tuples of constants too (math.prod,
+    // max over a list), as a constant's methods do.
     PyRef value = valueOf(args[i]);
-    if (!value || (!constantMethod && args[i]->kind != Var::Kind::Constant))
+    if (!value)
       return nullptr;
     PyTuple_SET_ITEM(tuple.get(), i, value.release());
   }
@@ -381,6 +383,46 @@ void BytecodeTracer::guardMissingAttribute(const VarPtr &object,
                            name);
 }
 
+/// torch.autocast(device_type, enabled=False) (and its per-device
+/// subclasses): capture runs with autocast off (the entry's state says so),
+/// so turning it off changes nothing: a context that keeps the grad mode,
+/// re-entered after a break as a contextlib.nullcontext. Regions that turn
+/// autocast on refuse (not graph semantics yet).
+VarPtr BytecodeTracer::autocastContext(PyObject *callable,
+                                       const std::vector<VarPtr> &args,
+                                       const Keywords &keywords) {
+  static PyObject *autocastSlot = nullptr, *nullSlot = nullptr;
+  PyObject *autocast =
+      lookupOnce(autocastSlot, "torch.amp.autocast_mode", "autocast");
+  if (!autocast || !PyType_Check(autocast) ||
+      !PyType_IsSubtype(reinterpret_cast<PyTypeObject *>(callable),
+                        reinterpret_cast<PyTypeObject *>(autocast)))
+    return nullptr;
+  auto argument = [&](size_t position, const char *name) -> VarPtr {
+    auto keyword = keywords.find(name);
+    if (keyword != keywords.end())
+      return keyword->second;
+    return position < args.size() ? args[position] : nullptr;
+  };
+  // The per-device subclasses (torch.cpu.amp.autocast) take no device.
+  bool takesDevice = callable == autocast;
+  VarPtr device = takesDevice ? argument(0, "device_type") : nullptr;
+  VarPtr enabled = argument(takesDevice ? 2 : 0, "enabled");
+  if (takesDevice && (!device || device->kind != Var::Kind::Constant ||
+                      !PyUnicode_Check(device->object.get())))
+    unsupported("torch.autocast without a constant device_type string");
+  if (!enabled || enabled->kind != Var::Kind::Constant ||
+      enabled->object.get() != Py_False)
+    unsupported("an autocast region (autocast is not graph semantics yet)");
+  PyObject *nullContext = lookupOnce(nullSlot, "contextlib", "nullcontext");
+  if (!nullContext)
+    unsupported("contextlib.nullcontext is missing");
+  VarPtr context = makeVar(Var::Kind::Object);
+  context->object = PyRef::borrow(nullContext);
+  context->setsGradMode = gradMode ? 1 : 0;
+  return context;
+}
+
 VarPtr
 BytecodeTracer::gradModeContext(PyObject *callable,
                                 const std::vector<VarPtr> &args,
@@ -398,7 +440,7 @@ BytecodeTracer::gradModeContext(PyObject *callable,
       mode = std::string(name) == "enable_grad";
   }
   if (mode < 0)
-    return nullptr;
+    return autocastContext(callable, args, keywords);
   bool inference = !args.empty() || !keywords.empty();
   if (inference) {
     // inference_mode(False) keeps grad mode as it is: not modelled.

@@ -248,6 +248,11 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     if (object == reinterpret_cast<PyObject *>(&PySuper_Type))
       if (VarPtr proxy = superOfObject(args))
         return proxy;
+    if (PyObject *form = opTable().polyfill(object))
+      // The callable is guarded already; its Python form is the table's,
+      // held by the entry (its globals are guarded through it).
+      return callAny(fixedObject(PyRef::borrow(form), "polyfill"), args,
+                     keywords);
     std::string answer = opTable().stateQuery(object);
     if (answer == "false")
       return constant(Py_False);

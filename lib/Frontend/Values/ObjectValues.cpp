@@ -22,6 +22,47 @@ PyObject *autogradFunctionClass() {
   return lookupOnce(slot, "torch.autograd", "Function");
 }
 
+/// The Python object a var stands for when capture knows it whole: a
+/// constant, a guarded or derived object, or a tuple of those; null else.
+PyRef staticObject(const VarPtr &var) {
+  if (var->kind == Var::Kind::Constant ||
+      (var->kind == Var::Kind::Object && var->object &&
+       (var->method.empty() || var->method == "derived")))
+    return var->object;
+  if (var->kind != Var::Kind::Tuple || var->isList || var->isSet ||
+      !var->keys.empty())
+    return PyRef();
+  PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(var->items.size())));
+  for (size_t i = 0; tuple && i < var->items.size(); ++i) {
+    PyRef item = staticObject(var->items[i]);
+    if (!item)
+      return PyRef();
+    PyTuple_SET_ITEM(tuple.get(), Py_ssize_t(i), item.release());
+  }
+  return tuple;
+}
+
+/// A typing construct (List, Tuple, Optional, a generic alias such as
+/// list[int], a class with __class_getitem__, which PEP 560 keeps for
+/// typing): subscripting one only builds an annotation, immutable data.
+bool isTypingForm(PyObject *object) {
+  if (Py_IS_TYPE(object, &Py_GenericAliasType))
+    return true;
+  if (PyType_Check(object) && Py_IS_TYPE(object, &PyType_Type) &&
+      PyObject_HasAttrString(object, "__class_getitem__"))
+    return true;
+  PyRef module = PyRef::steal(PyObject_GetAttrString(
+      reinterpret_cast<PyObject *>(Py_TYPE(object)), "__module__"));
+  if (!module) {
+    PyErr_Clear();
+    return false;
+  }
+  return PyUnicode_Check(module.get()) &&
+         (PyUnicode_CompareWithASCIIString(module.get(), "typing") == 0 ||
+          PyUnicode_CompareWithASCIIString(module.get(),
+                                           "typing_extensions") == 0);
+}
+
 } // namespace
 
 ObjectValues::ObjectValues(BytecodeTracer &tracer)
@@ -194,6 +235,21 @@ VarPtr ObjectValues::subscript(const VarPtr &value, const VarPtr &index) {
                                         Source::Kind::DictItem, value->source,
                                         index->object.get()));
     }
+    if (isTypingForm(object))
+      if (PyRef key = staticObject(index)) {
+        // An annotation built at run time (torch.jit.annotate(List[Tensor],
+        // [])): evaluated at capture, as the typing module's checks of its
+        // arguments are nothing the graph computes.
+        PyRef form = PyRef::steal(PyObject_GetItem(object, key.get()));
+        if (!form) {
+          PyErr_Clear();
+          tracer.unsupported("subscript of a typing construct raised");
+        }
+        VarPtr derived = makeVar(Var::Kind::Object);
+        derived->object = form;
+        derived->method = "derived";
+        return derived;
+      }
     if (VarPtr method = ownMethod(value, "__getitem__"))
       return tracer.callAny(method, {index}, {});
   }

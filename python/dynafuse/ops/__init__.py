@@ -22,11 +22,13 @@ takes the first whose parameters bind (torch.max(x) / max(x, dim) /
 max(x, y)). A fourth element renames the attribute; "size_or_sizes" becomes "size" for
 an int and "sizes" for a sequence. "*" starts keyword-only parameters.
 """
+from .. import polyfills
 from . import extern, pointwise, reductions, state, views
 
 FUNCTIONS = {}
 METHODS = {}
 STATE_QUERIES = state.STATE_QUERIES
+POLYFILLS = polyfills.POLYFILLS
 for _family in (pointwise, reductions, views, extern):
     FUNCTIONS.update(_family.FUNCTIONS)
     METHODS.update(_family.METHODS)

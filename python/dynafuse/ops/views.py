@@ -65,8 +65,10 @@ def _tables():
     functions[torch.cat] = _spec("cat", [("tensors", "operands"), ("dim", "attr", 0)])
     functions[torch.concat] = functions[torch.cat]
     functions[torch.stack] = _spec("stack", [("tensors", "operands"), ("dim", "attr", 0)])
-    functions[F.pad] = _spec("pad", [_INPUT, ("pad", "attr"), ("mode", "fixed", "constant"),
-                                     ("value", "attr", None)])
+    # F.pad traces through dynafuse.polyfills.pad (its modes), which pads
+    # with constants through constant_pad_nd.
+    functions[torch.constant_pad_nd] = _spec("pad", [_INPUT, ("pad", "attr"),
+                                                     ("value", "attr", None)])
     functions[F.embedding] = _spec("embedding", [
         _INPUT, ("weight", "operand"),
         # padding_idx only changes the backward (no gradient for that row).

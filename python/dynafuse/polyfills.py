@@ -1,0 +1,52 @@
+"""Python forms of torch functions that capture traces through instead of
+mapping them to one graph op: each computes what the function computes from
+ops the graph has (as TorchDynamo's polyfills do). POLYFILLS maps the torch
+callable to its form; the tracer inlines the form wherever the code calls
+the callable. Inputs a form does not handle raise NotImplementedError, so
+capture stops there and eager runs the call (and raises eager's error)."""
+import torch
+import torch.nn.functional as F
+
+
+def pad(input, pad, mode="constant", value=None):
+    """F.pad: constant padding is one op (constant_pad_nd); reflect,
+    replicate and circular padding concatenate each padded dim's borders
+    (narrowed, flipped for reflect, expanded for replicate) around it, as
+    eager's reflection_pad, replication_pad and _pad_circular compute."""
+    if mode == "constant":
+        return torch.constant_pad_nd(input, pad, 0 if value is None else value)
+    dims = len(pad) // 2
+    if (mode not in ("reflect", "replicate", "circular") or len(pad) % 2 or dims > 3
+            or not dims or input.dim() not in (dims + 1, dims + 2)
+            or (value is not None and value != 0)):
+        raise NotImplementedError("F.pad: arguments eager checks")
+    result = input
+    for k in range(dims):
+        dim = input.dim() - 1 - k
+        before, after = pad[2 * k], pad[2 * k + 1]
+        size = result.shape[dim]
+        if before < 0 or after < 0:
+            raise NotImplementedError("F.pad: negative padding")
+        if mode == "reflect":
+            if before >= size or after >= size:
+                raise NotImplementedError("F.pad: reflect padding as wide as the input")
+            first = result.narrow(dim, 1, before).flip(dim)
+            last = result.narrow(dim, size - 1 - after, after).flip(dim)
+        elif mode == "replicate":
+            if size == 0:
+                raise NotImplementedError("F.pad: replicate padding of an empty dim")
+            shape = list(result.shape)
+            shape[dim] = before
+            first = result.narrow(dim, 0, 1).expand(shape)
+            shape[dim] = after
+            last = result.narrow(dim, size - 1, 1).expand(shape)
+        else:
+            if before > size or after > size:
+                raise NotImplementedError("F.pad: circular padding wider than the input")
+            first = result.narrow(dim, size - before, before)
+            last = result.narrow(dim, 0, after)
+        result = torch.cat([first, result, last], dim)
+    return result
+
+
+POLYFILLS = {F.pad: pad}
