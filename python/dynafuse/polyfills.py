@@ -14,6 +14,19 @@ def pad(input, pad, mode="constant", value=None):
     (narrowed, flipped for reflect, expanded for replicate) around it, as
     eager's reflection_pad, replication_pad and _pad_circular compute."""
     if mode == "constant":
+        if any(amount < 0 for amount in pad):
+            # Negative amounts crop (nn.ZeroPad2d((-1, 0, -1, 0)) in NASNet):
+            # narrow those sides first, then pad the others.
+            if len(pad) % 2 or len(pad) // 2 > input.dim():
+                raise NotImplementedError("F.pad: arguments eager checks")
+            for k in range(len(pad) // 2):
+                dim = input.dim() - 1 - k
+                before, after = min(pad[2 * k], 0), min(pad[2 * k + 1], 0)
+                kept = input.shape[dim] + before + after
+                if kept < 0:
+                    raise NotImplementedError("F.pad: cropping more than the input")
+                input = input.narrow(dim, -before, kept)
+            pad = [max(amount, 0) for amount in pad]
         return torch.constant_pad_nd(input, pad, 0 if value is None else value)
     dims = len(pad) // 2
     if (mode not in ("reflect", "replicate", "circular") or len(pad) % 2 or dims > 3

@@ -582,7 +582,8 @@ PAD_CASES = [((2, 1), "reflect", (3, 7)), ((1, 2, 0, 1), "reflect", (2, 3, 4, 5)
              ((1, 0, 2, 1, 1, 1), "reflect", (1, 2, 3, 4, 5)),
              ((1, 1, 2, 3), "replicate", (2, 3, 4, 5)), ((3, 0), "replicate", (2, 1, 1)),
              ((2, 0, 1, 3), "circular", (1, 2, 3, 4)), ((4, 4), "circular", (2, 3, 4)),
-             ((1, 2, 3, 4), "constant", (2, 3, 4, 5))]
+             ((1, 2, 3, 4), "constant", (2, 3, 4, 5)),
+             ((-1, 0, -1, 2), "constant", (2, 3, 4, 5)), ((-2, -1), "constant", (3, 4))]
 
 
 @pytest.mark.parametrize("pad,mode,shape", PAD_CASES,
@@ -606,7 +607,8 @@ def test_pad_modes_trace_through_their_python_form(pad, mode, shape, layout):
                                             ((4, 1), "reflect", (2, 4)),
                                             ((1, 1), "reflect", (2, 3, 4, 5)),
                                             ((1, 1), "replicate", (3, 0)),
-                                            ((1, 1), "wrap", (3, 4))])
+                                            ((1, 1), "wrap", (3, 4)),
+                                            ((-3, -2), "constant", (3, 4))])
 def test_pad_arguments_eager_refuses_raise_eagers_error(pad, mode, shape):
     x = torch.randn(shape)
 
@@ -634,3 +636,72 @@ def test_pure_functions_of_lists_of_constants_are_constants():
     for strides in ([2, 2], (1, 3)):
         assert_outputs_close(compiled(x, strides), products_of_lists(x, strides))
     assert dynafuse.stats()["graph_breaks"] == 0
+
+
+def scaled_copies(x, n):
+    for i in range(n):
+        yield x * i
+    return "all"
+
+
+def chained(x):
+    result = yield from scaled_copies(x, 3)
+    yield x + len(result)
+
+
+def generator_consumers(x):
+    items = list(chained(x))
+    first = next(t for t in items if t.sum() is not None)
+    return sum(items) + first, torch.is_floating_point(x), x.is_complex()
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_generator_functions_are_unrolled_at_the_call(x):
+    """Generator functions (yield, yield from and its value) run to their
+    end where they are called; the consumer iterates what they yielded."""
+    actual = dynafuse.compile(generator_consumers, fullgraph=True)(x)
+    assert_outputs_close(actual, generator_consumers(x))
+
+
+class TwoLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(6, 6)
+        self.second = nn.Linear(6, 3)
+        self.register_buffer("scale", torch.tensor(2.0))
+
+    @property
+    def dtype(self):
+        return next(p.dtype for p in self.parameters() if p.is_floating_point())
+
+    def forward(self, x):
+        count = sum(p.numel() for p in self.parameters())
+        names = [name for name, _ in self.named_modules()]
+        return self.second(self.first(x)).to(self.dtype) * self.scale + count, names
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_module_walks_in_forward_are_one_graph(x):
+    """self.parameters(), named_modules() and a dtype property built on
+    them (transformers' PreTrainedModel.dtype; layoutlm): generators with
+    a set memo of the parameters seen, unrolled at capture."""
+    model = TwoLayers()
+    with torch.no_grad():
+        assert_outputs_close(dynafuse.compile(model, fullgraph=True)(x), model(x))
+    assert_compiled()
+
+
+def tied_members(a, b):
+    seen = set()
+    kept = []
+    for t in (a, b, a, a * 1):
+        if t not in seen:
+            seen.add(t)
+            kept.append(t)
+    return torch.stack(kept), len(kept), a in seen, 3 in {1, 2, 3}
+
+
+def test_sets_hold_tensors_by_identity():
+    a, b = torch.randn(3), torch.randn(3)
+    assert_outputs_close(dynafuse.compile(tied_members, fullgraph=True)(a, b), tied_members(a, b))
+    assert_compiled()

@@ -251,6 +251,7 @@ private:
   /// SET_ADD into a set var made during capture: items are constants (or
   /// objects comparable at capture), kept once.
   void addToSet(const VarPtr &set, const VarPtr &item);
+  bool sameSetMember(const VarPtr &a, const VarPtr &b);
 
   std::vector<VarPtr> itemsOf(const VarPtr &var);
   void unpack(const VarPtr &var, int count);

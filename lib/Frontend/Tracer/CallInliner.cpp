@@ -86,9 +86,12 @@ CallInliner::inlineFunction(const VarPtr &function,
                             const Keywords &keywords) {
   PyObject *object = function->object.get();
   auto *callee = reinterpret_cast<PyCodeObject *>(PyFunction_GET_CODE(object));
-  const int skipped = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
+  // A generator function runs to its end at the call, its yields
+  // collected (as a generator expression's are): the consumer iterates
+  // over what it would have produced. Coroutines are not unrolled.
+  const int skipped = CO_COROUTINE | CO_ASYNC_GENERATOR;
   if (callee->co_flags & skipped)
-    tracer.unsupported("call of a generator or coroutine function");
+    tracer.unsupported("call of a coroutine function");
   if (depth >= kMaxInlineDepth)
     tracer.unsupported("calls nested deeper than " +
                        std::to_string(kMaxInlineDepth));
@@ -141,6 +144,8 @@ VarPtr CallInliner::inlineCode(PyCodeObject *callee,
     return result;
   VarPtr iterator = makeVar(Var::Kind::Iterator);
   iterator->items = std::move(collected);
+  // What `yield from` the generator evaluates to: its return value.
+  iterator->self = result;
   return iterator;
 }
 

@@ -80,7 +80,9 @@ PyObject *tensorMethodObject(const std::string &name, bool base) {
 
 bool isMetadataMethod(const std::string &name) {
   return name == "size" || name == "dim" || name == "numel" ||
-         name == "ndimension" || name == "nelement";
+         name == "ndimension" || name == "nelement" ||
+         name == "is_floating_point" || name == "is_complex" ||
+         name == "is_signed";
 }
 
 PyRef dtypeObject(DType dtype) {

@@ -37,7 +37,8 @@ bool isEnvironment(PyObject *object);
 /// torch.Tensor.<name>, or torch._C.TensorBase.<name> for base (new
 /// reference), or null.
 PyObject *tensorMethodObject(const std::string &name, bool base = false);
-/// size, dim, numel, ndimension, nelement: static under the tensor guards.
+/// size, dim, numel, ndimension, nelement, is_floating_point, is_complex,
+/// is_signed: static under the tensor guards.
 bool isMetadataMethod(const std::string &name);
 /// torch.<dtype> and torch.device(device) as Python objects.
 PyRef dtypeObject(DType dtype);

@@ -155,6 +155,16 @@ VarPtr BytecodeTracer::containerBuiltin(
     PyObject *callable, const std::vector<VarPtr> &args,
     const Keywords &keywords) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
+  if (is("set") && args.size() <= 1 && keywords.empty()) {
+    // set(), set(items): a set var (members compared as Python's set
+    // compares them: constants by value, tensors and objects by identity).
+    VarPtr made = makeVar(Var::Kind::Tuple);
+    made->isSet = true;
+    if (!args.empty())
+      for (const VarPtr &item : itemsOf(args[0]))
+        addToSet(made, item);
+    return made;
+  }
   if (is("dict") && args.size() <= 1) {
     // dict(), dict(pairs), dict(other_dict), dict(name=value): a new dict
     // var with constant string keys.

@@ -168,6 +168,11 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     return inliner.inlineCode(body, bound, current.globals, nullptr,
                               current.functionSource, callee->items);
   }
+  if (callee->kind == Var::Kind::Object && callee->method == "set.add" &&
+      args.size() == 2 && keywords.empty()) {
+    addToSet(args[0], args[1]);
+    return constant(Py_None);
+  }
   if (callee->kind == Var::Kind::Object &&
       (callee->method.rfind("dict.", 0) == 0 ||
        callee->method.rfind("list.", 0) == 0 ||

@@ -237,12 +237,52 @@ int BytecodeTracer::step(const Instruction &in) {
   case RETURN_GENERATOR:
     push(constant(Py_None));
     return -1;
-  case YIELD_VALUE:
+  case YIELD_VALUE: {
+    // Unrolling stops at a bound, so that an endless generator (consumed
+    // lazily in eager) refuses instead of hanging capture.
+    constexpr size_t kMaxYields = 100000;
     if (!current.yielded)
-      unsupported("yield outside an inlined generator expression");
+      unsupported("yield outside an inlined generator");
+    if (current.yielded->size() >= kMaxYields)
+      unsupported("a generator yielding more than 100000 items");
     current.yielded->push_back(pop());
     push(constant(Py_None));
     return -1;
+  }
+  case GET_YIELD_FROM_ITER:
+    push(iterate(pop()));
+    return -1;
+  case SEND: {
+    // `yield from receiver`, unrolled: each item is yielded in turn; at
+    // the end the receiver's return value (an inlined generator's, else
+    // None) is the expression's value.
+    VarPtr receiver = peek(2);
+    if (receiver->kind != Var::Kind::Iterator)
+      unsupported("yield from a value that is not an unrolled iterator");
+    if (peek(1)->kind != Var::Kind::Constant ||
+        peek(1)->object.get() != Py_None)
+      unsupported("a value sent into a generator");
+    pop();
+    if (receiver->position < receiver->items.size()) {
+      willMutate(receiver);
+      push(receiver->items[receiver->position++]);
+      return -1;
+    }
+    VarPtr value = receiver->self ? receiver->self : constant(Py_None);
+#ifndef END_SEND // 3.11: the value replaces the receiver
+    pop();
+#endif
+    push(value);
+    return jumpTarget(in.target);
+  }
+#ifdef END_SEND // 3.12: removes the receiver under the value
+  case END_SEND: {
+    VarPtr value = pop();
+    pop();
+    push(value);
+    return -1;
+  }
+#endif
   case LOAD_ATTR: {
     // 3.12 folded LOAD_METHOD into LOAD_ATTR's low bit.
     constexpr bool methodBit = PY_VERSION_HEX >= 0x030C0000;

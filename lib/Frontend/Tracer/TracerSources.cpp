@@ -163,6 +163,17 @@ VarPtr BytecodeTracer::constant(PyObject *object) {
     code->object = PyRef::borrow(object);
     return code;
   }
+  if (PyFrozenSet_CheckExact(object)) {
+    // `x in {1, 2}` loads a frozenset constant: a set var of constants.
+    VarPtr set = makeVar(Var::Kind::Tuple);
+    set->isSet = true;
+    PyRef iterator = PyRef::steal(PyObject_GetIter(object));
+    while (PyRef item =
+               PyRef::steal(iterator ? PyIter_Next(iterator.get()) : nullptr))
+      set->items.push_back(constant(item.get()));
+    PyErr_Clear();
+    return set;
+  }
   if (!isConstantObject(object))
     unsupported(std::string("constant of type ") + Py_TYPE(object)->tp_name);
   VarPtr var = makeVar(Var::Kind::Constant);

@@ -225,6 +225,11 @@ BytecodeTracer::torchExtern(PyObject *callable, const std::string &what,
                             const Keywords &keywords) {
   if (VarPtr attention = trainingAttention(callable, args, keywords))
     return attention;
+  // torch.is_floating_point(t), Tensor.numel(t), ...: the method's answer.
+  if (isMetadataMethod(nameOf(callable)) && !args.empty() &&
+      args[0]->kind == Var::Kind::Tensor && keywords.empty())
+    return tensorMetadata(args[0], nameOf(callable),
+                          std::vector<VarPtr>(args.begin() + 1, args.end()));
   if (!isTorchBuiltin(callable))
     unsupported("call to " + what + " (not in the op table)");
   if (!keywords.count("out") && !isTorchOperator(callable) &&

@@ -119,20 +119,41 @@ VarPtr BytecodeTracer::buildTuple(int count) {
 void BytecodeTracer::addToSet(const VarPtr &set, const VarPtr &item) {
   if (set->kind != Var::Kind::Tuple || !set->isSet)
     unsupported("set.add on a value that is not a set made by the frame");
-  if (!comparableAtCapture(item))
-    unsupported("a set of values not known at capture");
-  for (const VarPtr &present : set->items) {
-    int equal = PyObject_RichCompareBool(present->object.get(),
-                                         item->object.get(), Py_EQ);
+  for (const VarPtr &present : set->items)
+    if (sameSetMember(present, item))
+      return;
+  willMutate(set);
+  set->items.push_back(item);
+}
+
+bool BytecodeTracer::sameSetMember(const VarPtr &a, const VarPtr &b) {
+  if (comparableAtCapture(a) && comparableAtCapture(b)) {
+    int equal =
+        PyObject_RichCompareBool(a->object.get(), b->object.get(), Py_EQ);
     if (equal < 0) {
       PyErr_Clear();
       unsupported("comparing set items raised");
     }
-    if (equal)
-      return;
+    return equal;
   }
-  willMutate(set);
-  set->items.push_back(item);
+  // Tensors, modules and other objects hash by identity: a set (a memo of
+  // parameters already seen) holds each object once.
+  if (a == b)
+    return true;
+  if (a->kind == Var::Kind::Tensor && b->kind == Var::Kind::Tensor)
+    return a->tensor == b->tensor;
+  bool objects = a->kind == Var::Kind::Object && b->kind == Var::Kind::Object &&
+                 a->object && b->object && a->method.empty() &&
+                 b->method.empty();
+  if (objects)
+    return a->object.get() == b->object.get();
+  bool mixed = (a->kind == Var::Kind::Tensor || comparableAtCapture(a) ||
+                a->kind == Var::Kind::Object) &&
+               (b->kind == Var::Kind::Tensor || comparableAtCapture(b) ||
+                b->kind == Var::Kind::Object);
+  if (!mixed)
+    unsupported("a set of values capture cannot compare");
+  return false;
 }
 
 std::vector<VarPtr> BytecodeTracer::itemsOf(const VarPtr &var) {
@@ -395,6 +416,15 @@ VarPtr BytecodeTracer::tensorMetadata(const VarPtr &tensor,
     return integerConstant(int64_t(type.rank()));
   if (method == "numel" || method == "nelement")
     return sizeVar(type.numel());
+  if (method == "is_floating_point" || method == "is_complex" ||
+      method == "is_signed") {
+    if (!args.empty())
+      unsupported("Tensor." + method + " with arguments");
+    bool answer = method == "is_floating_point" ? isFloating(type.dtype)
+                  : method == "is_signed"       ? type.dtype != DType::Bool
+                                                : false;
+    return constant(answer ? Py_True : Py_False);
+  }
   if (args.empty())
     return sizesTuple(type);
   if (args[0]->kind != Var::Kind::Constant ||

@@ -33,6 +33,11 @@ VarPtr SequenceValues::attribute(const VarPtr &value, PyObject *name) {
       return tracer.constant(data.get());
     PyErr_Clear();
   }
+  if (value->isSet) {
+    if (attribute == "add")
+      return containerMethod(value, "set.add");
+    refuse("set." + attribute + " of");
+  }
   bool listMethod =
       value->isList &&
       (attribute == "copy" || attribute == "append" || attribute == "extend");
@@ -102,6 +107,15 @@ VarPtr SequenceValues::isInstance(const VarPtr &value, PyObject *classes) {
     return nullptr;
   return builtinIsInstance(value->isList ? &PyList_Type : &PyTuple_Type,
                            classes);
+}
+
+VarPtr SequenceValues::contains(const VarPtr &container, const VarPtr &item) {
+  if (!container->isSet)
+    return ValueHandler::contains(container, item);
+  for (const VarPtr &member : container->items)
+    if (tracer.sameSetMember(member, item))
+      return tracer.constant(Py_True);
+  return tracer.constant(Py_False);
 }
 
 int SequenceValues::callable(const VarPtr &) { return 0; }

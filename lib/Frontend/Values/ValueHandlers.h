@@ -117,6 +117,7 @@ public:
   void storeSubscript(const VarPtr &value, const VarPtr &index,
                       const VarPtr &item) override;
   bool truth(const VarPtr &value) override;
+  VarPtr contains(const VarPtr &container, const VarPtr &item) override;
   int callable(const VarPtr &value) override;
   OutputSpec output(const VarPtr &value, const ItemSpec &itemSpec) override;
   OutputSpec liveState(const VarPtr &value, const ItemSpec &itemSpec) override;
