@@ -705,3 +705,30 @@ def test_sets_hold_tensors_by_identity():
     a, b = torch.randn(3), torch.randn(3)
     assert_outputs_close(dynafuse.compile(tied_members, fullgraph=True)(a, b), tied_members(a, b))
     assert_compiled()
+
+
+def shape_checks(x, heads):
+    checks = (x.size() != (2, heads, 4), x.shape == (2, 3, 4), [1, 2] == (1, 2),
+              (x.shape[0], 3) == (2, heads), list(x.shape) == [2, 3, 4],
+              x.shape[-2:] != (heads, 4))
+    return x * 2, checks
+
+
+@pytest.mark.parametrize("heads", [3, 5])
+def test_sizes_compare_with_tuples_item_by_item(heads):
+    """attn_weights.size() != (bsz * heads, tgt, src) (xglm, radio): Python's
+    tuple comparison, item by item, a list never equal to a tuple."""
+    x = torch.randn(2, 3, 4)
+    actual = dynafuse.compile(shape_checks, fullgraph=True)(x, heads)
+    assert_outputs_close(actual, shape_checks(x, heads))
+
+
+def numpy_spellings(t):
+    mean = torch.mean(torch.square(t), axis=-1, keepdim=True)
+    return t / torch.sqrt(mean + 1e-5) + t.sum(axis=0) + torch.sum(t, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("x", INPUTS[:3])
+def test_numpy_keyword_spellings_bind_as_torch_names(x):
+    """torch.mean(x, axis=-1) (imagegpt), keepdims=: PyTorch's NumPy aliases."""
+    assert_outputs_close(dynafuse.compile(numpy_spellings, fullgraph=True)(x), numpy_spellings(x))

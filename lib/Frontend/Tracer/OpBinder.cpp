@@ -6,10 +6,23 @@
 namespace dynafuse {
 namespace capture {
 
-OpBinder::Binding
-OpBinder::bind(const OpBinding &binding, const std::string &what,
-               const std::vector<VarPtr> &args,
-               const Keywords &keywords) {
+OpBinder::Binding OpBinder::bind(const OpBinding &binding,
+                                 const std::string &what,
+                                 const std::vector<VarPtr> &args,
+                                 const Keywords &givenKeywords) {
+  // PyTorch's NumPy spellings (torch.mean(x, axis=-1, keepdims=True)):
+  // the parameter's own name where the binding has no such parameter.
+  Keywords keywords = givenKeywords;
+  for (auto [alias, name] :
+       {std::pair<const char *, const char *>{"axis", "dim"},
+        {"keepdims", "keepdim"}}) {
+    auto given = keywords.find(alias);
+    bool declared = false;
+    for (const ParamSpec &param : binding.params)
+      declared |= param.name == alias;
+    if (given != keywords.end() && !declared && !keywords.count(name))
+      given->first = name;
+  }
   Binding bound;
   bound.op = binding.graphOp;
   size_t positional = 0;

@@ -351,6 +351,43 @@ VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
                     "__eq__");
       return constant((lhs == rhs) == (kind == Py_EQ) ? Py_True : Py_False);
     }
+  // A tuple or list var, or a constant one (a static torch.Size): its
+  // items and whether it is a list; false for anything else.
+  auto sequence = [&](const VarPtr &var, std::vector<VarPtr> &items,
+                      bool &isList) {
+    if (var->kind == Var::Kind::Tuple && !var->isSet) {
+      items = var->items;
+      isList = var->isList;
+      return true;
+    }
+    PyObject *object = var->object.get();
+    if (var->kind != Var::Kind::Constant ||
+        !(PyTuple_Check(object) || PyList_Check(object)))
+      return false;
+    isList = PyList_Check(object);
+    PyRef fast = PyRef::steal(PySequence_Fast(object, "a sequence"));
+    for (Py_ssize_t i = 0; fast && i < PySequence_Fast_GET_SIZE(fast.get());
+         ++i)
+      items.push_back(constant(PySequence_Fast_GET_ITEM(fast.get(), i)));
+    return true;
+  };
+  std::vector<VarPtr> left, right;
+  bool leftList = false, rightList = false;
+  if ((kind == Py_EQ || kind == Py_NE) && sequence(lhs, left, leftList) &&
+      sequence(rhs, right, rightList)) {
+    // size() != (batch, heads, length): item by item, as Python compares
+    // tuples (a list never equals a tuple; torch.Size is a tuple).
+    bool equal = leftList == rightList && left.size() == right.size();
+    for (size_t i = 0; equal && i < left.size(); ++i) {
+      VarPtr same = left[i] == right[i] ? constant(Py_True)
+                                        : compareOp(Py_EQ, left[i], right[i]);
+      if (same->kind != Var::Kind::Constant ||
+          !PyBool_Check(same->object.get()))
+        unsupported("== of sequences whose items compare to a tensor");
+      equal = same->object.get() == Py_True;
+    }
+    return constant(equal == (kind == Py_EQ) ? Py_True : Py_False);
+  }
   static const Op ops[] = {Op::Lt, Op::Le, Op::Eq, Op::Ne, Op::Gt, Op::Ge};
   if (kind < 0 || kind > 5)
     unsupported("comparison operator");
