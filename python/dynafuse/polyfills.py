@@ -4,6 +4,8 @@ ops the graph has (as TorchDynamo's polyfills do). POLYFILLS maps the torch
 callable to its form; the tracer inlines the form wherever the code calls
 the callable. Inputs a form does not handle raise NotImplementedError, so
 capture stops there and eager runs the call (and raises eager's error)."""
+import itertools
+
 import torch
 import torch.nn.functional as F
 
@@ -62,4 +64,13 @@ def pad(input, pad, mode="constant", value=None):
     return result
 
 
-POLYFILLS = {F.pad: pad}
+def repeat(object, times=None):
+    """itertools.repeat with a count (torch's _ntuple: tuple(repeat(x, n))),
+    unrolled like any generator; an endless repeat is not traced."""
+    if times is None:
+        raise NotImplementedError("itertools.repeat without a count")
+    for _ in range(times):
+        yield object
+
+
+POLYFILLS = {F.pad: pad, itertools.repeat: repeat}

@@ -732,3 +732,36 @@ def numpy_spellings(t):
 def test_numpy_keyword_spellings_bind_as_torch_names(x):
     """torch.mean(x, axis=-1) (imagegpt), keepdims=: PyTorch's NumPy aliases."""
     assert_outputs_close(dynafuse.compile(numpy_spellings, fullgraph=True)(x), numpy_spellings(x))
+
+
+class ChosenForward(nn.Module):
+    """forward picked in __init__ and stored on the instance (timm's
+    fasternet Partial_conv3), with torch's _ntuple (itertools.repeat)."""
+
+    def __init__(self, slicing):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, torch.nn.modules.utils._pair(3), padding=1)
+        self.forward = self.forward_slicing if slicing else self.forward_split_cat
+
+    def forward_slicing(self, x):
+        x = x.clone()
+        x[:, :2] = self.conv(x[:, :2])
+        return x
+
+    def forward_split_cat(self, x):
+        first, rest = torch.split(x, [2, x.shape[1] - 2], dim=1)
+        return torch.cat((self.conv(first), rest), 1)
+
+
+@pytest.mark.parametrize("slicing", [True, False])
+def test_forward_stored_on_the_instance_is_called(slicing):
+    import itertools
+    model = ChosenForward(slicing)
+    x = torch.randn(2, 5, 6, 6)
+
+    def f(a):
+        return model(a) * len(tuple(itertools.repeat(a, 3)))
+
+    with torch.no_grad():
+        assert_outputs_close(dynafuse.compile(f, fullgraph=True)(x), f(x))
+    assert_compiled()

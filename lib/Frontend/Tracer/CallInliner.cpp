@@ -72,10 +72,21 @@ CallInliner::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
   requireNoHooks(module);
   PyRef name = PyRef::steal(PyUnicode_InternFromString("forward"));
   VarPtr forward = tracer.boundMethod(module, name.get());
-  if (!forward)
-    tracer.unsupported(std::string("call of ") +
-                       Py_TYPE(module->object.get())->tp_name +
-                       " whose forward is not a Python function");
+  if (!forward) {
+    // forward set on the instance (self.forward = self.forward_split_cat
+    // in __init__): whatever the attribute holds, called as Python would.
+    PyObject *dict =
+        module->object ? PyObject_GenericGetDict(module->object.get(), nullptr)
+                       : nullptr;
+    bool own = dict && PyDict_GetItemWithError(dict, name.get());
+    Py_XDECREF(dict);
+    PyErr_Clear();
+    if (!own)
+      tracer.unsupported(std::string("call of ") +
+                         Py_TYPE(module->object.get())->tp_name +
+                         " whose forward is not a Python function");
+    return tracer.callAny(tracer.loadAttr(module, name.get()), args, keywords);
+  }
   args.insert(args.begin(), module);
   return tracer.callAny(forward->function, args, keywords);
 }
