@@ -149,6 +149,18 @@ def seconds(call, calls=1):
     return (time.perf_counter() - start) / calls
 
 
+def inductor_call(model, positional, keywords, row, first_key, mode=None):
+    """torch.compile(model) after a reset of Dynamo, its first call timed
+    into row[first_key]: a function making one more call."""
+    import torch._dynamo as dynamo
+    dynamo.reset()
+    inductor = torch.compile(model, mode=mode)
+    start = time.perf_counter()
+    inductor(*positional, **keywords)
+    row[first_key] = time.perf_counter() - start
+    return lambda: inductor(*positional, **keywords)
+
+
 def interleaved_ratios(eager, others, runs, calls=1):
     """Per round, eager and each compiled version in turn (so a slow stretch
     of a noisy machine hits all of them), each timed over `calls` calls
@@ -188,19 +200,10 @@ def measure(name, make, inputs, args):
         row["tc_breaks"] = explained.graph_break_count
         calls = [lambda: compiled(*positional, **keywords)]
         if args.inductor:
-            dynamo.reset()
-            inductor = torch.compile(model)
-            start = time.perf_counter()
-            inductor(*positional, **keywords)
-            row["tc_first"] = time.perf_counter() - start
-            calls.append(lambda: inductor(*positional, **keywords))
+            calls.append(inductor_call(model, positional, keywords, row, "tc_first"))
         if args.max_autotune:
-            dynamo.reset()
-            tuned = torch.compile(model, mode="max-autotune-no-cudagraphs")
-            start = time.perf_counter()
-            tuned(*positional, **keywords)
-            row["ma_first"] = time.perf_counter() - start
-            calls.append(lambda: tuned(*positional, **keywords))
+            calls.append(inductor_call(model, positional, keywords, row, "ma_first",
+                                       mode="max-autotune-no-cudagraphs"))
         ratios = interleaved_ratios(lambda: model(*positional, **keywords), calls,
                                     args.runs, args.calls_per_round)
         row["speedup"] = statistics.median(ratios[0])

@@ -23,7 +23,7 @@ import warnings
 import torch
 
 import dynafuse
-from library_models import interleaved_ratios, matches
+from library_models import inductor_call, interleaved_ratios, matches
 from measure import spread
 
 
@@ -95,12 +95,7 @@ def measure(name, build, args, library_path=None):
             compiled(*positional, **keywords)
         calls = [lambda: compiled(*positional, **keywords)]
         if args.inductor:
-            dynamo.reset()
-            inductor = torch.compile(model)
-            start = time.perf_counter()
-            inductor(*positional, **keywords)
-            row["tc_first"] = time.perf_counter() - start
-            calls.append(lambda: inductor(*positional, **keywords))
+            calls.append(inductor_call(model, positional, keywords, row, "tc_first"))
         ratios = interleaved_ratios(lambda: model(*positional, **keywords), calls, args.runs)
         stats = dynafuse.stats()
         row["graphs"] = len(dynafuse.compiled_graphs())
