@@ -66,9 +66,12 @@ public:
 class RaisedInCapture : public Unsupported {
 public:
   RaisedInCapture(const std::string &message, const Location &where,
-                  PyObject *exceptionType)
-      : Unsupported(message, where), exceptionType(exceptionType) {}
+                  PyObject *exceptionType, PyRef exception = PyRef())
+      : Unsupported(message, where), exceptionType(exceptionType),
+        exception(std::move(exception)) {}
   PyObject *exceptionType; ///< a builtin exception class (immortal enough)
+  /// The exception object when capture made one (what a handler sees).
+  PyRef exception;
 };
 
 /// How to rebuild the frame's return value from the graph's results.

@@ -125,8 +125,7 @@ private:
   /// frame's own code, not an inlined callee) a break may end it early:
   /// then result.resume is set and it returns null.
   VarPtr runBody(bool frameLevel = false);
-  /// Decodes the current code (instructions, offsets) and checks its
-  /// exception handlers.
+  /// Decodes the current code (instructions, offsets); checks its handlers.
   void loadCode();
 
   //===--------------------------------------------------------------------===//
@@ -134,21 +133,23 @@ private:
   //===--------------------------------------------------------------------===//
 
   bool allowResume;
-  /// One frame-level instruction; when it breaks, what it changed is undone,
-  /// the resume point recorded (breakAt) and kBroke returned.
+  /// One frame-level instruction; when it breaks, what it changed is
+  /// undone, the resume point recorded (breakAt) and kBroke returned.
   int stepOrBreak(size_t pc);
+  /// A raise to its handler (TracerExceptions.cpp; `find`: only whether
+  /// one catches it, -1 if not), and the handlers' ops.
+  int raiseToHandler(size_t pc, const RaisedInCapture &raised, bool find);
+  int exceptionStep(const Instruction &in);
   /// What a frame-level instruction changed before it broke, to undo:
   /// symbolic values it mutated (their state before), the input table.
   std::vector<std::pair<VarPtr, Var>> journal;
   std::unique_ptr<InputTable> inputsBefore;
   void willMutate(const VarPtr &var);
   void willUpdateInputs();
-  /// Records the resume point for a break at instruction pc, or rethrows
-  /// error (with why it cannot resume).
-  void breakAt(size_t pc, const Unsupported &error);
+  void breakAt(size_t pc, const Unsupported &error); // or rethrows, why
   OutputSpec stateOf(const VarPtr &var);
-  /// Whether a call of callee cannot run in a stub (it reads its caller's
-  /// frame: super() without arguments, locals(), eval(), ...).
+  /// Whether callee cannot run in a stub (it reads its caller's frame:
+  /// super() without arguments, locals(), eval()).
   bool needsItsCallersFrame(const VarPtr &callee) const;
   /// The with-block exits a break at `in` sits inside (stack slots,
   /// innermost first); throws when a handler is not a with block's.
@@ -189,8 +190,7 @@ private:
   // Instructions
   //===--------------------------------------------------------------------===//
 
-  /// Returns the next instruction index, -1 for the following one, or
-  /// kReturned.
+  /// The next instruction's index (-1: the following one) or kReturned.
   int step(const Instruction &in);
 
   int jumpTarget(int offset);
@@ -204,8 +204,7 @@ private:
   VarPtr constant(PyObject *object);
 
   VarPtr loadLocal(int index);
-  /// LOAD_FAST_AND_CLEAR: the local's value (or a Null var when unbound),
-  /// leaving it unbound.
+  /// LOAD_FAST_AND_CLEAR: the local's value (Null when unbound), unbound.
   VarPtr takeLocal(int index);
   /// The cell in a cell or free slot (what LOAD_CLOSURE, and 3.13's LOAD_FAST
   /// of such a slot, push), or null.

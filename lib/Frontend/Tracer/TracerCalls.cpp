@@ -289,6 +289,16 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       if (answer >= 0)
         return constant(answer ? Py_True : Py_False);
     }
+    if ((isBuiltin(object, "str") || isBuiltin(object, "repr")) &&
+        args.size() == 1 && keywords.empty() &&
+        args[0]->kind == Var::Kind::Object && args[0]->method == "exception" &&
+        args[0]->object) {
+      // The text of an exception capture made (a handler's message).
+      PyRef text = PyRef::steal(isBuiltin(object, "str")
+                                    ? PyObject_Str(args[0]->object.get())
+                                    : PyObject_Repr(args[0]->object.get()));
+      return foldPython(text.release());
+    }
     if (isBuiltin(object, "type") && args.size() == 1 && keywords.empty())
       if (VarPtr result = typeOf(args[0]))
         return result;

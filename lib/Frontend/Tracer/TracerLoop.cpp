@@ -93,7 +93,12 @@ VarPtr BytecodeTracer::runBody(bool frameLevel) {
       unsupported("more than 100000 bytecode steps", current.currentLine);
     const Instruction &instruction = current.instructions[pc];
     current.currentLine = instruction.line;
-    int next = frameLevel ? stepOrBreak(pc) : step(instruction);
+    int next;
+    try {
+      next = frameLevel ? stepOrBreak(pc) : step(instruction);
+    } catch (const RaisedInCapture &raised) {
+      next = raiseToHandler(pc, raised, false); // rethrows when none catches
+    }
     if (next == kBroke)
       return nullptr;
     if (next == kReturned)
@@ -140,6 +145,11 @@ int BytecodeTracer::step(const Instruction &in) {
   case POP_TOP:
     pop();
     return -1;
+  case PUSH_EXC_INFO:
+  case POP_EXCEPT:
+  case CHECK_EXC_MATCH:
+  case RERAISE:
+    return exceptionStep(in);
   case PUSH_NULL:
     push(makeVar(Var::Kind::Null));
     return -1;

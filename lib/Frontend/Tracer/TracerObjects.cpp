@@ -73,7 +73,10 @@ void BytecodeTracer::raiseException(const VarPtr &exception) {
                         reinterpret_cast<PyTypeObject *>(type)->tp_name;
   if (text && PyUnicode_GET_LENGTH(text.get()) > 0)
     message += std::string(": ") + PyUnicode_AsUTF8(text.get());
-  throw RaisedInCapture(message, here(current.currentLine), type);
+  PyRef made = instance ? PyRef::borrow(object)
+                        : PyRef::steal(PyObject_CallNoArgs(type));
+  PyErr_Clear();
+  throw RaisedInCapture(message, here(current.currentLine), type, made);
 }
 
 int BytecodeTracer::objectIdOf(const VarPtr &var) {

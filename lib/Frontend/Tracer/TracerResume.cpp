@@ -68,6 +68,11 @@ int BytecodeTracer::stepOrBreak(size_t pc) {
   try {
     return step(instruction);
   } catch (Unsupported &error) {
+    // A raise the frame's own handler catches goes there (runBody), with
+    // what the code did before it kept, as in Python.
+    if (auto *raised = dynamic_cast<RaisedInCapture *>(&error))
+      if (raiseToHandler(pc, *raised, true) >= 0)
+        throw;
     if (!allowResume)
       throw;
     pendingStores.resize(storesBefore);

@@ -53,7 +53,14 @@ VarPtr DictValues::subscript(const VarPtr &value, const VarPtr &index) {
   std::string key = PyUnicode_AsUTF8(index->object.get());
   if (VarPtr entry = tracer.dictEntry(value, key))
     return entry;
-  tracer.unsupported("key '" + key + "' missing (KeyError)");
+  // Capture knows every key (a dict it made, or a source's, guarded
+  // whole): the KeyError eager raises, which a handler may catch.
+  PyRef error =
+      PyRef::steal(PyObject_CallOneArg(PyExc_KeyError, index->object.get()));
+  PyErr_Clear();
+  throw RaisedInCapture("the code raises KeyError: '" + key + "'",
+                        tracer.here(tracer.current.currentLine), PyExc_KeyError,
+                        error);
 }
 
 void DictValues::storeSubscript(const VarPtr &value, const VarPtr &index,
