@@ -765,3 +765,28 @@ def test_forward_stored_on_the_instance_is_called(slicing):
     with torch.no_grad():
         assert_outputs_close(dynafuse.compile(f, fullgraph=True)(x), f(x))
     assert_compiled()
+
+
+class LayersMadeInForward(nn.Module):
+    """torch.nn layers built inside forward (transformers' imagegpt:
+    nn.Softmax(dim=-1)(w); canine: nn.ConstantPad1d((a, b), 0))."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x):
+        weights = nn.Softmax(dim=-1)(self.proj(x))
+        padded = nn.ConstantPad1d((1, 2), 0.5)(weights)
+        return nn.ReLU()(padded - 0.2), nn.Dropout(p=0.0)(x)
+
+
+@pytest.mark.parametrize("x", INPUTS[:3])
+def test_stateless_layers_made_in_forward_are_one_graph(x):
+    model = LayersMadeInForward().eval()
+    with torch.no_grad():
+        compiled = dynafuse.compile(model, fullgraph=True)
+        for _ in range(2):
+            assert_outputs_close(compiled(x), model(x))
+    assert_compiled()
+    assert dynafuse.stats()["cache_hits"] == 1

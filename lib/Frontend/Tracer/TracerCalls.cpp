@@ -318,6 +318,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     }
     if (VarPtr context = gradModeContext(object, args, keywords))
       return context;
+    if (VarPtr layer = objects.statelessLayer(callee, args, keywords))
+      return layer;
     if (VarPtr made = objects.construct(callee, args, keywords))
       return made;
     if (VarPtr made = values.sequenceHandler().constructNamedTuple(callee, args,

@@ -36,6 +36,12 @@ public:
   /// its __init__ inlined. Null for other classes.
   VarPtr construct(const VarPtr &classVar, const std::vector<VarPtr> &args,
                    const Keywords &keywords);
+  /// torch.nn's own layer made in forward from constants (nn.Softmax(dim=-1)
+  /// (x), nn.ConstantPad1d(pads, 0)): built at capture and, when it holds
+  /// no parameters, buffers or submodules, one fixed object that every run
+  /// uses (a stateless layer computes the same as a fresh one). Null else.
+  VarPtr statelessLayer(const VarPtr &classVar, const std::vector<VarPtr> &args,
+                        const Keywords &keywords);
   /// The raw entry for name in the class's MRO (past `after`), read through
   /// a guarded ClassEntry source; null when there is none.
   VarPtr classEntry(const VarPtr &classVar, PyObject *name,
