@@ -97,3 +97,27 @@ def test_what_ran_before_the_raise_stays_done():
     actual = dynafuse.compile(effects_before_the_raise, fullgraph=True)(x)
     assert_outputs_close(actual, effects_before_the_raise(x))
     assert len(actual) == 2
+
+
+def raises_under_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        return {"a": y}["missing"]
+
+
+def catches_a_raise_from_a_with_block(x):
+    try:
+        return raises_under_no_grad(x)
+    except KeyError:
+        return x * 3, torch.is_grad_enabled()
+
+
+def test_a_raise_out_of_a_with_block_keeps_the_grad_mode():
+    """The callee's with block never exits during capture: its raise is a
+    break, so the caller's handler never runs in the wrong grad mode."""
+    x = torch.randn(3, requires_grad=True)
+    with torch.enable_grad():
+        actual = dynafuse.compile(catches_a_raise_from_a_with_block)(x)
+        expected = catches_a_raise_from_a_with_block(x)
+    assert_outputs_close(actual, expected)
+    assert actual[1] is True and actual[0].requires_grad

@@ -9,7 +9,8 @@
 // POP_EXCEPT, RERAISE). What the code did before the raise stays done, as
 // in Python. A raise no handler of the frame covers leaves the inlined
 // call (CallInliner restores the caller) and is looked up again there;
-// past the compiled frame it is a graph break (eager raises it).
+// past the compiled frame it is a graph break (eager raises it), as is one
+// whose innermost handler only cleans up.
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
@@ -24,12 +25,16 @@ int BytecodeTracer::raiseToHandler(size_t pc, const RaisedInCapture &raised,
     if (offset < entry.start || offset >= entry.end)
       continue;
     // Handlers that only clean up and re-raise (a with block's exit, the
-    // exception-state restore) are left to eager: the raise breaks there
-    // as any refusal does, and eager runs them.
+    // exception-state restore) are left to eager: the raise is a plain
+    // refusal from here on, which no outer handler catches (one would
+    // continue past a cleanup that never ran: a with block's grad mode).
     auto target = current.indexOfOffset.find(entry.target);
     if (!raised.exception || target == current.indexOfOffset.end() ||
-        handlerAt(size_t(target->second)) != Handler::User)
-      break;
+        handlerAt(size_t(target->second)) != Handler::User) {
+      if (find)
+        return -1;
+      throw Unsupported(raised.bareMessage(), raised.location());
+    }
     if (find)
       return target->second;
     if (current.stack.size() < size_t(entry.depth))
