@@ -790,3 +790,32 @@ def test_stateless_layers_made_in_forward_are_one_graph(x):
             assert_outputs_close(compiled(x), model(x))
     assert_compiled()
     assert dynafuse.stats()["cache_hits"] == 1
+
+
+class LayerFlags:
+    def __init__(self):
+        self.is_updated = {0: False, 1: True}
+
+
+REGISTRY_OF_INTS = {i: i * 2 for i in range(100)}
+
+
+def entries_by_int_key(x, flags, layer):
+    first = flags.is_updated.get(layer)
+    second = flags.is_updated[1]
+    scale = REGISTRY_OF_INTS[3] + REGISTRY_OF_INTS.get(4)
+    return x * scale + (1 if first else 0) + (2 if second else 0)
+
+
+def test_dicts_read_by_int_keys_guard_the_entry_read():
+    """transformers' EncoderDecoderCache.is_updated[layer_idx] and its .get:
+    the entry is read and guarded (a bound dict.get is a new object on
+    every read; guarding its identity settled the frame)."""
+    x, flags = torch.randn(3), LayerFlags()
+    compiled = dynafuse.compile(entries_by_int_key, fullgraph=True)
+    for layer in (0, 1, 0):
+        assert_outputs_close(compiled(x, flags, layer), entries_by_int_key(x, flags, layer))
+    flags.is_updated[0] = True
+    assert_outputs_close(compiled(x, flags, 0), entries_by_int_key(x, flags, 0))
+    stats = dynafuse.stats()
+    assert stats["captures"] == 3 and stats["cache_hits"] == 1 and stats["settled_frames"] == 0, stats

@@ -5,14 +5,13 @@ namespace dynafuse {
 namespace capture {
 
 int GuardBuilder::addSource(Source source) {
-  std::string key = std::to_string(int(source.kind)) + ":" +
-                    std::to_string(source.parent) + ":" +
-                    std::to_string(source.index) + ":" +
-                    (source.name ? PyUnicode_AsUTF8(source.name.get()) : "") +
-                    // SuperAttr / ClassEntry: the class the lookup starts
-                    // after is part of what is read.
-                    ":" + std::to_string(reinterpret_cast<uintptr_t>(
-                              source.fixed.get()));
+  std::string key =
+      std::to_string(int(source.kind)) + ":" + std::to_string(source.parent) +
+      ":" + std::to_string(source.index) + ":" +
+      (source.name ? keyText(source.name.get(), false) : "") +
+      // SuperAttr / ClassEntry: the class the lookup starts
+      // after is part of what is read.
+      ":" + std::to_string(reinterpret_cast<uintptr_t>(source.fixed.get()));
   auto found = sourceIds.find(key);
   if (found != sourceIds.end())
     return found->second;

@@ -14,6 +14,19 @@ namespace dynafuse {
 /// Whether two constants (isConstantObject) are the same value: of one
 /// type, floats with the same bit pattern (-0.0 is not 0.0, a NaN matches
 /// the same NaN), tuples item by item, the rest by ==.
+std::string keyText(PyObject *key, bool quoted) {
+  if (PyUnicode_Check(key)) {
+    std::string text = PyUnicode_AsUTF8(key);
+    return quoted ? "'" + text + "'" : text;
+  }
+  PyRef repr = PyRef::steal(PyObject_Repr(key));
+  std::string text = repr ? PyUnicode_AsUTF8(repr.get()) : "?";
+  PyErr_Clear();
+  // Unquoted (a dedup key): marked so that no string key spells it.
+  return quoted ? text
+                : "\x01" + std::string(Py_TYPE(key)->tp_name) + ":" + text;
+}
+
 bool sameConstant(PyObject *value, PyObject *expected) {
   if (Py_TYPE(value) != Py_TYPE(expected))
     return false;
@@ -103,8 +116,7 @@ std::string Source::describe(const std::vector<Source> &all) const {
   case Kind::Fixed:
     return std::string("<") + Py_TYPE(fixed.get())->tp_name + ">";
   case Kind::DictItem:
-    return all[parent].describe(all) + "['" + PyUnicode_AsUTF8(name.get()) +
-           "']";
+    return all[parent].describe(all) + "[" + keyText(name.get(), true) + "]";
   case Kind::Environ:
     return std::string("os.environ['") + PyUnicode_AsUTF8(name.get()) + "']";
   case Kind::RandomSeed:

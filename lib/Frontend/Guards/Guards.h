@@ -60,6 +60,10 @@ struct Source {
   std::string describe(const std::vector<Source> &all) const;
 };
 
+/// A source's name or dict key as text: a string as it is (quoted when
+/// `quoted`), another constant key (an int, a bool) as its type and repr.
+std::string keyText(PyObject *key, bool quoted);
+
 /// Whether two constants are the same value for a guard: floats by bit
 /// pattern (so -0.0 and 0.0 differ and a NaN matches itself), tuples item
 /// by item, the rest by ==.

@@ -22,6 +22,15 @@ PyObject *autogradFunctionClass() {
   return lookupOnce(slot, "torch.autograd", "Function");
 }
 
+/// A constant a dict read from a source is looked up by, with a guard on
+/// that entry: a string, an int or a bool (layer indices, handle ids).
+bool dictKey(const VarPtr &key) {
+  PyObject *object = key->object.get();
+  return key->kind == Var::Kind::Constant &&
+         (PyUnicode_CheckExact(object) || PyLong_CheckExact(object) ||
+          PyBool_Check(object));
+}
+
 /// The Python object a var stands for when capture knows it whole: a
 /// constant, a guarded or derived object, or a tuple of those; null else.
 PyRef staticObject(const VarPtr &var) {
@@ -111,6 +120,17 @@ VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
   if (isEnvironment(object) && attribute == "get") {
     VarPtr get = makeVar(Var::Kind::Object);
     get->method = "environ.get";
+    return get;
+  }
+  if (object && PyDict_CheckExact(object) && attribute == "get" &&
+      base->source >= 0) {
+    // A dict capture keeps as an object (keys other than strings, or
+    // large): get reads the one entry asked for, guarded, instead of
+    // the bound method (a new object on every read: its identity never
+    // holds twice).
+    VarPtr get = makeVar(Var::Kind::Object);
+    get->method = "dict.get of a source";
+    get->self = base;
     return get;
   }
   std::string typeName = object ? Py_TYPE(object)->tp_name : "";
@@ -223,9 +243,7 @@ VarPtr ObjectValues::subscript(const VarPtr &value, const VarPtr &index) {
     PyObject *object = value->object.get();
     // A dict read from a source that capture keeps whole (large, or with
     // keys other than strings): the one entry, guarded.
-    bool stringKey = index->kind == Var::Kind::Constant &&
-                     PyUnicode_CheckExact(index->object.get());
-    if (PyDict_CheckExact(object) && stringKey && value->source >= 0) {
+    if (PyDict_CheckExact(object) && dictKey(index) && value->source >= 0) {
       PyObject *entry = PyDict_GetItemWithError(object, index->object.get());
       if (!entry) {
         PyErr_Clear();
@@ -414,11 +432,9 @@ VarPtr ObjectValues::applyWithoutGradient(const VarPtr &value,
 VarPtr ObjectValues::entryOfSourceDict(const VarPtr &dict,
                                        const std::vector<VarPtr> &args,
                                        const Keywords &keywords) {
-  if (!keywords.empty() || args.empty() || args.size() > 2 ||
-      args[0]->kind != Var::Kind::Constant ||
-      !PyUnicode_CheckExact(args[0]->object.get()))
-    tracer.unsupported("dict.get of a large dict with a key that is not a "
-                       "constant string");
+  if (!keywords.empty() || args.empty() || args.size() > 2 || !dictKey(args[0]))
+    tracer.unsupported("dict.get of a dict read from a source, with a key "
+                       "that is not a constant string, int or bool");
   PyObject *key = args[0]->object.get();
   PyObject *entry = PyDict_GetItemWithError(dict->object.get(), key);
   if (!entry) {
