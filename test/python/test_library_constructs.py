@@ -819,3 +819,34 @@ def test_dicts_read_by_int_keys_guard_the_entry_read():
     assert_outputs_close(compiled(x, flags, 0), entries_by_int_key(x, flags, 0))
     stats = dynafuse.stats()
     assert stats["captures"] == 3 and stats["cache_hits"] == 1 and stats["settled_frames"] == 0, stats
+
+
+def ordered_features(x):
+    from collections import OrderedDict
+    out = OrderedDict()
+    for name, scale in (("stem", 1), ("layer1", 2), ("layer2", 3)):
+        out[name] = x * scale
+    kinds = (type(out) is OrderedDict, isinstance(out, dict), isinstance(out, OrderedDict))
+    return list(out.values()), list(out.keys()), kinds
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_ordered_dicts_made_in_forward(x):
+    """timm's FeatureDictNet (conditional_detr's backbone): an OrderedDict
+    filled and read in the frame."""
+    actual = dynafuse.compile(ordered_features, fullgraph=True)(x)
+    assert_outputs_close(actual, ordered_features(x))
+
+
+def test_an_ordered_dict_returned_falls_back():
+    from collections import OrderedDict
+
+    def f(x):
+        out = OrderedDict()
+        out["a"] = x + 1
+        return out
+
+    x = torch.randn(3)
+    actual = dynafuse.compile(f)(x)
+    assert type(actual) is OrderedDict
+    assert_outputs_close(dict(actual), dict(f(x)))

@@ -155,6 +155,15 @@ VarPtr BytecodeTracer::containerBuiltin(
     PyObject *callable, const std::vector<VarPtr> &args,
     const Keywords &keywords) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
+  static PyObject *orderedSlot = nullptr;
+  PyObject *ordered = lookupOnce(orderedSlot, "collections", "OrderedDict");
+  if (ordered && callable == ordered && args.empty() && keywords.empty()) {
+    // OrderedDict(): a dict var that keeps its class (insertion order is
+    // every dict's); one leaving the frame is refused (DictValues).
+    VarPtr made = makeVar(Var::Kind::Dict);
+    made->object = PyRef::borrow(ordered);
+    return made;
+  }
   if (is("set") && args.size() <= 1 && keywords.empty()) {
     // set(), set(items): a set var (members compared as Python's set
     // compares them: constants by value, tensors and objects by identity).

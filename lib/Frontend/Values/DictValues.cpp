@@ -21,7 +21,7 @@ DictValues::DictValues(BytecodeTracer &tracer)
 VarPtr DictValues::attribute(const VarPtr &value, PyObject *name) {
   std::string attribute = PyUnicode_AsUTF8(name);
   for (const char *method : {"items", "keys", "values", "copy", "get", "pop"})
-    if (attribute == method)
+    if (attribute == method && !(value->object && attribute == "copy"))
       return containerMethod(value, "dict." + attribute);
   return ValueHandler::attribute(value, name);
 }
@@ -71,19 +71,26 @@ void DictValues::storeSubscript(const VarPtr &value, const VarPtr &index,
 bool DictValues::truth(const VarPtr &value) { return !value->items.empty(); }
 
 VarPtr DictValues::type(const VarPtr &value) {
+  if (value->object) // an OrderedDict made during capture
+    return classVar(value->object.get());
   PyObject *type = reinterpret_cast<PyObject *>(&PyDict_Type);
   if (value->source >= 0)
     tracer.guardBuilder.guardObject(Guard::Kind::TypeIs, value->source, type);
   return classVar(type);
 }
 
-VarPtr DictValues::isInstance(const VarPtr &, PyObject *classes) {
-  return builtinIsInstance(&PyDict_Type, classes);
+VarPtr DictValues::isInstance(const VarPtr &value, PyObject *classes) {
+  return builtinIsInstance(
+      value->object ? reinterpret_cast<PyTypeObject *>(value->object.get())
+                    : &PyDict_Type,
+      classes);
 }
 
 int DictValues::callable(const VarPtr &) { return 0; }
 
 OutputSpec DictValues::output(const VarPtr &value, const ItemSpec &itemSpec) {
+  if (value->object && value->source < 0)
+    tracer.unsupported("returning an OrderedDict made during capture");
   return liveState(value, itemSpec);
 }
 
@@ -91,6 +98,8 @@ OutputSpec DictValues::liveState(const VarPtr &value,
                                  const ItemSpec &itemSpec) {
   if (value->source >= 0) // the caller's own dict, as eager returns it
     return sourceSpec(value->source);
+  if (value->object)
+    throw CannotResume{"an OrderedDict made during capture is live"};
   return SequenceValues::containerSpec(tracer, value, itemSpec);
 }
 
