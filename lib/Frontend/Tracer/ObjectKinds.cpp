@@ -107,6 +107,43 @@ bool isSizeLike(const VarPtr &var) {
           PyLong_CheckExact(var->object.get()));
 }
 
+PyRef constantValueOf(const VarPtr &var) {
+  if (var->kind == Var::Kind::Constant)
+    return var->object;
+  if (var->kind != Var::Kind::Tuple || !var->keys.empty())
+    return PyRef();
+  PyRef items = PyRef::steal(PyList_New(0));
+  for (const VarPtr &item : var->items) {
+    PyRef value = constantValueOf(item);
+    if (!value)
+      return PyRef();
+    PyList_Append(items.get(), value.get());
+  }
+  if (var->isSet)
+    return PyRef::steal(PySet_New(items.get()));
+  return var->isList ? items : PyRef::steal(PyList_AsTuple(items.get()));
+}
+
+bool constantCallArguments(const std::vector<VarPtr> &args,
+                           const Keywords &keywords, PyRef &positional,
+                           PyRef &named) {
+  positional = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef value = constantValueOf(args[i]);
+    if (!value)
+      return false;
+    PyTuple_SET_ITEM(positional.get(), Py_ssize_t(i), value.release());
+  }
+  named = PyRef::steal(PyDict_New());
+  for (const auto &[key, value] : keywords) {
+    PyRef object = constantValueOf(value);
+    if (!object)
+      return false;
+    PyDict_SetItemString(named.get(), key.c_str(), object.get());
+  }
+  return true;
+}
+
 bool comparableAtCapture(const VarPtr &var) {
   if (var->kind == Var::Kind::Constant)
     return true;

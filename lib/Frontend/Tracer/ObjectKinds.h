@@ -52,6 +52,14 @@ inline bool isSymInt(const VarPtr &var) {
 bool isSizeLike(const VarPtr &var);
 /// Constants, dtypes and devices compare without running user code.
 bool comparableAtCapture(const VarPtr &var);
+/// A constant, or a list, tuple or set of them (nested), as the Python
+/// object it stands for; null for anything else.
+PyRef constantValueOf(const VarPtr &var);
+/// A call's arguments as a tuple and a dict of constantValueOf each;
+/// false when one is not a constant.
+bool constantCallArguments(const std::vector<VarPtr> &args,
+                           const Keywords &keywords, PyRef &positional,
+                           PyRef &named);
 /// A mutable value the trace made (object, list, dict, set): `is`
 /// compares it by var.
 bool madeDuringCapture(const VarPtr &var);

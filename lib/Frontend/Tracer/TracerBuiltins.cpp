@@ -77,37 +77,11 @@ BytecodeTracer::foldBuiltin(PyObject *callable, const std::vector<VarPtr> &args,
     return nullptr;
   if (VarPtr size = sizeBuiltin(callable, args))
     return size;
-  // Constants, and lists or tuples of constants ("-".join(parts)).
-  std::function<PyRef(const VarPtr &)> valueOf = [&](const VarPtr &var) {
-    if (var->kind == Var::Kind::Constant)
-      return var->object;
-    if (var->kind != Var::Kind::Tuple || !var->keys.empty())
-      return PyRef();
-    PyRef items = PyRef::steal(PyList_New(0));
-    for (const VarPtr &item : var->items) {
-      PyRef value = valueOf(item);
-      if (!value)
-        return PyRef();
-      PyList_Append(items.get(), value.get());
-    }
-    return var->isList ? items : PyRef::steal(PyList_AsTuple(items.get()));
-  };
-  PyRef tuple = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
-  for (size_t i = 0; i < args.size(); ++i) {
-    // Pure functions take lists and tuples of constants too (math.prod,
-    // max over a list), as a constant's methods do.
-    PyRef value = valueOf(args[i]);
-    if (!value)
-      return nullptr;
-    PyTuple_SET_ITEM(tuple.get(), i, value.release());
-  }
-  PyRef named = PyRef::steal(PyDict_New());
-  for (const auto &[key, value] : keywords) {
-    PyRef object = valueOf(value);
-    if (!object)
-      return nullptr;
-    PyDict_SetItemString(named.get(), key.c_str(), object.get());
-  }
+  // Constants, and lists or tuples of constants ("-".join(parts)): pure
+  // functions take them too (math.prod, max over a list).
+  PyRef tuple, named;
+  if (!constantCallArguments(args, keywords, tuple, named))
+    return nullptr;
   PyRef folded = PyRef::steal(PyObject_Call(
       callable, tuple.get(), keywords.empty() ? nullptr : named.get()));
   if (folded && PyList_CheckExact(folded.get())) { // str.split

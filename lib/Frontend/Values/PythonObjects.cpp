@@ -76,22 +76,6 @@ bool isModelledSlot(const std::string &name, bool dictBase) {
   return false;
 }
 
-/// A constant, or a tuple or list of them, as the Python object; null else.
-PyRef constantArgument(const VarPtr &var) {
-  if (var->kind == Var::Kind::Constant)
-    return var->object;
-  if (var->kind != Var::Kind::Tuple || var->isSet || !var->keys.empty())
-    return PyRef();
-  PyRef list = PyRef::steal(PyList_New(0));
-  for (const VarPtr &item : var->items) {
-    PyRef value = constantArgument(item);
-    if (!value)
-      return PyRef();
-    PyList_Append(list.get(), value.get());
-  }
-  return var->isList ? list : PyRef::steal(PyList_AsTuple(list.get()));
-}
-
 bool emptyDictAttribute(PyObject *object, const char *name) {
   PyRef dict = PyRef::steal(PyObject_GetAttrString(object, name));
   bool empty = dict && PyDict_Check(dict.get()) && PyDict_Size(dict.get()) == 0;
@@ -117,20 +101,9 @@ VarPtr PythonObjects::statelessLayer(const VarPtr &classVar,
       std::string(PyUnicode_AsUTF8(owner.get()))
               .rfind("torch.nn.modules.", 0) != 0)
     return nullptr;
-  PyRef positional = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
-  for (size_t i = 0; i < args.size(); ++i) {
-    PyRef value = constantArgument(args[i]);
-    if (!value)
-      return nullptr;
-    PyTuple_SET_ITEM(positional.get(), Py_ssize_t(i), value.release());
-  }
-  PyRef named = PyRef::steal(PyDict_New());
-  for (const auto &[key, value] : keywords) {
-    PyRef object = constantArgument(value);
-    if (!object)
-      return nullptr;
-    PyDict_SetItemString(named.get(), key.c_str(), object.get());
-  }
+  PyRef positional, named;
+  if (!constantCallArguments(args, keywords, positional, named))
+    return nullptr;
   PyRef layer = PyRef::steal(PyObject_Call(cls, positional.get(), named.get()));
   if (!layer) {
     PyErr_Clear(); // traced instead: eager raises the same there
