@@ -282,3 +282,18 @@ def test_training_outputs_viewing_outputs_share_memory_and_gradients(f):
         loss_of = lambda outs: sum((outs[k] * weights[k]).sum() for k in used)
         got, want = compiled_and_eager_grads(f, lambda: [x], loss_of)
         assert_outputs_close(got[0], want[0])
+
+
+@pytest.mark.parametrize("f", [lambda x: x ** 0, lambda x: x ** -0.0, lambda x: x.pow(0.0) * 2],
+                         ids=["int", "negative_zero", "scaled"])
+def test_outputs_whose_gradients_are_all_zero_still_require_grad(f):
+    """x ** 0 has a grad_fn in eager and gives x a zero gradient; an entry
+    whose every gradient is a symbolic zero ran as inference (no grad_fn,
+    x.grad None), so it runs eagerly."""
+    x = torch.randn(3, requires_grad=True)
+    out = dynafuse.compile(f)(x)
+    expected = f(x.detach().clone().requires_grad_())
+    assert_outputs_close(out, expected)
+    assert out.requires_grad
+    out.sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.zeros(3))

@@ -267,10 +267,17 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   std::optional<TrainingGraphs> training;
   if (entry.captured.training()) {
     training = differentiateCaptured(entry.captured);
-    // No gradient reaches an output (everything that requires grad is
-    // read under no_grad): an inference entry.
-    if (training->tangentOutputs.empty() || training->gradientOf.empty())
+    // No output requires grad (everything that requires grad is read
+    // under no_grad): an inference entry.
+    if (training->tangentOutputs.empty())
       training.reset();
+    else if (training->gradientOf.empty())
+      // Outputs require grad, yet every gradient is a symbolic zero
+      // (x ** 0): eager's outputs have a grad_fn and its inputs get zero
+      // gradients, which an inference entry would lose.
+      throw Unsupported("outputs require grad but no gradient reaches an "
+                        "input (every path differentiates to zero)",
+                        Location{});
   }
   // Inference convolutions and linear layers keep their weights packed.
   std::unique_ptr<Graph> marked;
