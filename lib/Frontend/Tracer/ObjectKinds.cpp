@@ -27,6 +27,11 @@ PyObject *moduleClass() {
   return lookupOnce(slot, "torch.nn", "Module");
 }
 
+PyObject *orderedDictType() {
+  static PyObject *slot = nullptr;
+  return lookupOnce(slot, "collections", "OrderedDict");
+}
+
 bool isTorchAssert(PyObject *object) {
   static PyObject *slot = nullptr;
   return object == lookupOnce(slot, "torch", "_assert");

@@ -20,6 +20,8 @@ namespace capture {
 
 /// torch.nn.Module (borrowed).
 PyObject *moduleClass();
+/// collections.OrderedDict (borrowed).
+PyObject *orderedDictType();
 /// An instance (not a class) of torch.nn.Module.
 bool isModule(PyObject *object);
 /// isinstance(object, torch.nn.<name>).

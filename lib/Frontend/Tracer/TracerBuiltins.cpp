@@ -129,8 +129,7 @@ VarPtr BytecodeTracer::containerBuiltin(
     PyObject *callable, const std::vector<VarPtr> &args,
     const Keywords &keywords) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
-  static PyObject *orderedSlot = nullptr;
-  PyObject *ordered = lookupOnce(orderedSlot, "collections", "OrderedDict");
+  PyObject *ordered = orderedDictType();
   if (ordered && callable == ordered && args.empty() && keywords.empty()) {
     // OrderedDict(): a dict var that keeps its class (insertion order is
     // every dict's); one leaving the frame is refused (DictValues).

@@ -74,7 +74,6 @@ int BytecodeTracer::exceptionStep(const Instruction &in) {
   case CHECK_EXC_MATCH: {
     VarPtr classes = pop();
     VarPtr exception = peek(1);
-    PyRef matched;
     std::vector<VarPtr> items = classes->kind == Var::Kind::Tuple
                                     ? classes->items
                                     : std::vector<VarPtr>{classes};

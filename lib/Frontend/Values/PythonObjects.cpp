@@ -20,11 +20,6 @@ namespace dynafuse {
 namespace capture {
 namespace {
 
-PyObject *orderedDictType() {
-  static PyObject *slot = nullptr;
-  return lookupOnce(slot, "collections", "OrderedDict");
-}
-
 /// The builtin class instances of cls are laid out as (object, dict or
 /// OrderedDict), or null when its MRO has another builtin class.
 PyTypeObject *builtinBaseOf(PyTypeObject *cls) {
