@@ -1,6 +1,8 @@
 //===- RunEntry.cpp - Guards of an entry, and running it ------------------===//
 #include "RunEntry.h"
 
+#include "Values/DictKeys.h"
+
 #include "dynafuse/Torch/TorchBridge.h"
 
 #include "dynafuse/Graph/OpRegistry.h"
@@ -254,7 +256,9 @@ PyObject *ResultBuilder::build(const OutputSpec &spec) {
     PyObject *dict = remember(spec, PyDict_New());
     for (size_t i = 0; i < spec.items.size(); ++i) {
       PyObject *value = build(spec.items[i]);
-      PyDict_SetItemString(dict, spec.keys[i].c_str(), value);
+      PyRef key = capture::dictKeyObject(spec.keys[i]);
+      if (!key || PyDict_SetItem(dict, key.get(), value) < 0)
+        fail("rebuilding a dict's entry failed");
       Py_DECREF(value);
     }
     return dict;
@@ -295,7 +299,9 @@ PyObject *ResultBuilder::newObject(const OutputSpec &spec) {
   PyRef setItem;
   for (size_t i = 0; i < spec.items.size(); ++i) {
     PyRef value = PyRef::steal(build(spec.items[i]));
-    PyRef key = PyRef::steal(PyUnicode_FromString(spec.keys[i].c_str()));
+    PyRef key = i < spec.attributeCount
+                    ? PyRef::steal(PyUnicode_FromString(spec.keys[i].c_str()))
+                    : capture::dictKeyObject(spec.keys[i]);
     if (i < spec.attributeCount) {
       PyDict_SetItem(dict.get(), key.get(), value.get());
       continue;
@@ -405,7 +411,9 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
   auto repeatStores = [&] {
     for (const StoreEffect &store : entry.captured.stores) {
       PyObject *owner = resolver.get(store.owner);
-      PyRef name = PyRef::steal(PyUnicode_FromString(store.name.c_str()));
+      PyRef name = store.item
+                       ? capture::dictKeyObject(store.name)
+                       : PyRef::steal(PyUnicode_FromString(store.name.c_str()));
       if (store.value.kind == OutputSpec::Kind::Null) { // dict.pop
         if (!owner || PyDict_DelItem(owner, name.get()) < 0)
           fail("repeating the removal of ['" + store.name + "'] failed");

@@ -414,8 +414,6 @@ private:
   void guardDisjointFromOtherInputs(const Value *input);
 
   PyObject *foldBinary(int kind, const VarPtr &lhs, const VarPtr &rhs);
-
-
   VarPtr compareOp(int kind, const VarPtr &lhs, const VarPtr &rhs);
 
   VarPtr negate(const VarPtr &var);
@@ -582,10 +580,12 @@ private:
   /// iterate, subscript, storeSubscript, truthOf, containsOp, outputOf,
   /// stateOf) dispatch through it.
   ValueHandlers values{*this, objects};
-  /// A Dict var's entry for key (null when absent), and its update.
+  /// A Dict var's entry for a key's text (DictKeys.h; null when absent),
+  /// its update, the text of a key var (else unsupported: `what`).
   VarPtr dictEntry(const VarPtr &dict, const std::string &key);
   void setDictEntry(const VarPtr &dict, const std::string &key,
                     const VarPtr &value);
+  std::string dictKeyOf(const VarPtr &key, const std::string &what);
   /// Lists, dicts and objects made during capture have one id each; an
   /// output (the return value, or the state at a break) spells each out
   /// once and refers to it by id after (OutputSpec::Kind::SameObject).

@@ -149,13 +149,10 @@ VarPtr BytecodeTracer::containerBuiltin(
   }
   if (is("dict") && args.size() <= 1) {
     // dict(), dict(pairs), dict(other_dict), dict(name=value): a new dict
-    // var with constant string keys.
+    // var with constant keys.
     VarPtr made = makeVar(Var::Kind::Dict);
     auto add = [&](const VarPtr &key, const VarPtr &value) {
-      if (key->kind != Var::Kind::Constant ||
-          !PyUnicode_CheckExact(key->object.get()))
-        unsupported("dict() with a key that is not a constant string");
-      setDictEntry(made, PyUnicode_AsUTF8(key->object.get()), value);
+      setDictEntry(made, dictKeyOf(key, "dict()"), value);
     };
     if (!args.empty() && args[0]->kind == Var::Kind::Dict) {
       made->keys = args[0]->keys;

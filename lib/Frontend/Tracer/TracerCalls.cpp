@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
+#include "Values/DictKeys.h"
+
 #include "dynafuse/Graph/Derivatives.h"
 
 #include <utility>
@@ -66,8 +68,12 @@ void BytecodeTracer::callWithUnpacking(bool hasKeywords) {
   if (keywordsVar) {
     if (keywordsVar->kind != Var::Kind::Dict)
       unsupported("** unpacking of a value that is not a dict");
-    for (size_t i = 0; i < keywordsVar->keys.size(); ++i)
+    for (size_t i = 0; i < keywordsVar->keys.size(); ++i) {
+      if (!isStringKeyText(keywordsVar->keys[i]))
+        unsupported("** unpacking of a dict with keys that are not strings "
+                    "(TypeError)");
       keywords[keywordsVar->keys[i]] = keywordsVar->items[i];
+    }
   }
   if (callee->kind == Var::Kind::BoundMethod) {
     args.insert(args.begin(), callee->self);
@@ -199,12 +205,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
     }
     if (callee->method == "dict.get" && (args.size() == 2 || args.size() == 3) &&
         keywords.empty()) {
-      // d.get(key[, default]) on a dict var: its keys are constant strings.
-      const VarPtr &key = args[1];
-      if (key->kind != Var::Kind::Constant ||
-          !PyUnicode_CheckExact(key->object.get()))
-        unsupported("dict.get with a key that is not a constant string");
-      if (VarPtr value = dictEntry(args[0], PyUnicode_AsUTF8(key->object.get())))
+      // d.get(key[, default]) on a dict var: its keys are constants.
+      if (VarPtr value = dictEntry(args[0], dictKeyOf(args[1], "dict.get")))
         return value;
       return args.size() == 3 ? args[2] : constant(Py_None);
     }

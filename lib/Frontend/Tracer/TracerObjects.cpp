@@ -8,25 +8,61 @@
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
+#include "Values/DictKeys.h"
+
 namespace dynafuse {
 namespace capture {
+namespace {
+/// The position of a key's text among a dict's. `mixed`: absent, while a
+/// key Python calls equal is there under another type's spelling (1 and
+/// 1.0, True), which the caller refuses rather than miss.
+std::optional<size_t> keyPosition(const VarPtr &dict, const std::string &key,
+                                  bool &mixed) {
+  auto found = std::find(dict->keys.begin(), dict->keys.end(), key);
+  if (found != dict->keys.end())
+    return size_t(found - dict->keys.begin());
+  for (const std::string &twin : equalKeyTexts(key))
+    mixed = mixed || std::find(dict->keys.begin(), dict->keys.end(), twin) !=
+                         dict->keys.end();
+  return std::nullopt;
+}
+
+constexpr const char *kMixedKeys =
+    "a dict whose keys mix equal numbers of different types (1, 1.0, True)";
+} // namespace
+
 VarPtr BytecodeTracer::dictEntry(const VarPtr &dict, const std::string &key) {
-  for (size_t i = 0; i < dict->keys.size(); ++i)
-    if (dict->keys[i] == key)
-      return dict->items[i];
-  return nullptr;
+  bool mixed = false;
+  std::optional<size_t> at = keyPosition(dict, key, mixed);
+  if (mixed)
+    unsupported(kMixedKeys);
+  return at ? dict->items[*at] : nullptr;
 }
 
 void BytecodeTracer::setDictEntry(const VarPtr &dict, const std::string &key,
                                   const VarPtr &value) {
+  bool mixed = false;
+  std::optional<size_t> at = keyPosition(dict, key, mixed);
+  if (mixed)
+    unsupported(kMixedKeys);
   willMutate(dict);
-  for (size_t i = 0; i < dict->keys.size(); ++i)
-    if (dict->keys[i] == key) {
-      dict->items[i] = value;
-      return;
-    }
+  if (at) {
+    dict->items[*at] = value;
+    return;
+  }
   dict->keys.push_back(key);
   dict->items.push_back(value);
+}
+
+std::string BytecodeTracer::dictKeyOf(const VarPtr &key,
+                                      const std::string &what) {
+  std::optional<std::string> text;
+  if (key->kind == Var::Kind::Constant)
+    text = dictKeyText(key->object.get());
+  if (!text)
+    unsupported(what + " with a key that is not a constant str, int, float, "
+                       "bool, None or tuple of str, int and None");
+  return *text;
 }
 
 VarPtr BytecodeTracer::makeException(

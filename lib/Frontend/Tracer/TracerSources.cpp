@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
+#include "Values/DictKeys.h"
+
 namespace dynafuse {
 namespace capture {
 
@@ -83,7 +85,7 @@ VarPtr BytecodeTracer::dictOfSource(PyObject *dict, int source) {
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(dict, &pos, &key, &value))
-    if (!PyUnicode_CheckExact(key))
+    if (!dictKeyText(key))
       return nullptr;
   Guard length;
   length.kind = Guard::Kind::DictLength;
@@ -93,7 +95,7 @@ VarPtr BytecodeTracer::dictOfSource(PyObject *dict, int source) {
   VarPtr var = makeVar(Var::Kind::Dict);
   pos = 0;
   while (PyDict_Next(dict, &pos, &key, &value)) {
-    var->keys.push_back(PyUnicode_AsUTF8(key));
+    var->keys.push_back(*dictKeyText(key));
     var->items.push_back(classify(
         value, guardBuilder.namedSource(Source::Kind::DictItem, source, key)));
   }

@@ -62,9 +62,8 @@ void BytecodeTracer::storeIntoSourceDict(const VarPtr &dict,
 
 VarPtr BytecodeTracer::popDictItem(const VarPtr &dict, const VarPtr &key,
                                    const VarPtr &fallback) {
-  if (key->kind != Var::Kind::Constant || !PyUnicode_CheckExact(key->object.get()))
-    unsupported("dict.pop with a key that is not a constant string");
-  std::string name = PyUnicode_AsUTF8(key->object.get());
+  std::string name = dictKeyOf(key, "dict.pop");
+  dictEntry(dict, name); // refuses keys equal across types
   for (size_t i = 0; i < dict->keys.size(); ++i) {
     if (dict->keys[i] != name)
       continue;

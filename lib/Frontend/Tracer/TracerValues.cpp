@@ -1,6 +1,8 @@
 //===- TracerValues.cpp - Containers, indexing, iteration, metadata -------===//
 #include "BytecodeTracer.h"
 
+#include "Values/DictKeys.h"
+
 #include "dynafuse/Lowering/StridedView.h"
 
 namespace dynafuse {
@@ -80,10 +82,7 @@ VarPtr BytecodeTracer::buildConstKeyMap(int count) {
 
 void BytecodeTracer::setDictItem(const VarPtr &dict, const VarPtr &key,
                                  const VarPtr &value) {
-  if (key->kind != Var::Kind::Constant ||
-      !PyUnicode_CheckExact(key->object.get()))
-    unsupported("dict with a key that is not a constant string");
-  std::string name = PyUnicode_AsUTF8(key->object.get());
+  std::string name = dictKeyOf(key, "a dict");
   if (dict->source >= 0) {
     storeIntoSourceDict(dict, name, value);
     return;
@@ -103,7 +102,7 @@ void BytecodeTracer::mergeInto(const VarPtr &dict, const VarPtr &other) {
   if (dict->kind != Var::Kind::Dict || source->kind != Var::Kind::Dict)
     unsupported("** unpacking of a value that is not a dict");
   for (size_t i = 0; i < source->keys.size(); ++i) {
-    PyRef key = PyRef::steal(PyUnicode_FromString(source->keys[i].c_str()));
+    PyRef key = dictKeyObject(source->keys[i]);
     setDictItem(dict, constant(key.get()), source->items[i]);
   }
 }
@@ -536,7 +535,7 @@ VarPtr BytecodeTracer::dictMethod(const std::string &method,
   VarPtr list = makeVar(Var::Kind::Tuple);
   list->isList = true;
   for (size_t i = 0; i < dict->items.size(); ++i) {
-    PyRef key = PyRef::steal(PyUnicode_FromString(dict->keys[i].c_str()));
+    PyRef key = dictKeyObject(dict->keys[i]);
     if (method == "keys") {
       list->items.push_back(constant(key.get()));
     } else if (method == "values") {

@@ -1,14 +1,17 @@
-//===- DictValues.cpp - Dicts with constant string keys -------------------===//
+//===- DictValues.cpp - Dicts with constant keys --------------------------===//
 //
-// A Dict var holds string keys and, parallel to them, values as vars: a
+// A Dict var holds constant keys as text (DictKeys.h: str, int, float,
+// bool, None and tuples of them) and, parallel to them, values as vars: a
 // dict made during capture ({...}, dict(...), **kwargs collected by an
 // inlined call) or the frame's own **kwargs (a source: stores into it are
 // repeated by each run). It unpacks and iterates over its keys; d[key] is
-// the entry of a constant string key, and any other key is missing
+// the entry of a constant key, and any other constant key is missing
 // (KeyError), since no such key is in it.
 //
 //===----------------------------------------------------------------------===//
 #include "ValueHandlers.h"
+
+#include "DictKeys.h"
 
 #include "Tracer/BytecodeTracer.h"
 
@@ -28,10 +31,8 @@ VarPtr DictValues::attribute(const VarPtr &value, PyObject *name) {
 
 std::vector<VarPtr> DictValues::items(const VarPtr &value) {
   std::vector<VarPtr> keys;
-  for (const std::string &key : value->keys) {
-    PyRef name = PyRef::steal(PyUnicode_FromString(key.c_str()));
-    keys.push_back(tracer.constant(name.get()));
-  }
+  for (const std::string &key : value->keys)
+    keys.push_back(tracer.constant(dictKeyObject(key).get()));
   return keys;
 }
 
@@ -46,11 +47,7 @@ VarPtr DictValues::length(const VarPtr &value) {
 }
 
 VarPtr DictValues::subscript(const VarPtr &value, const VarPtr &index) {
-  if (index->kind != Var::Kind::Constant ||
-      !PyUnicode_CheckExact(index->object.get()))
-    tracer.unsupported("a dict's key that is not a constant string (the "
-                       "dict holds none: KeyError)");
-  std::string key = PyUnicode_AsUTF8(index->object.get());
+  std::string key = tracer.dictKeyOf(index, "a dict read");
   if (VarPtr entry = tracer.dictEntry(value, key))
     return entry;
   // Capture knows every key (a dict it made, or a source's, guarded
@@ -58,7 +55,10 @@ VarPtr DictValues::subscript(const VarPtr &value, const VarPtr &index) {
   PyRef error =
       PyRef::steal(PyObject_CallOneArg(PyExc_KeyError, index->object.get()));
   PyErr_Clear();
-  throw RaisedInCapture("the code raises KeyError: '" + key + "'",
+  PyRef shown = PyRef::steal(PyObject_Repr(index->object.get()));
+  PyErr_Clear();
+  throw RaisedInCapture(std::string("the code raises KeyError: ") +
+                            (shown ? PyUnicode_AsUTF8(shown.get()) : "?"),
                         tracer.here(tracer.current.currentLine), PyExc_KeyError,
                         error);
 }

@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "ValueHandlers.h"
 
+#include "DictKeys.h"
+
 #include "Tracer/BytecodeTracer.h"
 
 namespace dynafuse {
@@ -380,8 +382,11 @@ VarPtr ObjectValues::call(const VarPtr &value, const std::vector<VarPtr> &args,
   if (stored->kind != Var::Kind::Dict)
     tracer.unsupported("functools.partial whose keywords capture keeps whole");
   Keywords allKeywords; // {**partial.keywords, **keywords}, in that order
-  for (size_t i = 0; i < stored->keys.size(); ++i)
+  for (size_t i = 0; i < stored->keys.size(); ++i) {
+    if (!isStringKeyText(stored->keys[i]))
+      tracer.unsupported("functools.partial keywords that are not strings");
     allKeywords[stored->keys[i]] = stored->items[i];
+  }
   for (const auto &[name, item] : keywords)
     allKeywords[name] = item;
   return tracer.callAny(function, allArgs, allKeywords);

@@ -355,26 +355,27 @@ VarPtr PythonObjects::callSlot(const std::string &slot,
   if (!content)
     tracer.unsupported("dict method " + name +
                        " of an object that is not a dict");
+  auto entryKey = [&] { return tracer.dictKeyOf(args[1], name); };
   auto find = [&](const std::string &key) {
     return tracer.dictEntry(content, key);
   };
   if (name == "__setitem__" && args.size() == 3) {
-    tracer.setDictEntry(content, stringKey(1), args[2]);
+    tracer.setDictEntry(content, entryKey(), args[2]);
     return tracer.constant(Py_None);
   }
   if (name == "__getitem__" && args.size() == 2) {
-    if (VarPtr found = find(stringKey(1)))
+    if (VarPtr found = find(entryKey()))
       return found;
-    tracer.unsupported("key '" + stringKey(1) + "' missing (KeyError)");
+    tracer.unsupported(name + " of a missing key (KeyError)");
   }
   if (name == "get" && (args.size() == 2 || args.size() == 3)) {
-    VarPtr found = find(stringKey(1));
+    VarPtr found = find(entryKey());
     return found              ? found
            : args.size() == 3 ? args[2]
                               : tracer.constant(Py_None);
   }
   if (name == "__contains__" && args.size() == 2)
-    return tracer.constant(find(stringKey(1)) ? Py_True : Py_False);
+    return tracer.constant(find(entryKey()) ? Py_True : Py_False);
   if (name == "__len__" && args.size() == 1)
     return tracer.integerConstant(int64_t(content->keys.size()));
   if ((name == "keys" || name == "values" || name == "items") &&
