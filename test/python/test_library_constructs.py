@@ -850,3 +850,34 @@ def test_an_ordered_dict_returned_falls_back():
     actual = dynafuse.compile(f)(x)
     assert type(actual) is OrderedDict
     assert_outputs_close(dict(actual), dict(f(x)))
+
+
+class CausalConv(nn.Conv1d):
+    """A layer whose padding is a functools.cached_property (transformers'
+    Voxtral): computed at the first read, then kept in the instance dict."""
+    reads = 0
+
+    @functools.cached_property
+    def left_pad(self):
+        CausalConv.reads += 1
+        return (self.kernel_size[0] - 1) * self.dilation[0]
+
+    def forward(self, x):
+        return super().forward(F.pad(x, (self.left_pad, 0)))
+
+
+@pytest.mark.parametrize("already_read", [False, True])
+def test_cached_property_is_read_once_and_kept_as_eager_keeps_it(already_read):
+    layer = CausalConv(3, 4, 3, dilation=2)
+    expected_layer = CausalConv(3, 4, 3, dilation=2)
+    expected_layer.load_state_dict(layer.state_dict())
+    x = torch.randn(2, 3, 9)
+    if already_read:
+        layer.left_pad
+    CausalConv.reads = 0
+    compiled = dynafuse.compile(layer, fullgraph=True)
+    for _ in range(3):
+        assert_close(compiled(x), expected_layer(x))
+    assert_compiled()
+    assert "left_pad" in vars(layer)  # kept, as eager keeps it
+    assert CausalConv.reads == (0 if already_read else 1) + 1  # + the eager layer's

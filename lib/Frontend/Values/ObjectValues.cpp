@@ -24,6 +24,15 @@ PyObject *autogradFunctionClass() {
   return lookupOnce(slot, "torch.autograd", "Function");
 }
 
+/// functools.cached_property: computed at an instance's first read, then
+/// kept in the instance dict, where it shadows the descriptor.
+bool isCachedProperty(PyObject *descriptor) {
+  static PyObject *slot = nullptr;
+  PyObject *cls = lookupOnce(slot, "functools", "cached_property");
+  return cls && PyType_Check(cls) &&
+         PyObject_TypeCheck(descriptor, reinterpret_cast<PyTypeObject *>(cls));
+}
+
 /// A constant a dict read from a source is looked up by, with a guard on
 /// that entry: a string, an int or a bool (layer indices, handle ids).
 bool dictKey(const VarPtr &key) {
@@ -187,7 +196,30 @@ VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
                                    Source::Kind::TypeAttr, base->source, name));
       PyErr_Clear();
     }
-    if (descriptor && Py_TYPE(descriptor)->tp_descr_get &&
+    // A non-data descriptor (functools.cached_property once computed) is
+    // shadowed by the instance's own entry: Python reads the entry.
+    PyObject **instanceDict = descriptor && !Py_TYPE(descriptor)->tp_descr_set
+                                  ? _PyObject_GetDictPtr(object)
+                                  : nullptr;
+    bool shadowed = instanceDict && *instanceDict &&
+                    PyDict_GetItemWithError(*instanceDict, name);
+    PyErr_Clear();
+    bool storedInto =
+        std::any_of(tracer.pendingStores.begin(), tracer.pendingStores.end(),
+                    [&](const auto &store) { return store.owner == object; });
+    if (instanceDict && !shadowed && isCachedProperty(descriptor) &&
+        !storedInto) {
+      // The first read computes and keeps the value, as eager's first read
+      // of the call would: capture makes that read (no store into the
+      // instance is pending that its getter would see).
+      PyRef computed = PyRef::steal(PyObject_GetAttr(object, name));
+      if (!computed) {
+        PyErr_Clear();
+        tracer.unsupported("cached property '" + attribute + "' raised");
+      }
+      shadowed = true;
+    }
+    if (descriptor && !shadowed && Py_TYPE(descriptor)->tp_descr_get &&
         !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
         Py_TYPE(descriptor) != &PyMethodDescr_Type &&
         Py_TYPE(descriptor) != &PyGetSetDescr_Type &&
