@@ -212,3 +212,48 @@ def test_a_view_read_after_its_base_took_an_update_through_it():
     actual = dynafuse.compile(f)(strided)
     assert_outputs_close(actual, expected)
     assert_compiled()
+
+
+
+def interleaved_sections(freq, sections):
+    # Qwen3-VL's rotary recomposition: strided slices of one row of freq
+    # overwritten, in a loop, from disjoint rows of the same memory
+    freqs_thw = freq[0]
+    for dim, offset in enumerate((1, 2), start=1):
+        idx = slice(offset, sections[dim] * 3, 3)
+        freqs_thw[..., idx] = freq[dim, ..., idx]
+    return torch.cat((freqs_thw, freqs_thw), dim=-1)
+
+
+def rotary_sections(position_ids, inv_freq):
+    position_ids = position_ids.expand(3, -1, -1)
+    freqs = position_ids[..., None].float() * inv_freq  # contiguous in eager
+    product = (inv_freq[:, None] @ position_ids[..., None, :].float()).mT  # a transposed view
+    return (interleaved_sections(freqs.sin() * 2.0, (2, 3, 3)),
+            interleaved_sections(product, (2, 3, 3)))
+
+
+@pytest.mark.parametrize("positions, fullgraph", [
+    (torch.arange(10)[None].expand(2, -1), True),
+    (torch.arange(20).reshape(2, 10), True),
+    # a cast of a transposed broadcast: eager writes it contiguous, which
+    # capture does not model (it refuses the assignment: eager runs it)
+    (torch.arange(20).reshape(10, 2).t(), False)])
+def test_strided_slices_overwritten_from_disjoint_rows_of_one_buffer(positions, fullgraph):
+    inv_freq = torch.rand(9)
+    actual = dynafuse.compile(rotary_sections, fullgraph=fullgraph)(positions, inv_freq)
+    assert_outputs_close(actual, rotary_sections(positions, inv_freq))
+    if fullgraph:
+        assert_compiled()
+
+
+def overlapping_rows(x):
+    x[1:] = x[:-1]  # partial overlap: eager raises
+    return x
+
+
+def test_partially_overlapping_assignment_raises_as_eager_raises():
+    with pytest.raises(RuntimeError, match="single memory location"):
+        overlapping_rows(torch.arange(6.))
+    with pytest.raises(RuntimeError, match="single memory location"):
+        dynafuse.compile(overlapping_rows)(torch.arange(6.))

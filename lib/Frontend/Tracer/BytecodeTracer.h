@@ -298,10 +298,9 @@ private:
   //===--------------------------------------------------------------------===//
   // Views and in-place updates through them (TracerAliases.cpp)
   //===--------------------------------------------------------------------===//
-
   /// Which values share memory in eager, and their newest values.
   TensorAliases aliases;
-  /// Alias sets an in-place update changed during the current frame-level
+  /// Alias sets an in-place update changed in the current frame-level
   /// instruction, as they were (restored when it breaks).
   std::vector<std::pair<std::shared_ptr<AliasSet>, AliasSet>> aliasJournal;
   /// Whether eager certainly lays a value out row-major (graph inputs by
@@ -309,6 +308,7 @@ private:
   /// whether a reshape is a view.
   std::map<const Value *, bool> contiguousInEager;
   bool eagerContiguous(const Value *value);
+  bool viewInRowMajorOrder(const Value *value); ///< views of a contiguous one
   /// value, or, when an update of its memory made it stale, its view chain
   /// replayed on its base's newest value. Every graph operand and output
   /// is read through this.

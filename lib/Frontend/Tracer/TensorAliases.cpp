@@ -24,6 +24,7 @@ std::shared_ptr<AliasSet> TensorAliases::setOf(Value *value) {
     return member->set;
   auto set = std::make_shared<AliasSet>();
   set->root = value;
+  set->buffer = value;
   addMember(value, set, {});
   return set;
 }

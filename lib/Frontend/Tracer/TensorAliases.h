@@ -42,8 +42,10 @@ struct ViewStep {
 };
 
 struct AliasSet {
-  /// The newest value of the memory the members share.
+  /// The newest value of the memory the members share, and its first
+  /// value, whose layout in eager is the memory's (updates keep it).
   Value *root = nullptr;
+  const Value *buffer = nullptr;
   int version = 0;
   /// Some member is a view (not only older values of the root).
   bool hasViews = false;

@@ -255,6 +255,24 @@ VarPtr BytecodeTracer::viewIfContiguous(const VarPtr &tensor) {
   return copy;
 }
 
+bool BytecodeTracer::viewInRowMajorOrder(const Value *value) {
+  const Value *base = value;
+  while (base->producer &&
+         (alwaysViews(base->producer->op) ||
+          viewsWhenStridesAllow(base->producer->op)) &&
+         !base->producer->operands.empty() &&
+         base->producer->operands[0].isValue())
+    base = base->producer->operands[0].value;
+  BufferView viewed;
+  // A graph input is described by its own strides.
+  if (base == value || (base->producer && !eagerContiguous(base)) ||
+      !describeView(value, {base}, viewed) || viewed.base != base)
+    return false;
+  TensorType strided = value->type;
+  strided.strides = viewed.view.strides;
+  return rowMajorOrder(strided);
+}
+
 bool BytecodeTracer::eagerContiguous(const Value *value) {
   auto known = contiguousInEager.find(value);
   if (known != contiguousInEager.end())
@@ -316,18 +334,20 @@ bool BytecodeTracer::eagerContiguous(const Value *value) {
     }
   } else {
     // Computed: eager lays results out like their operands (TensorIterator,
-    // reductions) or fresh; contiguous when every tensor operand is, or is
-    // a broadcast (an expand) of a contiguous one: TensorIterator orders
-    // dims by the operands' strides and passes over stride-0 ones.
+    // reductions) or fresh; contiguous when every tensor operand's strides
+    // are in row-major order (a contiguous value, or views of one that keep
+    // the order: broadcasts, slices, size-1 dims added or dropped):
+    // TensorIterator orders dims by the operands' strides and passes over
+    // stride-0 and size-1 ones.
     contiguous = true;
     for (const Operand &operand : node->operands) {
       if (!operand.isValue())
         continue;
       const Value *read = operand.value;
-      if (read->producer && read->producer->op == Op::Expand)
-        read = read->producer->operands[0].value;
-      contiguous = contiguous && (eagerContiguous(read) ||
-                                  (!read->producer && rowMajorOrder(read->type)));
+      contiguous =
+          contiguous && (eagerContiguous(read) ||
+                         (!read->producer && rowMajorOrder(read->type)) ||
+                         viewInRowMajorOrder(read));
     }
     // Pointwise: TensorIterator takes the dim order from the first operand
     // of the result's full shape whose strides decide it; a contiguous one

@@ -467,8 +467,12 @@ bool BytecodeTracer::assignsFromDisjointMemory(const VarPtr &container,
   const AliasMember *member = aliases.memberOf(latestValue(value->tensor));
   if (!member || !member->set->uncertain.empty())
     return false;
+  // The footprints are offsets into the root as its graph type lays it
+  // out: the memory's layout where the root is the memory's first value
+  // (an input, by its own strides) or that value was contiguous in eager.
   const Value *root = member->set->root;
-  if (root->producer && !eagerContiguous(root))
+  const Value *buffer = member->set->buffer;
+  if ((buffer->producer || root != buffer) && !eagerContiguous(buffer))
     return false;
   // Each side's elements in the root's memory: (size, stride) of its dims,
   // its offset and its first and last element.
@@ -478,9 +482,18 @@ bool BytecodeTracer::assignsFromDisjointMemory(const VarPtr &container,
     bool empty = false;
   };
   auto footprint = [&](Value *view, Footprint &result) {
+    // The member as view ops on the root (an updated member's value is the
+    // update's result, not a view expression): its chain replayed.
+    Value *latest = latestValue(view);
+    const AliasMember *viewMember = aliases.memberOf(latest);
+    if (!viewMember || viewMember->set != member->set || viewMember->uncertain)
+      return false;
+    latest = member->set->root;
+    for (const ViewStep &step : viewMember->chain)
+      latest = replayView(step, latest);
     BufferView described;
-    if (!describeView(latestValue(view), {root}, described) ||
-        described.base != root || !described.view.offset.isConstant())
+    if (!describeView(latest, {root}, described) || described.base != root ||
+        !described.view.offset.isConstant())
       return false;
     result.offset = result.first = result.last =
         described.view.offset.constant();
