@@ -226,10 +226,13 @@ std::vector<Value *> decomposeNorm(Graph &graph, const Node &node) {
   return {emit(graph, node, Op::Pow, {sum, Scalar::ofFloat(1.0 / p)})};
 }
 
-/// softmax, or log_softmax (inLogSpace).
+/// softmax, or log_softmax (inLogSpace). f16 and bf16 inputs are
+/// normalized in f32, as eager's kernels accumulate, and rounded once at
+/// the end: an f16 max beside the unrounded x it came from would give
+/// log_softmax a positive result.
 std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
                                       bool inLogSpace) {
-  Value *x = input(node, 0);
+  Value *x = inComputeType(graph, node, input(node, 0));
   std::vector<int64_t> dims = {
       normalizeDim(node, node.intAttr("dim", -1), x->type.rank())};
   if (x->type.rank() == 0)
@@ -237,15 +240,17 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
   std::map<std::string, Attribute> reduce = {{"dims", dimsAttr(dims)},
                                              {"keepdim", true}};
   if (x->type.numel() == SymExpr(0)) // no elements: nothing to normalize
-    return {emit(graph, node, Op::FullLike, {x}, {{"value", 0.0}})};
+    return {
+        emit(graph, node, Op::FullLike, {input(node, 0)}, {{"value", 0.0}})};
   Value *max = emit(graph, node, Op::Amax, {x}, reduce);
   Value *shifted = emit(graph, node, Op::Sub, {x, max});
   Value *exp = emit(graph, node, Op::Exp, {shifted});
   Value *sum = emit(graph, node, Op::Sum, {exp}, reduce);
   if (!inLogSpace)
-    return {emit(graph, node, Op::Div, {exp, sum})};
-  return {
-      emit(graph, node, Op::Sub, {shifted, emit(graph, node, Op::Log, {sum})})};
+    return {inInputType(graph, node, emit(graph, node, Op::Div, {exp, sum}))};
+  return {inInputType(graph, node,
+                      emit(graph, node, Op::Sub,
+                           {shifted, emit(graph, node, Op::Log, {sum})}))};
 }
 
 /// ATen's rms_norm default eps: the epsilon of the type it computes in

@@ -117,12 +117,14 @@ op("sign", rule="Promote", lowering="signRule", derivative="zero",
    aten="at::sign(t[0])")
 op("square", rule="BoolToI64", lowering="squareRule", derivative="g * x * 2",
    aten="at::square(t[0])")
-# fmod / remainder: x - trunc|floor(x / other) * other.
+# fmod / remainder: x - trunc|floor(x / other) * other. remainder's gradient
+# for other divides as eager's does, with floor rounding (div_floor: nan for
+# an infinite x, where floor(x / other) is inf).
 op("fmod", arity=2, rule="NumericOnly", lowering="binaryRule(ScalarOp::Fmod)",
    derivative=("g", "-(g * trunc(x / other))"), aten="at::fmod(t[0], t[1])")
 op("remainder", arity=2, rule="NumericOnly",
    lowering="binaryRule(ScalarOp::Remainder)",
-   derivative=("g", "-(g * floor(x / other))"),
+   derivative=("g", "-(g * div_floor(x, other))"),
    aten="at::remainder(t[0], t[1])")
 
 # Bitwise (integers and bools) and logical ops: no gradient.
