@@ -201,6 +201,11 @@ private:
       for (const SymExpr &stride : param.type.strides)
         stride.collectSymbols(used);
     }
+    // Sizes used as values (a `full` of a symbolic size: x.new_tensor of
+    // shapes), in the kernel's index instructions.
+    for (const Instr &instr : kernel.instrs)
+      for (const SymExpr &index : instr.index)
+        index.collectSymbols(used);
     std::vector<std::string> symbols;
     for (const std::string &symbol : module.symbols)
       if (used.count(symbol))

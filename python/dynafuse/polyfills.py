@@ -73,4 +73,30 @@ def repeat(object, times=None):
         yield object
 
 
-POLYFILLS = {F.pad: pad, itertools.repeat: repeat}
+def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
+             pin_memory=False, requires_grad=False):
+    """torch.linspace of numbers: the first half counted up from start, the
+    second down from end, by one step computed in the result's dtype, as
+    eager's linspace kernel counts (symmetric about the middle)."""
+    numbers = (int, float)
+    if (out is not None or layout not in (None, torch.strided) or pin_memory
+            or requires_grad or not isinstance(start, numbers)
+            or not isinstance(end, numbers) or isinstance(start, bool)
+            or isinstance(end, bool) or not isinstance(steps, int) or steps < 0):
+        raise NotImplementedError("torch.linspace: arguments eager checks")
+    # the default dtype as capture guards it (torch.tensor of a float)
+    dtype = torch.tensor(0.0).dtype if dtype is None else dtype
+    if not dtype.is_floating_point:
+        raise NotImplementedError("torch.linspace of an integer dtype")
+    if steps == 1:
+        return torch.full((1,), start, dtype=dtype, device=device)
+    start_t = torch.full((), start, dtype=dtype, device=device)
+    end_t = torch.full((), end, dtype=dtype, device=device)
+    step = (end_t - start_t) / max(steps - 1, 1)
+    index = torch.arange(steps, dtype=dtype, device=device)
+    from_start = start_t + step * index
+    from_end = end_t - step * (steps - 1 - index)
+    return torch.where(index < steps // 2, from_start, from_end)
+
+
+POLYFILLS = {F.pad: pad, itertools.repeat: repeat, torch.linspace: linspace}

@@ -881,3 +881,75 @@ def test_cached_property_is_read_once_and_kept_as_eager_keeps_it(already_read):
     assert_compiled()
     assert "left_pad" in vars(layer)  # kept, as eager keeps it
     assert CausalConv.reads == (0 if already_read else 1) + 1  # + the eager layer's
+
+
+def shapes_as_tensor(x):
+    # Mask2Former: spatial shapes of feature maps as a tensor
+    shapes = [(x.shape[0], x.shape[1]), (x.shape[1], 2)]
+    spatial = torch.as_tensor(shapes, dtype=torch.long)
+    levels = torch.cat((spatial.new_zeros((1,)), spatial.prod(1).cumsum(0)[:-1]))
+    return levels, torch.tensor([[1.5, 2], [3, 4]]) * x.sum(), torch.tensor([True, False])
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_tensors_of_lists_of_numbers_and_sizes(dynamic):
+    compiled = dynafuse.compile(shapes_as_tensor, fullgraph=True, dynamic=dynamic)
+    for shape in [(3, 4), (5, 7), (6, 3)]:
+        x = torch.randn(shape)
+        actual, expected = compiled(x), shapes_as_tensor(x)
+        assert [a.dtype for a in actual] == [e.dtype for e in expected]
+        assert_outputs_close(actual, expected)
+    assert_compiled(captures=1 if dynamic else 3)  # one symbolic entry, or one per shape
+
+
+def test_ragged_lists_raise_as_eager_raises():
+    def ragged(x):
+        return torch.tensor([[1, 2], [3]]) + x
+    with pytest.raises(ValueError):
+        ragged(torch.ones(2))
+    with pytest.raises(ValueError):
+        dynafuse.compile(ragged)(torch.ones(2))
+
+
+def reference_grid(x, steps):
+    height, width = x.shape[-2:]
+    ref_y, ref_x = torch.meshgrid(
+        torch.linspace(0.5, height - 0.5, height, dtype=x.dtype),
+        torch.linspace(0.5, width - 0.5, width, dtype=x.dtype), indexing="ij")
+    return ref_y + ref_x * x, torch.linspace(-3, 7, steps), torch.linspace(1, 1, 1)
+
+
+@pytest.mark.parametrize("steps", [0, 2, 7, 50])
+def test_linspace_counts_as_eager_counts(steps):
+    x = torch.randn(2, 5, 3)
+    actual = dynafuse.compile(reference_grid, fullgraph=True)(x, steps)
+    assert_outputs_close(actual, reference_grid(x, steps))
+    assert_compiled()
+
+
+class DictOutput(dict):
+    """A dict subclass whose post-processing sets, deletes and re-adds
+    entries (transformers' ModelOutput.__post_init__)."""
+
+    def __init__(self, first, second=None):
+        super().__init__()
+        self.first, self.second = first, second
+        setattr(self, "first", None)
+        self["first"] = None
+        super().__delitem__("first")
+        if not isinstance(first, (list, dict)) and not isinstance(first, collections.abc.Mapping):
+            self["first"] = first
+        self.kind = str(type(first))
+
+
+def output_with_a_tuple_field(x):
+    out = DictOutput((x, x * 2))
+    return out["first"][1] + len(out), out.kind, isinstance(out["first"], tuple)
+
+
+def test_dict_subclass_outputs_set_delete_and_inspect_a_tuple_field():
+    x = torch.randn(3)
+    actual = dynafuse.compile(output_with_a_tuple_field, fullgraph=True)(x)
+    assert_outputs_close(actual, output_with_a_tuple_field(x))
+    assert actual[1] == "<class 'tuple'>" and actual[2] is True
+    assert_compiled()

@@ -102,7 +102,6 @@ private:
   //===--------------------------------------------------------------------===//
   // Symbolic sizes (TracerSizes.cpp; decisions in SymbolicShapes.cpp)
   //===--------------------------------------------------------------------===//
-
   /// Which dims of tensor inputs stay symbolic, the symbols made, and the
   /// decisions on them (SymbolicShapes.h).
   SymbolicShapes symbolic;
@@ -563,8 +562,9 @@ private:
   /// constants and classes; null for other calls.
   VarPtr foldTorchValue(PyObject *callable, const std::vector<VarPtr> &args,
                         const Keywords &keywords);
-  VarPtr constantTensor(const VarPtr &data,
-                        const Keywords &keywords);
+  VarPtr constantTensor(const VarPtr &data, const Keywords &keywords);
+  VarPtr tensorOfList(const VarPtr &data, std::optional<DType> dtype,
+                      const std::string &device);
   VarPtr tensorTo(const VarPtr &tensor, const std::vector<VarPtr> &args,
                   const Keywords &keywords);
 

@@ -1,6 +1,7 @@
 //===- CallInliner.cpp - Inlining calls of Python functions and modules ---===//
 //
-// Module calls (hooks guarded empty, then forward), Python function calls
+// Module calls (forward pre-hooks, forward, forward hooks; backward and
+// global hooks guarded empty), Python function calls
 // (arguments bound like CPython binds them) and code run in place of a call
 // in a fresh TracedCode, through the tracer's bytecode loop.
 //
@@ -15,12 +16,7 @@ namespace dynafuse {
 namespace capture {
 
 void CallInliner::requireNoHooks(const VarPtr &module) {
-  static const char *perModule[] = {"_forward_hooks",
-                                    "_forward_pre_hooks",
-                                    "_backward_hooks",
-                                    "_backward_pre_hooks",
-                                    "_forward_hooks_with_kwargs",
-                                    "_forward_pre_hooks_with_kwargs"};
+  static const char *perModule[] = {"_backward_hooks", "_backward_pre_hooks"};
   int source = tracer.sourceOfObject(module);
   for (const char *name : perModule) {
     PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
@@ -66,10 +62,143 @@ void CallInliner::guardEmpty(PyObject *dict, int source, const char *what) {
   tracer.guardBuilder.addGuard(std::move(guard));
 }
 
+std::vector<CallInliner::ForwardHook>
+CallInliner::forwardHooks(const VarPtr &module, const char *hooks,
+                          const char *withKeywords) {
+  PyObject *object = module->object.get();
+  PyRef hooksName = PyRef::steal(PyUnicode_InternFromString(hooks));
+  PyRef dict = PyRef::steal(PyObject_GetAttr(object, hooksName.get()));
+  if (!dict) { // a module made before torch kept these dicts
+    PyErr_Clear();
+    return {};
+  }
+  int source = tracer.sourceOfObject(module);
+  int dictSource = tracer.guardBuilder.namedSource(Source::Kind::Attr, source,
+                                                   hooksName.get());
+  if (!PyDict_Check(dict.get()))
+    tracer.unsupported(std::string("module call whose ") + hooks +
+                       " is not a dict");
+  auto guardLength = [&](PyObject *guarded, int guardedSource) {
+    Guard length;
+    length.kind = Guard::Kind::DictLength;
+    length.source = guardedSource;
+    length.length = size_t(PyDict_Size(guarded));
+    tracer.guardBuilder.addGuard(std::move(length));
+  };
+  guardLength(dict.get(), dictSource);
+  if (PyDict_Size(dict.get()) == 0)
+    return {};
+  PyRef keywordsName = PyRef::steal(PyUnicode_InternFromString(withKeywords));
+  PyRef keywordsDict =
+      PyRef::steal(PyObject_GetAttr(object, keywordsName.get()));
+  int keywordsSource = -1;
+  if (keywordsDict && PyDict_Check(keywordsDict.get())) {
+    keywordsSource = tracer.guardBuilder.namedSource(Source::Kind::Attr, source,
+                                                     keywordsName.get());
+    guardLength(keywordsDict.get(), keywordsSource);
+  } else {
+    PyErr_Clear();
+    keywordsDict = PyRef();
+  }
+  // The dict's own order (an OrderedDict: prepended hooks come first).
+  std::vector<ForwardHook> found;
+  PyRef iterator = PyRef::steal(PyObject_GetIter(dict.get()));
+  while (PyRef key =
+             iterator ? PyRef::steal(PyIter_Next(iterator.get())) : PyRef()) {
+    PyObject *hook = PyDict_GetItemWithError(dict.get(), key.get());
+    if (!hook)
+      break;
+    ForwardHook entry;
+    entry.hook = tracer.classify(
+        hook, tracer.guardBuilder.namedSource(Source::Kind::DictItem,
+                                              dictSource, key.get()));
+    PyObject *flag =
+        keywordsDict ? PyDict_GetItemWithError(keywordsDict.get(), key.get())
+                     : nullptr;
+    if (flag) { // guarded: the entry stays there, with that value
+      tracer.classify(
+          flag, tracer.guardBuilder.namedSource(Source::Kind::DictItem,
+                                                keywordsSource, key.get()));
+      entry.withKeywords = PyObject_IsTrue(flag) == 1;
+    }
+    found.push_back(entry);
+  }
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    tracer.unsupported(std::string("reading ") + hooks + " raised");
+  }
+  return found;
+}
+
 VarPtr
 CallInliner::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
                           const Keywords &keywords) {
   requireNoHooks(module);
+  std::vector<ForwardHook> preHooks = forwardHooks(
+      module, "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs");
+  std::vector<ForwardHook> hooks =
+      forwardHooks(module, "_forward_hooks", "_forward_hooks_with_kwargs");
+  if (preHooks.empty() && hooks.empty())
+    return callForward(module, std::move(args), keywords);
+  // As Module._call_impl runs them: each pre-hook may replace the
+  // arguments, each forward hook the result (None keeps them).
+  auto isNone = [](const VarPtr &var) {
+    return var->kind == Var::Kind::Constant && var->object.get() == Py_None;
+  };
+  auto tupleOf = [](const std::vector<VarPtr> &items) {
+    VarPtr tuple = makeVar(Var::Kind::Tuple);
+    tuple->items = items;
+    return tuple;
+  };
+  auto dictOf = [](const Keywords &entries) {
+    VarPtr dict = makeVar(Var::Kind::Dict);
+    for (const auto &[name, value] : entries) {
+      dict->keys.push_back(name);
+      dict->items.push_back(value);
+    }
+    return dict;
+  };
+  Keywords callKeywords = keywords;
+  for (const ForwardHook &pre : preHooks) {
+    if (pre.withKeywords) {
+      VarPtr result = tracer.callAny(
+          pre.hook, {module, tupleOf(args), dictOf(callKeywords)}, {});
+      if (isNone(result))
+        continue;
+      std::vector<VarPtr> pair = tracer.itemsOf(result);
+      if (result->kind != Var::Kind::Tuple || result->isList ||
+          pair.size() != 2 || pair[1]->kind != Var::Kind::Dict)
+        tracer.unsupported("a forward pre-hook with kwargs returning other "
+                           "than (args, kwargs) (RuntimeError)");
+      args = tracer.itemsOf(pair[0]);
+      callKeywords = Keywords();
+      for (size_t i = 0; i < pair[1]->keys.size(); ++i)
+        callKeywords[pair[1]->keys[i]] = pair[1]->items[i];
+      continue;
+    }
+    VarPtr result = tracer.callAny(pre.hook, {module, tupleOf(args)}, {});
+    if (isNone(result))
+      continue;
+    bool tuple = result->kind == Var::Kind::Tuple && !result->isList &&
+                 !result->isSet && result->keys.empty();
+    args = tuple ? result->items : std::vector<VarPtr>{result};
+  }
+  VarPtr result = callForward(module, args, callKeywords);
+  for (const ForwardHook &post : hooks) {
+    VarPtr replaced =
+        post.withKeywords
+            ? tracer.callAny(
+                  post.hook,
+                  {module, tupleOf(args), dictOf(callKeywords), result}, {})
+            : tracer.callAny(post.hook, {module, tupleOf(args), result}, {});
+    if (!isNone(replaced))
+      result = replaced;
+  }
+  return result;
+}
+
+VarPtr CallInliner::callForward(const VarPtr &module, std::vector<VarPtr> args,
+                                const Keywords &keywords) {
   PyRef name = PyRef::steal(PyUnicode_InternFromString("forward"));
   VarPtr forward = tracer.boundMethod(module, name.get());
   if (!forward) {

@@ -1,8 +1,10 @@
 //===- CallInliner.h - Inlining calls of Python functions and modules -*- C++
 //-*-===//
 //
-// Call inlining for the tracer: an nn.Module call (its hook dicts guarded
-// empty) or a Python function call is traced in place, by binding the
+// Call inlining for the tracer: an nn.Module call (its forward pre-hooks,
+// forward and forward hooks, as Module._call_impl runs them; backward and
+// global hooks guarded empty) or a Python function call is traced in
+// place, by binding the
 // arguments like CPython does and running the callee's bytecode through the
 // tracer's loop in a fresh TracedCode (the caller's comes back after). The
 // inliner owns the nesting depth; the tracer owns the traced code, and the
@@ -49,9 +51,23 @@ private:
   BytecodeTracer &tracer;
   int depth = 0;
 
-  /// The hook dictionaries a module call would run; all must be empty (and
-  /// stay empty: guarded).
+  /// The backward and global hook dictionaries a module call would run;
+  /// all must be empty (and stay empty: guarded).
   void requireNoHooks(const VarPtr &module);
+
+  /// A forward (pre-)hook and whether it takes the call's keywords.
+  struct ForwardHook {
+    VarPtr hook;
+    bool withKeywords = false;
+  };
+  /// The hooks of module.<hooks> in its order, each read through a
+  /// guarded source (the dict's and the keywords dict's lengths guarded).
+  std::vector<ForwardHook> forwardHooks(const VarPtr &module, const char *hooks,
+                                        const char *withKeywords);
+  /// module.forward(*args, **keywords), or what the instance's forward
+  /// attribute holds.
+  VarPtr callForward(const VarPtr &module, std::vector<VarPtr> args,
+                     const Keywords &keywords);
 
   void guardEmpty(PyObject *dict, int source, const char *what);
 

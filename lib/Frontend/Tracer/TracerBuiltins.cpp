@@ -327,6 +327,13 @@ VarPtr BytecodeTracer::typeOf(const VarPtr &var) {
 VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,
                                         const std::vector<VarPtr> &args) {
   auto is = [&](const char *name) { return isBuiltin(callable, name); };
+  if (is("setattr") && args.size() == 3 &&
+      args[1]->kind == Var::Kind::Constant &&
+      PyUnicode_CheckExact(args[1]->object.get())) {
+    // setattr(obj, "name", value): obj.name = value.
+    storeAttribute(args[0], args[1]->object.get(), args[2]);
+    return constant(Py_None);
+  }
   bool get = is("getattr"), has = is("hasattr");
   if ((!get && !has) || args.size() < 2 || args.size() > (get ? 3u : 2u) ||
       args[1]->kind != Var::Kind::Constant ||

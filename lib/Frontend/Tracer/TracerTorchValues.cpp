@@ -78,7 +78,9 @@ VarPtr BytecodeTracer::foldTorchValue(PyObject *callable,
     derived->method = "derived";
     return derived;
   }
-  if (isTorchAttribute(callable, "tensor") && args.size() == 1)
+  if ((isTorchAttribute(callable, "tensor") ||
+       isTorchAttribute(callable, "as_tensor")) &&
+      args.size() == 1 && args[0]->kind != Var::Kind::Tensor)
     return constantTensor(args[0], keywords);
   if ((isBuiltin(callable, "str") || isBuiltin(callable, "repr")) &&
       args.size() == 1 && keywords.empty()) {
@@ -129,7 +131,7 @@ VarPtr BytecodeTracer::constantTensor(
   PyObject *value = nullptr;
   if (data->kind == Var::Kind::Tuple || PyTuple_Check(object)) {
     if (!itemsOf(data).empty())
-      unsupported("torch.tensor of a non-empty list (a constant tensor)");
+      return tensorOfList(data, dtype, device);
     shape.push_back(0);
   } else if (PyBool_Check(object) || PyLong_CheckExact(object) ||
              PyFloat_CheckExact(object)) {
@@ -154,6 +156,72 @@ VarPtr BytecodeTracer::constantTensor(
   attributes["dtype"] = *dtype;
   attributes["device"] = device;
   return emit(Op::Full, {}, attributes);
+}
+
+VarPtr BytecodeTracer::tensorOfList(const VarPtr &data,
+                                    std::optional<DType> dtype,
+                                    const std::string &device) {
+  // torch.tensor([[h, w], ...]) of numbers and sizes: one `full` element
+  // each, joined and shaped as the nesting is (rectangular, as eager
+  // requires), typed as torch types them.
+  std::vector<int64_t> shape;
+  std::vector<VarPtr> leaves;
+  constexpr size_t kMaxElements = 1024;
+  std::function<void(const VarPtr &, size_t)> walk = [&](const VarPtr &item,
+                                                         size_t depth) {
+    bool sequence =
+        item->kind == Var::Kind::Tuple || (item->kind == Var::Kind::Constant &&
+                                           PyTuple_Check(item->object.get()));
+    if (!sequence) {
+      if (depth != shape.size())
+        unsupported("torch.tensor of a ragged list (ValueError)");
+      leaves.push_back(item);
+      if (leaves.size() > kMaxElements)
+        unsupported("torch.tensor of a list of over 1024 values");
+      return;
+    }
+    std::vector<VarPtr> items = itemsOf(item);
+    if (depth == shape.size() && leaves.empty())
+      shape.push_back(int64_t(items.size()));
+    else if (depth >= shape.size() || shape[depth] != int64_t(items.size()))
+      unsupported("torch.tensor of a ragged list (ValueError)");
+    for (const VarPtr &child : items)
+      walk(child, depth + 1);
+  };
+  walk(data, 0);
+  bool anyFloat = false, allBool = !leaves.empty();
+  for (const VarPtr &leaf : leaves) {
+    PyObject *object = leaf->object.get();
+    bool number = leaf->kind == Var::Kind::SymInt ||
+                  (leaf->kind == Var::Kind::Constant &&
+                   (PyBool_Check(object) || PyLong_CheckExact(object) ||
+                    PyFloat_CheckExact(object)));
+    if (!number)
+      unsupported("torch.tensor of a list holding other than numbers and "
+                  "sizes");
+    anyFloat |= leaf->kind == Var::Kind::Constant && PyFloat_CheckExact(object);
+    allBool &= leaf->kind == Var::Kind::Constant && PyBool_Check(object);
+  }
+  if (!dtype)
+    dtype = anyFloat ? DType::F32 : allBool ? DType::Bool : DType::I64;
+  std::vector<Operand> pieces;
+  for (const VarPtr &leaf : leaves) {
+    PyObject *object = leaf->object.get();
+    Attribute value = leaf->kind == Var::Kind::SymInt ? Attribute(leaf->size)
+                      : PyFloat_CheckExact(object)
+                          ? Attribute(PyFloat_AS_DOUBLE(object))
+                          : Attribute(int64_t(PyLong_AsLongLong(object)));
+    std::map<std::string, Attribute> attributes;
+    attributes["shape"] = std::vector<int64_t>{1};
+    attributes["value"] = value;
+    attributes["dtype"] = *dtype;
+    attributes["device"] = device;
+    pieces.push_back(emit(Op::Full, {}, attributes)->tensor);
+  }
+  Value *flat = pieces.size() == 1
+                    ? pieces[0].value
+                    : emit(Op::Cat, pieces, {{"dim", int64_t(0)}})->tensor;
+  return emit(Op::Reshape, {flat}, {{"shape", shape}});
 }
 
 VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,

@@ -59,8 +59,8 @@ bool isModelledSlot(const std::string &name, bool dictBase) {
   static const char *objectSlots[] = {"__setattr__", "__init__",
                                       "__getattribute__"};
   static const char *dictSlots[] = {
-      "__setitem__", "__getitem__", "__contains__", "__len__",
-      "keys",        "values",      "items",        "get"};
+      "__setitem__", "__getitem__", "__contains__", "__len__",    "keys",
+      "values",      "items",       "get",          "__delitem__"};
   for (const char *slot : objectSlots)
     if (name == slot)
       return true;
@@ -361,6 +361,12 @@ VarPtr PythonObjects::callSlot(const std::string &slot,
   };
   if (name == "__setitem__" && args.size() == 3) {
     tracer.setDictEntry(content, entryKey(), args[2]);
+    return tracer.constant(Py_None);
+  }
+  if (name == "__delitem__" && args.size() == 2) {
+    if (!find(entryKey()))
+      tracer.unsupported(name + " of a missing key (KeyError)");
+    tracer.popDictItem(content, args[1], nullptr);
     return tracer.constant(Py_None);
   }
   if (name == "__getitem__" && args.size() == 2) {

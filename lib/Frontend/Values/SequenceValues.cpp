@@ -86,6 +86,22 @@ bool SequenceValues::truth(const VarPtr &value) {
   return !value->items.empty();
 }
 
+namespace {
+/// A tuple built during capture of ints and symbolic sizes may stand for a
+/// torch.Size (a shape with symbolic sizes); one holding anything else,
+/// a list or a set may not.
+bool mayBeSize(const VarPtr &value) {
+  if (value->isList || value->isSet || value->source >= 0)
+    return false;
+  return std::all_of(value->items.begin(), value->items.end(),
+                     [](const VarPtr &item) {
+                       return item->kind == Var::Kind::SymInt ||
+                              (item->kind == Var::Kind::Constant &&
+                               PyLong_Check(item->object.get()));
+                     });
+}
+} // namespace
+
 VarPtr SequenceValues::type(const VarPtr &value) {
   if (!value->keys.empty() && value->object) // a named tuple made here
     return classVar(value->object.get());
@@ -95,8 +111,8 @@ VarPtr SequenceValues::type(const VarPtr &value) {
                                                               : &PyTuple_Type);
   if (value->source >= 0) // the frame's own: exactly this type, guarded
     tracer.guardBuilder.guardObject(Guard::Kind::TypeIs, value->source, type);
-  else if (!value->isList)
-    return nullptr; // built tuples may stand for torch.Size
+  else if (mayBeSize(value))
+    return nullptr;
   return classVar(type);
 }
 
@@ -105,8 +121,21 @@ VarPtr SequenceValues::isInstance(const VarPtr &value, PyObject *classes) {
     return classIsInstance(value->object.get(), classes);
   if (!value->keys.empty())
     return nullptr;
-  return builtinIsInstance(value->isList ? &PyList_Type : &PyTuple_Type,
-                           classes);
+  PyTypeObject *type = value->isSet    ? &PySet_Type
+                       : value->isList ? &PyList_Type
+                                       : &PyTuple_Type;
+  if (mayBeSize(value))
+    return builtinIsInstance(type, classes);
+  // Exactly a list, tuple or set (the frame's own: its type guarded).
+  if (value->source >= 0)
+    tracer.guardBuilder.guardObject(Guard::Kind::TypeIs, value->source,
+                                    reinterpret_cast<PyObject *>(type));
+  int result = PyObject_IsSubclass(reinterpret_cast<PyObject *>(type), classes);
+  if (result < 0) {
+    PyErr_Clear();
+    tracer.unsupported("isinstance raised");
+  }
+  return tracer.constant(result ? Py_True : Py_False);
 }
 
 VarPtr SequenceValues::contains(const VarPtr &container, const VarPtr &item) {

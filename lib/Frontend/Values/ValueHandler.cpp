@@ -153,6 +153,22 @@ VarPtr ValueHandler::classVar(PyObject *type) {
                             reinterpret_cast<PyTypeObject *>(type)->tp_name);
 }
 
+namespace {
+/// The class whose instance layout a type's instances have (CPython's
+/// solid base): no class inherits from two whose solid bases are
+/// unrelated. Python classes count as adding nothing (their __dict__ and
+/// __weakref__; __slots__ would make theirs solid): fewer exclusions.
+PyTypeObject *solidBase(PyTypeObject *type) {
+  PyTypeObject *base =
+      type->tp_base ? solidBase(type->tp_base) : &PyBaseObject_Type;
+  if (type == &PyBaseObject_Type || (type->tp_flags & Py_TPFLAGS_HEAPTYPE))
+    return base == type ? type : base;
+  bool extra = type->tp_itemsize != base->tp_itemsize ||
+               type->tp_basicsize > base->tp_basicsize;
+  return extra ? type : base;
+}
+} // namespace
+
 VarPtr ValueHandler::builtinIsInstance(PyTypeObject *base, PyObject *cls) {
   std::vector<PyObject *> classes;
   if (PyTuple_Check(cls))
@@ -188,6 +204,12 @@ VarPtr ValueHandler::builtinIsInstance(PyTypeObject *base, PyObject *cls) {
     for (PyTypeObject *layout : layouts)
       if (layout != base && PyType_IsSubtype(type, layout))
         excluded = true;
+    // A C class of a layout unrelated to the base's (numpy.ndarray for a
+    // tuple): no subclass of the base is one.
+    PyTypeObject *solid = solidBase(type), *baseSolid = solidBase(base);
+    if (!PyType_IsSubtype(solid, baseSolid) &&
+        !PyType_IsSubtype(baseSolid, solid))
+      excluded = true;
     allFalse = allFalse && excluded;
   }
   return allFalse ? tracer.constant(Py_False) : nullptr;
