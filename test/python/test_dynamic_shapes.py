@@ -334,3 +334,22 @@ def test_expand_to_another_inputs_size_stays_symbolic(fn):
         fn(torch.randn(3, 1), torch.randn(5, 4))
     with pytest.raises(RuntimeError):
         f(torch.randn(3, 1), torch.randn(5, 4))
+
+
+def offset_by_type(x, cache_len):
+    # transformers' masking_utils: q_offset may be a tensor (a static cache)
+    # or an int (a size); under dynamic shapes it is a symbolic size
+    q_offset = x.shape[0] + cache_len.shape[0]
+    q_offset = q_offset.to(x.device) if isinstance(q_offset, torch.Tensor) else q_offset
+    kinds = (isinstance(q_offset, int), isinstance(q_offset, (float, torch.SymInt)), type(q_offset) is int)
+    return torch.arange(q_offset) + x.sum(), kinds
+
+
+def test_symbolic_sizes_are_ints_to_isinstance_and_type():
+    compiled = dynafuse.compile(offset_by_type, dynamic=True, fullgraph=True)
+    for n in (3, 5, 8):
+        x, cache = torch.randn(n), torch.randn(n + 1)
+        actual, expected = compiled(x, cache), offset_by_type(x, cache)
+        assert actual[1] == expected[1] == (True, False, True)
+        torch.testing.assert_close(actual[0], expected[0])
+    assert dynafuse.stats()["captures"] == 1

@@ -172,6 +172,8 @@ class SizeValues : public ValueHandler {
 public:
   explicit SizeValues(BytecodeTracer &tracer);
   bool truth(const VarPtr &value) override;
+  VarPtr type(const VarPtr &value) override;
+  VarPtr isInstance(const VarPtr &value, PyObject *classes) override;
   OutputSpec output(const VarPtr &value, const ItemSpec &itemSpec) override;
   OutputSpec liveState(const VarPtr &value, const ItemSpec &itemSpec) override;
 };
