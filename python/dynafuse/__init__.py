@@ -174,7 +174,10 @@ def stats():
     break or failure, and each later call its negative entry sends to eager),
     recompile_limit_hits, settled_frames (code objects that run eagerly
     from then on because a guard of theirs can never hold twice: an object
-    made afresh for every call; why: settled_reasons()), run_failures (compiled runs that failed; those
+    made afresh for every call; why: settled_reasons()), unhooked_codes
+    (code objects that run eagerly, skipped or settled, and whose last runs
+    compiled nothing under them: they and what they call run with the
+    frame hook off, at eager's speed), run_failures (compiled runs that failed; those
     calls reran eagerly), backend_compiles (graphs handed to a code
     generator: an LLVM or NVRTC compile unless the disk cache had it),
     symbolic_captures (captures with symbolic sizes), disk_cache_hits

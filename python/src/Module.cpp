@@ -173,7 +173,7 @@ PyObject *pyStats(PyObject *, PyObject *) {
   return Py_BuildValue(
       "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:"
       "l,"
-      "s:l}",
+      "s:l,s:l}",
       "captures", stats.captures, "cache_hits", stats.cacheHits, "graph_breaks",
       stats.graphBreaks, "compile_failures", stats.compileFailures,
       "eager_frames", stats.eagerFrames, "recompile_limit_hits",
@@ -185,7 +185,8 @@ PyObject *pyStats(PyObject *, PyObject *) {
       "conv_residual_adds", stats.convResidualAdds, "packed_gemms",
       stats.packedGemms, "linear_prepacks", stats.linearPrepacks,
       "onednn_products", stats.oneDnnProducts, "pointwise_conv_products",
-      stats.pointwiseConvProducts, "allocation_plans", stats.allocationPlans);
+      stats.pointwiseConvProducts, "allocation_plans", stats.allocationPlans,
+      "unhooked_codes", stats.unhookedCodes);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

@@ -8,13 +8,14 @@ eagerly for good, reported by stats() and settled_reasons(). So does code
 whose value guards failed in three calls in a row (a counter, an object
 taking no weak references): values that recur keep their entries, and new
 tensor sizes are the dynamic-shapes policy's to answer."""
+import copy
 import gc
 
 import pytest
 import torch
 
 import dynafuse
-from conftest import assert_close
+from conftest import assert_close, assert_outputs_close
 
 
 class Settings:
@@ -182,3 +183,73 @@ def scaled_in_a_frame_of_its_own(x, settings):
     # as a frame of its own, with a new Settings each time.
     _opaque(None)
     return torch.relu(x) * settings.scale
+
+
+class Holder:
+    """Data whose deep copy runs the stdlib's copy module (code capture
+    skips) and, when asked, a __deepcopy__ of the user's that compiles."""
+
+    def __init__(self, tensor, settings):
+        self.tensor, self.settings = tensor, settings
+
+
+class CopiesByTensorOps(Holder):
+    def __deepcopy__(self, memo):
+        return CopiesByTensorOps(self.tensor * 2 + 1, dict(self.settings))
+
+
+def copy_then_compute(x, holder):
+    y = x.sin()
+    copied = copy.deepcopy(holder)  # the copy module's frames run eagerly
+    return y + copied.tensor, copied.settings
+
+
+def test_eager_code_that_compiles_nothing_runs_unhooked_and_still_matches():
+    compiled = dynafuse.compile(copy_then_compute)
+    holder = Holder(torch.randn(3), {"depth": [1, 2, {"k": (3, 4)}]})
+    x = torch.randn(3)
+    for _ in range(6):
+        actual = compiled(x, holder)
+        expected = copy_then_compute(x, holder)
+        assert_outputs_close(actual[0], expected[0])
+        assert actual[1] == expected[1] and actual[1] is not holder.settings
+    assert dynafuse.stats()["unhooked_codes"] > 0
+    # the frame after the copy is compiled again once the copy is unhooked
+    hits = dynafuse.stats()["cache_hits"]
+    compiled(x, holder)
+    assert dynafuse.stats()["cache_hits"] > hits
+
+
+def test_eager_code_calling_compiled_code_stays_hooked():
+    compiled = dynafuse.compile(copy_then_compute)
+    holder = CopiesByTensorOps(torch.randn(3), {"depth": 2})
+    x = torch.randn(3)
+    for _ in range(6):
+        compiled(x, holder)
+    # copy.deepcopy ran the user's __deepcopy__, a compiled frame, each time
+    hits = dynafuse.stats()["cache_hits"]
+    actual = compiled(x, holder)
+    assert dynafuse.stats()["cache_hits"] >= hits + 2
+    assert_outputs_close(actual[0], copy_then_compute(x, holder)[0])
+
+
+def raises_inside_the_copy(x, holder):
+    y = x.cos()
+    copy.deepcopy(holder)
+    return y
+
+
+class RefusesToCopy(Holder):
+    def __reduce_ex__(self, protocol):
+        raise ValueError("not copyable")
+
+
+def test_exceptions_leave_unhooked_and_reported_frames_as_eager_leaves_them():
+    compiled = dynafuse.compile(raises_inside_the_copy)
+    holder = RefusesToCopy(torch.randn(2), {})
+    for _ in range(5):
+        with pytest.raises(ValueError, match="not copyable"):
+            compiled(torch.randn(2), holder)
+    ok = Holder(torch.randn(2), {})
+    x = torch.randn(2)
+    assert_outputs_close(compiled(x, ok), raises_inside_the_copy(x, ok))

@@ -23,6 +23,9 @@ struct CompilerStats {
   /// Code objects settled into eager before their recompile limit: a
   /// guard of theirs could never hold twice (Frontend/Entry/Settling.h).
   long settledFrames = 0;
+  /// Eager code objects that run with the frame hook off (nothing under
+  /// them compiled in their last runs).
+  long unhookedCodes = 0;
   /// Runs of compiled entries that failed (the call then ran eagerly).
   long runFailures = 0;
   /// Modules handed to a code generator (each a compile unless the disk

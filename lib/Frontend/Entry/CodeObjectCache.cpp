@@ -86,6 +86,8 @@ void resetCodeCaches() {
   for (CodeCache *cache : allCaches()) {
     cache->entries.clear();
     cache->skip = cache->skippedFile;
+    cache->unhooked = false;
+    cache->eagerRunsWithoutCompiled = 0;
     cache->compiles = 0;
     cache->shapes = ShapeHistory();
     cache->freshObjects.clear();

@@ -72,6 +72,11 @@ struct CodeCache {
   /// when the code settles into eager (Settling.h).
   bool skip = false;
   bool skippedFile = false;
+  /// Skipped code whose runs (kEagerRunsToUnhook in a row) ran no compiled
+  /// frame under them: it runs with the frame hook off, its callees too,
+  /// at the interpreter's full speed (a fallback costs what eager costs).
+  bool unhooked = false;
+  int eagerRunsWithoutCompiled = 0;
   int compiles = 0;
   /// Per source (as described), how often an entry was dropped because the
   /// object its identity guard kept did not outlive its call (Settling.h).
@@ -93,6 +98,8 @@ struct CodeCache {
   PyRef origin;
   int originShift = 0;
 };
+
+constexpr int kEagerRunsToUnhook = 3;
 
 /// Requests the co_extra slot; call once at module import.
 void initializeCodeObjectCache();

@@ -130,8 +130,27 @@ static void finishHandledFrame(PyThreadState *tstate,
 /*---- The hook ------------------------------------------------------------*/
 
 static DynafuseFrameCallback frameCallback = NULL;
+static DynafuseFrameReport frameReport = NULL;
 static _PyFrameEvalFunction previousEval = NULL;
 static long activeCount = 0;
+/* Frames the callback handled so far (a report's difference). */
+static long handledFrames = 0;
+
+static PyObject *dynafuse_eval_frame(PyThreadState *tstate,
+                                     _PyInterpreterFrame *frame, int throwflag);
+
+/* The frame and everything it calls without the hook; reinstalled after
+ * unless the last compiled call ended meanwhile (another thread, while
+ * torch released the GIL). */
+static PyObject *runUnhooked(PyThreadState *tstate, _PyInterpreterFrame *frame,
+                             int throwflag, _PyFrameEvalFunction next) {
+  PyInterpreterState *interp = tstate->interp;
+  _PyInterpreterState_SetEvalFrameFunc(interp, next);
+  PyObject *result = next(tstate, frame, throwflag);
+  if (activeCount > 0 && _PyInterpreterState_GetEvalFrameFunc(interp) == next)
+    _PyInterpreterState_SetEvalFrameFunc(interp, dynafuse_eval_frame);
+  return result;
+}
 
 static PyObject *dynafuse_eval_frame(PyThreadState *tstate,
                                      _PyInterpreterFrame *frame,
@@ -152,16 +171,34 @@ static PyObject *dynafuse_eval_frame(PyThreadState *tstate,
   view.globals = frame->f_globals;
   view.builtins = frame->f_builtins;
   view.localsplus = frame->localsplus;
-  int handled = 0;
+  int handled = DYNAFUSE_FRAME_RUNS;
   PyObject *result = frameCallback(&view, &handled);
-  if (!handled)
+  switch (handled) {
+  case DYNAFUSE_FRAME_HANDLED:
+    ++handledFrames;
+    finishHandledFrame(tstate, frame);
+    return result;
+  case DYNAFUSE_FRAME_RUNS_UNHOOKED:
+    return runUnhooked(tstate, frame, throwflag, next);
+  case DYNAFUSE_FRAME_RUNS_REPORTED: {
+    long before = handledFrames;
+    /* The frame may be freed by its run: keep its code for the report. */
+    Py_INCREF(code);
+    result = next(tstate, frame, throwflag);
+    if (frameReport)
+      frameReport(code, handledFrames - before);
+    Py_DECREF(code);
+    return result;
+  }
+  default:
     return next(tstate, frame, throwflag);
-  finishHandledFrame(tstate, frame);
-  return result;
+  }
 }
 
-void dynafuse_set_frame_callback(DynafuseFrameCallback callback) {
+void dynafuse_set_frame_callback(DynafuseFrameCallback callback,
+                                 DynafuseFrameReport report) {
   frameCallback = callback;
+  frameReport = report;
 }
 
 void dynafuse_hook_enter(void) {

@@ -290,9 +290,16 @@ PyObject *onFrame(DynafuseFrame *frame, int *handled) {
   CodeCache *cache = cacheOf(frame->code, *options.config);
   if (cache && cache->skippedFile &&
       reinterpret_cast<PyObject *>(frame->code) == options.target)
-    cache->skippedFile = cache->skip = false;
-  if (!cache || cache->skip)
+    cache->skippedFile = cache->skip = cache->unhooked = false;
+  if (!cache)
     return nullptr;
+  if (cache->skip) {
+    // Eager code: observed until its runs show nothing under it compiles,
+    // then run with the hook off (and so everything it calls).
+    *handled = cache->unhooked ? DYNAFUSE_FRAME_RUNS_UNHOOKED
+                               : DYNAFUSE_FRAME_RUNS_REPORTED;
+    return nullptr;
+  }
   BreakState pending;
   PyObject *result = nullptr;
   {
@@ -306,6 +313,24 @@ PyObject *onFrame(DynafuseFrame *frame, int *handled) {
   // is compiled, and the resume function is captured in turn.
   Py_XDECREF(result);
   return continueAfterBreak(pending);
+}
+
+void onFrameReport(PyCodeObject *code, long nestedHandled) {
+  ActiveCall *call = activeCall;
+  if (!call)
+    return;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback); // the frame may have raised
+  CodeCache *cache = cacheOf(code, *call->options.config);
+  if (cache && cache->skip) {
+    cache->eagerRunsWithoutCompiled =
+        nestedHandled > 0 ? 0 : cache->eagerRunsWithoutCompiled + 1;
+    bool unhooked = cache->eagerRunsWithoutCompiled >= kEagerRunsToUnhook;
+    if (unhooked && !cache->unhooked)
+      ++compilerStats().unhookedCodes;
+    cache->unhooked = unhooked;
+  }
+  PyErr_Restore(type, value, traceback);
 }
 
 } // namespace
@@ -332,7 +357,7 @@ void initializeFrameCompiler(PyObject *unsupportedError,
                              const Options &options) {
   unsupportedErrorType = unsupportedError;
   initializeCodeObjectCache();
-  dynafuse_set_frame_callback(onFrame);
+  dynafuse_set_frame_callback(onFrame, onFrameReport);
   CachingAllocator::configureGlobal(options);
   configureThreadPool(options.numThreads);
   installTorchAllocators(options);
