@@ -608,3 +608,54 @@ def test_benchmark_blocks_train_step_by_step_like_eager(make, shape):
         for mine, theirs in zip(model.parameters(), twin.parameters()):
             assert_close(mine.detach(), theirs.detach(), rtol=1e-4, atol=1e-5)
     assert_training_compiled()
+
+
+def attention_with_dropout(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.3)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float"])
+def test_attention_dropout_in_training_is_compiled_unbiased_and_seeded(mask_kind):
+    # nn.MultiheadAttention in training passes its dropout to sdpa: graph
+    # ops with the counter-based dropout (statistically eager's, not its
+    # numbers), differentiated through
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 5, 4, requires_grad=True) for _ in range(3))
+    mask = {"none": None,
+            "bool": torch.rand(5, 5) > 0.2,
+            "float": torch.randn(5, 5)}[mask_kind]
+    if mask is not None and mask.dtype == torch.bool:
+        mask[:, 0] = True  # every row keeps a key
+    compiled = dynafuse.compile(attention_with_dropout, fullgraph=True)
+    torch.manual_seed(1)
+    first = compiled(q, k, v, mask)
+    torch.manual_seed(1)
+    assert torch.equal(compiled(q, k, v, mask), first)  # torch's seed decides
+    first.sum().backward()
+    assert all(t.grad is not None and t.grad.isfinite().all() for t in (q, k, v))
+    mean = sum(compiled(q, k, v, mask).detach() for _ in range(400)) / 400
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).detach()
+    torch.testing.assert_close(mean, expected, atol=0.08, rtol=0)
+    assert dynafuse.stats()["captures"] == 1
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_transformer_encoder_training_is_one_graph(dropout):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                       dropout=dropout, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).train()
+    x = torch.randn(3, 7, 32)
+    compiled = dynafuse.compile(encoder, fullgraph=True)
+    out = compiled(x)
+    out.square().mean().backward()
+    grads = [p.grad.clone() for p in encoder.parameters()]
+    assert all(g.isfinite().all() for g in grads)
+    assert dynafuse.stats()["captures"] == 1
+    if dropout == 0.0:  # no randomness: eager's numbers
+        encoder.zero_grad()
+        expected = encoder(x)
+        expected.square().mean().backward()
+        assert_close(out, expected)
+        for got, param in zip(grads, encoder.parameters()):
+            assert_close(got, param.grad, rtol=1e-4, atol=1e-5)

@@ -253,7 +253,8 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
       !inputs.requiresGrad(value))
     return nullptr;
   // ATen's CPU flash kernel: 4-D q, k, v of one floating dtype, one head
-  // size, no dropout.
+  // size, no dropout; with dropout (nn.MultiheadAttention in training),
+  // graph ops as eager's math path computes it.
   DType dtype = query->type.dtype;
   for (Value *x : {query, key, value})
     if (x->type.dtype != dtype || x->type.rank() != 4 ||
@@ -261,8 +262,11 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
       return nullptr;
   VarPtr dropoutArg = argumentOf(args, keywords, 4, "dropout_p");
   std::optional<double> dropout = constantNumber(dropoutArg);
-  if (dropoutArg && (!dropout || *dropout != 0))
+  if (dropoutArg && !isNone(dropoutArg) && !dropout)
     return nullptr;
+  double dropoutRate = dropout ? *dropout : 0.0;
+  if (dropoutRate < 0 || dropoutRate > 1)
+    return nullptr; // eager raises
   VarPtr causalArg = argumentOf(args, keywords, 5, "is_causal");
   bool causal = false;
   if (causalArg) {
@@ -304,6 +308,10 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
   if (learnedBias && (mask->type.dtype == DType::Bool ||
                       (!scale && !query->type.sizes[3].isConstant())))
     return nullptr;
+  bool inGraphOps = learnedBias || dropoutRate > 0;
+  if (dropoutRate > 0 &&
+      (causal || (!scale && !query->type.sizes[3].isConstant())))
+    return nullptr;
 
   // Everything checked: emit. Grouped heads (llama's key/value heads): each
   // key and value head repeated for its group of query heads, as eager's
@@ -324,7 +332,7 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
   };
   key = repeated(key);
   value = repeated(value);
-  if (learnedBias) {
+  if (inGraphOps) {
     double factor = scale ? *scale
                           : 1.0 / std::sqrt(double(
                                       query->type.sizes[3].constant()));
@@ -333,9 +341,16 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
             ->tensor;
     Value *scores = emit(Op::Matmul, {query, keysT})->tensor;
     scores = emit(Op::Mul, {scores, Scalar::ofFloat(factor)})->tensor;
-    scores = emit(Op::Add, {scores, mask})->tensor;
+    if (mask && mask->type.dtype == DType::Bool) // -inf where false
+      mask = emit(Op::Where,
+                  {mask, Scalar::ofFloat(0), Scalar::ofFloat(-INFINITY)})
+                 ->tensor;
+    if (mask)
+      scores = emit(Op::Add, {scores, mask})->tensor;
     Value *weights =
         emit(Op::Softmax, {scores}, {{"dim", int64_t(-1)}})->tensor;
+    if (dropoutRate > 0)
+      weights = trainingDropout(weights, dropoutRate)->tensor;
     return emit(Op::Matmul, {weights, value});
   }
   std::map<std::string, Attribute> attributes = {{"is_causal", causal},
