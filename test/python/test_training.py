@@ -521,19 +521,6 @@ def test_scaled_dot_product_attention_gradients(case):
     assert graph["backward_extern_calls"] >= (2 if case == "learned bias" else 1)
 
 
-def test_causal_attention_with_dropout_breaks_the_graph_and_says_why():
-    # dropout with is_causal has no graph form yet: call_torch, which has no
-    # derivative rule, so the frame breaks and eager differentiates it
-    q, k, v = attention_inputs()
-    dynafuse.config.log = "graph_breaks"
-    out = dynafuse.compile(lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, dropout_p=0.5, is_causal=True).sum())(q, k, v)
-    out.backward()
-    assert q.grad is not None and q.grad.shape == q.shape
-    assert dynafuse.stats()["graph_breaks"] >= 1
-    assert any("call_torch" in reason for reason in dynafuse._C.break_reasons())
-
-
 def test_a_hook_on_an_intermediate_runs_eagerly_and_fires():
     """register_hook on a tensor made inside the frame: the frame falls back
     to eager for the call (with the reason logged), and the hook sees the
@@ -612,31 +599,34 @@ def test_benchmark_blocks_train_step_by_step_like_eager(make, shape):
     assert_training_compiled()
 
 
-def attention_with_dropout(q, k, v, mask):
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.3)
+def attention_with_dropout(q, k, v, mask, causal=False):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.3,
+                                          is_causal=causal)
 
 
-@pytest.mark.parametrize("mask_kind", ["none", "bool", "float"])
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "causal"])
 def test_attention_dropout_in_training_is_compiled_unbiased_and_seeded(mask_kind):
     # nn.MultiheadAttention in training passes its dropout to sdpa: graph
     # ops with the counter-based dropout (statistically eager's, not its
     # numbers), differentiated through
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 2, 5, 4, requires_grad=True) for _ in range(3))
-    mask = {"none": None,
+    mask = {"none": None, "causal": None,
             "bool": torch.rand(5, 5) > 0.2,
             "float": torch.randn(5, 5)}[mask_kind]
+    causal = mask_kind == "causal"
     if mask is not None and mask.dtype == torch.bool:
         mask[:, 0] = True  # every row keeps a key
     compiled = dynafuse.compile(attention_with_dropout, fullgraph=True)
     torch.manual_seed(1)
-    first = compiled(q, k, v, mask)
+    first = compiled(q, k, v, mask, causal)
     torch.manual_seed(1)
-    assert torch.equal(compiled(q, k, v, mask), first)  # torch's seed decides
+    assert torch.equal(compiled(q, k, v, mask, causal), first)  # torch's seed decides
     first.sum().backward()
     assert all(t.grad is not None and t.grad.isfinite().all() for t in (q, k, v))
-    mean = sum(compiled(q, k, v, mask).detach() for _ in range(400)) / 400
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).detach()
+    mean = sum(compiled(q, k, v, mask, causal).detach() for _ in range(400)) / 400
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                              is_causal=causal).detach()
     torch.testing.assert_close(mean, expected, atol=0.08, rtol=0)
     assert dynafuse.stats()["captures"] == 1
 

@@ -309,8 +309,7 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
                       (!scale && !query->type.sizes[3].isConstant())))
     return nullptr;
   bool inGraphOps = learnedBias || dropoutRate > 0;
-  if (dropoutRate > 0 &&
-      (causal || (!scale && !query->type.sizes[3].isConstant())))
+  if (dropoutRate > 0 && !scale && !query->type.sizes[3].isConstant())
     return nullptr;
 
   // Everything checked: emit. Grouped heads (llama's key/value heads): each
@@ -347,6 +346,18 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
                  ->tensor;
     if (mask)
       scores = emit(Op::Add, {scores, mask})->tensor;
+    if (causal) { // eager's ones(L, S).tril(): -inf above the diagonal
+      std::vector<SymExpr> square = {query->type.sizes[2], key->type.sizes[2]};
+      Value *ones = emit(Op::Full, {},
+                         {{"shape", square},
+                          {"value", int64_t(1)},
+                          {"dtype", DType::Bool},
+                          {"device", query->type.device}})
+                        ->tensor;
+      Value *lower = emit(Op::Tril, {ones}, {{"diagonal", int64_t(0)}})->tensor;
+      scores =
+          emit(Op::Where, {lower, scores, Scalar::ofFloat(-INFINITY)})->tensor;
+    }
     Value *weights =
         emit(Op::Softmax, {scores}, {{"dim", int64_t(-1)}})->tensor;
     if (dropoutRate > 0)
