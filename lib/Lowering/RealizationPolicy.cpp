@@ -145,9 +145,10 @@ const Value *broadcastSource(const Value *operand, int64_t limit) {
 ///   sum, swin_v2_t's first-stage softmax took 11 ms (decision 90).
 /// The stored value costs one store per element of its own (the consumer's
 /// load of it replaces the loads its computation made) and a kernel call
-/// of its own, a few microseconds: realized when the consumer has 64 times
-/// its elements, or twice them and at least 2^16 elements more (a batch
-/// norm's factors at 4x4 pixels, 16 per channel, stay inline).
+/// of its own, a few microseconds: realized when its consumers together
+/// have 64 times its elements, or twice them and at least 2^16 elements
+/// more (a batch norm's factors at 4x4 pixels, 16 per channel, stay
+/// inline).
 constexpr int64_t kBroadcastFactor = 2;
 constexpr int64_t kAlwaysBroadcastFactor = 64;
 constexpr int64_t kRecomputationsSaved = int64_t(1) << 16;
@@ -162,9 +163,12 @@ bool broadcastPays(int64_t consumerCount, int64_t smallCount) {
 
 void realizeBroadcastMath(const Graph &graph,
                           std::set<const Value *> &realized) {
-  // costMemo holds for the realized set it was filled under: cleared when
-  // that grows (a newly realized value cuts the cones above it).
-  std::map<const Value *, bool> pureMemo, costMemo;
+  // What each small value's broadcasting consumers compute in all: a
+  // table every layer reads (a vision transformer's rotary cos and sin,
+  // [tokens, head_dim], broadcast over each layer's heads of q and of k)
+  // pays once all its consumers are counted, though no one of them pays.
+  std::vector<const Value *> order;
+  std::map<const Value *, int64_t> demand;
   for (const auto &node : graph.nodes) {
     if (kindOf(*node) != OpKind::Pointwise || node->results.empty())
       continue;
@@ -176,15 +180,24 @@ void realizeBroadcastMath(const Graph &graph,
         continue;
       const Value *small = broadcastSource(
           operand.value, consumerCount.constant() / kBroadcastFactor);
-      if (!small || !small->producer || realized.count(small) ||
-          !broadcastPays(consumerCount.constant(),
-                         small->type.numel().constant()) ||
-          !costsMoreThanLoad(small, realized, costMemo) ||
-          !fromBuffersOnly(small, pureMemo))
+      if (!small || !small->producer || realized.count(small))
         continue;
-      realized.insert(small);
-      costMemo.clear();
+      if (!demand.count(small))
+        order.push_back(small);
+      demand[small] += consumerCount.constant();
     }
+  }
+  // costMemo holds for the realized set it was filled under: cleared when
+  // that grows (a newly realized value cuts the cones above it).
+  std::map<const Value *, bool> pureMemo, costMemo;
+  for (const Value *small : order) {
+    if (realized.count(small) ||
+        !broadcastPays(demand[small], small->type.numel().constant()) ||
+        !costsMoreThanLoad(small, realized, costMemo) ||
+        !fromBuffersOnly(small, pureMemo))
+      continue;
+    realized.insert(small);
+    costMemo.clear();
   }
 }
 
