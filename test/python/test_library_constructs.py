@@ -953,3 +953,64 @@ def test_dict_subclass_outputs_set_delete_and_inspect_a_tuple_field():
     assert_outputs_close(actual, output_with_a_tuple_field(x))
     assert actual[1] == "<class 'tuple'>" and actual[2] is True
     assert_compiled()
+
+
+def per_state_flags(x, count):
+    # transformers' linear-attention cache layers
+    states = dict.fromkeys(range(count))
+    ready = dict.fromkeys(range(count), False)
+    states[0], ready[0] = x * 2, True
+    zeros = torch.zeros(count, dtype=int) + torch.ones(count, dtype=bool)
+    floats = torch.zeros(2, dtype=float)
+    return states, ready, zeros, floats
+
+
+def test_dict_fromkeys_and_python_types_as_dtypes():
+    x = torch.randn(3)
+    actual = dynafuse.compile(per_state_flags, fullgraph=True)(x, 3)
+    expected = per_state_flags(x, 3)
+    assert list(actual[0]) == [0, 1, 2] and actual[0][1] is None
+    assert actual[1] == expected[1]
+    assert actual[2].dtype == torch.int64 and actual[3].dtype == torch.float64
+    assert_outputs_close(actual, expected)
+    assert_compiled()
+
+
+def filtering_wrapper(applicable):
+    def wrapped(x, **kwargs):
+        # a comprehension over the wrapper's own free variable
+        kept = {k: v for k, v in kwargs.items() if k in applicable}
+        return x * kept.get("scale", 1.0) + len(kept)
+    return wrapped
+
+
+def test_comprehensions_over_a_free_variable_of_the_compiled_function():
+    fn = filtering_wrapper(("scale", "shift"))
+    x = torch.randn(4)
+    actual = dynafuse.compile(fn, fullgraph=True)(x, scale=3.0, other=1)
+    assert_outputs_close(actual, fn(x, scale=3.0, other=1))
+    assert_compiled()
+
+
+class Registry(collections.OrderedDict):
+    """transformers' ClassInstantier: an OrderedDict subclass whose
+    __getitem__ reads dict's own entry through super()."""
+
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        return content[0] if isinstance(content, tuple) else content
+
+
+SCALES = Registry({"double": (2.0, "x2"), "half": 0.5})
+
+
+def scaled_by_registry(x, name):
+    return x * SCALES[name]
+
+
+@pytest.mark.parametrize("name", ["double", "half"])
+def test_super_getitem_of_an_ordered_dict_subclass_read_from_a_module(name):
+    x = torch.randn(3)
+    actual = dynafuse.compile(scaled_by_registry, fullgraph=True)(x, name)
+    assert_outputs_close(actual, scaled_by_registry(x, name))
+    assert_compiled()

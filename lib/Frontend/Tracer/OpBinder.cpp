@@ -282,6 +282,14 @@ PyObject *OpBinder::concreteOf(const VarPtr &arg, const std::string &what,
 Attribute OpBinder::attributeOf(PyObject *object, const std::string &what) {
   if (std::optional<DType> type = dtypeFromObject(object))
     return *type;
+  // Python's own types as torch's argument parser reads them in a dtype
+  // (torch.zeros(n, dtype=int)): int64, float64, bool.
+  if (object == reinterpret_cast<PyObject *>(&PyLong_Type))
+    return DType::I64;
+  if (object == reinterpret_cast<PyObject *>(&PyFloat_Type))
+    return DType::F64;
+  if (object == reinterpret_cast<PyObject *>(&PyBool_Type))
+    return DType::Bool;
   if (PyBool_Check(object))
     return object == Py_True;
   if (PyLong_CheckExact(object))

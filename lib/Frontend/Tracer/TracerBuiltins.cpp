@@ -137,6 +137,20 @@ VarPtr BytecodeTracer::containerBuiltin(
     made->object = PyRef::borrow(ordered);
     return made;
   }
+  if (PyCFunction_Check(callable) &&
+      PyCFunction_GET_SELF(callable) ==
+          reinterpret_cast<PyObject *>(&PyDict_Type) &&
+      std::string(
+          reinterpret_cast<PyCFunctionObject *>(callable)->m_ml->ml_name) ==
+          "fromkeys" &&
+      !args.empty() && args.size() <= 2 && keywords.empty()) {
+    // dict.fromkeys(keys[, value]): one entry per key, each the same value.
+    VarPtr made = makeVar(Var::Kind::Dict);
+    VarPtr value = args.size() == 2 ? args[1] : constant(Py_None);
+    for (const VarPtr &key : itemsOf(args[0]))
+      setDictEntry(made, dictKeyOf(key, "dict.fromkeys"), value);
+    return made;
+  }
   if (is("set") && args.size() <= 1 && keywords.empty()) {
     // set(), set(items): a set var (members compared as Python's set
     // compares them: constants by value, tensors and objects by identity).

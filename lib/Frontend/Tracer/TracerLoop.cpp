@@ -211,7 +211,7 @@ int BytecodeTracer::step(const Instruction &in) {
   }
   case STORE_DEREF: {
     VarPtr cell = cellAt(in.arg);
-    if (!cell)
+    if (!cell || cell->method == "mirror of a closure cell")
       unsupported("assignment to a closure variable");
     willMutate(cell);
     cell->items.assign(1, pop());

@@ -222,7 +222,16 @@ VarPtr BytecodeTracer::closureSlot(int index) {
   }
   if (size_t(index - firstFree) < current.symbolicClosure.size())
     return current.symbolicClosure[size_t(index - firstFree)];
-  return nullptr;
+  // A free variable of a function read from a source (its real closure
+  // cell), handed to a function made here (a comprehension over it): a
+  // cell holding the value read through the guarded closure source, which
+  // the made function may read but not assign (STORE_DEREF refuses it).
+  if (!current.closure)
+    return nullptr;
+  VarPtr mirror = makeVar(Var::Kind::Cell);
+  mirror->items.push_back(loadDeref(index));
+  mirror->method = "mirror of a closure cell";
+  return mirror;
 }
 
 VarPtr BytecodeTracer::loadGlobal(PyObject *name) {

@@ -104,8 +104,23 @@ VarPtr BytecodeTracer::superAttr(const VarPtr &proxy, PyObject *name) {
   PyObject *found = lookupPastClass(proxy->self->object.get(), cls, name);
   PyObject *selfObject = proxy->self->object.get();
   std::string wanted = PyUnicode_AsUTF8(name);
+  PyTypeObject *base = Py_TYPE(selfObject)->tp_base;
+  bool dictBase = base == &PyDict_Type ||
+                  reinterpret_cast<PyObject *>(base) == orderedDictType();
+  if (found &&
+      (Py_TYPE(found) == &PyMethodDescr_Type ||
+       Py_TYPE(found) == &PyWrapperDescr_Type) &&
+      PyDict_Check(selfObject) && dictBase && wanted == "__getitem__") {
+    // dict's own item read on a dict subclass read from a source
+    // (transformers' ACT2CLS registry): the one entry asked for, guarded;
+    // a missing key breaks (eager raises KeyError).
+    VarPtr getItem = makeVar(Var::Kind::Object);
+    getItem->method = "dict.__getitem__ of a source";
+    getItem->self = proxy->self;
+    return getItem;
+  }
   if (found && Py_TYPE(found) == &PyMethodDescr_Type &&
-      PyDict_Check(selfObject) && Py_TYPE(selfObject)->tp_base == &PyDict_Type &&
+      PyDict_Check(selfObject) && dictBase &&
       (wanted == "get" || wanted == "keys" || wanted == "values" ||
        wanted == "items")) {
     // dict's own read methods on a dict subclass read from a source (a

@@ -345,7 +345,8 @@ VarPtr ObjectValues::call(const VarPtr &value, const std::vector<VarPtr> &args,
                           const Keywords &keywords) {
   if (VarPtr result = applyWithoutGradient(value, args, keywords))
     return result;
-  if (value->method == "dict.get of a source")
+  if (value->method == "dict.get of a source" ||
+      (value->method == "dict.__getitem__ of a source" && args.size() == 1))
     return entryOfSourceDict(value->self, args, keywords);
   // An lru_cache-wrapped function (availability checks, config lookups).
   // With constant arguments it is called now, as eager calls it: the
