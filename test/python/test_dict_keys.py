@@ -90,3 +90,35 @@ def test_int_keys_as_keywords_raise_the_type_error_eager_raises():
         keyword_unpacking_of_int_keys(x)
     with pytest.raises(TypeError):
         dynafuse.compile(keyword_unpacking_of_int_keys)(x)
+
+
+def collects_keywords(y, **rest):
+    return y * 2, rest
+
+
+def forwards_keywords(x, **options):
+    collected = dict(options, plain=1)
+    return collects_keywords(x, **collected)
+
+
+def test_keyword_names_keep_their_characters_through_dicts():
+    # a keyword named with the escape character the key texts use
+    x = torch.randn(3)
+    odd = {"\x1fodd": 1.5, "scale": 2}
+    actual = dynafuse.compile(forwards_keywords, fullgraph=True)(x, **odd)
+    expected = forwards_keywords(x, **odd)
+    assert actual[1] == expected[1] and list(actual[1]) == ["\x1fodd", "scale", "plain"]
+    assert_outputs_close(actual[0], expected[0])
+    assert_compiled()
+
+
+def test_a_pre_hook_returning_int_keyword_names_raises_as_eager_raises():
+    layer = torch.nn.Linear(3, 3)
+    layer.register_forward_pre_hook(lambda m, args, kwargs: (args, {1: 2}),
+                                    with_kwargs=True)
+    outer = torch.nn.Sequential(layer)
+    x = torch.randn(2, 3)
+    with pytest.raises(TypeError):
+        outer(x)
+    with pytest.raises(TypeError):
+        dynafuse.compile(outer)(x)

@@ -10,6 +10,8 @@
 
 #include "BytecodeTracer.h"
 
+#include "Values/DictKeys.h"
+
 #include <utility>
 
 namespace dynafuse {
@@ -150,19 +152,11 @@ CallInliner::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
     tuple->items = items;
     return tuple;
   };
-  auto dictOf = [](const Keywords &entries) {
-    VarPtr dict = makeVar(Var::Kind::Dict);
-    for (const auto &[name, value] : entries) {
-      dict->keys.push_back(name);
-      dict->items.push_back(value);
-    }
-    return dict;
-  };
   Keywords callKeywords = keywords;
   for (const ForwardHook &pre : preHooks) {
     if (pre.withKeywords) {
       VarPtr result = tracer.callAny(
-          pre.hook, {module, tupleOf(args), dictOf(callKeywords)}, {});
+          pre.hook, {module, tupleOf(args), dictOfKeywords(callKeywords)}, {});
       if (isNone(result))
         continue;
       std::vector<VarPtr> pair = tracer.itemsOf(result);
@@ -170,10 +164,12 @@ CallInliner::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
           pair.size() != 2 || pair[1]->kind != Var::Kind::Dict)
         tracer.unsupported("a forward pre-hook with kwargs returning other "
                            "than (args, kwargs) (RuntimeError)");
+      std::optional<Keywords> replaced = keywordsOfDict(*pair[1]);
+      if (!replaced)
+        tracer.unsupported("a forward pre-hook's kwargs with keys that are "
+                           "not strings (TypeError)");
       args = tracer.itemsOf(pair[0]);
-      callKeywords = Keywords();
-      for (size_t i = 0; i < pair[1]->keys.size(); ++i)
-        callKeywords[pair[1]->keys[i]] = pair[1]->items[i];
+      callKeywords = std::move(*replaced);
       continue;
     }
     VarPtr result = tracer.callAny(pre.hook, {module, tupleOf(args)}, {});
@@ -189,7 +185,8 @@ CallInliner::inlineModule(const VarPtr &module, std::vector<VarPtr> args,
         post.withKeywords
             ? tracer.callAny(
                   post.hook,
-                  {module, tupleOf(args), dictOf(callKeywords), result}, {})
+                  {module, tupleOf(args), dictOfKeywords(callKeywords), result},
+                  {})
             : tracer.callAny(post.hook, {module, tupleOf(args), result}, {});
     if (!isNone(replaced))
       result = replaced;
@@ -335,7 +332,7 @@ std::vector<VarPtr> CallInliner::bindArguments(const VarPtr &functionVar,
       if (nameOf(i) == keyword.first)
         slot = i;
     if (slot < 0 && varkw) {
-      extra->keys.push_back(keyword.first);
+      extra->keys.push_back(stringKeyText(keyword.first));
       extra->items.push_back(keyword.second);
       continue;
     }

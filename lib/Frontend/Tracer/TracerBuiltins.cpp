@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
 
+#include "Values/DictKeys.h"
+
 #include <functional>
 
 namespace dynafuse {
@@ -180,7 +182,7 @@ VarPtr BytecodeTracer::containerBuiltin(
       }
     }
     for (const auto &[key, value] : keywords) // in the call's order
-      setDictEntry(made, key, value);
+      setDictEntry(made, stringKeyText(key), value);
     return made;
   }
   // Only enumerate's start is a keyword understood here.

@@ -68,12 +68,11 @@ void BytecodeTracer::callWithUnpacking(bool hasKeywords) {
   if (keywordsVar) {
     if (keywordsVar->kind != Var::Kind::Dict)
       unsupported("** unpacking of a value that is not a dict");
-    for (size_t i = 0; i < keywordsVar->keys.size(); ++i) {
-      if (!isStringKeyText(keywordsVar->keys[i]))
-        unsupported("** unpacking of a dict with keys that are not strings "
-                    "(TypeError)");
-      keywords[keywordsVar->keys[i]] = keywordsVar->items[i];
-    }
+    std::optional<Keywords> unpacked = keywordsOfDict(*keywordsVar);
+    if (!unpacked)
+      unsupported("** unpacking of a dict with keys that are not strings "
+                  "(TypeError)");
+    keywords = std::move(*unpacked);
   }
   if (callee->kind == Var::Kind::BoundMethod) {
     args.insert(args.begin(), callee->self);

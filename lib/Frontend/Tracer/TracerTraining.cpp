@@ -331,6 +331,11 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
   };
   key = repeated(key);
   value = repeated(value);
+  if (mask &&
+      mask->type.dtype == DType::Bool) // eager's conversion: -inf where false
+    mask =
+        emit(Op::Where, {mask, Scalar::ofFloat(0), Scalar::ofFloat(-INFINITY)})
+            ->tensor;
   if (inGraphOps) {
     double factor = scale ? *scale
                           : 1.0 / std::sqrt(double(
@@ -340,10 +345,6 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
             ->tensor;
     Value *scores = emit(Op::Matmul, {query, keysT})->tensor;
     scores = emit(Op::Mul, {scores, Scalar::ofFloat(factor)})->tensor;
-    if (mask && mask->type.dtype == DType::Bool) // -inf where false
-      mask = emit(Op::Where,
-                  {mask, Scalar::ofFloat(0), Scalar::ofFloat(-INFINITY)})
-                 ->tensor;
     if (mask)
       scores = emit(Op::Add, {scores, mask})->tensor;
     if (causal) { // eager's ones(L, S).tril(): -inf above the diagonal
@@ -370,10 +371,6 @@ VarPtr BytecodeTracer::trainingAttention(PyObject *callable,
     attributes["scale"] = *scale;
   std::vector<Operand> operands = {query, key, value};
   if (mask) {
-    if (mask->type.dtype == DType::Bool) // eager's conversion: -inf where false
-      mask = emit(Op::Where,
-                  {mask, Scalar::ofFloat(0), Scalar::ofFloat(-INFINITY)})
-                 ->tensor;
     if (mask->type.dtype != dtype)
       mask = emit(Op::Cast, {mask}, {{"dtype", dtype}})->tensor;
     operands.push_back(mask);

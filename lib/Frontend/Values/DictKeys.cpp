@@ -42,8 +42,7 @@ std::optional<std::string> dictKeyText(PyObject *key) {
       PyErr_Clear();
       return std::nullopt;
     }
-    std::string text = utf8;
-    return !text.empty() && text[0] == kEscape ? escape + "s" + text : text;
+    return stringKeyText(utf8);
   }
   if (key == Py_None)
     return escape + "N";
@@ -77,8 +76,38 @@ std::optional<std::string> dictKeyText(PyObject *key) {
   return std::nullopt;
 }
 
-bool isStringKeyText(const std::string &text) {
-  return text.empty() || text[0] != kEscape || text.compare(0, 2, "\x1fs") == 0;
+std::string stringKeyText(const std::string &name) {
+  return !name.empty() && name[0] == kEscape
+             ? std::string(1, kEscape) + "s" + name
+             : name;
+}
+
+std::optional<std::string> stringOfKeyText(const std::string &text) {
+  if (text.empty() || text[0] != kEscape)
+    return text;
+  if (text.compare(0, 2, std::string(1, kEscape) + "s") == 0)
+    return text.substr(2);
+  return std::nullopt;
+}
+
+VarPtr dictOfKeywords(const Keywords &keywords) {
+  VarPtr dict = makeVar(Var::Kind::Dict);
+  for (const auto &[name, value] : keywords) {
+    dict->keys.push_back(stringKeyText(name));
+    dict->items.push_back(value);
+  }
+  return dict;
+}
+
+std::optional<Keywords> keywordsOfDict(const Var &dict) {
+  Keywords keywords;
+  for (size_t i = 0; i < dict.keys.size(); ++i) {
+    std::optional<std::string> name = stringOfKeyText(dict.keys[i]);
+    if (!name)
+      return std::nullopt;
+    keywords[*name] = dict.items[i];
+  }
+  return keywords;
 }
 
 PyRef dictKeyObject(const std::string &text) {

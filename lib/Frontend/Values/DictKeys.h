@@ -12,6 +12,7 @@
 #ifndef DYNAFUSE_FRONTEND_DICTKEYS_H
 #define DYNAFUSE_FRONTEND_DICTKEYS_H
 
+#include "Tracer/Var.h"
 #include "dynafuse/Support/PyRef.h"
 
 #include <Python.h>
@@ -31,8 +32,16 @@ std::optional<std::string> dictKeyText(PyObject *key);
 /// for a text dictKeyText never makes).
 PyRef dictKeyObject(const std::string &text);
 
-/// Whether a text is a str key (the only keys keyword arguments take).
-bool isStringKeyText(const std::string &text);
+/// The text of a str key given by its characters (a keyword's name), and
+/// the str a text spells (nullopt for keys of other types).
+std::string stringKeyText(const std::string &name);
+std::optional<std::string> stringOfKeyText(const std::string &text);
+
+/// A call's keywords as a Dict var (a hook's kwargs, a **kwargs
+/// parameter's dict), and a Dict var's entries as keywords: nullopt when
+/// a key is not a str (Python raises TypeError).
+VarPtr dictOfKeywords(const Keywords &keywords);
+std::optional<Keywords> keywordsOfDict(const Var &dict);
 
 /// The texts of the keys of other types Python's == calls equal to this
 /// one (1 for 1.0 and True, and so on); empty for str, None and tuples.

@@ -204,11 +204,13 @@ VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
     bool shadowed = instanceDict && *instanceDict &&
                     PyDict_GetItemWithError(*instanceDict, name);
     PyErr_Clear();
-    bool storedInto =
-        std::any_of(tracer.pendingStores.begin(), tracer.pendingStores.end(),
-                    [&](const auto &store) { return store.owner == object; });
+    auto storedInto = [&] {
+      return std::any_of(
+          tracer.pendingStores.begin(), tracer.pendingStores.end(),
+          [&](const auto &store) { return store.owner == object; });
+    };
     if (instanceDict && !shadowed && isCachedProperty(descriptor) &&
-        !storedInto) {
+        !storedInto()) {
       // The first read computes and keeps the value, as eager's first read
       // of the call would: capture makes that read (no store into the
       // instance is pending that its getter would see).
@@ -414,15 +416,13 @@ VarPtr ObjectValues::call(const VarPtr &value, const std::vector<VarPtr> &args,
   VarPtr stored = part("keywords");
   if (stored->kind != Var::Kind::Dict)
     tracer.unsupported("functools.partial whose keywords capture keeps whole");
-  Keywords allKeywords; // {**partial.keywords, **keywords}, in that order
-  for (size_t i = 0; i < stored->keys.size(); ++i) {
-    if (!isStringKeyText(stored->keys[i]))
-      tracer.unsupported("functools.partial keywords that are not strings");
-    allKeywords[stored->keys[i]] = stored->items[i];
-  }
+  // {**partial.keywords, **keywords}, in that order
+  std::optional<Keywords> allKeywords = keywordsOfDict(*stored);
+  if (!allKeywords)
+    tracer.unsupported("functools.partial keywords that are not strings");
   for (const auto &[name, item] : keywords)
-    allKeywords[name] = item;
-  return tracer.callAny(function, allArgs, allKeywords);
+    (*allKeywords)[name] = item;
+  return tracer.callAny(function, allArgs, *allKeywords);
 }
 
 VarPtr ObjectValues::applyWithoutGradient(const VarPtr &value,

@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #include "PythonObjects.h"
 
+#include "DictKeys.h"
+
 #include "Tracer/BytecodeTracer.h"
 
 namespace dynafuse {
@@ -148,7 +150,7 @@ VarPtr PythonObjects::construct(const VarPtr &classVar,
       tracer.unsupported(std::string(cls->tp_name) +
                          "() with arguments its base's __init__ takes");
     for (const auto &[key, value] : keywords) {
-      made->content->keys.push_back(key);
+      made->content->keys.push_back(stringKeyText(key));
       made->content->items.push_back(value);
     }
     return made;
