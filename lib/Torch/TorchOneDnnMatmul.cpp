@@ -16,7 +16,9 @@
 //
 // The function is declared weak: with a torch that does not export it
 // under this signature (the mangled name carries it) the address is null
-// and ATen runs every product.
+// and ATen runs every product. It runs float32 through oneDNN's bf16-capable
+// path, which ATen refuses on x86 CPUs with neither AVX-512 (BW, VL, DQ)
+// nor AVX-NE-CONVERT (an AVX2-only EPYC): ATen runs every product there.
 //
 //===----------------------------------------------------------------------===//
 #include "TorchATenOps.h"
@@ -25,6 +27,10 @@
 #include "dynafuse/Runtime/CompilerStats.h"
 
 #include <ATen/ExpandUtils.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace at::native {
 // ATen/native/mkldnn/Matmul.h, which torch does not install.
@@ -40,11 +46,32 @@ namespace {
 
 constexpr int64_t kOneDnnMatmulMinMultiplyAdds = int64_t(1) << 22;
 
+/// What ATen's mkldnn_matmul checks before it runs (mkldnn_bf16_device_check
+/// on x86): AVX-512 BW, VL and DQ, or AVX-NE-CONVERT (CPUID leaf 7,
+/// subleaf 1, EDX bit 5).
+bool cpuRunsOneDnnMatmul() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool runs = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+      return true;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) &&
+           (edx & (1u << 5)) != 0;
+  }();
+  return runs;
+#else
+  return true;
+#endif
+}
+
 /// a @ b (at::matmul's semantics for operands of rank 2 and up) through
 /// oneDNN, or nullopt where ATen should run it.
 std::optional<at::Tensor> oneDnnMatmul(const at::Tensor &a,
                                        const at::Tensor &b) {
-  if (!at::native::mkldnn_matmul || a.dim() < 2 ||
+  if (!at::native::mkldnn_matmul || !cpuRunsOneDnnMatmul() || a.dim() < 2 ||
       b.dim() < 2 || a.scalar_type() != at::kFloat ||
       b.scalar_type() != at::kFloat || !a.is_cpu() || !b.is_cpu() ||
       a.size(-1) != b.size(-2))

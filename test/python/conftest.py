@@ -124,6 +124,18 @@ def intel_cpu():
         return False
 
 
+def cpu_runs_onednn_matmul():
+    """Whether ATen's mkldnn_matmul runs float32 on this CPU (its bf16
+    device check: AVX-512 BW, VL and DQ, or AVX-NE-CONVERT; x86 only)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            flags = set(next((line.split(":", 1)[1].split() for line in info
+                              if line.startswith("flags")), []))
+    except OSError:
+        return False
+    return {"avx512bw", "avx512vl", "avx512dq"} <= flags or "avx_ne_convert" in flags
+
+
 def default_gemm_library():
     """DYNAFUSE_GEMM_LIBRARY=auto's choice (TorchPackedGemms.cpp): MKL on
     Intel CPUs, oneDNN elsewhere, the other when ATen lacks one; None with

@@ -258,7 +258,8 @@ def relative_error(actual, expected):
     return ((actual.double() - expected).norm() / expected.norm().clamp_min(1e-30)).item()
 
 
-def sgd_steps_match_eager(model, shape, classes, steps=3, gradient_tolerance=1e-4):
+def sgd_steps_match_eager(model, shape, classes, steps=3, gradient_tolerance=1e-4,
+                          dtype=torch.float32):
     """SGD steps with momentum beside an eager twin in float64, compared step
     by step: the loss, every gradient (relative L2 error), the running
     statistics, and the parameters after the step. The twin then takes the
@@ -273,7 +274,7 @@ def sgd_steps_match_eager(model, shape, classes, steps=3, gradient_tolerance=1e-
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     twin_optimizer = torch.optim.SGD(twin.parameters(), lr=lr, momentum=0.9)
     for step in range(steps):
-        x, t = torch.randn(*shape), torch.randint(0, classes, (shape[0],))
+        x, t = torch.randn(*shape, dtype=dtype), torch.randint(0, classes, (shape[0],))
         optimizer.zero_grad()
         twin_optimizer.zero_grad()
         loss = loss_of(model, x, t)
@@ -287,7 +288,7 @@ def sgd_steps_match_eager(model, shape, classes, steps=3, gradient_tolerance=1e-
             assert error < gradient_tolerance, (step, name, error)
         for mine, theirs in zip(model.buffers(), twin.buffers()):
             assert_close(mine.to(theirs.dtype), theirs, rtol=1e-4, atol=1e-5)
-        before = [p.detach().double() for p in model.parameters()]
+        before = [p.detach().double().clone() for p in model.parameters()]
         optimizer.step()
         twin_optimizer.step()
         with torch.no_grad():
@@ -310,7 +311,11 @@ def test_torchvision_resnet18_sgd_steps_match_eager():
     torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10).train()
-    # A few relu inputs within rounding of zero per step (see above): 1e-2.
-    sgd_steps_match_eager(model, (4, 3, 64, 64), 10, steps=3, gradient_tolerance=1e-2)
+    # In float32, a relu input within rounding of zero (see above) moved
+    # conv1's gradient by 1.7% on an AVX2 CPU where eager's float32 stayed
+    # within 1e-5 of float64, and on another CPU the other way round: in
+    # float64 no flip is within reach and the bound is tight.
+    sgd_steps_match_eager(model.double(), (4, 3, 64, 64), 10, steps=3, gradient_tolerance=1e-6,
+                          dtype=torch.float64)
     graph = dynafuse.compiled_graphs()[0]
     assert graph["backward_extern_calls"] >= 20  # each convolution's backward
