@@ -292,6 +292,27 @@ def test_torch_calls_outside_the_op_table_take_symbolic_sizes():
     assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
 
 
+def test_torch_call_operands_of_one_symbol_expression_share_the_symbol():
+    # Two layers' caches grown by one token: the mask's width comes from
+    # layer 0's length (s0 + 1), the keys from layer 1's (s1 + 1). sdpa needs
+    # them equal; the meta run at moved sizes moves s0 and s1 apart unless
+    # the two are one symbol, as they are at the hints.
+    def fn(x, k0, k1, v1):
+        length = k0.size(2) + 1
+        keys = torch.cat([k1, x], dim=2)
+        values = torch.cat([v1, x], dim=2)
+        mask = torch.ones(1, 1, 1, length, dtype=torch.bool)
+        return F.scaled_dot_product_attention(x, keys, values, attn_mask=mask) + 1
+
+    f = dynafuse.compile(fn, dynamic=True)
+    for t in [3, 7, 20]:
+        x = torch.randn(2, 3, 1, 8)
+        k0, k1, v1 = (torch.randn(2, 3, t, 8) for _ in range(3))
+        assert_close(f(x, k0, k1, v1), fn(x, k0, k1, v1), rtol=1e-5, atol=1e-5)
+    assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
+    assert stats()["graph_breaks"] == 0
+
+
 def test_float_arithmetic_on_a_size_makes_the_frame_static(capfd):
     dynafuse.config.log = "recompiles"
 

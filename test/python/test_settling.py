@@ -1,6 +1,7 @@
 """Code whose guards can never hold twice settles into eager (issue 41):
-an argument made afresh for every call (a cache object, a config view, a
-closure) fails its identity guard on every call, and without settling the
+an argument made afresh for every call that is guarded by identity (a
+closure, an object without an instance dict; plain objects are guarded by
+type, test_object_guards.py) fails its identity guard on every call, and without settling the
 code recompiles on every call until its recompile limit. The entry keeps
 such objects only weakly (Guards.h), notices when one is gone, drops the
 entry, and the second time a source receives a fresh object the code runs
@@ -30,6 +31,14 @@ class SlottedSettings:
         self.scale = scale
 
 
+class FixedSettings:
+    """No instance dict: guarded by identity (held weakly), not by type."""
+    __slots__ = ("scale", "__weakref__")
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
 def scaled(x, settings):
     return torch.relu(x) * settings.scale + 1
 
@@ -45,14 +54,14 @@ def run_calls(compiled, calls, make_settings, x):
 def test_a_fresh_object_on_every_call_settles_the_code_into_eager():
     x = torch.randn(4, 5).t()
     compiled = dynafuse.compile(scaled)
-    run_calls(compiled, 3, lambda: Settings(2.0), x)
+    run_calls(compiled, 3, lambda: FixedSettings(2.0), x)
     stats = dynafuse.stats()
     assert stats["settled_frames"] == 1, stats
     (reason,) = dynafuse.settled_reasons()
     assert "scaled" in reason and "new object on every call" in reason, reason
     captures = stats["captures"]
     assert captures == 2, stats  # the third call settled instead of capturing
-    run_calls(compiled, 5, lambda: Settings(2.0), x)
+    run_calls(compiled, 5, lambda: FixedSettings(2.0), x)
     assert dynafuse.stats()["captures"] == captures
     assert dynafuse.stats()["recompile_limit_hits"] == 0
 
@@ -84,7 +93,7 @@ def test_objects_that_alternate_keep_an_entry_each():
 def test_a_dropped_object_frees_its_entry_but_one_new_object_does_not_settle():
     x = torch.randn(3)
     compiled = dynafuse.compile(scaled)
-    run_calls(compiled, 2, lambda: Settings(4.0), x)
+    run_calls(compiled, 2, lambda: FixedSettings(4.0), x)
     stats = dynafuse.stats()
     assert stats["captures"] == 2 and stats["settled_frames"] == 0, stats
 
@@ -154,7 +163,7 @@ def test_a_closure_made_for_every_call_settles():
 def test_fullgraph_never_settles_into_eager():
     x = torch.randn(3)
     compiled = dynafuse.compile(scaled, fullgraph=True)
-    run_calls(compiled, 4, lambda: Settings(2.0), x)
+    run_calls(compiled, 4, lambda: FixedSettings(2.0), x)
     stats = dynafuse.stats()
     assert stats["settled_frames"] == 0 and stats["captures"] == 4, stats
 
@@ -163,7 +172,7 @@ def test_explain_over_several_calls_reports_what_settled():
     x = torch.randn(3)
 
     def caller(x):
-        settings = Settings(2.0)
+        settings = FixedSettings(2.0)
         gc.collect()
         return scaled_in_a_frame_of_its_own(x, settings)
 

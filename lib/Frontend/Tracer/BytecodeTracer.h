@@ -19,7 +19,7 @@
 #include "CallInliner.h"
 #include "Entry/CapturedFrame.h"
 #include "Entry/InputTable.h"
-#include "Guards/GuardBuilder.h"
+#include "Guards/ObjectSources.h"
 #include "Guards/ShapeEnv.h"
 #include "ObjectKinds.h"
 #include "OpBinder.h"
@@ -35,10 +35,9 @@
 #include "dynafuse/Torch/TorchBridge.h"
 #include "dynafuse/Graph/OpRegistry.h"
 
-#include <algorithm>
-
 #include <opcode.h>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
@@ -95,6 +94,7 @@ private:
   int steps = 0;
   /// Sources and guards (the captured frame takes them at the end).
   GuardBuilder guardBuilder;
+  ObjectSources objectSources{guardBuilder}; ///< objects by type or identity
   /// Tensor inputs by source and object, their in-place updates, and the
   /// values that are views or have views.
   InputTable inputs;

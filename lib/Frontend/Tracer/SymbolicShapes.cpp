@@ -133,8 +133,9 @@ bool SymbolicShapes::decide(int relation, const SymExpr &lhs,
   return outcome;
 }
 
-void SymbolicShapes::unifyOperandSizes(Op op,
-                                       const std::vector<Operand> &operands) {
+void SymbolicShapes::unifyOperandSizes(
+    Op op, const std::vector<Operand> &operands,
+    const std::map<std::string, Attribute> &attributes) {
   std::vector<const TensorType *> types;
   for (const Operand &operand : operands)
     if (operand.isValue())
@@ -156,6 +157,22 @@ void SymbolicShapes::unifyOperandSizes(Op op,
       const TensorType &a = *types[0], &b = *types[i];
       for (size_t k = 1; k <= std::min(a.rank(), b.rank()); ++k)
         pair(a.sizes[a.rank() - k], b.sizes[b.rank() - k]);
+    }
+  } else if (op == Op::Cat) {
+    // Every dim but the joined one, of operands of one rank.
+    auto found = attributes.find("dim");
+    std::optional<SymExpr> dimSize =
+        found == attributes.end() ? std::optional<SymExpr>(SymExpr(0))
+                                  : sizeOfAttribute(found->second);
+    int64_t rank = int64_t(types[0]->rank());
+    if (dimSize && dimSize->isConstant() && rank > 0) {
+      int64_t dim = dimSize->constant();
+      dim = dim < 0 ? dim + rank : dim;
+      for (size_t i = 1; i < types.size(); ++i)
+        if (int64_t(types[i]->rank()) == rank)
+          for (int64_t k = 0; k < rank; ++k)
+            if (k != dim)
+              pair(types[0]->sizes[size_t(k)], types[i]->sizes[size_t(k)]);
     }
   } else if (matmul && types.size() == 2 && types[0]->rank() >= 1 &&
              types[1]->rank() >= 1) {

@@ -46,8 +46,10 @@ public:
   /// lhs <relation> rhs decided at the hints, guarded.
   bool decide(int relation, const SymExpr &lhs, const SymExpr &rhs);
   /// Before an op combines tensors: sizes it needs equal (broadcast dims,
-  /// matmul's inner dims) that are two symbols of equal hints become one.
-  void unifyOperandSizes(Op op, const std::vector<Operand> &operands);
+  /// matmul's inner dims, cat's other dims) that are two symbols of equal
+  /// hints become one.
+  void unifyOperandSizes(Op op, const std::vector<Operand> &operands,
+                         const std::map<std::string, Attribute> &attributes);
   /// Two sizes an op needs equal, as unifyOperandSizes pairs them: two
   /// symbols of equal hints become one, a symbol meeting a constant (not
   /// 1) of its hint becomes it. Whether it unified.

@@ -49,7 +49,7 @@ VarPtr BytecodeTracer::emitAsIs(Op op, std::vector<Operand> operands,
                                 std::map<std::string, Attribute> attributes) {
   bool differentiable = checkDifferentiable(op, operands);
   if (!symbolic.env.empty()) {
-    symbolic.unifyOperandSizes(op, operands);
+    symbolic.unifyOperandSizes(op, operands, attributes);
     if (op == Op::Reshape && !operands.empty() && operands[0].isValue())
       symbolic.resolveInferredSize(operands[0].value->type, attributes);
     if (op == Op::Expand && !operands.empty() && operands[0].isValue())

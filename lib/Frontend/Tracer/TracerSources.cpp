@@ -57,7 +57,7 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
     guardBuilder.guardObject(Guard::Kind::TypeIs, source,
                              reinterpret_cast<PyObject *>(Py_TYPE(object)));
   else
-    guardBuilder.guardObject(Guard::Kind::Identity, source, object);
+    objectSources.guard(object, source); // by type or identity
   VarPtr var = makeVar(Var::Kind::Object);
   var->object = PyRef::borrow(object);
   return var;

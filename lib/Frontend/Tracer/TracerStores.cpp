@@ -32,9 +32,9 @@ bool BytecodeTracer::storeIntoObject(const VarPtr &owner, PyObject *name,
   int source = knownSourceOf(owner);
   if (source < 0)
     return false;
-  // The owner is pinned by its identity guard: the store lands on the same
-  // object every run.
-  guardBuilder.guardObject(Guard::Kind::Identity, source, object);
+  // The owner is pinned by its identity, or guarded distinct from the other
+  // objects of its type: the store lands on the object read every run.
+  objectSources.pinStoreTarget(object, source);
   pendingStores.push_back(
       PendingStore{false, object, source, PyUnicode_AsUTF8(name), value});
   return true;
@@ -95,6 +95,7 @@ VarPtr BytecodeTracer::storedAttribute(PyObject *owner,
 std::vector<StoreEffect> BytecodeTracer::storeEffects(
     const std::function<OutputSpec(const VarPtr &)> &valueSpec) {
   std::vector<StoreEffect> effects;
+  objectSources.guardStoreTargets();
   for (const PendingStore &store : pendingStores) {
     OutputSpec removed;
     removed.kind = OutputSpec::Kind::Null;

@@ -266,16 +266,39 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
   // symbolic sizes (moving the same way), else the call refuses symbols.
   // What the callable needs equal is unknown: its operands' symbols of
   // equal hints become one (guarded), so the moved sizes stay consistent.
+  // Sizes that are one expression of one symbol each (a cache's `s0 + 1`
+  // beside another layer's `s1 + 1`) count too: their symbols become one.
   std::map<int64_t, SymExpr> symbolOfHint;
+  std::vector<SymExpr> oneSymbolSizes;
   std::vector<ShapeGuard> unified;
   for (const Operand &operand : operands)
     for (const SymExpr &size : operand.value->type.sizes) {
       SymExpr symbol = symbolic.env.canonical(size);
-      if (!symbol.isSymbol())
+      if (symbol.isConstant())
         continue;
+      if (!symbol.isSymbol()) {
+        oneSymbolSizes.push_back(symbol);
+        continue;
+      }
       auto first = symbolOfHint.emplace(symbolic.env.hintOf(symbol), symbol);
       if (!first.second && first.first->second != symbol)
         symbolic.env.unify(first.first->second, symbol, unified);
+    }
+  for (size_t i = 0; i < oneSymbolSizes.size(); ++i)
+    for (size_t j = i + 1; j < oneSymbolSizes.size(); ++j) {
+      SymExpr a = symbolic.env.canonical(oneSymbolSizes[i]);
+      SymExpr b = symbolic.env.canonical(oneSymbolSizes[j]);
+      std::set<std::string> inA, inB;
+      a.collectSymbols(inA);
+      b.collectSymbols(inB);
+      if (a == b || inA.size() != 1 || inB.size() != 1 || inA == inB ||
+          symbolic.env.hintOf(a) != symbolic.env.hintOf(b))
+        continue;
+      SymExpr symbolA = SymExpr::symbol(*inA.begin());
+      SymExpr symbolB = SymExpr::symbol(*inB.begin());
+      if (symbolic.env.hintOf(symbolA) == symbolic.env.hintOf(symbolB) &&
+          b.substitute({{*inB.begin(), symbolA}}) == a)
+        symbolic.env.unify(symbolA, symbolB, unified);
     }
   bool anyUnified = !unified.empty();
   symbolic.addGuards(std::move(unified));

@@ -490,7 +490,16 @@ int ObjectValues::callable(const VarPtr &value) {
 }
 
 OutputSpec ObjectValues::output(const VarPtr &value, const ItemSpec &) {
+  // An object guarded by type only is whichever this run's source holds.
+  if (int source = guardedByTypeAt(value); source >= 0)
+    return sourceSpec(source);
   return constantSpec(value);
+}
+
+int ObjectValues::guardedByTypeAt(const VarPtr &value) const {
+  if (!value->object || !value->method.empty())
+    return -1;
+  return tracer.objectSources.typeGuardedSource(value->object.get());
 }
 
 OutputSpec ObjectValues::liveState(const VarPtr &value, const ItemSpec &) {
@@ -530,6 +539,8 @@ OutputSpec ObjectValues::liveState(const VarPtr &value, const ItemSpec &) {
     spec.index = value->source;
     return spec;
   }
+  if (int source = guardedByTypeAt(value); source >= 0)
+    return sourceSpec(source);
   // Made during capture from constants and guarded facts: the same object
   // on every call the guards admit.
   spec.kind = OutputSpec::Kind::Constant;

@@ -88,6 +88,9 @@ private:
   /// DictItem source.
   VarPtr entryOfSourceDict(const VarPtr &dict, const std::vector<VarPtr> &args,
                            const Keywords &keywords);
+  /// The source of an object guarded by its type only (ObjectSources.h),
+  /// or -1.
+  int guardedByTypeAt(const VarPtr &value) const;
 
 public:
   VarPtr type(const VarPtr &value) override;
