@@ -12,10 +12,9 @@ bool isPlainInstance(PyObject *object) {
       type->tp_getattro != PyObject_GenericGetAttr ||
       type->tp_setattro != PyObject_GenericSetAttr ||
       !_PyObject_GetDictPtr(object) || PyDict_Check(object) ||
-      PyList_Check(object) || PyTuple_Check(object) ||
-      PyAnySet_Check(object) || PyExceptionInstance_Check(object) ||
-      PyFunction_Check(object) || PyMethod_Check(object) ||
-      PyModule_Check(object))
+      PyList_Check(object) || PyTuple_Check(object) || PyAnySet_Check(object) ||
+      PyExceptionInstance_Check(object) || PyFunction_Check(object) ||
+      PyMethod_Check(object) || PyModule_Check(object))
     return false;
   // Enum members are singletons compared by identity.
   static PyObject *enumType = nullptr;
@@ -67,11 +66,9 @@ void ObjectSources::guard(PyObject *object, int source) {
   }
   Seen entry{PyRef::borrow(object), source, false};
   entry.byType = fromArgument(source) && isPlainInstance(object);
-  guards.guardObject(entry.byType ? Guard::Kind::TypeIs
-                                  : Guard::Kind::Identity,
-                     source,
-                     entry.byType ? reinterpret_cast<PyObject *>(Py_TYPE(object))
-                                  : object);
+  guards.guardObject(
+      entry.byType ? Guard::Kind::TypeIs : Guard::Kind::Identity, source,
+      entry.byType ? reinterpret_cast<PyObject *>(Py_TYPE(object)) : object);
   seen.emplace(object, std::move(entry));
 }
 

@@ -1,4 +1,5 @@
-//===- ObjectSources.h - Python objects pinned by type or identity -*- C++ -*-===//
+//===- ObjectSources.h - Python objects pinned by type or identity -*- C++
+//-*-===//
 //
 // How a capture guards the Python objects it reads from sources (other than
 // tensors, constants, containers and modules, which have guards of their

@@ -161,9 +161,9 @@ void SymbolicShapes::unifyOperandSizes(
   } else if (op == Op::Cat) {
     // Every dim but the joined one, of operands of one rank.
     auto found = attributes.find("dim");
-    std::optional<SymExpr> dimSize =
-        found == attributes.end() ? std::optional<SymExpr>(SymExpr(0))
-                                  : sizeOfAttribute(found->second);
+    std::optional<SymExpr> dimSize = found == attributes.end()
+                                         ? std::optional<SymExpr>(SymExpr(0))
+                                         : sizeOfAttribute(found->second);
     int64_t rank = int64_t(types[0]->rank());
     if (dimSize && dimSize->isConstant() && rank > 0) {
       int64_t dim = dimSize->constant();
