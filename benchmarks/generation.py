@@ -23,6 +23,8 @@ import sys
 import time
 
 import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
 
 import dynafuse
 from measure import spread, triad_gbs
@@ -101,7 +103,6 @@ def main():
     parser.add_argument("--no-inductor", action="store_true")
     parser.add_argument("--markdown")
     args = parser.parse_args()
-    torch.set_num_threads(torch.get_num_threads())
     bandwidth = triad_gbs(20)
     print(f"bandwidth (triad): {bandwidth:.1f} GB/s, threads {torch.get_num_threads()}")
     header = ("| model | size | params | cache | how | tokens equal | captures | first generate s "
@@ -129,8 +130,6 @@ def main():
                 rows.append(("dynafuse", compiled, dynafuse.stats()["captures"]))
                 model.forward = original
                 if not args.no_inductor:
-                    import torch._dynamo
-                    from torch._dynamo.utils import counters
                     torch._dynamo.reset()
                     counters.clear()
                     model.forward = torch.compile(original)

@@ -1,5 +1,4 @@
-//===- ObjectSources.h - Python objects pinned by type or identity -*- C++
-//-*-===//
+//===- ObjectSources.h - Objects pinned by type or identity -----*- C++ -*-===//
 //
 // How a capture guards the Python objects it reads from sources (other than
 // tensors, constants, containers and modules, which have guards of their
