@@ -171,19 +171,31 @@ std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
   if (parameters.empty())
     return std::nullopt;
   at::Tensor weight = matrix.t();
-  ++compilerStats().packedGemms;
   c10::List<std::optional<at::Scalar>> noScalars;
-  if (!mkl && rows > kPackedMaxRows)
+  if (!mkl && rows > kPackedMaxRows) {
+    ++compilerStats().packedGemms;
     return linearOps().oneDnnLinear->call(x, weight, bias, "none", noScalars,
                                           std::nullopt);
+  }
   PackedWeight &packed = copyFor(weights, *parameters[0]);
   if (!packed.current(parameters, x.sizes())) {
+    // Rows that vary between calls (a symbolic graph serving requests of
+    // many sizes) would repack the weight on every call: oneDNN packs it
+    // once for any rows. MKL's packing is for one row count (its products
+    // are marked for static rows only): should they vary, ATen runs them.
+    bool varying = packed.currentForOtherSizes(parameters, x.sizes());
+    if (varying && mkl)
+      return std::nullopt;
     WeightPackingAllocations packing;
     packed.packed = mkl ? linearOps().mklReorder->call(weight, rows)
-                        : linearOps().oneDnnReorder->call(weight, rows);
+                        : linearOps().oneDnnReorder->call(
+                              weight, varying ? std::nullopt
+                                              : std::optional<int64_t>(rows));
     packed.stamp(parameters, x.sizes());
+    packed.anySize = varying;
     ++compilerStats().linearPrepacks;
   }
+  ++compilerStats().packedGemms;
   if (mkl)
     return linearOps().mklLinear->call(x, packed.packed, weight, bias, rows);
   return linearOps().oneDnnLinear->call(x, packed.packed, bias, "none",

@@ -98,7 +98,19 @@ bool packableGemm(const Node &node, GemmLibrary library) {
 bool PackedWeight::current(const std::vector<const at::Tensor *> &parameters,
                            at::IntArrayRef sizes) const {
   if (!packed.defined() || stamps.size() != parameters.size() ||
-      !sizes.equals(inputSizes))
+      (!anySize && !sizes.equals(inputSizes)))
+    return false;
+  for (size_t i = 0; i < parameters.size(); ++i)
+    if (!stamps[i].current(*parameters[i]))
+      return false;
+  return true;
+}
+
+bool PackedWeight::currentForOtherSizes(
+    const std::vector<const at::Tensor *> &parameters,
+    at::IntArrayRef sizes) const {
+  if (!packed.defined() || anySize || sizes.equals(inputSizes) ||
+      stamps.size() != parameters.size())
     return false;
   for (size_t i = 0; i < parameters.size(); ++i)
     if (!stamps[i].current(*parameters[i]))
@@ -112,6 +124,7 @@ void PackedWeight::stamp(const std::vector<const at::Tensor *> &parameters,
   for (const at::Tensor *parameter : parameters)
     stamps.emplace_back(*parameter);
   inputSizes = sizes.vec();
+  anySize = false;
 }
 
 std::vector<const at::Tensor *>

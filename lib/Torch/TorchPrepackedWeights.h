@@ -56,11 +56,17 @@ struct PackedWeight {
   std::vector<int64_t> inputSizes;
   at::Tensor packed;
   std::optional<at::Tensor> bias;
+  /// Packed for inputs of any size (a symbolic graph's varying rows),
+  /// inputSizes then says nothing.
+  bool anySize = false;
 
-  /// Packed from `parameters` (in order) for an input of `sizes`, and all
-  /// of them unchanged since.
+  /// Packed from `parameters` (in order) for an input of `sizes` (or any),
+  /// and all of them unchanged since.
   bool current(const std::vector<const at::Tensor *> &parameters,
                at::IntArrayRef sizes) const;
+  /// Packed from `parameters`, unchanged since, for inputs of other sizes.
+  bool currentForOtherSizes(const std::vector<const at::Tensor *> &parameters,
+                            at::IntArrayRef sizes) const;
   /// Records what a new packing was computed from.
   void stamp(const std::vector<const at::Tensor *> &parameters,
              at::IntArrayRef sizes);

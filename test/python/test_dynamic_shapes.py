@@ -313,6 +313,21 @@ def test_torch_call_operands_of_one_symbol_expression_share_the_symbol():
     assert stats()["graph_breaks"] == 0
 
 
+def test_a_torch_calls_result_keeps_its_type_when_its_symbol_is_unified():
+    # sdpa's result length is q's symbol; adding x (another symbol of the
+    # same size, first operand) unifies them after the call recorded its
+    # result type: the type is declared anew, and the capture stays symbolic.
+    def fn(x, q, k, v):
+        return x + F.scaled_dot_product_attention(q, k, v)
+
+    f = dynafuse.compile(fn, dynamic=True)
+    for t in [5, 9, 17]:
+        x = torch.randn(2, 3, t, 8)
+        q, k, v = (torch.randn(2, 3, t, 8) for _ in range(3))
+        assert_close(f(x, q, k, v), fn(x, q, k, v), rtol=1e-5, atol=1e-5)
+    assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
+
+
 def test_float_arithmetic_on_a_size_makes_the_frame_static(capfd):
     dynafuse.config.log = "recompiles"
 

@@ -304,6 +304,14 @@ void SymbolicShapes::applyUnified() {
   for (auto &node : graph.nodes) {
     for (Value *value : node->results)
       rewrite(value->type);
+    if (node->op == Op::CallTorch) {
+      // Its result types are declared as text (the verifier infers them
+      // from it): declared anew in the unified symbols.
+      std::string declared;
+      for (Value *value : node->results)
+        declared += (declared.empty() ? "" : ", ") + value->type.str();
+      node->attributes["results"] = declared;
+    }
     for (auto &entry : node->attributes) {
       if (auto *expr = std::get_if<SymExpr>(&entry.second))
         entry.second = canonicalAttribute(env.canonical(*expr));
