@@ -63,7 +63,8 @@ bool isGraphInput(const Operand &operand) {
 /// Whether `library` runs a matrix product whose input has type `type`
 /// (rows: all dims but the last): static rows in its range, or, for
 /// oneDNN, symbolic ones (checked per call; a new size packs again).
-bool routedRows(GemmLibrary library, const TensorType &type) {
+bool routedRows(GemmLibrary library, const TensorType &type,
+                const TensorType &weight) {
   if (type.rank() < 2)
     return false;
   int64_t rows = 1;
@@ -72,7 +73,10 @@ bool routedRows(GemmLibrary library, const TensorType &type) {
       return library == GemmLibrary::OneDnn;
     rows *= type.sizes[d].constant();
   }
-  return linearRowsRouted(library, rows);
+  int64_t weightElements = 1;
+  for (const SymExpr &size : weight.sizes)
+    weightElements *= size.isConstant() ? size.constant() : 0;
+  return linearRowsRouted(library, rows, weightElements);
 }
 
 /// linear(x, W[, b]) or addmm(b, x, W) (beta = alpha = 1) with W a 2-D
@@ -90,7 +94,7 @@ bool packableGemm(const Node &node, GemmLibrary library) {
     return false;
   const TensorType &type = node.results[0]->type;
   return type.device == "cpu" && type.dtype == DType::F32 &&
-         routedRows(library, x.value->type);
+         routedRows(library, x.value->type, w.value->type);
 }
 
 } // namespace

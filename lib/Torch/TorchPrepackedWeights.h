@@ -134,8 +134,10 @@ std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
                                         const ForwardInputs &inputs);
 
 /// Rows (the product of the input's leading dims) where `library` runs a
-/// linear layer; also the marking's bounds for static rows.
-bool linearRowsRouted(GemmLibrary library, int64_t rows);
+/// linear layer of a weight of weightElements; also the marking's bounds
+/// for static rows.
+bool linearRowsRouted(GemmLibrary library, int64_t rows,
+                      int64_t weightElements);
 
 } // namespace dynafuse
 

@@ -150,17 +150,20 @@ def default_gemm_library():
 GEMM_LIBRARY = default_gemm_library()
 
 
-def linear_routed(rows, library=GEMM_LIBRARY):
+def linear_routed(rows, library=GEMM_LIBRARY, weight_elements=512 * 1024):
     """Whether the library runs an inference linear layer of this many rows
-    (MKL's packed sgemm 4..1024, oneDNN 2 and up)."""
+    (MKL's packed sgemm 4..1024, oneDNN 2 and up, and 1 for a weight of
+    2^18 elements or more)."""
     if library is None:
         return False
-    return 4 <= rows <= 1024 if library == "mkl" else rows >= 2
+    if library == "mkl":
+        return 4 <= rows <= 1024
+    return rows >= 2 or (rows == 1 and weight_elements >= 2 ** 18)
 
 
-def linear_packed(rows, library=GEMM_LIBRARY):
+def linear_packed(rows, library=GEMM_LIBRARY, weight_elements=512 * 1024):
     """Whether it keeps a packed copy of the weight for them (up to 1024)."""
-    return linear_routed(rows, library) and rows <= 1024
+    return linear_routed(rows, library, weight_elements) and rows <= 1024
 
 
 def randomize_batch_norm(model):
