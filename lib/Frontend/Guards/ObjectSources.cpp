@@ -87,23 +87,28 @@ void ObjectSources::pinStoreTarget(PyObject *owner, int ownerSource) {
 }
 
 void ObjectSources::guardStoreTargets() {
-  for (PyObject *target : storeTargets) {
-    auto owner = seen.find(target);
-    if (owner == seen.end())
-      continue;
-    std::vector<int> others;
-    bool anyByType = owner->second.byType;
-    for (const auto &[object, entry] : seen)
-      if (object != target && Py_TYPE(object) == Py_TYPE(target)) {
-        others.push_back(entry.source);
-        anyByType |= entry.byType;
-      }
-    if (others.empty() || !anyByType)
+  // One guard per type: every object of a type a store targets is distinct
+  // from every other (a cache's layers, all stored into, cost one sort per
+  // run rather than a guard per layer).
+  std::map<PyTypeObject *, std::vector<const Seen *>> byTypeOfTarget;
+  for (PyObject *target : storeTargets)
+    byTypeOfTarget.emplace(Py_TYPE(target), std::vector<const Seen *>());
+  for (const auto &[object, entry] : seen) {
+    auto group = byTypeOfTarget.find(Py_TYPE(object));
+    if (group != byTypeOfTarget.end())
+      group->second.push_back(&entry);
+  }
+  for (const auto &[type, members] : byTypeOfTarget) {
+    bool anyByType = false;
+    for (const Seen *member : members)
+      anyByType |= member->byType;
+    if (members.size() < 2 || !anyByType)
       continue;
     Guard distinct;
     distinct.kind = Guard::Kind::Distinct;
-    distinct.source = owner->second.source;
-    distinct.group = std::move(others);
+    distinct.source = members[0]->source;
+    for (size_t i = 1; i < members.size(); ++i)
+      distinct.group.push_back(members[i]->source);
     guards.addGuard(std::move(distinct));
   }
 }

@@ -39,9 +39,8 @@ public:
   /// Capture will store into owner (read from ownerSource): pinned by
   /// identity unless guarded by type, then kept for guardStoreTargets.
   void pinStoreTarget(PyObject *owner, int ownerSource);
-  /// At the end of a capture: each store target is guarded distinct from
-  /// the other objects of its type read, where any of them is guarded by
-  /// type only.
+  /// At the end of a capture: the objects of each type a store targets are
+  /// guarded pairwise distinct, where any of them is guarded by type only.
   void guardStoreTargets();
 
 private:
