@@ -185,3 +185,19 @@ def test_a_nested_cache_made_for_every_sequence_compiles_a_handful_of_times():
     # keys None, size 1, then symbolic: three entries for every sequence
     assert stats["captures"] == 3, stats
     assert stats["settled_frames"] == 0, stats
+
+
+def test_a_set_of_objects_counts_one_object_passed_twice_once():
+    def distinct(a, b, x):
+        seen = set()
+        seen.add(a)
+        seen.add(b)
+        return x * len(seen)
+
+    compiled = dynafuse.compile(distinct)
+    x = torch.randn(4)
+    one, two = Settings(1.0), Settings(1.0)
+    assert_close(compiled(one, two, x), x * 2)
+    assert_close(compiled(one, one, x), x * 1)
+    assert_close(compiled(two, one, x), x * 2)
+    assert dynafuse.stats()["captures"] == 2

@@ -144,8 +144,13 @@ bool BytecodeTracer::sameSetMember(const VarPtr &a, const VarPtr &b) {
   bool objects = a->kind == Var::Kind::Object && b->kind == Var::Kind::Object &&
                  a->object && b->object && a->method.empty() &&
                  b->method.empty();
-  if (objects)
-    return a->object.get() == b->object.get();
+  if (objects) {
+    // Modules and plain objects from arguments are guarded by type: the
+    // answer is guarded as a relation of their sources.
+    bool same = a->object.get() == b->object.get();
+    guardSameness(a, b, same);
+    return same;
+  }
   bool mixed = (a->kind == Var::Kind::Tensor || comparableAtCapture(a) ||
                 a->kind == Var::Kind::Object) &&
                (b->kind == Var::Kind::Tensor || comparableAtCapture(b) ||
