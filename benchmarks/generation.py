@@ -27,7 +27,7 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 import dynafuse
-from measure import spread, triad_gbs
+from measure import MarkdownTable, spread, triad_gbs
 
 SIZES = {
     # hidden, layers, heads, kv heads, intermediate, vocab
@@ -105,10 +105,8 @@ def main():
     args = parser.parse_args()
     bandwidth = triad_gbs(20)
     print(f"bandwidth (triad): {bandwidth:.1f} GB/s, threads {torch.get_num_threads()}")
-    header = ("| model | size | params | cache | how | tokens equal | captures | first generate s "
-              "| prefill ms | ms/token | vs eager | of bound |")
-    lines = [header, "|" + "---|" * 12]
-    print(header)
+    table = MarkdownTable("| model | size | params | cache | how | tokens equal | captures "
+                          "| first generate s | prefill ms | ms/token | vs eager | of bound |")
     for size in args.sizes:
         for name in args.models:
             for cache in args.caches:
@@ -146,13 +144,9 @@ def main():
                             f"(±{result['token_spread'] * 100:.0f}%) | "
                             f"{eager['token_ms'] / result['token_ms']:.2f}x | "
                             f"{of_bound * 100:.1f}% |")
-                    lines.append(line)
-                    print(line, flush=True)
-    if args.markdown:
-        with open(args.markdown, "a") as out:
-            out.write(f"\nbandwidth (triad) {bandwidth:.1f} GB/s, "
-                      f"{torch.get_num_threads()} threads, {args.tokens} new tokens\n\n")
-            out.write("\n".join(lines) + "\n")
+                    table.add(line)
+    table.append_to(args.markdown, f"bandwidth (triad) {bandwidth:.1f} GB/s, "
+                    f"{torch.get_num_threads()} threads, {args.tokens} new tokens")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 import dynafuse
+from measure import MarkdownTable
 
 
 def build(name):
@@ -85,10 +86,8 @@ def main():
     parser.add_argument("--no-inductor", action="store_true")
     parser.add_argument("--markdown")
     args = parser.parse_args()
-    header = ("| model | how | answers equal | captures | second pass adds | p50 ms | p99 ms "
-              "| first pass s | steady s | steady vs eager |")
-    lines = [header, "|" + "---|" * 10]
-    print(header)
+    table = MarkdownTable("| model | how | answers equal | captures | second pass adds | p50 ms "
+                          "| p99 ms | first pass s | steady s | steady vs eager |")
     for name in args.models:
         model, vocab = build(name)
         requests = stream(args.requests, vocab, args.seed)
@@ -120,12 +119,9 @@ def main():
                     f"{first_captures} | {added} | {statistics.median(latencies) * 1e3:.2f} | "
                     f"{percentile(latencies, 0.99) * 1e3:.1f} | {sum(latencies):.2f} | "
                     f"{steady:.3f} | {eager_steady / steady:.2f}x |")
-            lines.append(line)
-            print(line, flush=True)
-    if args.markdown:
-        with open(args.markdown, "a") as out:
-            out.write(f"\n{args.requests} requests, batch 1-8, length 8-128, seed {args.seed}, "
-                      f"{torch.get_num_threads()} threads\n\n" + "\n".join(lines) + "\n")
+            table.add(line)
+    table.append_to(args.markdown, f"{args.requests} requests, batch 1-8, length 8-128, "
+                    f"seed {args.seed}, {torch.get_num_threads()} threads")
 
 
 if __name__ == "__main__":
