@@ -99,10 +99,9 @@ bool packableGemm(const Node &node, GemmLibrary library) {
 
 } // namespace
 
-bool PackedWeight::current(const std::vector<const at::Tensor *> &parameters,
-                           at::IntArrayRef sizes) const {
-  if (!packed.defined() || stamps.size() != parameters.size() ||
-      (!anySize && !sizes.equals(inputSizes)))
+bool PackedWeight::packedFrom(
+    const std::vector<const at::Tensor *> &parameters) const {
+  if (!packed.defined() || stamps.size() != parameters.size())
     return false;
   for (size_t i = 0; i < parameters.size(); ++i)
     if (!stamps[i].current(*parameters[i]))
@@ -110,16 +109,15 @@ bool PackedWeight::current(const std::vector<const at::Tensor *> &parameters,
   return true;
 }
 
+bool PackedWeight::current(const std::vector<const at::Tensor *> &parameters,
+                           at::IntArrayRef sizes) const {
+  return (anySize || sizes.equals(inputSizes)) && packedFrom(parameters);
+}
+
 bool PackedWeight::currentForOtherSizes(
     const std::vector<const at::Tensor *> &parameters,
     at::IntArrayRef sizes) const {
-  if (!packed.defined() || anySize || sizes.equals(inputSizes) ||
-      stamps.size() != parameters.size())
-    return false;
-  for (size_t i = 0; i < parameters.size(); ++i)
-    if (!stamps[i].current(*parameters[i]))
-      return false;
-  return true;
+  return !anySize && !sizes.equals(inputSizes) && packedFrom(parameters);
 }
 
 void PackedWeight::stamp(const std::vector<const at::Tensor *> &parameters,

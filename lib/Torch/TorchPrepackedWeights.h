@@ -67,6 +67,8 @@ struct PackedWeight {
   /// Packed from `parameters`, unchanged since, for inputs of other sizes.
   bool currentForOtherSizes(const std::vector<const at::Tensor *> &parameters,
                             at::IntArrayRef sizes) const;
+  /// Packed from `parameters` (in order), all of them unchanged since.
+  bool packedFrom(const std::vector<const at::Tensor *> &parameters) const;
   /// Records what a new packing was computed from.
   void stamp(const std::vector<const at::Tensor *> &parameters,
              at::IntArrayRef sizes);

@@ -17,15 +17,10 @@ bool isPlainInstance(PyObject *object) {
       PyMethod_Check(object) || PyModule_Check(object))
     return false;
   // Enum members are singletons compared by identity.
-  static PyObject *enumType = nullptr;
-  if (!enumType) {
-    PyRef module = PyRef::steal(PyImport_ImportModule("enum"));
-    enumType = module ? PyObject_GetAttrString(module.get(), "Enum") : nullptr;
-    if (!enumType) {
-      PyErr_Clear();
-      return false;
-    }
-  }
+  static PyObject *enumSlot = nullptr;
+  PyObject *enumType = lookupOnce(enumSlot, "enum", "Enum");
+  if (!enumType)
+    return false;
   int isEnum = PyObject_IsInstance(object, enumType);
   if (isEnum != 0) {
     PyErr_Clear();
