@@ -246,8 +246,13 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
   Value *shifted = emit(graph, node, Op::Sub, {x, max});
   Value *exp = emit(graph, node, Op::Exp, {shifted});
   Value *sum = emit(graph, node, Op::Sum, {exp}, reduce);
-  if (!inLogSpace)
-    return {inInputType(graph, node, emit(graph, node, Op::Div, {exp, sum}))};
+  if (!inLogSpace) {
+    // One reciprocal per row, then a multiply per element, as ATen's
+    // softmax kernels compute it.
+    Value *inverse = emit(graph, node, Op::Div, {Scalar::ofFloat(1.0), sum});
+    return {
+        inInputType(graph, node, emit(graph, node, Op::Mul, {exp, inverse}))};
+  }
   return {inInputType(graph, node,
                       emit(graph, node, Op::Sub,
                            {shifted, emit(graph, node, Op::Log, {sum})}))};

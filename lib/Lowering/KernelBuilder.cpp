@@ -88,8 +88,6 @@ int KernelBuilder::append(Instr instr) {
       return found->second;
   }
   int scope = placementOf(instr);
-  if (divisionByInvariant(instr, scope))
-    return append(reciprocalMultiply(instr));
   if (instr.op != ScalarOp::Store)
     instr.name = std::to_string(kernel.instrs.size());
   int id = kernel.addInstr(std::move(instr));
@@ -98,33 +96,6 @@ int KernelBuilder::append(Instr instr) {
   if (!constantKey.empty())
     constants[constantKey] = id;
   return id;
-}
-
-bool KernelBuilder::divisionByInvariant(const Instr &instr, int scope) const {
-  if (instr.op != ScalarOp::Div || !isFloating(instr.type))
-    return false;
-  // Constant divisors keep their exact division (torch divides by them).
-  if (kernel.instrs[instr.args[1]].op == ScalarOp::Const)
-    return false;
-  return scopeOfInstr.at(instr.args[1]) != scope;
-}
-
-Instr KernelBuilder::reciprocalMultiply(Instr division) {
-  // a / d with d computed outside the loop a lives in: 1/d once, then a
-  // multiply per element (as ATen's softmax does; at most 1 ulp from a/d).
-  Instr one;
-  one.op = ScalarOp::Const;
-  one.type = division.type;
-  one.floatValue = 1.0;
-  one.intValue = 1;
-  Instr reciprocal;
-  reciprocal.op = ScalarOp::Div;
-  reciprocal.type = division.type;
-  reciprocal.args = {append(one), division.args[1]};
-  int inverse = append(reciprocal);
-  division.op = ScalarOp::Mul;
-  division.args[1] = inverse;
-  return division;
 }
 
 bool KernelBuilder::openReduce(ReduceKind kind,

@@ -107,6 +107,26 @@ def test_in_place_rounded_division():
     assert_compiled()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_division_by_a_broadcast_divisor_is_exact(dtype):
+    """A divisor broadcast along the loop (loop-invariant in the kernel)
+    divides exactly, as eager does: x / x is 1, never x * (1 / x), which
+    is 1 - 1 ulp for some x and floors or truncates to 0 (found by the
+    fuzzer, seed 28)."""
+    def f(x):
+        row = x.squeeze(1)
+        return (torch.div(row, x, rounding_mode="trunc"),
+                torch.div(row, x, rounding_mode="floor"),
+                row / x == 1)
+
+    x = torch.randn(257, 1, dtype=dtype)
+    actual = dynafuse.compile(f)(x)
+    for got, want in zip(actual, f(x)):
+        same_values(got, want)
+    assert torch.diagonal(actual[0]).eq(1).all()
+    assert_compiled()
+
+
 @pytest.mark.parametrize("fn,always", [
     (lambda a, b: (a + 1, a // b), False),
     (lambda a, b: (a // b, a + 1)[1:], False),

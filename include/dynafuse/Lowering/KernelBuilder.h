@@ -69,11 +69,6 @@ private:
   };
 
   int placementOf(const Instr &instr) const;
-  /// A float division whose (computed, non-constant) divisor is defined
-  /// outside the division's scope becomes a multiply by a reciprocal
-  /// computed once: softmax's division by the row sum.
-  bool divisionByInvariant(const Instr &instr, int scope) const;
-  Instr reciprocalMultiply(Instr division);
   int deepestOnPath(const std::set<int> &scopes) const;
   void varsOf(const SymExpr &expr, std::set<int> &scopes) const;
   std::string freshVar(const char *prefix);
