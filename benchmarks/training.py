@@ -22,6 +22,7 @@ Compile times are cold: both compilers get fresh, empty on-disk caches
 
     .venv/bin/python benchmarks/training.py [--runs 15] [--no-inductor]
         [--only mlp gpt2 resnet18 memory] [--markdown FILE] [--warm-caches]
+        [--autocast off|bf16|both]
 """
 import argparse
 import os
@@ -80,15 +81,22 @@ def rows(only):
     return result
 
 
-def loss_function(model, loss):
-    """The forward and the loss, as one function for the compilers."""
+def loss_function(model, loss, autocast=False):
+    """The forward and the loss, as one function for the compilers; with
+    autocast, inside a `torch.autocast("cpu", dtype=torch.bfloat16)` block
+    of its own (the loss then runs in f32 where autocast says so)."""
     if loss == "cross_entropy":
-        def loss_of(x, target):
+        def plain(x, target):
             return F.cross_entropy(model(x), target)
-        return loss_of
+    else:
+        def plain(x, target):
+            return ((model(x) - target) ** 2).mean()
+    if not autocast:
+        return plain
 
     def loss_of(x, target):
-        return ((model(x) - target) ** 2).mean()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return plain(x, target)
     return loss_of
 
 
@@ -135,13 +143,13 @@ def timed_step(model, step, inputs):
     return time.perf_counter() - start
 
 
-def run_row(title, model, shape, loss, traffic, args, bandwidth):
+def run_row(title, model, shape, loss, traffic, args, bandwidth, autocast=False):
     x = torch.randn(*shape)
     inputs = (x, make_target(model, x, loss))
-    eager = loss_function(model, loss)
+    eager = loss_function(model, loss, autocast)
     compilers = {"eager": eager}
     compile_s = {}
-    compiled = dynafuse.compile(loss_function(model, loss))
+    compiled = dynafuse.compile(loss_function(model, loss, autocast))
     start = time.perf_counter()
     timed_step(model, step_function(compiled), inputs)
     compile_s["dynafuse"] = time.perf_counter() - start
@@ -151,7 +159,7 @@ def run_row(title, model, shape, loss, traffic, args, bandwidth):
               f"{dynafuse._C.break_reasons()}")
     compilers["dynafuse"] = compiled
     if not args.no_inductor:
-        inductor = torch.compile(loss_function(model, loss))
+        inductor = torch.compile(loss_function(model, loss, autocast))
         start = time.perf_counter()
         timed_step(model, step_function(inductor), inputs)
         compile_s["torch.compile"] = time.perf_counter() - start
@@ -193,6 +201,8 @@ def main():
     parser.add_argument("--only", nargs="*", default=["mlp", "gpt2", "resnet18", "memory"])
     parser.add_argument("--markdown")
     parser.add_argument("--warm-caches", action="store_true")
+    parser.add_argument("--autocast", choices=["off", "bf16", "both"], default="off",
+                        help="rows in f32, under torch.autocast(cpu, bfloat16), or both")
     args = parser.parse_args()
     torch.set_num_threads(2)
     warnings.filterwarnings("ignore")
@@ -206,13 +216,17 @@ def main():
     print("\n".join(header))
     out = list(header)
     notes = []
+    variants = {"off": [False], "bf16": [True], "both": [False, True]}[args.autocast]
     for title, model, shape, loss, traffic in rows(args.only):
-        dynafuse.reset()
-        torch._dynamo.reset()
-        lines, kernels = run_row(title, model, shape, loss, traffic, args, bandwidth)
-        print("\n".join(lines), flush=True)
-        out += lines
-        notes.append(f"- {title}{kernels}")
+        for autocast in variants:
+            dynafuse.reset()
+            torch._dynamo.reset()
+            named = title + (" autocast bf16" if autocast else "")
+            lines, kernels = run_row(named, model, shape, loss, traffic if not autocast else None,
+                                     args, bandwidth, autocast)
+            print("\n".join(lines), flush=True)
+            out += lines
+            notes.append(f"- {named}{kernels}")
     print("\n".join(notes))
     if args.markdown:
         with open(args.markdown, "w") as handle:

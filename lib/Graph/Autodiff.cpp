@@ -269,11 +269,13 @@ bool isSingleView(const Node &node) {
 /// feeds in(v) of inputs and of values that cannot be recomputed in the
 /// backward (reductions, externs, random numbers: only forward nodes that
 /// isCheapToRecompute may be); the sink takes out(w) of every forward value
-/// a tangent-dependent node reads. Every cut edge is a saved value; the
+/// a tangent-dependent node reads. A checkpointed region's nodes may all
+/// be recomputed, and its values that stay inside it are never saved. Every
+/// cut edge is a saved value; the
 /// cut nearest the source recomputes as much as costs nothing more, so
-/// saved bytes are the least possible under those rules: x + gelu(layer_norm(x))
-/// saves only x, and a batch norm's output (re-expressed over its
-/// statistics) is recomputed from its input.
+/// saved bytes are the least possible under those rules: x +
+/// gelu(layer_norm(x)) saves only x, and a batch norm's output (re-expressed
+/// over its statistics) is recomputed from its input.
 std::set<const Value *>
 minCutSavedValues(const Graph &g, const JointGraph &joint,
                   const std::set<const Value *> &tangents,
@@ -291,6 +293,17 @@ minCutSavedValues(const Graph &g, const JointGraph &joint,
     if (!dependsOnTangents.count(node.get()))
       for (const Value *result : node->results)
         add(result);
+  // Values of a checkpointed region that leave it (read by a forward node
+  // outside it, or returned): saved like any value; the rest of the region
+  // is never saved, only recomputed (torch.utils.checkpoint).
+  std::set<const Value *> leaveRegion;
+  for (const auto &node : g.nodes)
+    if (!node->recompute && !dependsOnTangents.count(node.get()))
+      for (const Operand &operand : node->operands)
+        if (operand.isValue())
+          leaveRegion.insert(operand.value);
+  for (size_t j = 0; j < joint.userOutputs; ++j)
+    leaveRegion.insert(g.outputs[j]);
   int source = int(2 * values.size()), sink = source + 1;
   FlowNetwork network(sink + 1);
   const int64_t infinite = FlowNetwork::kInfinite;
@@ -303,9 +316,10 @@ minCutSavedValues(const Graph &g, const JointGraph &joint,
       continue;
     }
     bool inForward = forwardNeeds.count(producer);
-    if (inForward && !isCheapToRecompute(*producer))
+    if (inForward && !isCheapToRecompute(*producer) && !producer->recompute)
       network.addEdge(source, in, infinite);
-    bool neverSaved = !inForward || isSingleView(*producer);
+    bool neverSaved = !inForward || isSingleView(*producer) ||
+                      (producer->recompute && !leaveRegion.count(value));
     network.addEdge(in, out,
                     neverSaved ? infinite : estimatedBytes(value->type));
     for (const Operand &operand : producer->operands)

@@ -259,12 +259,12 @@ bool poolsToOnePixel(const Node &node) {
 
 std::vector<Value *> meanOfPixels(Graph &graph, const Node &node) {
   int64_t rank = int64_t(operandType(node, 0).rank());
-  return graph
-      .addNode(Op::Mean, {node.operands[0]},
-               {{"dims", std::vector<int64_t>{rank - 2, rank - 1}},
-                {"keepdim", true}},
-               node.location)
-      ->results;
+  Node *mean = graph.addNode(
+      Op::Mean, {node.operands[0]},
+      {{"dims", std::vector<int64_t>{rank - 2, rank - 1}}, {"keepdim", true}},
+      node.location);
+  mean->recompute = node.recompute;
+  return mean->results;
 }
 
 void requireIntegerIndex(const Node &node, size_t i) {

@@ -163,6 +163,7 @@ private:
     do {
       types.push_back(parseTensorType(cursor));
     } while (cursor.accept(","));
+    bool recompute = cursor.acceptWord("recompute");
     Location userLocation = parseUserLocation();
     if (types.size() != names.size())
       cursor.errorAt(nodeAt, std::to_string(names.size()) + " results but " +
@@ -175,6 +176,7 @@ private:
       resultNames.push_back(name.first);
     Node *node = graph->addNodeWithTypes(*op, operands, attributes, types,
                                          resultNames, userLocation);
+    node->recompute = recompute;
     checkTypes(*node, nodeAt);
   }
 

@@ -18,6 +18,8 @@ std::string nodeStr(const Node &node) {
   text += printAttributeDict(node.attributes) + " :";
   for (size_t i = 0; i < node.results.size(); ++i)
     text += (i ? ", " : " ") + node.results[i]->type.str();
+  if (node.recompute)
+    text += " recompute";
   if (node.location.known())
     text += " loc(\"" + node.location.file +
             "\":" + std::to_string(node.location.line) + ")";

@@ -35,9 +35,11 @@ std::vector<OpInfo> buildTable() {
 Value *emit(Graph &graph, const Node &origin, Op op,
             std::vector<Operand> operands,
             std::map<std::string, Attribute> attributes) {
-  return graph
-      .addNode(op, std::move(operands), std::move(attributes), origin.location)
-      ->result();
+  Node *node = graph.addNode(op, std::move(operands), std::move(attributes),
+                             origin.location);
+  node->recompute = origin.recompute; // a decomposition's pieces stay in
+                                      // their checkpointed region
+  return node->result();
 }
 
 namespace {

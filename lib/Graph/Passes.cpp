@@ -143,6 +143,7 @@ void decomposeOnce(Graph &graph, const CompositeFilter &which) {
     copy.op = node->op;
     copy.attributes = node->attributes;
     copy.location = node->location;
+    copy.recompute = node->recompute;
     for (const Operand &operand : node->operands)
       copy.operands.push_back(operand.isValue()
                                   ? Operand(remap.at(operand.value))
@@ -157,10 +158,10 @@ void decomposeOnce(Graph &graph, const CompositeFilter &which) {
         types.push_back(result->type);
         names.push_back(rebuilt.freshName());
       }
-      results = rebuilt
-                    .addNodeWithTypes(copy.op, copy.operands, copy.attributes,
-                                      types, names, copy.location)
-                    ->results;
+      Node *kept = rebuilt.addNodeWithTypes(
+          copy.op, copy.operands, copy.attributes, types, names, copy.location);
+      kept->recompute = copy.recompute;
+      results = kept->results;
     }
     if (results.size() != node->results.size())
       fail("decomposition of '" + opName(node->op) +

@@ -120,6 +120,7 @@ std::vector<Value *> extremeOfBools(Graph &graph, const Node &node) {
       {Operand(emit(graph, node, Op::Cast, {node.operands[0].value},
                     {{"dtype", DType::I32}}))},
       node.attributes, node.location);
+  reduced.recompute = node.recompute;
   std::vector<Value *> results = reduced.results;
   results[0] =
       emit(graph, node, Op::Cast, {results[0]}, {{"dtype", DType::Bool}});

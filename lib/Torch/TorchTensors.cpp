@@ -97,9 +97,30 @@ void tensorView(PyObject *object, char **data, std::vector<int64_t> &sizes,
 
 bool gradModeEnabled() { return at::GradMode::is_enabled(); }
 
-bool autocastEnabled() {
-  return at::autocast::is_autocast_enabled(at::kCPU) ||
-         at::autocast::is_autocast_enabled(at::kCUDA);
+AutocastState autocastState() {
+  AutocastState state;
+  state.cpu = at::autocast::is_autocast_enabled(at::kCPU);
+  state.cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+  state.cpuType = fromScalarType(at::autocast::get_autocast_dtype(at::kCPU))
+                      .value_or(DType::F32);
+  state.cudaType = fromScalarType(at::autocast::get_autocast_dtype(at::kCUDA))
+                       .value_or(DType::F32);
+  return state;
+}
+
+AutocastSuspended::AutocastSuspended(const AutocastState &state)
+    : suspended(state) {
+  if (suspended.cpu)
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+  if (suspended.cuda)
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+}
+
+AutocastSuspended::~AutocastSuspended() {
+  if (suspended.cpu)
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+  if (suspended.cuda)
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
 }
 
 bool torchModesActive() {

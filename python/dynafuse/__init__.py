@@ -39,7 +39,8 @@ IRError = _C.IRError
 
 from . import compiled  # noqa: E402 - needs the extension loaded
 
-_C.set_op_tables(ops.FUNCTIONS, ops.METHODS, ops.STATE_QUERIES, ops.POLYFILLS)
+_C.set_op_tables(ops.FUNCTIONS, ops.METHODS, ops.STATE_QUERIES, ops.POLYFILLS,
+                 ops.AUTOCAST)
 config._apply(_C, compiled.SKIP_PREFIXES)
 
 CompiledModule = compiled.CompiledModule

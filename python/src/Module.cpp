@@ -154,13 +154,14 @@ PyObject *pyConfigure(PyObject *, PyObject *args) {
 }
 
 PyObject *pySetOpTables(PyObject *, PyObject *args) {
-  PyObject *functions, *methods, *stateQueries = nullptr, *polyfills = nullptr;
-  if (!PyArg_ParseTuple(args, "O!O!|O!O!", &PyDict_Type, &functions,
+  PyObject *functions, *methods, *stateQueries = nullptr, *polyfills = nullptr,
+                                 *autocast = nullptr;
+  if (!PyArg_ParseTuple(args, "O!O!|O!O!O!", &PyDict_Type, &functions,
                         &PyDict_Type, &methods, &PyDict_Type, &stateQueries,
-                        &PyDict_Type, &polyfills))
+                        &PyDict_Type, &polyfills, &PyDict_Type, &autocast))
     return nullptr;
   try {
-    setOpTables(functions, methods, stateQueries, polyfills);
+    setOpTables(functions, methods, stateQueries, polyfills, autocast);
   } catch (const Error &error) {
     PyErr_SetString(PyExc_ValueError, error.what());
     return nullptr;
@@ -337,7 +338,8 @@ PyMethodDef methods[] = {
      "compiler_config(settings): a configuration with these run-time "
      "settings for one compiled callable, passed to call()"},
     {"set_op_tables", pySetOpTables, METH_VARARGS,
-     "set_op_tables(functions, methods[, state_queries[, polyfills]])"},
+     "set_op_tables(functions, methods[, state_queries[, polyfills[, "
+     "autocast]]])"},
     {"stats", pyStats, METH_NOARGS, "compiler counters"},
     {"memory_stats", pyMemoryStats, METH_NOARGS, "caching allocator counters"},
     {"reset", pyReset, METH_NOARGS, "forget all compiled code"},

@@ -270,7 +270,7 @@ def test_requires_grad_flag_of_inputs_under_no_grad():
     assert_compiled()
 
 
-def test_state_queries_fold_and_autocast_is_refused():
+def test_state_queries_fold_and_autocast_is_captured():
     def f(x):
         if torch.is_grad_enabled() or torch.jit.is_scripting():
             return x - 1
@@ -284,7 +284,7 @@ def test_state_queries_fold_and_autocast_is_refused():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = dynafuse.compile(lambda t: t * 2)(x)
     assert_close(out, x * 2)
-    assert dynafuse.stats()["graph_breaks"] == 1
+    assert_compiled()
 
 
 def test_many_instances_of_one_block_share_one_entry():

@@ -93,7 +93,8 @@ bool callUsesCuda(PyObject *args, PyObject *kwargs, PyObject *firstTensor);
 /// lib/Frontend/Tracer/OpTable.h); stateQueries and polyfills may be null.
 /// Throws Error on a malformed table.
 void setOpTables(PyObject *functions, PyObject *methods,
-                 PyObject *stateQueries, PyObject *polyfills = nullptr);
+                 PyObject *stateQueries = nullptr,
+                 PyObject *polyfills = nullptr, PyObject *autocast = nullptr);
 
 /// The bytecode decoder's view of a code object, for tests that compare it
 /// with the interpreter's own `dis`: a list of (offset, opname, arg, jump

@@ -82,6 +82,10 @@ public:
   std::vector<Value *> results;
   /// Where the node came from: user code (file:line) or IR text.
   Location location;
+  /// Inside an activation-checkpointed region (torch.utils.checkpoint):
+  /// the backward recomputes its results rather than the forward saving
+  /// them (autodiff's partition). Printed as `recompute` after the types.
+  bool recompute = false;
 
   const Attribute *attribute(const std::string &name) const;
   std::string stringAttr(const std::string &name,

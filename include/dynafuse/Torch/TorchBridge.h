@@ -270,8 +270,34 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
 PyObject *newRandomSeed(const std::string &device);
 
 bool gradModeEnabled();
-/// Autocast on for CPU or CUDA (capture then refuses: dtypes would change).
-bool autocastEnabled();
+/// torch.autocast's thread state on the two devices it casts for: whether
+/// it is on, and the lower precision type it casts to (kept while it is
+/// off: a torch.autocast(device) block inside a frame casts to it).
+struct AutocastState {
+  bool cpu = false;
+  DType cpuType = DType::BF16;
+  bool cuda = false;
+  DType cudaType = DType::F16;
+  bool any() const { return cpu || cuda; }
+  bool operator==(const AutocastState &other) const {
+    return cpu == other.cpu && cuda == other.cuda && cpuType == other.cpuType &&
+           cudaType == other.cudaType;
+  }
+};
+AutocastState autocastState();
+/// While alive, autocast is off on this thread (a compiled graph carries
+/// autocast's casts itself: its ATen calls must not cast again). Does
+/// nothing when autocast was off.
+class AutocastSuspended {
+public:
+  explicit AutocastSuspended(const AutocastState &state);
+  ~AutocastSuspended();
+  AutocastSuspended(const AutocastSuspended &) = delete;
+  AutocastSuspended &operator=(const AutocastSuspended &) = delete;
+
+private:
+  AutocastState suspended;
+};
 bool defaultDtypeIsFloat32();
 /// A TorchFunctionMode (torch.set_default_device installs one) or a
 /// TorchDispatchMode is active: compiled code would bypass it, so capture

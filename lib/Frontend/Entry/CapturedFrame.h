@@ -20,12 +20,13 @@
 namespace dynafuse {
 
 /// The global state a capture reads: grad mode, whether the default dtype
-/// is float32 (capture needs it), whether autocast or a torch function or
-/// dispatch mode is active (capture refuses them).
+/// is float32 (capture needs it), autocast's state (the graph casts as it
+/// does), whether a torch function or dispatch mode is active (capture
+/// refuses them).
 struct GlobalState {
   bool gradMode = false;
   bool defaultFloat32 = true;
-  bool autocast = false;
+  AutocastState autocast;
   bool torchModes = false;
   static GlobalState current();
   bool operator==(const GlobalState &other) const {

@@ -368,6 +368,8 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
     context.inputs = ForwardInputs{&entry.module->module().inputs, &inputs};
     PooledTorchAllocations pooled(entry.allocationPlanner.get());
     context.run = pooled.run();
+    // The graph casts as autocast would: its ATen calls must not cast again.
+    AutocastSuspended noAutocast(entry.captured.state.autocast);
     entry.module->run(args, context);
   }
   for (const auto &[input, output] : entry.captured.writeBacks) {

@@ -16,32 +16,32 @@
 #ifndef DYNAFUSE_CAPTURE_BYTECODETRACER_H
 #define DYNAFUSE_CAPTURE_BYTECODETRACER_H
 
+#include "AutocastCasts.h"
+#include "Bytecode.h"
 #include "CallInliner.h"
+#include "CheckpointRegions.h"
 #include "Entry/CapturedFrame.h"
 #include "Entry/InputTable.h"
 #include "Guards/ObjectSources.h"
 #include "Guards/ShapeEnv.h"
 #include "ObjectKinds.h"
 #include "OpBinder.h"
+#include "OpTable.h"
 #include "SymbolicShapes.h"
 #include "TensorAliases.h"
 #include "TracedCode.h"
 #include "Values/PythonObjects.h"
 #include "Values/ValueHandlers.h"
 #include "Var.h"
-
-#include "Bytecode.h"
-#include "OpTable.h"
-#include "dynafuse/Torch/TorchBridge.h"
 #include "dynafuse/Graph/OpRegistry.h"
-
-#include <opcode.h>
+#include "dynafuse/Torch/TorchBridge.h"
 
 #include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <opcode.h>
 #include <set>
 
 namespace dynafuse {
@@ -54,6 +54,10 @@ public:
   friend class OpBinder;
   /// Inlines calls, re-entering the bytecode loop with the callee's code.
   friend class CallInliner;
+  /// Applies torch.autocast's cast policy to calls (emits casts).
+  friend class AutocastCasts;
+  /// Traces torch.utils.checkpoint regions (marked for recomputation).
+  friend class CheckpointRegions;
   /// Models instances of Python classes (NewObject vars) on the trace.
   friend class PythonObjects;
   /// Answer the bytecode's operations for each kind of value
@@ -81,6 +85,8 @@ private:
   TracedCode current;
   /// Inlines calls (and knows how deeply they nest).
   CallInliner inliner{*this};
+  AutocastCasts autocastCasts{*this};
+  CheckpointRegions checkpoints{*this};
   VarPtr returned;
   /// Grad mode as the interpreted code sees it (with blocks change it), and
   /// the modes to restore on leaving them.
@@ -130,7 +136,6 @@ private:
   //===--------------------------------------------------------------------===//
   // Graph breaks the frame resumes after (TracerResume.cpp)
   //===--------------------------------------------------------------------===//
-
   bool allowResume;
   /// One frame-level instruction; when it breaks, what it changed is
   /// undone, the resume point recorded (breakAt) and kBroke returned.
@@ -161,7 +166,6 @@ private:
 
   [[noreturn]] void unsupported(const std::string &what, int line) const;
   [[noreturn]] void unsupported(const std::string &what) const;
-
   VarPtr pop();
   void push(VarPtr var) { current.stack.push_back(std::move(var)); }
   VarPtr peek(size_t depth);
@@ -504,31 +508,27 @@ private:
   VarPtr sortedItems(const std::vector<VarPtr> &items);
   /// getattr(obj, "name"[, default]) and hasattr(obj, "name").
   VarPtr attributeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
-  /// no_grad() / enable_grad() / inference_mode() / autocast(enabled=False).
+  /// no_grad() / enable_grad() / inference_mode() / torch.autocast(...).
   VarPtr gradModeContext(PyObject *callable, const std::vector<VarPtr> &args,
                          const Keywords &keywords);
-  VarPtr autocastContext(PyObject *callable, const std::vector<VarPtr> &args,
-                         const Keywords &keywords);
-  /// BEFORE_WITH: enters a grad-mode context.
+  /// BEFORE_WITH: enters a grad-mode or autocast context.
   void enterWith(const VarPtr &context);
   /// The __exit__ of a torch.no_grad() / enable_grad() entered before the
   /// frame resumed (object read from source): it restores the grad mode in
   /// its `prev`, guarded. Null for other objects.
   VarPtr gradModeExit(PyObject *object, int source);
-  /// Refuses ops that eager would record for autograd: an operand that
-  /// requires grad while grad mode is on.
   /// Whether op's results require grad (an operand does); breaks before an
   /// op without a derivative rule, or inside a no_grad block.
   bool checkDifferentiable(Op op, std::vector<Operand> &operands);
   /// The graph input holding this run's random seed on `device`.
   Value *randomSeed(const std::string &device);
-  /// F.dropout in training mode: x where uniform numbers reach p, scaled by
-  /// 1 / (1 - p); zero elsewhere.
   /// Whether overwriting target in place must keep its history (it
   /// requires grad, in grad mode), and the update that does: x.zero_(),
   /// x.fill_(v) and x.copy_(src) as a where that keeps x's.
   bool overwritesHistory(Value *target);
   VarPtr overwriteKeepingHistory(Value *target, Operand value);
+  /// F.dropout in training mode: x where uniform numbers reach p, scaled by
+  /// 1 / (1 - p); zero elsewhere.
   VarPtr trainingDropout(Value *x, double p);
   /// F.batch_norm: the eval op, or in training mode batch_norm_train with
   /// the running statistics (args 1 and 2) updated in place by momentum.

@@ -139,6 +139,60 @@ void OpTable::setPolyfills(PyObject *dict) {
   }
 }
 
+namespace {
+AutocastPolicy autocastPolicyNamed(PyObject *name) {
+  std::string text = stringOf(name, "autocast policy");
+  if (text == "lower_precision_fp")
+    return AutocastPolicy::LowerPrecision;
+  if (text == "fp32")
+    return AutocastPolicy::Float32;
+  if (text == "promote")
+    return AutocastPolicy::Promote;
+  fail("op table: unknown autocast policy '" + text + "'");
+}
+} // namespace
+
+void OpTable::setAutocastPolicy(PyObject *dict) {
+  PyObject *functionsDict =
+      PyDict_Check(dict) ? PyDict_GetItemString(dict, "functions") : nullptr;
+  PyObject *methodsDict =
+      functionsDict ? PyDict_GetItemString(dict, "methods") : nullptr;
+  PyObject *pad = methodsDict ? PyDict_GetItemString(dict, "pad") : nullptr;
+  PyObject *modes =
+      pad ? PyDict_GetItemString(dict, "pad_modes_fp32") : nullptr;
+  if (!modes || !PyDict_Check(functionsDict) || !PyDict_Check(methodsDict) ||
+      !PyTuple_Check(modes))
+    fail("op table: the autocast policy needs functions, methods, pad and "
+         "pad_modes_fp32");
+  autocastFunctions.clear();
+  autocastKeys.clear();
+  autocastMethods.clear();
+  padModesFloat32.clear();
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(functionsDict, &pos, &key, &value)) {
+    autocastFunctions[key] = autocastPolicyNamed(value);
+    autocastKeys.push_back(PyRef::borrow(key));
+  }
+  pos = 0;
+  while (PyDict_Next(methodsDict, &pos, &key, &value))
+    autocastMethods[stringOf(key, "method name")] = autocastPolicyNamed(value);
+  autocastPadCallable = PyRef::borrow(pad);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(modes); ++i)
+    padModesFloat32.push_back(stringOf(PyTuple_GET_ITEM(modes, i), "mode"));
+}
+
+AutocastPolicy OpTable::autocastPolicy(PyObject *callable) const {
+  auto found = autocastFunctions.find(callable);
+  return found == autocastFunctions.end() ? AutocastPolicy::None
+                                          : found->second;
+}
+
+AutocastPolicy OpTable::autocastMethodPolicy(const std::string &name) const {
+  auto found = autocastMethods.find(name);
+  return found == autocastMethods.end() ? AutocastPolicy::None : found->second;
+}
+
 PyObject *OpTable::polyfill(PyObject *callable) const {
   auto found = polyfills.find(callable);
   return found == polyfills.end() ? nullptr : found->second.second.get();
@@ -168,14 +222,16 @@ OpTable &opTable() {
 
 namespace dynafuse {
 
-void setOpTables(PyObject *functions, PyObject *methods,
-                 PyObject *stateQueries, PyObject *polyfills) {
+void setOpTables(PyObject *functions, PyObject *methods, PyObject *stateQueries,
+                 PyObject *polyfills, PyObject *autocast) {
   opTable().setFunctions(functions);
   opTable().setMethods(methods);
   if (stateQueries)
     opTable().setStateQueries(stateQueries);
   if (polyfills)
     opTable().setPolyfills(polyfills);
+  if (autocast)
+    opTable().setAutocastPolicy(autocast);
 }
 
 } // namespace dynafuse

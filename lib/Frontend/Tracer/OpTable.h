@@ -56,6 +56,11 @@ struct OpBinding {
   std::vector<std::pair<std::string, PyRef>> extraAttributes;
 };
 
+/// How torch.autocast casts a call's floating arguments (other than
+/// float64): to its lower precision type, to float32, or to the widest
+/// type among them (python/dynafuse/ops/autocast.py).
+enum class AutocastPolicy { None, LowerPrecision, Float32, Promote };
+
 class OpTable {
 public:
   /// Throws Error on a malformed table.
@@ -74,7 +79,23 @@ public:
   /// The Python form of callable, or null.
   PyObject *polyfill(PyObject *callable) const;
 
+  /// {"functions": {callable: policy}, "methods": {name: policy}, "pad":
+  /// F.pad, "pad_modes_fp32": (mode, ...)}.
+  void setAutocastPolicy(PyObject *dict);
+  AutocastPolicy autocastPolicy(PyObject *callable) const;
+  AutocastPolicy autocastMethodPolicy(const std::string &name) const;
+  /// F.pad, whose policy depends on its mode, and the modes run in f32.
+  PyObject *autocastPad() const { return autocastPadCallable.get(); }
+  const std::vector<std::string> &autocastPadModes() const {
+    return padModesFloat32;
+  }
+
 private:
+  std::unordered_map<PyObject *, AutocastPolicy> autocastFunctions;
+  std::vector<PyRef> autocastKeys;
+  std::map<std::string, AutocastPolicy> autocastMethods;
+  PyRef autocastPadCallable;
+  std::vector<std::string> padModesFloat32;
   std::unordered_map<PyObject *, OpBinding> functions;
   std::vector<PyRef> functionKeys;
   std::map<std::string, OpBinding> methods;

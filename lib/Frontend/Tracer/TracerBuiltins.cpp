@@ -395,46 +395,6 @@ void BytecodeTracer::guardMissingAttribute(const VarPtr &object,
                            name);
 }
 
-/// torch.autocast(device_type, enabled=False) (and its per-device
-/// subclasses): capture runs with autocast off (the entry's state says so),
-/// so turning it off changes nothing: a context that keeps the grad mode,
-/// re-entered after a break as a contextlib.nullcontext. Regions that turn
-/// autocast on refuse (not graph semantics yet).
-VarPtr BytecodeTracer::autocastContext(PyObject *callable,
-                                       const std::vector<VarPtr> &args,
-                                       const Keywords &keywords) {
-  static PyObject *autocastSlot = nullptr, *nullSlot = nullptr;
-  PyObject *autocast =
-      lookupOnce(autocastSlot, "torch.amp.autocast_mode", "autocast");
-  if (!autocast || !PyType_Check(autocast) ||
-      !PyType_IsSubtype(reinterpret_cast<PyTypeObject *>(callable),
-                        reinterpret_cast<PyTypeObject *>(autocast)))
-    return nullptr;
-  auto argument = [&](size_t position, const char *name) -> VarPtr {
-    auto keyword = keywords.find(name);
-    if (keyword != keywords.end())
-      return keyword->second;
-    return position < args.size() ? args[position] : nullptr;
-  };
-  // The per-device subclasses (torch.cpu.amp.autocast) take no device.
-  bool takesDevice = callable == autocast;
-  VarPtr device = takesDevice ? argument(0, "device_type") : nullptr;
-  VarPtr enabled = argument(takesDevice ? 2 : 0, "enabled");
-  if (takesDevice && (!device || device->kind != Var::Kind::Constant ||
-                      !PyUnicode_Check(device->object.get())))
-    unsupported("torch.autocast without a constant device_type string");
-  if (!enabled || enabled->kind != Var::Kind::Constant ||
-      enabled->object.get() != Py_False)
-    unsupported("an autocast region (autocast is not graph semantics yet)");
-  PyObject *nullContext = lookupOnce(nullSlot, "contextlib", "nullcontext");
-  if (!nullContext)
-    unsupported("contextlib.nullcontext is missing");
-  VarPtr context = makeVar(Var::Kind::Object);
-  context->object = PyRef::borrow(nullContext);
-  context->setsGradMode = gradMode ? 1 : 0;
-  return context;
-}
-
 VarPtr
 BytecodeTracer::gradModeContext(PyObject *callable,
                                 const std::vector<VarPtr> &args,
@@ -452,7 +412,7 @@ BytecodeTracer::gradModeContext(PyObject *callable,
       mode = std::string(name) == "enable_grad";
   }
   if (mode < 0)
-    return autocastContext(callable, args, keywords);
+    return autocastCasts.context(callable, args, keywords);
   bool inference = !args.empty() || !keywords.empty();
   if (inference) {
     // inference_mode(False) keeps grad mode as it is: not modelled.
@@ -513,6 +473,8 @@ VarPtr BytecodeTracer::gradModeExit(PyObject *object, int source) {
 }
 
 void BytecodeTracer::enterWith(const VarPtr &context) {
+  if (autocastCasts.enter(context))
+    return;
   if (context->kind != Var::Kind::Object || context->setsGradMode < 0)
     unsupported("with block over a context manager other than no_grad, "
                 "enable_grad or inference_mode");

@@ -115,6 +115,11 @@ void BytecodeTracer::call(int argc) {
 VarPtr BytecodeTracer::callAny(const VarPtr &callee,
                                const std::vector<VarPtr> &args,
                                const Keywords &keywords) {
+  if (VarPtr cast = autocastCasts.castCall(callee, args, keywords))
+    return cast;
+  if (callee->kind == Var::Kind::Object && callee->object)
+    if (VarPtr region = checkpoints.call(callee->object.get(), args, keywords))
+      return region;
   if (VarPtr result = values.of(callee).call(callee, args, keywords))
     return result;
   if (callee->kind == Var::Kind::BoundMethod) {
@@ -259,6 +264,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       // held by the entry (its globals are guarded through it).
       return callAny(fixedObject(PyRef::borrow(form), "polyfill"), args,
                      keywords);
+    if (VarPtr answer = autocastCasts.query(object, args))
+      return answer;
     std::string answer = opTable().stateQuery(object);
     if (answer == "false")
       return constant(Py_False);
@@ -305,6 +312,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
         return result;
     if (VarPtr result = attributeBuiltin(object, args))
       return result;
+    if (autocastCasts.exit(callee))
+      return constant(Py_None);
     if (callee->method == "__exit__" && callee->setsGradMode >= 0) {
       if (gradModeStack.empty()) { // entered before the frame resumed
         if (callee->restoresGradMode < 0)

@@ -22,18 +22,19 @@ BytecodeTracer::BytecodeTracer(DynafuseFrame *frame,
 
 CapturedFrame BytecodeTracer::run() {
   GlobalState state = GlobalState::current();
+  // Capture's own torch calls (meta runs, folds) compute what the graph
+  // will: its casts are explicit.
+  AutocastSuspended noAutocast(state.autocast);
   try {
     if (!state.defaultFloat32)
-      unsupported("torch.get_default_dtype() other than float32",
-                  firstLine());
-    if (state.autocast)
-      unsupported("autocast is enabled", firstLine());
+      unsupported("torch.get_default_dtype() other than float32", firstLine());
     if (state.torchModes)
       unsupported("a TorchFunctionMode or TorchDispatchMode is active "
                   "(torch.set_default_device installs one)",
                   firstLine());
     result.state = state;
     gradMode = state.gradMode;
+    autocastCasts.state = state.autocast;
     VarPtr returnedValue = runBody(/*frameLevel=*/true);
     if (!result.resume) {
       emittedObjects.clear();
@@ -603,7 +604,7 @@ GlobalState GlobalState::current() {
   GlobalState state;
   state.gradMode = gradModeEnabled();
   state.defaultFloat32 = defaultDtypeIsFloat32();
-  state.autocast = autocastEnabled();
+  state.autocast = autocastState();
   state.torchModes = torchModesActive();
   return state;
 }

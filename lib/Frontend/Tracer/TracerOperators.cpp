@@ -157,6 +157,14 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
   auto found = ops.find(inPlace ? kind - (NB_INPLACE_ADD - NB_ADD) : kind);
   if (found == ops.end())
     unsupported("binary operator " + std::to_string(kind) + " on a tensor");
+  if (found->second == Op::Matmul && !inPlace && autocastCasts.state.any()) {
+    // x @ y is torch.matmul, which autocast casts.
+    static PyObject *slot = nullptr;
+    if (PyObject *matmul = lookupOnce(slot, "torch", "matmul"))
+      if (VarPtr cast = autocastCasts.castCall(
+              unguardedObject(PyRef::borrow(matmul)), {lhs, rhs}, Keywords()))
+        return cast;
+  }
   std::vector<Operand> operands = {operandOf(lhs, opName(found->second)),
                                    operandOf(rhs, opName(found->second))};
   if (found->second == Op::DivFloor)

@@ -61,6 +61,8 @@ int BytecodeTracer::stepOrBreak(size_t pc) {
   PyRef kwNamesBefore = current.kwNames;
   bool gradModeBefore = gradMode;
   std::vector<bool> gradModeStackBefore = gradModeStack;
+  AutocastState autocastBefore = autocastCasts.state;
+  std::vector<AutocastState> autocastStackBefore = autocastCasts.stack;
   journal.clear();
   aliasJournal.clear();
   inputsBefore.reset();
@@ -90,6 +92,8 @@ int BytecodeTracer::stepOrBreak(size_t pc) {
     current.currentLine = instruction.line;
     gradMode = gradModeBefore;
     gradModeStack = std::move(gradModeStackBefore);
+    autocastCasts.state = autocastBefore;
+    autocastCasts.stack = std::move(autocastStackBefore);
     breakAt(pc, error);
     return kBroke;
   }

@@ -30,6 +30,8 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
     return tupleOfSource(object, source);
   if (VarPtr exit = gradModeExit(object, source))
     return exit;
+  if (VarPtr exit = autocastCasts.exitFromSource(object, source))
+    return exit;
   if (PyMethod_Check(object) && !opTable().function(object)) {
     // A Python bound method (Function.apply read off its class, a method
     // stored on an instance): its function and its self, each read through

@@ -81,6 +81,9 @@ struct Var {
   /// An __exit__ of a with block entered before this frame resumed (a
   /// resume function's argument): the grad mode it restores.
   int restoresGradMode = -1;
+  /// Object: a torch.autocast context made in capture, or with `method`
+  /// "__exit__" its exit: the index of the state it sets (AutocastCasts).
+  int setsAutocast = -1;
   /// Tensor (and its TensorMethod): methods resolve on torch._C.TensorBase,
   /// as after super() inside a torch.Tensor method.
   bool baseMethods = false;

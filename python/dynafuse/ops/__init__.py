@@ -23,12 +23,13 @@ max(x, y)). A fourth element renames the attribute; "size_or_sizes" becomes "siz
 an int and "sizes" for a sequence. "*" starts keyword-only parameters.
 """
 from .. import polyfills
-from . import extern, pointwise, reductions, state, views
+from . import autocast, extern, pointwise, reductions, state, views
 
 FUNCTIONS = {}
 METHODS = {}
 STATE_QUERIES = state.STATE_QUERIES
 POLYFILLS = polyfills.POLYFILLS
+AUTOCAST = autocast.AUTOCAST
 for _family in (pointwise, reductions, views, extern):
     FUNCTIONS.update(_family.FUNCTIONS)
     METHODS.update(_family.METHODS)

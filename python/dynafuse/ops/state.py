@@ -1,6 +1,7 @@
 """State queries: torch calls whose answer capture knows without running
 them, because the captured graph only ever runs where the answer holds
-(plain tensors, no scripting or tracing, grad mode guarded, autocast off).
+(plain tensors, no scripting or tracing, grad mode guarded; autocast's
+queries are answered from its state, AutocastCasts.h).
 Answers: "false", "true", "none", "zero", "grad_enabled" (the guarded grad
 mode). `torch.compiler.is_compiling()` answers True while capturing, as under
 TorchDynamo: libraries take their compile-friendly paths (no warnings, no
@@ -24,7 +25,6 @@ def _tables():
         torch.overrides.has_torch_function: "false",
         torch.overrides.has_torch_function_unary: "false",
         torch.overrides.has_torch_function_variadic: "false",
-        torch.is_autocast_enabled: "false",
         torch._C._len_torch_dispatch_stack: "zero",
     }
     for module, name, answer in [
