@@ -65,6 +65,16 @@ const std::vector<PassInfo> &passRegistry() {
                 "prepacked convolutions absorb their batch norm and "
                 "activation (conv2d_bn; run by the torch runtime for "
                 "inference graphs)"),
+      graphPass(
+          "half-products-in-f32",
+          [](Graph &graph) {
+            return computeHalfProductsInFloat32(graph,
+                                                {DType::BF16, DType::F16});
+          },
+          false,
+          "bf16/f16 GEMMs and convolutions computed in f32 from exact "
+          "upcasts, rounded once (run by the torch runtime where ATen has "
+          "no fast 16-bit kernels for the host)"),
       loweringPass("realize", printRealized, "the values that live in buffers"),
       loweringPass("layout", printLayouts,
                    "each buffer's loop order and strides"),

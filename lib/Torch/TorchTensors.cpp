@@ -12,6 +12,7 @@
 
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -106,6 +107,22 @@ AutocastState autocastState() {
   state.cudaType = fromScalarType(at::autocast::get_autocast_dtype(at::kCUDA))
                        .value_or(DType::F32);
   return state;
+}
+
+std::set<DType> slowHalfProductTypes() {
+  static const std::set<DType> slow = [] {
+    auto supported = [](const char *name) {
+      auto op = c10::Dispatcher::singleton().findSchema({name, ""});
+      return op && op->typed<bool()>().call();
+    };
+    std::set<DType> types;
+    if (!supported("mkldnn::_is_mkldnn_bf16_supported"))
+      types.insert(DType::BF16);
+    if (!supported("mkldnn::_is_mkldnn_fp16_supported"))
+      types.insert(DType::F16);
+    return types;
+  }();
+  return slow;
 }
 
 AutocastSuspended::AutocastSuspended(const AutocastState &state)

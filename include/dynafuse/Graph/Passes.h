@@ -31,7 +31,12 @@ using CompositeFilter = std::function<bool(const Node &)>;
 /// filter, only the composites it accepts (and those their decompositions
 /// make).
 bool decomposeComposites(Graph &graph, const CompositeFilter &which = nullptr);
-
+/// GEMMs and convolutions of bf16 or f16 (the dtypes in slowTypes) on the
+/// CPU computed in f32 from exact upcasts of their operands, the result
+/// rounded once to its type (HalfProducts.cpp): what the torch runtime
+/// runs where the host has no fast 16-bit product kernels.
+bool computeHalfProductsInFloat32(Graph &graph,
+                                  const std::set<DType> &slowTypes);
 
 } // namespace dynafuse
 

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -285,6 +286,11 @@ struct AutocastState {
   }
 };
 AutocastState autocastState();
+/// The 16-bit float types whose CPU GEMMs and convolutions ATen runs
+/// without a fast kernel on this host (oneDNN's bf16 needs AVX-512, its
+/// f16 AVX512-FP16 or AMX): computeHalfProductsInFloat32 computes them in
+/// f32 instead.
+std::set<DType> slowHalfProductTypes();
 /// While alive, autocast is off on this thread (a compiled graph carries
 /// autocast's casts itself: its ATen calls must not cast again). Does
 /// nothing when autocast was off.

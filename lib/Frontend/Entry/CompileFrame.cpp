@@ -3,6 +3,7 @@
 
 #include "Dumps.h"
 #include "dynafuse/Graph/Autodiff.h"
+#include "dynafuse/Graph/Passes.h"
 #include "dynafuse/Graph/SymbolicZeros.h"
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Logging.h"
@@ -264,6 +265,9 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   }
   std::string folder =
       dumpFolder(entry.captured, options.config->options.dumpDir);
+  // CPU 16-bit GEMMs without a fast kernel here run in f32 (forward and,
+  // from it, backward).
+  computeHalfProductsInFloat32(*entry.captured.graph, slowHalfProductTypes());
   std::optional<TrainingGraphs> training;
   if (entry.captured.training()) {
     training = differentiateCaptured(entry.captured);
