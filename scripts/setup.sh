@@ -3,12 +3,10 @@
 # Debian packages (LLVM 16, MLIR 16, lit/FileCheck, GoogleTest and LLVM's static link
 # dependencies), a virtual environment (.venv, or $DYNAFUSE_VENV) with torch
 # 2.14.1, torchvision 0.29.1, pytest, lit, expecttest (which PyTorch's OpInfo
-# test samples import), matplotlib (benchmark charts), transformers 5.24 and
-# timm 1.0.31 (library-code tests build their models from small configs, no
-# weights),
-# then Dynafuse
-# itself through
-# `pip install -e .` (scikit-build-core driving CMake and Ninja into build/).
+# test samples import), matplotlib (benchmark charts), transformers 5.24,
+# timm 1.0.31 and diffusers 0.42.1 (library-code tests build their models from
+# small configs, no weights), then Dynafuse itself through `pip install -e .`
+# (scikit-build-core driving CMake and Ninja into build/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${DYNAFUSE_VENV:-$root/.venv}
@@ -34,6 +32,7 @@ if ! "$venv/bin/python" - <<'PY' 2>/dev/null; then
 import importlib.metadata as m
 assert m.version("torch").startswith("2.14.1") and m.version("torchvision").startswith("0.29.1")
 assert m.version("transformers") == "5.24.0" and m.version("timm") == "1.0.31"
+assert m.version("diffusers") == "0.42.1"
 for name in ("pytest", "lit", "scikit-build-core", "cmake", "ninja", "expecttest",
              "matplotlib"):
     m.version(name)
@@ -41,7 +40,7 @@ PY
   echo "setup: installing Python packages into $venv"
   "$venv/bin/pip" install -q torch==2.14.1 torchvision==0.29.1 pytest lit \
     scikit-build-core cmake ninja expecttest matplotlib transformers==5.24.0 \
-    timm==1.0.31
+    timm==1.0.31 diffusers==0.42.1
 fi
 
 export PATH="$venv/bin:$PATH"

@@ -89,6 +89,9 @@ PyObject *TorchCall::invoke(const std::vector<PyObject *> &tensors) const {
     PyRef value = PyRef::steal(buildArg(arg, tensors));
     PyDict_SetItemString(named.get(), name.c_str(), value.get());
   }
+  std::optional<AutocastApplied> underAutocast;
+  if (autocast)
+    underAutocast.emplace(*autocast);
   return PyObject_Call(callable.get(), positional.get(), named.get());
 }
 

@@ -133,6 +133,22 @@ AutocastSuspended::AutocastSuspended(const AutocastState &state)
     at::autocast::set_autocast_enabled(at::kCUDA, false);
 }
 
+namespace {
+void setAutocast(const AutocastState &state) {
+  at::autocast::set_autocast_enabled(at::kCPU, state.cpu);
+  at::autocast::set_autocast_dtype(at::kCPU, toScalarType(state.cpuType));
+  at::autocast::set_autocast_enabled(at::kCUDA, state.cuda);
+  at::autocast::set_autocast_dtype(at::kCUDA, toScalarType(state.cudaType));
+}
+} // namespace
+
+AutocastApplied::AutocastApplied(const AutocastState &wanted)
+    : before(autocastState()) {
+  setAutocast(wanted);
+}
+
+AutocastApplied::~AutocastApplied() { setAutocast(before); }
+
 AutocastSuspended::~AutocastSuspended() {
   if (suspended.cpu)
     at::autocast::set_autocast_enabled(at::kCPU, true);
@@ -166,6 +182,20 @@ PyObject *newMetaTensor(const TensorType &type) {
   return THPVariable_Wrap(strides.empty()
                               ? at::empty(sizes, options)
                               : at::empty_strided(sizes, strides, options));
+}
+
+PyObject *newZeroTensor(const TensorType &type) {
+  std::vector<int64_t> sizes, strides;
+  for (const SymExpr &size : type.sizes)
+    sizes.push_back(size.constant());
+  for (const SymExpr &stride : type.strides)
+    strides.push_back(stride.constant());
+  auto options =
+      at::TensorOptions().dtype(toScalarType(type.dtype)).device(at::kCPU);
+  at::Tensor zeros = strides.empty()
+                         ? at::empty(sizes, options)
+                         : at::empty_strided(sizes, strides, options);
+  return THPVariable_Wrap(zeros.zero_());
 }
 
 PyObject *viewOfTensor(PyObject *base, const std::vector<int64_t> &sizes,

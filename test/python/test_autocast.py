@@ -210,3 +210,24 @@ def test_autocast_on_float16():
     with torch.autocast("cpu", dtype=torch.float16):
         assert_same(compiled(x, w), F.linear(x, w.t()))
     assert_compiled()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_transformer_encoder_with_padding_mask_under_autocast(training):
+    """nn.TransformerEncoder under autocast, one graph: in eval its layers'
+    native fast path (an extern whose ATen kernel autocast casts inside)
+    runs under the caller's autocast state, as eager's does; in training
+    its linear layers are cast."""
+    torch.manual_seed(5)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    encoder.train(training)
+    x = rand(3, 10, 32)
+    mask = torch.zeros(3, 10, dtype=torch.bool)
+    mask[1, 7:] = True
+    compiled = dynafuse.compile(encoder)
+    with torch.set_grad_enabled(training), torch.autocast("cpu", dtype=torch.bfloat16):
+        actual = compiled(x, src_key_padding_mask=mask)
+        expected = encoder(x, src_key_padding_mask=mask)
+    assert_same(actual, expected, rtol=3e-2, atol=3e-2)
+    assert_compiled()

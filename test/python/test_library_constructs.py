@@ -4,6 +4,7 @@ containers, methods of constant strings, list and dict copies and updates of
 containers the frame made, dropout outside training, API-usage logging.
 Each runs with fullgraph=True (so the compiled path ran) against eager."""
 import collections.abc
+import inspect
 
 import pytest
 import torch
@@ -1018,3 +1019,47 @@ def test_super_getitem_of_an_ordered_dict_subclass_read_from_a_module(name):
     actual = dynafuse.compile(scaled_by_registry, fullgraph=True)(x, name)
     assert_outputs_close(actual, scaled_by_registry(x, name))
     assert_compiled()
+
+
+class ScaledProcessor:
+    """A callable object, as diffusers' attention processors are: its
+    class's __call__, whose parameters the caller inspects."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self, owner, hidden, encoder_hidden_states=None, temperature=1.0):
+        return (hidden * self.scale / temperature).softmax(-1)
+
+
+class InspectingBlock(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.processor = ScaledProcessor(scale)
+
+    def forward(self, x, **kwargs):
+        accepted = set(inspect.signature(self.processor.__call__).parameters.keys())
+        names = list(inspect.signature(self.processor).parameters)
+        unused = [key for key, _ in kwargs.items() if key not in accepted]
+        kept = {key: value for key, value in kwargs.items() if key in accepted}
+        return self.processor(self, x, **kept), unused, names
+
+
+@pytest.mark.parametrize("x", INPUTS[:3])
+def test_callable_objects_and_their_inspected_signatures(x):
+    """inspect.signature of a method whose function is guarded is evaluated
+    at capture, and its parameters read as data; calling an instance calls
+    its class's __call__ (issue 41: diffusers' processors)."""
+    block = InspectingBlock(2.0)
+    compiled = dynafuse.compile(block, fullgraph=True)
+    for kwargs in ({"temperature": 3.0}, {"temperature": 0.5, "scale": 1.0}):
+        assert_outputs_close(compiled(x, **kwargs), block(x, **kwargs))
+    assert dynafuse.stats()["graph_breaks"] == 0
+    # Another processor class: the guard on its __call__ recompiles.
+    class Doubled(ScaledProcessor):
+        def __call__(self, owner, hidden, temperature=1.0):
+            return hidden * 2 * self.scale
+
+    block.processor = Doubled(1.5)
+    assert_outputs_close(compiled(x, temperature=2.0), block(x, temperature=2.0))
+    assert dynafuse.stats()["graph_breaks"] == 0

@@ -223,6 +223,8 @@ void runExternOp(Op op, const std::map<std::string, Attribute> &attributes,
 /// A tensor on the meta device with type's (static) sizes and strides, for
 /// finding what a torch callable returns without running it.
 PyObject *newMetaTensor(const TensorType &type);
+/// A CPU tensor of zeros with type's (static) sizes and strides.
+PyObject *newZeroTensor(const TensorType &type);
 /// A tensor viewing arg's memory without owning it (valid while the buffer
 /// lives).
 PyObject *wrapTensorView(const TensorArg &arg, const std::string &device);
@@ -304,6 +306,18 @@ public:
 private:
   AutocastState suspended;
 };
+/// While alive, the thread's autocast state is `wanted` (capture's probe of
+/// what an extern computes under it); the state before comes back after.
+class AutocastApplied {
+public:
+  explicit AutocastApplied(const AutocastState &wanted);
+  ~AutocastApplied();
+  AutocastApplied(const AutocastApplied &) = delete;
+  AutocastApplied &operator=(const AutocastApplied &) = delete;
+
+private:
+  AutocastState before;
+};
 bool defaultDtypeIsFloat32();
 /// A TorchFunctionMode (torch.set_default_device installs one) or a
 /// TorchDispatchMode is active: compiled code would bypass it, so capture
@@ -343,6 +357,9 @@ struct TorchCall {
   /// Per slot of the flattened result (see flattenResult): the graph
   /// result it holds, or -1 for None.
   std::vector<int> resultOfSlot;
+  /// Set when autocast casts inside the callable's ATen kernel (capture
+  /// probed it): every call runs under this state, as eager's did.
+  std::optional<AutocastState> autocast;
 
   /// "(%0, %1, 768, need_weights=False)".
   std::string signature() const;

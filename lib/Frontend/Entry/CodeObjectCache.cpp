@@ -72,6 +72,9 @@ CodeCache *cacheOf(PyCodeObject *code, const CompilerConfig &config) {
   auto *cache = new CodeCache();
   cache->skippedFile = isSkippedFile(code, config);
   cache->skip = cache->skippedFile;
+  cache->importMachinery = std::string(PyUnicode_AsUTF8(code->co_filename))
+                               .rfind("<frozen importlib", 0) == 0;
+  cache->unhooked = cache->importMachinery;
   if (_PyCode_SetExtra(reinterpret_cast<PyObject *>(code), extraIndex, cache) <
       0) {
     PyErr_Clear();
@@ -86,7 +89,7 @@ void resetCodeCaches() {
   for (CodeCache *cache : allCaches()) {
     cache->entries.clear();
     cache->skip = cache->skippedFile;
-    cache->unhooked = false;
+    cache->unhooked = cache->importMachinery;
     cache->eagerRunsWithoutCompiled = 0;
     cache->compiles = 0;
     cache->shapes = ShapeHistory();

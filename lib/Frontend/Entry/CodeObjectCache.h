@@ -76,6 +76,11 @@ struct CodeCache {
   /// frame under them: it runs with the frame hook off, its callees too,
   /// at the interpreter's full speed (a fallback costs what eager costs).
   bool unhooked = false;
+  /// The import machinery (importlib's frozen code): an import runs
+  /// unhooked from its first run, with the module bodies it executes and
+  /// what they call (a lazy import inside a compiled frame must not be
+  /// captured frame by frame).
+  bool importMachinery = false;
   int eagerRunsWithoutCompiled = 0;
   int compiles = 0;
   /// Per source (as described), how often an entry was dropped because the

@@ -110,6 +110,81 @@ VarPtr AutocastCasts::castArgument(const VarPtr &value, DType target,
                      {{"dtype", target}});
 }
 
+namespace {
+void collectTensors(PyObject *value, std::vector<PyObject *> &tensors) {
+  if (isAnyTensor(value)) {
+    tensors.push_back(value);
+  } else if (PyTuple_Check(value) || PyList_Check(value)) {
+    PyRef items = PyRef::steal(PySequence_Fast(value, "result"));
+    for (Py_ssize_t i = 0; items && i < PySequence_Fast_GET_SIZE(items.get());
+         ++i)
+      collectTensors(PySequence_Fast_GET_ITEM(items.get(), i), tensors);
+  }
+}
+} // namespace
+
+std::vector<DType>
+AutocastCasts::checkExtern(TorchCall &call,
+                           const std::vector<TensorType> &operandTypes,
+                           const std::vector<PyObject *> &metaResults) {
+  if (!state.cpu ||
+      opTable().autocastPolicy(call.callable.get()) != AutocastPolicy::None)
+    return {};
+  bool eligible = false;
+  for (const TensorType &type : operandTypes) {
+    if (type.device != "cpu")
+      return {};
+    eligible |= isFloating(type.dtype) && type.dtype != DType::F64;
+  }
+  if (!eligible)
+    return {};
+  std::vector<PyRef> zeros;
+  std::vector<PyObject *> zeroArgs;
+  for (const TensorType &type : operandTypes) {
+    zeros.push_back(PyRef::steal(newZeroTensor(type)));
+    if (!zeros.back()) {
+      PyErr_Clear();
+      tracer.unsupported("call to " + call.target +
+                         " under autocast (its "
+                         "probe's operands could not be made)");
+    }
+    zeroArgs.push_back(zeros.back().get());
+  }
+  PyRef probed;
+  {
+    AutocastApplied on(state);
+    probed = PyRef::steal(call.invoke(zeroArgs));
+  }
+  if (!probed) {
+    std::string error = takePythonError();
+    tracer.unsupported("call to " + call.target +
+                       " under autocast (running "
+                       "it on zeros to see what autocast does inside raised: " +
+                       error + ")");
+  }
+  std::vector<PyObject *> tensors;
+  collectTensors(probed.get(), tensors);
+  if (tensors.size() != metaResults.size())
+    tracer.unsupported("call to " + call.target +
+                       " under autocast gives "
+                       "other results than on meta tensors");
+  std::vector<DType> types;
+  bool same = true;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::optional<DType> dtype = describeTensor(tensors[i]).dtype;
+    if (!dtype)
+      tracer.unsupported("call to " + call.target +
+                         " under autocast gives "
+                         "a tensor of an unsupported dtype");
+    types.push_back(*dtype);
+    same = same && dtype == describeTensor(metaResults[i]).dtype;
+  }
+  if (same)
+    return {};
+  call.autocast = state;
+  return types;
+}
+
 VarPtr AutocastCasts::castCall(const VarPtr &callee,
                                const std::vector<VarPtr> &args,
                                const Keywords &keywords) {

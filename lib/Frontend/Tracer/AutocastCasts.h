@@ -59,6 +59,18 @@ public:
   /// objects.
   VarPtr exitFromSource(PyObject *object, int source);
 
+  /// A call_torch extern not in the policy runs with autocast suspended:
+  /// that is eager's result only when autocast changes nothing inside its
+  /// ATen kernel (a kernel without an autocast entry of its own calls ops
+  /// autocast casts: _transformer_encoder_layer_fwd's linear layers).
+  /// While autocast is on, the call runs once on zeros of its operands'
+  /// types under it: when its results' dtypes differ from `metaResults`,
+  /// the call keeps autocast's state to run under (call.autocast) and
+  /// returns the dtypes it gives; else nothing.
+  std::vector<DType> checkExtern(TorchCall &call,
+                                 const std::vector<TensorType> &operandTypes,
+                                 const std::vector<PyObject *> &metaResults);
+
 private:
   BytecodeTracer &tracer;
   /// The contexts context() made: a Var's setsAutocast indexes it.

@@ -226,6 +226,9 @@ VarPtr BytecodeTracer::containerBuiltin(
          is("all") || is("any") || is("sum"))) ||
        args[0]->kind == Var::Kind::Iterator ||
        args[0]->kind == Var::Kind::Dict ||
+       (args[0]->kind == Var::Kind::Object &&
+        args[0]->method == "derived") || // data read at capture
+
        (args[0]->kind == Var::Kind::Tensor &&
         (is("tuple") || is("list") || is("enumerate") || is("zip"))) ||
        (args[0]->kind == Var::Kind::Constant &&

@@ -337,6 +337,21 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return made;
     if (isModule(object))
       return inliner.inlineModule(callee, args, keywords);
+    PyRef typeModule = PyRef::steal(PyObject_GetAttrString(
+        reinterpret_cast<PyObject *>(Py_TYPE(object)), "__module__"));
+    PyErr_Clear();
+    bool torchType =
+        typeModule && PyUnicode_Check(typeModule.get()) &&
+        std::string(PyUnicode_AsUTF8(typeModule.get())).rfind("torch", 0) == 0;
+    if (!PyType_Check(object) && callee->method.empty() && !torchType) {
+      // An instance of a class with a Python __call__ (an attention
+      // processor, an activation object): that method, bound to it. Not
+      // torch's own callables (operator overloads), which calls bind as
+      // ops or externs.
+      PyRef name = PyRef::steal(PyUnicode_InternFromString("__call__"));
+      if (VarPtr method = boundMethod(callee, name.get()))
+        return callAny(method, args, keywords);
+    }
   }
   return callTorch(callee, args, keywords);
 }

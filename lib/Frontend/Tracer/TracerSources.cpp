@@ -337,16 +337,55 @@ VarPtr BytecodeTracer::environmentVariable(const VarPtr &name,
 
 VarPtr BytecodeTracer::importModule(PyObject *name, const VarPtr &level,
                                     const VarPtr &fromList) {
-  if (level->kind != Var::Kind::Constant || fromList->kind != Var::Kind::Constant ||
-      !PyLong_CheckExact(level->object.get()) ||
-      PyLong_AsLong(level->object.get()) != 0)
-    unsupported("a relative import");
+  if (level->kind != Var::Kind::Constant ||
+      fromList->kind != Var::Kind::Constant ||
+      !PyLong_CheckExact(level->object.get()))
+    unsupported("an import whose level is not known at capture");
+  long depth = PyLong_AsLong(level->object.get());
+  PyRef absolute = PyRef::borrow(name);
+  if (depth > 0) {
+    // Relative to the code's package, resolved as importlib resolves it.
+    static PyObject *resolveSlot = nullptr, *packageSlot = nullptr;
+    PyObject *resolve =
+        lookupOnce(resolveSlot, "importlib._bootstrap", "_resolve_name");
+    PyObject *packageOf =
+        lookupOnce(packageSlot, "importlib._bootstrap", "_calc___package__");
+    PyRef package =
+        PyRef::steal(resolve && packageOf && current.globals
+                         ? PyObject_CallOneArg(packageOf, current.globals)
+                         : nullptr);
+    absolute = PyRef::steal(
+        package && PyUnicode_Check(package.get())
+            ? PyObject_CallFunction(resolve, "OOl", name, package.get(), depth)
+            : nullptr);
+    if (!absolute || !PyUnicode_Check(absolute.get())) {
+      PyErr_Clear();
+      unsupported("a relative import that does not resolve to a module name");
+    }
+    name = absolute.get();
+  }
   PyObject *modules = PyImport_GetModuleDict();
   PyObject *module = PyDict_GetItemWithError(modules, name);
-  if (!module) {
+  bool fromSubmodules = fromList->object.get() != Py_None &&
+                        PyTuple_Check(fromList->object.get()) &&
+                        PyTuple_GET_SIZE(fromList->object.get()) > 0;
+  if (!module || fromSubmodules) {
+    // The import the frame's run makes, made now (capture runs with the
+    // hook off, and the import machinery runs unhooked anyway): the module
+    // body runs once, as eagerly, and `from m import sub` imports the
+    // submodules it names. Eager would raise what it raises.
     PyErr_Clear();
-    unsupported(std::string("import of ") + PyUnicode_AsUTF8(name) +
-                " (not imported yet)");
+    PyRef imported = PyRef::steal(PyImport_ImportModuleLevelObject(
+        name, current.globals, nullptr, fromList->object.get(), 0));
+    if (!imported)
+      unsupported(std::string("import of ") + PyUnicode_AsUTF8(name) +
+                  " raised " + takePythonError());
+    module = PyDict_GetItemWithError(modules, name);
+    if (!module) {
+      PyErr_Clear();
+      unsupported(std::string("import of ") + PyUnicode_AsUTF8(name) +
+                  " left no module in sys.modules");
+    }
   }
   // `import a.b` binds the top package, `from a.b import c` the module.
   PyObject *bound = module;

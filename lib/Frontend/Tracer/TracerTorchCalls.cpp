@@ -363,6 +363,11 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
   if (tensors.empty())
     unsupported("call to " + what +
                 " (not in the op table; returns no tensor)");
+  std::vector<TensorType> atHintTypes;
+  for (const Operand &operand : operands)
+    atHintTypes.push_back(concreteType(operand.value->type, atHints));
+  std::vector<DType> autocastTypes =
+      autocastCasts.checkExtern(call, atHintTypes, tensors);
   if (!symbols.empty() && movedTensors.size() != tensors.size())
     unsupported("call to " + what + " returns other tensors for other sizes");
   std::string types;
@@ -374,7 +379,7 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
       unsupported("call to " + what + " returns a tensor of dtype " +
                   meta.dtypeName);
     TensorType type;
-    type.dtype = *meta.dtype;
+    type.dtype = autocastTypes.empty() ? *meta.dtype : autocastTypes[t];
     type.device = operands[0].value->type.device;
     std::vector<int64_t> movedSizes;
     if (!symbols.empty())

@@ -113,12 +113,7 @@ VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
       tracer.unsupported("attribute '" + attribute +
                          "' of a derived value raised");
     }
-    if (isConstantObject(value.get()))
-      return tracer.constant(value.get());
-    VarPtr derived = makeVar(Var::Kind::Object);
-    derived->object = value;
-    derived->method = "derived";
-    return derived;
+    return derivedVar(value.get());
   }
   PyObject *object = base->object.get();
   if (VarPtr stored = tracer.storedAttribute(object, attribute))
@@ -240,7 +235,56 @@ VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
                                           Source::Kind::Attr, parent, name));
 }
 
+VarPtr ObjectValues::derivedVar(PyObject *value) {
+  if (isConstantObject(value))
+    return tracer.constant(value);
+  VarPtr derived = makeVar(Var::Kind::Object);
+  derived->object = PyRef::borrow(value);
+  derived->method = "derived";
+  return derived;
+}
+
+std::vector<VarPtr> ObjectValues::items(const VarPtr &value) {
+  if (value->method != "derived")
+    return ValueHandler::items(value);
+  PyRef list = PyRef::steal(PySequence_List(value->object.get()));
+  if (!list) {
+    PyErr_Clear();
+    tracer.unsupported("iterating over a derived value raised");
+  }
+  std::vector<VarPtr> result;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i)
+    result.push_back(derivedVar(PyList_GET_ITEM(list.get(), i)));
+  return result;
+}
+
+VarPtr ObjectValues::callDerived(const VarPtr &value,
+                                 const std::vector<VarPtr> &args,
+                                 const Keywords &keywords) {
+  // Only builtin methods: their self is the derived data they were read
+  // from, and reading it changes nothing (keys, items, values, get, copy).
+  if (value->method != "derived" || !PyCFunction_Check(value->object.get()))
+    return nullptr;
+  PyRef positional, named;
+  if (!constantCallArguments(args, keywords, positional, named))
+    tracer.unsupported("a method of a derived value called with values not "
+                       "known at capture");
+  PyRef result =
+      PyRef::steal(PyObject_Call(value->object.get(), positional.get(),
+                                 keywords.empty() ? nullptr : named.get()));
+  if (!result) {
+    PyErr_Clear();
+    tracer.unsupported("a method of a derived value raised");
+  }
+  return derivedVar(result.get());
+}
+
 VarPtr ObjectValues::iterate(const VarPtr &value) {
+  if (value->method == "derived") {
+    VarPtr iterator = makeVar(Var::Kind::Iterator);
+    iterator->items = items(value);
+    return iterator;
+  }
   if (!isModule(value->object.get()))
     refuse("iteration over");
   return tracer.iterateModules(value, makeVar(Var::Kind::Iterator));
@@ -346,6 +390,8 @@ VarPtr ObjectValues::isInstance(const VarPtr &value, PyObject *classes) {
 VarPtr ObjectValues::call(const VarPtr &value, const std::vector<VarPtr> &args,
                           const Keywords &keywords) {
   if (VarPtr result = applyWithoutGradient(value, args, keywords))
+    return result;
+  if (VarPtr result = callDerived(value, args, keywords))
     return result;
   if (value->method == "dict.get of a source" ||
       (value->method == "dict.__getitem__ of a source" && args.size() == 1))

@@ -78,8 +78,16 @@ public:
   /// dynafuse.functional.FunctionContext as ctx.
   VarPtr call(const VarPtr &value, const std::vector<VarPtr> &args,
               const Keywords &keywords) override;
+  /// The items of derived data (a signature's parameters, their keys).
+  std::vector<VarPtr> items(const VarPtr &value) override;
 
 private:
+  /// A derived value as a var: a constant, or derived data itself.
+  VarPtr derivedVar(PyObject *value);
+  /// A builtin method of derived data (sig.parameters.keys()) called with
+  /// constants: called now, its result derived data too.
+  VarPtr callDerived(const VarPtr &value, const std::vector<VarPtr> &args,
+                     const Keywords &keywords);
   VarPtr applyWithoutGradient(const VarPtr &value,
                               const std::vector<VarPtr> &args,
                               const Keywords &keywords);
