@@ -100,6 +100,17 @@ def compiled_function(fn, settings):
     return compiled
 
 
+def _compiled_part(module):
+    """The module whose forward compiling `module` captures: under
+    DistributedDataParallel wrappers, the module they wrap (DDP's own forward
+    runs eagerly, as under TorchDynamo: its gradient hooks and reducer stay
+    eager's, and the wrapped module's forward is the compile target)."""
+    from torch.nn.parallel import DistributedDataParallel
+    while isinstance(module, DistributedDataParallel):
+        module = module.module
+    return module
+
+
 class CompiledModule(torch.nn.Module):
     """Wraps a module; calling it runs the module under the frame hook.
     Attribute reads, state_dict(), load_state_dict() and the names of
@@ -114,7 +125,7 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         settings = self._dynafuse_settings
-        target = getattr(type(self._orig_mod).forward, "__code__", None)
+        target = getattr(type(_compiled_part(self._orig_mod)).forward, "__code__", None)
         first_tensor = self._first_tensor if settings.backend == "auto" else None
         return _C.call(self._orig_mod, args, kwargs or None, settings.backend,
                        settings.fullgraph, target, first_tensor, settings.dynamic,
