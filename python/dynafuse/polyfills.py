@@ -99,4 +99,41 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     return torch.where(index < steps // 2, from_start, from_end)
 
 
-POLYFILLS = {F.pad: pad, itertools.repeat: repeat, torch.linspace: linspace}
+def broadcast_tensors(*tensors):
+    """torch.broadcast_tensors (F.mse_loss and the other losses call it):
+    each tensor expanded to the shapes' broadcast, so it differentiates as
+    expand does. Shapes that do not broadcast raise eager's error."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise NotImplementedError("torch.broadcast_tensors of non-tensors")
+    rank = 0
+    for t in tensors:
+        rank = t.dim() if t.dim() > rank else rank
+    shape = [1] * rank
+    for t in tensors:
+        for i in range(t.dim()):
+            j = rank - t.dim() + i
+            size = t.shape[i]
+            if size != 1:
+                if shape[j] != 1 and shape[j] != size:
+                    raise NotImplementedError("torch.broadcast_tensors of shapes "
+                                              "that do not broadcast")
+                shape[j] = size
+    return tuple(t.expand(shape) for t in tensors)
+
+
+def mse_loss(input, target, reduction=1):
+    """torch._C._nn.mse_loss (F.mse_loss's kernel, after it broadcast its
+    operands): the squared difference, reduced by ATen's enum (0 none,
+    1 mean, 2 sum); differentiable as its pieces are."""
+    if not isinstance(reduction, int) or reduction not in (0, 1, 2):
+        raise NotImplementedError("mse_loss: a reduction eager checks")
+    squared = (input - target).square()
+    if reduction == 0:
+        return squared
+    return squared.mean() if reduction == 1 else squared.sum()
+
+
+POLYFILLS = {F.pad: pad, itertools.repeat: repeat, torch.linspace: linspace,
+             torch.broadcast_tensors: broadcast_tensors, torch._C._nn.mse_loss: mse_loss}

@@ -617,3 +617,18 @@ def test_type_as_casts_in_the_graph(source, target):
     assert_close(actual, f(x, y))
     assert_compiled()
     assert dynafuse.compiled_graphs()[0]["extern_calls"] == 0
+
+
+@pytest.mark.parametrize("shapes", [[(3, 1), (1, 4)], [(2, 3, 4), (4,), (3, 1)], [(5,)], [(0, 2), (1, 2)]])
+def test_broadcast_tensors_are_expands(shapes):
+    """torch.broadcast_tensors (dynafuse.polyfills): each tensor expanded to
+    the broadcast shape, values and shapes as eager's, one graph."""
+    tensors = [torch.randn(shape) for shape in shapes]
+
+    def f(*ts):
+        return [t * 2 for t in torch.broadcast_tensors(*ts)]
+
+    actual = dynafuse.compile(f, fullgraph=True)(*tensors)
+    for got, want in zip(actual, f(*tensors)):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want)

@@ -3,13 +3,15 @@ grad mode, compiles into a forward and a backward graph; the forward's
 outputs get a DynafuseBackward node, and its gradients match eager's.
 Every test proves the compiled backward ran (the grad_fn's name, and the
 training flag of compiled_graphs())."""
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 import dynafuse
-from conftest import assert_close
+from conftest import assert_close, assert_compiled
 
 F32 = dict(rtol=1e-4, atol=1e-5)
 
@@ -651,3 +653,28 @@ def test_transformer_encoder_training_is_one_graph(dropout):
         assert_close(out, expected)
         for got, param in zip(grads, encoder.parameters()):
             assert_close(got, param.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("target_shape", [(6, 4)])
+def test_mse_loss_trains_as_one_graph(reduction, target_shape):
+    """F.mse_loss in a training step (its torch.broadcast_tensors and its
+    kernel as graph ops): one graph, gradients equal to eager's. (A target
+    of another shape makes eager warn: warnings.warn is a break.)"""
+    import warnings
+    torch.manual_seed(7)
+    layer = nn.Linear(8, 4)
+    reference = copy.deepcopy(layer)
+    x, target = torch.randn(6, 8), torch.randn(target_shape)
+
+    def loss_of(model, x, target):
+        loss = F.mse_loss(model(x), target, reduction=reduction)
+        return loss if reduction != "none" else loss.sum()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager warns about broadcasting
+        dynafuse.compile(loss_of)(layer, x, target).backward()
+        loss_of(reference, x, target).backward()
+    for got, want in zip(layer.parameters(), reference.parameters()):
+        torch.testing.assert_close(got.grad, want.grad, rtol=1e-5, atol=1e-6)
+    assert_compiled()
