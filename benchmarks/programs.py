@@ -15,18 +15,24 @@ against eager's at bf16 or f32 tolerance; a mismatch is printed.
         [--only autocast_mlp ...] [--markdown FILE]
 """
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 
-import torch
-import torch._dynamo
-import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
+# Cold compiles: both compilers get fresh, empty on-disk caches.
+os.environ["DYNAFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dynafuse-cold-")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cold-")
 
-import dynafuse
-from measure import MarkdownTable, spread
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+import dynafuse  # noqa: E402
+from measure import MarkdownTable, spread  # noqa: E402
 
 
 class ConvNet(torch.nn.Module):

@@ -223,12 +223,15 @@ void realizeTransposedCopies(const Graph &graph,
 /// narrower float), so inline, `x.half()` would hand its reader x's f32
 /// value unrounded; a buffer of the narrow type rounds it on the store, as
 /// eager's cast does (`torch.fmod(x.half(), 1e-3)` differed everywhere).
+/// A cast reading it rounds it itself (castRule), so a value only casts
+/// read (autocast's bf16 weight cast up again for an f32 product) stays
+/// inline: one kernel rounds it.
 void realizeNarrowingFloatCasts(const Graph &graph,
                                 std::set<const Value *> &realized) {
   std::set<const Value *> read;
   for (const auto &node : graph.nodes)
     for (const Operand &operand : node->operands)
-      if (operand.isValue())
+      if (operand.isValue() && node->op != Op::Cast)
         read.insert(operand.value);
   for (const auto &node : graph.nodes)
     if (narrowsToHalfPrecision(node->results[0]) &&

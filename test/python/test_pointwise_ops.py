@@ -632,3 +632,26 @@ def test_broadcast_tensors_are_expands(shapes):
     for got, want in zip(actual, f(*tensors)):
         assert got.shape == want.shape
         torch.testing.assert_close(got, want)
+
+
+def test_bf16_rounding_is_eagers_bit_for_bit():
+    """Kernels store, load and round bf16 with inline integer IR (it
+    vectorizes): round to nearest even at the high 16 bits, ties included,
+    infinities, signed zeros, subnormals, the largest finite values and
+    NaN as eager's conversion gives them."""
+    bits = torch.randint(-2**31, 2**31 - 1, (4096,), dtype=torch.int64).to(torch.int32)
+    ties = (torch.arange(64, dtype=torch.int32) << 16) | 0x8000  # exactly halfway
+    x = torch.cat([bits.view(torch.float32), ties.view(torch.float32),
+                   torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"),
+                                 3.3895e38, -3.3895e38, 1e-40, -1e-45, 1.0 + 2**-8])])
+
+    def f(v):
+        stored = (v * 1.0).bfloat16()
+        return stored, stored.float() * 2, (v + 0.0).bfloat16().float()
+
+    actual = dynafuse.compile(f, fullgraph=True)(x)
+    for got, want in zip(actual, f(x)):
+        assert got.dtype == want.dtype
+        same = (got.float().view(torch.int32) == want.float().view(torch.int32)) | (
+            got.float().isnan() & want.float().isnan())
+        assert same.all(), x[~same][:8]

@@ -80,6 +80,13 @@ llvm::CallInst *callRuntimeFunction(llvm::IRBuilder<> &builder,
 llvm::Type *scalarType(llvm::LLVMContext &context, DType type);
 /// A const instruction's value.
 llvm::Value *emitConstant(llvm::IRBuilder<> &builder, const Instr &instr);
+/// bf16 as the runtime's helpers convert it (dynafuse_bf16_to_f32 and
+/// dynafuse_f32_to_bf16: round to nearest even, NaN kept quiet), as inline
+/// integer IR that vectorizes: the bits widened, the f32 rounded to bf16's
+/// bits (i16), and the f32 rounded to a bf16 value (f32).
+llvm::Value *emitBF16ToF32(llvm::IRBuilder<> &builder, llvm::Value *bits);
+llvm::Value *emitF32ToBF16(llvm::IRBuilder<> &builder, llvm::Value *value);
+llvm::Value *emitRoundToBF16(llvm::IRBuilder<> &builder, llvm::Value *value);
 /// Any instruction but const, load and store. `operandType` is the type of
 /// the first operand (the condition's for select is bool; use the second).
 llvm::Value *emitScalarOp(llvm::IRBuilder<> &builder, const Instr &instr,

@@ -227,7 +227,7 @@ Value *KernelEmitter::emitLoad(const Instr &instr, Value *mask) {
     case DType::F16:
       return callRuntimeFunction(builder, "dynafuse_f16_to_f32", {raw});
     case DType::BF16:
-      return callRuntimeFunction(builder, "dynafuse_bf16_to_f32", {raw});
+      return emitBF16ToF32(builder, raw);
     default:
       return raw;
     }
@@ -244,7 +244,7 @@ void KernelEmitter::emitStore(const Instr &instr, Value *value) {
     value = callRuntimeFunction(builder, "dynafuse_f32_to_f16", {value});
     break;
   case DType::BF16:
-    value = callRuntimeFunction(builder, "dynafuse_f32_to_bf16", {value});
+    value = emitF32ToBF16(builder, value);
     break;
   default:
     break;

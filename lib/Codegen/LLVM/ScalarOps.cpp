@@ -94,14 +94,25 @@ Value *emitFloatUnary(IRBuilder<> &builder, ScalarOp op, DType type, Value *x) {
         builder, "dynafuse_f16_to_f32",
         {callRuntimeFunction(builder, "dynafuse_f32_to_f16", {x})});
   case ScalarOp::RoundBF16:
-    return callRuntimeFunction(
-        builder, "dynafuse_bf16_to_f32",
-        {callRuntimeFunction(builder, "dynafuse_f32_to_bf16", {x})});
+    return emitRoundToBF16(builder, x);
   default:
     break;
   }
   fail(std::string("LLVM backend: '") + scalarOpName(op) +
        "' is not a unary float op");
+}
+
+/// The f32's bits rounded to nearest even at bf16's 16 high bits (the low
+/// 16 bits not cleared), or NaN's bits with the quiet bit set.
+Value *bf16RoundedBits(IRBuilder<> &builder, Value *value) {
+  Value *bits = builder.CreateBitCast(value, builder.getInt32Ty());
+  Value *lsb =
+      builder.CreateAnd(builder.CreateLShr(bits, 16), builder.getInt32(1));
+  Value *rounded =
+      builder.CreateAdd(bits, builder.CreateAdd(lsb, builder.getInt32(0x7fff)));
+  Value *quiet = builder.CreateOr(bits, builder.getInt32(0x400000));
+  Value *isNaN = builder.CreateFCmpUNO(value, value);
+  return builder.CreateSelect(isNaN, quiet, rounded);
 }
 
 Value *emitIntUnary(IRBuilder<> &builder, ScalarOp op, DType type, Value *x) {
@@ -409,6 +420,24 @@ Value *emitCast(IRBuilder<> &builder, DType from, DType to, Value *x) {
 }
 
 } // namespace
+
+Value *emitBF16ToF32(IRBuilder<> &builder, Value *bits) {
+  Value *wide = builder.CreateZExt(bits, builder.getInt32Ty());
+  return builder.CreateBitCast(builder.CreateShl(wide, 16),
+                               builder.getFloatTy());
+}
+
+Value *emitF32ToBF16(IRBuilder<> &builder, Value *value) {
+  return builder.CreateTrunc(
+      builder.CreateLShr(bf16RoundedBits(builder, value), 16),
+      builder.getInt16Ty());
+}
+
+Value *emitRoundToBF16(IRBuilder<> &builder, Value *value) {
+  Value *high = builder.CreateAnd(bf16RoundedBits(builder, value),
+                                  builder.getInt32(0xffff0000u));
+  return builder.CreateBitCast(high, builder.getFloatTy());
+}
 
 llvm::Type *scalarType(llvm::LLVMContext &context, DType type) {
   switch (type) {
