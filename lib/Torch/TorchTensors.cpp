@@ -171,31 +171,27 @@ std::optional<DType> dtypeFromObject(PyObject *object) {
   return fromScalarType(reinterpret_cast<THPDtype *>(object)->scalar_type);
 }
 
-PyObject *newMetaTensor(const TensorType &type) {
+namespace {
+/// An uninitialized tensor of type's (static) sizes and strides on device.
+at::Tensor emptyOfType(const TensorType &type, at::Device device) {
   std::vector<int64_t> sizes, strides;
   for (const SymExpr &size : type.sizes)
     sizes.push_back(size.constant());
   for (const SymExpr &stride : type.strides)
     strides.push_back(stride.constant());
   auto options =
-      at::TensorOptions().dtype(toScalarType(type.dtype)).device(at::kMeta);
-  return THPVariable_Wrap(strides.empty()
-                              ? at::empty(sizes, options)
-                              : at::empty_strided(sizes, strides, options));
+      at::TensorOptions().dtype(toScalarType(type.dtype)).device(device);
+  return strides.empty() ? at::empty(sizes, options)
+                         : at::empty_strided(sizes, strides, options);
+}
+} // namespace
+
+PyObject *newMetaTensor(const TensorType &type) {
+  return THPVariable_Wrap(emptyOfType(type, at::kMeta));
 }
 
 PyObject *newZeroTensor(const TensorType &type) {
-  std::vector<int64_t> sizes, strides;
-  for (const SymExpr &size : type.sizes)
-    sizes.push_back(size.constant());
-  for (const SymExpr &stride : type.strides)
-    strides.push_back(stride.constant());
-  auto options =
-      at::TensorOptions().dtype(toScalarType(type.dtype)).device(at::kCPU);
-  at::Tensor zeros = strides.empty()
-                         ? at::empty(sizes, options)
-                         : at::empty_strided(sizes, strides, options);
-  return THPVariable_Wrap(zeros.zero_());
+  return THPVariable_Wrap(emptyOfType(type, at::kCPU).zero_());
 }
 
 PyObject *viewOfTensor(PyObject *base, const std::vector<int64_t> &sizes,
