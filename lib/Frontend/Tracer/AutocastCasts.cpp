@@ -18,8 +18,8 @@ namespace dynafuse {
 namespace capture {
 namespace {
 
-bool isEligible(const Value *tensor) {
-  DType dtype = tensor->type.dtype;
+/// Autocast casts floating tensors other than float64.
+bool isEligible(DType dtype) {
   return isFloating(dtype) && dtype != DType::F64;
 }
 
@@ -62,7 +62,8 @@ DType AutocastCasts::promotedType(const std::vector<VarPtr> &args,
       return;
     }
     if (value->kind != Var::Kind::Tensor ||
-        value->tensor->type.device != "cpu" || !isEligible(value->tensor))
+        value->tensor->type.device != "cpu" ||
+        !isEligible(value->tensor->type.dtype))
       return;
     DType dtype = value->tensor->type.dtype;
     if (dtype == DType::F32)
@@ -103,7 +104,7 @@ VarPtr AutocastCasts::castArgument(const VarPtr &value, DType target,
                          "modelled yet)");
     return value;
   }
-  if (!state.cpu || !isEligible(value->tensor) || type.dtype == target)
+  if (!state.cpu || !isEligible(type.dtype) || type.dtype == target)
     return value;
   changed = true;
   return tracer.emit(Op::Cast, {tracer.operandOf(value, "autocast")},
@@ -134,7 +135,7 @@ AutocastCasts::checkExtern(TorchCall &call,
   for (const TensorType &type : operandTypes) {
     if (type.device != "cpu")
       return {};
-    eligible |= isFloating(type.dtype) && type.dtype != DType::F64;
+    eligible |= isEligible(type.dtype);
   }
   if (!eligible)
     return {};
@@ -201,13 +202,15 @@ VarPtr AutocastCasts::castCall(const VarPtr &callee,
   }
   if (policy == AutocastPolicy::None)
     return nullptr;
-  std::vector<VarPtr> all = args;
-  if (callee->kind == Var::Kind::TensorMethod)
-    all.insert(all.begin(), callee->self);
-  DType target = policy == AutocastPolicy::LowerPrecision ? state.cpuType
-                 : policy == AutocastPolicy::Float32
-                     ? DType::F32
-                     : promotedType(all, keywords);
+  DType target = state.cpuType;
+  if (policy == AutocastPolicy::Float32) {
+    target = DType::F32;
+  } else if (policy == AutocastPolicy::Promote) {
+    std::vector<VarPtr> all = args;
+    if (callee->kind == Var::Kind::TensorMethod)
+      all.insert(all.begin(), callee->self);
+    target = promotedType(all, keywords);
+  }
   bool changed = false;
   std::vector<VarPtr> castArgs;
   for (const VarPtr &arg : args)
@@ -228,53 +231,27 @@ VarPtr AutocastCasts::castCall(const VarPtr &callee,
   return tracer.callAny(castCallee, castArgs, castKeywords);
 }
 
-VarPtr AutocastCasts::query(PyObject *callable,
+VarPtr AutocastCasts::query(const std::string &answer,
                             const std::vector<VarPtr> &args) {
-  static PyObject *torch = nullptr;
-  PyObject *module = lookupOnce(torch, "torch", nullptr);
-  if (!module)
-    return nullptr;
-  auto is = [&](const char *name) {
-    PyRef function = PyRef::steal(PyObject_GetAttrString(module, name));
-    if (!function)
-      PyErr_Clear();
-    return function && function.get() == callable;
-  };
-  // The device a query names: its argument, else its own (or CUDA, as the
-  // argument-less torch.is_autocast_enabled() means).
-  auto device = [&](const char *fixed) -> std::string {
-    if (fixed)
-      return fixed;
-    if (args.empty())
-      return "cuda";
+  // The device a query names: after the colon, else its argument (CUDA
+  // without one, as torch.is_autocast_enabled() means).
+  size_t colon = answer.find(':');
+  std::string device = colon != std::string::npos ? answer.substr(colon + 1)
+                       : args.empty()             ? "cuda"
+                                                  : "";
+  if (device.empty()) {
     if (args[0]->kind != Var::Kind::Constant ||
         !PyUnicode_Check(args[0]->object.get()))
       tracer.unsupported("an autocast query of a device not known at capture");
-    return PyUnicode_AsUTF8(args[0]->object.get());
-  };
-  auto enabledOn = [&](const std::string &name) {
-    if (name != "cpu" && name != "cuda")
-      tracer.unsupported("an autocast query of device '" + name + "'");
-    return tracer.constant((name == "cpu" ? state.cpu : state.cuda) ? Py_True
-                                                                    : Py_False);
-  };
-  auto typeOn = [&](const std::string &name) {
-    if (name != "cpu" && name != "cuda")
-      tracer.unsupported("an autocast query of device '" + name + "'");
-    return tracer.unguardedObject(
-        dtypeObject(name == "cpu" ? state.cpuType : state.cudaType));
-  };
-  if (is("is_autocast_enabled"))
-    return enabledOn(device(nullptr));
-  if (is("is_autocast_cpu_enabled"))
-    return enabledOn("cpu");
-  if (is("get_autocast_dtype"))
-    return typeOn(device(nullptr));
-  if (is("get_autocast_cpu_dtype"))
-    return typeOn("cpu");
-  if (is("get_autocast_gpu_dtype"))
-    return typeOn("cuda");
-  return nullptr;
+    device = PyUnicode_AsUTF8(args[0]->object.get());
+  }
+  if (device != "cpu" && device != "cuda")
+    tracer.unsupported("an autocast query of device '" + device + "'");
+  bool cpu = device == "cpu";
+  if (answer.rfind("autocast_enabled", 0) == 0)
+    return tracer.constant((cpu ? state.cpu : state.cuda) ? Py_True : Py_False);
+  return tracer.unguardedObject(
+      dtypeObject(cpu ? state.cpuType : state.cudaType));
 }
 
 VarPtr AutocastCasts::context(PyObject *callable,

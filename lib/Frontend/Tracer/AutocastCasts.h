@@ -39,10 +39,11 @@ public:
   /// is not in the policy, or every argument has its type already).
   VarPtr castCall(const VarPtr &callee, const std::vector<VarPtr> &args,
                   const Keywords &keywords);
-  /// torch.is_autocast_enabled(...), torch.get_autocast_dtype(...) and
-  /// their per-device forms, answered from the tracer's state; null for
-  /// other callables.
-  VarPtr query(PyObject *callable, const std::vector<VarPtr> &args);
+  /// The op table's autocast state queries (torch.is_autocast_enabled,
+  /// torch.get_autocast_dtype and their per-device forms): `answer` is
+  /// the table's ("autocast_enabled", "autocast_dtype:cpu", ...), answered
+  /// from the tracer's state.
+  VarPtr query(const std::string &answer, const std::vector<VarPtr> &args);
   /// torch.autocast(...) (and torch.cpu.amp.autocast(...)): a context
   /// whose with block sets the state it names; null for other callables.
   VarPtr context(PyObject *callable, const std::vector<VarPtr> &args,

@@ -22,6 +22,16 @@ bool isInstanceOf(PyObject *object, const char *name) {
   return result == 1;
 }
 
+bool isTorchClassInstance(PyObject *object) {
+  PyRef module = PyRef::steal(PyObject_GetAttrString(
+      reinterpret_cast<PyObject *>(Py_TYPE(object)), "__module__"));
+  if (!module || !PyUnicode_Check(module.get())) {
+    PyErr_Clear();
+    return false;
+  }
+  return std::string(PyUnicode_AsUTF8(module.get())).rfind("torch", 0) == 0;
+}
+
 PyObject *moduleClass() {
   static PyObject *slot = nullptr;
   return lookupOnce(slot, "torch.nn", "Module");

@@ -26,6 +26,10 @@ PyObject *orderedDictType();
 bool isModule(PyObject *object);
 /// isinstance(object, torch.nn.<name>).
 bool isInstanceOf(PyObject *object, const char *name);
+/// An instance of a class the torch family of packages defines (its
+/// module's name starts with "torch": operator overloads, torch's own
+/// callable objects).
+bool isTorchClassInstance(PyObject *object);
 /// torch._assert.
 bool isTorchAssert(PyObject *object);
 /// torchvision's and torch's _log_api_usage_once: calls skipped.

@@ -228,7 +228,6 @@ VarPtr BytecodeTracer::containerBuiltin(
        args[0]->kind == Var::Kind::Dict ||
        (args[0]->kind == Var::Kind::Object &&
         args[0]->method == "derived") || // data read at capture
-
        (args[0]->kind == Var::Kind::Tensor &&
         (is("tuple") || is("list") || is("enumerate") || is("zip"))) ||
        (args[0]->kind == Var::Kind::Constant &&

@@ -264,9 +264,9 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       // held by the entry (its globals are guarded through it).
       return callAny(fixedObject(PyRef::borrow(form), "polyfill"), args,
                      keywords);
-    if (VarPtr answer = autocastCasts.query(object, args))
-      return answer;
     std::string answer = opTable().stateQuery(object);
+    if (answer.rfind("autocast_", 0) == 0)
+      return autocastCasts.query(answer, args);
     if (answer == "false")
       return constant(Py_False);
     if (answer == "true")
@@ -337,13 +337,8 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return made;
     if (isModule(object))
       return inliner.inlineModule(callee, args, keywords);
-    PyRef typeModule = PyRef::steal(PyObject_GetAttrString(
-        reinterpret_cast<PyObject *>(Py_TYPE(object)), "__module__"));
-    PyErr_Clear();
-    bool torchType =
-        typeModule && PyUnicode_Check(typeModule.get()) &&
-        std::string(PyUnicode_AsUTF8(typeModule.get())).rfind("torch", 0) == 0;
-    if (!PyType_Check(object) && callee->method.empty() && !torchType) {
+    if (!PyType_Check(object) && callee->method.empty() &&
+        !isTorchClassInstance(object)) {
       // An instance of a class with a Python __call__ (an attention
       // processor, an activation object): that method, bound to it. Not
       // torch's own callables (operator overloads), which calls bind as

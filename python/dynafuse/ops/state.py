@@ -1,9 +1,10 @@
 """State queries: torch calls whose answer capture knows without running
 them, because the captured graph only ever runs where the answer holds
-(plain tensors, no scripting or tracing, grad mode guarded; autocast's
-queries are answered from its state, AutocastCasts.h).
+(plain tensors, no scripting or tracing, grad mode guarded).
 Answers: "false", "true", "none", "zero", "grad_enabled" (the guarded grad
-mode). `torch.compiler.is_compiling()` answers True while capturing, as under
+mode), and autocast's ("autocast_enabled", "autocast_dtype", for the
+device the call names, or for the one after the colon: answered from the
+autocast state the capture traces under, AutocastCasts.h). `torch.compiler.is_compiling()` answers True while capturing, as under
 TorchDynamo: libraries take their compile-friendly paths (no warnings, no
 pytree registration), which compute the same values. Stream capture (CUDA
 graphs) never holds around a captured CPU graph; a CUDA graph recorded
@@ -33,6 +34,11 @@ def _tables():
         ("torch._dynamo", "is_compiling", "true"),
         ("torch._C", "_cuda_isCurrentStreamCapturing", "false"),
         ("torch._C", "_xpu_isCurrentStreamCapturing", "false"),
+        ("torch", "is_autocast_enabled", "autocast_enabled"),
+        ("torch", "is_autocast_cpu_enabled", "autocast_enabled:cpu"),
+        ("torch", "get_autocast_dtype", "autocast_dtype"),
+        ("torch", "get_autocast_cpu_dtype", "autocast_dtype:cpu"),
+        ("torch", "get_autocast_gpu_dtype", "autocast_dtype:cuda"),
     ]:
         # Only modules torch has loaded (importing torch._dynamo would load
         # the competitor's compiler).
