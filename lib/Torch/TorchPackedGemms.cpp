@@ -26,10 +26,19 @@
 //   costs oneDNN about 20 us whatever its size (us, at::linear / oneDNN
 //   packed: 16 x 64 x 96 6.5 / 19.9, 8 x 256 x 256 16.9 / 24.1, 32 x 256 x
 //   256 31.5 / 22.0, 16 x 512 x 512 72.6 / 42.7). So rows 2 and up, of
-//   2^20 multiply-adds or more; the weight is kept reordered
+//   2^20 multiply-adds or more (on hosts with AVX-512; see below); the
+//   weight is kept reordered
 //   (mkldnn::_reorder_linear_weight) up to 1024 rows, and read as it is
 //   above, where oneDNN's own reorder per call costs a few percent and a
 //   second copy of the weight would cost its bytes of memory.
+//
+// Without AVX-512 (an AMD EPYC with AVX2 only, 2 threads) oneDNN's call
+// costs 25-30 us and its products are no faster than ATen's on small
+// weights (us, at::linear / oneDNN packed; rows x K x N): 128 x 64 x 128
+// 31.7 / 55.7, 8 x 256 x 256 40.1 / 71.3, 128 x 256 x 256 138 / 148, but
+// 2 x 768 x 768 172 / 95, 32 x 768 x 768 474 / 331, 16 x 768 x 3072 1087
+// / 698. There a product goes through oneDNN when its weight has 2^18
+// elements or more, whatever its rows.
 //
 // A packed copy is made for one input size: the cache keeps the sizes with
 // it, and a call with others packs again.
@@ -57,6 +66,9 @@ constexpr int64_t kOneDnnMinMultiplyAdds = int64_t(1) << 20;
 /// of L3, ATen / oneDNN: 256 x 768 99 / 88, 768 x 256 62 / 67, 768 x 2048
 /// 441 / 280, 256 x 8000 814 / 359, 768 x 3072 630 / 327).
 constexpr int64_t kOneDnnVectorMinWeight = int64_t(1) << 18;
+/// Without AVX-512, the weight size from which oneDNN runs products of any
+/// rows (the banner's measurements).
+constexpr int64_t kOneDnnNarrowVectorMinWeight = int64_t(1) << 18;
 /// Above this many rows neither library keeps a packed copy.
 constexpr int64_t kPackedMaxRows = 1024;
 
@@ -109,6 +121,31 @@ bool mklAvailable() {
 bool oneDnnAvailable() {
   return at::hasMKLDNN() && linearOps().oneDnnReorder &&
          linearOps().oneDnnLinear;
+}
+
+/// Whether the CPU has 512-bit vectors (AVX-512F), where oneDNN's
+/// products of small weights beat ATen's.
+bool wideVectorCpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool wide = [] {
+    __builtin_cpu_init();
+    return bool(__builtin_cpu_supports("avx512f"));
+  }();
+  return wide;
+#else
+  return true;
+#endif
+}
+
+/// Whether oneDNN, rather than ATen, runs a linear layer's product of
+/// `rows` rows (measured: the banner).
+bool oneDnnRunsProduct(int64_t rows, int64_t inner, int64_t outer) {
+  int64_t weightElements = inner * outer;
+  if (rows == 1)
+    return weightElements >= kOneDnnVectorMinWeight;
+  if (!wideVectorCpu())
+    return weightElements >= kOneDnnNarrowVectorMinWeight;
+  return rows * weightElements >= kOneDnnMinMultiplyAdds;
 }
 
 bool intelCpu() {
@@ -174,8 +211,7 @@ std::optional<at::Tensor> runPackedGemm(StepWeights &weights,
     bias = given;
   }
   if (!linearRowsRouted(library, rows, matrix.numel()) ||
-      (!mkl && rows > 1 &&
-       rows * matrix.size(0) * matrix.size(1) < kOneDnnMinMultiplyAdds))
+      (!mkl && !oneDnnRunsProduct(rows, matrix.size(0), matrix.size(1))))
     return std::nullopt;
   std::vector<const at::Tensor *> parameters =
       parameterSources(weights, tensors, {matrixArg}, inputs);
