@@ -149,16 +149,49 @@ const Value *broadcastSource(const Value *operand, int64_t limit) {
 /// have 64 times its elements, or twice them and at least 2^16 elements
 /// more (a batch norm's factors at 4x4 pixels, 16 per channel, stay
 /// inline).
+/// Math kernels evaluate in double precision (VectorMath.cpp: sin, cos and
+/// pow of f32) costs about 16 recomputations of the rest each: a rotary
+/// table's cos and sin, [64, 16] per layer, recomputed for each of 4 heads
+/// and 2 sequences in q's and k's kernels (8192 elements) took 121 us of a
+/// 1.27 ms small decoder call (bitnet, width 64), so a table that few
+/// consumers read pays too.
 constexpr int64_t kBroadcastFactor = 2;
 constexpr int64_t kAlwaysBroadcastFactor = 64;
 constexpr int64_t kRecomputationsSaved = int64_t(1) << 16;
+constexpr int64_t kDoublePrecisionMathWeight = 16;
 
 /// Whether a consumer of `consumerCount` elements broadcasting a value of
-/// `smallCount` pays for realizing it (see kBroadcastFactor).
-bool broadcastPays(int64_t consumerCount, int64_t smallCount) {
+/// `smallCount`, each recomputation costing `weight`, pays for realizing it
+/// (see kBroadcastFactor).
+bool broadcastPays(int64_t consumerCount, int64_t smallCount, int64_t weight) {
   return consumerCount >= kAlwaysBroadcastFactor * smallCount ||
          (consumerCount >= kBroadcastFactor * smallCount &&
-          consumerCount - smallCount >= kRecomputationsSaved);
+          (consumerCount - smallCount) * weight >= kRecomputationsSaved);
+}
+
+/// What one recomputation of a value costs, in units of kRecomputationsSaved:
+/// kDoublePrecisionMathWeight when its pointwise and view producers down to
+/// buffers hold f32 sin, cos or pow, else 1.
+int64_t recomputationWeight(const Value *value,
+                            const std::set<const Value *> &realized,
+                            std::map<const Value *, int64_t> &memo) {
+  if (!value->producer || realized.count(value))
+    return 1;
+  auto found = memo.find(value);
+  if (found != memo.end())
+    return found->second;
+  const Node &producer = *value->producer;
+  OpKind kind = kindOf(producer);
+  bool doubleMath = kind == OpKind::Pointwise &&
+                    value->type.dtype == DType::F32 &&
+                    (producer.op == Op::Sin || producer.op == Op::Cos ||
+                     producer.op == Op::Pow);
+  int64_t weight = doubleMath ? kDoublePrecisionMathWeight : 1;
+  if (kind == OpKind::Pointwise || kind == OpKind::View)
+    for (const Operand &operand : producer.operands)
+      if (weight == 1 && operand.value)
+        weight = recomputationWeight(operand.value, realized, memo);
+  return memo[value] = weight;
 }
 
 void realizeBroadcastMath(const Graph &graph,
@@ -190,14 +223,17 @@ void realizeBroadcastMath(const Graph &graph,
   // costMemo holds for the realized set it was filled under: cleared when
   // that grows (a newly realized value cuts the cones above it).
   std::map<const Value *, bool> pureMemo, costMemo;
+  std::map<const Value *, int64_t> weightMemo;
   for (const Value *small : order) {
     if (realized.count(small) ||
-        !broadcastPays(demand[small], small->type.numel().constant()) ||
+        !broadcastPays(demand[small], small->type.numel().constant(),
+                       recomputationWeight(small, realized, weightMemo)) ||
         !costsMoreThanLoad(small, realized, costMemo) ||
         !fromBuffersOnly(small, pureMemo))
       continue;
     realized.insert(small);
     costMemo.clear();
+    weightMemo.clear();
   }
 }
 
