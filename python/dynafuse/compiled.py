@@ -12,6 +12,7 @@ import functools
 import itertools
 import os
 import sysconfig
+import weakref
 
 import torch
 
@@ -100,6 +101,15 @@ def compiled_function(fn, settings):
     return compiled
 
 
+def _global_module_hooks():
+    """Whether any global nn.Module hook is registered (they run around
+    every module call, the wrapper's included)."""
+    hooks = torch.nn.modules.module
+    return bool(hooks._global_forward_hooks or hooks._global_forward_pre_hooks
+                or hooks._global_backward_hooks or hooks._global_backward_pre_hooks
+                or hooks._global_forward_hooks_always_called)
+
+
 def _compiled_part(module):
     """The module whose forward compiling `module` captures: under
     DistributedDataParallel wrappers, the module they wrap (DDP's own forward
@@ -111,11 +121,41 @@ def _compiled_part(module):
     return module
 
 
+def _call_module(module, *args, **kwargs):
+    return module(*args, **kwargs)
+
+
+_module_callers = weakref.WeakKeyDictionary()
+
+
+def _module_caller(module_type):
+    """A function calling its first argument, of a code object of its own
+    per module class: the frame a compiled module's calls are captured
+    from. The module's call (its hooks, then its forward) is traced inside
+    it, so a call runs none of nn.Module's call machinery in Python. As
+    with the forward's own code object, instances of one class share its
+    entries (guarded by type, weights as inputs) and its recompile limit."""
+    caller = _module_callers.get(module_type)
+    if caller is None:
+        # Named after the class: dumps, explain() and stats name the module.
+        qualname = getattr(module_type, "__qualname__", module_type.__name__)
+        code = _call_module.__code__.replace(co_name="__call__",
+                                             co_qualname=qualname + ".__call__")
+        caller = type(_call_module)(code, _call_module.__globals__, "__call__")
+        _module_callers[module_type] = caller
+    return caller
+
+
 class CompiledModule(torch.nn.Module):
     """Wraps a module; calling it runs the module under the frame hook.
     Attribute reads, state_dict(), load_state_dict() and the names of
     parameters and buffers are the wrapped module's (load_state_dict also
-    takes torch.compile's "_orig_mod."-prefixed keys)."""
+    takes torch.compile's "_orig_mod."-prefixed keys).
+
+    A call goes to forward without nn.Module's call machinery when the
+    wrapper has no hooks of its own (hooks on the wrapped module run, traced
+    with it). Under DistributedDataParallel wrappers, DDP's forward runs
+    eagerly and the module under it is the captured frame (_compiled_part)."""
 
     def __init__(self, module, settings):
         super().__init__()
@@ -123,13 +163,47 @@ class CompiledModule(torch.nn.Module):
         self._dynafuse_settings = settings
         self._dynafuse_call_config = _CallConfig(settings)
 
-    def forward(self, *args, **kwargs):
+    def _run(self):
+        """What a call runs, bound once per wrapper (a copy of the wrapper,
+        whose dict holds the original's, binds its own)."""
+        bound = self.__dict__.get("_dynafuse_run")
+        if bound is None or bound[0]() is not self:
+            bound = self.__dict__["_dynafuse_run"] = (weakref.ref(self), self._runner())
+        return bound[1]
+
+    def _runner(self):
+        """What a call runs, with everything fixed per module bound once:
+        the frame to capture, the settings, the device probe."""
+        module = self._orig_mod
         settings = self._dynafuse_settings
-        target = getattr(type(_compiled_part(self._orig_mod)).forward, "__code__", None)
+        current_config = self._dynafuse_call_config.current
         first_tensor = self._first_tensor if settings.backend == "auto" else None
-        return _C.call(self._orig_mod, args, kwargs or None, settings.backend,
-                       settings.fullgraph, target, first_tensor, settings.dynamic,
-                       self._dynafuse_call_config.current())
+        backend, fullgraph, dynamic = settings.backend, settings.fullgraph, settings.dynamic
+        call = _C.call
+        part = _compiled_part(module)
+        if part is not module:
+            target = getattr(type(part).forward, "__code__", None)
+
+            def run(args, kwargs):
+                return call(module, args, kwargs or None, backend, fullgraph, target,
+                            first_tensor, dynamic, current_config())
+            return run
+        caller = _module_caller(type(module))
+        code = caller.__code__
+
+        def run(args, kwargs):
+            return call(caller, (module,) + args, kwargs or None, backend, fullgraph,
+                        code, first_tensor, dynamic, current_config())
+        return run
+
+    def __call__(self, *args, **kwargs):
+        if (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
+                or self._backward_pre_hooks or _global_module_hooks()):
+            return super().__call__(*args, **kwargs)
+        return self._run()(args, kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self._run()(args, kwargs)
 
     def _first_tensor(self):
         """What backend "auto" looks at when no argument is a tensor: the

@@ -180,3 +180,47 @@ def test_compiled_module_follows_train_eval_and_dtype_changes():
     with torch.no_grad():
         assert_close(compiled(x), model(x))
     assert_compiled()
+
+
+def test_compiled_module_call_is_one_captured_frame_with_hooks_traced():
+    """A compiled module's call is captured whole (the wrapped module's
+    hooks and forward, no nn.Module call machinery left in Python): one
+    entry, which a hook added later on the wrapped module invalidates."""
+    net = Net().eval()
+    net.fc.register_forward_hook(lambda module, args, out: out * 2)
+    compiled = dynafuse.compile(net)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        assert_close(compiled(x), net(x), rtol=1e-5, atol=1e-5)
+        assert_compiled()
+        net.norm.register_forward_pre_hook(lambda module, args: (args[0] + 1,))
+        assert_close(compiled(x), net(x), rtol=1e-5, atol=1e-5)
+    assert dynafuse.stats()["captures"] == 2, dynafuse.stats()
+    assert dynafuse.stats()["graph_breaks"] == 0, dynafuse.stats()
+
+
+def test_hooks_on_the_compiled_wrapper_run_around_the_call():
+    net = Net().eval()
+    compiled = dynafuse.compile(net)
+    calls = []
+    compiled.register_forward_pre_hook(lambda module, args: calls.append("pre"))
+    compiled.register_forward_hook(lambda module, args, out: out + 1)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        assert_close(compiled(x), net(x) + 1, rtol=1e-5, atol=1e-5)
+    assert calls == ["pre"]
+    assert_compiled()
+
+
+def test_a_deep_copy_of_a_compiled_module_runs_its_own_module():
+    net = Net().eval()
+    compiled = dynafuse.compile(net)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        compiled(x)
+        import copy
+        twin = copy.deepcopy(compiled)
+        twin._orig_mod.scale.zero_()
+        assert torch.count_nonzero(twin(x)) == 0
+        assert_close(compiled(x), net(x), rtol=1e-5, atol=1e-5)
+        assert torch.count_nonzero(compiled(x)) > 0

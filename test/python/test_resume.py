@@ -439,7 +439,10 @@ def test_a_module_attribute_store_breaks_and_resumes():
     # Between them only Python runs (recaptured per value of self.calls, an
     # int attribute guarded as a constant).
     assert stats["captures"] == 2 and stats["eager_frames"] == 0, stats
-    assert stats["cache_hits"] == 4, stats
+    # Two hits per later call for the forward's entries, one for the
+    # compiled module's call frame (it breaks where the forward stores and
+    # runs the forward under the hook).
+    assert stats["cache_hits"] == 6, stats
 
 
 def test_fullgraph_still_raises_at_the_first_break():
