@@ -98,6 +98,9 @@ const std::vector<PassInfo> &passRegistry() {
       loopPass("reuse-reduction-elements", eachKernel(reuseReductionElements),
                "elements a sum computes stored for the next loop that "
                "recomputes them"),
+      loopPass("split-regrouped-loops", eachKernel(splitRegroupedLoops),
+               "loops indexed by divisions and remainders of their variable "
+               "split in two"),
       loopPass(
           "plan-memory", planMemory,
           "intermediates reuse the storage of allocations no longer needed"),

@@ -34,6 +34,11 @@ void dropUnitLoops(Kernel &kernel);
 /// through memory per output element (ColumnReductions.cpp).
 void interchangeColumnReductions(Kernel &kernel);
 
+/// Loops whose indexes divide and take remainders of their variable by a
+/// divisor of its extent (a view merging two dims) split in two, so the
+/// inner one walks contiguous addresses and vectorizes (RegroupedLoops.cpp).
+void splitRegroupedLoops(Kernel &kernel);
+
 /// A sum whose elements the next loop recomputes (softmax's exp) stores
 /// them into that loop's output buffer, which the loop reads back
 /// (ReductionElementReuse.cpp).
