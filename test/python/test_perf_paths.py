@@ -219,3 +219,29 @@ print(f"{stats['bytes_mapped'] / 2 ** 20:.2f}:{stats['hits']}")
     mapped, hits = run_python(code, DYNAFUSE_ALLOCATION_PLAN="0").split(":")
     assert int(hits) >= 12, "later calls reuse the pool's memory"
     assert 14 <= float(mapped) <= 18, mapped
+
+
+def merged_heads_norm(attn, gate, w):
+    """An attention output [b, heads, tokens, d] read as [b, tokens, heads *
+    d] by a gated RMS norm: the kernel's loops over the merged dim divide
+    and take remainders by d (split by split-regrouped-loops)."""
+    b, h, t, d = attn.shape
+    merged = attn.transpose(1, 2).reshape(b, t, h * d) * torch.sigmoid(gate)
+    return merged * torch.rsqrt((merged * merged).mean(-1, keepdim=True) + 1e-6) * w
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 64, 16), (1, 3, 5, 7), (2, 8, 1, 4), (1, 2, 0, 8)])
+def test_merged_heads_read_by_a_reduction_match_eager(shape):
+    b, h, t, d = shape
+    attn = torch.randn(shape)
+    gate = torch.randn(b, t, h * d)
+    w = torch.randn(h * d)
+    compiled = dynafuse.compile(merged_heads_norm)
+    assert_close(compiled(attn, gate, w), merged_heads_norm(attn, gate, w),
+                 rtol=1e-5, atol=1e-5)
+    # A non-contiguous input too (the heads' buffer itself transposed).
+    wide = torch.randn(b, t, h, d).transpose(1, 2)
+    assert_close(compiled(wide, gate, w), merged_heads_norm(wide, gate, w),
+                 rtol=1e-5, atol=1e-5)
+    assert dynafuse.stats()["graph_breaks"] == 0
+    assert dynafuse.compiled_graphs()
