@@ -30,6 +30,16 @@ TensorArg concrete(const TensorType &type, char *data,
                    evaluateAll(type.effectiveStrides(), env), type.dtype};
 }
 
+/// concrete(), from the sizes and strides evaluated at construction when
+/// they are constants.
+template <typename Layout>
+TensorArg concreteOf(const TensorType &type, const Layout &layout, char *data,
+                     const std::map<std::string, int64_t> &env) {
+  if (layout.constant)
+    return TensorArg{data, layout.sizes, layout.strides, type.dtype};
+  return concrete(type, data, env);
+}
+
 } // namespace
 
 void bindSizeSymbols(const TensorType &type, const std::vector<int64_t> &sizes,
@@ -52,8 +62,24 @@ void bindInput(const LoopBuffer &buffer, const TensorArg &arg,
 }
 
 void checkInput(const LoopBuffer &buffer, const TensorArg &arg,
-                const std::map<std::string, int64_t> &bindings) {
+                const std::map<std::string, int64_t> &bindings,
+                const std::vector<int64_t> *staticSizes,
+                const std::vector<int64_t> *staticStrides) {
   const TensorType &type = buffer.type;
+  if (staticSizes) {
+    // Constant sizes and strides: compared as numbers.
+    bool empty = false;
+    for (int64_t size : arg.sizes)
+      empty = empty || size == 0;
+    bool sizesMatch = arg.sizes == *staticSizes;
+    bool stridesMatch = true;
+    for (size_t k = 0; sizesMatch && k < arg.sizes.size(); ++k)
+      stridesMatch =
+          stridesMatch && (arg.sizes[k] <= 1 || empty || arg.strides.empty() ||
+                           arg.strides[k] == (*staticStrides)[k]);
+    if (sizesMatch && stridesMatch)
+      return;
+  }
   std::vector<SymExpr> strides = type.effectiveStrides();
   // An empty tensor's strides are never read (an autograd tangent of one
   // comes with any strides).
@@ -169,8 +195,15 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
       break;
     }
     }
+    if (step.kind == ProgramStep::Kind::Extern)
+      for (const TensorType &type : step.types)
+        slots.layouts.push_back(staticLayout(type));
+    else if (step.kind != ProgramStep::Kind::Call)
+      slots.layouts.push_back(staticLayout(step.type));
     plan.push_back(std::move(slots));
   }
+  for (const LoopBuffer &input : loopModule.inputs)
+    inputLayouts.push_back(staticLayout(input.type));
   for (const std::string &output : loopModule.outputs) {
     int slot = use(output);
     outputSlots.push_back(slot);
@@ -186,6 +219,20 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
   slotCount = slotOf.size();
 }
 
+CompiledModule::StaticLayout
+CompiledModule::staticLayout(const TensorType &type) {
+  StaticLayout layout;
+  std::vector<SymExpr> strides = type.effectiveStrides();
+  if (!allConstant(type.sizes) || !allConstant(strides) ||
+      !allConstant(type.strides))
+    return layout;
+  layout.constant = true;
+  layout.sizes = evaluateAll(type.sizes, {});
+  layout.strides = evaluateAll(strides, {});
+  layout.declaredStrides = evaluateAll(type.strides, {});
+  return layout;
+}
+
 std::map<std::string, int64_t>
 CompiledModule::bindSymbols(const std::vector<TensorArg> &inputs,
                             const std::map<std::string, int64_t> &known) const {
@@ -196,8 +243,14 @@ CompiledModule::bindSymbols(const std::vector<TensorArg> &inputs,
   std::map<std::string, int64_t> bindings = known;
   for (size_t i = 0; i < inputs.size(); ++i)
     bindInput(loopModule.inputs[i], inputs[i], bindings);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    checkInput(loopModule.inputs[i], inputs[i], bindings);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const StaticLayout *layout =
+        i < inputLayouts.size() && inputLayouts[i].constant ? &inputLayouts[i]
+                                                            : nullptr;
+    checkInput(loopModule.inputs[i], inputs[i], bindings,
+               layout ? &layout->sizes : nullptr,
+               layout ? &layout->strides : nullptr);
+  }
   return bindings;
 }
 
@@ -252,20 +305,24 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
     StepTimer timer(profile, step);
     switch (step.kind) {
     case ProgramStep::Kind::Alloc: {
-      char *data = slots.reuse < 0
-                       ? context.allocate(step,
-                                          evaluateAll(step.type.sizes, env),
-                                          evaluateAll(step.type.strides, env),
-                                          slots.escapes)
-                       : buffers[size_t(slots.reuse)].data;
-      buffers[size_t(slots.result)] = concrete(step.type, data, env);
+      const StaticLayout &layout = slots.layouts[0];
+      char *data =
+          slots.reuse >= 0 ? buffers[size_t(slots.reuse)].data
+          : layout.constant
+              ? context.allocate(step, layout.sizes, layout.declaredStrides,
+                                 slots.escapes)
+              : context.allocate(step, evaluateAll(step.type.sizes, env),
+                                 evaluateAll(step.type.strides, env),
+                                 slots.escapes);
+      buffers[size_t(slots.result)] = concreteOf(step.type, layout, data, env);
       break;
     }
     case ProgramStep::Kind::View: {
       const TensorArg &source = buffers[size_t(slots.source)];
       char *data = source.data + step.offset.evaluate(env) *
                                      int64_t(dtypeSize(step.type.dtype));
-      buffers[size_t(slots.result)] = concrete(step.type, data, env);
+      buffers[size_t(slots.result)] =
+          concreteOf(step.type, slots.layouts[0], data, env);
       break;
     }
     case ProgramStep::Kind::Extern: {
@@ -273,8 +330,9 @@ CompiledModule::run(const std::vector<TensorArg> &inputs,
       for (int arg : slots.args)
         args.push_back(buffers[size_t(arg)]);
       expected.clear();
-      for (const TensorType &type : step.types)
-        expected.push_back(concrete(type, nullptr, env));
+      for (size_t r = 0; r < step.types.size(); ++r)
+        expected.push_back(
+            concreteOf(step.types[r], slots.layouts[r], nullptr, env));
       context.runExtern(step, args, expected);
       for (size_t i = 0; i < expected.size(); ++i)
         buffers[size_t(slots.results[i])] = std::move(expected[i]);

@@ -95,7 +95,17 @@ private:
   /// the run's buffer table (inputs first), the kernel a call runs, and
   /// whether an allocation escapes the run (a module output is, or reuses,
   /// its storage).
+  /// A buffer type's sizes and strides (effective, and as declared for an
+  /// allocation), evaluated once when they are constants: a static graph's
+  /// steps then evaluate no size expression per run.
+  struct StaticLayout {
+    bool constant = false;
+    std::vector<int64_t> sizes, strides, declaredStrides;
+  };
+  static StaticLayout staticLayout(const TensorType &type);
   struct StepSlots {
+    /// alloc and view: the result's; extern: each result's.
+    std::vector<StaticLayout> layouts;
     int result = -1; ///< alloc, view: the slot defined
     int reuse = -1;  ///< alloc: the slot whose storage it takes
     int source = -1; ///< view: the slot viewed
@@ -118,6 +128,8 @@ private:
   };
   std::vector<StorageLifetime> lifetimes;
   std::vector<StepSlots> plan;
+  /// Each input's layout, for checkInput.
+  std::vector<StaticLayout> inputLayouts;
   size_t slotCount = 0;
   std::vector<int> outputSlots;
   int64_t parallelThreshold;
