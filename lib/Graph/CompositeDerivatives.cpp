@@ -119,7 +119,8 @@ DerivativeInfo normRule(bool centered) {
     if (centered && boolAttr(node, "has_bias", false) &&
         next < node.operands.size())
       biasIndex = int(next++);
-    double eps = floatAttr(node, "eps", centered ? 1e-5 : 1.1920928955078125e-07);
+    double eps =
+        floatAttr(node, "eps", centered ? 1e-5 : computeEpsilon(x->type.dtype));
     Value *xc = centered ? b.emit(Op::Sub, {x, meanOver(b, x, dims)}) : x;
     Value *variance = meanOver(b, b.emit(Op::Mul, {xc, xc}), dims);
     Value *rstd =

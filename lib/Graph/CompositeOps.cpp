@@ -258,12 +258,6 @@ std::vector<Value *> decomposeSoftmax(Graph &graph, const Node &node,
                            {shifted, emit(graph, node, Op::Log, {sum})}))};
 }
 
-/// ATen's rms_norm default eps: the epsilon of the type it computes in
-/// (double for f64, float for f32, f16 and bf16).
-double machineEpsilon(DType dtype) {
-  return dtype == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
-}
-
 /// layer_norm's and rms_norm's dims: normalized_shape must be the input's
 /// last sizes, and each weight or bias that shape, as eager checks them (a
 /// symbolic size that is not provably equal is refused: capture then
@@ -316,7 +310,7 @@ std::vector<Value *> decomposeRmsNorm(Graph &graph, const Node &node) {
   Value *mean =
       meanOver(graph, node, square, dims, true, reducedCount(node, dims));
   // eps=None: the epsilon of ATen's compute type.
-  double eps = floatAttr(node, "eps", machineEpsilon(x->type.dtype));
+  double eps = floatAttr(node, "eps", computeEpsilon(x->type.dtype));
   Value *scale =
       emit(graph, node, Op::Rsqrt,
            {emit(graph, node, Op::Add, {mean, Scalar::ofFloat(eps)})});

@@ -59,4 +59,8 @@ DType computeType(DType type) {
   return type;
 }
 
+double computeEpsilon(DType type) {
+  return type == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+}
+
 } // namespace dynafuse

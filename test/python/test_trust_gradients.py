@@ -332,3 +332,25 @@ def test_reduced_precision_log_softmax_of_a_fused_producer_stays_at_most_zero(dt
     torch.testing.assert_close(actual, fn(x), rtol=2e-2, atol=2e-2)
     softmax = dynafuse.compile(lambda t: t.reciprocal().softmax(dim), fullgraph=True)(x)
     torch.testing.assert_close(softmax, x.reciprocal().softmax(dim), rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("shape,normalized", [((5, 5), (5,)), ((4, 6), (4, 6)),
+                                              ((2, 3, 8), (8,)), ((3, 1), (1,))])
+def test_rms_norm_gradient_uses_the_default_eps_of_its_dtype(dtype, shape, normalized):
+    """rms_norm without eps takes its dtype's machine epsilon in the
+    backward too (float64's for double inputs, as ATen; the backward took
+    float32's, 1e-7 off on unit-scale inputs: fuzz seed 35)."""
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=dtype, requires_grad=True)
+    w = torch.randn(shape, dtype=dtype)
+
+    def f(x):
+        return (F.rms_norm(x, normalized) * w).sum()
+
+    f(x).backward()
+    expected, x.grad = x.grad.clone(), None
+    dynafuse.compile(f)(x).backward()
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(x.grad, expected, rtol=tolerance, atol=tolerance)
+    assert dynafuse.stats()["captures"] == 1 and dynafuse.stats()["graph_breaks"] == 0

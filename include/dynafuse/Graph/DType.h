@@ -26,6 +26,10 @@ bool isIntegral(DType type);
 DType promoteTypes(DType lhs, DType rhs);
 /// The type arithmetic happens in: f16 and bf16 compute in f32.
 DType computeType(DType type);
+/// The machine epsilon of the type `type` computes in (double for f64, float
+/// for f32, f16 and bf16): ATen's default eps of rms_norm, forward and
+/// backward.
+double computeEpsilon(DType type);
 
 /// The three promotion categories of PyTorch: bool < integer < floating.
 int dtypeCategory(DType type);
