@@ -101,13 +101,16 @@ def compiled_function(fn, settings):
     return compiled
 
 
+_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks",
+                      "_global_backward_hooks", "_global_backward_pre_hooks",
+                      "_global_forward_hooks_always_called")
+
+
 def _global_module_hooks():
     """Whether any global nn.Module hook is registered (they run around
     every module call, the wrapper's included)."""
     hooks = torch.nn.modules.module
-    return bool(hooks._global_forward_hooks or hooks._global_forward_pre_hooks
-                or hooks._global_backward_hooks or hooks._global_backward_pre_hooks
-                or hooks._global_forward_hooks_always_called)
+    return any(getattr(hooks, name, None) for name in _GLOBAL_HOOK_DICTS)
 
 
 def _compiled_part(module):
