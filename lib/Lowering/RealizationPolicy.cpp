@@ -84,29 +84,44 @@ bool regroupsItsBase(const Value *value,
   return !describeView(value, buffers, viewed);
 }
 
-/// Whether computing a value inline costs more than loading it: its
-/// pointwise and view producers, down to buffers, hold costly math or read
-/// a buffer through a gathered view or a regrouping one (no strided view
-/// of its base: its index divides and takes remainders per element).
-bool costsMoreThanLoad(const Value *value,
-                       const std::set<const Value *> &realized,
-                       std::map<const Value *, bool> &memo) {
+/// f32 sin, cos and pow are evaluated in double precision (VectorMath.cpp),
+/// about 16 times other costly math per element: a small decoder's rotary
+/// cos and sin, [64, 16] per layer, recomputed for each of 4 heads and 2
+/// sequences in q's and k's kernels (8192 elements), took 121 us of a 1.27
+/// ms call (bitnet, width 64), so a table of them that few consumers read
+/// pays for its buffer too (kBroadcastFactor).
+constexpr int64_t kDoublePrecisionMathWeight = 16;
+
+/// What computing a value inline costs beyond loading it, per element: 0
+/// when nothing; else its pointwise and view producers, down to buffers,
+/// hold costly math or read a buffer through a gathered view or a
+/// regrouping one (no strided view of its base: its index divides and
+/// takes remainders per element), 1, or kDoublePrecisionMathWeight when
+/// that math includes f32 sin, cos or pow.
+int64_t recomputationCost(const Value *value,
+                          const std::set<const Value *> &realized,
+                          std::map<const Value *, int64_t> &memo) {
   if (!value->producer || realized.count(value))
-    return false;
+    return 0;
   auto found = memo.find(value);
   if (found != memo.end())
     return found->second;
   const Node &producer = *value->producer;
   OpKind kind = kindOf(producer);
+  bool doubleMath = kind == OpKind::Pointwise &&
+                    value->type.dtype == DType::F32 &&
+                    (producer.op == Op::Sin || producer.op == Op::Cos ||
+                     producer.op == Op::Pow);
   bool costly = isCostlyMath(producer) ||
                 (kind == OpKind::View &&
                  (regroupsItsBase(value, realized) ||
                   isGatheredView(value, realized, /*ofComputed=*/true)));
+  int64_t cost = doubleMath ? kDoublePrecisionMathWeight : costly ? 1 : 0;
   if (kind == OpKind::Pointwise || kind == OpKind::View)
     for (const Operand &operand : producer.operands)
-      if (!costly && operand.value)
-        costly = costsMoreThanLoad(operand.value, realized, memo);
-  return memo[value] = costly;
+      if (cost < kDoublePrecisionMathWeight && operand.value)
+        cost = std::max(cost, recomputationCost(operand.value, realized, memo));
+  return memo[value] = cost;
 }
 
 /// What a pointwise op's operand reads once per element of its own: the
@@ -128,7 +143,7 @@ const Value *broadcastSource(const Value *operand, int64_t limit) {
 
 /// A small value, computed from buffers only with costly math or through a
 /// gathered or regrouping view, that a larger pointwise result broadcasts
-/// (costsMoreThanLoad): realized, it
+/// (recomputationCost): realized, it
 /// is computed once per element of its own instead of once per element of
 /// the consumer (and again in each pass of a softmax over it).
 /// - Batch norm's rsqrt of the running variance, per channel: with
@@ -149,49 +164,17 @@ const Value *broadcastSource(const Value *operand, int64_t limit) {
 /// have 64 times its elements, or twice them and at least 2^16 elements
 /// more (a batch norm's factors at 4x4 pixels, 16 per channel, stay
 /// inline).
-/// Math kernels evaluate in double precision (VectorMath.cpp: sin, cos and
-/// pow of f32) costs about 16 recomputations of the rest each: a rotary
-/// table's cos and sin, [64, 16] per layer, recomputed for each of 4 heads
-/// and 2 sequences in q's and k's kernels (8192 elements) took 121 us of a
-/// 1.27 ms small decoder call (bitnet, width 64), so a table that few
-/// consumers read pays too.
 constexpr int64_t kBroadcastFactor = 2;
 constexpr int64_t kAlwaysBroadcastFactor = 64;
 constexpr int64_t kRecomputationsSaved = int64_t(1) << 16;
-constexpr int64_t kDoublePrecisionMathWeight = 16;
 
 /// Whether a consumer of `consumerCount` elements broadcasting a value of
-/// `smallCount`, each recomputation costing `weight`, pays for realizing it
-/// (see kBroadcastFactor).
-bool broadcastPays(int64_t consumerCount, int64_t smallCount, int64_t weight) {
+/// `smallCount`, each recomputation costing `cost` (recomputationCost),
+/// pays for realizing it (see kBroadcastFactor).
+bool broadcastPays(int64_t consumerCount, int64_t smallCount, int64_t cost) {
   return consumerCount >= kAlwaysBroadcastFactor * smallCount ||
          (consumerCount >= kBroadcastFactor * smallCount &&
-          (consumerCount - smallCount) * weight >= kRecomputationsSaved);
-}
-
-/// What one recomputation of a value costs, in units of kRecomputationsSaved:
-/// kDoublePrecisionMathWeight when its pointwise and view producers down to
-/// buffers hold f32 sin, cos or pow, else 1.
-int64_t recomputationWeight(const Value *value,
-                            const std::set<const Value *> &realized,
-                            std::map<const Value *, int64_t> &memo) {
-  if (!value->producer || realized.count(value))
-    return 1;
-  auto found = memo.find(value);
-  if (found != memo.end())
-    return found->second;
-  const Node &producer = *value->producer;
-  OpKind kind = kindOf(producer);
-  bool doubleMath = kind == OpKind::Pointwise &&
-                    value->type.dtype == DType::F32 &&
-                    (producer.op == Op::Sin || producer.op == Op::Cos ||
-                     producer.op == Op::Pow);
-  int64_t weight = doubleMath ? kDoublePrecisionMathWeight : 1;
-  if (kind == OpKind::Pointwise || kind == OpKind::View)
-    for (const Operand &operand : producer.operands)
-      if (weight == 1 && operand.value)
-        weight = recomputationWeight(operand.value, realized, memo);
-  return memo[value] = weight;
+          (consumerCount - smallCount) * cost >= kRecomputationsSaved);
 }
 
 void realizeBroadcastMath(const Graph &graph,
@@ -222,18 +205,18 @@ void realizeBroadcastMath(const Graph &graph,
   }
   // costMemo holds for the realized set it was filled under: cleared when
   // that grows (a newly realized value cuts the cones above it).
-  std::map<const Value *, bool> pureMemo, costMemo;
-  std::map<const Value *, int64_t> weightMemo;
+  std::map<const Value *, bool> pureMemo;
+  std::map<const Value *, int64_t> costMemo;
   for (const Value *small : order) {
-    if (realized.count(small) ||
-        !broadcastPays(demand[small], small->type.numel().constant(),
-                       recomputationWeight(small, realized, weightMemo)) ||
-        !costsMoreThanLoad(small, realized, costMemo) ||
+    if (realized.count(small))
+      continue;
+    int64_t cost = recomputationCost(small, realized, costMemo);
+    if (cost == 0 ||
+        !broadcastPays(demand[small], small->type.numel().constant(), cost) ||
         !fromBuffersOnly(small, pureMemo))
       continue;
     realized.insert(small);
     costMemo.clear();
-    weightMemo.clear();
   }
 }
 

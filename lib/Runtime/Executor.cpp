@@ -61,42 +61,28 @@ void bindInput(const LoopBuffer &buffer, const TensorArg &arg,
   bindSizeSymbols(type, arg.sizes, bindings);
 }
 
+/// Checks an input against its expected sizes (numbers: a static layout's,
+/// or the type's evaluated with the call's bindings) and strides (strideOf
+/// gives dim k's, asked only for dims whose stride matters).
+template <typename StrideOf>
 void checkInput(const LoopBuffer &buffer, const TensorArg &arg,
-                const std::map<std::string, int64_t> &bindings,
-                const std::vector<int64_t> *staticSizes,
-                const std::vector<int64_t> *staticStrides) {
+                const std::vector<int64_t> &sizes, const StrideOf &strideOf) {
   const TensorType &type = buffer.type;
-  if (staticSizes) {
-    // Constant sizes and strides: compared as numbers.
-    bool empty = false;
-    for (int64_t size : arg.sizes)
-      empty = empty || size == 0;
-    bool sizesMatch = arg.sizes == *staticSizes;
-    bool stridesMatch = true;
-    for (size_t k = 0; sizesMatch && k < arg.sizes.size(); ++k)
-      stridesMatch =
-          stridesMatch && (arg.sizes[k] <= 1 || empty || arg.strides.empty() ||
-                           arg.strides[k] == (*staticStrides)[k]);
-    if (sizesMatch && stridesMatch)
-      return;
-  }
-  std::vector<SymExpr> strides = type.effectiveStrides();
   // An empty tensor's strides are never read (an autograd tangent of one
   // comes with any strides).
   bool empty = false;
   for (int64_t size : arg.sizes)
     empty = empty || size == 0;
   for (size_t k = 0; k < type.rank(); ++k) {
-    if (type.sizes[k].evaluate(bindings) != arg.sizes[k])
+    if (sizes[k] != arg.sizes[k])
       fail("input %" + buffer.name + " dimension " + std::to_string(k) +
            " has size " + std::to_string(arg.sizes[k]) + ", expected " +
            type.sizes[k].str());
     bool matters = arg.sizes[k] > 1 && !empty;
-    if (matters && !arg.strides.empty() &&
-        strides[k].evaluate(bindings) != arg.strides[k])
+    if (matters && !arg.strides.empty() && strideOf(k) != arg.strides[k])
       fail("input %" + buffer.name + " dimension " + std::to_string(k) +
            " has stride " + std::to_string(arg.strides[k]) + ", expected " +
-           strides[k].str());
+           type.effectiveStrides()[k].str());
   }
 }
 
@@ -221,15 +207,17 @@ CompiledModule::CompiledModule(LoopModule module, Backend &backend,
 
 CompiledModule::StaticLayout
 CompiledModule::staticLayout(const TensorType &type) {
+  // Effective strides are the declared ones, or contiguous ones when none
+  // are declared.
   StaticLayout layout;
   std::vector<SymExpr> strides = type.effectiveStrides();
-  if (!allConstant(type.sizes) || !allConstant(strides) ||
-      !allConstant(type.strides))
+  if (!allConstant(type.sizes) || !allConstant(strides))
     return layout;
   layout.constant = true;
   layout.sizes = evaluateAll(type.sizes, {});
   layout.strides = evaluateAll(strides, {});
-  layout.declaredStrides = evaluateAll(type.strides, {});
+  if (!type.strides.empty())
+    layout.declaredStrides = layout.strides;
   return layout;
 }
 
@@ -244,12 +232,17 @@ CompiledModule::bindSymbols(const std::vector<TensorArg> &inputs,
   for (size_t i = 0; i < inputs.size(); ++i)
     bindInput(loopModule.inputs[i], inputs[i], bindings);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const StaticLayout *layout =
-        i < inputLayouts.size() && inputLayouts[i].constant ? &inputLayouts[i]
-                                                            : nullptr;
-    checkInput(loopModule.inputs[i], inputs[i], bindings,
-               layout ? &layout->sizes : nullptr,
-               layout ? &layout->strides : nullptr);
+    const StaticLayout &layout = inputLayouts[i];
+    const TensorType &type = loopModule.inputs[i].type;
+    if (layout.constant) {
+      checkInput(loopModule.inputs[i], inputs[i], layout.sizes,
+                 [&](size_t k) { return layout.strides[k]; });
+      continue;
+    }
+    std::vector<SymExpr> strides = type.effectiveStrides();
+    checkInput(loopModule.inputs[i], inputs[i],
+               evaluateAll(type.sizes, bindings),
+               [&](size_t k) { return strides[k].evaluate(bindings); });
   }
   return bindings;
 }

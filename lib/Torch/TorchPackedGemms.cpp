@@ -66,9 +66,6 @@ constexpr int64_t kOneDnnMinMultiplyAdds = int64_t(1) << 20;
 /// of L3, ATen / oneDNN: 256 x 768 99 / 88, 768 x 256 62 / 67, 768 x 2048
 /// 441 / 280, 256 x 8000 814 / 359, 768 x 3072 630 / 327).
 constexpr int64_t kOneDnnVectorMinWeight = int64_t(1) << 18;
-/// Without AVX-512, the weight size from which oneDNN runs products of any
-/// rows (the banner's measurements).
-constexpr int64_t kOneDnnNarrowVectorMinWeight = int64_t(1) << 18;
 /// Above this many rows neither library keeps a packed copy.
 constexpr int64_t kPackedMaxRows = 1024;
 
@@ -140,11 +137,11 @@ bool wideVectorCpu() {
 /// Whether oneDNN, rather than ATen, runs a linear layer's product of
 /// `rows` rows (measured: the banner).
 bool oneDnnRunsProduct(int64_t rows, int64_t inner, int64_t outer) {
+  // Without AVX-512 products of any rows follow the matrix-vector rule
+  // (the banner's measurements put the crossing at the same weight size).
   int64_t weightElements = inner * outer;
-  if (rows == 1)
+  if (rows == 1 || !wideVectorCpu())
     return weightElements >= kOneDnnVectorMinWeight;
-  if (!wideVectorCpu())
-    return weightElements >= kOneDnnNarrowVectorMinWeight;
   return rows * weightElements >= kOneDnnMinMultiplyAdds;
 }
 

@@ -184,19 +184,16 @@ class CompiledModule(torch.nn.Module):
         backend, fullgraph, dynamic = settings.backend, settings.fullgraph, settings.dynamic
         call = _C.call
         part = _compiled_part(module)
-        if part is not module:
+        if part is not module:  # DDP's forward runs eagerly around it
+            function, leading = module, ()
             target = getattr(type(part).forward, "__code__", None)
-
-            def run(args, kwargs):
-                return call(module, args, kwargs or None, backend, fullgraph, target,
-                            first_tensor, dynamic, current_config())
-            return run
-        caller = _module_caller(type(module))
-        code = caller.__code__
+        else:
+            function = _module_caller(type(module))
+            leading, target = (module,), function.__code__
 
         def run(args, kwargs):
-            return call(caller, (module,) + args, kwargs or None, backend, fullgraph,
-                        code, first_tensor, dynamic, current_config())
+            return call(function, leading + args, kwargs or None, backend, fullgraph,
+                        target, first_tensor, dynamic, current_config())
         return run
 
     def __call__(self, *args, **kwargs):

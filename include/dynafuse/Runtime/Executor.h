@@ -91,10 +91,6 @@ public:
 private:
   LoopModule loopModule;
   std::vector<std::unique_ptr<KernelExecutable>> executables;
-  /// run()'s plan, made once: per step, every buffer it names as a slot of
-  /// the run's buffer table (inputs first), the kernel a call runs, and
-  /// whether an allocation escapes the run (a module output is, or reuses,
-  /// its storage).
   /// A buffer type's sizes and strides (effective, and as declared for an
   /// allocation), evaluated once when they are constants: a static graph's
   /// steps then evaluate no size expression per run.
@@ -103,6 +99,10 @@ private:
     std::vector<int64_t> sizes, strides, declaredStrides;
   };
   static StaticLayout staticLayout(const TensorType &type);
+  /// run()'s plan, made once: per step, every buffer it names as a slot of
+  /// the run's buffer table (inputs first), the kernel a call runs, and
+  /// whether an allocation escapes the run (a module output is, or reuses,
+  /// its storage).
   struct StepSlots {
     /// alloc and view: the result's; extern: each result's.
     std::vector<StaticLayout> layouts;
