@@ -35,7 +35,7 @@ namespace {
 /// Divisions and remainders in expr whose numerator mentions one of vars;
 /// with `divisors`, their constant divisors are collected.
 int regroupingCount(const SymExpr &expr, const std::set<std::string> &vars,
-                    std::map<int64_t, int> *divisors = nullptr) {
+                    std::set<int64_t> *divisors = nullptr) {
   int count = 0;
   if (expr.kind() == SymExpr::Kind::FloorDiv ||
       expr.kind() == SymExpr::Kind::Mod) {
@@ -49,7 +49,7 @@ int regroupingCount(const SymExpr &expr, const std::set<std::string> &vars,
       ++count;
       const SymExpr &divisor = expr.operands()[1];
       if (divisors && divisor.isConstant())
-        ++(*divisors)[divisor.constant()];
+        divisors->insert(divisor.constant());
     }
   }
   if (expr.kind() != SymExpr::Kind::Constant &&
@@ -86,6 +86,20 @@ void collectRanges(const std::vector<Stmt> &block, SymRanges &ranges) {
   }
 }
 
+/// Whether a loop or reduction extent under block mentions var (a split
+/// would leave it naming a variable that no longer exists).
+bool extentsMention(const std::vector<Stmt> &block, const std::string &var) {
+  for (const Stmt &stmt : block) {
+    std::set<std::string> mentioned;
+    stmt.extent.collectSymbols(mentioned);
+    for (const SymExpr &extent : stmt.extents)
+      extent.collectSymbols(mentioned);
+    if (mentioned.count(var) || extentsMention(stmt.body, var))
+      return true;
+  }
+  return false;
+}
+
 void collectNames(const std::vector<Stmt> &block,
                   std::set<std::string> &names) {
   for (const Stmt &stmt : block) {
@@ -100,6 +114,7 @@ class LoopSplitter {
 public:
   explicit LoopSplitter(Kernel &kernel) : kernel(kernel) {
     collectNames(kernel.body, names);
+    collectRanges(kernel.body, ranges);
   }
 
   void run() {
@@ -110,6 +125,8 @@ public:
 private:
   Kernel &kernel;
   std::set<std::string> names;
+  /// Every loop variable's range, the split ones' halves added as made.
+  SymRanges ranges;
 
   std::string freshName(char prefix) {
     for (int n = 0;; ++n) {
@@ -139,10 +156,10 @@ private:
   bestSplit(std::vector<Stmt> &body, const std::string &var,
             const SymExpr &extent, const std::string &outer,
             const std::string &inner) {
-    if (!extent.isConstant())
+    if (!extent.isConstant() || extentsMention(body, var))
       return std::nullopt;
     int64_t trips = extent.constant();
-    std::map<int64_t, int> divisors;
+    std::set<int64_t> divisors;
     int before = 0;
     std::vector<int> instrs;
     forEachInstr(body, [&](int instr) { instrs.push_back(instr); });
@@ -151,11 +168,10 @@ private:
         before += regroupingCount(index, {var}, &divisors);
     if (before == 0)
       return std::nullopt;
-    SymRanges ranges;
-    collectRanges(kernel.body, ranges);
+    SymRanges ranges = this->ranges;
     std::optional<std::pair<int64_t, std::map<int, std::vector<SymExpr>>>> best;
     int bestCount = before;
-    for (const auto &[divisor, uses] : divisors) {
+    for (int64_t divisor : divisors) {
       if (divisor <= 1 || divisor >= trips || trips % divisor != 0)
         continue;
       ranges[outer] = trips / divisor;
@@ -182,9 +198,14 @@ private:
     return best;
   }
 
-  void apply(const std::map<int, std::vector<SymExpr>> &rewritten) {
+  /// The split's indexes written, its two variables' ranges noted.
+  void apply(const std::map<int, std::vector<SymExpr>> &rewritten,
+             const std::string &outer, const std::string &inner, int64_t trips,
+             int64_t divisor) {
     for (const auto &[instr, indexes] : rewritten)
       kernel.instrs[size_t(instr)].index = indexes;
+    ranges[outer] = trips / divisor;
+    ranges[inner] = divisor;
   }
 
   void splitLoop(Stmt &stmt) {
@@ -195,11 +216,11 @@ private:
       names.erase(inner);
       return;
     }
-    apply(split->second);
-    int64_t divisor = split->first;
+    int64_t divisor = split->first, trips = stmt.extent.constant();
+    apply(split->second, outer, inner, trips, divisor);
     Stmt innerLoop = Stmt::loop(inner, SymExpr(divisor), std::move(stmt.body));
     stmt.var = outer;
-    stmt.extent = SymExpr(stmt.extent.constant() / divisor);
+    stmt.extent = SymExpr(trips / divisor);
     stmt.body.clear();
     stmt.body.push_back(std::move(innerLoop));
   }
@@ -213,9 +234,9 @@ private:
       names.erase(inner);
       return false;
     }
-    apply(split->second);
     int64_t divisor = split->first;
     int64_t trips = stmt.extents[position].constant();
+    apply(split->second, outer, inner, trips, divisor);
     stmt.vars[position] = outer;
     stmt.extents[position] = SymExpr(trips / divisor);
     stmt.vars.insert(stmt.vars.begin() + long(position) + 1, inner);
