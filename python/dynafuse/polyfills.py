@@ -102,7 +102,8 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
 def broadcast_tensors(*tensors):
     """torch.broadcast_tensors (F.mse_loss and the other losses call it):
     each tensor expanded to the shapes' broadcast, so it differentiates as
-    expand does. Shapes that do not broadcast raise eager's error."""
+    expand does. Shapes that do not broadcast are refused (the call then
+    runs eagerly, where eager's error is raised)."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     if not all(isinstance(t, torch.Tensor) for t in tensors):
