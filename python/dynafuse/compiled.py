@@ -149,6 +149,12 @@ def _module_caller(module_type):
     return caller
 
 
+def _first_parameter_or_buffer(module):
+    """What backend "auto" looks at when no argument is a tensor: the
+    module's first parameter or buffer (None when it has neither)."""
+    return next(itertools.chain(module.parameters(), module.buffers()), None)
+
+
 class CompiledModule(torch.nn.Module):
     """Wraps a module; calling it runs the module under the frame hook.
     Attribute reads, state_dict(), load_state_dict() and the names of
@@ -180,7 +186,11 @@ class CompiledModule(torch.nn.Module):
         module = self._orig_mod
         settings = self._dynafuse_settings
         current_config = self._dynafuse_call_config.current
-        first_tensor = self._first_tensor if settings.backend == "auto" else None
+        # Nothing bound here refers to the wrapper, which holds this runner:
+        # a wrapper (and its module's memory) goes when its last reference
+        # does, not at the next cycle collection.
+        first_tensor = (functools.partial(_first_parameter_or_buffer, module)
+                        if settings.backend == "auto" else None)
         backend, fullgraph, dynamic = settings.backend, settings.fullgraph, settings.dynamic
         call = _C.call
         part = _compiled_part(module)
@@ -204,12 +214,6 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         return self._run()(args, kwargs)
-
-    def _first_tensor(self):
-        """What backend "auto" looks at when no argument is a tensor: the
-        module's first parameter or buffer (None when it has neither)."""
-        return next(itertools.chain(self._orig_mod.parameters(),
-                                    self._orig_mod.buffers()), None)
 
     def __getattr__(self, name):
         try:

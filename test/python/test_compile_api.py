@@ -224,3 +224,35 @@ def test_a_deep_copy_of_a_compiled_module_runs_its_own_module():
         assert torch.count_nonzero(twin(x)) == 0
         assert_close(compiled(x), net(x), rtol=1e-5, atol=1e-5)
         assert torch.count_nonzero(compiled(x)) > 0
+
+
+@pytest.mark.parametrize("backend", ["auto", "llvm"])
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_a_compiled_module_goes_with_its_last_reference(backend, training):
+    """Nothing a compiled module binds refers back to it: the wrapper and
+    the wrapped module are freed when their last reference goes, without
+    waiting for a cycle collection (a DDP process that tears down its
+    process group relies on it: modules kept for the final collection
+    outlive the state their hooks refer to)."""
+    import gc
+    import weakref
+
+    def run_once():
+        net = Net().train(training)
+        compiled = dynafuse.compile(net, backend=backend)
+        x = torch.randn(3, 8, requires_grad=training)
+        for _ in range(2):
+            out = compiled(x)
+            if training:
+                out.sum().backward()
+        assert_compiled()
+        return weakref.ref(net), weakref.ref(compiled)
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        net, compiled = run_once()
+        assert net() is None and compiled() is None
+    finally:
+        if enabled:
+            gc.enable()

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 WORKER = textwrap.dedent("""
-    import copy, json, os, sys
+    import copy, faulthandler, json, os, sys
     import torch
     import torch.distributed as dist
     import torch.multiprocessing as mp
@@ -32,6 +32,10 @@ WORKER = textwrap.dedent("""
 
 
     def worker(rank, world, mode, unused, port, out):
+        # A crash prints every thread's Python and C++ stack into the
+        # failure's stderr.
+        faulthandler.enable()
+        torch._C._set_print_stack_traces_on_fatal_signal(True)
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(port)
         dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -93,7 +97,7 @@ def test_ddp_two_processes_match_eager_ddp(tmp_path, mode, unused):
         [sys.executable, str(script), mode, "1" if unused else "0", str(free_port()), str(out)],
         capture_output=True, text=True, timeout=300,
         env={"PATH": "/usr/bin:/bin", "DYNAFUSE_DISK_CACHE": "0"})
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, result.stderr[-12000:]
     for rank in range(2):
         report = json.loads((tmp_path / f"result.{rank}").read_text())
         assert report["difference"] < 1e-5, report
