@@ -4,7 +4,11 @@ ops the graph has (as TorchDynamo's polyfills do). POLYFILLS maps the torch
 callable to its form; the tracer inlines the form wherever the code calls
 the callable. Inputs a form does not handle raise NotImplementedError, so
 capture stops there and eager runs the call (and raises eager's error)."""
+import copy
+import copyreg
+import enum
 import itertools
+import types
 
 import torch
 import torch.nn.functional as F
@@ -136,5 +140,97 @@ def mse_loss(input, target, reduction=1):
     return squared.mean() if reduction == 1 else squared.sum()
 
 
-POLYFILLS = {F.pad: pad, itertools.repeat: repeat, torch.linspace: linspace,
+# What copy.deepcopy returns as is (copy's own atomic types, and torch's
+# immutable descriptions: a dtype reduces to a name, a device to itself).
+_ATOMIC_TYPES = (type(None), int, float, bool, complex, bytes, str, type, range,
+                 types.BuiltinFunctionType, types.FunctionType, types.CodeType,
+                 property, type(Ellipsis), type(NotImplemented), torch.dtype,
+                 torch.device, torch.layout, torch.memory_format)
+_OBJECT_SLOTS = ("__reduce_ex__", "__reduce__", "__getstate__", "__new__")
+_OWN_HOOKS = ("__deepcopy__", "__setstate__", "__getnewargs_ex__", "__getnewargs__")
+
+
+def deepcopy(x, memo=None, _nil=None):
+    """copy.deepcopy of what capture can build: atoms as they are; lists,
+    tuples and dicts copied item by item; instances of plain classes made
+    without __init__ (object.__new__) with a deep copy of their instance
+    dict stored as copy's _reconstruct stores it (past __setattr__). One
+    object copied twice gives one copy (the pairs seen so far, compared by
+    identity, are copy's memo). Tensors, classes with their own copy or
+    pickle protocol, and a memo from the caller are refused (eager runs
+    the call)."""
+    if memo is not None:
+        raise NotImplementedError("copy.deepcopy with a memo")
+    return _deepcopy(x, [])
+
+
+def _deepcopy(x, copies):
+    kind = _copy_kind(type(x))
+    if kind == "atomic":
+        return x
+    for original, copied in copies:
+        if original is x:
+            return copied
+    if kind == "list":
+        y = []
+        copies.append((x, y))
+        for item in x:
+            y.append(_deepcopy(item, copies))
+        return y
+    if kind == "tuple":
+        y = tuple([_deepcopy(item, copies) for item in x])
+        for original, copied in copies:  # a tuple holding itself, through a list
+            if original is x:
+                return copied
+        for a, b in zip(x, y):
+            if a is not b:
+                return y
+        return x
+    if kind == "dict":
+        y = {}
+        copies.append((x, y))
+        for key, value in x.items():
+            y[_deepcopy(key, copies)] = _deepcopy(value, copies)
+        return y
+    if kind != "object":
+        raise NotImplementedError("copy.deepcopy of an object with a protocol of its own")
+    y = object.__new__(type(x))
+    copies.append((x, y))
+    y.__dict__.update(_deepcopy(x.__dict__, copies))
+    return y
+
+
+def _capture_time_query(function):
+    """Marks a function of classes and constants that capture calls
+    instead of tracing (its answer depends on nothing else, and the
+    classes it is given are guarded)."""
+    function.__dynafuse_capture_time_query__ = True
+    return function
+
+
+@_capture_time_query
+def _copy_kind(cls):
+    """How copy.deepcopy copies an instance of cls: "atomic" (returned as
+    is), "list", "tuple", "dict" (exactly those classes: copy's dispatch
+    table), "object" (object's own reduction, which copy reconstructs as
+    object.__new__(cls) and a deep copy of the instance dict: a heap class
+    laid out as object, without __slots__, copy or pickle hooks of its own
+    or a copyreg entry), or None (anything else: tensors, dict subclasses,
+    classes with a protocol of their own)."""
+    if cls in _ATOMIC_TYPES or issubclass(cls, enum.Enum):
+        return "atomic"
+    if cls in (list, tuple, dict):
+        return cls.__name__
+    if cls in copyreg.dispatch_table or cls is object or issubclass(cls, torch.Tensor):
+        return None
+    if any(getattr(cls, name, None) is not None for name in _OWN_HOOKS):
+        return None
+    if any(getattr(cls, name) is not getattr(object, name) for name in _OBJECT_SLOTS):
+        return None
+    plain = all(k is object or ("__slots__" not in vars(k) and k.__flags__ & (1 << 9))
+                for k in cls.__mro__)
+    return "object" if plain else None
+
+
+POLYFILLS = {copy.deepcopy: deepcopy, F.pad: pad, itertools.repeat: repeat, torch.linspace: linspace,
              torch.broadcast_tensors: broadcast_tensors, torch._C._nn.mse_loss: mse_loss}

@@ -154,3 +154,28 @@ def test_a_transformers_model_trains_as_one_graph(name):
             assert_close(mine.grad, theirs.grad, rtol=1e-3, atol=1e-6 * scale)
     assert_compiled()
     assert dynafuse.compiled_graphs()[0]["training"]
+
+
+@pytest.mark.parametrize("name", ["bart", "t5"])
+def test_a_seq2seq_model_that_copies_its_config_is_one_graph(name):
+    """The legacy encoder-decoder configs: the forward makes its own cache
+    from config.get_text_config(decoder=True), which deep-copies the config
+    and renames its decoder_* entries through the strict dataclass's
+    validating __setattr__ (traced, not a break)."""
+    t = transformers
+    if name == "bart":
+        config = t.BartConfig(encoder_layers=2, decoder_layers=2, d_model=64,
+                              encoder_attention_heads=4, decoder_attention_heads=4,
+                              encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100)
+        model = t.BartModel(config).eval()
+    else:
+        config = t.T5Config(num_layers=2, num_decoder_layers=2, d_model=64, num_heads=4,
+                            d_ff=128, d_kv=16, vocab_size=100, decoder_start_token_id=0)
+        model = t.T5Model(config).eval()
+    compiled = dynafuse.compile(model, fullgraph=True)
+    with torch.no_grad():
+        for _ in range(2):
+            kwargs = {"input_ids": torch.randint(0, 100, (2, 9)),
+                      "decoder_input_ids": torch.randint(0, 100, (2, 5))}
+            assert_same_output(compiled(**kwargs), model(**kwargs))
+    assert_compiled()

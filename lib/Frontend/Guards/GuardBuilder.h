@@ -28,13 +28,14 @@ public:
   void addGuard(Guard guard);
   /// A guard on the object at `source`: Equals, Identity or TypeIs (expected:
   /// the value, the object or its type), NoAttribute or NoInstanceAttribute
-  /// (expected: the name).
+  /// (expected: the name), NoKey (expected: the dict key).
   void guardObject(Guard::Kind kind, int source, PyObject *expected);
   /// A guard relating the objects at two sources: SameObject or
   /// OtherObject.
   void guardRelation(Guard::Kind kind, int source, int other);
   const std::vector<Guard> &guards() const { return guardList; }
   const Source &source(int id) const { return sources.at(size_t(id)); }
+  const std::vector<Source> &allSources() const { return sources; }
   /// How the guards describe the source ("L['x'].weight").
   std::string describe(int id) const {
     return sources.at(size_t(id)).describe(sources);

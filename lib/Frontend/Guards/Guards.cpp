@@ -189,6 +189,12 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
   case Kind::NoInstanceAttribute:
     return where + " has no instance attribute '" +
            PyUnicode_AsUTF8(expected.get()) + "'";
+  case Kind::NoKey: {
+    PyRef key = PyRef::steal(PyObject_Repr(expected.get()));
+    PyErr_Clear();
+    return where + " has no key " +
+           (key ? PyUnicode_AsUTF8(key.get()) : std::string("?"));
+  }
   case Kind::Distinct: {
     std::string text = where;
     for (int member : group)
@@ -402,6 +408,13 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
       return false;
     }
     return found == nullptr;
+  }
+  case Guard::Kind::NoKey: {
+    int present =
+        PyDict_Check(value) ? PyDict_Contains(value, guard.expected.get()) : -1;
+    if (present < 0)
+      PyErr_Clear();
+    return present == 0;
   }
   case Guard::Kind::Distinct: {
     std::vector<PyObject *> objects{value};

@@ -91,6 +91,7 @@ struct Guard {
     OtherStorage,
     NoAttribute,
     NoInstanceAttribute,
+    NoKey,
     Distinct,
     Shape
   };
@@ -112,7 +113,8 @@ struct Guard {
   /// Equals: the value (compared with exact type); Identity: the object;
   /// NoAttribute: the attribute name the object must lack;
   /// NoInstanceAttribute: the name its instance __dict__ must lack (a
-  /// per-instance override of a method);
+  /// per-instance override of a method); NoKey: the key the dict must
+  /// lack;
   /// TypeIs: the exact type; TupleLength: the exact type (tuple or list).
   PyRef expected;
   /// Identity of an object that takes weak references: `expected` is a

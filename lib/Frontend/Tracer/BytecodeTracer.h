@@ -422,10 +422,10 @@ private:
   VarPtr negate(const VarPtr &var);
 
   VarPtr logicalNot(const VarPtr &var);
-
   VarPtr containsOp(const VarPtr &item, const VarPtr &container, bool negated);
   VarPtr isOp(const VarPtr &lhs, const VarPtr &rhs, bool inverted);
   void guardSameness(const VarPtr &lhs, const VarPtr &rhs, bool same);
+  std::optional<bool> sameAtSources(const VarPtr &lhs, const VarPtr &rhs);
   /// `a is b` for tensors; guards that two inputs stay distinct objects.
   bool sameTensorObject(const VarPtr &lhs, const VarPtr &rhs);
 

@@ -352,6 +352,13 @@ VarPtr BytecodeTracer::attributeBuiltin(PyObject *callable,
     storeAttribute(args[0], args[1]->object.get(), args[2]);
     return constant(Py_None);
   }
+  if (is("delattr") && args.size() == 2 &&
+      args[0]->kind == Var::Kind::NewObject &&
+      args[1]->kind == Var::Kind::Constant &&
+      PyUnicode_CheckExact(args[1]->object.get())) {
+    objects.deleteAttribute(args[0], args[1]->object.get(), /*direct=*/false);
+    return constant(Py_None);
+  }
   bool get = is("getattr"), has = is("hasattr");
   if ((!get && !has) || args.size() < 2 || args.size() > (get ? 3u : 2u) ||
       args[1]->kind != Var::Kind::Constant ||

@@ -27,6 +27,17 @@ constexpr bool kNullAboveCallable = PY_VERSION_HEX >= 0x030D0000;
 constexpr int kIntrinsicUnaryPositive = 5;
 constexpr int kIntrinsicListToTuple = 6;
 
+/// object.__new__ (what `cls.__new__` reads for a class that keeps
+/// object's).
+bool isObjectNew(PyObject *callable) {
+  return PyCFunction_Check(callable) &&
+         PyCFunction_GET_SELF(callable) ==
+             reinterpret_cast<PyObject *>(&PyBaseObject_Type) &&
+         std::string(
+             reinterpret_cast<PyCFunctionObject *>(callable)->m_ml->ml_name) ==
+             "__new__";
+}
+
 } // namespace
 
 void BytecodeTracer::pushWithNull(const VarPtr &callable) {
@@ -234,6 +245,16 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       }
       unsupported("list.index of a missing value (ValueError)");
     }
+    if (callee->method == "dict.update" && args.size() <= 2) {
+      // d.update(other, **more): as `{**d, **other, **more}` stores them.
+      if (args.size() == 2)
+        mergeInto(args[0], args[1]);
+      for (const auto &[key, value] : keywords) {
+        PyRef name = PyRef::steal(PyUnicode_FromString(key.c_str()));
+        setDictItem(args[0], constant(name.get()), value);
+      }
+      return constant(Py_None);
+    }
     if (callee->method == "dict.pop" && (args.size() == 2 || args.size() == 3) &&
         keywords.empty())
       return popDictItem(args[0], args[1], args.size() == 3 ? args[2] : nullptr);
@@ -332,6 +353,9 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return layer;
     if (VarPtr made = objects.construct(callee, args, keywords))
       return made;
+    if (isObjectNew(object) && args.size() == 1 && keywords.empty())
+      if (VarPtr made = objects.allocateBare(args[0]))
+        return made;
     if (VarPtr made = values.sequenceHandler().constructNamedTuple(callee, args,
                                                                    keywords))
       return made;

@@ -504,6 +504,14 @@ int BytecodeTracer::step(const Instruction &in) {
                    pop());
     return -1;
   }
+  case DELETE_ATTR: {
+    VarPtr owner = pop();
+    if (owner->kind != Var::Kind::NewObject)
+      unsupported("del of an attribute of an object capture did not make");
+    objects.deleteAttribute(
+        owner, PyTuple_GET_ITEM(current.code->co_names, in.arg), false);
+    return -1;
+  }
   case BEFORE_WITH:
     enterWith(pop());
     return -1;

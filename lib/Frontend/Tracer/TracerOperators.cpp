@@ -464,6 +464,28 @@ void BytecodeTracer::guardSameness(const VarPtr &lhs, const VarPtr &rhs,
       same ? Guard::Kind::SameObject : Guard::Kind::OtherObject, left, right);
 }
 
+/// `a is b` on two values read from sources (containers, whose vars hold
+/// their items rather than the object): the objects there now, the answer
+/// guarded as a relation between the two sources.
+std::optional<bool> BytecodeTracer::sameAtSources(const VarPtr &lhs,
+                                                  const VarPtr &rhs) {
+  int left = knownSourceOf(lhs), right = knownSourceOf(rhs);
+  if (left < 0 || right < 0)
+    return std::nullopt;
+  if (left == right)
+    return true;
+  SourceResolver resolver(guardBuilder.allSources(), frame);
+  PyObject *leftObject = resolver.get(left);
+  PyObject *rightObject = resolver.get(right);
+  PyErr_Clear();
+  if (!leftObject || !rightObject)
+    return std::nullopt;
+  bool same = leftObject == rightObject;
+  guardBuilder.guardRelation(
+      same ? Guard::Kind::SameObject : Guard::Kind::OtherObject, left, right);
+  return same;
+}
+
 namespace {
 
 bool isNoneConstant(const VarPtr &var) {
@@ -496,6 +518,8 @@ VarPtr BytecodeTracer::isOp(const VarPtr &lhs, const VarPtr &rhs,
     // An object, list or dict made during capture is itself and nothing
     // that existed before.
     same = lhs == rhs;
+  else if (std::optional<bool> known = sameAtSources(lhs, rhs))
+    same = *known;
   else
     unsupported("'is' on values the interpreter cannot compare");
   return constant(same != inverted ? Py_True : Py_False);

@@ -5,7 +5,10 @@
 // data), torch.tensor of a constant scalar or an empty list (a `full` node),
 // Tensor.to(...) to the tensor's own device (the tensor itself, or a cast),
 // str() / repr() of constants and classes, inspect.signature of a guarded
-// function (a "derived" object: immutable data read at capture).
+// function (a "derived" object: immutable data read at capture), and
+// polyfills' queries on classes (functions marked
+// `__dynafuse_capture_time_query__`: what copy.deepcopy's protocol is for a
+// class), called at capture on constants and guarded classes.
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
@@ -26,6 +29,40 @@ bool isTorchAttribute(PyObject *callable, const char *name) {
 
 std::string typeName(const VarPtr &var) {
   return var->object ? Py_TYPE(var->object.get())->tp_name : "";
+}
+
+bool isCaptureTimeQuery(PyObject *callable) {
+  if (!PyFunction_Check(callable))
+    return false;
+  PyObject *attributes =
+      reinterpret_cast<PyFunctionObject *>(callable)->func_dict;
+  return attributes && PyDict_Check(attributes) &&
+         PyDict_GetItemString(attributes, "__dynafuse_capture_time_query__");
+}
+
+/// The query's answer when every argument is a constant or a class whose
+/// identity a guard pins (a class var: type() of a value, a class read
+/// from a source); null otherwise (the query is then traced).
+PyObject *answerQuery(PyObject *query, const std::vector<VarPtr> &args) {
+  PyRef arguments = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const VarPtr &arg = args[i];
+    bool known = arg->object &&
+                 (arg->kind == Var::Kind::Constant ||
+                  (arg->kind == Var::Kind::Object && arg->method.empty() &&
+                   PyType_Check(arg->object.get())));
+    if (!known)
+      return nullptr;
+    PyTuple_SET_ITEM(arguments.get(), Py_ssize_t(i),
+                     Py_NewRef(arg->object.get()));
+  }
+  PyObject *answer = PyObject_Call(query, arguments.get(), nullptr);
+  if (answer && (answer == Py_None || PyBool_Check(answer) ||
+                 PyLong_CheckExact(answer) || PyUnicode_CheckExact(answer)))
+    return answer;
+  Py_XDECREF(answer);
+  PyErr_Clear();
+  return nullptr;
 }
 
 } // namespace
@@ -49,6 +86,9 @@ VarPtr BytecodeTracer::foldTorchValue(PyObject *callable,
     }
     return unguardedObject(info); // immutable: its attributes are data
   }
+  if (isCaptureTimeQuery(callable) && keywords.empty())
+    if (PyObject *answer = answerQuery(callable, args))
+      return foldPython(answer);
   static PyObject *signatureSlot = nullptr;
   PyObject *signature = lookupOnce(signatureSlot, "inspect", "signature");
   if (signature && callable == signature && args.size() == 1 &&

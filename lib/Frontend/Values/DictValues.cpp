@@ -23,7 +23,8 @@ DictValues::DictValues(BytecodeTracer &tracer)
 
 VarPtr DictValues::attribute(const VarPtr &value, PyObject *name) {
   std::string attribute = PyUnicode_AsUTF8(name);
-  for (const char *method : {"items", "keys", "values", "copy", "get", "pop"})
+  for (const char *method :
+       {"items", "keys", "values", "copy", "get", "pop", "update"})
     if (attribute == method && !(value->object && attribute == "copy"))
       return containerMethod(value, "dict." + attribute);
   return ValueHandler::attribute(value, name);
@@ -80,6 +81,12 @@ VarPtr DictValues::type(const VarPtr &value) {
 }
 
 VarPtr DictValues::isInstance(const VarPtr &value, PyObject *classes) {
+  if (!value->object) {
+    // Exactly a dict (one made during capture, or a source's, which only
+    // an exact dict becomes): what isinstance answers for any dict.
+    PyRef dict = PyRef::steal(PyDict_New());
+    return objectIsInstance(dict.get(), classes);
+  }
   return builtinIsInstance(
       value->object ? reinterpret_cast<PyTypeObject *>(value->object.get())
                     : &PyDict_Type,

@@ -516,15 +516,29 @@ VarPtr ObjectValues::applyWithoutGradient(const VarPtr &value,
 VarPtr ObjectValues::entryOfSourceDict(const VarPtr &dict,
                                        const std::vector<VarPtr> &args,
                                        const Keywords &keywords) {
-  if (!keywords.empty() || args.empty() || args.size() > 2 || !dictKey(args[0]))
+  // The key: a constant, or a class or object whose identity capture pins
+  // (a registry keyed by types: huggingface_hub's validators by typing
+  // origin), hashed as it hashes now.
+  bool pinned = !args.empty() && args[0]->kind == Var::Kind::Object &&
+                args[0]->object && args[0]->method.empty() &&
+                tracer.knownSourceOf(args[0]) >= 0;
+  bool constantKey = !args.empty() && (dictKey(args[0]) ||
+                                       (args[0]->kind == Var::Kind::Constant &&
+                                        args[0]->object.get() == Py_None));
+  if (!keywords.empty() || args.empty() || args.size() > 2 ||
+      (!constantKey && !pinned))
     tracer.unsupported("dict.get of a dict read from a source, with a key "
-                       "that is not a constant string, int or bool");
+                       "that is not a constant or an object capture pins");
   PyObject *key = args[0]->object.get();
   PyObject *entry = PyDict_GetItemWithError(dict->object.get(), key);
   if (!entry) {
-    // Absent: that the key stays absent would need a guard of its own.
-    PyErr_Clear();
-    tracer.unsupported("dict.get of a key missing from a large dict");
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      tracer.unsupported("dict.get: hashing the key raised");
+    }
+    tracer.guardBuilder.guardObject(Guard::Kind::NoKey,
+                                    tracer.sourceOfObject(dict), key);
+    return args.size() == 2 ? args[1] : tracer.constant(Py_None);
   }
   return tracer.classify(
       entry, tracer.guardBuilder.namedSource(Source::Kind::DictItem,

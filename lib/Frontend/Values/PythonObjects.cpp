@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #include "PythonObjects.h"
 
+#include <algorithm>
+
 #include "DictKeys.h"
 
 #include "Tracer/BytecodeTracer.h"
@@ -59,7 +61,7 @@ bool isProperty(PyObject *descriptor) {
 /// (through super() or because the class does not override them).
 bool isModelledSlot(const std::string &name, bool dictBase) {
   static const char *objectSlots[] = {"__setattr__", "__init__",
-                                      "__getattribute__"};
+                                      "__getattribute__", "__delattr__"};
   static const char *dictSlots[] = {
       "__setitem__", "__getitem__", "__contains__", "__len__",    "keys",
       "values",      "items",       "get",          "__delitem__"};
@@ -118,32 +120,54 @@ VarPtr PythonObjects::statelessLayer(const VarPtr &classVar,
 PythonObjects::PythonObjects(BytecodeTracer &tracer)
     : ValueHandler(tracer, "an object made during capture") {}
 
-VarPtr PythonObjects::construct(const VarPtr &classVar,
-                                const std::vector<VarPtr> &args,
-                                const Keywords &keywords) {
+VarPtr PythonObjects::allocate(const VarPtr &classVar) {
   PyObject *object = classVar->object.get();
   if (!object || !PyType_Check(object) || classVar->source < 0)
     return nullptr;
   auto *cls = reinterpret_cast<PyTypeObject *>(object);
   // A plain Python class: made by type.__call__, laid out as object or
-  // dict, its instances with a __dict__ and the default attribute lookup.
+  // dict, its instances with a __dict__, and an attribute lookup that is
+  // the default one or a Python __getattribute__ over it.
   if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
       Py_TYPE(object)->tp_call != PyType_Type.tp_call || isModule(object) ||
       cls->tp_dictoffset == 0)
     return nullptr;
   PyTypeObject *base = builtinBaseOf(cls);
-  if (!base || cls->tp_new != base->tp_new ||
-      entryOf(cls, "__getattribute__") != entryOf(base, "__getattribute__"))
+  if (!base || cls->tp_new != base->tp_new)
     return nullptr;
-  PyObject *init = entryOf(cls, "__init__");
-  bool pythonInit = init && PyFunction_Check(init);
-  if (!pythonInit && init != entryOf(base, "__init__"))
+  PyObject *getattribute = entryOf(cls, "__getattribute__");
+  if (getattribute != entryOf(base, "__getattribute__") &&
+      !(getattribute && PyFunction_Check(getattribute)))
     return nullptr;
   VarPtr made = makeVar(Var::Kind::NewObject);
   made->function = classVar;
   made->attributes = makeVar(Var::Kind::Dict);
   if (base != &PyBaseObject_Type)
     made->content = makeVar(Var::Kind::Dict);
+  return made;
+}
+
+VarPtr PythonObjects::allocateBare(const VarPtr &classVar) {
+  PyObject *object = classVar->object.get();
+  if (!object || !PyType_Check(object) ||
+      builtinBaseOf(reinterpret_cast<PyTypeObject *>(object)) !=
+          &PyBaseObject_Type)
+    return nullptr; // object.__new__ of a dict subclass raises
+  return allocate(classVar);
+}
+
+VarPtr PythonObjects::construct(const VarPtr &classVar,
+                                const std::vector<VarPtr> &args,
+                                const Keywords &keywords) {
+  VarPtr made = allocate(classVar);
+  if (!made)
+    return nullptr;
+  auto *cls = classOf(made);
+  PyTypeObject *base = builtinBaseOf(cls);
+  PyObject *init = entryOf(cls, "__init__");
+  bool pythonInit = init && PyFunction_Check(init);
+  if (!pythonInit && init != entryOf(base, "__init__"))
+    return nullptr;
   if (!pythonInit) {
     if (!args.empty() || (!keywords.empty() && !made->content) ||
         keywords.size() > 1)
@@ -223,6 +247,15 @@ VarPtr PythonObjects::readProperty(const VarPtr &property, const VarPtr &self,
 }
 
 VarPtr PythonObjects::attribute(const VarPtr &object, PyObject *name) {
+  // A class's own __getattribute__ decides every read (transformers'
+  // configs map names through attribute_map); super().__getattribute__
+  // there reaches object's, defaultAttribute.
+  if (VarPtr getattribute = pythonMethodOf(object, "__getattribute__"))
+    return tracer.callAny(getattribute, {tracer.constant(name)}, {});
+  return defaultAttribute(object, name);
+}
+
+VarPtr PythonObjects::defaultAttribute(const VarPtr &object, PyObject *name) {
   std::string attribute = PyUnicode_AsUTF8(name);
   if (attribute == "__class__")
     return object->function;
@@ -275,11 +308,28 @@ VarPtr PythonObjects::attribute(const VarPtr &object, PyObject *name) {
   }
   if (VarPtr getattr = pythonMethodOf(object, "__getattr__"))
     return tracer.callAny(getattr, {tracer.constant(name)}, {});
-  tracer.unsupported("attribute '" + attribute + "' missing on a " +
-                     classOf(object)->tp_name + " made during capture");
+  // What Python raises: a handler in traced code (hasattr's included)
+  // sees it; elsewhere it ends the graph, and eager raises it.
+  throw RaisedInCapture("attribute '" + attribute + "' missing on a " +
+                            classOf(object)->tp_name + " made during capture",
+                        tracer.here(tracer.current.currentLine),
+                        PyExc_AttributeError);
 }
 
 bool PythonObjects::has(const VarPtr &object, PyObject *name) {
+  if (pythonMethodOf(object, "__getattribute__")) {
+    // hasattr is getattr that catches AttributeError.
+    try {
+      attribute(object, name);
+      return true;
+    } catch (const RaisedInCapture &raised) {
+      if (!PyType_IsSubtype(
+              reinterpret_cast<PyTypeObject *>(raised.exceptionType),
+              reinterpret_cast<PyTypeObject *>(PyExc_AttributeError)))
+        throw;
+      return false;
+    }
+  }
   if (tracer.dictEntry(object->attributes, PyUnicode_AsUTF8(name)))
     return true;
   if (lookupInClass(object->function->object.get(), nullptr, name))
@@ -323,6 +373,33 @@ void PythonObjects::setAttribute(const VarPtr &object, PyObject *name,
   tracer.setDictEntry(object->attributes, attribute, value);
 }
 
+void PythonObjects::deleteAttribute(const VarPtr &object, PyObject *name,
+                                    bool direct) {
+  std::string attribute = PyUnicode_AsUTF8(name);
+  if (!direct)
+    if (VarPtr delattr = pythonMethodOf(object, "__delattr__")) {
+      tracer.callAny(delattr, {tracer.constant(name)}, {});
+      return;
+    }
+  PyObject *entry =
+      lookupInClass(object->function->object.get(), nullptr, name);
+  if (entry && Py_TYPE(entry)->tp_descr_set)
+    tracer.unsupported("deleting attribute '" + attribute + "' through a " +
+                       Py_TYPE(entry)->tp_name);
+  const VarPtr &dict = object->attributes;
+  auto found = std::find(dict->keys.begin(), dict->keys.end(), attribute);
+  if (found != dict->keys.end()) {
+    tracer.willMutate(dict);
+    dict->items.erase(dict->items.begin() + (found - dict->keys.begin()));
+    dict->keys.erase(found);
+    return;
+  }
+  throw RaisedInCapture("attribute '" + attribute + "' missing on a " +
+                            classOf(object)->tp_name + " made during capture",
+                        tracer.here(tracer.current.currentLine),
+                        PyExc_AttributeError);
+}
+
 VarPtr PythonObjects::callSlot(const std::string &slot,
                                const std::vector<VarPtr> &args,
                                const Keywords &keywords) {
@@ -349,9 +426,14 @@ VarPtr PythonObjects::callSlot(const std::string &slot,
     setAttribute(self, key.get(), args[2], /*direct=*/true);
     return tracer.constant(Py_None);
   }
+  if (name == "__delattr__" && args.size() == 2) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(stringKey(1).c_str()));
+    deleteAttribute(self, key.get(), /*direct=*/true);
+    return tracer.constant(Py_None);
+  }
   if (name == "__getattribute__" && args.size() == 2) {
     PyRef key = PyRef::steal(PyUnicode_FromString(stringKey(1).c_str()));
-    return attribute(self, key.get());
+    return defaultAttribute(self, key.get());
   }
   const VarPtr &content = self->content;
   if (!content)

@@ -32,8 +32,9 @@ public:
   explicit PythonObjects(BytecodeTracer &tracer);
 
   /// cls(...) of a plain Python class (laid out as object, dict or
-  /// OrderedDict, default __new__ and __getattribute__): a NewObject var,
-  /// its __init__ inlined. Null for other classes.
+  /// OrderedDict, default __new__, the default __getattribute__ or a
+  /// Python one): a NewObject var, its __init__ inlined. Null for other
+  /// classes.
   VarPtr construct(const VarPtr &classVar, const std::vector<VarPtr> &args,
                    const Keywords &keywords);
   /// torch.nn's own layer made in forward from constants (nn.Softmax(dim=-1)
@@ -56,9 +57,20 @@ public:
   /// A property's getter (a Python function) inlined on self.
   VarPtr readProperty(const VarPtr &property, const VarPtr &self,
                       const std::string &attribute);
-  /// A NewObject var's attribute, whether it has one, and a store into it
-  /// (direct: object.__setattr__, past a Python __setattr__ of the class).
+  /// object.__new__(cls) of such a class laid out as object: a NewObject
+  /// var with an empty instance dict, no __init__ run (copy's
+  /// reconstruction). Null for other classes.
+  VarPtr allocateBare(const VarPtr &classVar);
+  /// A NewObject var's attribute (through the class's Python
+  /// __getattribute__ when it has one; defaultAttribute is object's), whether
+  /// it has one, and a store into it (direct: object.__setattr__, past a
+  /// Python __setattr__ of the class). A missing attribute raises
+  /// AttributeError in the trace (RaisedInCapture).
   VarPtr attribute(const VarPtr &object, PyObject *name) override;
+  VarPtr defaultAttribute(const VarPtr &object, PyObject *name);
+  /// `del object.name` (direct: object.__delattr__, past a Python
+  /// __delattr__ of the class); a missing one raises AttributeError.
+  void deleteAttribute(const VarPtr &object, PyObject *name, bool direct);
   bool has(const VarPtr &object, PyObject *name);
   void setAttribute(const VarPtr &object, PyObject *name, const VarPtr &value,
                     bool direct);
@@ -84,6 +96,9 @@ public:
   OutputSpec liveState(const VarPtr &object, const ItemSpec &itemSpec) override;
 
 private:
+  /// The NewObject var of a plain Python class (construct's checks), its
+  /// instance dict empty; or null.
+  VarPtr allocate(const VarPtr &classVar);
   VarPtr iterateBySubscript(const VarPtr &object, VarPtr iterator);
 };
 
