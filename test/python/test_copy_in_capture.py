@@ -182,3 +182,18 @@ def test_dicts_made_in_capture_answer_isinstance_and_update():
     x = torch.randn(4)
     assert_close(compiled(x), merged(x))
     assert_compiled()
+
+
+def test_numpy_math_on_constants_is_folded_at_capture():
+    """pegasus_x's sinusoidal positions scale by -np.log(scale) / (d - 1):
+    a numpy ufunc of Python numbers is computed at capture."""
+    np = pytest.importorskip("numpy")
+
+    def positions(x, scale):
+        return x * -(np.log(float(scale)) / (x.shape[-1] - 1)) + np.sqrt(4)
+
+    compiled = dynafuse.compile(positions, fullgraph=True)
+    x = torch.randn(3, 8)
+    assert_close(compiled(x, 10000), positions(x, 10000))
+    assert compiled(x, 10000).dtype == torch.float32
+    assert_compiled()

@@ -5,10 +5,10 @@
 // data), torch.tensor of a constant scalar or an empty list (a `full` node),
 // Tensor.to(...) to the tensor's own device (the tensor itself, or a cast),
 // str() / repr() of constants and classes, inspect.signature of a guarded
-// function (a "derived" object: immutable data read at capture), and
-// polyfills' queries on classes (functions marked
-// `__dynafuse_capture_time_query__`: what copy.deepcopy's protocol is for a
-// class), called at capture on constants and guarded classes.
+// function (a "derived" object: immutable data read at capture), numpy
+// ufuncs of Python numbers, and polyfills' queries on classes (functions
+// marked `__dynafuse_capture_time_query__`: which copy.deepcopy protocol a
+// class has), called at capture on constants and guarded classes.
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
@@ -29,6 +29,24 @@ bool isTorchAttribute(PyObject *callable, const char *name) {
 
 std::string typeName(const VarPtr &var) {
   return var->object ? Py_TYPE(var->object.get())->tp_name : "";
+}
+
+/// A numpy ufunc (np.log, np.exp, np.sqrt): on Python numbers, a pure
+/// function of them, folded at capture to the Python number its numpy
+/// scalar equals (pegasus_x's sinusoidal positions scale by
+/// -np.log(max_scale) / (d - 1)).
+bool isNumpyUfunc(PyObject *callable) {
+  return std::string(Py_TYPE(callable)->tp_name) == "numpy.ufunc";
+}
+
+bool allConstantNumbers(const std::vector<VarPtr> &args) {
+  for (const VarPtr &arg : args) {
+    PyObject *object = arg->object.get();
+    if (arg->kind != Var::Kind::Constant || !object ||
+        !(PyLong_Check(object) || PyFloat_Check(object)))
+      return false;
+  }
+  return !args.empty();
 }
 
 bool isCaptureTimeQuery(PyObject *callable) {
@@ -85,6 +103,17 @@ VarPtr BytecodeTracer::foldTorchValue(PyObject *callable,
                   " raised");
     }
     return unguardedObject(info); // immutable: its attributes are data
+  }
+  if (isNumpyUfunc(callable) && keywords.empty() && allConstantNumbers(args)) {
+    PyRef arguments = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
+    for (size_t i = 0; i < args.size(); ++i)
+      PyTuple_SET_ITEM(arguments.get(), Py_ssize_t(i),
+                       Py_NewRef(args[i]->object.get()));
+    // The numpy scalar as the Python number it equals (what ops take).
+    PyRef result =
+        PyRef::steal(PyObject_Call(callable, arguments.get(), nullptr));
+    return foldPython(
+        result ? PyObject_CallMethod(result.get(), "item", nullptr) : nullptr);
   }
   if (isCaptureTimeQuery(callable) && keywords.empty())
     if (PyObject *answer = answerQuery(callable, args))
