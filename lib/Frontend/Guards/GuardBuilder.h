@@ -28,7 +28,7 @@ public:
   void addGuard(Guard guard);
   /// A guard on the object at `source`: Equals, Identity or TypeIs (expected:
   /// the value, the object or its type), NoAttribute or NoInstanceAttribute
-  /// (expected: the name), NoKey (expected: the dict key).
+  /// (expected: the name), NoKey or HasKey (expected: the dict key).
   void guardObject(Guard::Kind kind, int source, PyObject *expected);
   /// A guard relating the objects at two sources: SameObject or
   /// OtherObject.

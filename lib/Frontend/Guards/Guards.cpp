@@ -189,10 +189,11 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
   case Kind::NoInstanceAttribute:
     return where + " has no instance attribute '" +
            PyUnicode_AsUTF8(expected.get()) + "'";
-  case Kind::NoKey: {
+  case Kind::NoKey:
+  case Kind::HasKey: {
     PyRef key = PyRef::steal(PyObject_Repr(expected.get()));
     PyErr_Clear();
-    return where + " has no key " +
+    return where + (kind == Kind::NoKey ? " has no key " : " has the key ") +
            (key ? PyUnicode_AsUTF8(key.get()) : std::string("?"));
   }
   case Kind::Distinct: {
@@ -409,12 +410,13 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     }
     return found == nullptr;
   }
-  case Guard::Kind::NoKey: {
+  case Guard::Kind::NoKey:
+  case Guard::Kind::HasKey: {
     int present =
         PyDict_Check(value) ? PyDict_Contains(value, guard.expected.get()) : -1;
     if (present < 0)
       PyErr_Clear();
-    return present == 0;
+    return present == (guard.kind == Guard::Kind::HasKey ? 1 : 0);
   }
   case Guard::Kind::Distinct: {
     std::vector<PyObject *> objects{value};

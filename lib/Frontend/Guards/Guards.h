@@ -92,6 +92,7 @@ struct Guard {
     NoAttribute,
     NoInstanceAttribute,
     NoKey,
+    HasKey,
     Distinct,
     Shape
   };
@@ -113,8 +114,8 @@ struct Guard {
   /// Equals: the value (compared with exact type); Identity: the object;
   /// NoAttribute: the attribute name the object must lack;
   /// NoInstanceAttribute: the name its instance __dict__ must lack (a
-  /// per-instance override of a method); NoKey: the key the dict must
-  /// lack;
+  /// per-instance override of a method); NoKey, HasKey: the key the dict
+  /// must lack, or hold;
   /// TypeIs: the exact type; TupleLength: the exact type (tuple or list).
   PyRef expected;
   /// Identity of an object that takes weak references: `expected` is a

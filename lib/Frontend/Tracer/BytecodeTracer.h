@@ -177,7 +177,6 @@ private:
   /// Turns a concrete object read from a source into a symbolic value,
   /// guarding what the capture assumes about it.
   VarPtr classify(PyObject *object, int source);
-
   VarPtr classifyObject(PyObject *object, int source);
 
   /// Tuples and lists read from a source: type and length guarded, items
@@ -496,7 +495,8 @@ private:
                             const VarPtr &attribute);
   VarPtr makeCell(int index);
   VarPtr cellAt(int index);
-  /// isinstance(x, classes) as x's kind answers it; null when not judged.
+  /// isinstance(x, classes) as x's kind answers it, issubclass of a pinned
+  /// class; null when not judged.
   VarPtr isInstance(PyObject *callable, const std::vector<VarPtr> &args);
   /// type(x): the class of a constant, of a guarded object (its type
   /// guarded), of a container var or of a tensor; null when unknown.

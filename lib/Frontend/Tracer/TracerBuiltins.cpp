@@ -311,9 +311,10 @@ VarPtr BytecodeTracer::containerBuiltin(
 VarPtr BytecodeTracer::isInstance(PyObject *callable,
                                   const std::vector<VarPtr> &args) {
   PyObject *builtins = frame->builtins;
-  if (!PyDict_Check(builtins) ||
-      PyDict_GetItemString(builtins, "isinstance") != callable ||
-      args.size() != 2)
+  if (!PyDict_Check(builtins) || args.size() != 2)
+    return nullptr;
+  bool subclass = PyDict_GetItemString(builtins, "issubclass") == callable;
+  if (!subclass && PyDict_GetItemString(builtins, "isinstance") != callable)
     return nullptr;
   // The class, or a tuple of classes built in the code (isinstance(x, (A,
   // B))): known objects either way.
@@ -335,6 +336,20 @@ VarPtr BytecodeTracer::isInstance(PyObject *callable,
   }
   if (!classes)
     return nullptr;
+  if (subclass) {
+    // issubclass of a class capture pins (a guarded class, type() of a
+    // value): decided at capture.
+    const VarPtr &cls = args[0];
+    if (cls->kind != Var::Kind::Object || !cls->object ||
+        !cls->method.empty() || !PyType_Check(cls->object.get()))
+      return nullptr;
+    int answer = PyObject_IsSubclass(cls->object.get(), classes.get());
+    if (answer < 0) {
+      PyErr_Clear();
+      unsupported("issubclass raised");
+    }
+    return constant(answer ? Py_True : Py_False);
+  }
   return values.of(args[0]).isInstance(args[0], classes.get());
 }
 

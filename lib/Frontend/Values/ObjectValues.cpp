@@ -220,7 +220,10 @@ VarPtr ObjectValues::attribute(const VarPtr &base, PyObject *name) {
         !PyFunction_Check(descriptor) && !PyCFunction_Check(descriptor) &&
         Py_TYPE(descriptor) != &PyMethodDescr_Type &&
         Py_TYPE(descriptor) != &PyGetSetDescr_Type &&
-        Py_TYPE(descriptor) != &PyMemberDescr_Type)
+        Py_TYPE(descriptor) != &PyMemberDescr_Type &&
+        // a namedtuple's field (reads its item)
+        std::string(Py_TYPE(descriptor)->tp_name) !=
+            "_collections._tuplegetter")
       tracer.unsupported("attribute '" + attribute +
                          "' goes through a descriptor "
                          "(property) that may have side effects");
@@ -323,7 +326,7 @@ VarPtr ObjectValues::subscript(const VarPtr &value, const VarPtr &index) {
     PyObject *object = value->object.get();
     // A dict read from a source that capture keeps whole (large, or with
     // keys other than strings): the one entry, guarded.
-    if (PyDict_CheckExact(object) && dictKey(index) && value->source >= 0) {
+    if (PyDict_CheckExact(object) && lookupKey(index) && value->source >= 0) {
       PyObject *entry = PyDict_GetItemWithError(object, index->object.get());
       if (!entry) {
         PyErr_Clear();
@@ -367,8 +370,32 @@ bool ObjectValues::truth(const VarPtr &value) {
   return true; // Plain objects (modules, functions) are truthy.
 }
 
+bool ObjectValues::lookupKey(const VarPtr &key) {
+  // A constant, or a class or object whose identity capture pins (a
+  // registry keyed by types: huggingface_hub's validators by typing origin,
+  // pytree's SUPPORTED_NODES), hashed as it hashes now.
+  return dictKey(key) ||
+         (key->kind == Var::Kind::Constant && key->object.get() == Py_None) ||
+         (key->kind == Var::Kind::Object && key->object &&
+          key->method.empty() && tracer.knownSourceOf(key) >= 0);
+}
+
 VarPtr ObjectValues::contains(const VarPtr &container, const VarPtr &item) {
-  if (container->object && container->method.empty())
+  PyObject *object = container->object.get();
+  if (object && container->method.empty() && PyDict_CheckExact(object) &&
+      tracer.knownSourceOf(container) >= 0 && lookupKey(item)) {
+    // `key in registry` on a dict capture keeps whole: the answer guarded.
+    int present = PyDict_Contains(object, item->object.get());
+    if (present < 0) {
+      PyErr_Clear();
+      tracer.unsupported("`in` on a dict: hashing the key raised");
+    }
+    tracer.guardBuilder.guardObject(
+        present ? Guard::Kind::HasKey : Guard::Kind::NoKey,
+        tracer.sourceOfObject(container), item->object.get());
+    return tracer.constant(present ? Py_True : Py_False);
+  }
+  if (object && container->method.empty())
     if (VarPtr method = ownMethod(container, "__contains__"))
       return tracer.callAny(method, {item}, {});
   return containsByEquality(items(container), item);
@@ -516,17 +543,8 @@ VarPtr ObjectValues::applyWithoutGradient(const VarPtr &value,
 VarPtr ObjectValues::entryOfSourceDict(const VarPtr &dict,
                                        const std::vector<VarPtr> &args,
                                        const Keywords &keywords) {
-  // The key: a constant, or a class or object whose identity capture pins
-  // (a registry keyed by types: huggingface_hub's validators by typing
-  // origin), hashed as it hashes now.
-  bool pinned = !args.empty() && args[0]->kind == Var::Kind::Object &&
-                args[0]->object && args[0]->method.empty() &&
-                tracer.knownSourceOf(args[0]) >= 0;
-  bool constantKey = !args.empty() && (dictKey(args[0]) ||
-                                       (args[0]->kind == Var::Kind::Constant &&
-                                        args[0]->object.get() == Py_None));
   if (!keywords.empty() || args.empty() || args.size() > 2 ||
-      (!constantKey && !pinned))
+      !lookupKey(args[0]))
     tracer.unsupported("dict.get of a dict read from a source, with a key "
                        "that is not a constant or an object capture pins");
   PyObject *key = args[0]->object.get();

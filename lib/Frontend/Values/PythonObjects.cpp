@@ -100,10 +100,37 @@ VarPtr PythonObjects::statelessLayer(const VarPtr &classVar,
       std::string(PyUnicode_AsUTF8(owner.get()))
               .rfind("torch.nn.modules.", 0) != 0)
     return nullptr;
+  return layerMadeAtCapture(classVar, args, keywords);
+}
+
+VarPtr PythonObjects::layerMadeAtCapture(const VarPtr &classVar,
+                                         const std::vector<VarPtr> &args,
+                                         const Keywords &keywords) {
+  PyObject *cls = classVar->object.get();
   PyRef positional, named;
   if (!constantCallArguments(args, keywords, positional, named))
     return nullptr;
+  // Made at capture, it must not draw from torch's generator (eager's
+  // calls would draw anew each time; an nn.Linear draws its weights):
+  // the generator's state is put back and such a layer refused.
+  static PyObject *getSlot = nullptr, *setSlot = nullptr, *equalSlot = nullptr;
+  PyObject *getState = lookupOnce(getSlot, "torch", "get_rng_state");
+  PyObject *setState = lookupOnce(setSlot, "torch", "set_rng_state");
+  PyObject *equal = lookupOnce(equalSlot, "torch", "equal");
+  if (!getState || !setState || !equal)
+    return nullptr;
+  PyRef before = PyRef::steal(PyObject_CallNoArgs(getState));
   PyRef layer = PyRef::steal(PyObject_Call(cls, positional.get(), named.get()));
+  PyRef after = PyRef::steal(PyObject_CallNoArgs(getState));
+  PyRef same = before && after ? PyRef::steal(PyObject_CallFunctionObjArgs(
+                                     equal, before.get(), after.get(), nullptr))
+                               : PyRef();
+  if (!same || same.get() != Py_True) {
+    if (before)
+      PyRef::steal(PyObject_CallOneArg(setState, before.get()));
+    PyErr_Clear();
+    return nullptr;
+  }
   if (!layer) {
     PyErr_Clear(); // traced instead: eager raises the same there
     return nullptr;
@@ -112,6 +139,17 @@ VarPtr PythonObjects::statelessLayer(const VarPtr &classVar,
       !emptyDictAttribute(layer.get(), "_buffers") ||
       !emptyDictAttribute(layer.get(), "_modules"))
     return nullptr;
+  // No tensor state of its own either (one made afresh each call).
+  PyObject **dict = _PyObject_GetDictPtr(layer.get());
+  static PyObject *tensorSlot = nullptr;
+  PyObject *tensorClass = lookupOnce(tensorSlot, "torch", "Tensor");
+  PyObject *key, *value;
+  Py_ssize_t position = 0;
+  while (dict && *dict && tensorClass &&
+         PyDict_Next(*dict, &position, &key, &value))
+    if (PyObject_TypeCheck(value,
+                           reinterpret_cast<PyTypeObject *>(tensorClass)))
+      return nullptr;
   return tracer.fixedObject(
       layer, std::string(reinterpret_cast<PyTypeObject *>(cls)->tp_name) +
                  " made in forward");
@@ -182,12 +220,28 @@ VarPtr PythonObjects::construct(const VarPtr &classVar,
   std::vector<VarPtr> withSelf{made};
   withSelf.insert(withSelf.end(), args.begin(), args.end());
   PyRef name = PyRef::steal(PyUnicode_InternFromString("__init__"));
+  size_t storesBefore = tracer.pendingStores.size();
   VarPtr returned =
       tracer.callAny(classEntry(classVar, name.get()), withSelf, keywords);
   if (returned->kind != Var::Kind::Constant ||
       returned->object.get() != Py_None)
     tracer.unsupported(std::string(cls->tp_name) +
                        ".__init__ returned a value");
+  PyObject *module = moduleClass();
+  if (module &&
+      PyType_IsSubtype(cls, reinterpret_cast<PyTypeObject *>(module))) {
+    // A module made in forward (transformers' ACT2FN["silu"] makes its
+    // activation per call): its __init__, traced, changed nothing but the
+    // new module, so one made at capture with the same constant arguments
+    // serves every run, when it holds no parameters, buffers or tensors
+    // (what a fresh one would draw anew).
+    if (tracer.pendingStores.size() == storesBefore)
+      if (VarPtr layer = layerMadeAtCapture(classVar, args, keywords))
+        return layer;
+    tracer.unsupported(std::string(cls->tp_name) +
+                       ": a module made during capture with state or "
+                       "arguments capture cannot fix");
+  }
   return made;
 }
 

@@ -96,6 +96,12 @@ public:
   OutputSpec liveState(const VarPtr &object, const ItemSpec &itemSpec) override;
 
 private:
+  /// cls(*args) of a module class, made at capture from constant arguments
+  /// as a fixed object, when it has no parameters, buffers, submodules or
+  /// tensor attributes; null otherwise.
+  VarPtr layerMadeAtCapture(const VarPtr &classVar,
+                            const std::vector<VarPtr> &args,
+                            const Keywords &keywords);
   /// The NewObject var of a plain Python class (construct's checks), its
   /// instance dict empty; or null.
   VarPtr allocate(const VarPtr &classVar);

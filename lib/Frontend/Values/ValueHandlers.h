@@ -91,9 +91,12 @@ private:
   VarPtr applyWithoutGradient(const VarPtr &value,
                               const std::vector<VarPtr> &args,
                               const Keywords &keywords);
+  /// A key a dict read from a source is looked up by: a constant or an
+  /// object whose identity capture pins.
+  bool lookupKey(const VarPtr &key);
   /// dict.get(key) of a dict read from a source and kept whole (a large
   /// registry, through super().get): the entry, read through a guarded
-  /// DictItem source.
+  /// DictItem source; an absent key's default, guarded absent.
   VarPtr entryOfSourceDict(const VarPtr &dict, const std::vector<VarPtr> &args,
                            const Keywords &keywords);
   /// The source of an object guarded by its type only (ObjectSources.h),
