@@ -48,6 +48,20 @@ struct ParameterStamp {
   }
 };
 
+/// Whether a convolution runs faster through its packed weight
+/// (mkldnn::_convolution_pointwise) or through at::conv2d: neither wins
+/// everywhere (oneDNN's packed 1x1 convolution over a 2x64x128x128 channels-
+/// last input takes 10 ms on an AVX2 EPYC where ATen's takes 4.4; over
+/// 2x32x128x128, 1.0 against 1.1), so the first calls of each packing time
+/// both, alternately, and the faster runs from then on.
+struct ConvolutionChoice {
+  static constexpr int kTimedCalls = 6; ///< after one untimed call of each
+  int calls = 0;
+  double bestPacked = 1e30, bestATen = 1e30;
+  /// Decided: whether the packed weight runs.
+  std::optional<bool> packed;
+};
+
 /// One step's packed weight (and, for conv2d_bn, the bias with the batch
 /// norm folded in), the parameters it was computed from and the input
 /// sizes it was packed for.
@@ -56,6 +70,11 @@ struct PackedWeight {
   std::vector<int64_t> inputSizes;
   at::Tensor packed;
   std::optional<at::Tensor> bias;
+  /// Convolutions: the weight as packed, before the reorder (batch norm
+  /// folded in), which at::conv2d takes; and the measured choice between
+  /// the two (TorchPackedConvolutions.cpp), reset by each packing.
+  at::Tensor plain;
+  ConvolutionChoice choice;
   /// Packed for inputs of any size (a symbolic graph's varying rows),
   /// inputSizes then says nothing.
   bool anySize = false;

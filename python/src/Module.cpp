@@ -172,9 +172,8 @@ PyObject *pySetOpTables(PyObject *, PyObject *args) {
 PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
-      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:"
-      "l,"
-      "s:l,s:l}",
+      "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,"
+      "s:l,s:l,s:l,s:l}",
       "captures", stats.captures, "cache_hits", stats.cacheHits, "graph_breaks",
       stats.graphBreaks, "compile_failures", stats.compileFailures,
       "eager_frames", stats.eagerFrames, "recompile_limit_hits",
@@ -183,9 +182,10 @@ PyObject *pyStats(PyObject *, PyObject *) {
       stats.backendCompiles, "symbolic_captures", stats.symbolicCaptures,
       "disk_cache_hits", long(DiskCache::stats().hits), "weight_prepacks",
       stats.weightPrepacks, "batch_norm_folds", stats.batchNormFolds,
-      "conv_residual_adds", stats.convResidualAdds, "packed_gemms",
-      stats.packedGemms, "linear_prepacks", stats.linearPrepacks,
-      "onednn_products", stats.oneDnnProducts, "pointwise_conv_products",
+      "conv_residual_adds", stats.convResidualAdds, "convolution_choices",
+      stats.convolutionChoices, "packed_gemms", stats.packedGemms,
+      "linear_prepacks", stats.linearPrepacks, "onednn_products",
+      stats.oneDnnProducts, "pointwise_conv_products",
       stats.pointwiseConvProducts, "allocation_plans", stats.allocationPlans,
       "unhooked_codes", stats.unhookedCodes);
 }

@@ -325,3 +325,39 @@ def test_two_instances_of_one_model_keep_their_own_folded_weights():
                 assert_close(fast(x), model(x), **TOLERANCE)
     assert_compiled()
     assert dynafuse.stats()["batch_norm_folds"] == 2, dynafuse.stats()
+
+
+class LargeResidual(nn.Module):
+    """A 1x1 conv-bn-act over a 64x128x128 map (2^20 output elements: the
+    size whose first calls time the packed weight against at::conv2d),
+    then a 3x3 conv-bn with the block's input added and relu."""
+
+    def __init__(self, activation):
+        super().__init__()
+        self.a = nn.Conv2d(64, 64, 1, bias=True)
+        self.na = randomize(nn.BatchNorm2d(64))
+        self.act = ACTIVATIONS[activation]
+        self.b = nn.Conv2d(64, 64, 3, padding=1, bias=False)
+        self.nb = randomize(nn.BatchNorm2d(64))
+
+    def forward(self, x):
+        y = self.act(self.na(self.a(x)))
+        return F.relu(self.nb(self.b(y)) + x)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "silu", "hardtanh"])
+def test_large_convolutions_time_both_paths_and_both_match_eager(activation):
+    """The first calls alternate between the packed weight and at::conv2d
+    (with the folded batch norm, the activation and the residual applied
+    after it); every call matches eager, then each convolution keeps the
+    faster."""
+    model = LargeResidual(activation).eval()
+    compiled = dynafuse.compile(model)
+    x = torch.randn(1, 64, 128, 128).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        expected = model(x)
+        for _ in range(10):
+            assert_close(compiled(x), expected, **TOLERANCE)
+    assert_compiled()
+    assert dynafuse.stats()["convolution_choices"] == 2, dynafuse.stats()
+    assert residual_adds() == 10, "every run adds the residual in the convolution step"

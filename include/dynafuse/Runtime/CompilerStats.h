@@ -38,9 +38,13 @@ struct CompilerStats {
   long weightPrepacks = 0;
   /// Of those, weights with their batch norm folded in (conv2d_bn).
   long batchNormFolds = 0;
-  /// Convolutions run with a residual added by oneDNN's post-op (conv2d_bn
-  /// with a residual; every run of one counts).
+  /// Convolutions run with a residual added in the convolution's step
+  /// (conv2d_bn with a residual: oneDNN's post-op, or an add after ATen's
+  /// convolution; every run of one counts).
   long convResidualAdds = 0;
+  /// Packed convolutions whose first calls timed the packed weight against
+  /// at::conv2d and chose the faster (once per packing).
+  long convolutionChoices = 0;
   /// Linear layers run through the GEMM library (MKL's packed sgemm or
   /// oneDNN's inner product; every run counts), and their weights packed
   /// for it (once per parameter version and input size).
