@@ -6,6 +6,7 @@ ACT2FN["silu"] builds its activation module per call). Each is compared
 with eager, and the compiled path is proven to run."""
 import collections
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -64,7 +65,24 @@ class Scaled(nn.Module):
 ACTIVATIONS = {"scaled": (Scaled, {"factor": 3.0}), "plain": (Scaled, {})}
 
 
-def test_a_module_made_in_forward_without_state_is_one_graph():
+@pytest.fixture(params=["plain", "dynamo_tagged"])
+def module_init(request):
+    """nn.Module.__init__ as it is, and as TorchDynamo leaves it once
+    torch.compile ran in the process (wrapped to tag each new module)."""
+    if request.param == "plain":
+        yield
+        return
+    from torch._dynamo import mutation_guard
+    original = nn.Module.__init__
+    mutation_guard.install_generation_tagging_init()
+    try:
+        assert nn.Module.__init__ is not original
+        yield
+    finally:
+        nn.Module.__init__ = original
+
+
+def test_a_module_made_in_forward_without_state_is_one_graph(module_init):
     def block(x, name):
         cls, kwargs = ACTIVATIONS[name]
         return cls(**kwargs)(x) + 1

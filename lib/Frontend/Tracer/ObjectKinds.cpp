@@ -37,6 +37,15 @@ PyObject *moduleClass() {
   return lookupOnce(slot, "torch.nn", "Module");
 }
 
+bool isModuleInit(PyObject *callable) {
+  PyObject *cls = moduleClass();
+  if (!cls || !PyType_Check(cls))
+    return false;
+  PyObject *init = PyDict_GetItemString(
+      reinterpret_cast<PyTypeObject *>(cls)->tp_dict, "__init__");
+  return init && init == callable;
+}
+
 PyObject *orderedDictType() {
   static PyObject *slot = nullptr;
   return lookupOnce(slot, "collections", "OrderedDict");

@@ -22,6 +22,9 @@ namespace capture {
 PyObject *moduleClass();
 /// collections.OrderedDict (borrowed).
 PyObject *orderedDictType();
+/// torch.nn.Module.__init__ as the class holds it now (TorchDynamo, once
+/// imported, wraps it to tag each new module).
+bool isModuleInit(PyObject *callable);
 /// An instance (not a class) of torch.nn.Module.
 bool isModule(PyObject *object);
 /// isinstance(object, torch.nn.<name>).

@@ -307,6 +307,12 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
       return folded;
     if (VarPtr exception = makeException(object, args, keywords))
       return exception;
+    if (isModuleInit(object) && !args.empty() &&
+        args[0]->kind == Var::Kind::NewObject)
+      // A module class's __init__ traced for its effects (a module made in
+      // forward, PythonObjects::construct): nn.Module's own sets up only
+      // the new module, which capture then makes for real.
+      return constant(Py_None);
     if (!opTable().function(object) && PyFunction_Check(object))
       return inliner.inlineFunction(callee, args, keywords);
     if (VarPtr result = containerBuiltin(object, args, keywords))
