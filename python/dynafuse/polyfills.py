@@ -147,7 +147,7 @@ _ATOMIC_TYPES = (type(None), int, float, bool, complex, bytes, str, type, range,
                  property, type(Ellipsis), type(NotImplemented), torch.dtype,
                  torch.device, torch.layout, torch.memory_format)
 _OBJECT_SLOTS = ("__reduce_ex__", "__reduce__", "__getstate__", "__new__")
-_OWN_HOOKS = ("__deepcopy__", "__setstate__", "__getnewargs_ex__", "__getnewargs__")
+_OWN_HOOKS = ("__setstate__", "__getnewargs_ex__", "__getnewargs__")
 
 
 def deepcopy(x, memo=None, _nil=None):
@@ -165,7 +165,7 @@ def deepcopy(x, memo=None, _nil=None):
 
 
 def _deepcopy(x, copies):
-    kind = _copy_kind(type(x))
+    kind = _copy_kind(type(x), True)
     if kind == "atomic":
         return x
     for original, copied in copies:
@@ -208,19 +208,41 @@ def _capture_time_query(function):
     return function
 
 
+def shallow_copy(x):
+    """copy.copy of what capture can build: atoms, tuples as they are;
+    lists and dicts as new containers of the same items; instances of
+    plain classes made without __init__, their instance dict's entries
+    stored as copy's _reconstruct stores them. Refused as deepcopy refuses."""
+    kind = _copy_kind(type(x), False)
+    if kind in ("atomic", "tuple"):
+        return x
+    if kind == "list":
+        return list(x)
+    if kind == "dict":
+        return dict(x)
+    if kind != "object":
+        raise NotImplementedError("copy.copy of an object with a protocol of its own")
+    y = object.__new__(type(x))
+    y.__dict__.update(x.__dict__)
+    return y
+
+
 @_capture_time_query
-def _copy_kind(cls):
-    """How copy.deepcopy copies an instance of cls: "atomic" (returned as
-    is), "list", "tuple", "dict" (exactly those classes: copy's dispatch
-    table), "object" (object's own reduction, which copy reconstructs as
-    object.__new__(cls) and a deep copy of the instance dict: a heap class
-    laid out as object, without __slots__, copy or pickle hooks of its own
-    or a copyreg entry), or None (anything else: tensors, dict subclasses,
-    classes with a protocol of their own)."""
+def _copy_kind(cls, deep):
+    """How copy.deepcopy (deep) or copy.copy copies an instance of cls:
+    "atomic" (returned as is), "list", "tuple", "dict" (exactly those
+    classes: copy's dispatch tables), "object" (object's own reduction,
+    which copy reconstructs as object.__new__(cls) and the instance dict,
+    deep-copied or not: a heap class laid out as object, without __slots__,
+    copy or pickle hooks of its own or a copyreg entry), or None (anything
+    else: tensors, dict subclasses, classes with a protocol of their
+    own)."""
     if cls in _ATOMIC_TYPES or issubclass(cls, enum.Enum):
         return "atomic"
     if cls in (list, tuple, dict):
         return cls.__name__
+    if getattr(cls, "__deepcopy__" if deep else "__copy__", None) is not None:
+        return None
     if cls in copyreg.dispatch_table or cls is object or issubclass(cls, torch.Tensor):
         return None
     if any(getattr(cls, name, None) is not None for name in _OWN_HOOKS):
@@ -232,5 +254,5 @@ def _copy_kind(cls):
     return "object" if plain else None
 
 
-POLYFILLS = {copy.deepcopy: deepcopy, F.pad: pad, itertools.repeat: repeat, torch.linspace: linspace,
+POLYFILLS = {copy.deepcopy: deepcopy, copy.copy: shallow_copy, F.pad: pad, itertools.repeat: repeat, torch.linspace: linspace,
              torch.broadcast_tensors: broadcast_tensors, torch._C._nn.mse_loss: mse_loss}

@@ -197,3 +197,23 @@ def test_numpy_math_on_constants_is_folded_at_capture():
     assert_close(compiled(x, 10000), positions(x, 10000))
     assert compiled(x, 10000).dtype == torch.float32
     assert_compiled()
+
+
+def test_a_shallow_copy_shares_what_the_original_holds():
+    def shallow(x, settings):
+        clone = copy.copy(settings)
+        clone.layers = 7
+        listed, mapped = copy.copy([1, 2]), copy.copy({"a": 1})
+        listed.append(3)
+        return x * clone.layers + len(listed) + len(mapped), clone
+
+    settings = Settings()
+    compiled = dynafuse.compile(shallow, fullgraph=True)
+    x = torch.randn(3)
+    out, clone = compiled(x, settings)
+    expected, reference = shallow(x, settings)
+    assert_close(out, expected)
+    assert type(clone) is Settings and clone is not settings and settings.layers == 2
+    assert clone.shared is settings.shared and clone.labels is settings.labels
+    assert clone.__dict__ == reference.__dict__
+    assert_compiled()
