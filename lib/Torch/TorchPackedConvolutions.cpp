@@ -178,7 +178,7 @@ runPackedConvolution(StepWeights &weights, const ProgramStep &step,
   };
   // The same convolution through at::conv2d with the folded weight, its
   // residual and activation applied after (the post-ops ATen has).
-  auto runATen = [&, &activation = activation] {
+  auto runATen = [&, &activation = activation, &scalars = scalars] {
     at::Tensor out = at::conv2d(input, packed.plain, packed.bias, stride,
                                 padding, dilation, groups);
     if (residual)
@@ -188,8 +188,7 @@ runPackedConvolution(StepWeights &weights, const ProgramStep &step,
     else if (activation == "swish")
       at::silu_(out);
     else if (activation == "hardtanh")
-      at::hardtanh_(out, attributeNumber(step.attributes, "min_val", -1.0),
-                    attributeNumber(step.attributes, "max_val", 1.0));
+      at::hardtanh_(out, *scalars.get(0), *scalars.get(1));
     return out;
   };
   if (residual)

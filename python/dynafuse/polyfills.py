@@ -254,5 +254,6 @@ def _copy_kind(cls, deep):
     return "object" if plain else None
 
 
-POLYFILLS = {copy.deepcopy: deepcopy, copy.copy: shallow_copy, F.pad: pad, itertools.repeat: repeat, torch.linspace: linspace,
+POLYFILLS = {copy.deepcopy: deepcopy, copy.copy: shallow_copy, F.pad: pad,
+             itertools.repeat: repeat, torch.linspace: linspace,
              torch.broadcast_tensors: broadcast_tensors, torch._C._nn.mse_loss: mse_loss}

@@ -104,14 +104,12 @@ VarPtr BytecodeTracer::foldTorchValue(PyObject *callable,
     }
     return unguardedObject(info); // immutable: its attributes are data
   }
-  if (isNumpyUfunc(callable) && keywords.empty() && allConstantNumbers(args)) {
-    PyRef arguments = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
-    for (size_t i = 0; i < args.size(); ++i)
-      PyTuple_SET_ITEM(arguments.get(), Py_ssize_t(i),
-                       Py_NewRef(args[i]->object.get()));
+  PyRef positional, named;
+  if (isNumpyUfunc(callable) && keywords.empty() && allConstantNumbers(args) &&
+      constantCallArguments(args, keywords, positional, named)) {
     // The numpy scalar as the Python number it equals (what ops take).
     PyRef result =
-        PyRef::steal(PyObject_Call(callable, arguments.get(), nullptr));
+        PyRef::steal(PyObject_Call(callable, positional.get(), nullptr));
     return foldPython(
         result ? PyObject_CallMethod(result.get(), "item", nullptr) : nullptr);
   }

@@ -87,10 +87,9 @@ VarPtr DictValues::isInstance(const VarPtr &value, PyObject *classes) {
     PyRef dict = PyRef::steal(PyDict_New());
     return objectIsInstance(dict.get(), classes);
   }
+  // An OrderedDict made during capture.
   return builtinIsInstance(
-      value->object ? reinterpret_cast<PyTypeObject *>(value->object.get())
-                    : &PyDict_Type,
-      classes);
+      reinterpret_cast<PyTypeObject *>(value->object.get()), classes);
 }
 
 int DictValues::callable(const VarPtr &) { return 0; }

@@ -300,6 +300,16 @@ VarPtr PythonObjects::readProperty(const VarPtr &property, const VarPtr &self,
   return tracer.callAny(function, {self}, {});
 }
 
+void PythonObjects::missingAttribute(const VarPtr &object,
+                                     const std::string &attribute) {
+  // What Python raises: a handler in traced code (hasattr's included)
+  // sees it; elsewhere it ends the graph, and eager raises it.
+  throw RaisedInCapture("attribute '" + attribute + "' missing on a " +
+                            classOf(object)->tp_name + " made during capture",
+                        tracer.here(tracer.current.currentLine),
+                        PyExc_AttributeError);
+}
+
 VarPtr PythonObjects::attribute(const VarPtr &object, PyObject *name) {
   // A class's own __getattribute__ decides every read (transformers'
   // configs map names through attribute_map); super().__getattribute__
@@ -362,12 +372,7 @@ VarPtr PythonObjects::defaultAttribute(const VarPtr &object, PyObject *name) {
   }
   if (VarPtr getattr = pythonMethodOf(object, "__getattr__"))
     return tracer.callAny(getattr, {tracer.constant(name)}, {});
-  // What Python raises: a handler in traced code (hasattr's included)
-  // sees it; elsewhere it ends the graph, and eager raises it.
-  throw RaisedInCapture("attribute '" + attribute + "' missing on a " +
-                            classOf(object)->tp_name + " made during capture",
-                        tracer.here(tracer.current.currentLine),
-                        PyExc_AttributeError);
+  missingAttribute(object, attribute);
 }
 
 bool PythonObjects::has(const VarPtr &object, PyObject *name) {
@@ -448,10 +453,7 @@ void PythonObjects::deleteAttribute(const VarPtr &object, PyObject *name,
     dict->keys.erase(found);
     return;
   }
-  throw RaisedInCapture("attribute '" + attribute + "' missing on a " +
-                            classOf(object)->tp_name + " made during capture",
-                        tracer.here(tracer.current.currentLine),
-                        PyExc_AttributeError);
+  missingAttribute(object, attribute);
 }
 
 VarPtr PythonObjects::callSlot(const std::string &slot,

@@ -105,6 +105,10 @@ private:
   /// The NewObject var of a plain Python class (construct's checks), its
   /// instance dict empty; or null.
   VarPtr allocate(const VarPtr &classVar);
+  /// Raises AttributeError in the trace for a NewObject's missing
+  /// attribute (RaisedInCapture).
+  [[noreturn]] void missingAttribute(const VarPtr &object,
+                                     const std::string &attribute);
   VarPtr iterateBySubscript(const VarPtr &object, VarPtr iterator);
 };
 
