@@ -1,6 +1,7 @@
 //===- TorchCall.cpp - Torch callables kept inside the graph --------------===//
 #include "dynafuse/Torch/TorchBridge.h"
 
+#include "dynafuse/Runtime/CompilerStats.h"
 #include "dynafuse/Support/Error.h"
 
 namespace dynafuse {
@@ -79,7 +80,8 @@ std::string TorchCall::signature() const {
   return text + ")";
 }
 
-PyObject *TorchCall::invoke(const std::vector<PyObject *> &tensors) const {
+PyObject *TorchCall::invoke(const std::vector<PyObject *> &tensors,
+                            bool inPlace) const {
   PyRef positional = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
   for (size_t i = 0; i < args.size(); ++i)
     PyTuple_SET_ITEM(positional.get(), Py_ssize_t(i),
@@ -92,7 +94,8 @@ PyObject *TorchCall::invoke(const std::vector<PyObject *> &tensors) const {
   std::optional<AutocastApplied> underAutocast;
   if (autocast)
     underAutocast.emplace(*autocast);
-  return PyObject_Call(callable.get(), positional.get(), named.get());
+  return PyObject_Call(inPlace ? inPlaceCallable.get() : callable.get(),
+                       positional.get(), named.get());
 }
 
 bool flattenResult(PyObject *result, std::vector<PyObject *> &slots) {
@@ -163,6 +166,37 @@ void runTorchCall(const TorchCall &call, const std::vector<TensorArg> &args,
            error.bareMessage());
     }
   }
+}
+
+bool runTorchCallInPlace(const TorchCall &call, PyObject *target,
+                         const std::vector<TensorArg> &args,
+                         std::vector<TensorArg> &results,
+                         const std::string &device, std::vector<PyRef> &kept) {
+  if (!call.inPlaceCallable || results.size() != 1 ||
+      call.resultOfSlot != std::vector<int>{0} || args.empty())
+    return false;
+  char *data = nullptr;
+  std::vector<int64_t> sizes, strides;
+  tensorView(target, &data, sizes, strides);
+  if (sizes != results[0].sizes || strides != results[0].strides)
+    return false;
+  std::vector<PyRef> views;
+  std::vector<PyObject *> inputs = {target};
+  for (size_t i = 1; i < args.size(); ++i) {
+    views.push_back(PyRef::steal(wrapTensorView(args[i], device)));
+    inputs.push_back(views.back().get());
+  }
+  // Under the caller's grad mode, as eager's in-place call ran (an
+  // inference entry: nothing it updates needs grad).
+  PyRef output = PyRef::steal(call.invoke(inputs, /*inPlace=*/true));
+  if (!output)
+    fail(call.target + "_ failed: " + takePythonError());
+  if (output.get() != target)
+    fail(call.target + "_ returned another tensor than the one it updates");
+  results[0].data = data;
+  kept.assign(1, PyRef::borrow(target));
+  ++compilerStats().inPlaceUpdates;
+  return true;
 }
 
 } // namespace dynafuse

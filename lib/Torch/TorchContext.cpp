@@ -2,11 +2,12 @@
 //
 // TorchContext (TorchBridge.h): buffers of compiled runs as torch tensors or
 // pool blocks, extern steps through ATen, call_torch steps through their
-// captured callables.
+// captured callables (an in-place update's on the caller's tensor).
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Torch/TorchBridge.h"
 
+#include "dynafuse/Loop/InPlaceUpdates.h"
 #include "dynafuse/Support/Error.h"
 
 #include <algorithm>
@@ -47,7 +48,10 @@ void TorchContext::runExtern(const ProgramStep &step,
   const std::string &device = step.types.at(0).device;
   if (step.op == Op::CallTorch) {
     std::vector<PyRef> kept;
-    runTorchCall(torchCallOf(step), args, results, device, kept);
+    PyObject *target = inPlaceTarget(step);
+    if (!target || !runTorchCallInPlace(torchCallOf(step), target, args,
+                                        results, device, kept))
+      runTorchCall(torchCallOf(step), args, results, device, kept);
     for (size_t i = 0; i < kept.size(); ++i)
       tensors[step.results[i]] = kept[i];
     return;
@@ -71,6 +75,20 @@ void TorchContext::release(const std::string &buffer) {
   tensors.erase(buffer);
   scratch.erase(buffer);
   held.release(buffer);
+}
+
+PyObject *TorchContext::inPlaceTarget(const ProgramStep &step) const {
+  auto marked = step.attributes.find(kInPlaceAttribute);
+  if (marked == step.attributes.end() || !inputs.names || !inputs.objects ||
+      step.args.empty())
+    return nullptr;
+  const bool *yes = std::get_if<bool>(&marked->second);
+  if (!yes || !*yes)
+    return nullptr;
+  for (size_t i = 0; i < inputs.names->size(); ++i)
+    if ((*inputs.names)[i].name == step.args[0] && i < inputs.objects->size())
+      return (*inputs.objects)[i];
+  return nullptr;
 }
 
 const TorchCall &TorchContext::torchCallOf(const ProgramStep &step) const {

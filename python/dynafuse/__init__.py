@@ -188,7 +188,9 @@ def stats():
     layout: once per parameter version, not per call), batch_norm_folds (of
     those, weights with the batch norm after them folded in),
     conv_residual_adds (convolution runs that added a residual block's input
-    in oneDNN's post-op: every run counts), packed_gemms (inference linear
+    in oneDNN's post-op: every run counts), convolution_choices (large
+    packed convolutions timed against ATen's on their first calls, the
+    faster kept: once per packing), packed_gemms (inference linear
     layers run by the GEMM library, MKL's packed sgemm or oneDNN: every run
     counts), linear_prepacks (their weights packed for it: once per
     parameter version and input size), onednn_products (products of two
@@ -197,7 +199,9 @@ def stats():
     run as a matrix product: every run counts), allocation_plans (plans of
     where a compiled run's large blocks go, made from a run's trace: the
     first run's, then one per run that strayed from its plan, a few at most
-    per compiled graph)."""
+    per compiled graph), in_place_updates (in-place tensor methods such as a
+    static KV cache's index_copy_ run in place on the caller's tensor
+    rather than out of place and copied back: every run counts)"""
     return _C.stats()
 
 

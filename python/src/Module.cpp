@@ -173,7 +173,7 @@ PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
       "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,"
-      "s:l,s:l,s:l,s:l}",
+      "s:l,s:l,s:l,s:l,s:l}",
       "captures", stats.captures, "cache_hits", stats.cacheHits, "graph_breaks",
       stats.graphBreaks, "compile_failures", stats.compileFailures,
       "eager_frames", stats.eagerFrames, "recompile_limit_hits",
@@ -187,7 +187,8 @@ PyObject *pyStats(PyObject *, PyObject *) {
       "linear_prepacks", stats.linearPrepacks, "onednn_products",
       stats.oneDnnProducts, "pointwise_conv_products",
       stats.pointwiseConvProducts, "allocation_plans", stats.allocationPlans,
-      "unhooked_codes", stats.unhookedCodes);
+      "unhooked_codes", stats.unhookedCodes, "in_place_updates",
+      stats.inPlaceUpdates);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

@@ -120,5 +120,10 @@ op("adaptive_avg_pool2d_backward", arity=2, attributes=["output_size"],
    shape="inferPoolBackward", keeps_channels_last=True,
    aten="poolBackward(op, a, t)")
 # A torch callable kept inside the graph (TorchCall): no derivative yet.
-op("call_torch", arity=-1, attributes=["target", "call", "signature", "results"],
+# "in_place_form": the in-place method the user called, when the callable is
+# its out-of-place form; "in_place" (loop IR): the runtime calls that form on
+# the caller's tensor (Loop/InPlaceUpdates.h).
+op("call_torch", arity=-1,
+   attributes=["target", "call", "signature", "results", "in_place_form",
+               "in_place"],
    shape="inferTorchCall")

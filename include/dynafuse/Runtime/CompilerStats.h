@@ -56,6 +56,10 @@ struct CompilerStats {
   /// Small 1x1 convolutions of channels-last inputs run as a matrix
   /// product by ATen (every run counts; TorchExternOps.cpp).
   long pointwiseConvProducts = 0;
+  /// Torch calls of in-place methods run in place on the caller's tensor
+  /// instead of out of place and a write-back (every run counts;
+  /// Loop/InPlaceUpdates.h).
+  long inPlaceUpdates = 0;
   /// Allocation plans made from compiled runs' traces (AllocationPlan.h;
   /// a program's first run makes one, a run that strayed from it another).
   long allocationPlans = 0;

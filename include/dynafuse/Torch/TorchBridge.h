@@ -360,12 +360,18 @@ struct TorchCall {
   /// Set when autocast casts inside the callable's ATen kernel (capture
   /// probed it): every call runs under this state, as eager's did.
   std::optional<AutocastState> autocast;
+  /// The in-place method the user called when `callable` is its
+  /// out-of-place form (`x.index_copy_` traced as `index_copy` and a
+  /// write-back); null otherwise. Steps marked in_place
+  /// (Loop/InPlaceUpdates.h) call it on the caller's tensor.
+  PyRef inPlaceCallable;
 
   /// "(%0, %1, 768, need_weights=False)".
   std::string signature() const;
-  /// Calls the callable with tensors[i] for operand i. Returns a new
-  /// reference, or null with the Python error set.
-  PyObject *invoke(const std::vector<PyObject *> &tensors) const;
+  /// Calls the callable (inPlace: inPlaceCallable) with tensors[i] for
+  /// operand i. Returns a new reference, or null with the Python error set.
+  PyObject *invoke(const std::vector<PyObject *> &tensors,
+                   bool inPlace = false) const;
 };
 
 /// The slots of a callable's result in order: a tensor, None (null), or
@@ -382,6 +388,15 @@ std::string takePythonError();
 void runTorchCall(const TorchCall &call, const std::vector<TensorArg> &args,
                   std::vector<TensorArg> &results, const std::string &device,
                   std::vector<PyRef> &kept);
+
+/// Runs call's in-place form on `target`, the caller's tensor of its first
+/// argument (a step marked in_place): its one result is `target` itself.
+/// False, having run nothing, when target's layout is not the result's
+/// declared one (the caller then runs the out-of-place form).
+bool runTorchCallInPlace(const TorchCall &call, PyObject *target,
+                         const std::vector<TensorArg> &args,
+                         std::vector<TensorArg> &results,
+                         const std::string &device, std::vector<PyRef> &kept);
 
 //===----------------------------------------------------------------------===//
 // Running a compiled module with ATen (TorchContext.cpp)
@@ -433,6 +448,10 @@ public:
 
 private:
   const TorchCall &torchCallOf(const ProgramStep &step) const;
+  /// The caller's tensor a step marked in_place updates (its first
+  /// argument, a forward input); null when unmarked or outside a forward
+  /// run.
+  PyObject *inPlaceTarget(const ProgramStep &step) const;
   const std::vector<TorchCall> &torchCalls;
   /// torch's current CUDA stream for the cuda backend, else null.
   void *stream;

@@ -5,6 +5,7 @@
 #include "dynafuse/Graph/Autodiff.h"
 #include "dynafuse/Graph/Passes.h"
 #include "dynafuse/Graph/SymbolicZeros.h"
+#include "dynafuse/Loop/InPlaceUpdates.h"
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Logging.h"
 
@@ -109,12 +110,18 @@ PartTarget partTargetOf(const CallOptions &options, DynafuseFrame *frame) {
           options.registeredBackend, codeWhere(frame->code)};
 }
 
-CompiledPart compilePart(const Graph &graph, const std::string &folder,
-                         const PartTarget &target) {
+/// `writeBacks`: an inference forward's, whose torch calls may then update
+/// the caller's tensors in place (Loop/InPlaceUpdates.h); null elsewhere.
+CompiledPart
+compilePart(const Graph &graph, const std::string &folder,
+            const PartTarget &target,
+            const std::vector<std::pair<int, int>> *writeBacks = nullptr) {
   CompileOptions compileOptions = target.compileOptions;
   compileOptions.dumpDir = folder;
   GraphCompileOptions chain;
   LoopModule module = std::move(compileGraph(graph, chain).loopModule);
+  if (writeBacks)
+    markInPlaceUpdates(module, *writeBacks);
   dumpLoopModule(folder, module);
   logLine("compile", "compiled " + graph.name + " (" +
                          std::to_string(module.kernels.size()) +
@@ -294,8 +301,10 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
                            gemmLibrary);
     entry.prepackedWeights = newPrepackedWeights(gemmLibrary);
   }
-  CompiledPart forward = compilePart(training ? *training->forward : *marked,
-                                     folder, partTargetOf(options, frame));
+  CompiledPart forward =
+      compilePart(training ? *training->forward : *marked, folder,
+                  partTargetOf(options, frame),
+                  training ? nullptr : &entry.captured.writeBacks);
   entry.outputInput = forward.outputInput;
   entry.outputViews = forward.outputViews;
   for (int output : entry.captured.outputsViewingUpdatedInputs)

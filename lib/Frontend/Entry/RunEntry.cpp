@@ -378,8 +378,9 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
     if (source < 0)
       computed =
           context.output(entry.module->module().outputs[size_t(output)]);
-    copyIntoTensor(inputs[size_t(input)],
-                   source >= 0 ? inputs[size_t(source)] : computed.get());
+    PyObject *value = source >= 0 ? inputs[size_t(source)] : computed.get();
+    if (value != inputs[size_t(input)]) // else updated in place (in_place)
+      copyIntoTensor(inputs[size_t(input)], value);
   }
   if (entry.backward) {
     const std::vector<std::string> &names = entry.module->module().outputs;

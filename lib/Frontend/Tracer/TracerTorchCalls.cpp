@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
+#include "dynafuse/Loop/InPlaceUpdates.h"
 
 namespace dynafuse {
 namespace capture {
@@ -86,6 +87,24 @@ bool writesIntoArguments(PyObject *callable) {
   PyErr_Clear();
   std::string name = stringAttribute(callable, "_qualified_op_name");
   return name.empty() || isInPlaceName(name.substr(name.rfind(':') + 1));
+}
+
+/// Whether in-place method `name` called with `args` (self first) and
+/// `keywords` only overwrites elements with values that do not depend on
+/// the ones it overwrites, so running it twice ends as running it once:
+/// index_copy_, index_fill_, masked_fill_, masked_scatter_, and scatter_
+/// and index_put_ without a reduction or accumulation.
+bool overwritesOnly(const std::string &name, const std::vector<VarPtr> &args,
+                    const Keywords &keywords) {
+  static const std::set<std::string> overwriting = {
+      "index_copy_", "index_fill_", "masked_fill_", "masked_scatter_"};
+  if (overwriting.count(name))
+    return true;
+  if (name == "scatter_")
+    return args.size() == 4 && keywords.empty();
+  if (name == "index_put_")
+    return args.size() == 3 && keywords.empty();
+  return false;
 }
 
 } // namespace
@@ -216,6 +235,19 @@ VarPtr BytecodeTracer::functionalInPlace(PyObject *callable,
   if (value->kind != Var::Kind::Tensor)
     unsupported("call to " + what + " whose out-of-place form does not "
                 "return one tensor");
+  // The runtime may call the in-place form itself where the update is a
+  // write-back of an input nothing else reads (Loop/InPlaceUpdates.h).
+  // Only forms that overwrite: a run that fails after the update reruns
+  // the call eagerly on the updated tensor, which must end as eager's.
+  Node *call = value->tensor->producer;
+  if (overwritesOnly(name, args, keywords) && call &&
+      call->op == Op::CallTorch && !result.torchCalls.empty() &&
+      call->attributes.count("call") &&
+      call->attributes.at("call") ==
+          Attribute(int64_t(result.torchCalls.size() - 1))) {
+    result.torchCalls.back().inPlaceCallable = PyRef::borrow(callable);
+    call->attributes[kInPlaceFormAttribute] = what;
+  }
   return updateInPlace(self, value);
 }
 
