@@ -1,4 +1,4 @@
-//===- InPlaceUpdates.h - Torch calls that may write their input *- C++ -*-===//
+//===- InPlaceUpdates.h - Torch calls that update inputs --------*- C++ -*-===//
 //
 // A traced in-place method (`cache.index_copy_(2, pos, k)`) is a call_torch
 // of its out-of-place form, whose result the run copies back into the
