@@ -5,7 +5,8 @@
 // dB = A^T dC, with batch dims broadcast back by summing. Convolutions and
 // pools differentiate through extern ops that run ATen's own backward
 // kernels (conv_backward, one node for every gradient it computes;
-// *_pool2d_backward, reading the forward's input).
+// *_pool2d_backward, reading the forward's input). A torch callable kept
+// in the graph differentiates through torch's autograd at run time.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/Derivatives.h"
@@ -193,6 +194,49 @@ DerivativeInfo flashAttentionRule() {
                                      node.attributes, node.location);
     for (size_t i = 0; i < 3; ++i)
       result[i] = backward->results[i];
+    return result;
+  };
+  return info;
+}
+
+/// call_torch: a call_torch of the same callable that differentiates it
+/// with torch's autograd at run time (recomputing it on the saved operands:
+/// capture admits only callables without randomness whose gradient runs
+/// on meta tensors). Operands: the forward's, then the gradients of the
+/// results that got one; results: the gradients of the floating operands
+/// wanted, in their dense layout.
+DerivativeInfo torchCallRule() {
+  DerivativeInfo info;
+  info.rule = [](GradBuilder &b, const Node &node, const Grads &grads) {
+    Grads result(node.operands.size(), nullptr);
+    std::vector<Operand> operands = node.operands;
+    std::vector<int64_t> gradOutputs, gradInputs;
+    for (size_t j = 0; j < grads.size(); ++j)
+      if (grads[j]) {
+        gradOutputs.push_back(int64_t(j));
+        operands.push_back(grads[j]);
+      }
+    std::string types;
+    for (size_t i = 0; i < node.operands.size(); ++i)
+      if (wants(node, i) && b.wantsGradient(node.operands[i].value)) {
+        gradInputs.push_back(int64_t(i));
+        TensorType type = node.operands[i].value->type;
+        type.strides.clear();
+        types += (types.empty() ? "" : ", ") + type.str();
+      }
+    if (gradOutputs.empty() || gradInputs.empty())
+      return result;
+    std::map<std::string, Attribute> attributes = {
+        {"call", *node.attribute("call")},
+        {"signature", node.stringAttr("signature", "")},
+        {"target", "grad of " + node.stringAttr("target", "")},
+        {"results", types},
+        {"grad_inputs", gradInputs},
+        {"grad_outputs", gradOutputs}};
+    Node *backward = b.graph.addNode(Op::CallTorch, std::move(operands),
+                                     std::move(attributes), node.location);
+    for (size_t k = 0; k < gradInputs.size(); ++k)
+      result[size_t(gradInputs[k])] = backward->results[k];
     return result;
   };
   return info;

@@ -87,6 +87,9 @@ public:
   variable_list applyByReplay(variable_list &&grads);
 
   std::shared_ptr<const BackwardProgram> program;
+  /// The callables of the program's call_torch gradient steps (null when
+  /// it has none).
+  std::shared_ptr<const std::vector<TorchCall>> torchCalls;
   /// Per backward input: what it reads from the forward (tangents: none).
   std::vector<SavedVariable> saved;
   /// Every forward input, when the program's forward can be replayed.
@@ -219,7 +222,8 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
   bool cuda = false;
   for (const at::Tensor &tensor : held)
     cuda = cuda || (tensor.defined() && tensor.is_cuda());
-  TorchContext context(noTorchCalls, cuda ? currentTorchCudaStream() : nullptr);
+  TorchContext context(torchCalls ? *torchCalls : noTorchCalls,
+                       cuda ? currentTorchCudaStream() : nullptr);
   {
     PooledTorchAllocations pooled(chosen->allocationPlanner.get());
     context.run = pooled.run();
@@ -256,7 +260,19 @@ variable_list DynafuseBackward::apply(variable_list &&grads) {
 
 } // namespace
 
+std::shared_ptr<const std::vector<TorchCall>>
+sharedTorchCalls(const std::vector<TorchCall> &calls) {
+  return std::shared_ptr<const std::vector<TorchCall>>(
+      new std::vector<TorchCall>(calls), [](const std::vector<TorchCall> *p) {
+        if (!Py_IsInitialized())
+          return; // the interpreter is gone: its objects with it
+        GILHeld gil;
+        delete p;
+      });
+}
+
 void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
+                    std::shared_ptr<const std::vector<TorchCall>> torchCalls,
                     const std::vector<PyObject *> &inputs,
                     const std::vector<PyObject *> &outputs,
                     const std::vector<bool> &made) {
@@ -266,6 +282,7 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
   NodePtr node = makeNode<DynafuseBackward>(
       program, torch::autograd::collect_next_edges(differentiated));
   auto &backward = static_cast<DynafuseBackward &>(*node);
+  backward.torchCalls = std::move(torchCalls);
   for (size_t i = 0; i < program->forwardInputTypes.size() && i < inputs.size();
        ++i)
     if (THPVariable_Check(inputs[i]))

@@ -80,8 +80,8 @@ std::string TorchCall::signature() const {
   return text + ")";
 }
 
-PyObject *TorchCall::invoke(const std::vector<PyObject *> &tensors,
-                            bool inPlace) const {
+std::pair<PyRef, PyRef>
+TorchCall::arguments(const std::vector<PyObject *> &tensors) const {
   PyRef positional = PyRef::steal(PyTuple_New(Py_ssize_t(args.size())));
   for (size_t i = 0; i < args.size(); ++i)
     PyTuple_SET_ITEM(positional.get(), Py_ssize_t(i),
@@ -91,6 +91,12 @@ PyObject *TorchCall::invoke(const std::vector<PyObject *> &tensors,
     PyRef value = PyRef::steal(buildArg(arg, tensors));
     PyDict_SetItemString(named.get(), name.c_str(), value.get());
   }
+  return {std::move(positional), std::move(named)};
+}
+
+PyObject *TorchCall::invoke(const std::vector<PyObject *> &tensors,
+                            bool inPlace) const {
+  auto [positional, named] = arguments(tensors);
   std::optional<AutocastApplied> underAutocast;
   if (autocast)
     underAutocast.emplace(*autocast);

@@ -13,6 +13,20 @@
 #include <algorithm>
 
 namespace dynafuse {
+namespace {
+
+std::vector<int64_t> intList(const std::map<std::string, Attribute> &attributes,
+                             const std::string &name) {
+  auto found = attributes.find(name);
+  const auto *values = found == attributes.end()
+                           ? nullptr
+                           : std::get_if<std::vector<int64_t>>(&found->second);
+  if (!values)
+    fail("call_torch gradient step without the attribute '" + name + "'");
+  return *values;
+}
+
+} // namespace
 
 char *TorchContext::allocate(const ProgramStep &step,
                              const std::vector<int64_t> &sizes,
@@ -49,8 +63,13 @@ void TorchContext::runExtern(const ProgramStep &step,
   if (step.op == Op::CallTorch) {
     std::vector<PyRef> kept;
     PyObject *target = inPlaceTarget(step);
-    if (!target || !runTorchCallInPlace(torchCallOf(step), target, args,
-                                        results, device, kept))
+    if (step.attributes.count("grad_inputs"))
+      runTorchCallGradient(torchCallOf(step),
+                           intList(step.attributes, "grad_inputs"),
+                           intList(step.attributes, "grad_outputs"), args,
+                           results, device, kept);
+    else if (!target || !runTorchCallInPlace(torchCallOf(step), target, args,
+                                             results, device, kept))
       runTorchCall(torchCallOf(step), args, results, device, kept);
     for (size_t i = 0; i < kept.size(); ++i)
       tensors[step.results[i]] = kept[i];

@@ -201,7 +201,9 @@ def stats():
     first run's, then one per run that strayed from its plan, a few at most
     per compiled graph), in_place_updates (in-place tensor methods such as a
     static KV cache's index_copy_ run in place on the caller's tensor
-    rather than out of place and copied back: every run counts)"""
+    rather than out of place and copied back: every run counts),
+    torch_call_gradients (gradients of torch calls kept in a training graph,
+    computed by torch's autograd on a recomputation: every run counts)"""
     return _C.stats()
 
 

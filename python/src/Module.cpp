@@ -173,7 +173,7 @@ PyObject *pyStats(PyObject *, PyObject *) {
   const CompilerStats &stats = compilerStats();
   return Py_BuildValue(
       "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,"
-      "s:l,s:l,s:l,s:l,s:l}",
+      "s:l,s:l,s:l,s:l,s:l,s:l}",
       "captures", stats.captures, "cache_hits", stats.cacheHits, "graph_breaks",
       stats.graphBreaks, "compile_failures", stats.compileFailures,
       "eager_frames", stats.eagerFrames, "recompile_limit_hits",
@@ -188,7 +188,7 @@ PyObject *pyStats(PyObject *, PyObject *) {
       stats.oneDnnProducts, "pointwise_conv_products",
       stats.pointwiseConvProducts, "allocation_plans", stats.allocationPlans,
       "unhooked_codes", stats.unhookedCodes, "in_place_updates",
-      stats.inPlaceUpdates);
+      stats.inPlaceUpdates, "torch_call_gradients", stats.torchCallGradients);
 }
 
 PyObject *pyMemoryStats(PyObject *, PyObject *) {

@@ -149,3 +149,24 @@ def test_checkpoint_sequential():
     f(x, reference).backward()
     assert_gradients_equal(layers, reference)
     assert_compiled()
+
+
+class CallTower(Tower):
+    """Checkpoints `block.__call__` (the bound nn.Module.__call__, as
+    diffusers' gradient checkpointing passes it) rather than the block."""
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block.__call__, x, use_reentrant=False)
+        return x.square().mean()
+
+
+def test_a_checkpointed_module_call_method_is_one_graph():
+    torch.manual_seed(0)
+    model = CallTower()
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 16, 32)
+    dynafuse.compile(model)(x).backward()
+    reference(x).backward()
+    assert_gradients_equal(model, reference)
+    assert_compiled()

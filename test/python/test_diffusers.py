@@ -63,3 +63,34 @@ def test_vae_decode_is_one_graph():
         expected = vae.decode(latents).sample
     assert_close(actual, expected, rtol=1e-4, atol=1e-4)
     assert_compiled()
+
+
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "checkpointed"])
+def test_a_unet_training_step_is_one_graph(checkpointing):
+    """Its upsampling (F.interpolate, a torch call) differentiates through
+    torch's autograd; with gradient checkpointing, diffusers hands
+    `block.__call__` to torch.utils.checkpoint, a call of the module."""
+    torch.manual_seed(0)
+    unet = small_unet().train()
+    if checkpointing:
+        unet.enable_gradient_checkpointing()
+    sample, noise = torch.randn(2, 4, 16, 16), torch.randn(2, 4, 16, 16)
+    timestep, text = torch.tensor([10, 10]), torch.randn(2, 7, 32)
+
+    def step(sample, timestep, text, noise):
+        return torch.nn.functional.mse_loss(unet(sample, timestep, text).sample, noise)
+
+    def gradients(fn):
+        unet.zero_grad(set_to_none=True)
+        loss = fn(sample, timestep, text, noise)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in unet.parameters()]
+
+    expected_loss, expected = gradients(step)
+    loss, actual = gradients(dynafuse.compile(step))
+    assert_close(loss, expected_loss, rtol=1e-5, atol=1e-5)
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected):
+        assert_close(got, want, rtol=1e-3, atol=1e-4)
+    assert_compiled()
+    assert dynafuse.stats()["torch_call_gradients"] >= 1

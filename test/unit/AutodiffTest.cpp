@@ -270,15 +270,54 @@ TEST(Autodiff, EveryOpIsDifferentiableOrSaysWhyNot) {
     if (!derivativeOf(*findOp(op)))
       missing.push_back(op);
   // The backward kernels themselves (double backward is not supported),
-  // call_torch (no gradient of an arbitrary callable yet), in-graph dropout
+  // in-graph dropout
   // (capture emits training dropout as uniform + where), prod (zeros need
   // eager's special case), norm (its gradient at zero) and conv2d_bn
   // (inference graphs only: fuse-conv-epilogues runs on no training graph).
-  std::vector<std::string> expected = {
-      "adaptive_avg_pool2d_backward", "avg_pool2d_backward", "call_torch",
-      "conv2d_bn", "conv_backward", "dropout", "embedding_backward", "gather_backward",
-      "index_select_backward", "max_pool2d_backward", "norm", "prod",
-      "sdpa_flash_backward"};
+  std::vector<std::string> expected = {"adaptive_avg_pool2d_backward",
+                                       "avg_pool2d_backward",
+                                       "conv2d_bn",
+                                       "conv_backward",
+                                       "dropout",
+                                       "embedding_backward",
+                                       "gather_backward",
+                                       "index_select_backward",
+                                       "max_pool2d_backward",
+                                       "norm",
+                                       "prod",
+                                       "sdpa_flash_backward"};
   std::sort(missing.begin(), missing.end());
   EXPECT_EQ(missing, expected);
+}
+
+TEST(Autodiff, TorchCallsDifferentiateThroughAGradientCallOfTheirCallable) {
+  // sort's values reach the loss, its indices are integers; only %x of
+  // the two operands requires grad.
+  std::unique_ptr<Graph> graph =
+      parseGraph(R"g(graph @g(%x: f32[3, 4], %w: f32[3, 4]) {
+  %0, %1 = call_torch %x {call = 2, results = "f32[3, 4], i64[3, 4]", signature = "(%0, -1)", target = "torch.sort"} : f32[3, 4], i64[3, 4]
+  %2 = mul %0, %w : f32[3, 4]
+  %3 = sum %2 : f32[]
+  return %3
+})g");
+  TrainingGraphs pair = differentiateGraph(*graph, {true, false});
+  ASSERT_EQ(pair.gradientOf, std::vector<int>{0});
+  const Node *gradient = nullptr;
+  for (const auto &node : pair.backward->nodes)
+    if (node->op == Op::CallTorch)
+      gradient = node.get();
+  ASSERT_NE(gradient, nullptr) << printGraph(*pair.backward);
+  EXPECT_EQ(gradient->stringAttr("target", ""), "grad of torch.sort");
+  EXPECT_EQ(*gradient->attribute("call"), Attribute(int64_t(2)));
+  EXPECT_EQ(*gradient->attribute("grad_inputs"),
+            Attribute(std::vector<int64_t>{0}));
+  EXPECT_EQ(*gradient->attribute("grad_outputs"),
+            Attribute(std::vector<int64_t>{0}));
+  // the saved operand, then the values' gradient
+  ASSERT_EQ(gradient->operands.size(), 2u);
+  EXPECT_EQ(gradient->results.size(), 1u);
+  EXPECT_EQ(gradient->result()->type.str(), "f32[3, 4]");
+  // and it survives the text
+  std::string text = printGraph(*pair.backward);
+  EXPECT_EQ(printGraph(*parseGraph(text)), text);
 }

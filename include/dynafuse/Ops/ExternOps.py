@@ -18,8 +18,7 @@
 #       Graph/ExternOps.cpp);
 #   derivative
 #       rule("...") (a DerivativeInfo of Graph/ExternDerivatives.cpp) or
-#       left out (the backward kernels themselves and call_torch: no
-#       derivative);
+#       left out (the backward kernels themselves: no derivative);
 #   aten
 #       how it runs through ATen (the runtime's extern steps and graph
 #       replay): an expression of the operand tensors t, the attributes a,
@@ -119,11 +118,14 @@ op("avg_pool2d_backward", arity=2, attributes=AVG_POOL,
 op("adaptive_avg_pool2d_backward", arity=2, attributes=["output_size"],
    shape="inferPoolBackward", keeps_channels_last=True,
    aten="poolBackward(op, a, t)")
-# A torch callable kept inside the graph (TorchCall): no derivative yet.
-# "in_place_form": the in-place method the user called, when the callable is
-# its out-of-place form; "in_place" (loop IR): the runtime calls that form on
-# the caller's tensor (Loop/InPlaceUpdates.h).
+# A torch callable kept inside the graph (TorchCall). "in_place_form": the
+# in-place method the user called, when the callable is its out-of-place
+# form; "in_place" (loop IR): the runtime calls that form on the caller's
+# tensor (Loop/InPlaceUpdates.h). Its derivative is a call_torch of the same
+# callable with "grad_inputs" (the operands whose gradients it returns) and
+# "grad_outputs" (the results whose gradients follow the operands): the
+# runtime differentiates the callable with torch's autograd.
 op("call_torch", arity=-1,
    attributes=["target", "call", "signature", "results", "in_place_form",
-               "in_place"],
-   shape="inferTorchCall")
+               "in_place", "grad_inputs", "grad_outputs"],
+   shape="inferTorchCall", derivative=rule("torchCallRule()"))

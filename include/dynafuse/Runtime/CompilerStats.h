@@ -60,6 +60,10 @@ struct CompilerStats {
   /// instead of out of place and a write-back (every run counts;
   /// Loop/InPlaceUpdates.h).
   long inPlaceUpdates = 0;
+  /// Gradients of torch callables kept in training graphs, computed by
+  /// torch's autograd on a recomputation (every run counts;
+  /// TorchCallGradients.cpp).
+  long torchCallGradients = 0;
   /// Allocation plans made from compiled runs' traces (AllocationPlan.h;
   /// a program's first run makes one, a run that strayed from it another).
   long allocationPlans = 0;

@@ -148,6 +148,8 @@ void *currentTorchCudaStream();
 /// CachingAllocator::configureGlobal(options).
 void installTorchAllocators(const Options &options);
 
+struct TorchCall;
+
 /// The graph inputs of a forward run (the module's input declarations and
 /// the objects passed), for extern steps whose state follows a parameter.
 struct ForwardInputs {
@@ -262,7 +264,9 @@ PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
 /// error at backward time). outputs: per forward module output, the tensor
 /// the run returns for it; made: whether the run made it (it then gets the
 /// node as its grad_fn; inputs and views of inputs keep their own).
+/// torchCalls: the callables of the backward's call_torch steps.
 void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
+                    std::shared_ptr<const std::vector<TorchCall>> torchCalls,
                     const std::vector<PyObject *> &inputs,
                     const std::vector<PyObject *> &outputs,
                     const std::vector<bool> &made);
@@ -368,6 +372,10 @@ struct TorchCall {
 
   /// "(%0, %1, 768, need_weights=False)".
   std::string signature() const;
+  /// The positional and keyword arguments of a call with tensors[i] for
+  /// operand i.
+  std::pair<PyRef, PyRef>
+  arguments(const std::vector<PyObject *> &tensors) const;
   /// Calls the callable (inPlace: inPlaceCallable) with tensors[i] for
   /// operand i. Returns a new reference, or null with the Python error set.
   PyObject *invoke(const std::vector<PyObject *> &tensors,
@@ -388,6 +396,32 @@ std::string takePythonError();
 void runTorchCall(const TorchCall &call, const std::vector<TensorArg> &args,
                   std::vector<TensorArg> &results, const std::string &device,
                   std::vector<PyRef> &kept);
+
+/// Runs the gradient of call (a call_torch step with grad_inputs): args are
+/// the forward operands, then the gradients of the forward results listed
+/// in gradOutputs; results, the gradients of the operands listed in
+/// gradInputs. The callable runs again on the operands under torch's
+/// autograd, which differentiates it (TorchCallGradients.cpp).
+void runTorchCallGradient(const TorchCall &call,
+                          const std::vector<int64_t> &gradInputs,
+                          const std::vector<int64_t> &gradOutputs,
+                          const std::vector<TensorArg> &args,
+                          std::vector<TensorArg> &results,
+                          const std::string &device, std::vector<PyRef> &kept);
+
+/// A copy of `calls` whose last owner frees it holding the GIL (autograd
+/// nodes are freed on any thread).
+std::shared_ptr<const std::vector<TorchCall>>
+sharedTorchCalls(const std::vector<TorchCall> &calls);
+
+/// Why capture cannot differentiate call through torch's autograd (empty
+/// when it can): it draws random numbers, no ATen operator is known for
+/// it, or its gradient fails on meta tensors of `operandTypes` (the
+/// operands listed in `requiringGrad` requiring grad).
+std::string
+torchCallGradientRefusal(const TorchCall &call,
+                         const std::vector<TensorType> &operandTypes,
+                         const std::vector<size_t> &requiringGrad);
 
 /// Runs call's in-place form on `target`, the caller's tensor of its first
 /// argument (a step marked in_place): its one result is `target` itself.

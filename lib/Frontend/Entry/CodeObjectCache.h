@@ -55,6 +55,10 @@ struct CacheEntry {
   /// Training entries: the backward program the run's autograd node runs
   /// (null for inference entries).
   std::shared_ptr<const BackwardProgram> backward;
+  /// Training entries: the torch callables their backward's call_torch
+  /// gradient steps call (a copy of the capture's, shared with the
+  /// autograd nodes, which may outlive the entry; freed holding the GIL).
+  std::shared_ptr<const std::vector<TorchCall>> backwardTorchCalls;
   /// Inference entries: the convolution weights their runs keep reordered
   /// for oneDNN (shared: a run's TorchContext points into it).
   std::shared_ptr<PrepackedWeights> prepackedWeights;

@@ -9,6 +9,7 @@
 #include "dynafuse/Runtime/CompileGraph.h"
 #include "dynafuse/Support/Logging.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -190,6 +191,13 @@ replayBlockedReason(const TrainingGraphs &graphs,
         if (operand.isValue())
           reaching.insert(operand.value);
   }
+  for (const std::unique_ptr<Node> &node : forward.nodes)
+    if (node->op == Op::CallTorch &&
+        std::any_of(node->results.begin(), node->results.end(),
+                    [&](const Value *v) { return reaching.count(v) != 0; }))
+      return "the graph calls " +
+             node->stringAttr("target", "a torch callable") +
+             ", which an ATen replay cannot run";
   for (const auto &[input, output] : writeBacks)
     if (reaching.count(forward.inputs.at(size_t(input))))
       return "the graph updates its input '" +
@@ -331,6 +339,7 @@ void compileCaptured(CacheEntry &entry, DynafuseFrame *frame,
   if (options.config->options.allocationPlan)
     entry.allocationPlanner = std::make_unique<AllocationPlanner>();
   if (training) {
+    entry.backwardTorchCalls = sharedTorchCalls(entry.captured.torchCalls);
     std::string backwardFolder = dumpTraining(folder, *training);
     // Outputs that are inputs, views of inputs or views of other outputs
     // are not the backward node's: their gradients never reach it.

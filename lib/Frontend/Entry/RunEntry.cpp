@@ -398,7 +398,8 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
                      entry.outputViews[j].input < 0 &&
                      !entry.captured.outputsViewingOutputs.count(int(j)));
     }
-    attachBackward(entry.backward, inputs, outputs, made);
+    attachBackward(entry.backward, entry.backwardTorchCalls, inputs, outputs,
+                   made);
   }
   for (int source : entry.captured.exitCalls) {
     PyObject *exit = resolver.get(source);

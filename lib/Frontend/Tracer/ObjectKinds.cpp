@@ -46,6 +46,15 @@ bool isModuleInit(PyObject *callable) {
   return init && init == callable;
 }
 
+bool isModuleCall(PyObject *callable) {
+  PyObject *cls = moduleClass();
+  if (!cls || !PyType_Check(cls))
+    return false;
+  PyObject *call = PyDict_GetItemString(
+      reinterpret_cast<PyTypeObject *>(cls)->tp_dict, "__call__");
+  return call && call == callable;
+}
+
 PyObject *orderedDictType() {
   static PyObject *slot = nullptr;
   return lookupOnce(slot, "collections", "OrderedDict");

@@ -25,6 +25,9 @@ PyObject *orderedDictType();
 /// torch.nn.Module.__init__ as the class holds it now (TorchDynamo, once
 /// imported, wraps it to tag each new module).
 bool isModuleInit(PyObject *callable);
+/// Whether callable is nn.Module.__call__ (`module.__call__` bound: what
+/// diffusers hands torch.utils.checkpoint), which calls the module.
+bool isModuleCall(PyObject *callable);
 /// An instance (not a class) of torch.nn.Module.
 bool isModule(PyObject *object);
 /// isinstance(object, torch.nn.<name>).

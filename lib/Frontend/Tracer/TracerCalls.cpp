@@ -134,6 +134,12 @@ VarPtr BytecodeTracer::callAny(const VarPtr &callee,
   if (VarPtr result = values.of(callee).call(callee, args, keywords))
     return result;
   if (callee->kind == Var::Kind::BoundMethod) {
+    if (callee->function->kind == Var::Kind::Object &&
+        callee->function->object &&
+        isModuleCall(callee->function->object.get()) &&
+        callee->self->kind == Var::Kind::Object && callee->self->object &&
+        isModule(callee->self->object.get()))
+      return inliner.inlineModule(callee->self, args, keywords);
     std::vector<VarPtr> withSelf{callee->self};
     withSelf.insert(withSelf.end(), args.begin(), args.end());
     return callAny(callee->function, withSelf, keywords);

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "BytecodeTracer.h"
+#include "dynafuse/Graph/Derivatives.h"
 #include "dynafuse/Loop/InPlaceUpdates.h"
 
 namespace dynafuse {
@@ -400,6 +401,22 @@ VarPtr BytecodeTracer::emitTorchCall(TorchCall call,
     atHintTypes.push_back(concreteType(operand.value->type, atHints));
   std::vector<DType> autocastTypes =
       autocastCasts.checkExtern(call, atHintTypes, tensors);
+  if (gradMode) {
+    // Differentiated by torch's autograd at run time (torchCallRule):
+    // only where that recomputation is sound.
+    std::vector<size_t> requiringGrad;
+    for (size_t i = 0; i < operands.size(); ++i)
+      if (inputs.requiresGrad(latestValue(operands[i].value)) &&
+          isDifferentiable(operands[i].value->type.dtype))
+        requiringGrad.push_back(i);
+    if (!requiringGrad.empty()) {
+      std::string refusal =
+          torchCallGradientRefusal(call, atHintTypes, requiringGrad);
+      if (!refusal.empty())
+        unsupported("call to " + what +
+                    " on a tensor that requires grad: " + refusal);
+    }
+  }
   if (!symbols.empty() && movedTensors.size() != tensors.size())
     unsupported("call to " + what + " returns other tensors for other sizes");
   std::string types;
