@@ -1,9 +1,11 @@
 """Everyday training and inference programs (issue 43), eager against
 Dynafuse and torch.compile in one process: autocast bf16 around and inside
 a compiled function, activation checkpointing in a training step,
-nn.TransformerEncoder in training and in eval with a padding mask, and
+nn.TransformerEncoder in training and in eval with a padding mask,
 diffusers' UNet2DConditionModel and AutoencoderKL.decode (small configs,
-random weights).
+random weights), and training steps of a char-level GPT, resnet18, the
+TransformerEncoder and the UNet with and without autocast bf16 and
+checkpointing.
 
 Per program and compiler: the graphs it made (Dynafuse: captures; its graph
 breaks), the first call's time (compiles included), the median call over
@@ -68,6 +70,65 @@ class CheckpointedTower(torch.nn.Module):
         for block in self.blocks:
             x = checkpoint(block, x, use_reentrant=False)
         return x
+
+
+class CausalBlock(torch.nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.up, self.down = torch.nn.Linear(width, 4 * width), torch.nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class CharGPT(torch.nn.Module):
+    """A character-level GPT (65 symbols, 4 blocks of width 128, context 64)
+    whose forward returns the cross-entropy loss."""
+
+    def __init__(self, checkpointed=False, vocab=65, width=128, depth=4, heads=4, context=64):
+        super().__init__()
+        self.tokens, self.positions = (torch.nn.Embedding(vocab, width),
+                                       torch.nn.Embedding(context, width))
+        self.blocks = torch.nn.ModuleList(CausalBlock(width, heads) for _ in range(depth))
+        self.norm, self.head = torch.nn.LayerNorm(width), torch.nn.Linear(width, vocab, bias=False)
+        self.checkpointed = checkpointed
+
+    def forward(self, idx, targets):
+        x = self.tokens(idx) + self.positions(torch.arange(idx.shape[1]))
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False) if self.checkpointed else block(x)
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def training_step(model, loss_of, bf16=False):
+    """A make(wrap) of one training step: zero the gradients, the compiled
+    loss (under autocast bf16 inside the compiled function when asked), its
+    backward."""
+    def step(*inputs):
+        if bf16:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return loss_of(*inputs)
+        return loss_of(*inputs)
+
+    def make(wrap):
+        compiled = wrap(step)
+
+        def run(*inputs):
+            model.zero_grad(set_to_none=True)
+            loss = compiled(*inputs)
+            loss.backward()
+            return loss
+        return run
+    return make
 
 
 def mlp():
@@ -168,6 +229,27 @@ def programs():
     rows["TransformerEncoder eval (2 layers d128, 8x64, mask)"] = (
         encoder_eval, (torch.randn(8, 64, 128), padding_mask(8, 64)), False, False)
 
+    tokens = (torch.randint(0, 65, (8, 64)), torch.randint(0, 65, (8, 64)))
+    for label, checkpointed, bf16 in (("", False, False), (", autocast bf16", False, True),
+                                      (", checkpointed blocks", True, False)):
+        gpt = CharGPT(checkpointed)
+        rows[f"char GPT training step (4 blocks d128, 8x64){label}"] = (
+            training_step(gpt, gpt, bf16), tokens, True, bf16)
+
+    import torchvision
+    images = (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,)))
+    for label, bf16 in (("", False), (", autocast bf16", True)):
+        resnet = torchvision.models.resnet18(num_classes=10).train()
+        rows[f"resnet18 training step (b4, 64x64){label}"] = (
+            training_step(resnet, lambda x, y, net=resnet: F.cross_entropy(net(x), y), bf16),
+            images, True, bf16)
+
+    bf16_encoder = encoder().train()
+    rows["TransformerEncoder training step (2 layers d128, 8x64, mask), autocast bf16"] = (
+        training_step(bf16_encoder, lambda x, mask: bf16_encoder(
+            x, src_key_padding_mask=mask).float().square().mean(), True),
+        (torch.randn(8, 64, 128), padding_mask(8, 64)), True, True)
+
     try:
         import diffusers
     except ImportError:
@@ -204,6 +286,21 @@ def programs():
 
     rows["diffusers AutoencoderKL.decode (32x32 latents)"] = (
         vae_decode, (torch.randn(1, 4, 32, 32),), False, False)
+
+    unet_inputs = (torch.randn(2, 4, 32, 32), torch.tensor([10, 10]), torch.randn(2, 8, 64),
+                   torch.randn(2, 4, 32, 32))
+    for label, checkpointed in (("", False), (", gradient checkpointing", True)):
+        trained = diffusers.UNet2DConditionModel(
+            sample_size=32, in_channels=4, out_channels=4, layers_per_block=1,
+            block_out_channels=(64, 128),
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=64,
+            attention_head_dim=8, norm_num_groups=16).train()
+        if checkpointed:
+            trained.enable_gradient_checkpointing()
+        rows[f"diffusers UNet training step (b2, 32x32 latents){label}"] = (
+            training_step(trained, lambda sample, t, text, noise, net=trained: F.mse_loss(
+                net(sample, t, text).sample, noise)), unet_inputs, True, False)
     return rows
 
 
