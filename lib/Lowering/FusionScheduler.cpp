@@ -150,34 +150,79 @@ bool canJoin(const LoweringState &state, const Value *value,
   return true;
 }
 
-void scheduleKernelValue(LoweringState &state, const Value *value) {
+/// The buffers a kernel step reads or writes, per step (members and the
+/// buffers they read).
+using TouchedBuffers = std::vector<std::set<const Value *>>;
+
+/// A value that shares no data with a kernel's members joins it only while
+/// the kernel touches at most this many buffers of a large iteration
+/// space: each is a stream of its own, and dozens of streams whose bases
+/// lie at the same offsets modulo the page alias in the L1 cache (nine
+/// layer norms' recomputations in one backward kernel: 27 streams of 256
+/// KiB ran at a tenth of the bandwidth). Small spaces keep fusing: there
+/// a kernel's call costs more than its streams.
+constexpr size_t kMaxIndependentStreams = 12;
+constexpr int64_t kLargeSpace = int64_t(1) << 15;
+
+bool independentOf(const std::set<const Value *> &touched,
+                   const std::set<const Value *> &deps, const Value *value) {
+  if (touched.count(value))
+    return false;
+  for (const Value *dep : deps)
+    if (touched.count(dep))
+      return false;
+  return true;
+}
+
+bool largeSpace(const Value *value) {
+  int64_t count = 1;
+  for (const SymExpr &size : value->type.sizes) {
+    if (!size.isConstant())
+      return true;
+    count *= size.constant();
+  }
+  return count >= kLargeSpace;
+}
+
+void scheduleKernelValue(LoweringState &state, const Value *value,
+                         TouchedBuffers &touched) {
   std::set<const Value *> deps, seen;
   collectDeps(state, value, deps, seen);
   for (size_t s = 0; s < state.steps.size(); ++s) {
     LoweringStep &step = state.steps[s];
     if (step.externNode || !sameSpace(state, step.members[0], value))
       continue;
-    if (canJoin(state, value, deps, int(s))) {
-      step.members.push_back(value);
-      state.stepOf[value] = int(s);
-      return;
-    }
+    if (!canJoin(state, value, deps, int(s)))
+      continue;
+    if (largeSpace(value) && independentOf(touched[s], deps, value) &&
+        touched[s].size() + deps.size() + 1 > kMaxIndependentStreams)
+      continue;
+    step.members.push_back(value);
+    state.stepOf[value] = int(s);
+    touched[s].insert(deps.begin(), deps.end());
+    touched[s].insert(value);
+    return;
   }
   state.steps.push_back(LoweringStep{nullptr, {value}});
   state.stepOf[value] = int(state.steps.size()) - 1;
+  touched.resize(state.steps.size());
+  touched.back().insert(deps.begin(), deps.end());
+  touched.back().insert(value);
 }
 
 } // namespace
 
 void scheduleSteps(LoweringState &state) {
+  TouchedBuffers touched(state.steps.size());
   for (const auto &node : state.graph.nodes) {
     if (kindOf(*node) == OpKind::Extern) {
       scheduleExtern(state, *node);
+      touched.resize(state.steps.size());
       continue;
     }
     for (const Value *result : node->results)
       if (state.realized.count(result))
-        scheduleKernelValue(state, result);
+        scheduleKernelValue(state, result, touched);
   }
 }
 
