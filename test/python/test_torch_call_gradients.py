@@ -32,6 +32,13 @@ def gradients(fn, *args):
     return loss.detach(), [arg.grad.clone() for arg in args]
 
 
+def assert_same_training(actual_loss, actual, expected_loss, expected, rtol, atol):
+    assert_close(actual_loss, expected_loss, rtol=rtol, atol=atol)
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected):
+        assert_close(got, want, rtol=rtol, atol=atol)
+
+
 def leaves(*shapes, **like):
     return [torch.randn(*shape, **like).requires_grad_() for shape in shapes]
 
@@ -43,11 +50,8 @@ def test_a_torch_call_in_a_training_graph_gets_eagers_gradients(name, shape):
         return (OPS[name](a * 1.5, b - 0.5).sin() * 2).sum()
 
     a, b = leaves(shape, shape)
-    expected_loss, expected = gradients(step, a, b)
-    loss, actual = gradients(dynafuse.compile(step), a, b)
-    assert_close(loss, expected_loss, rtol=1e-5, atol=1e-5)
-    for got, want in zip(actual, expected):
-        assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert_same_training(*gradients(dynafuse.compile(step), a, b),
+                         *gradients(step, a, b), rtol=1e-4, atol=1e-5)
     assert_compiled(1)
     assert dynafuse.stats()["torch_call_gradients"] >= 1
 
@@ -61,11 +65,8 @@ def test_a_transposed_operand_and_gradients_reaching_one_result():
         return (values * picked).sum()
 
     x, w = leaves((5, 4), (4, 5))
-    expected_loss, expected = gradients(step, x, w)
-    loss, actual = gradients(dynafuse.compile(step), x, w)
-    assert_close(loss, expected_loss, rtol=1e-5, atol=1e-5)
-    for got, want in zip(actual, expected):
-        assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert_same_training(*gradients(dynafuse.compile(step), x, w),
+                         *gradients(step, x, w), rtol=1e-5, atol=1e-5)
     assert_compiled(1)
     assert dynafuse.stats()["torch_call_gradients"] == 1
 
@@ -86,10 +87,7 @@ def test_a_module_with_an_upsampling_trains_as_eager():
     expected_loss, expected = step(reference)
     compiled = dynafuse.compile(model)
     for _ in range(2):
-        loss, actual = step(compiled)
-        assert_close(loss, expected_loss, rtol=1e-5, atol=1e-6)
-        for got, want in zip(actual, expected):
-            assert_close(got, want, rtol=1e-4, atol=1e-6)
+        assert_same_training(*step(compiled), expected_loss, expected, rtol=1e-4, atol=1e-6)
     assert_compiled(1)
     assert dynafuse.stats()["torch_call_gradients"] == 2
 
@@ -101,11 +99,8 @@ def test_symbolic_sizes_recompute_at_each_runs_sizes():
     compiled = dynafuse.compile(step, dynamic=True)
     for rows in (3, 7, 11):
         a, b = leaves((rows, 4), (5, 4))
-        expected_loss, expected = gradients(step, a, b)
-        loss, actual = gradients(compiled, a, b)
-        assert_close(loss, expected_loss, rtol=1e-5, atol=1e-4)
-        for got, want in zip(actual, expected):
-            assert_close(got, want, rtol=1e-4, atol=1e-4)
+        assert_same_training(*gradients(compiled, a, b), *gradients(step, a, b),
+                             rtol=1e-4, atol=1e-4)
     assert dynafuse.stats()["captures"] == 1
     assert dynafuse.stats()["torch_call_gradients"] == 3
 

@@ -37,22 +37,22 @@ PyObject *moduleClass() {
   return lookupOnce(slot, "torch.nn", "Module");
 }
 
-bool isModuleInit(PyObject *callable) {
+/// Whether callable is what nn.Module's class dict holds under `name` now.
+static bool isModuleClassEntry(PyObject *callable, const char *name) {
   PyObject *cls = moduleClass();
   if (!cls || !PyType_Check(cls))
     return false;
-  PyObject *init = PyDict_GetItemString(
-      reinterpret_cast<PyTypeObject *>(cls)->tp_dict, "__init__");
-  return init && init == callable;
+  PyObject *entry = PyDict_GetItemString(
+      reinterpret_cast<PyTypeObject *>(cls)->tp_dict, name);
+  return entry && entry == callable;
+}
+
+bool isModuleInit(PyObject *callable) {
+  return isModuleClassEntry(callable, "__init__");
 }
 
 bool isModuleCall(PyObject *callable) {
-  PyObject *cls = moduleClass();
-  if (!cls || !PyType_Check(cls))
-    return false;
-  PyObject *call = PyDict_GetItemString(
-      reinterpret_cast<PyTypeObject *>(cls)->tp_dict, "__call__");
-  return call && call == callable;
+  return isModuleClassEntry(callable, "__call__");
 }
 
 PyObject *orderedDictType() {
