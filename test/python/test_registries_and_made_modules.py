@@ -130,3 +130,37 @@ def test_modules_made_in_forward_with_effects_or_parameters_run_eagerly():
     compiled = dynafuse.compile(with_parameters)
     for _ in range(2):
         assert_close(compiled(x), with_parameters(x))
+
+
+class LayerSpec:
+    def __init__(self, names):
+        self.per_layer = set(names)
+
+
+class SpecReader(nn.Module):
+    """Reads a config's set of names with `in`, as transformers'
+    heterogeneous configs do in __getattribute__."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.spec = spec
+
+    def forward(self, x):
+        if "scale" in self.spec.per_layer:
+            return x * 3
+        return x - 1
+
+
+def test_membership_in_a_set_of_a_source_object_is_guarded():
+    spec = LayerSpec({"scale", "bias"})
+    model = SpecReader(spec)
+    compiled = dynafuse.compile(model)
+    x = torch.randn(4, 5)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), model(x))
+    assert dynafuse.stats()["captures"] == 1
+    assert dynafuse.stats()["graph_breaks"] == 0
+    spec.per_layer.discard("scale")  # the guarded answer changes
+    torch.testing.assert_close(compiled(x), x - 1)
+    assert dynafuse.stats()["captures"] == 2
+    assert dynafuse.stats()["graph_breaks"] == 0

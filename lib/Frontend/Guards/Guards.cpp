@@ -413,7 +413,9 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
   case Guard::Kind::NoKey:
   case Guard::Kind::HasKey: {
     int present =
-        PyDict_Check(value) ? PyDict_Contains(value, guard.expected.get()) : -1;
+        PyDict_Check(value)     ? PyDict_Contains(value, guard.expected.get())
+        : PyAnySet_Check(value) ? PySet_Contains(value, guard.expected.get())
+                                : -1;
     if (present < 0)
       PyErr_Clear();
     return present == (guard.kind == Guard::Kind::HasKey ? 1 : 0);

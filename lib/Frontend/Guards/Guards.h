@@ -115,7 +115,7 @@ struct Guard {
   /// NoAttribute: the attribute name the object must lack;
   /// NoInstanceAttribute: the name its instance __dict__ must lack (a
   /// per-instance override of a method); NoKey, HasKey: the key the dict
-  /// must lack, or hold;
+  /// or set must lack, or hold;
   /// TypeIs: the exact type; TupleLength: the exact type (tuple or list).
   PyRef expected;
   /// Identity of an object that takes weak references: `expected` is a

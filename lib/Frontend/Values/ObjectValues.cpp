@@ -382,13 +382,17 @@ bool ObjectValues::lookupKey(const VarPtr &key) {
 
 VarPtr ObjectValues::contains(const VarPtr &container, const VarPtr &item) {
   PyObject *object = container->object.get();
-  if (object && container->method.empty() && PyDict_CheckExact(object) &&
+  if (object && container->method.empty() &&
+      (PyDict_CheckExact(object) || PyAnySet_CheckExact(object)) &&
       tracer.knownSourceOf(container) >= 0 && lookupKey(item)) {
-    // `key in registry` on a dict capture keeps whole: the answer guarded.
-    int present = PyDict_Contains(object, item->object.get());
+    // `key in registry` on a dict or set capture keeps whole: the answer
+    // guarded (a config's set of per-layer attribute names).
+    int present = PyDict_CheckExact(object)
+                      ? PyDict_Contains(object, item->object.get())
+                      : PySet_Contains(object, item->object.get());
     if (present < 0) {
       PyErr_Clear();
-      tracer.unsupported("`in` on a dict: hashing the key raised");
+      tracer.unsupported("`in` on a dict or set: hashing the key raised");
     }
     tracer.guardBuilder.guardObject(
         present ? Guard::Kind::HasKey : Guard::Kind::NoKey,
