@@ -65,6 +65,10 @@ void runTorchCallGradient(const TorchCall &call,
     fail(call.target + " returned a result of another structure than at "
                        "capture");
   std::vector<at::Tensor> differentiated, gradients;
+  // Every tensor the step was handed: a gradient sharing one's memory (an
+  // identity's gradient is the incoming one) gets its own, as the executor
+  // frees an argument's buffer after its last reader.
+  std::vector<PyObject *> handed = objects;
   for (size_t k = 0; k < gradOutputs.size(); ++k) {
     auto slot = std::find(call.resultOfSlot.begin(), call.resultOfSlot.end(),
                           int(gradOutputs[k]));
@@ -78,9 +82,10 @@ void runTorchCallGradient(const TorchCall &call,
     if (!tensor.requires_grad())
       continue; // a result torch does not differentiate (an index)
     differentiated.push_back(tensor);
-    PyRef gradient =
-        PyRef::steal(wrapTensorView(args[forwardCount + k], device));
-    gradients.push_back(THPVariable_Unpack(gradient.get()));
+    operands.push_back(
+        PyRef::steal(wrapTensorView(args[forwardCount + k], device)));
+    handed.push_back(operands.back().get());
+    gradients.push_back(THPVariable_Unpack(operands.back().get()));
   }
   std::vector<at::Tensor> inputGradients;
   std::string failure;
@@ -110,8 +115,8 @@ void runTorchCallGradient(const TorchCall &call,
             : at::zeros_like(leaves.at(k));
     PyRef wrapped = PyRef::steal(THPVariable_Wrap(std::move(gradient)));
     try {
-      kept[k] = PyRef::steal(adoptTorchResult(wrapped.get(), objects,
-                                              results[k], &results[k].data));
+      kept[k] = PyRef::steal(adoptTorchResult(wrapped.get(), handed, results[k],
+                                              &results[k].data));
     } catch (const Error &error) {
       fail("the gradient of " + call.target + " for operand " +
            std::to_string(gradInputs[k]) + " " + error.bareMessage());
