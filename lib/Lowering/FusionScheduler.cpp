@@ -164,10 +164,10 @@ using TouchedBuffers = std::vector<std::set<const Value *>>;
 constexpr size_t kMaxIndependentStreams = 12;
 constexpr int64_t kLargeSpace = int64_t(1) << 15;
 
+/// Whether a value reading `deps` shares no buffer with a kernel that
+/// touches `touched` (the value itself is not scheduled yet).
 bool independentOf(const std::set<const Value *> &touched,
-                   const std::set<const Value *> &deps, const Value *value) {
-  if (touched.count(value))
-    return false;
+                   const std::set<const Value *> &deps) {
   for (const Value *dep : deps)
     if (touched.count(dep))
       return false;
@@ -175,13 +175,8 @@ bool independentOf(const std::set<const Value *> &touched,
 }
 
 bool largeSpace(const Value *value) {
-  int64_t count = 1;
-  for (const SymExpr &size : value->type.sizes) {
-    if (!size.isConstant())
-      return true;
-    count *= size.constant();
-  }
-  return count >= kLargeSpace;
+  SymExpr count = value->type.numel();
+  return !count.isConstant() || count.constant() >= kLargeSpace;
 }
 
 void scheduleKernelValue(LoweringState &state, const Value *value,
@@ -194,7 +189,7 @@ void scheduleKernelValue(LoweringState &state, const Value *value,
       continue;
     if (!canJoin(state, value, deps, int(s)))
       continue;
-    if (largeSpace(value) && independentOf(touched[s], deps, value) &&
+    if (largeSpace(value) && independentOf(touched[s], deps) &&
         touched[s].size() + deps.size() + 1 > kMaxIndependentStreams)
       continue;
     step.members.push_back(value);

@@ -45,6 +45,11 @@ double attributeNumber(const std::map<std::string, Attribute> &attributes,
 /// boolean.
 bool attributeFlag(const std::map<std::string, Attribute> &attributes,
                    const std::string &name);
+/// An integer list attribute (one integer is a list of one), `fallback`
+/// when absent. Throws Error when it is not integers.
+std::vector<int64_t>
+attributeInts(const std::map<std::string, Attribute> &attributes,
+              const std::string &name, std::vector<int64_t> fallback);
 /// A string attribute, `fallback` when absent. Throws Error when it is not
 /// a string.
 std::string attributeText(const std::map<std::string, Attribute> &attributes,

@@ -7,26 +7,13 @@
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Torch/TorchBridge.h"
 
+#include "TorchATenOps.h"
 #include "dynafuse/Loop/InPlaceUpdates.h"
 #include "dynafuse/Support/Error.h"
 
 #include <algorithm>
 
 namespace dynafuse {
-namespace {
-
-std::vector<int64_t> intList(const std::map<std::string, Attribute> &attributes,
-                             const std::string &name) {
-  auto found = attributes.find(name);
-  const auto *values = found == attributes.end()
-                           ? nullptr
-                           : std::get_if<std::vector<int64_t>>(&found->second);
-  if (!values)
-    fail("call_torch gradient step without the attribute '" + name + "'");
-  return *values;
-}
-
-} // namespace
 
 char *TorchContext::allocate(const ProgramStep &step,
                              const std::vector<int64_t> &sizes,
@@ -62,15 +49,20 @@ void TorchContext::runExtern(const ProgramStep &step,
   const std::string &device = step.types.at(0).device;
   if (step.op == Op::CallTorch) {
     std::vector<PyRef> kept;
-    PyObject *target = inPlaceTarget(step);
-    if (step.attributes.count("grad_inputs"))
+    if (step.attributes.count("grad_inputs")) {
+      if (!step.attributes.count("grad_outputs"))
+        fail("call_torch gradient step without the attribute "
+             "'grad_outputs'");
       runTorchCallGradient(torchCallOf(step),
-                           intList(step.attributes, "grad_inputs"),
-                           intList(step.attributes, "grad_outputs"), args,
-                           results, device, kept);
-    else if (!target || !runTorchCallInPlace(torchCallOf(step), target, args,
-                                             results, device, kept))
-      runTorchCall(torchCallOf(step), args, results, device, kept);
+                           attributeInts(step.attributes, "grad_inputs", {}),
+                           attributeInts(step.attributes, "grad_outputs", {}),
+                           args, results, device, kept);
+    } else {
+      PyObject *target = inPlaceTarget(step);
+      if (!target || !runTorchCallInPlace(torchCallOf(step), target, args,
+                                          results, device, kept))
+        runTorchCall(torchCallOf(step), args, results, device, kept);
+    }
     for (size_t i = 0; i < kept.size(); ++i)
       tensors[step.results[i]] = kept[i];
     return;
@@ -97,12 +89,8 @@ void TorchContext::release(const std::string &buffer) {
 }
 
 PyObject *TorchContext::inPlaceTarget(const ProgramStep &step) const {
-  auto marked = step.attributes.find(kInPlaceAttribute);
-  if (marked == step.attributes.end() || !inputs.names || !inputs.objects ||
-      step.args.empty())
-    return nullptr;
-  const bool *yes = std::get_if<bool>(&marked->second);
-  if (!yes || !*yes)
+  if (!attributeFlag(step.attributes, kInPlaceAttribute) || !inputs.names ||
+      !inputs.objects || step.args.empty())
     return nullptr;
   for (size_t i = 0; i < inputs.names->size(); ++i)
     if ((*inputs.names)[i].name == step.args[0] && i < inputs.objects->size())

@@ -299,6 +299,12 @@ bool attributeFlag(const Attributes &attributes, const std::string &name) {
   return flag(attributes, name);
 }
 
+std::vector<int64_t> attributeInts(const Attributes &attributes,
+                                   const std::string &name,
+                                   std::vector<int64_t> fallback) {
+  return ints(attributes, name, std::move(fallback));
+}
+
 std::string attributeText(const Attributes &attributes,
                           const std::string &name,
                           const std::string &fallback) {

@@ -3,13 +3,11 @@ compile(DDP(model)) runs DDP's forward eagerly and compiles the wrapped
 module (one graph, no break), DDP(compile(model)) compiles it inside; after
 several SGD steps every parameter equals eager DDP's on every rank, with
 no_sync gradient accumulation and find_unused_parameters."""
-import json
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from two_process_runs import run_two_ranks
 
 WORKER = textwrap.dedent("""
     import copy, faulthandler, json, os, sys
@@ -88,25 +86,10 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.parametrize("unused", [False, True], ids=["all_used", "find_unused"])
 @pytest.mark.parametrize("mode", ["outer", "inner"])
 def test_ddp_two_processes_match_eager_ddp(tmp_path, mode, unused):
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    out = tmp_path / "result"
-    result = subprocess.run(
-        [sys.executable, str(script), mode, "1" if unused else "0", str(free_port()), str(out)],
-        capture_output=True, text=True, timeout=300,
-        env={"PATH": "/usr/bin:/bin", "DYNAFUSE_DISK_CACHE": "0"})
-    assert result.returncode == 0, result.stderr[-12000:]
-    for rank in range(2):
-        report = json.loads((tmp_path / f"result.{rank}").read_text())
+    for report in run_two_ranks(tmp_path, WORKER, mode, "1" if unused else "0"):
         assert report["difference"] < 1e-5, report
         assert report["breaks"] == 0, report
         assert report["captures"] >= 1, report

@@ -5,13 +5,11 @@ before each block runs and resharded after. Per-block compiled forwards
 (the blocks share one entry); compiling the whole sharded model runs FSDP's
 hooks eagerly around the compiled pieces. After several SGD steps every
 parameter equals eager FSDP's on every rank."""
-import json
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from two_process_runs import run_two_ranks
 
 WORKER = textwrap.dedent("""
     import copy, faulthandler, json, os, sys
@@ -98,24 +96,9 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.parametrize("mode", ["blocks", "whole"])
 def test_fully_sharded_blocks_match_eager_fsdp(tmp_path, mode):
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    out = tmp_path / "result"
-    result = subprocess.run(
-        [sys.executable, str(script), mode, str(free_port()), str(out)],
-        capture_output=True, text=True, timeout=300,
-        env={"PATH": "/usr/bin:/bin", "DYNAFUSE_DISK_CACHE": "0"})
-    assert result.returncode == 0, result.stderr[-12000:]
-    for rank in range(2):
-        report = json.loads((tmp_path / f"result.{rank}").read_text())
+    for report in run_two_ranks(tmp_path, WORKER, mode):
         assert report["difference"] < 1e-5, report
         assert report["captures"] >= 1 and report["run_failures"] == 0, report
         if mode == "blocks":
