@@ -91,13 +91,14 @@ Index remapRoll(const Node &node, size_t, const Index &index) {
 
 std::vector<TensorType> inferRepeat(const Node &node) {
   const TensorType &input = operandType(node, 0);
-  std::vector<int64_t> repeats = intListAttr(node, "repeats", {});
+  // Repeats may be symbolic (x.repeat(n, 1) with n an int argument).
+  std::vector<SymExpr> repeats = symListAttr(node, "repeats", {});
   if (repeats.size() < input.rank())
     opError(node, "needs at least one repeat per dimension");
   size_t lead = repeats.size() - input.rank();
   std::vector<SymExpr> sizes;
   for (size_t k = 0; k < repeats.size(); ++k) {
-    if (repeats[k] < 0)
+    if (repeats[k].isConstant() && repeats[k].constant() < 0)
       opError(node, "repeats must not be negative");
     SymExpr base = k < lead ? SymExpr(1) : input.sizes[k - lead];
     sizes.push_back(base * repeats[k]);

@@ -136,13 +136,13 @@ Value *gatherGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
 /// (r: repeats, s: the operand's sizes, 1 for leading new dims), summed
 /// over every r.
 Value *repeatGradient(GradBuilder &b, const Node &node, Value *g, Value *x) {
-  std::vector<int64_t> repeats = intListAttr(node, "repeats", {});
+  std::vector<SymExpr> repeats = symListAttr(node, "repeats", {});
   size_t lead = repeats.size() - x->type.rank();
   std::vector<SymExpr> tiled;
   std::vector<int64_t> tileDims;
   for (size_t k = 0; k < repeats.size(); ++k) {
     tileDims.push_back(int64_t(tiled.size()));
-    tiled.push_back(SymExpr(repeats[k]));
+    tiled.push_back(repeats[k]);
     tiled.push_back(k < lead ? SymExpr(1) : x->type.sizes[k - lead]);
   }
   Value *tiles = b.emit(Op::Reshape, {g}, {{"shape", tiled}});

@@ -15,6 +15,7 @@
 #include "dynafuse/Lowering/StridedView.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace dynafuse {
 namespace {
@@ -68,6 +69,21 @@ private:
         size.collectSymbols(symbols);
       for (const SymExpr &stride : input->type.strides)
         stride.collectSymbols(symbols);
+    }
+    // Symbols no input's sizes give (Python ints made symbols: a cache
+    // allocated in the graph at a length an argument holds), which the
+    // caller binds.
+    for (const auto &node : graph.nodes) {
+      for (const Value *result : node->results)
+        for (const SymExpr &size : result->type.sizes)
+          size.collectSymbols(symbols);
+      for (const auto &[name, attribute] : node->attributes) {
+        if (const auto *expr = std::get_if<SymExpr>(&attribute))
+          expr->collectSymbols(symbols);
+        if (const auto *exprs = std::get_if<std::vector<SymExpr>>(&attribute))
+          for (const SymExpr &expr : *exprs)
+            expr.collectSymbols(symbols);
+      }
     }
     module.symbols.assign(symbols.begin(), symbols.end());
   }
@@ -206,6 +222,18 @@ private:
     for (const Instr &instr : kernel.instrs)
       for (const SymExpr &index : instr.index)
         index.collectSymbols(used);
+    // Extents no buffer's sizes give (a sum over x.repeat(n, 1) with n an
+    // int symbol, into a scalar).
+    std::function<void(const std::vector<Stmt> &)> extents =
+        [&](const std::vector<Stmt> &block) {
+          for (const Stmt &stmt : block) {
+            stmt.extent.collectSymbols(used);
+            for (const SymExpr &extent : stmt.extents)
+              extent.collectSymbols(used);
+            extents(stmt.body);
+          }
+        };
+    extents(kernel.body);
     std::vector<std::string> symbols;
     for (const std::string &symbol : module.symbols)
       if (used.count(symbol))

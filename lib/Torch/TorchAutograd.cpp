@@ -275,7 +275,8 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
                     std::shared_ptr<const std::vector<TorchCall>> torchCalls,
                     const std::vector<PyObject *> &inputs,
                     const std::vector<PyObject *> &outputs,
-                    const std::vector<bool> &made) {
+                    const std::vector<bool> &made,
+                    const std::map<std::string, int64_t> &symbols) {
   variable_list differentiated;
   for (int input : program->gradientOf)
     differentiated.push_back(THPVariable_Unpack(inputs.at(size_t(input))));
@@ -283,6 +284,7 @@ void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
       program, torch::autograd::collect_next_edges(differentiated));
   auto &backward = static_cast<DynafuseBackward &>(*node);
   backward.torchCalls = std::move(torchCalls);
+  backward.forwardSymbols = symbols;
   for (size_t i = 0; i < program->forwardInputTypes.size() && i < inputs.size();
        ++i)
     if (THPVariable_Check(inputs[i]))

@@ -48,8 +48,10 @@ def test_generate_matches_eager_with_a_handful_of_captures(cache):
     # every decode step after the first few ran a compiled entry
     assert stats["cache_hits"] >= 4 * 6 - stats["captures"], stats
     if cache == "static":
-        # keys and values of both layers written in place, not copied back
-        assert stats["in_place_updates"] >= 4 * stats["cache_hits"], stats
+        # keys and values of both layers written in place, not copied back,
+        # in every decode step (a prefill allocates the cache in its graph)
+        decode_hits = stats["cache_hits"] - len(prompts)
+        assert stats["in_place_updates"] >= 4 * decode_hits, stats
     captures = stats["captures"]
     for prompt, tokens in zip(prompts, expected):
         assert torch.equal(generate(model, prompt, cache), tokens)

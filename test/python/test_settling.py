@@ -116,10 +116,20 @@ def offset(x, step):
 def test_a_value_that_changes_on_every_call_settles():
     x = torch.randn(4)
     compiled = dynafuse.compile(offset)
-    for step in range(6):  # a counter: each value seen once
-        assert_close(compiled(x, step), offset(x, step))
+    for step in range(6):  # a float counter: each value seen once
+        assert_close(compiled(x, step * 0.5), offset(x, step * 0.5))
     stats = dynafuse.stats()
     assert stats["settled_frames"] == 1 and stats["captures"] == 3, stats
+
+
+def test_an_int_counter_becomes_a_symbol_rather_than_settling():
+    x = torch.randn(4)
+    compiled = dynafuse.compile(offset)
+    for step in range(8):  # 0 and 1 specialized, then one symbolic graph
+        assert_close(compiled(x, step), offset(x, step))
+    stats = dynafuse.stats()
+    assert stats["settled_frames"] == 0 and stats["captures"] == 3, stats
+    assert stats["symbolic_captures"] == 1 and stats["cache_hits"] == 5, stats
 
 
 def test_values_that_recur_keep_their_entries():

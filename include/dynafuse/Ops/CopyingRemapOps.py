@@ -13,4 +13,4 @@ op("roll", attributes=["shifts", "dims"], shape="inferRoll",
 op("repeat", attributes=["repeats"], shape="inferRepeat",
    remap="remapRepeat", strided=None,
    derivative=rule("single(repeatGradient)"),
-   aten='t[0].repeat(intListAttr(node, "repeats", {}))')
+   aten='t[0].repeat(evaluateAll(symListAttr(node, "repeats", {}), s))')

@@ -265,11 +265,13 @@ PyObject *newStridedTensor(const std::vector<int64_t> &sizes,
 /// the run returns for it; made: whether the run made it (it then gets the
 /// node as its grad_fn; inputs and views of inputs keep their own).
 /// torchCalls: the callables of the backward's call_torch steps.
+/// symbols: size symbols the forward's inputs do not give (Python ints').
 void attachBackward(const std::shared_ptr<const BackwardProgram> &program,
                     std::shared_ptr<const std::vector<TorchCall>> torchCalls,
                     const std::vector<PyObject *> &inputs,
                     const std::vector<PyObject *> &outputs,
-                    const std::vector<bool> &made);
+                    const std::vector<bool> &made,
+                    const std::map<std::string, int64_t> &symbols = {});
 
 /// A 0-dim int64 tensor on `device` holding a number drawn from torch's
 /// default generator of that device (new reference; null with a Python

@@ -52,6 +52,9 @@ public:
   /// Raised by a capture that had made size symbols (it may succeed with
   /// static sizes).
   bool withSymbolicSizes = false;
+  /// ... and had made a symbol of a Python int (it may succeed with the
+  /// ints constant).
+  bool withSymbolicInts = false;
   /// Attached as the break leaves the tracer (null for a refusal made
   /// before capture relied on anything).
   std::shared_ptr<const BreakGuards> guards;
@@ -239,6 +242,8 @@ struct CapturedFrame {
   /// Whether the graph has size symbols (ShapeEnv.h), and their values in
   /// the call captured.
   bool symbolic = false;
+  /// Whether some of those symbols are Python ints (IntSymbol guards).
+  bool symbolicInts = false;
   std::map<std::string, int64_t> sizeHints;
 };
 

@@ -381,7 +381,21 @@ ShapePolicy shapePolicyFor(const CallOptions &options,
   }
   if (history.symbolicFailed)
     policy.mode = ShapePolicy::Mode::Static;
+  policy.symbolicInts = !history.symbolicIntsFailed;
   return policy;
+}
+
+/// A symbolic capture failed: next time without int symbols where it had
+/// some (true), else with static sizes.
+bool giveUpSymbolicInts(ShapeHistory &history, PyCodeObject *code,
+                        bool hadIntSymbols, const std::string &why) {
+  if (!hadIntSymbols || history.symbolicIntsFailed)
+    return false;
+  history.symbolicIntsFailed = true;
+  logLine("recompiles", "dynamic shapes: " + codeName(code) +
+                            " with symbolic ints: " + why +
+                            "; its ints are constants from now on");
+  return true;
 }
 
 void giveUpSymbolicSizes(ShapeHistory &history, PyCodeObject *code,
@@ -401,8 +415,9 @@ CapturedFrame captureWithShapes(DynafuseFrame *frame,
   bool allowResume =
       !options.fullgraph && options.config->options.resumeAfterBreaks;
   ShapePolicy policy = shapePolicyFor(options, history);
-  if (policy.mode != ShapePolicy::Mode::Static) {
+  while (policy.mode != ShapePolicy::Mode::Static) {
     std::string why;
+    bool hadIntSymbols = false;
     try {
       CapturedFrame captured =
           captureFrame(frame, name, allowResume, policy);
@@ -412,10 +427,16 @@ CapturedFrame captureWithShapes(DynafuseFrame *frame,
       }
       why = "graph break at " + captured.resume->where.str() + ": " +
             captured.resume->reason;
+      hadIntSymbols = captured.symbolicInts;
     } catch (Unsupported &error) {
       if (!error.withSymbolicSizes)
         throw;
       why = error.what();
+      hadIntSymbols = error.withSymbolicInts;
+    }
+    if (giveUpSymbolicInts(history, frame->code, hadIntSymbols, why)) {
+      policy.symbolicInts = false;
+      continue;
     }
     giveUpSymbolicSizes(history, frame->code, why);
     policy.mode = ShapePolicy::Mode::Static;
@@ -466,7 +487,9 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     compileCaptured(*entry, frame, options);
   } catch (Unsupported &error) {
     if (entry->captured.symbolic) {
-      giveUpSymbolicSizes(history, frame->code, error.what());
+      if (!giveUpSymbolicInts(history, frame->code,
+                              entry->captured.symbolicInts, error.what()))
+        giveUpSymbolicSizes(history, frame->code, error.what());
       return compileFrame(frame, options, compileIndex, history);
     }
     if (!error.guards)
@@ -474,7 +497,9 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     throw;
   } catch (const std::exception &error) {
     if (entry->captured.symbolic) {
-      giveUpSymbolicSizes(history, frame->code, error.what());
+      if (!giveUpSymbolicInts(history, frame->code,
+                              entry->captured.symbolicInts, error.what()))
+        giveUpSymbolicSizes(history, frame->code, error.what());
       return compileFrame(frame, options, compileIndex, history);
     }
     throw CompileFailure(error.what(), guardsOfCapture());

@@ -96,6 +96,10 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
                          const CallOptions &options, long epoch, Lookup *lookup,
                          BreakState *pending, int *handled) {
   std::string firstFailure;
+  // With the recompiles log on, every entry's failed guard, not only the
+  // first entry's: a symbolic entry's failure is what explains a recompile.
+  const bool logEveryFailure = logEnabled("recompiles");
+  std::vector<std::string> otherFailures;
   const GlobalState now = GlobalState::current(); // once per call
   // Entries that can never run again (Settling.h), and the sources whose
   // fresh objects made them so.
@@ -114,9 +118,18 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
         options.dynamic == CallOptions::DynamicShapes::Never)
       continue;
     SourceResolver resolver(entry->captured.sources, frame);
-    std::string *failure = firstFailure.empty() ? &firstFailure : nullptr;
+    std::string otherFailure;
+    std::string *failure = firstFailure.empty() ? &firstFailure
+                           : logEveryFailure    ? &otherFailure
+                                                : nullptr;
     const Guard *failed = nullptr;
     if (!guardsHold(*entry, now, resolver, failure, &failed)) {
+      if (failure == &otherFailure)
+        otherFailures.push_back((entry->captured.graph
+                                     ? entry->captured.graph->name
+                                     : std::string("an eager entry")) +
+                                ": " + otherFailure);
+      failure = failure == &firstFailure ? failure : nullptr;
       if (failure)
         firstFailedOnValue = failed && failed->kind != Guard::Kind::Tensor &&
                              failed->kind != Guard::Kind::Shape;
@@ -172,6 +185,8 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
     logLine("recompiles", "recompiling " + codeName(frame->code) + " at " +
                               codeWhere(frame->code) +
                               ": guard failed: " + firstFailure);
+  for (const std::string &other : otherFailures)
+    logLine("recompiles", "  and " + other);
   return nullptr;
 }
 

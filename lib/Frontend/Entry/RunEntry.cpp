@@ -370,7 +370,12 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
     context.run = pooled.run();
     // The graph casts as autocast would: its ATen calls must not cast again.
     AutocastSuspended noAutocast(entry.captured.state.autocast);
-    entry.module->run(args, context);
+    // Symbols of Python ints (IntSymbol guards) come from the guards, the
+    // rest from the inputs' sizes.
+    entry.module->run(args, context,
+                      entry.captured.symbolicInts
+                          ? resolver.symbols
+                          : std::map<std::string, int64_t>());
   }
   for (const auto &[input, output] : entry.captured.writeBacks) {
     int source = entry.outputInput[size_t(output)];
@@ -399,7 +404,7 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
                      !entry.captured.outputsViewingOutputs.count(int(j)));
     }
     attachBackward(entry.backward, entry.backwardTorchCalls, inputs, outputs,
-                   made);
+                   made, resolver.symbols);
   }
   for (int source : entry.captured.exitCalls) {
     PyObject *exit = resolver.get(source);

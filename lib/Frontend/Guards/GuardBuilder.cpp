@@ -27,7 +27,8 @@ void GuardBuilder::addGuard(Guard guard) {
         existing.other == guard.other &&
         existing.expected.get() == guard.expected.get() &&
         existing.length == guard.length && existing.group == guard.group &&
-        guard.kind != Guard::Kind::Tensor && guard.kind != Guard::Kind::Shape)
+        guard.kind != Guard::Kind::Tensor && guard.kind != Guard::Kind::Shape &&
+        guard.kind != Guard::Kind::IntSymbol)
       return;
   guardList.push_back(std::move(guard));
 }

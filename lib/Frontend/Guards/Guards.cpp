@@ -180,6 +180,10 @@ std::string Guard::describe(const std::vector<Source> &sources) const {
   case Kind::TypeIs:
     return where + " is a " +
            reinterpret_cast<PyTypeObject *>(expected.get())->tp_name;
+  case Kind::IntSymbol: {
+    std::string symbol = symbolicSizes.at(0).str();
+    return where + " is an int " + symbol + ", " + symbol + " >= 2";
+  }
   case Kind::Identity:
     return where + " is the object seen at capture (" +
            (identity() ? Py_TYPE(identity())->tp_name : "gone since") + ")";
@@ -393,6 +397,21 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
     return guard.symbolicSizes.empty()
                ? tensorMatches(value, guard.tensor)
                : symbolicTensorMatches(value, guard, resolver.symbols);
+  case Guard::Kind::IntSymbol: {
+    if (!PyLong_CheckExact(value))
+      return false;
+    int overflow = 0;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || number < 2)
+      return false;
+    std::string name = guard.symbolicSizes.at(0).symbolName();
+    auto bound = resolver.symbols.find(name);
+    if (bound == resolver.symbols.end()) {
+      resolver.symbols[name] = number;
+      return true;
+    }
+    return bound->second == number;
+  }
   case Guard::Kind::Identity:
     return value == guard.identity();
   case Guard::Kind::NoAttribute: {

@@ -94,7 +94,10 @@ struct Guard {
     NoKey,
     HasKey,
     Distinct,
-    Shape
+    Shape,
+    /// A Python int made a size symbol (symbolicSizes[0]): exactly an int,
+    /// at least 2; the first guard to meet the symbol binds it.
+    IntSymbol
   };
   Kind kind = Kind::Tensor;
   int source = -1;

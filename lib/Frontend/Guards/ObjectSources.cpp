@@ -67,6 +67,32 @@ void ObjectSources::guard(PyObject *object, int source) {
   seen.emplace(object, std::move(entry));
 }
 
+bool ObjectSources::holdsCallData(int source) const {
+  for (int at = source; at >= 0;) {
+    const Source &step = guards.source(at);
+    switch (step.kind) {
+    case Source::Kind::Local:
+      return true;
+    case Source::Kind::Item:
+    case Source::Kind::DictItem:
+      at = step.parent;
+      break;
+    case Source::Kind::Attr: {
+      bool plainOwner = false;
+      for (const auto &entry : seen)
+        plainOwner |= entry.second.byType && entry.second.source == step.parent;
+      if (!plainOwner)
+        return false;
+      at = step.parent;
+      break;
+    }
+    default:
+      return false;
+    }
+  }
+  return false;
+}
+
 int ObjectSources::typeGuardedSource(PyObject *object) const {
   auto found = seen.find(object);
   return found != seen.end() && found->second.byType ? found->second.source

@@ -42,6 +42,11 @@ public:
   /// At the end of a capture: the objects of each type a store targets are
   /// guarded pairwise distinct, where any of them is guarded by type only.
   void guardStoreTargets();
+  /// Whether a value read from source belongs to the call rather than to
+  /// the program: source is an argument, reached from one through items
+  /// and attributes of plain instances guarded by type (not of modules, or
+  /// of objects pinned by identity).
+  bool holdsCallData(int source) const;
 
 private:
   struct Seen {

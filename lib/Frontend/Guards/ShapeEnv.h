@@ -47,6 +47,10 @@ struct ShapeHistory {
   std::map<std::string, std::vector<int64_t>> firstSizes;
   std::map<std::string, std::set<size_t>> changedDims;
   bool symbolicFailed = false;
+  /// Whether a capture with int symbols (ShapePolicy::symbolicInts) failed:
+  /// later captures keep ints constant (their tensor dims may still be
+  /// symbolic).
+  bool symbolicIntsFailed = false;
   /// The dims of the source `key`, now of `sizes`, that changed: found to
   /// change before, or other than at the first capture (of the same rank).
   std::vector<bool> changed(const std::string &key,
@@ -61,6 +65,12 @@ struct ShapePolicy {
   Mode mode = Mode::Automatic;
   /// Automatic: what the code's captures saw of sizes.
   const ShapeHistory *history = nullptr;
+  /// Automatic: a Python int read from an argument (or an item or a plain
+  /// object's attribute under one) whose value changed since the first
+  /// capture becomes a symbol too, as torch.compile's automatic dynamic
+  /// does (a cache's length, a step's position). Ints on modules stay
+  /// constants, as there.
+  bool symbolicInts = true;
 };
 
 class ShapeEnv {

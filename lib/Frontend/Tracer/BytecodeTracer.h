@@ -108,8 +108,7 @@ private:
   //===--------------------------------------------------------------------===//
   // Symbolic sizes (TracerSizes.cpp; decisions in SymbolicShapes.cpp)
   //===--------------------------------------------------------------------===//
-  /// Which dims of tensor inputs stay symbolic, the symbols made, and the
-  /// decisions on them (SymbolicShapes.h).
+  /// Dims made symbolic, the symbols, their decisions (SymbolicShapes.h).
   SymbolicShapes symbolic;
   /// A size as a Var: a Constant when it is one, else a SymInt.
   VarPtr sizeVar(const SymExpr &size);
@@ -117,13 +116,14 @@ private:
   SymExpr sizeOf(const VarPtr &var, const std::string &what);
   /// +, -, *, //, % with a SymInt operand (null: not such an operation).
   VarPtr sizeArithmetic(int kind, const VarPtr &lhs, const VarPtr &rhs);
-  /// int(), min() and max() of sizes with a SymInt among them (null:
-  /// not such a call).
+  /// int(), min(), max() of sizes with a SymInt among them (or null).
   VarPtr sizeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
-  /// A slice of a tensor dim with a symbolic bound or on a symbolic dim:
-  /// bounds clamped as Python does, each decision guarded.
+  /// A slice of a tensor dim with a symbolic bound or on a symbolic dim
+  /// (bounds clamped as Python does), x[..., i] with i a SymInt (in range):
+  /// each decision guarded.
   VarPtr sliceSymbolic(const VarPtr &tensor, const VarPtr &start,
                        const VarPtr &stop, const VarPtr &step, int64_t dim);
+  VarPtr selectSymbolic(const VarPtr &tensor, const VarPtr &index, int64_t d);
   int firstLine() const { return current.code->co_firstlineno; }
 
   /// Interprets the current code to its RETURN_VALUE. At frame level (the

@@ -81,6 +81,35 @@ SymbolicShapes::symbolicDims(PyObject *object, int source,
   return dims;
 }
 
+std::optional<SymExpr> SymbolicShapes::symbolicInt(PyObject *object, int source,
+                                                   bool mayVary) {
+  auto known = intSymbols.find(source);
+  if (known != intSymbols.end())
+    return known->second;
+  int overflow = 0;
+  long long value = PyLong_AsLongLongAndOverflow(object, &overflow);
+  if (overflow || value == -1) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  if (!mayVary)
+    return std::nullopt;
+  // Keyed apart from tensors' sizes: a source holds an int or a tensor.
+  std::string key = "int " + guards.describe(source);
+  frame.inputSizes[key] = {value};
+  if (policy.mode != ShapePolicy::Mode::Automatic || !policy.symbolicInts ||
+      !policy.history || value < 2 || !policy.history->changed(key, {value})[0])
+    return std::nullopt;
+  SymExpr symbol = env.newSymbol(value);
+  Guard guard;
+  guard.kind = Guard::Kind::IntSymbol;
+  guard.source = source;
+  guard.symbolicSizes = {symbol};
+  guards.addGuard(std::move(guard));
+  intSymbols.emplace(source, symbol);
+  return symbol;
+}
+
 bool SymbolicShapes::makeSymbolic(const std::vector<bool> &dims,
                                   const TensorMeta &meta, TensorType &type,
                                   Guard &guard) {

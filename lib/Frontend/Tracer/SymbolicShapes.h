@@ -37,6 +37,15 @@ public:
   /// its sizes for the policy's history.
   std::vector<bool> symbolicDims(PyObject *object, int source,
                                  const std::vector<int64_t> &sizes);
+  /// A Python int read from source: under the automatic policy, a size
+  /// symbol (bound by an IntSymbol guard) when mayVary (the source is an
+  /// argument, or an item or a plain object's attribute under one) and its
+  /// value changed since the code's first capture; nullopt keeps it a
+  /// constant. Records the value for the policy's history. One source
+  /// reads as one symbol.
+  std::optional<SymExpr> symbolicInt(PyObject *object, int source,
+                                     bool mayVary);
+  bool madeIntSymbols() const { return !intSymbols.empty(); }
   /// A tensor input's type and guard with the chosen dims symbolic (false
   /// when its strides are not a dense layout: then it stays static).
   bool makeSymbolic(const std::vector<bool> &dims, const TensorMeta &meta,
@@ -80,6 +89,8 @@ private:
   ShapePolicy policy;
   GuardBuilder &guards;
   CapturedFrame &frame;
+  /// The symbol of each int source made symbolic.
+  std::map<int, SymExpr> intSymbols;
 };
 
 } // namespace capture

@@ -56,10 +56,12 @@ CapturedFrame BytecodeTracer::run() {
     guards->state = state;
     error.guards = std::move(guards);
     error.withSymbolicSizes = !symbolic.env.empty();
+    error.withSymbolicInts = symbolic.madeIntSymbols();
     throw;
   }
   guardBuilder.moveInto(result.sources, result.guards);
   result.symbolic = !symbolic.env.empty();
+  result.symbolicInts = symbolic.madeIntSymbols();
   result.sizeHints = symbolic.env.symbolHints();
   return std::move(result);
 }

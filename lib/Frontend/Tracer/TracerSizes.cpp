@@ -95,6 +95,25 @@ VarPtr BytecodeTracer::sizeBuiltin(PyObject *callable,
   unsupported("a builtin of a symbolic size");
 }
 
+VarPtr BytecodeTracer::selectSymbolic(const VarPtr &tensor, const VarPtr &index,
+                                      int64_t dim) {
+  const TensorType &type = tensor->tensor->type;
+  if (dim >= int64_t(type.rank()))
+    unsupported("too many indices for the tensor");
+  SymExpr size = symbolic.env.canonical(type.sizes[size_t(dim)]);
+  // Python's negative index, and eager's range check, each decided at the
+  // hints and guarded; then the one-element slice with its dim dropped.
+  SymExpr at = sizeOf(index, "a tensor index");
+  if (symbolic.decide(Py_LT, at, 0))
+    at = at + size;
+  if (symbolic.decide(Py_LT, at, 0) || !symbolic.decide(Py_LT, at, size))
+    unsupported("tensor index out of range");
+  VarPtr picked = sliceSymbolic(tensor, sizeVar(at), sizeVar(at + 1),
+                                constant(Py_None), dim);
+  return emit(Op::Squeeze, {picked->tensor},
+              {{"dims", std::vector<int64_t>{dim}}});
+}
+
 VarPtr BytecodeTracer::sliceSymbolic(const VarPtr &tensor, const VarPtr &start,
                                      const VarPtr &stop, const VarPtr &step,
                                      int64_t dim) {

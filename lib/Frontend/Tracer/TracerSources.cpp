@@ -21,6 +21,10 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   if (isAnyTensor(object))
     return tensorInput(object, source);
   if (isConstantObject(object)) {
+    if (PyLong_CheckExact(object))
+      if (std::optional<SymExpr> size = symbolic.symbolicInt(
+              object, source, objectSources.holdsCallData(source)))
+        return sizeVar(*size);
     guardBuilder.guardObject(Guard::Kind::Equals, source, object);
     VarPtr var = makeVar(Var::Kind::Constant);
     var->object = PyRef::borrow(object);
@@ -58,6 +62,11 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   if (isModule(object))
     guardBuilder.guardObject(Guard::Kind::TypeIs, source,
                              reinterpret_cast<PyObject *>(Py_TYPE(object)));
+  else if (comparedByValue(object))
+    // A torch.device is made afresh by every `.device` read and every
+    // cache a library builds: its identity never holds twice, its value
+    // does.
+    guardBuilder.guardObject(Guard::Kind::Equals, source, object);
   else
     objectSources.guard(object, source); // by type or identity
   VarPtr var = makeVar(Var::Kind::Object);

@@ -247,8 +247,10 @@ VarPtr BytecodeTracer::indexTensor(VarPtr tensor, const VarPtr &index) {
                              item->items[2], dim++);
       continue;
     }
-    if (isSymInt(item))
-      unsupported("tensor index that is a symbolic size");
+    if (isSymInt(item)) {
+      tensor = selectSymbolic(tensor, item, dim);
+      continue;
+    }
     PyObject *object = item->object.get();
     if (object == Py_Ellipsis) {
       dim += rank - int64_t(consumed);

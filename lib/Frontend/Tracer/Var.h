@@ -112,6 +112,15 @@ inline bool isConstantObject(PyObject *object) {
   return true;
 }
 
+/// Torch's small value types that compare by value and are made afresh
+/// (devices; layouts and memory formats are singletons but compare alike).
+inline bool comparedByValue(PyObject *object) {
+  const char *type = Py_TYPE(object)->tp_name;
+  return std::strcmp(type, "torch.device") == 0 ||
+         std::strcmp(type, "torch.layout") == 0 ||
+         std::strcmp(type, "torch.memory_format") == 0;
+}
+
 /// The keyword arguments of a call, in the order the call gave them
 /// (Python keeps that order: a callee's **kwargs iterates in it, and
 /// libraries forward kwargs through many layers). A map's interface over
