@@ -9,6 +9,21 @@ namespace {
 
 constexpr size_t kNever = std::numeric_limits<size_t>::max();
 
+/// Blocks this large start at staggered offsets modulo the page: placed
+/// at multiples of their (page-multiple) sizes, the streams a kernel reads
+/// and writes would all lie at one offset modulo 4 KiB, where the L1
+/// cache's loads alias the stores before them (a backward kernel of 27
+/// such streams ran at a tenth of the bandwidth: decision 141). Each gets
+/// a page more than its bytes and starts at the k-th of 64 cache-line
+/// offsets inside it, k spread over the blocks in allocation order.
+constexpr size_t kStaggeredMinBytes = AllocationPlan::kStaggeredMinBytes;
+constexpr size_t kPageBytes = AllocationPlan::kStaggerPadBytes;
+constexpr size_t kLineBytes = 64;
+
+size_t staggerOf(size_t largeRank) {
+  return (largeRank * 23 % (kPageBytes / kLineBytes)) * kLineBytes;
+}
+
 /// A block of the trace: its size and the event positions bounding its
 /// lifetime (released at kNever: it outlived the run).
 struct Lifetime {
@@ -82,10 +97,20 @@ AllocationPlan::fromTrace(const std::vector<AllocationEvent> &trace) {
     return plan; // malformed or empty: nothing planned
   plan.slots.resize(blocks.size());
   std::vector<uint32_t> order;
+  // Per block: the bytes it reserves, and where its bytes start in them.
+  std::vector<size_t> reserved(blocks.size()), stagger(blocks.size(), 0);
+  size_t largeRank = 0;
   for (uint32_t i = 0; i < blocks.size(); ++i) {
     plan.slots[i].bytes = blocks[i].bytes;
-    if (blocks[i].released != kNever)
-      order.push_back(i);
+    reserved[i] = blocks[i].bytes;
+    if (blocks[i].released == kNever)
+      continue;
+    order.push_back(i);
+    if (blocks[i].bytes >= kStaggeredMinBytes) {
+      size_t lines = (blocks[i].bytes + kLineBytes - 1) / kLineBytes;
+      reserved[i] = lines * kLineBytes + kPageBytes;
+      stagger[i] = staggerOf(largeRank++);
+    }
   }
   // Largest first; of equal sizes, the earlier allocated first.
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
@@ -97,15 +122,14 @@ AllocationPlan::fromTrace(const std::vector<AllocationEvent> &trace) {
   for (uint32_t index : order) {
     std::vector<std::pair<size_t, size_t>> placed;
     for (uint32_t other : placedSoFar)
-      if (blocks[other].overlaps(blocks[index]))
-        placed.push_back({size_t(plan.slots[other].offset),
-                          size_t(plan.slots[other].offset) +
-                              blocks[other].bytes});
+      if (blocks[other].overlaps(blocks[index])) {
+        size_t start = size_t(plan.slots[other].offset) - stagger[other];
+        placed.push_back({start, start + reserved[other]});
+      }
     std::sort(placed.begin(), placed.end());
-    size_t offset = bestFit(placed, blocks[index].bytes);
-    plan.slots[index].offset = int64_t(offset);
-    plan.regionBytes =
-        std::max(plan.regionBytes, offset + blocks[index].bytes);
+    size_t offset = bestFit(placed, reserved[index]);
+    plan.slots[index].offset = int64_t(offset + stagger[index]);
+    plan.regionBytes = std::max(plan.regionBytes, offset + reserved[index]);
     placedSoFar.push_back(index);
   }
   // The slots sharing bytes (necessarily at disjoint times).

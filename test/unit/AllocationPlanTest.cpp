@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <set>
 
 using namespace dynafuse;
 
@@ -60,6 +61,13 @@ std::vector<Span> spansOf(const std::vector<AllocationEvent> &trace) {
   return spans;
 }
 
+/// What a block reserves beyond its bytes (its stagger's room).
+size_t padOf(size_t bytes) {
+  return bytes >= AllocationPlan::kStaggeredMinBytes
+             ? AllocationPlan::kStaggerPadBytes
+             : 0;
+}
+
 bool bytesOverlap(const AllocationPlan::Slot &a,
                   const AllocationPlan::Slot &b) {
   return a.offset < b.offset + int64_t(b.bytes) &&
@@ -78,7 +86,8 @@ void expectValidPlan(const std::vector<AllocationEvent> &trace,
     EXPECT_EQ(slot.offset < 0, outlives) << "slot " << i;
     if (slot.offset < 0)
       continue;
-    sum += slot.bytes;
+    sum += slot.bytes + padOf(slot.bytes);
+    EXPECT_EQ(slot.offset % 64, 0) << "slot " << i << " off a cache line";
     EXPECT_LE(size_t(slot.offset) + slot.bytes, plan.regionBytes);
     for (size_t j = 0; j < plan.slots.size(); ++j) {
       const AllocationPlan::Slot &other = plan.slots[j];
@@ -105,7 +114,7 @@ TEST(AllocationPlan, ChainFitsInItsPeakOfLiveBytes) {
   AllocationPlan plan = AllocationPlan::fromTrace(trace);
   expectValidPlan(trace, plan);
   EXPECT_EQ(plan.peakLiveBytes, 10 * MiB) << "8 + 2 live at once";
-  EXPECT_EQ(plan.regionBytes, 10 * MiB);
+  EXPECT_EQ(plan.regionBytes, 10 * MiB + 2 * AllocationPlan::kStaggerPadBytes);
   EXPECT_EQ(plan.plannedSlots(), 4u);
   EXPECT_EQ(plan.slots[4].offset, -1) << "the output outlives the run";
   EXPECT_EQ(plan.slots[4].bytes, 4 * MiB);
@@ -138,6 +147,26 @@ TEST(AllocationPlan, RandomTracesGiveValidPlans) {
   }
 }
 
+TEST(AllocationPlan, LargeBlocksLiveAtOnceStartAtDistinctPageOffsets) {
+  // 16 blocks of 256 KiB live at once (a backward kernel's streams):
+  // placed back to back they would all start at offset 0 modulo the page.
+  std::vector<AllocationEvent> trace;
+  for (uint32_t i = 0; i < 16; ++i)
+    trace.push_back(allocate(i, 256 << 10));
+  for (uint32_t i = 0; i < 16; ++i)
+    trace.push_back(release(i));
+  AllocationPlan plan = AllocationPlan::fromTrace(trace);
+  expectValidPlan(trace, plan);
+  std::set<int64_t> pageOffsets;
+  for (const AllocationPlan::Slot &slot : plan.slots)
+    pageOffsets.insert(slot.offset % 4096);
+  EXPECT_EQ(pageOffsets.size(), 16u);
+  // Small blocks are packed as they come.
+  AllocationPlan small = AllocationPlan::fromTrace(
+      {allocate(0, 4096), allocate(1, 4096), release(0), release(1)});
+  EXPECT_EQ(small.regionBytes, 8192u);
+}
+
 TEST(AllocationPlan, MalformedTracesPlanNothing) {
   std::vector<std::vector<AllocationEvent>> malformed = {
       {allocate(0, MiB), allocate(0, MiB), release(0)}, // allocated twice
@@ -158,7 +187,7 @@ TEST(AllocationPlan, PlannerReplansOnlyAfterAStrayBoundedTimes) {
   EXPECT_TRUE(planner.learn(first)) << "a run without a plan makes one";
   std::shared_ptr<const AllocationPlan> plan = planner.current();
   ASSERT_NE(plan, nullptr);
-  EXPECT_EQ(plan->regionBytes, 10 * MiB);
+  EXPECT_EQ(plan->regionBytes, 10 * MiB + 2 * AllocationPlan::kStaggerPadBytes);
   RunOutcome followed;
   followed.followedPlan = true;
   EXPECT_FALSE(planner.learn(followed));
@@ -167,10 +196,12 @@ TEST(AllocationPlan, PlannerReplansOnlyAfterAStrayBoundedTimes) {
   strayed.trace = {allocate(0, MiB), release(0)};
   for (int k = 1; k < AllocationPlanner::kMaxPlans; ++k)
     EXPECT_TRUE(planner.learn(strayed));
-  EXPECT_EQ(planner.current()->regionBytes, MiB);
+  EXPECT_EQ(planner.current()->regionBytes,
+            MiB + AllocationPlan::kStaggerPadBytes);
   EXPECT_FALSE(planner.learn(first)) << "at the bound the last plan stays";
   EXPECT_EQ(planner.plansMade(), AllocationPlanner::kMaxPlans);
-  EXPECT_EQ(planner.current()->regionBytes, MiB);
+  EXPECT_EQ(planner.current()->regionBytes,
+            MiB + AllocationPlan::kStaggerPadBytes);
 }
 
 namespace {

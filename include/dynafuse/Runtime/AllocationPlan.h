@@ -1,4 +1,5 @@
-//===- AllocationPlan.h - Where a compiled run's blocks go, planned -*- C++ -*-===//
+//===- AllocationPlan.h - Where a compiled run's blocks go, planned -*- C++
+//-*-===//
 //
 // Decision 86. A compiled run allocates its large blocks (intermediates,
 // ATen's results inside extern steps, their scratch) in the same order with
@@ -12,7 +13,8 @@
 // - the plan gives each block with a lifetime an offset in one region,
 //   greedily by size (largest first, into the best-fitting gap between the
 //   blocks already placed whose lifetimes overlap its own), and lists, per
-//   block, the other planned blocks sharing any of its bytes;
+//   block, the other planned blocks sharing any of its bytes; a large
+//   block starts at a staggered cache-line offset modulo the page;
 // - the caching allocator (CachingAllocator::beginRun) hands the k-th large
 //   allocation of a later run its planned place only when its size is the
 //   trace's and none of the blocks sharing its bytes is live, so a run that
@@ -66,6 +68,11 @@ struct AllocationPlan {
   /// a longer trace, or a malformed one, gives a plan of no planned slot).
   static AllocationPlan fromTrace(const std::vector<AllocationEvent> &trace);
   static constexpr size_t kMaxSlots = 8192;
+  /// Blocks of at least kStaggeredMinBytes reserve kStaggerPadBytes more
+  /// and start at one of its cache-line offsets, spread so that streams a
+  /// kernel touches do not all lie at one offset modulo the page.
+  static constexpr size_t kStaggeredMinBytes = size_t(64) << 10;
+  static constexpr size_t kStaggerPadBytes = 4096;
 };
 
 /// How one run went against its plan (CachingAllocator::endRun).
