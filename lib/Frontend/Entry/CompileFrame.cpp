@@ -462,9 +462,21 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
       logLine("recompiles", "dynamic shapes: " + codeName(frame->code) +
                                 " captured with symbolic sizes");
   }
-  if (!entry->captured.graph->outputs.empty() ||
-      (!entry->captured.resume && !entry->captured.graph->nodes.empty()))
+  const bool counted =
+      !entry->captured.graph->outputs.empty() ||
+      (!entry->captured.resume && !entry->captured.graph->nodes.empty());
+  if (counted)
     ++compilerStats().captures;
+  // A symbolic capture whose compile fails is redone below: it counts once.
+  auto redo = [&](const std::string &why) {
+    if (counted)
+      --compilerStats().captures;
+    --compilerStats().symbolicCaptures;
+    if (!giveUpSymbolicInts(history, frame->code, entry->captured.symbolicInts,
+                            why))
+      giveUpSymbolicSizes(history, frame->code, why);
+    return compileFrame(frame, options, compileIndex, history);
+  };
   // Past capture, every stop happens under the capture's full guards.
   auto guardsOfCapture = [&] {
     auto guards = std::make_shared<BreakGuards>();
@@ -486,22 +498,14 @@ std::unique_ptr<CacheEntry> compileFrame(DynafuseFrame *frame,
     }
     compileCaptured(*entry, frame, options);
   } catch (Unsupported &error) {
-    if (entry->captured.symbolic) {
-      if (!giveUpSymbolicInts(history, frame->code,
-                              entry->captured.symbolicInts, error.what()))
-        giveUpSymbolicSizes(history, frame->code, error.what());
-      return compileFrame(frame, options, compileIndex, history);
-    }
+    if (entry->captured.symbolic)
+      return redo(error.what());
     if (!error.guards)
       error.guards = guardsOfCapture();
     throw;
   } catch (const std::exception &error) {
-    if (entry->captured.symbolic) {
-      if (!giveUpSymbolicInts(history, frame->code,
-                              entry->captured.symbolicInts, error.what()))
-        giveUpSymbolicSizes(history, frame->code, error.what());
-      return compileFrame(frame, options, compileIndex, history);
-    }
+    if (entry->captured.symbolic)
+      return redo(error.what());
     throw CompileFailure(error.what(), guardsOfCapture());
   }
   return entry;
