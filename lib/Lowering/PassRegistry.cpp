@@ -57,6 +57,10 @@ const std::vector<PassInfo> &passRegistry() {
       graphPass(
           "decompose", [](Graph &graph) { return decomposeComposites(graph); },
           true, "composite ops replaced by their decompositions"),
+      graphPass("matrix-vector-products", matrixVectorProductsAsReductions,
+                true,
+                "one-row float matmuls by a matrix (not weight_prepacked) as "
+                "fused reductions over K"),
       graphPass("cse", eliminateCommonSubexpressions, true,
                 "identical nodes merged (never two graph outputs into one)"),
       graphPass("dce", eliminateDeadCode, true,

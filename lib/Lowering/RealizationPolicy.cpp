@@ -220,6 +220,42 @@ void realizeBroadcastMath(const Graph &graph,
   }
 }
 
+/// The row of a matrix-vector product written as a sum of products (the
+/// matrix-vector-products pass's, or a program's own `(x * W).sum(-1)`):
+/// every output element of the sum reads all of it, so math in it would be
+/// computed once per output element (a SwiGLU's exp, 256 times for each of
+/// 768 elements in a decode step's down projection: 0.6 ms instead of 60
+/// us). Realized when its recomputation has costly math.
+void realizeReducedRows(const Graph &graph, std::set<const Value *> &realized) {
+  std::map<const Value *, int64_t> costMemo;
+  for (const auto &node : graph.nodes) {
+    if (kindOf(*node) != OpKind::Reduction || node->operands.empty() ||
+        !node->operands[0].isValue())
+      continue;
+    const Value *terms = node->operands[0].value;
+    if (!terms->producer || terms->producer->op != Op::Mul ||
+        realized.count(terms))
+      continue;
+    SymExpr termCount = terms->type.numel();
+    for (const Operand &operand : terms->producer->operands) {
+      const Value *row = operand.value;
+      while (row && row->producer && kindOf(*row->producer) == OpKind::View &&
+             !row->producer->operands.empty() && !realized.count(row))
+        row = row->producer->operands[0].value;
+      if (!row || !row->producer || realized.count(row))
+        continue;
+      SymExpr rowCount = row->type.numel();
+      if (!termCount.isConstant() || !rowCount.isConstant() ||
+          termCount.constant() < kBroadcastFactor * rowCount.constant())
+        continue;
+      if (recomputationCost(row, realized, costMemo) == 0)
+        continue;
+      realized.insert(row);
+      costMemo.clear();
+    }
+  }
+}
+
 /// A contiguous copy of a gathered view of a graph input: the depthwise
 /// taps' weights with the channel innermost ([kh, kw, C], WindowOps.cpp),
 /// which every tap reads a row of. Realized, it is one small copy per call
@@ -447,6 +483,7 @@ void realizeValues(LoweringState &state) {
   realizeTransposedCopies(graph, realized);
   realizeNarrowingFloatCasts(graph, realized);
   realizeBroadcastMath(graph, realized);
+  realizeReducedRows(graph, realized);
   realizeWindowSources(graph, realized);
   realizeDeepRegroupings(graph, realized);
 }

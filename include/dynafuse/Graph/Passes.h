@@ -37,6 +37,10 @@ bool decomposeComposites(Graph &graph, const CompositeFilter &which = nullptr);
 /// runs where the host has no fast 16-bit product kernels.
 bool computeHalfProductsInFloat32(Graph &graph,
                                   const std::set<DType> &slowTypes);
+/// Float matmuls of one row by a 2-D matrix (a decode step's linear
+/// layers), unless marked weight_prepacked, as a fused sum over K of the
+/// row times the matrix's columns (MatrixVectorProducts.cpp).
+bool matrixVectorProductsAsReductions(Graph &graph);
 
 } // namespace dynafuse
 

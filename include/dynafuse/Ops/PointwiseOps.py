@@ -143,23 +143,25 @@ for name, scalar in [("logical_and", "And"), ("logical_or", "Or"),
 op("logical_not", rule="Compare", lowering="logicalNotRule", derivative="none",
    aten="at::logical_not(t[0])")
 
-# Activation functions: floating inputs only, constants as attributes.
+# Activation functions: floating inputs only, constants as attributes; the
+# ones computed with exp, erf or tanh are costly math (recomputed per
+# element of a broadcasting consumer, they are realized: RealizationPolicy).
 # gelu: g * (Phi(x) + x * phi(x)); tanh approximation: its own slope.
-op("gelu", rule="FloatOnly", attributes=["approximate"], lowering="geluRule",
-   derivative=rule("geluDerivative()"),
+op("gelu", rule="FloatOnly", costly=True, attributes=["approximate"],
+   lowering="geluRule", derivative=rule("geluDerivative()"),
    aten='at::gelu(t[0], node.stringAttr("approximate", "none"))')
 op("leaky_relu", rule="FloatOnly", attributes=["negative_slope"],
    lowering="leakyReluRule", derivative=rule("leakyReluDerivative()"),
    aten='at::leaky_relu(t[0], floatAttr(node, "negative_slope", 0.01))')
 # elu: alpha * exp(x) unless x > 0; a NaN x takes that branch and gives
 # NaN, as eager's vectorized elu_backward does (its scalar tail passes g).
-op("elu", rule="FloatOnly", attributes=["alpha"], lowering="eluRule",
-   derivative='negative = g * exp(x) * attr("alpha", 1.0); '
+op("elu", rule="FloatOnly", costly=True, attributes=["alpha"],
+   lowering="eluRule", derivative='negative = g * exp(x) * attr("alpha", 1.0); '
               'where(gt(x, 0), g, negative)',
    aten='at::elu(t[0], floatAttr(node, "alpha", 1.0))')
 # softplus: g * z / (z + 1), z = exp(x * beta); g past the threshold.
-op("softplus", rule="FloatOnly", attributes=["beta", "threshold"],
-   lowering="softplusRule",
+op("softplus", rule="FloatOnly", costly=True,
+   attributes=["beta", "threshold"], lowering="softplusRule",
    derivative='scaled = x * attr("beta", 1.0); z = exp(scaled); '
               'smooth = g * z / (z + 1); '
               'linear = gt(scaled, attr("threshold", 20.0)); '
@@ -167,7 +169,7 @@ op("softplus", rule="FloatOnly", attributes=["beta", "threshold"],
    aten='at::softplus(t[0], floatAttr(node, "beta", 1.0), '
         'floatAttr(node, "threshold", 20.0))')
 # silu: g * s * (1 + x * (1 - s)), s = sigmoid(x).
-op("silu", rule="FloatOnly", lowering="siluRule",
+op("silu", rule="FloatOnly", costly=True, lowering="siluRule",
    derivative="s = sigmoid(x); slope = s * (x * (1 - s) + 1); g * slope",
    aten="at::silu(t[0])")
 # hardswish: 0 below -3, g * (x / 3 + 0.5) up to 3, g above.
@@ -181,7 +183,7 @@ op("hardsigmoid", rule="FloatOnly", lowering="hardsigmoidRule",
               "where(inside, g / 6, 0)",
    aten="at::hardsigmoid(t[0])")
 # mish: g * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
-op("mish", rule="FloatOnly", lowering="mishRule",
+op("mish", rule="FloatOnly", costly=True, lowering="mishRule",
    derivative="t = tanh(log1p(exp(x))); "
               "slope = t + x * sigmoid(x) * (1 - t * t); g * slope",
    aten="at::mish(t[0])")
