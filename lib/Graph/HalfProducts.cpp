@@ -16,9 +16,8 @@
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/Passes.h"
 
+#include "dynafuse/Graph/NodeRewrites.h"
 #include "dynafuse/Graph/OpRegistry.h"
-
-#include <map>
 
 namespace dynafuse {
 namespace {
@@ -43,59 +42,27 @@ bool isHalfProduct(const Node &node, const std::set<DType> &slowTypes) {
   return type.device == "cpu" && slowTypes.count(type.dtype);
 }
 
-/// Moves the node graph.addNode just appended into `ordered`.
-Value *take(Graph &graph, std::vector<std::unique_ptr<Node>> &ordered,
-            Node *node, bool recompute) {
-  node->recompute = recompute;
-  ordered.push_back(std::move(graph.nodes.back()));
-  graph.nodes.pop_back();
-  return node->result();
-}
-
 } // namespace
 
 bool computeHalfProductsInFloat32(Graph &graph,
                                   const std::set<DType> &slowTypes) {
-  bool any = false;
-  for (const auto &node : graph.nodes)
-    any |= isHalfProduct(*node, slowTypes);
-  if (!any)
-    return false;
-  std::vector<std::unique_ptr<Node>> nodes;
-  nodes.swap(graph.nodes);
-  std::vector<std::unique_ptr<Node>> ordered;
-  std::map<const Value *, Value *> redirected;
-  for (auto &owned : nodes) {
-    Node &node = *owned;
-    for (Operand &operand : node.operands)
-      if (operand.isValue() && redirected.count(operand.value))
-        operand.value = redirected.at(operand.value);
-    if (!isHalfProduct(node, slowTypes)) {
-      ordered.push_back(std::move(owned));
-      continue;
-    }
-    for (Operand &operand : node.operands) {
-      if (!operand.isValue() || !isFloating(operand.value->type.dtype) ||
-          operand.value->type.dtype == DType::F32 ||
-          operand.value->type.dtype == DType::F64)
-        continue;
-      Node *up = graph.addNode(Op::Cast, {operand}, {{"dtype", DType::F32}},
-                               node.location);
-      operand.value = take(graph, ordered, up, node.recompute);
-    }
-    Value *result = node.results[0];
-    DType half = result->type.dtype;
-    result->type.dtype = DType::F32;
-    ordered.push_back(std::move(owned));
-    Node *down = graph.addNode(Op::Cast, {Operand(result)}, {{"dtype", half}},
-                               node.location);
-    redirected[result] = take(graph, ordered, down, node.recompute);
-  }
-  graph.nodes.swap(ordered);
-  for (Value *&output : graph.outputs)
-    if (redirected.count(output))
-      output = redirected.at(output);
-  return true;
+  return rewriteNodes(
+      graph, [&](const Node &node) { return isHalfProduct(node, slowTypes); },
+      [](Node &node, NodeRewriter &rewriter) {
+        for (Operand &operand : node.operands) {
+          if (!operand.isValue() || !isFloating(operand.value->type.dtype) ||
+              operand.value->type.dtype == DType::F32 ||
+              operand.value->type.dtype == DType::F64)
+            continue;
+          operand.value =
+              rewriter.add(Op::Cast, {operand}, {{"dtype", DType::F32}});
+        }
+        Value *result = node.results[0];
+        DType half = result->type.dtype;
+        result->type.dtype = DType::F32;
+        return rewriter.add(Op::Cast, {Operand(rewriter.keep())},
+                            {{"dtype", half}});
+      });
 }
 
 } // namespace dynafuse

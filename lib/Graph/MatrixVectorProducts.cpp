@@ -21,9 +21,8 @@
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/Passes.h"
 
+#include "dynafuse/Graph/NodeRewrites.h"
 #include "dynafuse/Graph/OpRegistry.h"
-
-#include <map>
 
 namespace dynafuse {
 namespace {
@@ -61,66 +60,33 @@ bool isMatrixVectorProduct(const Node &node) {
   return true;
 }
 
-/// Moves the node graph.addNode just appended into `ordered`.
-Value *take(Graph &graph, std::vector<std::unique_ptr<Node>> &ordered,
-            Node *node, bool recompute) {
-  node->recompute = recompute;
-  ordered.push_back(std::move(graph.nodes.back()));
-  graph.nodes.pop_back();
-  return node->result();
-}
-
 } // namespace
 
 bool matrixVectorProductsAsReductions(Graph &graph) {
-  bool any = false;
-  for (const auto &node : graph.nodes)
-    any |= isMatrixVectorProduct(*node);
-  if (!any)
-    return false;
-  std::vector<std::unique_ptr<Node>> nodes;
-  nodes.swap(graph.nodes);
-  std::vector<std::unique_ptr<Node>> ordered;
-  std::map<const Value *, Value *> redirected;
-  for (auto &owned : nodes) {
-    Node &node = *owned;
-    for (Operand &operand : node.operands)
-      if (operand.isValue() && redirected.count(operand.value))
-        operand.value = redirected.at(operand.value);
-    if (!isMatrixVectorProduct(node)) {
-      ordered.push_back(std::move(owned));
-      continue;
-    }
-    auto add = [&](Op op, std::vector<Operand> operands,
-                   std::map<std::string, Attribute> attributes) {
-      return take(graph, ordered,
-                  graph.addNode(op, std::move(operands), std::move(attributes),
-                                node.location),
-                  node.recompute);
-    };
-    size_t at = size_t(rowOperand(node));
-    Value *row = node.operands[at].value;
-    int64_t rank = int64_t(row->type.rank());
-    Value *spread = add(Op::Unsqueeze, {Operand(row)},
-                        {{"dim", rank == 1 ? int64_t(0) : rank - 1}});
-    Value *rows = add(Op::Transpose, {node.operands[at + 1]},
-                      {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
-    Value *terms = add(Op::Mul, {Operand(spread), Operand(rows)}, {});
-    Value *sum = add(Op::Sum, {Operand(terms)},
-                     {{"dims", std::vector<int64_t>{-1}}, {"keepdim", false}});
-    if (node.op == Op::Addmm)
-      sum = add(Op::Add, {Operand(sum), node.operands[0]}, {});
-    if (sum->type != node.results[0]->type)
-      fail("matrix-vector-products: " + sum->type.str() + " for the " +
-               node.results[0]->type.str() + " product",
-           node.location);
-    redirected[node.results[0]] = sum;
-  }
-  graph.nodes.swap(ordered);
-  for (Value *&output : graph.outputs)
-    if (redirected.count(output))
-      output = redirected.at(output);
-  return true;
+  return rewriteNodes(
+      graph, isMatrixVectorProduct, [](Node &node, NodeRewriter &rewriter) {
+        size_t at = size_t(rowOperand(node));
+        Value *row = node.operands[at].value;
+        int64_t rank = int64_t(row->type.rank());
+        Value *spread =
+            rewriter.add(Op::Unsqueeze, {Operand(row)},
+                         {{"dim", rank == 1 ? int64_t(0) : rank - 1}});
+        Value *rows =
+            rewriter.add(Op::Transpose, {node.operands[at + 1]},
+                         {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
+        Value *terms =
+            rewriter.add(Op::Mul, {Operand(spread), Operand(rows)}, {});
+        Value *sum = rewriter.add(
+            Op::Sum, {Operand(terms)},
+            {{"dims", std::vector<int64_t>{-1}}, {"keepdim", false}});
+        if (node.op == Op::Addmm)
+          sum = rewriter.add(Op::Add, {Operand(sum), node.operands[0]}, {});
+        if (sum->type != node.results[0]->type)
+          fail("matrix-vector-products: " + sum->type.str() + " for the " +
+                   node.results[0]->type.str() + " product",
+               node.location);
+        return sum;
+      });
 }
 
 } // namespace dynafuse

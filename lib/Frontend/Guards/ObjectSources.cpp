@@ -29,13 +29,23 @@ bool isPlainInstance(PyObject *object) {
   return true;
 }
 
-bool ObjectSources::fromArgument(int source) const {
+bool ObjectSources::fromArgument(int source, bool plainOwners) const {
   for (int at = source; at >= 0;) {
     const Source &step = guards.source(at);
     switch (step.kind) {
     case Source::Kind::Local:
       return true;
     case Source::Kind::Attr:
+      if (plainOwners) {
+        bool plainOwner = false;
+        for (const auto &entry : seen)
+          plainOwner |=
+              entry.second.byType && entry.second.source == step.parent;
+        if (!plainOwner)
+          return false;
+      }
+      at = step.parent;
+      break;
     case Source::Kind::Item:
     case Source::Kind::DictItem:
       at = step.parent;
@@ -68,29 +78,7 @@ void ObjectSources::guard(PyObject *object, int source) {
 }
 
 bool ObjectSources::holdsCallData(int source) const {
-  for (int at = source; at >= 0;) {
-    const Source &step = guards.source(at);
-    switch (step.kind) {
-    case Source::Kind::Local:
-      return true;
-    case Source::Kind::Item:
-    case Source::Kind::DictItem:
-      at = step.parent;
-      break;
-    case Source::Kind::Attr: {
-      bool plainOwner = false;
-      for (const auto &entry : seen)
-        plainOwner |= entry.second.byType && entry.second.source == step.parent;
-      if (!plainOwner)
-        return false;
-      at = step.parent;
-      break;
-    }
-    default:
-      return false;
-    }
-  }
-  return false;
+  return fromArgument(source, /*plainOwners=*/true);
 }
 
 int ObjectSources::typeGuardedSource(PyObject *object) const {

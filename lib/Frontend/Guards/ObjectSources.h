@@ -55,8 +55,9 @@ private:
     bool byType = false;
   };
   /// Whether source is one of the frame's arguments or reached from one
-  /// through attributes and items.
-  bool fromArgument(int source) const;
+  /// through attributes (with plainOwners, only of plain instances guarded
+  /// by type) and items.
+  bool fromArgument(int source, bool plainOwners = false) const;
   GuardBuilder &guards;
   std::map<PyObject *, Seen> seen;
   std::set<PyObject *> storeTargets;
