@@ -16,7 +16,8 @@
 // reads it at bandwidth): a @ B becomes sum(a.unsqueeze(-2) *
 // B.transpose(0, 1), -1) (plus the bias), equal up to the order of the
 // additions. A matrix laid out [K, N] is read row by row: the sum over
-// its outer dim becomes a column reduction (column-reductions).
+// its outer dim becomes a column reduction (column-reductions). CPU
+// products only.
 //
 //===----------------------------------------------------------------------===//
 #include "dynafuse/Graph/Passes.h"
@@ -47,7 +48,9 @@ bool isMatrixVectorProduct(const Node &node) {
     if (!operand.isValue())
       return false;
   const TensorType &result = node.results[0]->type;
-  if (result.dtype != DType::F32 && result.dtype != DType::F64)
+  // On a GPU cuBLAS's gemv is at bandwidth already.
+  if ((result.dtype != DType::F32 && result.dtype != DType::F64) ||
+      result.device != "cpu")
     return false;
   const TensorType &row = node.operands[size_t(at)].value->type;
   const TensorType &matrix = node.operands[size_t(at) + 1].value->type;
