@@ -194,15 +194,6 @@ void collectSymbols(const TensorType &type, std::set<std::string> &symbols) {
     size.collectSymbols(symbols);
 }
 
-void collectSymbols(const Attribute &attribute,
-                    std::set<std::string> &symbols) {
-  if (const auto *expr = std::get_if<SymExpr>(&attribute))
-    expr->collectSymbols(symbols);
-  if (const auto *exprs = std::get_if<std::vector<SymExpr>>(&attribute))
-    for (const SymExpr &expr : *exprs)
-      expr.collectSymbols(symbols);
-}
-
 Node *copyNode(Graph &into, const Node &node,
                std::map<const Value *, Value *> &mapping) {
   std::vector<Operand> operands;

@@ -86,6 +86,15 @@ std::string attributeStr(const Attribute &attribute) {
   return out + "]";
 }
 
+void collectSymbols(const Attribute &attribute,
+                    std::set<std::string> &symbols) {
+  if (const auto *expr = std::get_if<SymExpr>(&attribute))
+    expr->collectSymbols(symbols);
+  if (const auto *exprs = std::get_if<std::vector<SymExpr>>(&attribute))
+    for (const SymExpr &expr : *exprs)
+      expr.collectSymbols(symbols);
+}
+
 Attribute canonicalAttribute(Attribute attribute) {
   if (auto *expr = std::get_if<SymExpr>(&attribute))
     if (expr->isConstant())

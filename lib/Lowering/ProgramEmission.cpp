@@ -77,13 +77,8 @@ private:
       for (const Value *result : node->results)
         for (const SymExpr &size : result->type.sizes)
           size.collectSymbols(symbols);
-      for (const auto &[name, attribute] : node->attributes) {
-        if (const auto *expr = std::get_if<SymExpr>(&attribute))
-          expr->collectSymbols(symbols);
-        if (const auto *exprs = std::get_if<std::vector<SymExpr>>(&attribute))
-          for (const SymExpr &expr : *exprs)
-            expr.collectSymbols(symbols);
-      }
+      for (const auto &[name, attribute] : node->attributes)
+        collectSymbols(attribute, symbols);
     }
     module.symbols.assign(symbols.begin(), symbols.end());
   }

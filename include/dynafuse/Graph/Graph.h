@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -69,6 +70,8 @@ using Attribute = std::variant<bool, int64_t, double, std::string, DType,
 std::string attributeStr(const Attribute &attribute);
 /// The canonical spelling of attribute (see Attribute).
 Attribute canonicalAttribute(Attribute attribute);
+/// Adds the size symbols a symbolic attribute names to symbols.
+void collectSymbols(const Attribute &attribute, std::set<std::string> &symbols);
 
 class Node {
 public:

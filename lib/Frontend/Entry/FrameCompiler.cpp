@@ -118,19 +118,19 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
         options.dynamic == CallOptions::DynamicShapes::Never)
       continue;
     SourceResolver resolver(entry->captured.sources, frame);
+    const bool first = firstFailure.empty();
     std::string otherFailure;
-    std::string *failure = firstFailure.empty() ? &firstFailure
-                           : logEveryFailure    ? &otherFailure
-                                                : nullptr;
+    std::string *failure = first             ? &firstFailure
+                           : logEveryFailure ? &otherFailure
+                                             : nullptr;
     const Guard *failed = nullptr;
     if (!guardsHold(*entry, now, resolver, failure, &failed)) {
-      if (failure == &otherFailure)
+      if (!first && failure)
         otherFailures.push_back((entry->captured.graph
                                      ? entry->captured.graph->name
                                      : std::string("an eager entry")) +
                                 ": " + otherFailure);
-      failure = failure == &firstFailure ? failure : nullptr;
-      if (failure)
+      if (first)
         firstFailedOnValue = failed && failed->kind != Guard::Kind::Tensor &&
                              failed->kind != Guard::Kind::Shape;
       if (failed && canNeverHoldAgain(*failed)) {

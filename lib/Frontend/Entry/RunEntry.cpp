@@ -372,10 +372,9 @@ PyObject *runEntry(const std::shared_ptr<const CacheEntry> &shared,
     AutocastSuspended noAutocast(entry.captured.state.autocast);
     // Symbols of Python ints (IntSymbol guards) come from the guards, the
     // rest from the inputs' sizes.
+    static const std::map<std::string, int64_t> none;
     entry.module->run(args, context,
-                      entry.captured.symbolicInts
-                          ? resolver.symbols
-                          : std::map<std::string, int64_t>());
+                      entry.captured.symbolicInts ? resolver.symbols : none);
   }
   for (const auto &[input, output] : entry.captured.writeBacks) {
     int source = entry.outputInput[size_t(output)];

@@ -346,6 +346,19 @@ PyObject *SourceResolver::get(int index) {
 
 namespace {
 
+/// A size symbol's value here: the first guard to meet it binds it (to a
+/// size >= 2: sizes 0 and 1 are specialized), later ones compare.
+bool bindsOrMatches(const std::string &symbol, int64_t value,
+                    std::map<std::string, int64_t> &symbols) {
+  auto bound = symbols.find(symbol);
+  if (bound != symbols.end())
+    return bound->second == value;
+  if (value < 2)
+    return false;
+  symbols[symbol] = value;
+  return true;
+}
+
 /// A tensor guard with symbolic dims: same dtype, device, rank and
 /// requires_grad; each constant size equal; each symbol bound by its first
 /// dim (to a size >= 2: sizes 0 and 1 are specialized) and equal at the
@@ -363,14 +376,8 @@ bool symbolicTensorMatches(PyObject *value, const Guard &guard,
         return false;
       continue;
     }
-    auto bound = symbols.find(expected.symbolName());
-    if (bound == symbols.end()) {
-      if (sizes[k] < 2)
-        return false;
-      symbols[expected.symbolName()] = sizes[k];
-    } else if (bound->second != sizes[k]) {
+    if (!bindsOrMatches(expected.symbolName(), sizes[k], symbols))
       return false;
-    }
   }
   for (size_t k = 0; k < strides.size(); ++k)
     if (sizes[k] != 1 &&
@@ -402,15 +409,8 @@ bool checkGuard(const Guard &guard, SourceResolver &resolver) {
       return false;
     int overflow = 0;
     long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow || number < 2)
-      return false;
-    std::string name = guard.symbolicSizes.at(0).symbolName();
-    auto bound = resolver.symbols.find(name);
-    if (bound == resolver.symbols.end()) {
-      resolver.symbols[name] = number;
-      return true;
-    }
-    return bound->second == number;
+    return !overflow && bindsOrMatches(guard.symbolicSizes.at(0).symbolName(),
+                                       number, resolver.symbols);
   }
   case Guard::Kind::Identity:
     return value == guard.identity();

@@ -185,9 +185,7 @@ bool comparableAtCapture(const VarPtr &var) {
   PyObject *object = var->object.get();
   if (!object || !var->method.empty() || isModule(object))
     return false;
-  std::string type = Py_TYPE(object)->tp_name;
-  if (type == "torch.dtype" || type == "torch.device" ||
-      type == "torch.layout" || type == "torch.memory_format")
+  if (isTorchValueObject(object))
     return true;
   // Objects pinned by an identity guard (read from a source) or made from
   // constants, whose equality is C code that reads nothing mutable: classes

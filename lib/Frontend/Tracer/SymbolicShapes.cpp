@@ -86,13 +86,11 @@ std::optional<SymExpr> SymbolicShapes::symbolicInt(PyObject *object, int source,
   auto known = intSymbols.find(source);
   if (known != intSymbols.end())
     return known->second;
-  int overflow = 0;
-  long long value = PyLong_AsLongLongAndOverflow(object, &overflow);
-  if (overflow || value == -1) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
   if (!mayVary)
+    return std::nullopt;
+  int overflow = 0; // an exact int: only its size can fail the read
+  long long value = PyLong_AsLongLongAndOverflow(object, &overflow);
+  if (overflow)
     return std::nullopt;
   // Keyed apart from tensors' sizes: a source holds an int or a tensor.
   std::string key = "int " + guards.describe(source);

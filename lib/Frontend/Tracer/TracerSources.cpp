@@ -62,7 +62,7 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   if (isModule(object))
     guardBuilder.guardObject(Guard::Kind::TypeIs, source,
                              reinterpret_cast<PyObject *>(Py_TYPE(object)));
-  else if (comparedByValue(object))
+  else if (isTorchValueObject(object))
     // A torch.device is made afresh by every `.device` read and every
     // cache a library builds: its identity never holds twice, its value
     // does.

@@ -15,11 +15,8 @@ namespace {
 /// Objects that pass through a call unchanged and compare by value: dtypes,
 /// devices, layouts, memory formats, slices, Ellipsis.
 bool isPassThroughObject(PyObject *object) {
-  if (PySlice_Check(object) || object == Py_Ellipsis)
-    return true;
-  std::string type = Py_TYPE(object)->tp_name;
-  return type == "torch.dtype" || type == "torch.device" ||
-         type == "torch.layout" || type == "torch.memory_format";
+  return PySlice_Check(object) || object == Py_Ellipsis ||
+         isTorchValueObject(object);
 }
 
 /// object.<attribute> when it is a string, else "".

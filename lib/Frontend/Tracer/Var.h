@@ -112,11 +112,13 @@ inline bool isConstantObject(PyObject *object) {
   return true;
 }
 
-/// Torch's small value types that compare by value and are made afresh
-/// (devices; layouts and memory formats are singletons but compare alike).
-inline bool comparedByValue(PyObject *object) {
+/// Torch's small immutable value types, compared by value: dtypes,
+/// devices (made afresh by every `.device` read), layouts and memory
+/// formats.
+inline bool isTorchValueObject(PyObject *object) {
   const char *type = Py_TYPE(object)->tp_name;
-  return std::strcmp(type, "torch.device") == 0 ||
+  return std::strcmp(type, "torch.dtype") == 0 ||
+         std::strcmp(type, "torch.device") == 0 ||
          std::strcmp(type, "torch.layout") == 0 ||
          std::strcmp(type, "torch.memory_format") == 0;
 }
