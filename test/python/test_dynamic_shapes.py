@@ -328,16 +328,23 @@ def test_a_torch_calls_result_keeps_its_type_when_its_symbol_is_unified():
     assert stats()["captures"] == 1 and stats()["symbolic_captures"] == 1
 
 
-def test_float_arithmetic_on_a_size_makes_the_frame_static(capfd):
+def test_float_arithmetic_on_a_size_specializes_that_size(capfd):
     dynafuse.config.log = "recompiles"
 
-    def fn(x):
-        return x * (1.0 / x.size(0))
+    def fn(x, y):
+        # x's dim is needed as a float (its value, guarded); y's stays a
+        # symbol.
+        return (x * (1.0 / x.size(0)) + y[:3].sum()) * 2
 
     f = dynafuse.compile(fn, dynamic=True)
-    run_sizes(f, fn, lambda n: (torch.randn(n),), [3, 7])
-    assert stats()["symbolic_captures"] == 0 and stats()["captures"] == 2
-    assert "captured with static sizes from now on" in capfd.readouterr().err
+    run_sizes(f, fn, lambda n: (torch.randn(n), torch.randn(n + 1)), [3, 7])
+    assert stats()["captures"] == 2, stats()
+    assert "guard failed: s0 == 3" in capfd.readouterr().err
+    dynafuse.reset()
+    f = dynafuse.compile(fn, dynamic=True)
+    x = torch.randn(3)
+    run_sizes(f, fn, lambda n: (x, torch.randn(n)), [4, 5, 9])
+    assert stats()["captures"] == 1, stats()
 
 
 def test_norms_over_a_symbolic_last_dim():

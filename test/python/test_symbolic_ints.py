@@ -107,7 +107,7 @@ def reduce_over(x, dim):
     return x.sum(dim) * 2
 
 
-def test_an_int_an_op_needs_constant_falls_back_to_constant_ints(capfd):
+def test_an_int_an_op_needs_constant_is_specialized(capfd):
     f = dynafuse.compile(reduce_over)
     for dim, rows in ((0, 3), (1, 5), (2, 7), (1, 4)):
         x = torch.randn(rows, 6, 4)
@@ -148,3 +148,60 @@ def test_an_int_in_range_keeps_the_static_path():
         x = torch.randn(5)
         assert_close(f(x, n), loop_count(x, n))
     assert stats()["graph_breaks"] == 0 and stats()["eager_frames"] == 0
+
+
+TABLE = [torch.randn(4) for _ in range(6)]
+
+
+def scaled_window(x, length, row):
+    # `length` stays a size; `row` indexes a Python list, which needs its
+    # value: that one int is specialized (guarded == its value).
+    out = torch.zeros(length, x.shape[0]) + x * TABLE[row]
+    return out[: length - 1].sum(0) / length
+
+
+def test_an_int_a_list_index_needs_is_specialized_alone(capfd):
+    f = dynafuse.compile(scaled_window)
+    calls = [(length, 2 + length % 2) for length in (4, 5, 6, 7, 9, 12, 15, 20, 31)]
+    for length, row in calls:
+        x = torch.randn(4)
+        assert_close(f(x, length, row), scaled_window(x, length, row))
+    s = stats()
+    # The first call's constants, then one symbolic entry per row value:
+    # every later length is served by them.
+    assert s["captures"] == 3 and s["symbolic_captures"] == 2, s
+    assert s["cache_hits"] == len(calls) - s["captures"], s
+    assert s["settled_frames"] == 0 and s["eager_frames"] == 0, s
+
+
+def reduce_by_parity(x, n):
+    return x.sum(n % 2) * n
+
+
+def test_a_size_expression_an_op_needs_constant_is_guarded_as_an_expression():
+    f = dynafuse.compile(reduce_by_parity)
+    for n in range(2, 14):
+        x = torch.randn(3, 5)
+        assert_close(f(x, n), reduce_by_parity(x, n))
+    s = stats()
+    # n == 2 (constant), then `n % 2 == 1` and `n % 2 == 0` entries with
+    # n a symbol: the values after them all hit.
+    assert s["captures"] == 3 and s["symbolic_captures"] == 2, s
+    assert s["cache_hits"] == 12 - 3, s
+
+
+def float_of(x, n):
+    return x[:n] * (n / 2) + len(range(n))
+
+
+def test_an_int_needed_as_its_value_on_every_call_settles(capfd):
+    f = dynafuse.compile(float_of)
+    values = list(range(2, 12))
+    for n in values:
+        x = torch.randn(16, 3)
+        assert_close(f(x, n), float_of(x, n))
+    s = stats()
+    # Specialized anew per value: after three calls that missed in a row
+    # the code runs eagerly (not a capture per call up to the limit).
+    assert s["captures"] == 3 and s["settled_frames"] == 1, s
+    assert s["recompile_limit_hits"] == 0, s

@@ -107,7 +107,9 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
   std::vector<std::string> freshSources;
   // Whether the first entry failed on a value guard (not on a tensor's
   // type or sizes, which the dynamic-shapes policy and the recompile limit
-  // answer, nor on the global state).
+  // answer, nor on the global state). An int symbol specialized to its
+  // value (a list index, a loop count: `s0 == 3`) is a value guard too:
+  // the next capture would specialize it again.
   bool firstFailedOnValue = false;
   for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
     std::shared_ptr<CacheEntry> entry = *it;
@@ -132,7 +134,8 @@ PyObject *runCachedEntry(CodeCache &cache, DynafuseFrame *frame,
                                 ": " + otherFailure);
       if (first)
         firstFailedOnValue = failed && failed->kind != Guard::Kind::Tensor &&
-                             failed->kind != Guard::Kind::Shape;
+                             (failed->kind != Guard::Kind::Shape ||
+                              failed->shape.specializesInt);
       if (failed && canNeverHoldAgain(*failed)) {
         dead.push_back(entry);
         freshSources.push_back(

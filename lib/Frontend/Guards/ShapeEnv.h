@@ -35,6 +35,9 @@ struct ShapeGuard {
   SymExpr lhs, rhs;
   int relation = 2; // Py_EQ
   bool holds(const std::map<std::string, int64_t> &bindings) const;
+  /// A Python int's value the code needed (SymbolicShapes::specialize):
+  /// failing, it counts as a failed value guard does (Settling.h).
+  bool specializesInt = false;
   /// "s0 >= 2", "s1 == s0".
   std::string str() const;
 };

@@ -49,8 +49,7 @@ namespace capture {
 
 class BytecodeTracer {
 public:
-  /// Binds call arguments for the tracer (its operands, constants and
-  /// refusals).
+  /// Binds call arguments for the tracer (operands, constants, refusals).
   friend class OpBinder;
   /// Inlines calls, re-entering the bytecode loop with the callee's code.
   friend class CallInliner;
@@ -60,8 +59,7 @@ public:
   friend class CheckpointRegions;
   /// Models instances of Python classes (NewObject vars) on the trace.
   friend class PythonObjects;
-  /// Answer the bytecode's operations for each kind of value
-  /// (ValueHandlers.h).
+  /// Answer the bytecode's operations per kind of value (ValueHandlers.h).
   friend class ValueHandler;
   friend class TensorValues;
   friend class ConstantValues;
@@ -114,13 +112,15 @@ private:
   VarPtr sizeVar(const SymExpr &size);
   /// The size a Constant int or SymInt var holds (else unsupported).
   SymExpr sizeOf(const VarPtr &var, const std::string &what);
-  /// +, -, *, //, % with a SymInt operand (null: not such an operation).
+  /// A SymInt var made the Constant int of its value (specialize, guarded).
+  void specializeSize(const VarPtr &var);
+  /// +, -, *, //, % with a SymInt (null: no SymInt; others specialize it).
   VarPtr sizeArithmetic(int kind, const VarPtr &lhs, const VarPtr &rhs);
-  /// int(), min(), max() of sizes with a SymInt among them (or null).
+  /// int(), min(), max() of sizes with a SymInt (or null: no SymInt, or
+  /// another builtin, whose SymInt args become constants: specializeSize).
   VarPtr sizeBuiltin(PyObject *callable, const std::vector<VarPtr> &args);
   /// A slice of a tensor dim with a symbolic bound or on a symbolic dim
-  /// (bounds clamped as Python does), x[..., i] with i a SymInt (in range):
-  /// each decision guarded.
+  /// (clamped as Python does), x[..., i] with i a SymInt: decisions guarded.
   VarPtr sliceSymbolic(const VarPtr &tensor, const VarPtr &start,
                        const VarPtr &stop, const VarPtr &step, int64_t dim);
   VarPtr selectSymbolic(const VarPtr &tensor, const VarPtr &index, int64_t d);

@@ -7,8 +7,11 @@
 //===----------------------------------------------------------------------===//
 #include "SymbolicShapes.h"
 
+#include <algorithm>
+
 #include "dynafuse/Graph/OpRegistry.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace dynafuse {
@@ -316,6 +319,50 @@ void SymbolicShapes::resolveInferredSize(
     return;
   sizes[size_t(inferred)] = quotient;
   found->second = canonicalAttribute(sizes);
+}
+
+int64_t SymbolicShapes::specialize(const SymExpr &expr) {
+  SymExpr canonical = env.canonical(expr);
+  if (canonical.isConstant())
+    return canonical.constant();
+  int64_t value = env.hintOf(canonical);
+  // Of Python ints only: a later call's new value settles the code as a
+  // failed value guard does (a tensor's dim recompiles up to the limit).
+  std::set<std::string> symbols, ints;
+  canonical.collectSymbols(symbols);
+  for (const auto &entry : intSymbols)
+    env.canonical(entry.second).collectSymbols(ints);
+  bool ofInts =
+      std::includes(ints.begin(), ints.end(), symbols.begin(), symbols.end());
+  std::vector<ShapeGuard> decided;
+  if (canonical.isSymbol())
+    env.unify(SymExpr(value), canonical, decided);
+  else
+    env.decide(Py_EQ, canonical, SymExpr(value), decided);
+  for (ShapeGuard &guard : decided)
+    guard.specializesInt = ofInts;
+  addGuards(std::move(decided));
+  if (canonical.isSymbol())
+    applyUnified();
+  return value;
+}
+
+bool SymbolicShapes::specializeAttributes(
+    std::map<std::string, Attribute> &attributes) {
+  bool any = false;
+  for (auto &entry : attributes) {
+    if (auto *expr = std::get_if<SymExpr>(&entry.second)) {
+      entry.second = specialize(*expr);
+      any = true;
+    } else if (auto *exprs = std::get_if<std::vector<SymExpr>>(&entry.second)) {
+      std::vector<int64_t> values;
+      for (const SymExpr &size : *exprs)
+        values.push_back(specialize(size));
+      entry.second = values;
+      any = true;
+    }
+  }
+  return any;
 }
 
 void SymbolicShapes::applyUnified() {

@@ -83,6 +83,14 @@ public:
                            std::map<std::string, Attribute> &attributes);
   /// Rewrites the graph's types after symbols were unified.
   void applyUnified();
+  /// expr where only a constant will do (a list index, an op's dim, a
+  /// loop's count, a float of it): its value at the hints, guarded equal
+  /// to it, as torch.compile specializes a SymInt. A lone symbol becomes
+  /// that constant everywhere; the capture's other symbols stay.
+  int64_t specialize(const SymExpr &expr);
+  /// An op's symbolic attributes specialized (an op that needs them
+  /// constant: `x.sum(n % 2)`); whether any was symbolic.
+  bool specializeAttributes(std::map<std::string, Attribute> &attributes);
 
 private:
   /// Which dims of tensor inputs stay symbolic.

@@ -59,14 +59,31 @@ VarPtr BytecodeTracer::emitAsIs(Op op, std::vector<Operand> operands,
               operands[0].value->type, attributes))
         unsupported(*problem);
   }
-  Node *node;
-  try {
-    node = result.graph->addNode(op, std::move(operands), std::move(attributes),
-                                 here(current.currentLine));
-  } catch (const Unsupported &) {
-    throw;
-  } catch (const Error &error) {
-    unsupported(error.bareMessage());
+  auto addNode = [&](std::vector<Operand> nodeOperands,
+                     std::map<std::string, Attribute> nodeAttributes) {
+    try {
+      return result.graph->addNode(op, std::move(nodeOperands),
+                                   std::move(nodeAttributes),
+                                   here(current.currentLine));
+    } catch (const Unsupported &) {
+      throw;
+    } catch (const Error &error) {
+      throw Unsupported(error.bareMessage(), here(current.currentLine));
+    }
+  };
+  Node *node = nullptr;
+  if (symbolic.env.empty()) {
+    node = addNode(std::move(operands), std::move(attributes));
+  } else {
+    try {
+      node = addNode(operands, attributes);
+    } catch (const Unsupported &) {
+      // An op whose rule needs an attribute constant (a dim, a count)
+      // that is a size expression: the attribute's value, guarded.
+      if (!symbolic.specializeAttributes(attributes))
+        throw;
+      node = addNode(std::move(operands), std::move(attributes));
+    }
   }
   if (differentiable)
     for (Value *result : node->results)
@@ -117,12 +134,13 @@ VarPtr BytecodeTracer::foldPython(PyObject *value) {
 
 VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
                                 const VarPtr &rhs) {
-  if (bothConstantNumbers(lhs, rhs)) // immutable: `n += 1` is `n + 1`
+  if (VarPtr size = sizeArithmetic(kind, lhs, rhs))
+    return size;
+  // (Specialized sizes among them.) Immutable: `n += 1` is `n + 1`.
+  if (bothConstantNumbers(lhs, rhs))
     return foldPython(foldBinary(
         kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind, lhs,
         rhs));
-  if (VarPtr size = sizeArithmetic(kind, lhs, rhs))
-    return size;
   int plain = kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind;
   // Tuples made during capture (sizes) concatenate: `x.size()[:-1] + (n,)`.
   bool tupleLike[2];

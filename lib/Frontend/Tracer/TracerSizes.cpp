@@ -34,16 +34,34 @@ SymExpr BytecodeTracer::sizeOf(const VarPtr &var, const std::string &what) {
   unsupported(what + " needs an integer");
 }
 
+void BytecodeTracer::specializeSize(const VarPtr &var) {
+  if (var->kind != Var::Kind::SymInt)
+    return;
+  int64_t value = symbolic.specialize(var->size);
+  // In place: every holder of the var (locals, tuples) sees the constant,
+  // which the guard makes it in every call the entry runs.
+  var->kind = Var::Kind::Constant;
+  var->object = PyRef::steal(PyLong_FromLongLong(value));
+  var->size = SymExpr();
+}
+
 VarPtr BytecodeTracer::sizeArithmetic(int kind, const VarPtr &lhs,
                                       const VarPtr &rhs) {
   if (!isSymInt(lhs) && !isSymInt(rhs))
     return nullptr;
   if (lhs->kind == Var::Kind::Tensor || rhs->kind == Var::Kind::Tensor)
     return nullptr; // tensor arithmetic: the size is a 0-dim operand
-  if (!isSizeLike(lhs) || !isSizeLike(rhs))
-    unsupported("arithmetic of a symbolic size with a value that is not an "
-                "integer (a float of a size would need the size)");
   int plain = kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind;
+  bool sizeResult = plain == NB_ADD || plain == NB_SUBTRACT ||
+                    plain == NB_MULTIPLY || plain == NB_FLOOR_DIVIDE ||
+                    plain == NB_REMAINDER;
+  if (!sizeResult || !isSizeLike(lhs) || !isSizeLike(rhs)) {
+    // n / 2, n * 0.5, n ** 2: a float or a power of the size needs its
+    // value. Specialized, the operation folds as constants do.
+    specializeSize(lhs);
+    specializeSize(rhs);
+    return nullptr;
+  }
   SymExpr a = sizeOf(lhs, "size arithmetic"),
           b = sizeOf(rhs, "size arithmetic");
   switch (plain) {
@@ -62,8 +80,7 @@ VarPtr BytecodeTracer::sizeArithmetic(int kind, const VarPtr &lhs,
                   "positive");
     return sizeVar(plain == NB_FLOOR_DIVIDE ? floorDiv(a, b) : mod(a, b));
   default:
-    unsupported("binary operator " + std::to_string(kind) +
-                " on a symbolic size");
+    return nullptr; // not a size result (sizeResult above)
   }
 }
 
@@ -76,13 +93,10 @@ VarPtr BytecodeTracer::sizeBuiltin(PyObject *callable,
   }
   if (!anySymbolic)
     return nullptr;
-  if (!sizes)
-    unsupported("a builtin of a symbolic size and a value that is not an "
-                "integer");
-  if (isBuiltin(callable, "int") && args.size() == 1)
+  if (sizes && isBuiltin(callable, "int") && args.size() == 1)
     return args[0];
   bool isMin = isBuiltin(callable, "min");
-  if ((isMin || isBuiltin(callable, "max")) && args.size() >= 2) {
+  if (sizes && (isMin || isBuiltin(callable, "max")) && args.size() >= 2) {
     // The extreme at the hints, each comparison guarded.
     SymExpr best = sizeOf(args[0], "min/max");
     for (size_t i = 1; i < args.size(); ++i) {
@@ -92,7 +106,10 @@ VarPtr BytecodeTracer::sizeBuiltin(PyObject *callable,
     }
     return sizeVar(best);
   }
-  unsupported("a builtin of a symbolic size");
+  // range(n), float(n), math.sqrt(n), min over floats: the values needed.
+  for (const VarPtr &arg : args)
+    specializeSize(arg);
+  return nullptr;
 }
 
 VarPtr BytecodeTracer::selectSymbolic(const VarPtr &tensor, const VarPtr &index,

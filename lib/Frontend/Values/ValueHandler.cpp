@@ -76,6 +76,7 @@ OutputSpec ValueHandler::liveState(const VarPtr &, const ItemSpec &) {
 }
 
 VarPtr ValueHandler::itemAt(const VarPtr &value, const VarPtr &index) {
+  tracer.specializeSize(index); // ws[n]: the item is the one at n's value
   bool constantIndex = index->kind == Var::Kind::Constant;
   if (constantIndex && PySlice_Check(index->object.get())) {
     // seq[a:b:c] with constant bounds: a sequence of the same kind.
