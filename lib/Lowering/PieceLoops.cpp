@@ -1,20 +1,41 @@
 //===- PieceLoops.cpp - Loops split at a concatenation's pieces -----------===//
 #include "dynafuse/Lowering/PieceLoops.h"
 
+#include "dynafuse/Graph/ViewRules.h"
+
+#include <string>
+
 namespace dynafuse {
 
 namespace {
 
-/// The dims along which value's position is its reader's, given those of
-/// the reader (same): a pad moves the dims it pads, a slice its sliced dim,
-/// and a broadcast operand the dims it does not span.
-std::vector<bool> passedDims(const Value *value,
-                             const std::vector<SymExpr> &readerSizes,
-                             std::vector<bool> same) {
-  for (size_t d = 0; d < same.size(); ++d)
+/// The loop dim along which each of value's dims is the loop's position
+/// (-1 where it is not), given its reader's (readerDims): a broadcast
+/// operand's dims that it does not span are not.
+std::vector<int> passedDims(const Value *value,
+                            const std::vector<SymExpr> &readerSizes,
+                            std::vector<int> readerDims) {
+  for (size_t d = 0; d < readerDims.size(); ++d)
     if (value->type.sizes[d] != readerSizes[d])
-      same[d] = false;
-  return same;
+      readerDims[d] = -1;
+  return readerDims;
+}
+
+/// Through a remapping view (transpose, permute, unsqueeze, a slice): its
+/// operand's dims that read the loop's position along one loop dim.
+std::vector<int> remappedDims(const Node &node,
+                              const std::vector<int> &resultDims) {
+  std::vector<SymExpr> index;
+  for (size_t d = 0; d < resultDims.size(); ++d)
+    index.push_back(SymExpr::symbol(resultDims[d] >= 0
+                                        ? "i" + std::to_string(resultDims[d])
+                                        : "r" + std::to_string(d)));
+  std::vector<SymExpr> read = remapViewIndex(node, 0, index);
+  std::vector<int> dims(read.size(), -1);
+  for (size_t d = 0; d < read.size(); ++d)
+    if (read[d].isSymbol() && read[d].symbolName()[0] == 'i')
+      dims[d] = std::stoi(read[d].symbolName().substr(1));
+  return dims;
 }
 
 } // namespace
@@ -29,50 +50,56 @@ std::optional<PieceSplit> pieceSplitOf(const LoweringState &state,
     if (member->type.sizes != sizes)
       return std::nullopt;
   std::optional<PieceSplit> best;
-  // Each value reached, with the dims along which its position is still
-  // the loop's (pads and slices of a pool's taps keep the channels').
-  std::vector<std::pair<const Value *, std::vector<bool>>> pending;
+  // Each value reached, with the loop dim each of its dims follows (pads
+  // and slices of a pool's taps keep the channels'; a transposed
+  // concatenation moves its dim).
+  std::vector<std::pair<const Value *, std::vector<int>>> pending;
+  std::vector<int> identity(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d)
+    identity[d] = int(d);
   for (const Value *member : step.members)
-    pending.push_back({member, std::vector<bool>(sizes.size(), true)});
+    pending.push_back({member, identity});
   std::set<const Value *> seen;
   while (!pending.empty()) {
-    auto [value, same] = pending.back();
+    auto [value, dims] = pending.back();
     pending.pop_back();
     if (!seen.insert(value).second || !value->producer ||
-        (state.isBuffer(value) && !members.count(value)) ||
-        value->type.rank() != sizes.size())
+        (state.isBuffer(value) && !members.count(value)))
       continue;
     const Node &node = *value->producer;
     if (node.op == Op::Cat) {
-      PieceSplit split;
-      split.dim = size_t(normalizeDim(node, node.intAttr("dim", 0),
-                                      sizes.size()));
-      if (!same[split.dim])
+      int64_t catDim =
+          normalizeDim(node, node.intAttr("dim", 0), value->type.rank());
+      if (dims[size_t(catDim)] < 0)
         continue;
+      PieceSplit split;
+      split.dim = size_t(dims[size_t(catDim)]);
       for (const Operand &piece : node.operands)
-        if (piece.value->type.sizes[split.dim].isConstant())
-          split.lengths.push_back(piece.value->type.sizes[split.dim].constant());
+        if (piece.value->type.sizes[size_t(catDim)].isConstant())
+          split.lengths.push_back(
+              piece.value->type.sizes[size_t(catDim)].constant());
       if (split.lengths.size() == node.operands.size() &&
           split.lengths.size() >= 2 &&
           (!best || split.lengths.size() > best->lengths.size()))
         best = split;
       continue;
     }
-    if (node.op == Op::Pad || node.op == Op::Slice) {
+    if (node.op == Op::Pad) {
       const Value *source = node.operands[0].value;
-      if (source->type.rank() != sizes.size())
+      if (source->type.rank() != dims.size())
         continue;
-      std::vector<bool> kept = passedDims(source, value->type.sizes, same);
-      if (node.op == Op::Pad) {
-        std::vector<int64_t> pad = intListAttr(node, "pad", {});
-        for (size_t p = 0; p < pad.size() / 2 && p < kept.size(); ++p)
-          if (pad[2 * p] != 0 || pad[2 * p + 1] != 0)
-            kept[kept.size() - 1 - p] = false;
-      } else {
-        kept[size_t(normalizeDim(node, node.intAttr("dim", 0),
-                                 kept.size()))] = false;
-      }
+      std::vector<int> kept = passedDims(source, value->type.sizes, dims);
+      std::vector<int64_t> pad = intListAttr(node, "pad", {});
+      for (size_t p = 0; p < pad.size() / 2 && p < kept.size(); ++p)
+        if (pad[2 * p] != 0 || pad[2 * p + 1] != 0)
+          kept[kept.size() - 1 - p] = -1;
       pending.push_back({source, kept});
+      continue;
+    }
+    const OpInfo *info = opInfoOf(node);
+    if (kindOf(node) == OpKind::View && info && info->view &&
+        info->view->form == ViewForm::Remap && node.operands[0].isValue()) {
+      pending.push_back({node.operands[0].value, remappedDims(node, dims)});
       continue;
     }
     if (kindOf(node) != OpKind::Pointwise)
@@ -82,8 +109,8 @@ std::optional<PieceSplit> pieceSplitOf(const LoweringState &state,
     for (const Operand &operand : node.operands)
       if (operand.isValue() &&
           operand.value->type.rank() == value->type.rank())
-        pending.push_back(
-            {operand.value, passedDims(operand.value, value->type.sizes, same)});
+        pending.push_back({operand.value,
+                           passedDims(operand.value, value->type.sizes, dims)});
   }
   return best;
 }

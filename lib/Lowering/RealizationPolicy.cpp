@@ -439,6 +439,49 @@ void realizeDeepRegroupings(const Graph &graph,
   }
 }
 
+/// An expression inline is recomputed by each of its readers: a chain
+/// whose every step is also read elsewhere (a scan unrolled step by step,
+/// each partial result stacked: `total = combine(total, x[i])`) would
+/// compute step i again for every later step, quadratic in the chain's
+/// length (falcon_mamba's 64-step scan: 32 ms instead of 0.3). A value read
+/// by two or more ops whose inline expression holds more than
+/// kReusedOpsInline pointwise ops (counted down to buffers, as often as
+/// they would be computed) is realized, as Inductor realizes a reused
+/// buffer past its `realize_opcount_threshold`; models' reused values
+/// (a norm's output feeding q, k and v) hold a handful.
+constexpr int64_t kReusedOpsInline = 30;
+
+void realizeReusedExpressions(const Graph &graph,
+                              std::set<const Value *> &realized) {
+  std::map<const Value *, int> readers;
+  for (const auto &node : graph.nodes)
+    for (const Operand &operand : node->operands)
+      if (operand.isValue())
+        ++readers[operand.value];
+  std::map<const Value *, int64_t> inlineOps;
+  for (const auto &node : graph.nodes) {
+    OpKind kind = kindOf(*node);
+    if (kind != OpKind::Pointwise && kind != OpKind::View)
+      continue; // reductions and externs read buffers or start afresh
+    int64_t ops = kind == OpKind::Pointwise ? 1 : 0;
+    for (const Operand &operand : node->operands)
+      if (operand.isValue() && !realized.count(operand.value)) {
+        auto found = inlineOps.find(operand.value);
+        if (found != inlineOps.end())
+          ops += found->second;
+      }
+    for (const Value *result : node->results) {
+      if (ops > kReusedOpsInline && readers[result] >= 2 &&
+          !realized.count(result)) {
+        realized.insert(result);
+        inlineOps[result] = 0;
+      } else {
+        inlineOps[result] = ops;
+      }
+    }
+  }
+}
+
 } // namespace
 
 bool narrowsToHalfPrecision(const Value *value) {
@@ -486,6 +529,7 @@ void realizeValues(LoweringState &state) {
   realizeReducedRows(graph, realized);
   realizeWindowSources(graph, realized);
   realizeDeepRegroupings(graph, realized);
+  realizeReusedExpressions(graph, realized);
 }
 
 } // namespace dynafuse

@@ -128,6 +128,51 @@ def broadcast_tensors(*tensors):
     return tuple(t.expand(shape) for t in tensors)
 
 
+def associative_scan(combine_fn, xs, dim, reverse=False, combine_mode="pointwise"):
+    """torch._higher_order_ops.associative_scan: the inclusive scan of xs (a
+    tensor, or a tuple or list of tensors scanned together) along dim under
+    combine_fn, as a chain of combine_fn calls on one element's slices at a
+    time (what vmap hands the function in eager's generic mode), stacked
+    along dim. combine_fn is traced as any function is; the chain is what
+    the graph fuses. reverse scans from the last element. Long scans (over
+    512 elements) are refused: their graph would grow with the length."""
+    if combine_mode not in ("pointwise", "generic") or not isinstance(reverse, bool):
+        raise NotImplementedError("associative_scan: arguments eager checks")
+    structure = type(xs) if isinstance(xs, (tuple, list)) else None
+    leaves = list(xs) if structure is not None else [xs]
+    if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        raise NotImplementedError("associative_scan of other than tensors")
+    rank = leaves[0].dim()
+    if not -rank <= dim < rank:
+        raise NotImplementedError("associative_scan: dim out of range")
+    dim = dim % rank
+    length = leaves[0].shape[dim]
+    if not 0 < length <= 512 or any(leaf.dim() != rank or leaf.shape[dim] != length
+                                    for leaf in leaves):
+        raise NotImplementedError("associative_scan: an empty or long scan, or "
+                                  "leaves of different lengths")
+
+    def pack(items):
+        return structure(items) if structure is not None else items[0]
+
+    def unpack(value):
+        items = list(value) if structure is not None else [value]
+        if len(items) != len(leaves) or not all(isinstance(t, torch.Tensor) for t in items):
+            raise NotImplementedError("associative_scan: combine_fn returned "
+                                      "another structure")
+        return items
+
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    scanned = [None] * length
+    total = None
+    for index in order:
+        element = [leaf.select(dim, index) for leaf in leaves]
+        total = element if total is None else unpack(combine_fn(pack(total), pack(element)))
+        scanned[index] = total
+    return pack([torch.stack([step[k] for step in scanned], dim)
+                 for k in range(len(leaves))])
+
+
 def mse_loss(input, target, reduction=1):
     """torch._C._nn.mse_loss (F.mse_loss's kernel, after it broadcast its
     operands): the squared difference, reduced by ATen's enum (0 none,
@@ -257,3 +302,8 @@ def _copy_kind(cls, deep):
 POLYFILLS = {copy.deepcopy: deepcopy, copy.copy: shallow_copy, F.pad: pad,
              itertools.repeat: repeat, torch.linspace: linspace,
              torch.broadcast_tensors: broadcast_tensors, torch._C._nn.mse_loss: mse_loss}
+try:  # a higher-order op of torch 2.5 and later
+    from torch._higher_order_ops.associative_scan import associative_scan as _scan
+    POLYFILLS[_scan] = associative_scan
+except ImportError:
+    pass
