@@ -1063,3 +1063,49 @@ def test_callable_objects_and_their_inspected_signatures(x):
     block.processor = Doubled(1.5)
     assert_outputs_close(compiled(x, temperature=2.0), block(x, temperature=2.0))
     assert dynafuse.stats()["graph_breaks"] == 0
+
+
+def test_dict_fromkeys_read_on_every_call_is_one_entry():
+    # `dict.fromkeys` is a new bound method at every read: guarded by what
+    # it is bound to, the entry serves every later call.
+    f = dynafuse.compile(per_state_flags)
+    for _ in range(4):
+        x = torch.randn(3)
+        assert_outputs_close(f(x, 3), per_state_flags(x, 3))
+    s = dynafuse.stats()
+    assert s["captures"] == 1 and s["cache_hits"] == 3 and s["settled_frames"] == 0, s
+
+
+class Unwinding(nn.Module):
+    # transformers' hook wrappers and decoders walk their layers backwards.
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(6, 6) for _ in range(3))
+
+    def forward(self, x):
+        scales = [1.0, 2.0, 3.0]
+        for layer, scale in zip(reversed(self.layers), reversed(scales)):
+            x = layer(x) * scale
+        for k in reversed(range(2)):
+            x = x + k
+        for key in reversed({"a": 1, "b": 2}):
+            x = x * (2 if key == "b" else 3)
+        return x, [v for v in reversed((x, x * 2))]
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_reversed_over_sequences_modules_ranges_and_dicts(x):
+    model = Unwinding().eval()
+    with torch.no_grad():
+        actual = dynafuse.compile(model, fullgraph=True)(x)
+        assert_outputs_close(actual, model(x))
+    assert_compiled()
+
+
+def reversed_tensor(x):
+    return [row * 2 for row in reversed(x)]
+
+
+def test_reversed_of_a_tensor_is_its_flip():
+    x = torch.randn(3, 4)
+    assert_outputs_close(dynafuse.compile(reversed_tensor)(x), reversed_tensor(x))

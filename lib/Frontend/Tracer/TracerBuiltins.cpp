@@ -235,8 +235,14 @@ VarPtr BytecodeTracer::containerBuiltin(
          PyRange_Check(args[0]->object.get()))));
   bool modules = !args.empty() && args[0]->kind == Var::Kind::Object &&
                  args[0]->object && isModule(args[0]->object.get()) &&
-                 (is("enumerate") || is("zip") || is("list") ||
-                  is("tuple"));
+                 (is("enumerate") || is("zip") || is("list") || is("tuple") ||
+                  is("reversed"));
+  // reversed() takes sequences (and dicts), never an iterator; a tensor's
+  // is a flip (Tensor.__reversed__), not its rows.
+  if (is("reversed") && container &&
+      (args.size() != 1 || args[0]->kind == Var::Kind::Iterator ||
+       (args[0]->kind == Var::Kind::Object && args[0]->method == "derived")))
+    return nullptr;
   if (!container && !modules)
     return nullptr;
   // nn.Sequential / ModuleList / ModuleDict: their guarded children.
@@ -277,6 +283,11 @@ VarPtr BytecodeTracer::containerBuiltin(
     for (const VarPtr &item : items)
       total = binaryOp(NB_ADD, total, item);
     return total;
+  }
+  if (is("reversed")) {
+    VarPtr iterator = makeVar(Var::Kind::Iterator);
+    iterator->items.assign(items.rbegin(), items.rend());
+    return iterator;
   }
   if (is("enumerate") && args.size() <= 2) {
     VarPtr iterator = makeVar(Var::Kind::Iterator);

@@ -62,10 +62,11 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   if (isModule(object))
     guardBuilder.guardObject(Guard::Kind::TypeIs, source,
                              reinterpret_cast<PyObject *>(Py_TYPE(object)));
-  else if (isTorchValueObject(object))
+  else if (isTorchValueObject(object) || isBoundBuiltinMethod(object))
     // A torch.device is made afresh by every `.device` read and every
-    // cache a library builds: its identity never holds twice, its value
-    // does.
+    // cache a library builds, a builtin method bound to its type or
+    // instance (`dict.fromkeys`) by every attribute read: their identity
+    // never holds twice, their value (what they are bound to) does.
     guardBuilder.guardObject(Guard::Kind::Equals, source, object);
   else
     objectSources.guard(object, source); // by type or identity

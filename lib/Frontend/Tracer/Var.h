@@ -123,6 +123,16 @@ inline bool isTorchValueObject(PyObject *object) {
          std::strcmp(type, "torch.memory_format") == 0;
 }
 
+/// A builtin method bound to an object other than a module (`dict.fromkeys`,
+/// `some_list.append`): each attribute read makes a new one, equal to the
+/// last (same function, same object bound).
+inline bool isBoundBuiltinMethod(PyObject *object) {
+  if (!PyCFunction_Check(object))
+    return false;
+  PyObject *self = PyCFunction_GET_SELF(object);
+  return self && !PyModule_Check(self);
+}
+
 /// The keyword arguments of a call, in the order the call gave them
 /// (Python keeps that order: a callee's **kwargs iterates in it, and
 /// libraries forward kwargs through many layers). A map's interface over
