@@ -71,6 +71,18 @@ def measure(name, build, args, library_path=None):
         row["unbuilt"] = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:120]}"
         return row
     with torch.no_grad():
+        # torch.compile's graph count first: Dynamo patches nn.Module.__init__
+        # for good on its first trace (its GenerationTracker), which a
+        # Dynafuse entry of a model building modules in forward (transformers'
+        # ACT2FN) would see change and recompile for.
+        import torch._dynamo as dynamo
+        dynamo.reset()
+        try:
+            explained = dynamo.explain(model)(*positional, **keywords)
+            row["tc_graphs"] = explained.graph_count
+            row["tc_breaks"] = explained.graph_break_count
+        except Exception:  # noqa: BLE001
+            row["tc_graphs"] = "error"
         dynafuse.reset()
         compiled = dynafuse.compile(model)
         start = time.perf_counter()
@@ -81,14 +93,6 @@ def measure(name, build, args, library_path=None):
             with library_path():
                 compiled_path = model(*positional, **keywords)
             row["library_path"] = matches(actual, compiled_path)
-        import torch._dynamo as dynamo
-        dynamo.reset()
-        try:
-            explained = dynamo.explain(model)(*positional, **keywords)
-            row["tc_graphs"] = explained.graph_count
-            row["tc_breaks"] = explained.graph_break_count
-        except Exception:  # noqa: BLE001
-            row["tc_graphs"] = "error"
         # The steady state: code that breaks captures its pieces over the
         # first calls and settles (decision 116) before the timed rounds.
         for _ in range(args.warmup):
