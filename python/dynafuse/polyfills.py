@@ -13,6 +13,8 @@ import types
 import torch
 import torch.nn.functional as F
 
+from . import complex_pairs
+
 
 def pad(input, pad, mode="constant", value=None):
     """F.pad: constant padding is one op (constant_pad_nd); reflect,
@@ -302,6 +304,7 @@ def _copy_kind(cls, deep):
 POLYFILLS = {copy.deepcopy: deepcopy, copy.copy: shallow_copy, F.pad: pad,
              itertools.repeat: repeat, torch.linspace: linspace,
              torch.broadcast_tensors: broadcast_tensors, torch._C._nn.mse_loss: mse_loss}
+POLYFILLS.update(complex_pairs.POLYFILLS)
 try:  # a higher-order op of torch 2.5 and later
     from torch._higher_order_ops.associative_scan import associative_scan as _scan
     POLYFILLS[_scan] = associative_scan

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import dynafuse
-from conftest import assert_close, assert_compiled
+from conftest import assert_close, assert_compiled, assert_outputs_close
 
 INPUTS = [torch.randn(4, 6), torch.randn(6, 4).t(), torch.randn(1, 6), torch.randn(0, 6)]
 
@@ -550,3 +550,50 @@ def test_a_break_at_tuple_index_runs_the_tuples_own_method():
     # through typing_extensions while torch imported lazily).
     marker, x = Opaque(), torch.randn(3)
     assert_close(dynafuse.compile(index_of_an_opaque_object)(x, marker), x + 1)
+
+
+class Scaled:
+    # A value class with Python operators (as Dynamo's user-defined objects
+    # dispatch them): its own, the reflected ones, in-place, unary minus.
+    def __init__(self, tensor, scale):
+        self.tensor, self.scale = tensor, scale
+
+    def __add__(self, other):
+        if isinstance(other, Scaled):
+            return Scaled(self.tensor * self.scale + other.tensor * other.scale, 1.0)
+        if isinstance(other, torch.Tensor):
+            return Scaled(self.tensor + other / self.scale, self.scale)
+        return NotImplemented
+
+    def __rmul__(self, factor):
+        return Scaled(self.tensor, self.scale * factor)
+
+    def __iadd__(self, other):
+        self.tensor = self.tensor + other
+        return self
+
+    def __neg__(self):
+        return Scaled(-self.tensor, self.scale)
+
+
+def scaled_sums(x, y):
+    a, b = Scaled(x, 2.0), Scaled(y, 0.5)
+    c = (3 * a) + (-b)
+    d = a + y
+    d += x
+    return c.tensor * c.scale, d.tensor * d.scale
+
+
+def test_python_operators_of_objects_made_in_capture():
+    x, y = torch.randn(4, 3), torch.randn(3)
+    actual = dynafuse.compile(scaled_sums, fullgraph=True)(x, y)
+    assert_outputs_close(actual, scaled_sums(x, y))
+
+
+def mismatched(x):
+    return Scaled(x, 1.0) + "text"
+
+
+def test_an_operator_python_refuses_raises_as_in_eager():
+    with pytest.raises(TypeError):
+        dynafuse.compile(mismatched)(torch.randn(2))

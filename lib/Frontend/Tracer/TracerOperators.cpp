@@ -134,6 +134,8 @@ VarPtr BytecodeTracer::foldPython(PyObject *value) {
 
 VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
                                 const VarPtr &rhs) {
+  if (VarPtr result = objects.binaryOperator(kind, lhs, rhs))
+    return result;
   if (VarPtr size = sizeArithmetic(kind, lhs, rhs))
     return size;
   // (Specialized sizes among them.) Immutable: `n += 1` is `n + 1`.
@@ -422,6 +424,8 @@ VarPtr BytecodeTracer::compareOp(int kind, const VarPtr &lhs,
 }
 
 VarPtr BytecodeTracer::negate(const VarPtr &var) {
+  if (VarPtr result = objects.negative(var))
+    return result;
   if (isSymInt(var))
     return sizeVar(SymExpr(0) - sizeOf(var, "negation"));
   if (var->kind == Var::Kind::Constant)

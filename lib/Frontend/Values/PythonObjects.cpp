@@ -15,6 +15,7 @@
 #include "PythonObjects.h"
 
 #include <algorithm>
+#include <map>
 
 #include "DictKeys.h"
 
@@ -269,6 +270,64 @@ VarPtr PythonObjects::pythonMethodOf(const VarPtr &object, const char *name) {
   method->self = object;
   method->function = classEntry(object->function, key.get());
   return method;
+}
+
+VarPtr PythonObjects::binaryOperator(int kind, const VarPtr &lhs,
+                                     const VarPtr &rhs) {
+  bool left = lhs->kind == Var::Kind::NewObject,
+       right = rhs->kind == Var::Kind::NewObject;
+  if (!left && !right)
+    return nullptr;
+  bool inPlace = kind >= NB_INPLACE_ADD;
+  static const std::map<int, std::string> names = {
+      {NB_ADD, "add"},
+      {NB_SUBTRACT, "sub"},
+      {NB_MULTIPLY, "mul"},
+      {NB_TRUE_DIVIDE, "truediv"},
+      {NB_FLOOR_DIVIDE, "floordiv"},
+      {NB_MATRIX_MULTIPLY, "matmul"},
+      {NB_POWER, "pow"},
+      {NB_REMAINDER, "mod"},
+      {NB_AND, "and"},
+      {NB_OR, "or"},
+      {NB_XOR, "xor"},
+      {NB_LSHIFT, "lshift"},
+      {NB_RSHIFT, "rshift"}};
+  auto found = names.find(inPlace ? kind - (NB_INPLACE_ADD - NB_ADD) : kind);
+  if (found == names.end())
+    return nullptr;
+  const std::string &name = found->second;
+  bool anyMethod = false;
+  auto tried = [&](const VarPtr &self, const std::string &method,
+                   const VarPtr &other) -> VarPtr {
+    VarPtr bound = pythonMethodOf(self, method.c_str());
+    if (!bound)
+      return nullptr;
+    anyMethod = true;
+    VarPtr result = tracer.callAny(bound, {other}, {});
+    return result->object.get() == Py_NotImplemented ? nullptr : result;
+  };
+  if (left && inPlace)
+    if (VarPtr result = tried(lhs, "__i" + name + "__", rhs))
+      return result;
+  if (left)
+    if (VarPtr result = tried(lhs, "__" + name + "__", rhs))
+      return result;
+  if (right)
+    if (VarPtr result = tried(rhs, "__r" + name + "__", lhs))
+      return result;
+  if (!anyMethod) // no Python operator: the builtin base's, if any
+    return nullptr;
+  tracer.unsupported("operator __" + name + "__ of " +
+                     (left ? classOf(lhs) : classOf(rhs))->tp_name +
+                     " with these operands (Python raises TypeError)");
+}
+
+VarPtr PythonObjects::negative(const VarPtr &object) {
+  if (object->kind != Var::Kind::NewObject)
+    return nullptr;
+  VarPtr bound = pythonMethodOf(object, "__neg__");
+  return bound ? tracer.callAny(bound, {}, {}) : nullptr;
 }
 
 VarPtr PythonObjects::slotMethod(const VarPtr &object,
@@ -635,6 +694,12 @@ OutputSpec PythonObjects::output(const VarPtr &var, const ItemSpec &itemSpec) {
   OutputSpec spec;
   if (tracer.seenInThisOutput(var, spec))
     return spec;
+  // A class standing for a value only graphs hold (ComplexPair, a
+  // complex tensor as its real pairs) never leaves one.
+  PyObject *graphOnly = entryOf(classOf(var), "__dynafuse_graph_only__");
+  if (graphOnly && PyUnicode_Check(graphOnly))
+    tracer.unsupported(std::string(PyUnicode_AsUTF8(graphOnly)) +
+                       " leaving the graph (it lives in graphs only)");
   spec.kind = OutputSpec::Kind::NewObject;
   spec.constant = var->function->object;
   spec.keys = var->attributes->keys;

@@ -54,6 +54,14 @@ public:
   VarPtr slotMethod(const VarPtr &object, const std::string &name);
   VarPtr callSlot(const std::string &slot, const std::vector<VarPtr> &args,
                   const Keywords &keywords);
+  /// `lhs <op> rhs` (kind: a BINARY_OP code) with an operand made during
+  /// capture, as Python dispatches it: the left's __iop__ for an in-place
+  /// form, its __op__, then the right's __rop__, each inlined, the next
+  /// tried when one is missing or returns NotImplemented. Null when neither
+  /// operand is such an object with such a Python method.
+  VarPtr binaryOperator(int kind, const VarPtr &lhs, const VarPtr &rhs);
+  /// `-object` through the class's Python __neg__; null without one.
+  VarPtr negative(const VarPtr &object);
   /// A property's getter (a Python function) inlined on self.
   VarPtr readProperty(const VarPtr &property, const VarPtr &self,
                       const std::string &attribute);
