@@ -348,16 +348,19 @@ int64_t SymbolicShapes::specialize(const SymExpr &expr) {
 }
 
 bool SymbolicShapes::specializeAttributes(
-    std::map<std::string, Attribute> &attributes) {
+    std::map<std::string, Attribute> &attributes, bool guarded) {
+  auto value = [&](const SymExpr &expr) {
+    return guarded ? specialize(expr) : env.hintOf(env.canonical(expr));
+  };
   bool any = false;
   for (auto &entry : attributes) {
     if (auto *expr = std::get_if<SymExpr>(&entry.second)) {
-      entry.second = specialize(*expr);
+      entry.second = value(*expr);
       any = true;
     } else if (auto *exprs = std::get_if<std::vector<SymExpr>>(&entry.second)) {
       std::vector<int64_t> values;
       for (const SymExpr &size : *exprs)
-        values.push_back(specialize(size));
+        values.push_back(value(size));
       entry.second = values;
       any = true;
     }

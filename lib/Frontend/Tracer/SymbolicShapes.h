@@ -89,8 +89,10 @@ public:
   /// that constant everywhere; the capture's other symbols stay.
   int64_t specialize(const SymExpr &expr);
   /// An op's symbolic attributes specialized (an op that needs them
-  /// constant: `x.sum(n % 2)`); whether any was symbolic.
-  bool specializeAttributes(std::map<std::string, Attribute> &attributes);
+  /// constant: `x.sum(n % 2)`), or only their values at the hints when not
+  /// guarded (to try the op first); whether any was symbolic.
+  bool specializeAttributes(std::map<std::string, Attribute> &attributes,
+                            bool guarded);
 
 private:
   /// Which dims of tensor inputs stay symbolic.

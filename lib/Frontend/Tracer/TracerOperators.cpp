@@ -79,10 +79,13 @@ VarPtr BytecodeTracer::emitAsIs(Op op, std::vector<Operand> operands,
       node = addNode(operands, attributes);
     } catch (const Unsupported &) {
       // An op whose rule needs an attribute constant (a dim, a count)
-      // that is a size expression: the attribute's value, guarded.
-      if (!symbolic.specializeAttributes(attributes))
+      // that is a size expression: the attribute's value, guarded once the
+      // op takes it (an op refused anyway adds no guard).
+      std::map<std::string, Attribute> atHints = attributes;
+      if (!symbolic.specializeAttributes(atHints, /*guarded=*/false))
         throw;
-      node = addNode(std::move(operands), std::move(attributes));
+      node = addNode(std::move(operands), std::move(atHints));
+      symbolic.specializeAttributes(attributes, /*guarded=*/true);
     }
   }
   if (differentiable)
