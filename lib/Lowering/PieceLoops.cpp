@@ -3,6 +3,7 @@
 
 #include "dynafuse/Graph/ViewRules.h"
 
+#include <map>
 #include <string>
 
 namespace dynafuse {
@@ -22,19 +23,26 @@ std::vector<int> passedDims(const Value *value,
 }
 
 /// Through a remapping view (transpose, permute, unsqueeze, a slice): its
-/// operand's dims that read the loop's position along one loop dim.
+/// operand's dims that read the loop's position along one loop dim. The
+/// view's own index remap, applied to one symbol per dim, tells: an operand
+/// dim read at exactly a loop dim's symbol follows that loop dim.
 std::vector<int> remappedDims(const Node &node,
                               const std::vector<int> &resultDims) {
   std::vector<SymExpr> index;
-  for (size_t d = 0; d < resultDims.size(); ++d)
-    index.push_back(SymExpr::symbol(resultDims[d] >= 0
-                                        ? "i" + std::to_string(resultDims[d])
-                                        : "r" + std::to_string(d)));
+  std::map<std::string, int> loopDimOf;
+  for (size_t d = 0; d < resultDims.size(); ++d) {
+    std::string name = "r" + std::to_string(d);
+    index.push_back(SymExpr::symbol(name));
+    loopDimOf[name] = resultDims[d];
+  }
   std::vector<SymExpr> read = remapViewIndex(node, 0, index);
   std::vector<int> dims(read.size(), -1);
-  for (size_t d = 0; d < read.size(); ++d)
-    if (read[d].isSymbol() && read[d].symbolName()[0] == 'i')
-      dims[d] = std::stoi(read[d].symbolName().substr(1));
+  for (size_t d = 0; d < read.size(); ++d) {
+    auto found = read[d].isSymbol() ? loopDimOf.find(read[d].symbolName())
+                                    : loopDimOf.end();
+    if (found != loopDimOf.end())
+      dims[d] = found->second;
+  }
   return dims;
 }
 

@@ -18,6 +18,7 @@
 #define DYNAFUSE_CAPTURE_BYTECODE_H
 
 #include <Python.h>
+#include <opcode.h>
 
 #include <string>
 #include <vector>
@@ -64,6 +65,12 @@ std::string encodeExceptionTable(const std::vector<ExceptionTableEntry> &entries
 /// Opcodes whose argument indexes the frame's local, cell or free slots
 /// (the interpreter's opcode.haslocal and hasfree).
 bool indexesLocalSlots(int opcode);
+
+/// BINARY_OP's argument with its in-place form (`+=`, NB_INPLACE_ADD ...)
+/// read as the plain operator's (NB_ADD ...).
+inline int plainBinaryOperator(int kind) {
+  return kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind;
+}
 
 /// The conditional jumps of every supported interpreter, by what they do.
 enum class Branch {

@@ -7,8 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "SymbolicShapes.h"
 
-#include <algorithm>
-
 #include "dynafuse/Graph/OpRegistry.h"
 
 #include <algorithm>
@@ -347,25 +345,21 @@ int64_t SymbolicShapes::specialize(const SymExpr &expr) {
   return value;
 }
 
-bool SymbolicShapes::specializeAttributes(
+void SymbolicShapes::specializeAttributes(
     std::map<std::string, Attribute> &attributes, bool guarded) {
   auto value = [&](const SymExpr &expr) {
     return guarded ? specialize(expr) : env.hintOf(env.canonical(expr));
   };
-  bool any = false;
   for (auto &entry : attributes) {
     if (auto *expr = std::get_if<SymExpr>(&entry.second)) {
       entry.second = value(*expr);
-      any = true;
     } else if (auto *exprs = std::get_if<std::vector<SymExpr>>(&entry.second)) {
       std::vector<int64_t> values;
       for (const SymExpr &size : *exprs)
         values.push_back(value(size));
       entry.second = values;
-      any = true;
     }
   }
-  return any;
 }
 
 void SymbolicShapes::applyUnified() {

@@ -90,8 +90,8 @@ public:
   int64_t specialize(const SymExpr &expr);
   /// An op's symbolic attributes specialized (an op that needs them
   /// constant: `x.sum(n % 2)`), or only their values at the hints when not
-  /// guarded (to try the op first); whether any was symbolic.
-  bool specializeAttributes(std::map<std::string, Attribute> &attributes,
+  /// guarded (to try the op first).
+  void specializeAttributes(std::map<std::string, Attribute> &attributes,
                             bool guarded);
 
 private:

@@ -71,8 +71,14 @@ VarPtr BytecodeTracer::emitAsIs(Op op, std::vector<Operand> operands,
       throw Unsupported(error.bareMessage(), here(current.currentLine));
     }
   };
+  // Only an op with a symbolic attribute may be retried: only it keeps a
+  // copy of its operands and attributes.
+  std::set<std::string> attributeSymbols;
+  if (!symbolic.env.empty())
+    for (const auto &[name, attribute] : attributes)
+      collectSymbols(attribute, attributeSymbols);
   Node *node = nullptr;
-  if (symbolic.env.empty()) {
+  if (attributeSymbols.empty()) {
     node = addNode(std::move(operands), std::move(attributes));
   } else {
     try {
@@ -82,8 +88,7 @@ VarPtr BytecodeTracer::emitAsIs(Op op, std::vector<Operand> operands,
       // that is a size expression: the attribute's value, guarded once the
       // op takes it (an op refused anyway adds no guard).
       std::map<std::string, Attribute> atHints = attributes;
-      if (!symbolic.specializeAttributes(atHints, /*guarded=*/false))
-        throw;
+      symbolic.specializeAttributes(atHints, /*guarded=*/false);
       node = addNode(std::move(operands), std::move(atHints));
       symbolic.specializeAttributes(attributes, /*guarded=*/true);
     }
@@ -143,10 +148,8 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
     return size;
   // (Specialized sizes among them.) Immutable: `n += 1` is `n + 1`.
   if (bothConstantNumbers(lhs, rhs))
-    return foldPython(foldBinary(
-        kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind, lhs,
-        rhs));
-  int plain = kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind;
+    return foldPython(foldBinary(plainBinaryOperator(kind), lhs, rhs));
+  int plain = plainBinaryOperator(kind);
   // Tuples made during capture (sizes) concatenate: `x.size()[:-1] + (n,)`.
   bool tupleLike[2];
   int side = 0;
@@ -177,7 +180,7 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
                                         {NB_OR, Op::BitwiseOr},
                                         {NB_XOR, Op::BitwiseXor}};
   bool inPlace = kind >= NB_INPLACE_ADD;
-  auto found = ops.find(inPlace ? kind - (NB_INPLACE_ADD - NB_ADD) : kind);
+  auto found = ops.find(plain);
   if (found == ops.end())
     unsupported("binary operator " + std::to_string(kind) + " on a tensor");
   if (found->second == Op::Matmul && !inPlace && autocastCasts.state.any()) {

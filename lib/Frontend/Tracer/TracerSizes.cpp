@@ -51,7 +51,7 @@ VarPtr BytecodeTracer::sizeArithmetic(int kind, const VarPtr &lhs,
     return nullptr;
   if (lhs->kind == Var::Kind::Tensor || rhs->kind == Var::Kind::Tensor)
     return nullptr; // tensor arithmetic: the size is a 0-dim operand
-  int plain = kind >= NB_INPLACE_ADD ? kind - (NB_INPLACE_ADD - NB_ADD) : kind;
+  int plain = plainBinaryOperator(kind);
   bool sizeResult = plain == NB_ADD || plain == NB_SUBTRACT ||
                     plain == NB_MULTIPLY || plain == NB_FLOOR_DIVIDE ||
                     plain == NB_REMAINDER;

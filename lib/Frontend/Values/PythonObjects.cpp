@@ -293,7 +293,7 @@ VarPtr PythonObjects::binaryOperator(int kind, const VarPtr &lhs,
       {NB_XOR, "xor"},
       {NB_LSHIFT, "lshift"},
       {NB_RSHIFT, "rshift"}};
-  auto found = names.find(inPlace ? kind - (NB_INPLACE_ADD - NB_ADD) : kind);
+  auto found = names.find(plainBinaryOperator(kind));
   if (found == names.end())
     return nullptr;
   const std::string &name = found->second;
