@@ -45,14 +45,67 @@ TINY = {
 BATCH, TOKENS = 2, 64
 
 
+# Multi-head latent attention (DeepSeek-V3's MLA and its descendants): its
+# own head dims, with head_dim the rotary part, as their configs derive it.
+LATENT_ATTENTION = {"qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+                    "kv_lora_rank": 32, "q_lora_rank": 32, "index_head_dim": 16}
+
+
+def per_layer(values):
+    """A per-layer list cut to LAYERS entries keeping its kinds where it
+    can: the first entry, then the first that differs (a hybrid's linear
+    and full attention layers, a MoE's dense and sparse ones)."""
+    kept = [values[0]]
+    for value in values[1:]:
+        if len(kept) == LAYERS:
+            break
+        if value != kept[0] or len(values) <= LAYERS:
+            kept.append(value)
+    while len(kept) < LAYERS:
+        kept.append(values[len(kept) % len(values)])
+    return kept
+
+
 def shrink(config):
-    """Sets each TINY field the config has (and no other)."""
+    """Sets each TINY field the config has (and no other), cuts per-layer
+    lists to the layers kept, and shrinks latent attention's dims
+    consistently."""
+    def has(name):
+        try:
+            return hasattr(config, name)
+        except Exception:  # noqa: BLE001 - per-layer attributes raise on read
+            return False
+
+    def assign(name, value):
+        try:
+            setattr(config, name, value)
+        except Exception:  # noqa: BLE001 - read-only properties
+            pass
+
+    layers = getattr(config, "num_hidden_layers", None) if has("num_hidden_layers") else None
+    latent = has("qk_rope_head_dim") and isinstance(getattr(config, "qk_rope_head_dim"), int)
     for name, value in TINY.items():
-        if hasattr(config, name) and not isinstance(getattr(config, name), (list, dict)):
-            try:
-                setattr(config, name, value)
-            except Exception:  # noqa: BLE001 - read-only properties
-                pass
+        if name == "head_dim" and latent:
+            continue
+        if has(name) and not isinstance(getattr(config, name), (list, dict)):
+            assign(name, value)
+    if latent:
+        for name, value in LATENT_ATTENTION.items():
+            if has(name) and getattr(config, name) is not None:
+                assign(name, value)
+        assign("head_dim", LATENT_ATTENTION["qk_rope_head_dim"])
+        if has("qk_head_dim"):
+            assign("qk_head_dim", LATENT_ATTENTION["qk_rope_head_dim"]
+                   + LATENT_ATTENTION["qk_nope_head_dim"])
+    if isinstance(layers, int) and layers > LAYERS:
+        for name, value in list(vars(config).items()):
+            if isinstance(value, list) and len(value) == layers and value:
+                assign(name, per_layer(value))
+        # Hybrids placing attention every `period` layers from `offset`.
+        for name in list(vars(config)):
+            if name.endswith("_layer_period") and isinstance(getattr(config, name), int):
+                assign(name, LAYERS)
+                assign(name.replace("_period", "_offset"), 1)
     for sub in ("text_config", "vision_config", "encoder", "decoder"):
         inner = getattr(config, sub, None)
         if inner is not None and hasattr(inner, "to_dict") and inner is not config:

@@ -33,6 +33,44 @@ size_t resultIndexOf(const Value *value) {
                 results.begin());
 }
 
+/// Collects the symbols of expr by how it reads them: `whole` where one
+/// occurs outside any division or remainder, `divided` under a floor
+/// division, `remainder` under a remainder.
+void collectSymbolUses(const SymExpr &expr, SymExpr::Kind under,
+                       std::set<std::string> &whole,
+                       std::set<std::string> &divided,
+                       std::set<std::string> &remainder) {
+  if (expr.isSymbol()) {
+    (under == SymExpr::Kind::FloorDiv ? divided
+     : under == SymExpr::Kind::Mod    ? remainder
+                                      : whole)
+        .insert(expr.str());
+    return;
+  }
+  SymExpr::Kind kind = expr.kind();
+  if (kind == SymExpr::Kind::FloorDiv || kind == SymExpr::Kind::Mod)
+    under = kind;
+  for (const SymExpr &operand : expr.operands())
+    collectSymbolUses(operand, under, whole, divided, remainder);
+}
+
+/// The symbols an index reads only divided or only as a remainder
+/// (`c // 8`, not also `c % 8` or `c`): several values of each give one
+/// index, so a reduction at that index placed inside its loop would be
+/// computed again for each of them.
+std::set<std::string> coarseSymbols(const std::vector<SymExpr> &index) {
+  std::set<std::string> whole, divided, remainder, coarse;
+  for (const SymExpr &expr : index)
+    collectSymbolUses(expr, SymExpr::Kind::Add, whole, divided, remainder);
+  for (const std::string &symbol : divided)
+    if (!whole.count(symbol) && !remainder.count(symbol))
+      coarse.insert(symbol);
+  for (const std::string &symbol : remainder)
+    if (!whole.count(symbol) && !divided.count(symbol))
+      coarse.insert(symbol);
+  return coarse;
+}
+
 /// argmax / argmin: only the position of the extreme element is the
 /// result (max_dim / min_dim give both).
 bool yieldsOnlyPosition(const Node &node, ReduceKind kind) {
@@ -276,6 +314,7 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   std::set<std::string> outer;
   for (const SymExpr &expr : index)
     resolved(expr).collectSymbols(outer);
+  std::set<std::string> coarse = coarseSymbols(resolved(index));
   // Inside a cat or pad the reduction's loads carry the active mask: the
   // reduction depends on the loop variables the mask reads too.
   std::set<std::string> maskSymbols;
@@ -284,7 +323,8 @@ int ElementEmitter::emitReduction(const Node &node, size_t result,
   std::vector<SymExpr> extents, reduceVars;
   for (int64_t dim : dims)
     extents.push_back(input.sizes[dim]);
-  if (!builder.openReduce(kind, extents, outer, maskSymbols, reduceVars)) {
+  if (!builder.openReduce(kind, extents, outer, coarse, maskSymbols,
+                          reduceVars)) {
     unplaced = node.results[result];
     return constant(resultType, 0);
   }

@@ -101,6 +101,7 @@ int KernelBuilder::append(Instr instr) {
 bool KernelBuilder::openReduce(ReduceKind kind,
                                const std::vector<SymExpr> &extents,
                                const std::set<std::string> &outerVars,
+                               const std::set<std::string> &coarseVars,
                                const std::set<std::string> &maskSymbols,
                                std::vector<SymExpr> &vars) {
   std::set<int> found;
@@ -109,13 +110,15 @@ bool KernelBuilder::openReduce(ReduceKind kind,
   for (const std::string &symbol : maskSymbols)
     varsOf(SymExpr::symbol(symbol), found);
   int placement = deepestOnPath(found);
-  // Every variable of the scopes down to the placement must be used, or the
-  // reduction would be recomputed for each of its values.
+  // Every variable of the scopes down to the placement must be used, each
+  // of its values giving another index, or the reduction would be
+  // recomputed for each of its values (a group norm's statistics, indexed
+  // by `channel // 8` in a loop over channels: 8 times each).
   for (int scope : path) {
     for (size_t k = 0; k < scopes[scope].vars.size(); ++k) {
       const std::string &var = scopes[scope].vars[k];
       bool single = scopes[scope].extents[k] == SymExpr(1);
-      if (!outerVars.count(var) && !single)
+      if ((!outerVars.count(var) || coarseVars.count(var)) && !single)
         return false;
     }
     if (scope == placement)

@@ -187,6 +187,73 @@ def mse_loss(input, target, reduction=1):
     return squared.mean() if reduction == 1 else squared.sum()
 
 
+def _power_of_two_factors(input, output_size, scale_factors, spatial):
+    """The integer factor per spatial dim of a nearest upsampling whose
+    factors are all powers of two (ATen's source index floor(dst / k) is
+    then exact in float32, for "nearest" and "nearest-exact" alike); None
+    for any other."""
+    if (scale_factors is None) == (output_size is None):
+        return None
+    if scale_factors is not None:
+        if not isinstance(scale_factors, (list, tuple)) or len(scale_factors) != spatial:
+            return None
+        factors = []
+        for scale in scale_factors:
+            if not isinstance(scale, (int, float)) or scale != int(scale):
+                return None
+            factors.append(int(scale))
+    else:
+        if not isinstance(output_size, (list, tuple)) or len(output_size) != spatial:
+            return None
+        factors = []
+        for d, size in enumerate(output_size):
+            source = input.shape[input.dim() - spatial + d]
+            if source == 0 or size % source:
+                return None
+            factors.append(size // source)
+    if any(k < 1 or k & (k - 1) for k in factors):
+        return None
+    return factors
+
+
+def _nearest_upsampling(spatial, vec_overload):
+    """torch._C._nn.upsample_nearest{1,2,3}d and _upsample_nearest_exact*
+    (F.interpolate's nearest modes): by a power-of-two factor per dim, each
+    output element reads source element dst // k, which is the input with
+    each spatial dim repeated k times in place (unsqueeze, expand,
+    flatten): a view the consumer reads inline, differentiable as its
+    pieces are. Other factors run ATen's kernel as one op."""
+    def form(input, output_size=None, scale_factors=None):
+        factors = None
+        # (ATen raises for an empty channel or spatial dim: its call does.)
+        if (isinstance(input, torch.Tensor) and input.dim() == spatial + 2
+                and all(size != 0 for size in input.shape[1:])):
+            factors = _power_of_two_factors(input, output_size, scale_factors, spatial)
+        if factors is None:
+            return vec_overload(input, output_size, scale_factors)
+        result = input
+        for d in range(spatial - 1, -1, -1):
+            if factors[d] == 1:
+                continue
+            dim = 2 + d
+            shape = list(result.shape[:dim + 1]) + [factors[d]] + list(result.shape[dim + 1:])
+            result = result.unsqueeze(dim + 1).expand(shape).flatten(dim, dim + 1)
+        return result.clone() if result is input else result
+    return form
+
+
+def _nearest_upsamplings():
+    forms = {}
+    for spatial in (1, 2, 3):
+        for name in (f"upsample_nearest{spatial}d", f"_upsample_nearest_exact{spatial}d"):
+            function = getattr(torch._C._nn, name, None)
+            packet = getattr(torch.ops.aten, name, None)
+            vec = getattr(packet, "vec", None) if packet is not None else None
+            if function is not None and vec is not None:
+                forms[function] = _nearest_upsampling(spatial, vec)
+    return forms
+
+
 # What copy.deepcopy returns as is (copy's own atomic types, and torch's
 # immutable descriptions: a dtype reduces to a name, a device to itself).
 _ATOMIC_TYPES = (type(None), int, float, bool, complex, bytes, str, type, range,
@@ -305,6 +372,7 @@ POLYFILLS = {copy.deepcopy: deepcopy, copy.copy: shallow_copy, F.pad: pad,
              itertools.repeat: repeat, torch.linspace: linspace,
              torch.broadcast_tensors: broadcast_tensors, torch._C._nn.mse_loss: mse_loss}
 POLYFILLS.update(complex_pairs.POLYFILLS)
+POLYFILLS.update(_nearest_upsamplings())
 try:  # a higher-order op of torch 2.5 and later
     from torch._higher_order_ops.associative_scan import associative_scan as _scan
     POLYFILLS[_scan] = associative_scan

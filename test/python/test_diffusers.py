@@ -67,8 +67,9 @@ def test_vae_decode_is_one_graph():
 
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "checkpointed"])
 def test_a_unet_training_step_is_one_graph(checkpointing):
-    """Its upsampling (F.interpolate, a torch call) differentiates through
-    torch's autograd; with gradient checkpointing, diffusers hands
+    """Its upsampling (F.interpolate by 2) is traced as a repeat of its
+    input in place and differentiates as those views do, with no torch
+    call left for torch's autograd; with gradient checkpointing, diffusers hands
     `block.__call__` to torch.utils.checkpoint, a call of the module."""
     torch.manual_seed(0)
     unet = small_unet().train()
@@ -93,4 +94,4 @@ def test_a_unet_training_step_is_one_graph(checkpointing):
     for got, want in zip(actual, expected):
         assert_close(got, want, rtol=1e-3, atol=1e-4)
     assert_compiled()
-    assert dynafuse.stats()["torch_call_gradients"] >= 1
+    assert dynafuse.stats()["torch_call_gradients"] == 0

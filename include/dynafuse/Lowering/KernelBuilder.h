@@ -40,9 +40,11 @@ public:
   /// `outerVars` and `maskSymbols` (what the mask its loads carry reads);
   /// returns its variables. Fails (returns false) when that placement would
   /// recompute the reduction across an enclosing loop whose variable its
-  /// index does not use.
+  /// index does not use, or uses only through `coarseVars` (read only
+  /// divided or as a remainder: several of its values share an index).
   bool openReduce(ReduceKind kind, const std::vector<SymExpr> &extents,
                   const std::set<std::string> &outerVars,
+                  const std::set<std::string> &coarseVars,
                   const std::set<std::string> &maskSymbols,
                   std::vector<SymExpr> &vars);
   /// Closes the innermost open reduction; returns its result ids.

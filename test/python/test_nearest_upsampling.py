@@ -1,0 +1,106 @@
+"""Nearest upsampling by powers of two (F.interpolate's "nearest" and
+"nearest-exact" modes, nn.Upsample) is traced as the input repeated in
+place along each spatial dim (polyfills.py): no ATen call, so the consumer
+reads it inline and training differentiates its views. Other factors run
+ATen's kernel as one call_torch op. Compiled against eager on random data,
+one capture, no break, and the extern count proves which path ran."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynafuse
+from conftest import assert_close, assert_compiled
+
+CASES = [  # (input shape, interpolate keywords)
+    ((1, 3, 8, 8), dict(scale_factor=2.0)),
+    ((2, 3, 5, 7), dict(scale_factor=(4, 2))),
+    ((1, 3, 8, 8), dict(size=(16, 32))),
+    ((2, 4, 1, 1), dict(scale_factor=2)),
+    ((0, 3, 3, 3), dict(scale_factor=2)),
+    ((2, 4, 9), dict(scale_factor=2)),
+    ((1, 2, 3, 4, 5), dict(scale_factor=(2, 1, 4))),
+    ((1, 3, 6, 6), dict(scale_factor=1.0)),
+]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("shape,keywords", CASES)
+def test_power_of_two_factors_are_views_of_the_input(mode, shape, keywords):
+    def f(x):
+        return F.interpolate(x * 2, mode=mode, **keywords) + 1
+
+    x = torch.randn(*shape)
+    actual = dynafuse.compile(f)(x)
+    assert_close(actual, f(x), rtol=0, atol=0)
+    assert_compiled(1)
+    assert dynafuse.compiled_graphs()[0]["extern_calls"] == 0
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_a_strided_input_upsamples_as_eager(layout):
+    def f(x):
+        return F.interpolate(x, scale_factor=2) - x.mean()
+
+    x = torch.randn(2, 3, 5, 6)
+    x = x.transpose(2, 3) if layout == "transposed" else x.contiguous(
+        memory_format=torch.channels_last)
+    assert_close(dynafuse.compile(f)(x), f(x), rtol=1e-6, atol=1e-6)
+    assert_compiled(1)
+    assert dynafuse.compiled_graphs()[0]["extern_calls"] == 0
+
+
+def test_an_empty_channel_dim_raises_atens_error():
+    def f(x):
+        return F.interpolate(x, scale_factor=2) + 1
+
+    x = torch.randn(2, 0, 3, 3)
+    with pytest.raises(RuntimeError, match="Non-empty 4D data tensor expected"):
+        f(x)
+    with pytest.raises(RuntimeError, match="Non-empty 4D data tensor expected"):
+        dynafuse.compile(f)(x)
+
+
+@pytest.mark.parametrize("keywords", [dict(scale_factor=3), dict(size=(9, 10)),
+                                      dict(scale_factor=1.5)])
+def test_other_factors_call_atens_kernel(keywords):
+    def f(x):
+        return F.interpolate(x + 1, mode="nearest", **keywords) * 3
+
+    x = torch.randn(2, 3, 6, 5)
+    assert_close(dynafuse.compile(f)(x), f(x), rtol=0, atol=0)
+    assert_compiled(1)
+    assert dynafuse.compiled_graphs()[0]["extern_calls"] == 1
+
+
+def test_a_network_with_upsampling_trains_as_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Upsample(scale_factor=2),
+                                torch.nn.Conv2d(4, 2, 3, padding=1))
+    x = torch.randn(2, 3, 6, 6)
+
+    def step(net):
+        net.zero_grad(set_to_none=True)
+        loss = net(x).square().mean()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in net.parameters()]
+
+    expected_loss, expected = step(model)
+    compiled = dynafuse.compile(model)
+    for _ in range(2):
+        loss, grads = step(compiled)
+        assert_close(loss, expected_loss, rtol=1e-4, atol=1e-6)
+        for got, want in zip(grads, expected):
+            assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert_compiled(1)
+    assert dynafuse.stats()["torch_call_gradients"] == 0
+
+
+def test_symbolic_sizes_keep_one_capture():
+    def f(x):
+        return F.interpolate(x, scale_factor=2, mode="nearest").relu()
+
+    compiled = dynafuse.compile(f, dynamic=True)
+    for size in (4, 7, 10):
+        x = torch.randn(1, 2, size, size + 1)
+        assert_close(compiled(x), f(x), rtol=0, atol=0)
+    assert dynafuse.stats()["captures"] == 1
