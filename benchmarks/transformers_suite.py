@@ -15,6 +15,7 @@ apart: they say nothing of either compiler.
         [--limit N] [--sample N] [--inductor] [--runs 5] [--warmup 8]
         [--markdown docs/transformers-suite.md]
 """
+import inspect
 import sys
 
 import torch
@@ -87,7 +88,7 @@ def shrink(config):
     for name, value in TINY.items():
         if name == "head_dim" and latent:
             continue
-        if has(name) and not isinstance(getattr(config, name), (list, dict)):
+        if has(name) and not isinstance(getattr(config, name), (list, tuple, dict)):
             assign(name, value)
     if latent:
         for name, value in LATENT_ATTENTION.items():
@@ -153,6 +154,16 @@ def build(model_type, class_name):
         data = {"input_features": torch.randn(BATCH, bins, 3000, generator=generator)}
     else:
         raise ValueError(f"main input {main!r} not made by this suite")
+    vision = getattr(config, "vision_config", None)
+    interleaved = any(hasattr(config, name) for name in ("image_token_id", "image_token_index"))
+    if main != "pixel_values" and vision is not None and not interleaved and \
+            "pixel_values" in inspect.signature(model.forward).parameters:
+        # Dual encoders (CLIP's kind) need an image beside the text; models
+        # placing image features at image tokens are run on text alone.
+        size = getattr(vision, "image_size", 32)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        channels = getattr(vision, "num_channels", 3)
+        data["pixel_values"] = torch.randn(BATCH, channels, size, size, generator=generator)
     return model, lambda: ((), dict(data))
 
 

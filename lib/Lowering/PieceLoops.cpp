@@ -25,8 +25,11 @@ std::vector<int> passedDims(const Value *value,
 /// Through a remapping view (transpose, permute, unsqueeze, a slice): its
 /// operand's dims that read the loop's position along one loop dim. The
 /// view's own index remap, applied to one symbol per dim, tells: an operand
-/// dim read at exactly a loop dim's symbol follows that loop dim.
-std::vector<int> remappedDims(const Node &node,
+/// dim read at exactly a loop dim's symbol, and as long as that dim of the
+/// view, follows that loop dim (a slice's narrowed dim, `x[..., :4]` of a
+/// concatenation of two 4-wide pieces, spans part of its operand's dim:
+/// the operand's pieces are not the loop's).
+std::vector<int> remappedDims(const Node &node, const Value *result,
                               const std::vector<int> &resultDims) {
   std::vector<SymExpr> index;
   std::map<std::string, int> loopDimOf;
@@ -36,11 +39,16 @@ std::vector<int> remappedDims(const Node &node,
     loopDimOf[name] = resultDims[d];
   }
   std::vector<SymExpr> read = remapViewIndex(node, 0, index);
+  const std::vector<SymExpr> &operandSizes = node.operands[0].value->type.sizes;
   std::vector<int> dims(read.size(), -1);
-  for (size_t d = 0; d < read.size(); ++d) {
-    auto found = read[d].isSymbol() ? loopDimOf.find(read[d].symbolName())
-                                    : loopDimOf.end();
-    if (found != loopDimOf.end())
+  for (size_t d = 0; d < read.size() && d < operandSizes.size(); ++d) {
+    if (!read[d].isSymbol())
+      continue;
+    const std::string &name = read[d].symbolName();
+    auto found = loopDimOf.find(name);
+    size_t resultDim = std::stoul(name.substr(1));
+    if (found != loopDimOf.end() &&
+        operandSizes[d] == result->type.sizes[resultDim])
       dims[d] = found->second;
   }
   return dims;
@@ -82,12 +90,17 @@ std::optional<PieceSplit> pieceSplitOf(const LoweringState &state,
         continue;
       PieceSplit split;
       split.dim = size_t(dims[size_t(catDim)]);
+      int64_t total = 0;
       for (const Operand &piece : node.operands)
-        if (piece.value->type.sizes[size_t(catDim)].isConstant())
+        if (piece.value->type.sizes[size_t(catDim)].isConstant()) {
           split.lengths.push_back(
               piece.value->type.sizes[size_t(catDim)].constant());
+          total += split.lengths.back();
+        }
+      // The pieces must tile the loop's extent, or the split loops would
+      // run past it (and store out of bounds).
       if (split.lengths.size() == node.operands.size() &&
-          split.lengths.size() >= 2 &&
+          sizes[split.dim] == SymExpr(total) && split.lengths.size() >= 2 &&
           (!best || split.lengths.size() > best->lengths.size()))
         best = split;
       continue;
@@ -107,7 +120,8 @@ std::optional<PieceSplit> pieceSplitOf(const LoweringState &state,
     const OpInfo *info = opInfoOf(node);
     if (kindOf(node) == OpKind::View && info && info->view &&
         info->view->form == ViewForm::Remap && node.operands[0].isValue()) {
-      pending.push_back({node.operands[0].value, remappedDims(node, dims)});
+      pending.push_back(
+          {node.operands[0].value, remappedDims(node, value, dims)});
       continue;
     }
     if (kindOf(node) != OpKind::Pointwise)

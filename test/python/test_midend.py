@@ -207,6 +207,20 @@ def test_pointwise_over_a_concatenation_split_at_its_pieces(backend, batch, chan
              pieces, torch.randn(2, total, 1, 1), backend=backend)
 
 
+@pytest.mark.parametrize("kept", [2, 4, 6])
+def test_a_slice_of_a_concatenation_realized_for_broadcast_readers(kept):
+    """DeepSeek's interleaved rotary table: cos(cat(f, f)) sliced to part of
+    the concatenated dim, realized because many elements broadcast it. Its
+    loop spans the slice, not the pieces (it stored past its buffer)."""
+    def rotate(positions, frequencies, q):
+        angles = positions * frequencies
+        table = torch.cat((angles, angles), dim=-1).cos()[..., :kept].unsqueeze(1)
+        return q[..., :kept] * table
+
+    positions = torch.arange(64.0).view(1, 64, 1)
+    run_both(rotate, positions, torch.randn(4), torch.randn(8, 8, 64, 8))
+
+
 def test_gather_index_select_embedding():
     x = torch.randn(5, 6)
     index = torch.randint(0, 6, (5, 4))
