@@ -1109,3 +1109,74 @@ def reversed_tensor(x):
 def test_reversed_of_a_tensor_is_its_flip():
     x = torch.randn(3, 4)
     assert_outputs_close(dynafuse.compile(reversed_tensor)(x), reversed_tensor(x))
+
+
+class PerLayerType(nn.Module):
+    # transformers' Gemma 4: one rotary table per layer type, over a set.
+    def __init__(self):
+        super().__init__()
+        self.layer_types = {"sliding_attention", "full_attention", "chunked"}
+        self.scales = {"sliding_attention": 2.0, "full_attention": 3.0, "chunked": 5.0}
+
+    def forward(self, x):
+        tables = {}
+        for layer_type in self.layer_types:
+            tables[layer_type] = x * self.scales[layer_type]
+        return [tables[name] for name in sorted(self.layer_types)], len(self.layer_types)
+
+
+@pytest.mark.parametrize("x", INPUTS)
+def test_iteration_over_a_set_attribute_of_constants(x):
+    model = PerLayerType()
+    compiled = dynafuse.compile(model, fullgraph=True)
+    assert_outputs_close(compiled(x), model(x))
+    assert_outputs_close(compiled(x), model(x))
+    assert_compiled()
+    # A set with other members fails the guard: captured again.
+    model.layer_types.discard("chunked")
+    assert_outputs_close(compiled(x), model(x))
+    assert dynafuse.stats()["captures"] == 2
+
+
+def test_a_set_the_frame_did_not_create_is_not_mutated_in_capture():
+    def add_member(names, x):
+        names.add("new")
+        return x * len(names)
+
+    names, x = {"a", "b"}, torch.randn(3)
+    actual = dynafuse.compile(add_member)(names, x)
+    assert names == {"a", "b", "new"}
+    assert_close(actual, x * 3)
+
+
+def to_contiguous_format(q, k):
+    # transformers' Qwen3.5 gated delta rule: `.to(float32,
+    # memory_format=torch.contiguous_format)` of transposed heads.
+    q, k = [t.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)
+            for t in (q, k)]
+    same = k.to(memory_format=torch.contiguous_format)
+    return q * 2 + same, q.to(torch.float64, memory_format=torch.preserve_format)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 3, 4), (1, 1, 1, 1), (2, 0, 3, 4)])
+def test_tensor_to_with_a_memory_format(shape):
+    q, k = torch.randn(*shape), torch.randn(*shape)
+    actual = dynafuse.compile(to_contiguous_format, fullgraph=True)(q, k)
+    assert_outputs_close(actual, to_contiguous_format(q, k))
+    assert_compiled()
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "transposed", "contiguous"])
+def test_to_contiguous_format_copies_as_eager_does(layout):
+    def f(x):
+        y = x.to(memory_format=torch.contiguous_format)
+        return y, y + 1
+
+    x = torch.randn(2, 3, 4, 5)
+    x = {"channels_last": x.contiguous(memory_format=torch.channels_last),
+         "transposed": x.transpose(1, 2), "contiguous": x}[layout]
+    actual, expected = dynafuse.compile(f, fullgraph=True)(x), f(x)
+    assert_outputs_close(actual, expected)
+    assert actual[0].stride() == expected[0].stride()
+    assert (actual[0].data_ptr() == x.data_ptr()) == (expected[0].data_ptr() == x.data_ptr())
+    assert_compiled()

@@ -28,6 +28,18 @@ std::string keyText(PyObject *key, bool quoted) {
 }
 
 bool sameConstant(PyObject *value, PyObject *expected) {
+  if (PySet_CheckExact(value) && PyTuple_CheckExact(expected)) {
+    // A set guarded by its members in iteration order (setOfSource).
+    if (PySet_GET_SIZE(value) != PyTuple_GET_SIZE(expected))
+      return false;
+    Py_ssize_t position = 0, at = 0;
+    PyObject *member;
+    Py_hash_t hash;
+    while (_PySet_NextEntry(value, &position, &member, &hash))
+      if (!sameConstant(member, PyTuple_GET_ITEM(expected, at++)))
+        return false;
+    return true;
+  }
   if (Py_TYPE(value) != Py_TYPE(expected))
     return false;
   if (PyFloat_CheckExact(value)) {

@@ -180,11 +180,11 @@ private:
   VarPtr classifyObject(PyObject *object, int source);
 
   /// Tuples and lists read from a source: type and length guarded, items
-  /// classified one by one.
+  /// classified one by one. A dict with string keys: its length and every
+  /// value guarded. A set of constants: its members, in order, guarded.
   VarPtr tupleOfSource(PyObject *sequence, int source);
-
-  /// A dict with string keys: its length and every value are guarded.
   VarPtr dictOfSource(PyObject *dict, int source);
+  VarPtr setOfSource(PyObject *set, int source);
 
   VarPtr tensorInput(PyObject *object, int source);
 
@@ -305,12 +305,13 @@ private:
   /// Alias sets an in-place update changed in the current frame-level
   /// instruction, as they were (restored when it breaks).
   std::vector<std::pair<std::shared_ptr<AliasSet>, AliasSet>> aliasJournal;
-  /// Whether eager certainly lays a value out row-major (graph inputs by
-  /// their strides, computed values from their operands'): what decides
-  /// whether a reshape is a view.
+  /// Whether eager lays a value out row-major for certain (inputs by their
+  /// strides, computed values by their operands'): whether a reshape views.
   std::map<const Value *, bool> contiguousInEager;
   bool eagerContiguous(const Value *value);
-  bool viewInRowMajorOrder(const Value *value); ///< views of a contiguous one
+  /// A view of a value eager lays out row-major: its strides in eager.
+  bool eagerViewStrides(const Value *value, std::vector<SymExpr> &strides);
+  bool viewInRowMajorOrder(const Value *value);
   /// value, or, when an update of its memory made it stale, its view chain
   /// replayed on its base's newest value. Every graph operand and output
   /// is read through this.
@@ -321,9 +322,8 @@ private:
   /// result shares memory with base in a way capture cannot follow (a torch
   /// call returned a view): in-place updates of either are refused.
   void aliasOfUnknownKind(Value *base, Value *result, const std::string &why);
-  /// x.contiguous(): x itself when eager's x is certainly contiguous.
-  /// x.clone(): a copy in x's layout where eager's is (a densely
-  /// permuted input), else a contiguous one.
+  /// x.contiguous(): x itself where eager's surely is contiguous. x.clone():
+  /// a copy in x's layout where eager's is (a permuted input), else dense.
   VarPtr cloneKeepingLayout(const VarPtr &tensor);
   VarPtr viewIfContiguous(const VarPtr &tensor);
   /// x.view(...) gives `reshaped` where eager's strides of x provably allow

@@ -256,6 +256,12 @@ VarPtr BytecodeTracer::viewIfContiguous(const VarPtr &tensor) {
 }
 
 bool BytecodeTracer::viewInRowMajorOrder(const Value *value) {
+  TensorType strided = value->type;
+  return eagerViewStrides(value, strided.strides) && rowMajorOrder(strided);
+}
+
+bool BytecodeTracer::eagerViewStrides(const Value *value,
+                                      std::vector<SymExpr> &strides) {
   const Value *base = value;
   while (base->producer &&
          (alwaysViews(base->producer->op) ||
@@ -268,9 +274,8 @@ bool BytecodeTracer::viewInRowMajorOrder(const Value *value) {
   if (base == value || (base->producer && !eagerContiguous(base)) ||
       !describeView(value, {base}, viewed) || viewed.base != base)
     return false;
-  TensorType strided = value->type;
-  strided.strides = viewed.view.strides;
-  return rowMajorOrder(strided);
+  strides = viewed.view.strides;
+  return true;
 }
 
 bool BytecodeTracer::eagerContiguous(const Value *value) {

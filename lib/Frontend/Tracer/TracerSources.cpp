@@ -32,6 +32,9 @@ VarPtr BytecodeTracer::classifyObject(PyObject *object, int source) {
   }
   if (PyTuple_CheckExact(object) || PyList_CheckExact(object))
     return tupleOfSource(object, source);
+  if (PySet_CheckExact(object) && PySet_GET_SIZE(object) <= 64)
+    if (VarPtr set = setOfSource(object, source))
+      return set;
   if (VarPtr exit = gradModeExit(object, source))
     return exit;
   if (VarPtr exit = autocastCasts.exitFromSource(object, source))
@@ -90,6 +93,27 @@ VarPtr BytecodeTracer::tupleOfSource(PyObject *sequence, int source) {
     var->items.push_back(classify(
         PyTuple_GET_ITEM(items.get(), i),
         guardBuilder.indexedSource(Source::Kind::Item, source, int(i))));
+  return var;
+}
+
+VarPtr BytecodeTracer::setOfSource(PyObject *set, int source) {
+  // A set of constants (a module's `unique_layer_types`): guarded by its
+  // members in their iteration order (sameConstant of a set against a
+  // tuple), so a loop over it runs in the order capture unrolled.
+  PyRef members = PyRef::steal(PySequence_Tuple(set));
+  if (!members) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members.get()); ++i)
+    if (!isConstantObject(PyTuple_GET_ITEM(members.get(), i)))
+      return nullptr;
+  guardBuilder.guardObject(Guard::Kind::Equals, source, members.get());
+  VarPtr var = makeVar(Var::Kind::Tuple);
+  var->isSet = true;
+  var->source = source; // the caller's own set: not mutated in capture
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members.get()); ++i)
+    var->items.push_back(constant(PyTuple_GET_ITEM(members.get(), i)));
   return var;
 }
 

@@ -291,6 +291,37 @@ VarPtr BytecodeTracer::tensorOfList(const VarPtr &data,
   return emit(Op::Reshape, {flat}, {{"shape", shape}});
 }
 
+namespace {
+
+/// torch's is_channels_last_strides_2d / _3d (what suggest_memory_format
+/// reads): the channel dim innermost, then the spatial dims, then the
+/// batch, ambiguous cases counted as not. Nullopt for unknown strides.
+std::optional<bool>
+stridesLikeChannelsLast(const std::vector<SymExpr> &sizes,
+                        const std::vector<SymExpr> &strides) {
+  if (strides.size() != sizes.size() || !allConstant(sizes) ||
+      !allConstant(strides))
+    return std::nullopt;
+  std::vector<size_t> order = sizes.size() == 4
+                                  ? std::vector<size_t>{1, 3, 2, 0}
+                                  : std::vector<size_t>{1, 4, 3, 2, 0};
+  if (strides[1].constant() == 0)
+    return false;
+  int64_t least = 0;
+  for (size_t d : order) {
+    if (sizes[d].constant() == 0 || strides[d].constant() < least)
+      return false;
+    if (d == 0 && least == strides[1].constant())
+      return false;
+    least = strides[d].constant();
+    if (sizes[d].constant() > 1)
+      least *= sizes[d].constant();
+  }
+  return true;
+}
+
+} // namespace
+
 VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
                                 const std::vector<VarPtr> &args,
                                 const Keywords &keywords) {
@@ -324,9 +355,23 @@ VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
   };
   for (const VarPtr &arg : args)
     take(arg);
+  bool contiguousFormat = false;
   for (const auto &[name, value] : keywords) {
     if (name == "dtype" || name == "device") {
       take(value);
+      continue;
+    }
+    if (name == "memory_format") {
+      static PyObject *preserveSlot = nullptr, *contiguousSlot = nullptr;
+      PyObject *format = value->object.get();
+      // (torch.memory_format values are guarded by equality: constants.)
+      if (format == lookupOnce(preserveSlot, "torch", "preserve_format"))
+        continue;
+      if (!format ||
+          format != lookupOnce(contiguousSlot, "torch", "contiguous_format"))
+        unsupported("Tensor.to with a memory_format other than "
+                    "preserve_format and contiguous_format");
+      contiguousFormat = true;
       continue;
     }
     bool isFalse =
@@ -334,8 +379,38 @@ VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
     if ((name != "non_blocking" && name != "copy") || !isFalse)
       unsupported("Tensor.to with keyword '" + name + "'");
   }
-  if (!dtype || *dtype == type.dtype)
+  if (!dtype || *dtype == type.dtype) {
+    // memory_format=contiguous_format copies only a tensor whose
+    // suggest_memory_format is channels-last (4-d or 5-d): one whose
+    // strides capture knows to be row-major, or of another rank, is
+    // returned as it is, as eager returns it (transposed or not).
+    if (contiguousFormat && (type.rank() == 4 || type.rank() == 5)) {
+      Value *value = latestValue(tensor->tensor);
+      std::vector<SymExpr> strides;
+      if (eagerContiguous(value))
+        return tensor;
+      if (!value->producer)
+        strides = value->type.strides;
+      else if (!eagerViewStrides(value, strides))
+        strides.clear();
+      std::optional<bool> channelsLast =
+          stridesLikeChannelsLast(type.sizes, strides);
+      if (!channelsLast) {
+        // The same values either way; which one eager returns is known
+        // only if something writes into either.
+        VarPtr copy = emit(Op::Contiguous, {value});
+        aliasOfUnknownKind(value, copy->tensor,
+                           "Tensor.to(memory_format=torch.contiguous_format)"
+                           " of a tensor whose strides capture does not know"
+                           " (itself or a copy)");
+        return copy;
+      }
+      if (*channelsLast) // eager copies it row-major
+        return emit(Op::Contiguous, {value});
+    }
     return tensor; // eager returns the tensor itself
+  }
+  // A new tensor: the cast's result, row-major as contiguous_format asks.
   std::map<std::string, Attribute> attributes;
   attributes["dtype"] = *dtype;
   return emit(Op::Cast, {operandOf(tensor, "to")}, attributes);

@@ -116,7 +116,7 @@ VarPtr BytecodeTracer::buildTuple(int count) {
 }
 
 void BytecodeTracer::addToSet(const VarPtr &set, const VarPtr &item) {
-  if (set->kind != Var::Kind::Tuple || !set->isSet)
+  if (set->kind != Var::Kind::Tuple || !set->isSet || set->source >= 0)
     unsupported("set.add on a value that is not a set made by the frame");
   for (const VarPtr &present : set->items)
     if (sameSetMember(present, item))
