@@ -32,11 +32,11 @@ std::vector<int> passedDims(const Value *value,
 std::vector<int> remappedDims(const Node &node, const Value *result,
                               const std::vector<int> &resultDims) {
   std::vector<SymExpr> index;
-  std::map<std::string, int> loopDimOf;
+  std::map<std::string, size_t> resultDimOf;
   for (size_t d = 0; d < resultDims.size(); ++d) {
     std::string name = "r" + std::to_string(d);
     index.push_back(SymExpr::symbol(name));
-    loopDimOf[name] = resultDims[d];
+    resultDimOf[name] = d;
   }
   std::vector<SymExpr> read = remapViewIndex(node, 0, index);
   const std::vector<SymExpr> &operandSizes = node.operands[0].value->type.sizes;
@@ -44,12 +44,10 @@ std::vector<int> remappedDims(const Node &node, const Value *result,
   for (size_t d = 0; d < read.size() && d < operandSizes.size(); ++d) {
     if (!read[d].isSymbol())
       continue;
-    const std::string &name = read[d].symbolName();
-    auto found = loopDimOf.find(name);
-    size_t resultDim = std::stoul(name.substr(1));
-    if (found != loopDimOf.end() &&
-        operandSizes[d] == result->type.sizes[resultDim])
-      dims[d] = found->second;
+    auto found = resultDimOf.find(read[d].symbolName());
+    if (found != resultDimOf.end() &&
+        operandSizes[d] == result->type.sizes[found->second])
+      dims[d] = resultDims[found->second];
   }
   return dims;
 }

@@ -216,17 +216,25 @@ def _power_of_two_factors(input, output_size, scale_factors, spatial):
     return factors
 
 
-def _nearest_upsampling(spatial, vec_overload):
+def _nearest_upsampling(spatial, vec_overload, default_overload):
     """torch._C._nn.upsample_nearest{1,2,3}d and _upsample_nearest_exact*
     (F.interpolate's nearest modes): by a power-of-two factor per dim, each
     output element reads source element dst // k, which is the input with
     each spatial dim repeated k times in place (unsqueeze, expand,
     flatten): a view the consumer reads inline, differentiable as its
-    pieces are. Other factors run ATen's kernel as one op."""
-    def form(input, output_size=None, scale_factors=None):
+    pieces are, copied (eager's result is a new tensor). Other factors,
+    other dtypes, the per-dim scales overload and inputs ATen rejects run
+    ATen's kernel as one op."""
+    def form(input, output_size=None, scale_factors=None, *scales, **keywords):
+        if scales or keywords or not (scale_factors is None
+                                      or isinstance(scale_factors, (list, tuple))):
+            # upsample_nearest2d(input, output_size, scales_h, scales_w)
+            return default_overload(input, output_size, scale_factors, *scales, **keywords)
         factors = None
-        # (ATen raises for an empty channel or spatial dim: its call does.)
+        # (ATen raises for an empty channel or spatial dim and for integer
+        # inputs other than uint8: its call does.)
         if (isinstance(input, torch.Tensor) and input.dim() == spatial + 2
+                and (input.is_floating_point() or input.dtype == torch.uint8)
                 and all(size != 0 for size in input.shape[1:])):
             factors = _power_of_two_factors(input, output_size, scale_factors, spatial)
         if factors is None:
@@ -238,7 +246,9 @@ def _nearest_upsampling(spatial, vec_overload):
             dim = 2 + d
             shape = list(result.shape[:dim + 1]) + [factors[d]] + list(result.shape[dim + 1:])
             result = result.unsqueeze(dim + 1).expand(shape).flatten(dim, dim + 1)
-        return result.clone() if result is input else result
+        # A size-1 dim repeated is a stride-0 view of the input: a copy, as
+        # eager's result is (the lowering reads a clone inline).
+        return result.clone()
     return form
 
 
@@ -249,8 +259,9 @@ def _nearest_upsamplings():
             function = getattr(torch._C._nn, name, None)
             packet = getattr(torch.ops.aten, name, None)
             vec = getattr(packet, "vec", None) if packet is not None else None
-            if function is not None and vec is not None:
-                forms[function] = _nearest_upsampling(spatial, vec)
+            default = getattr(packet, "default", None) if packet is not None else None
+            if function is not None and vec is not None and default is not None:
+                forms[function] = _nearest_upsampling(spatial, vec, default)
     return forms
 
 

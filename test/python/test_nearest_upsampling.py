@@ -104,3 +104,38 @@ def test_symbolic_sizes_keep_one_capture():
         x = torch.randn(1, 2, size, size + 1)
         assert_close(compiled(x), f(x), rtol=0, atol=0)
     assert dynafuse.stats()["captures"] == 1
+
+
+def test_the_result_is_a_new_tensor_an_in_place_op_may_write():
+    def f(x, skip):
+        y = F.interpolate(x, scale_factor=2)
+        y += skip
+        return y.relu_()
+
+    x, skip = torch.randn(2, 3, 1, 1), torch.randn(2, 3, 2, 2)
+    expected = f(x.clone(), skip)
+    actual = dynafuse.compile(f)(x, skip)
+    assert_close(actual, expected)
+    assert actual.data_ptr() != x.data_ptr()
+    assert_compiled(1)
+
+
+def test_the_per_dim_scales_overload_and_integer_inputs_run_atens_kernel():
+    def scales(x):
+        return torch._C._nn.upsample_nearest2d(x, [16, 16], 4.0, 4.0) + 1
+
+    def integers(x):
+        return F.interpolate(x, scale_factor=2)
+
+    x = torch.randn(1, 2, 4, 4)
+    assert_close(dynafuse.compile(scales)(x), scales(x))
+    u8 = torch.randint(0, 255, (1, 2, 3, 3), dtype=torch.uint8)
+    assert torch.equal(dynafuse.compile(integers)(u8), integers(u8))
+    i64 = torch.randint(0, 9, (1, 2, 3, 3))
+    try:
+        expected = integers(i64)
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError, match=str(error)[:30]):
+            dynafuse.compile(integers)(i64)
+    else:
+        assert torch.equal(dynafuse.compile(integers)(i64), expected)

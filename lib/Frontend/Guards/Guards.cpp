@@ -28,17 +28,23 @@ std::string keyText(PyObject *key, bool quoted) {
 }
 
 bool sameConstant(PyObject *value, PyObject *expected) {
-  if (PySet_CheckExact(value) && PyTuple_CheckExact(expected)) {
-    // A set guarded by its members in iteration order (setOfSource).
-    if (PySet_GET_SIZE(value) != PyTuple_GET_SIZE(expected))
+  if (PyList_CheckExact(expected)) {
+    // A set guarded by its members in iteration order (setOfSource: the
+    // only Equals guard whose expected value is a list).
+    if (!PySet_CheckExact(value) ||
+        PySet_GET_SIZE(value) != PyList_GET_SIZE(expected))
       return false;
-    Py_ssize_t position = 0, at = 0;
-    PyObject *member;
-    Py_hash_t hash;
-    while (_PySet_NextEntry(value, &position, &member, &hash))
-      if (!sameConstant(member, PyTuple_GET_ITEM(expected, at++)))
+    PyRef iterator = PyRef::steal(PyObject_GetIter(value));
+    for (Py_ssize_t at = 0; iterator && at < PyList_GET_SIZE(expected); ++at) {
+      PyRef member = PyRef::steal(PyIter_Next(iterator.get()));
+      if (!member ||
+          !sameConstant(member.get(), PyList_GET_ITEM(expected, at))) {
+        PyErr_Clear();
         return false;
-    return true;
+      }
+    }
+    PyErr_Clear();
+    return bool(iterator);
   }
   if (Py_TYPE(value) != Py_TYPE(expected))
     return false;

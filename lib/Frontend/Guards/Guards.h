@@ -66,8 +66,8 @@ std::string keyText(PyObject *key, bool quoted);
 
 /// Whether two constants are the same value for a guard: floats by bit
 /// pattern (so -0.0 and 0.0 differ and a NaN matches itself), tuples item
-/// by item, a set against a tuple by its members in iteration order, the
-/// rest by ==.
+/// by item, a set against a list (its members as capture saw them) in
+/// iteration order, the rest by ==.
 bool sameConstant(PyObject *value, PyObject *expected);
 
 /// What super(cls, object).name finds: the entry of the first class after

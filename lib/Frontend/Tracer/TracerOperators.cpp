@@ -156,7 +156,7 @@ VarPtr BytecodeTracer::binaryOp(int kind, const VarPtr &lhs,
   for (const VarPtr &operand : {lhs, rhs})
     tupleLike[side++] =
         (operand->kind == Var::Kind::Tuple && !operand->isList &&
-         operand->keys.empty()) ||
+         !operand->isSet && operand->keys.empty()) ||
         (operand->kind == Var::Kind::Constant &&
          PyTuple_Check(operand->object.get()));
   if (plain == NB_ADD && tupleLike[0] && tupleLike[1]) {

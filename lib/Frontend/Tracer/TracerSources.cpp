@@ -99,21 +99,21 @@ VarPtr BytecodeTracer::tupleOfSource(PyObject *sequence, int source) {
 VarPtr BytecodeTracer::setOfSource(PyObject *set, int source) {
   // A set of constants (a module's `unique_layer_types`): guarded by its
   // members in their iteration order (sameConstant of a set against a
-  // tuple), so a loop over it runs in the order capture unrolled.
-  PyRef members = PyRef::steal(PySequence_Tuple(set));
+  // list), so a loop over it runs in the order capture unrolled.
+  PyRef members = PyRef::steal(PySequence_List(set));
   if (!members) {
     PyErr_Clear();
     return nullptr;
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members.get()); ++i)
-    if (!isConstantObject(PyTuple_GET_ITEM(members.get(), i)))
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(members.get()); ++i)
+    if (!isConstantObject(PyList_GET_ITEM(members.get(), i)))
       return nullptr;
   guardBuilder.guardObject(Guard::Kind::Equals, source, members.get());
   VarPtr var = makeVar(Var::Kind::Tuple);
   var->isSet = true;
   var->source = source; // the caller's own set: not mutated in capture
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members.get()); ++i)
-    var->items.push_back(constant(PyTuple_GET_ITEM(members.get(), i)));
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(members.get()); ++i)
+    var->items.push_back(constant(PyList_GET_ITEM(members.get(), i)));
   return var;
 }
 

@@ -386,15 +386,22 @@ VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
     // returned as it is, as eager returns it (transposed or not).
     if (contiguousFormat && (type.rank() == 4 || type.rank() == 5)) {
       Value *value = latestValue(tensor->tensor);
+      // c10's channels-last test reads the strides of size-1 dims too,
+      // which capture neither knows for computed values nor pins for
+      // inputs: with one, which eager returns is unknown.
+      bool sizeOneDim = false;
+      for (size_t d = 1; d < type.rank(); ++d)
+        sizeOneDim |= type.sizes[d] == SymExpr(1);
+      std::optional<bool> channelsLast;
       std::vector<SymExpr> strides;
-      if (eagerContiguous(value))
-        return tensor;
-      if (!value->producer)
-        strides = value->type.strides;
-      else if (!eagerViewStrides(value, strides))
-        strides.clear();
-      std::optional<bool> channelsLast =
-          stridesLikeChannelsLast(type.sizes, strides);
+      if (sizeOneDim)
+        channelsLast = std::nullopt;
+      else if (eagerContiguous(value))
+        channelsLast = false;
+      else if (!value->producer)
+        channelsLast = stridesLikeChannelsLast(type.sizes, value->type.strides);
+      else if (eagerViewStrides(value, strides))
+        channelsLast = stridesLikeChannelsLast(type.sizes, strides);
       if (!channelsLast) {
         // The same values either way; which one eager returns is known
         // only if something writes into either.
@@ -410,10 +417,12 @@ VarPtr BytecodeTracer::tensorTo(const VarPtr &tensor,
     }
     return tensor; // eager returns the tensor itself
   }
-  // A new tensor: the cast's result, row-major as contiguous_format asks.
+  // A new tensor: the cast's result, row-major where contiguous_format
+  // asks (a cast alone follows a channels-last operand's layout).
   std::map<std::string, Attribute> attributes;
   attributes["dtype"] = *dtype;
-  return emit(Op::Cast, {operandOf(tensor, "to")}, attributes);
+  VarPtr cast = emit(Op::Cast, {operandOf(tensor, "to")}, attributes);
+  return contiguousFormat ? emit(Op::Contiguous, {cast->tensor}) : cast;
 }
 
 } // namespace capture

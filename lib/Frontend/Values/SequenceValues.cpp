@@ -151,10 +151,10 @@ int SequenceValues::callable(const VarPtr &) { return 0; }
 
 OutputSpec SequenceValues::output(const VarPtr &value,
                                   const ItemSpec &itemSpec) {
+  if (value->source >= 0 && (value->isList || value->isSet))
+    return sourceSpec(value->source); // the caller's own list or set
   if (value->isSet)
     tracer.unsupported("returning a set made during capture");
-  if (value->source >= 0 && value->isList) // the caller's own list
-    return sourceSpec(value->source);
   return containerSpec(tracer, value, itemSpec);
 }
 
