@@ -105,6 +105,22 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     return torch.where(index < steps // 2, from_start, from_end)
 
 
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None,
+        pin_memory=False, requires_grad=False):
+    """torch.eye: ones where the row's index equals the column's (Kimi
+    Linear's gated delta rule builds its triangular solve from one)."""
+    m = n if m is None else m
+    if (out is not None or layout not in (None, torch.strided) or pin_memory
+            or requires_grad or not isinstance(n, int) or not isinstance(m, int)
+            or isinstance(n, bool) or isinstance(m, bool) or n < 0 or m < 0):
+        raise NotImplementedError("torch.eye: arguments eager checks")
+    # the default dtype as capture guards it (torch.tensor of a float)
+    dtype = torch.tensor(0.0).dtype if dtype is None else dtype
+    rows = torch.arange(n, device=device).unsqueeze(1)
+    columns = torch.arange(m, device=device).unsqueeze(0)
+    return (rows == columns).to(dtype)
+
+
 def broadcast_tensors(*tensors):
     """torch.broadcast_tensors (F.mse_loss and the other losses call it):
     each tensor expanded to the shapes' broadcast, so it differentiates as
@@ -380,7 +396,7 @@ def _copy_kind(cls, deep):
 
 
 POLYFILLS = {copy.deepcopy: deepcopy, copy.copy: shallow_copy, F.pad: pad,
-             itertools.repeat: repeat, torch.linspace: linspace,
+             itertools.repeat: repeat, torch.linspace: linspace, torch.eye: eye,
              torch.broadcast_tensors: broadcast_tensors, torch._C._nn.mse_loss: mse_loss}
 POLYFILLS.update(complex_pairs.POLYFILLS)
 POLYFILLS.update(_nearest_upsamplings())

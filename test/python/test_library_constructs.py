@@ -1225,3 +1225,72 @@ def test_a_set_guard_fails_for_a_list_or_tuple_of_its_members():
     model.kinds = list(model.kinds)
     assert_outputs_close(compiled(torch.ones(2)), model(torch.ones(2)))
     assert dynafuse.stats()["captures"] == 2
+
+
+class Entered:
+    """A context manager defined in Python (a library's own)."""
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __enter__(self):
+        return self.factor * 2
+
+    def __exit__(self, *exc):
+        return None
+
+
+def maybe_autocast_blocks(x, enabled):
+    # transformers' maybe_autocast returns torch.autocast or a nullcontext.
+    import contextlib
+    with (torch.autocast("cpu", enabled=False) if enabled else contextlib.nullcontext()):
+        y = x.float() * 2
+    with contextlib.nullcontext(5) as five, Entered(1.5) as scale:
+        y = (y + five) * scale
+    return y
+
+
+@pytest.mark.parametrize("x", INPUTS)
+@pytest.mark.parametrize("enabled", [False, True])
+def test_with_blocks_over_context_managers_defined_in_python(x, enabled):
+    actual = dynafuse.compile(maybe_autocast_blocks, fullgraph=True)(x, enabled)
+    assert_close(actual, maybe_autocast_blocks(x, enabled))
+    assert_compiled()
+
+
+def test_a_break_inside_a_python_context_manager_runs_the_frame_eagerly():
+    entered = []
+
+    class Recorded:
+        def __enter__(self):
+            entered.append("in")
+
+        def __exit__(self, *exc):
+            entered.append("out")
+
+    def f(x):
+        with Recorded():
+            y = x * 2
+            print("a break")
+            y = y + 1
+        return y
+
+    x = torch.randn(3)
+    assert_close(dynafuse.compile(f)(x), f(x))
+    assert entered == ["in", "out", "in", "out"]
+    assert "a with block over a context manager defined in Python is open" in \
+        " ".join(dynafuse._C.break_reasons())
+
+
+def identity_matrices(x):
+    n = x.shape[-1]
+    return (x @ torch.eye(n) - torch.eye(n, 2 * n, dtype=torch.float64)[:, :n],
+            torch.eye(n, dtype=torch.bool) & (x > 0), torch.eye(0, n).shape)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 4), (1, 1), (2, 0, 0), (5, 5)])
+def test_torch_eye_is_a_comparison_of_indices(shape):
+    x = torch.randn(*shape)
+    actual = dynafuse.compile(identity_matrices, fullgraph=True)(x)
+    assert_outputs_close(actual, identity_matrices(x))
+    assert_compiled()

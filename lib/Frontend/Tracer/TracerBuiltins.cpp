@@ -510,9 +510,37 @@ VarPtr BytecodeTracer::gradModeExit(PyObject *object, int source) {
 void BytecodeTracer::enterWith(const VarPtr &context) {
   if (autocastCasts.enter(context))
     return;
-  if (context->kind != Var::Kind::Object || context->setsGradMode < 0)
-    unsupported("with block over a context manager other than no_grad, "
-                "enable_grad or inference_mode");
+  if (context->kind != Var::Kind::Object || context->setsGradMode < 0) {
+    // A context manager whose __enter__ and __exit__ are Python functions
+    // (contextlib.nullcontext, which transformers' maybe_autocast returns;
+    // a library's own): entered by tracing __enter__, left by tracing the
+    // __exit__ the block's end calls, as BEFORE_WITH looks them up. A
+    // break inside the block runs the frame eagerly (TracerResume.cpp).
+    PyObject *cls = nullptr;
+    if (context->kind == Var::Kind::NewObject && context->function)
+      cls = context->function->object.get();
+    else if (context->kind == Var::Kind::Object && context->method.empty() &&
+             context->object)
+      cls = reinterpret_cast<PyObject *>(Py_TYPE(context->object.get()));
+    auto definedInPython = [&](const char *name) {
+      PyRef function = PyRef::steal(PyObject_GetAttrString(cls, name));
+      PyErr_Clear();
+      return function && PyFunction_Check(function.get());
+    };
+    if (!cls || !PyType_Check(cls) || !definedInPython("__enter__") ||
+        !definedInPython("__exit__"))
+      unsupported("with block over a context manager other than no_grad, "
+                  "enable_grad, inference_mode, autocast or one defined in "
+                  "Python");
+    PyRef enterName = PyRef::steal(PyUnicode_InternFromString("__enter__"));
+    PyRef exitName = PyRef::steal(PyUnicode_InternFromString("__exit__"));
+    VarPtr enter = loadAttr(context, enterName.get());
+    VarPtr exit = loadAttr(context, exitName.get());
+    VarPtr entered = callAny(enter, {}, {});
+    push(exit);
+    push(entered);
+    return;
+  }
   VarPtr exit = makeVar(Var::Kind::Object);
   exit->object = context->object;
   exit->method = "__exit__";

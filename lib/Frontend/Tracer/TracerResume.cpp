@@ -169,9 +169,15 @@ void BytecodeTracer::breakAt(size_t pc, const Unsupported &error) {
       throw CannotResume{"stack underflow"};
     size_t deep = current.stack.size() - inputCount;
     point->withExits = withExitSlots(in);
-    for (int slot : point->withExits)
+    for (int slot : point->withExits) {
       if (slot < 0 || size_t(slot) >= deep)
         throw CannotResume{"a with block's exit is not on the stack"};
+      const VarPtr &exit = current.stack[size_t(slot)];
+      if (exit->kind != Var::Kind::Object || exit->method != "__exit__")
+        throw CannotResume{"a with block over a context manager defined in "
+                           "Python is open (only grad mode and autocast "
+                           "blocks are re-entered)"};
+    }
     bool mode = result.state.gradMode;
     emittedObjects.clear();
     for (size_t i = 0; i < current.stack.size(); ++i) {
